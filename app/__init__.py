@@ -1,0 +1,1 @@
+"""The collviz command line and Textual viewer: consumers of the runtime's event stream."""

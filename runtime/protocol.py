@@ -1,0 +1,347 @@
+"""Every event collviz workers and launchers emit, as typed structs, with encode and decode.
+
+This module is the authority on the wire and trace format (DESIGN.md §4). Events are msgspec
+structs tagged by class name; they travel as msgpack. Every event carries the run id, the rank
+that emitted it (``LAUNCHER_RANK`` for the launching process), a per-emitter gap-free ``seq`` and
+a monotonic ``t_ns``.
+
+Versioning: ``PROTOCOL_VERSION`` is (major, minor). A minor bump only adds fields with defaults,
+so older readers ignore them; a major bump changes meaning, and readers refuse it by name.
+Malformed input of any kind raises :class:`ProtocolError` and nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+import msgspec
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "LAUNCHER_RANK",
+    "WIRE_HEADER",
+    "ProtocolError",
+    "Event",
+    "RunStart",
+    "RankStart",
+    "Phase",
+    "Gate",
+    "Go",
+    "Collective",
+    "ProvenanceRun",
+    "BufferSummary",
+    "Buffer",
+    "Transfer",
+    "CudaMemory",
+    "NvmlMemory",
+    "Memory",
+    "Check",
+    "RankEnd",
+    "ProcessExit",
+    "Dropped",
+    "RunEnd",
+    "AnyEvent",
+    "encode",
+    "decode",
+    "encode_frames",
+    "decode_frames",
+    "version_text",
+]
+
+PROTOCOL_VERSION: tuple[int, int] = (1, 0)
+"""(major, minor) of the event protocol and the trace format."""
+
+LAUNCHER_RANK = -1
+"""The ``rank`` field of events emitted by the launching process rather than a worker."""
+
+WIRE_HEADER = b"collviz/%d.%d" % PROTOCOL_VERSION
+"""First frame of every ZeroMQ message; the second frame is the msgpack payload."""
+
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+"""Payloads larger than this are refused as malformed (a worker never sends one this big)."""
+
+
+class ProtocolError(ValueError):
+    """Malformed, foreign or incompatible input: the one error decoding ever raises."""
+
+
+def version_text(version: tuple[int, int] = PROTOCOL_VERSION) -> str:
+    """``(1, 0)`` → ``"1.0"``."""
+    return f"{version[0]}.{version[1]}"
+
+
+class Event(msgspec.Struct, tag=True, kw_only=True, omit_defaults=True):
+    """Fields every event carries."""
+
+    run: str
+    rank: int
+    seq: int
+    t_ns: int
+
+
+class RunStart(Event):
+    """The launcher's first event: what runs, where and how."""
+
+    scenario: str
+    world_size: int
+    backend: str
+    device_kind: Literal["cpu", "cuda"]
+    backend_reason: str
+    mode: Literal["live", "step"]
+    options: dict[str, Union[str, int, float, bool]] = {}
+    description: str = ""
+    example: str = ""
+    torch_version: str = ""
+    nccl_version: str = ""
+    host: str = ""
+    pid: int = 0
+    phase_count: int = 0
+
+
+class RankStart(Event):
+    """A worker is up and its process group is initialised."""
+
+    device: str
+    backend: str
+    host: str
+    pid: int
+
+
+class Phase(Event):
+    """A named step of the scenario begins or ends; ``index`` counts from 0 for every rank."""
+
+    index: int
+    name: str
+    edge: Literal["begin", "end"]
+    narration: str = ""
+
+
+class Gate(Event):
+    """A worker waits at (``edge="wait"``) or is released from (``"pass"``) the gate before a phase."""
+
+    index: int
+    edge: Literal["wait", "pass"]
+
+
+class Go(Event):
+    """The launcher released every rank waiting at gates up to and including ``index``."""
+
+    index: int
+
+
+class Collective(Event):
+    """One real torch.distributed collective call, as seen from one rank.
+
+    ``group_seq`` numbers the collectives issued on ``group`` by this rank (0, 1, …), which is how
+    calls are matched across ranks. ``count`` is the element count of this rank's input.
+    ``algo_bytes`` is S of the nccl-tests bandwidth formulas (see ``runtime.metrics``).
+    """
+
+    phase: int
+    edge: Literal["begin", "end"]
+    op: str
+    group: str
+    group_ranks: list[int]
+    group_seq: int
+    dtype: str
+    count: int
+    bytes_in: int
+    bytes_out: int
+    algo_bytes: int
+    iteration: int = 0
+    root: Union[int, None] = None
+    reduce_op: Union[str, None] = None
+    duration_ns: Union[int, None] = None
+
+
+class ProvenanceRun(msgspec.Struct, array_like=True):
+    """Elements ``[start, start + length)`` of a buffer hold data from exactly ``ranks``."""
+
+    start: int
+    length: int
+    ranks: list[int]
+
+
+class BufferSummary(msgspec.Struct, kw_only=True):
+    """What a buffer too large to ship holds: statistics, a checksum and a coarse picture."""
+
+    min: float
+    max: float
+    mean: float
+    crc32: str
+    picture: list[float]
+
+
+class Buffer(Event):
+    """The contents of one named tensor on one rank at one moment of a phase.
+
+    ``values`` (row-major, flattened) are present for small tensors, ``summary`` for large ones.
+    ``provenance`` lists, run by run, the ranks whose data each element holds, observed from what
+    really arrived; an empty ``ranks`` list means the element holds no rank's data (a placeholder).
+    ``None`` means provenance was not observed.
+    """
+
+    phase: int
+    name: str
+    role: str
+    moment: Literal["before", "after", "result"]
+    shape: list[int]
+    dtype: str
+    values: Union[list[Union[int, float]], None] = None
+    summary: Union[BufferSummary, None] = None
+    provenance: Union[list[ProvenanceRun], None] = None
+
+
+class Transfer(Event):
+    """Data that moved from ``src`` to ``dst`` (emitted by the receiving rank).
+
+    ``kind="logical"`` is what a collective moved as seen from its inputs and outputs (the
+    backend's own ring or tree inside the call is not observable); ``"p2p"`` is a real send/recv.
+    """
+
+    phase: int
+    src: int
+    dst: int
+    bytes: int
+    buffer: str
+    start: int
+    length: int
+    kind: Literal["logical", "p2p"]
+    step: int = 0
+
+
+class CudaMemory(msgspec.Struct, kw_only=True):
+    """The CUDA caching allocator's figures for one device."""
+
+    allocated: int
+    reserved: int
+    max_allocated: int
+
+
+class NvmlMemory(msgspec.Struct, kw_only=True):
+    """Device-wide figures from NVML (they include NCCL's buffers, which the allocator cannot see)."""
+
+    used: int
+    total: int
+    utilization_pct: Union[int, None] = None
+
+
+class Memory(Event):
+    """Live tensor bytes on one rank at a labelled moment.
+
+    ``source="tracker"``: exact live storage bytes from collviz's storage tracker (CPU, or any
+    device). ``cuda``/``nvml`` are present only where those figures exist.
+    """
+
+    phase: int
+    label: str
+    live_bytes: int
+    peak_bytes: int
+    by_category: dict[str, int] = {}
+    source: str = "tracker"
+    cuda: Union[CudaMemory, None] = None
+    nvml: Union[NvmlMemory, None] = None
+
+
+class Check(Event):
+    """A result the run verified on itself (e.g. "parameters identical on all ranks")."""
+
+    phase: int
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+class RankEnd(Event):
+    """A worker's last event: it finished (``ok``) or raised (``error`` holds the text)."""
+
+    status: Literal["ok", "error"]
+    error: str = ""
+    phase: Union[int, None] = None
+    dropped: int = 0
+
+
+class ProcessExit(Event):
+    """The launcher reaped worker ``target``: its exit code, or the signal that killed it."""
+
+    target: int
+    exit_code: Union[int, None] = None
+    signal: Union[str, None] = None
+
+
+class Dropped(Event):
+    """The collector refused frames: ``reason`` → how many (hostile, foreign or malformed input)."""
+
+    counts: dict[str, int]
+
+
+class RunEnd(Event):
+    """The launcher's last event."""
+
+    status: Literal["ok", "failed", "interrupted"]
+    detail: str = ""
+    events: int = 0
+    dropped: int = 0
+
+
+AnyEvent = Union[
+    RunStart,
+    RankStart,
+    Phase,
+    Gate,
+    Go,
+    Collective,
+    Buffer,
+    Transfer,
+    Memory,
+    Check,
+    RankEnd,
+    ProcessExit,
+    Dropped,
+    RunEnd,
+]
+"""Every concrete event type; what :func:`decode` returns."""
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(AnyEvent)
+
+
+def encode(event: Event) -> bytes:
+    """The msgpack payload of ``event``."""
+    return _encoder.encode(event)
+
+
+def decode(payload: bytes) -> AnyEvent:
+    """One event from its msgpack payload; :class:`ProtocolError` if it is not one."""
+    if len(payload) > MAX_FRAME_BYTES:
+        raise ProtocolError(f"event of {len(payload)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
+    try:
+        return _decoder.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ProtocolError(f"malformed event: {exc}") from None
+    except Exception as exc:  # msgspec can surface odd inputs as other errors; keep one type
+        raise ProtocolError(f"malformed event: {exc!r}") from None
+
+
+def encode_frames(event: Event) -> list[bytes]:
+    """The ZeroMQ multipart message carrying ``event``: header frame, payload frame."""
+    return [WIRE_HEADER, encode(event)]
+
+
+def decode_frames(frames: list[bytes]) -> tuple[AnyEvent, bytes]:
+    """The event in a multipart message, and its payload (kept to be written to a trace as is).
+
+    Checks the part count and the version header before decoding, and names both versions when
+    they differ.
+    """
+    if len(frames) != 2:
+        raise ProtocolError(f"expected 2 frames, got {len(frames)}")
+    header, payload = frames
+    if header != WIRE_HEADER:
+        if bytes(header).startswith(b"collviz/"):
+            raise ProtocolError(
+                f"peer speaks {bytes(header)[8:40].decode('ascii', 'replace')}, "
+                f"this collviz speaks {version_text()}"
+            )
+        raise ProtocolError("not a collviz message")
+    return decode(payload), payload

@@ -1,0 +1,170 @@
+"""Trace files: a versioned header, then one length-prefixed msgpack event per record.
+
+Layout (all integers little-endian)::
+
+    b"COLLVIZ\\0"                        8-byte magic
+    u32 length, header payload          msgpack map {"format": "collviz-trace", "version": [1, 0]}
+    u32 length, event payload           repeated; each payload is ``protocol.encode(event)``
+
+The writer flushes after every batch, so a file being written can be read. A reader keeps every
+complete record of a truncated file and reports the cut; a newer major version is refused with both
+versions named. Nothing is ever pickled.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import msgspec
+
+from .errors import UsageError
+from .protocol import PROTOCOL_VERSION, AnyEvent, ProtocolError, decode, version_text
+
+__all__ = ["TRACE_MAGIC", "TraceError", "TraceWriter", "TraceContents", "read_trace", "iter_trace"]
+
+TRACE_MAGIC = b"COLLVIZ\0"
+_LENGTH = struct.Struct("<I")
+_FORMAT_NAME = "collviz-trace"
+
+
+class TraceError(UsageError, ProtocolError):
+    """A trace file that cannot be read: missing, not a trace, a newer major version, corrupt."""
+
+
+class _Header(msgspec.Struct):
+    format: str
+    version: tuple[int, int]
+
+
+def _record(payload: bytes) -> bytes:
+    return _LENGTH.pack(len(payload)) + payload
+
+
+class TraceWriter:
+    """Appends event payloads to a trace file, flushing after each write."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        try:
+            self._file: BinaryIO = open(self.path, "wb")
+        except OSError as exc:
+            raise UsageError(f"cannot write trace {self.path}: {exc.strerror}") from None
+        header = msgspec.msgpack.encode(_Header(format=_FORMAT_NAME, version=PROTOCOL_VERSION))
+        self._file.write(TRACE_MAGIC + _record(header))
+        self._file.flush()
+        self.events_written = 0
+
+    def write(self, payloads: Iterable[bytes]) -> None:
+        """Append already-encoded event payloads and flush them to the OS."""
+        records = [_record(p) for p in payloads]
+        if records:
+            self._file.write(b"".join(records))
+            self._file.flush()
+            self.events_written += len(records)
+
+    def close(self) -> None:
+        """Flush to disk and close; safe to call twice."""
+        if not self._file.closed:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+
+
+@dataclass
+class TraceContents:
+    """What a trace file held: its version, its events, and what was wrong with its tail."""
+
+    version: tuple[int, int]
+    events: list[AnyEvent] = field(default_factory=list)
+    warning: str = ""
+
+
+def _open(path: str | os.PathLike[str]) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise TraceError(f"trace file {path} does not exist") from None
+    except IsADirectoryError:
+        raise TraceError(f"{path} is a directory, not a trace file") from None
+    except OSError as exc:
+        raise TraceError(f"cannot read trace {path}: {exc.strerror}") from None
+
+
+def _split(data: bytes, name: str) -> tuple[tuple[int, int], Iterator[bytes], list[str]]:
+    """Check magic and header; return the version and an iterator over event payloads.
+
+    The third value collects a warning if the iterator meets a truncated last record.
+    """
+    if not data.startswith(TRACE_MAGIC):
+        raise TraceError(f"{name} is not a collviz trace (it does not start with the trace magic)")
+    offset = len(TRACE_MAGIC)
+    if len(data) < offset + _LENGTH.size:
+        raise TraceError(f"{name} is truncated inside its header")
+    (length,) = _LENGTH.unpack_from(data, offset)
+    offset += _LENGTH.size
+    if offset + length > len(data):
+        raise TraceError(f"{name} is truncated inside its header")
+    try:
+        header = msgspec.msgpack.decode(data[offset : offset + length], type=_Header)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TraceError(f"{name} has a malformed header: {exc}") from None
+    if header.format != _FORMAT_NAME:
+        raise TraceError(f"{name} is a {header.format!r} file, not a collviz trace")
+    if header.version[0] != PROTOCOL_VERSION[0]:
+        raise TraceError(
+            f"{name} is trace format {version_text(header.version)}; this collviz reads "
+            f"{version_text()} (major {PROTOCOL_VERSION[0]}): "
+            + ("upgrade collviz to read it" if header.version[0] > PROTOCOL_VERSION[0] else "it is too old to read")
+        )
+    offset += length
+    warnings: list[str] = []
+
+    def payloads() -> Iterator[bytes]:
+        pos = offset
+        end = len(data)
+        index = 0
+        while pos < end:
+            if pos + _LENGTH.size > end:
+                warnings.append(f"{name}: last record truncated after {index} complete events; it was skipped")
+                return
+            (size,) = _LENGTH.unpack_from(data, pos)
+            pos += _LENGTH.size
+            if pos + size > end:
+                warnings.append(f"{name}: last record truncated after {index} complete events; it was skipped")
+                return
+            yield data[pos : pos + size]
+            pos += size
+            index += 1
+
+    return header.version, payloads(), warnings
+
+
+def iter_trace(path: str | os.PathLike[str]) -> Iterator[AnyEvent]:
+    """The events of a trace one by one (a truncated tail ends the iteration silently)."""
+    _, payloads, _ = _split(_open(path), str(path))
+    for index, payload in enumerate(payloads):
+        yield _decode_record(payload, str(path), index)
+
+
+def _decode_record(payload: bytes, name: str, index: int) -> AnyEvent:
+    try:
+        return decode(payload)
+    except ProtocolError as exc:
+        raise TraceError(f"{name}: event {index} is corrupt ({exc})") from None
+
+
+def read_trace(path: str | os.PathLike[str]) -> TraceContents:
+    """Every complete event of a trace file.
+
+    Raises :class:`TraceError` for a missing file, a non-trace, a different major version or a
+    corrupt record; a truncated last record is skipped and reported in ``warning``.
+    """
+    name = str(path)
+    version, payloads, warnings = _split(_open(path), name)
+    events = [_decode_record(p, name, i) for i, p in enumerate(payloads)]
+    return TraceContents(version=version, events=events, warning="; ".join(warnings))

@@ -1,0 +1,1 @@
+"""Scenario data files (one TOML per scenario), shipped inside the wheel."""
