@@ -1,2 +1,173 @@
-def main():
-    print("stub")
+"""The ``collviz`` command: list scenarios, run one (viewer or headless), replay a trace.
+
+Every user mistake becomes one line on stderr, ``collviz: error: …``, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import NoReturn, Sequence
+
+from collviz.runtime.errors import UsageError
+
+__all__ = ["main", "parse_size"]
+
+_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
+          "g": 1024**3, "gb": 1000**3, "gib": 1024**3}
+
+EPILOG_RUN = """\
+examples:
+  collviz all-reduce --gpus 4                  watch a live all-reduce on 4 ranks
+  collviz all-gather --gpus 4 --step           space releases every rank into the next phase
+  collviz reduce-scatter --headless --record rs.cvz
+  collviz all-reduce --size 16MiB --iters 20 --headless   time a big one (median of 20 calls)
+
+Without --size the scenario's worked example is used when one exists for that many ranks;
+otherwise inputs are generated (element i of rank r is r*count + i + 1).
+With N GPUs visible the backend is NCCL; otherwise gloo on CPU, and a banner says why.
+"""
+
+TOP_HELP = """\
+usage: collviz SCENARIO [options]       run a scenario (collviz SCENARIO --help for options)
+       collviz list                     the scenarios, one line each
+       collviz replay TRACE [--headless]  replay a recorded trace
+
+collviz runs real torch.distributed collectives on real worker processes and shows what every rank
+holds, what moved between ranks, and what it cost in time and memory.
+
+Quick start:
+  collviz list
+  collviz all-reduce --gpus 4             live viewer (q quits, ? shows keys)
+  collviz all-reduce --gpus 4 --headless  plain-text summary: buffers before/after, provenance,
+                                          bytes moved, time, algbw/busbw with their formula
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one-line UsageErrors instead of usage dumps."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see: {self.prog} --help)")
+
+
+def parse_size(text: str) -> int:
+    """``"16MiB"`` → 16777216; accepts B, KiB/MiB/GiB (binary), KB/MB/GB (decimal), K/M/G (binary)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise UsageError(f"--size {text!r}: expected a byte count such as 4, 64KiB, 1MiB or 16MiB")
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def _run_parser(name: str) -> _Parser:
+    from collviz.runtime.scenario import DTYPES, REDUCE_OPS
+
+    parser = _Parser(prog=f"collviz {name}", description="Run a scenario on real worker processes.",
+                     epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gpus", type=int, metavar="N", help="number of ranks (default: the scenario's)")
+    parser.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
+                        help="process-group backend (default auto: NCCL with N GPUs, else gloo on CPU)")
+    parser.add_argument("--headless", action="store_true", help="no viewer: print a plain-text summary")
+    parser.add_argument("--step", action="store_true", help="ranks wait at a gate before each phase (viewer: space)")
+    parser.add_argument("--record", type=Path, metavar="FILE", help="write the trace to FILE while running")
+    parser.add_argument("--op", choices=REDUCE_OPS, help="reduce op, for reduce, all-reduce and reduce-scatter")
+    parser.add_argument("--dtype", choices=DTYPES, help="element type (default: the scenario's, float32)")
+    parser.add_argument("--size", metavar="BYTES", help="bytes of each rank's input, e.g. 64KiB, 16MiB (generated inputs)")
+    parser.add_argument("--root", type=int, metavar="R", help="root rank of broadcast, reduce, gather and scatter")
+    parser.add_argument("--iters", type=int, default=1, metavar="N", help="run the collective N times, timing each (default 1)")
+    parser.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                        help="process-group timeout in seconds (default 60)")
+    return parser
+
+
+def _cmd_list() -> int:
+    from collviz.runtime.scenario import list_scenarios
+
+    scenarios = list_scenarios()
+    width = max(len(s.name) for s in scenarios)
+    for scenario in scenarios:
+        print(f"{scenario.name:<{width}}  {scenario.description}")
+    return 0
+
+
+def _cmd_replay(argv: Sequence[str]) -> int:
+    parser = _Parser(prog="collviz replay", description="Replay a recorded trace.")
+    parser.add_argument("trace", type=Path, help="a .cvz file written with --record")
+    parser.add_argument("--headless", action="store_true", help="print the summary instead of opening the viewer")
+    args = parser.parse_args(argv)
+    from collviz.runtime.trace import read_trace
+
+    if args.headless:
+        from collviz.runtime.summary import render_summary
+
+        contents = read_trace(args.trace)
+        if contents.warning:
+            print(f"collviz: warning: {contents.warning}", file=sys.stderr)
+        print(render_summary(contents.events))
+        return 0
+    read_trace(args.trace)  # fail fast, with a one-line error, before the screen opens
+    from collviz.app.app import run_viewer
+
+    return run_viewer(trace=args.trace)
+
+
+def _cmd_run(name: str, argv: Sequence[str]) -> int:
+    from collviz.runtime.collectives import resolve_spec
+    from collviz.runtime.launch import RunPlan, Session, choose_backend
+    from collviz.runtime.scenario import find_scenario
+
+    args = _run_parser(name).parse_args(argv)
+    scenario = find_scenario(name)
+    world_size = scenario.default_gpus if args.gpus is None else args.gpus
+    backend = choose_backend(args.backend, world_size)
+    if args.step and args.headless:
+        raise UsageError("--step needs the viewer (space releases each gate); drop --headless or --step")
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
+    if args.record is not None and not args.record.parent.is_dir():
+        raise UsageError(f"--record {args.record}: folder {args.record.parent} does not exist")
+    spec = resolve_spec(
+        scenario, world_size, reduce_op=args.op, dtype=args.dtype,
+        size_bytes=None if args.size is None else parse_size(args.size), root=args.root, iters=args.iters,
+    )
+    plan = RunPlan(scenario=scenario, world_size=world_size, backend=backend, spec=spec,
+                   step=args.step, record=args.record, timeout_s=args.timeout)
+    print(f"collviz: {backend.reason}", file=sys.stderr)
+    session = Session(plan)
+    if args.headless:
+        from collviz.runtime.headless import run_headless
+
+        return run_headless(session)
+    from collviz.app.app import run_viewer
+
+    session.start()  # fork before the viewer starts its threads
+    return run_viewer(session=session)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``collviz`` console script; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if not argv or argv[0] in ("-h", "--help", "help"):
+            print(TOP_HELP)
+            return 0 if argv else 2
+        command, rest = argv[0], argv[1:]
+        if command == "list":
+            return _cmd_list()
+        if command == "replay":
+            return _cmd_replay(rest)
+        if command.startswith("-"):
+            raise UsageError(f"expected a scenario name or a command first, got {command!r} (see: collviz --help)")
+        return _cmd_run(command, rest)
+    except UsageError as exc:
+        print(f"collviz: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("collviz: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -41,6 +41,9 @@ __all__ = [
     "Dropped",
     "RunEnd",
     "AnyEvent",
+    "GateMessage",
+    "encode_control",
+    "decode_control",
     "encode",
     "decode",
     "encode_frames",
@@ -345,3 +348,29 @@ def decode_frames(frames: list[bytes]) -> tuple[AnyEvent, bytes]:
             )
         raise ProtocolError("not a collviz message")
     return decode(payload), payload
+
+
+class GateMessage(msgspec.Struct, kw_only=True):
+    """Control channel, both ways: a worker says it ``wait``s at gate ``index``; the launcher
+    answers ``go`` with the highest released index, or ``abort`` to end the run."""
+
+    kind: Literal["wait", "go", "abort"]
+    run: str
+    rank: int
+    index: int
+
+
+_control_decoder = msgspec.msgpack.Decoder(GateMessage)
+
+
+def encode_control(message: GateMessage) -> bytes:
+    """The msgpack payload of a control message."""
+    return _encoder.encode(message)
+
+
+def decode_control(payload: bytes) -> GateMessage:
+    """A control message from its payload; :class:`ProtocolError` if it is not one."""
+    try:
+        return _control_decoder.decode(payload)
+    except Exception as exc:
+        raise ProtocolError(f"malformed control message: {exc}") from None

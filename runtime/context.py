@@ -1,0 +1,81 @@
+"""What a scenario running on one rank uses to report itself: phases, gates, buffers, memory."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+from .memory import StorageTracker, memory_figures
+from .observe import tensor_contents
+from .protocol import Buffer, Gate, Memory, Phase, ProvenanceRun
+from .transport import EventEmitter, GateClient
+
+__all__ = ["RankContext"]
+
+
+@dataclass
+class RankContext:
+    """One rank's view of the run: identity, device, and the means to emit what it does.
+
+    Phases are numbered from 0 in the order the scenario opens them; every rank opens the same
+    phases, so index k means the same step everywhere. In step mode each phase starts behind a gate.
+    """
+
+    rank: int
+    world_size: int
+    backend: str
+    device: torch.device
+    emitter: EventEmitter
+    tracker: StorageTracker
+    gates: GateClient | None = None
+    narration: Mapping[str, str] = field(default_factory=dict)
+    narration_values: Mapping[str, object] = field(default_factory=dict)
+    phase_index: int = -1
+    _next_phase: int = 0
+    _group_seq: collections.Counter[str] = field(default_factory=collections.Counter)
+
+    @contextmanager
+    def phase(self, key: str, name: str) -> Iterator[int]:
+        """Open phase ``name`` (narration looked up by ``key``): gate, begin, body, end."""
+        index = self._next_phase
+        self._next_phase += 1
+        if self.gates is not None:
+            self.emitter.emit(Gate, index=index, edge="wait")
+            self.emitter.flush()
+            self.gates.wait(index)
+            self.emitter.emit(Gate, index=index, edge="pass")
+        text = self.narration.get(key, "")
+        self.emitter.emit(Phase, index=index, name=name, edge="begin", narration=text.format(**self.narration_values))
+        self.phase_index = index
+        yield index
+        self.emitter.emit(Phase, index=index, name=name, edge="end")
+
+    def next_group_seq(self, group: str) -> int:
+        """The number of the next collective this rank issues on ``group`` (0, 1, …)."""
+        seq = self._group_seq[group]
+        self._group_seq[group] += 1
+        return seq
+
+    def buffer(
+        self,
+        name: str,
+        role: str,
+        moment: str,
+        tensor: torch.Tensor,
+        provenance: list[ProvenanceRun] | None,
+        shape: list[int] | None = None,
+    ) -> None:
+        """Emit a Buffer event for ``tensor`` (snapshotted outside the memory accounting)."""
+        with self.tracker.suspended():
+            contents = tensor_contents(tensor if shape is None else tensor.reshape(shape))
+        self.emitter.emit(
+            Buffer, phase=self.phase_index, name=name, role=role, moment=moment, provenance=provenance, **contents
+        )
+
+    def memory(self, label: str) -> None:
+        """Emit a Memory event: live bytes now, peak, categories, CUDA/NVML figures where present."""
+        self.emitter.emit(Memory, phase=self.phase_index, label=label, **memory_figures(self.tracker, self.device))

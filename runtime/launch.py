@@ -1,0 +1,306 @@
+"""Launching a run: choose the backend, fork the workers, collect their events, tear down.
+
+:class:`Session` is the one object every consumer drives — the headless summary, the recorder and
+the Textual viewer all call ``start``, then ``poll`` until ``finished``, and ``stop`` to interrupt.
+Workers are forked from this process after its single ``import torch`` (faster than fresh
+interpreters); this process therefore never touches CUDA — GPUs are counted through NVML.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import nvml
+from .collectives import CollectiveSpec
+from .errors import UsageError
+from .protocol import AnyEvent, Go, Phase, ProcessExit, Dropped, RankEnd, RunEnd, RunStart
+from .scenario import Scenario
+from .trace import TraceWriter
+from .transport import Collector, Endpoints, LauncherEmitter
+from .worker import WorkerConfig, worker_main
+
+__all__ = ["MAX_RANKS", "BackendChoice", "choose_backend", "RunPlan", "RunOutcome", "Session"]
+
+MAX_RANKS = 64
+"""Most ranks one machine runs (each is a process; provenance tags hold at most 63 ranks)."""
+
+TEARDOWN_GRACE_S = 2.0
+"""How long survivors get after SIGTERM before SIGKILL."""
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """The process-group backend, the device kind it runs on, and why (shown as a banner)."""
+
+    backend: str
+    device_kind: str
+    reason: str
+
+
+def choose_backend(requested: str, world_size: int) -> BackendChoice:
+    """``auto``: NCCL on CUDA when ``world_size`` GPUs are visible, else gloo on CPU.
+
+    ``nccl`` with fewer GPUs than ranks is a UsageError: NCCL refuses two ranks on one GPU.
+    """
+    if not 1 <= world_size <= MAX_RANKS:
+        raise UsageError(f"--gpus {world_size}: must be between 1 and {MAX_RANKS} (one process per rank on this machine)")
+    if requested not in ("auto", "gloo", "nccl"):
+        raise UsageError(f"--backend {requested}: choose auto, gloo or nccl")
+    gpus = nvml.gpu_count()
+    if requested == "gloo":
+        return BackendChoice("gloo", "cpu", "gloo on CPU (--backend gloo)")
+    if gpus >= world_size:
+        return BackendChoice("nccl", "cuda", f"NCCL on {world_size} of {gpus} visible GPUs")
+    why = "no GPU is visible" if gpus == 0 else f"{gpus} GPU(s) visible for {world_size} ranks and NCCL refuses two ranks on one GPU"
+    if requested == "nccl":
+        raise UsageError(f"--backend nccl needs {world_size} GPUs but {why}; use --backend gloo (CPU) or fewer --gpus")
+    return BackendChoice("gloo", "cpu", f"gloo on CPU: {why}")
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A validated run: scenario, ranks, backend, what each rank does, and how to run it."""
+
+    scenario: Scenario
+    world_size: int
+    backend: BackendChoice
+    spec: CollectiveSpec
+    step: bool = False
+    record: Path | None = None
+    timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended: ``ok``, ``failed`` (a rank died or raised) or ``interrupted``."""
+
+    status: str
+    detail: str
+    exit_code: int
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+@dataclass
+class _RankState:
+    pid: int
+    exited: bool = False
+    exit_code: int | None = None
+    phase: tuple[int, str] | None = None
+    error: str = ""
+
+
+@dataclass
+class Session:
+    """One run of workers: start it, poll its events until finished, or stop it."""
+
+    plan: RunPlan
+    outcome: RunOutcome | None = None
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    _ranks: dict[int, _RankState] = field(default_factory=dict)
+    _collector: Collector | None = None
+    _trace: TraceWriter | None = None
+    _launcher: LauncherEmitter | None = None
+    _pending: list[AnyEvent] = field(default_factory=list)
+    _run_dir: str = ""
+    _failure: str = ""
+    _interrupted: bool = False
+    _teardown_deadline: float | None = None
+    _events_seen: int = 0
+
+    @property
+    def step(self) -> bool:
+        """Whether ranks wait at a gate before each phase."""
+        return self.plan.step
+
+    @property
+    def finished(self) -> bool:
+        """True once the run ended and its last event (RunEnd) was produced."""
+        return self.outcome is not None
+
+    def start(self) -> None:
+        """Fork the workers, then open the collector and the trace; emits RunStart."""
+        plan = self.plan
+        self._run_dir = tempfile.mkdtemp(prefix="collviz-")
+        endpoints = Endpoints.in_directory(self._run_dir)
+        config = WorkerConfig(
+            run=self.run_id, world_size=plan.world_size, backend=plan.backend.backend,
+            device_kind=plan.backend.device_kind, master_port=_free_port(), endpoints=endpoints,
+            step=plan.step, timeout_s=plan.timeout_s, spec=plan.spec,
+            narration=dict(plan.scenario.narration), log_dir=self._run_dir,
+        )
+        if plan.record is not None:
+            self._trace = TraceWriter(plan.record)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for rank in range(plan.world_size):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    worker_main(config, rank)
+                finally:
+                    os._exit(70)
+            self._ranks[rank] = _RankState(pid=pid)
+        self._collector = Collector(self.run_id, endpoints, plan.world_size)
+        self._launcher = LauncherEmitter(self.run_id)
+        self._collector.on_release = lambda index: self._emit(Go, index=index)
+        self._emit(
+            RunStart, scenario=plan.scenario.name, world_size=plan.world_size, backend=plan.backend.backend,
+            device_kind=plan.backend.device_kind, backend_reason=plan.backend.reason,
+            mode="step" if plan.step else "live", description=plan.scenario.description,
+            example=plan.spec.source, torch_version=str(torch.__version__), host=platform.node(), pid=os.getpid(),
+            phase_count=plan.spec.phase_count,
+            options={"dtype": plan.spec.dtype, "count": plan.spec.count, "iters": plan.spec.iters,
+                     "reduce_op": plan.spec.reduce_op or "", "root": plan.spec.root},
+        )
+
+    @property
+    def pids(self) -> dict[int, int]:
+        """rank → worker process id."""
+        return {rank: state.pid for rank, state in self._ranks.items()}
+
+    @property
+    def waiting_ranks(self) -> dict[int, int]:
+        """rank → gate index for the ranks now held at a gate (step mode)."""
+        return self._collector.waiting_ranks if self._collector else {}
+
+    def poll(self, timeout: float) -> list[AnyEvent]:
+        """Events that arrived since the last call (waiting up to ``timeout`` s for some)."""
+        if self.finished:
+            pending, self._pending = self._pending, []
+            return pending
+        for event, payload in self._collector.receive(timeout):
+            self._absorb(event, payload)
+        self._reap()
+        if self._teardown_deadline is not None and time.monotonic() > self._teardown_deadline:
+            self._kill_all(signal.SIGKILL)
+            self._teardown_deadline = None
+        if all(state.exited for state in self._ranks.values()):
+            self._finish()
+        pending, self._pending = self._pending, []
+        return pending
+
+    def release(self, index: int) -> None:
+        """Step mode: release every rank waiting at a gate ≤ ``index`` (thread-safe)."""
+        if self._collector is not None:
+            self._collector.request_release(index)
+
+    def stop(self) -> None:
+        """Interrupt: end every worker within seconds, flush the trace; idempotent."""
+        if self.finished or self._collector is None:
+            return
+        self._interrupted = True
+        self._begin_teardown()
+        deadline = time.monotonic() + TEARDOWN_GRACE_S + 3.0
+        while not self.finished and time.monotonic() < deadline:
+            events = self.poll(0.05)
+            self._pending.extend(events)
+        if not self.finished:  # a worker survived SIGKILL: give up on it rather than hang
+            self._finish()
+
+    def _emit(self, event_type, **fields) -> None:
+        event, payload = self._launcher.make(event_type, **fields)
+        self._absorb(event, payload)
+
+    def _absorb(self, event: AnyEvent, payload: bytes) -> None:
+        self._events_seen += 1
+        if self._trace is not None:
+            self._trace.write((payload,))
+        state = self._ranks.get(event.rank)
+        if state is not None:
+            if isinstance(event, Phase) and event.edge == "begin":
+                state.phase = (event.index, event.name)
+            elif isinstance(event, RankEnd) and event.status == "error":
+                state.error = event.error
+        self._pending.append(event)
+
+    def _reap(self) -> None:
+        for rank, state in self._ranks.items():
+            if state.exited:
+                continue
+            try:
+                pid, status = os.waitpid(state.pid, os.WNOHANG)
+            except ChildProcessError:
+                pid, status = state.pid, 0
+            if pid == 0:
+                continue
+            state.exited = True
+            state.exit_code = os.waitstatus_to_exitcode(status)
+            signal_name = _signal_name(-state.exit_code) if state.exit_code < 0 else None
+            self._emit(ProcessExit, target=rank, exit_code=None if signal_name else state.exit_code, signal=signal_name)
+            if state.exit_code != 0 and not self._failure and not self._interrupted:
+                self._failure = self._describe_failure(rank, state)
+                self._begin_teardown()
+
+    def _describe_failure(self, rank: int, state: _RankState) -> str:
+        where = f" during phase {state.phase[0]} '{state.phase[1]}'" if state.phase else " before its first phase"
+        if state.exit_code < 0:
+            return f"rank {rank} was killed by {_signal_name(-state.exit_code)}{where}"
+        if state.error:
+            return f"rank {rank} failed{where}: {state.error}"
+        return f"rank {rank} exited with status {state.exit_code}{where}"
+
+    def _begin_teardown(self) -> None:
+        if self._teardown_deadline is not None:
+            return
+        self._collector.abort_gates()
+        self._kill_all(signal.SIGTERM)
+        self._teardown_deadline = time.monotonic() + TEARDOWN_GRACE_S
+
+    def _kill_all(self, signum: int) -> None:
+        for state in self._ranks.values():
+            if not state.exited:
+                try:
+                    os.kill(state.pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    def _finish(self) -> None:
+        for event, payload in self._collector.receive(0):
+            self._absorb(event, payload)
+        for event, payload in self._collector.receive(0.05):
+            self._absorb(event, payload)
+        dropped = sum(self._collector.dropped.values())
+        if dropped:
+            self._emit(Dropped, counts=dict(self._collector.dropped))
+        if self._interrupted:
+            outcome = RunOutcome("interrupted", "interrupted: every worker was stopped", 130)
+        elif self._failure:
+            outcome = RunOutcome("failed", self._failure, 1)
+        else:
+            outcome = RunOutcome("ok", "", 0)
+        self._emit(RunEnd, status=outcome.status, detail=outcome.detail, events=self._events_seen + 1, dropped=dropped)
+        if self._trace is not None:
+            self._trace.close()
+        self._collector.close()
+        if outcome.status == "ok":
+            shutil.rmtree(self._run_dir, ignore_errors=True)
+        self.outcome = outcome
+
+    @property
+    def log_dir(self) -> str:
+        """Where the workers' stdout/stderr logs are (kept when a run fails)."""
+        return self._run_dir

@@ -1,0 +1,289 @@
+"""ZeroMQ plumbing between workers and the launching process.
+
+Two channels, both bound by the launcher (the collector) and connected by workers:
+
+* **events** — workers ``PUSH``, the collector ``PULL``s. PUSH queues until connected, so nothing
+  is lost to a handshake. Emitting puts the event on an in-process queue; a background thread
+  encodes and sends it, so a slow reader never stalls a rank's main thread. A bounded queue that
+  overflows drops and counts (reported in ``RankEnd.dropped``), never silently.
+* **control** — workers ``DEALER``, the collector ``ROUTER``: a worker at a gate sends ``wait k``
+  and blocks until the launcher answers ``go`` (step mode) or ``abort``.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import zmq
+
+from .protocol import (
+    LAUNCHER_RANK,
+    AnyEvent,
+    Event,
+    GateMessage,
+    ProtocolError,
+    decode_control,
+    decode_frames,
+    encode,
+    encode_control,
+    encode_frames,
+)
+
+__all__ = ["Endpoints", "EventEmitter", "GateClient", "GateAborted", "Collector", "LauncherEmitter"]
+
+_SEND_LINGER_MS = 10_000
+_QUEUE_LIMIT = 1_000_000
+_STOP = object()
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where the collector listens: the event and control channel addresses."""
+
+    events: str
+    control: str
+
+    @classmethod
+    def in_directory(cls, directory: str) -> Endpoints:
+        """Private IPC sockets inside ``directory`` (loopback-only by construction)."""
+        return cls(events=f"ipc://{directory}/events", control=f"ipc://{directory}/control")
+
+
+class EventEmitter:
+    """A worker's event sender: stamps run/rank/seq/t_ns, queues, and sends in the background."""
+
+    def __init__(self, endpoint: str, run: str, rank: int, queue_limit: int = _QUEUE_LIMIT) -> None:
+        self.run = run
+        self.rank = rank
+        self.dropped = 0
+        self._seq = 0
+        self._queue_limit = queue_limit
+        self._queue: queue.Queue = queue.Queue()
+        self._context = zmq.Context()
+        self._socket = self._context.socket(zmq.PUSH)
+        self._socket.setsockopt(zmq.LINGER, _SEND_LINGER_MS)
+        self._socket.setsockopt(zmq.SNDHWM, 100_000)
+        self._socket.connect(endpoint)
+        self._thread = threading.Thread(target=self._send_loop, name="collviz-emitter", daemon=True)
+        self._thread.start()
+
+    def emit(self, event_type: type[Event], **fields) -> None:
+        """Create an event of ``event_type`` with ``fields`` and queue it for sending."""
+        event = event_type(run=self.run, rank=self.rank, seq=self._seq, t_ns=time.monotonic_ns(), **fields)
+        self._seq += 1
+        if self._queue.qsize() >= self._queue_limit:
+            self.dropped += 1
+            return
+        self._queue.put(event)
+
+    def flush(self) -> None:
+        """Block until every queued event has been handed to ZeroMQ."""
+        self._queue.join()
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Send what is queued (waiting up to ``timeout_s``), then close the socket and context."""
+        self._queue.put(_STOP)
+        self._thread.join(timeout_s)
+        self._socket.close(linger=int(timeout_s * 1000))
+        self._context.term()
+
+    def _send_loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is _STOP:
+                    return
+                self._socket.send_multipart(encode_frames(item), copy=False)
+            finally:
+                self._queue.task_done()
+
+
+class GateAborted(RuntimeError):
+    """The launcher ended the run while this worker waited at a gate."""
+
+
+class GateClient:
+    """A worker's side of the control channel."""
+
+    def __init__(self, endpoint: str, run: str, rank: int) -> None:
+        self.run = run
+        self.rank = rank
+        self._context = zmq.Context()
+        self._socket = self._context.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.LINGER, 1000)
+        self._socket.setsockopt(zmq.IDENTITY, f"rank{rank}".encode())
+        self._socket.connect(endpoint)
+        self._released = -1
+
+    def wait(self, index: int) -> None:
+        """Block until the launcher releases gate ``index``; raise GateAborted if it aborts."""
+        if index <= self._released:
+            return
+        self._socket.send(encode_control(GateMessage(kind="wait", run=self.run, rank=self.rank, index=index)))
+        while index > self._released:
+            reply = decode_control(self._socket.recv())
+            if reply.kind == "abort":
+                raise GateAborted(f"run ended while rank {self.rank} waited at gate {index}")
+            self._released = max(self._released, reply.index)
+
+    def close(self) -> None:
+        """Close the socket and its context."""
+        self._socket.close()
+        self._context.term()
+
+
+class LauncherEmitter:
+    """Stamps the launcher's own events (rank −1) with run, seq and time."""
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+        self._seq = 0
+
+    def make(self, event_type: type[Event], **fields) -> tuple[AnyEvent, bytes]:
+        """A launcher event and its encoded payload."""
+        event = event_type(run=self.run, rank=LAUNCHER_RANK, seq=self._seq, t_ns=time.monotonic_ns(), **fields)
+        self._seq += 1
+        return event, encode(event)
+
+
+@dataclass
+class _GateBook:
+    released: int = -1
+    waiting: dict[bytes, int] = field(default_factory=dict)
+
+
+class Collector:
+    """The launcher's receiving end: validates frames, counts what it refuses, runs the gates.
+
+    Not thread-safe: call it from one thread. ``request_release`` is the one method other threads
+    may call; the release happens on the next ``receive``.
+    """
+
+    BATCH = 10_000
+
+    def __init__(self, run: str, endpoints: Endpoints, world_size: int) -> None:
+        self.run = run
+        self.world_size = world_size
+        self.dropped: collections.Counter[str] = collections.Counter()
+        self._next_seq: dict[int, int] = {}
+        self._context = zmq.Context()
+        self._events = self._context.socket(zmq.PULL)
+        self._events.setsockopt(zmq.RCVHWM, 0)
+        self._events.setsockopt(zmq.LINGER, 0)
+        self._events.bind(endpoints.events)
+        self._control = self._context.socket(zmq.ROUTER)
+        self._control.setsockopt(zmq.LINGER, 0)
+        self._control.bind(endpoints.control)
+        self._poller = zmq.Poller()
+        self._poller.register(self._events, zmq.POLLIN)
+        self._poller.register(self._control, zmq.POLLIN)
+        self._gates = _GateBook()
+        self._release_requests: collections.deque[int] = collections.deque()
+        self.on_release: Callable[[int], None] | None = None
+
+    def receive(self, timeout_s: float) -> list[tuple[AnyEvent, bytes]]:
+        """Valid events that arrived (waiting up to ``timeout_s`` for the first), with payloads."""
+        self._apply_release_requests()
+        ready = dict(self._poller.poll(int(timeout_s * 1000)))
+        if self._control in ready:
+            self._serve_control()
+        received: list[tuple[AnyEvent, bytes]] = []
+        if self._events in ready:
+            for _ in range(self.BATCH):
+                try:
+                    frames = self._events.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                accepted = self._accept(frames)
+                if accepted is not None:
+                    received.append(accepted)
+        return received
+
+    def _accept(self, frames: list[bytes]) -> tuple[AnyEvent, bytes] | None:
+        try:
+            event, payload = decode_frames(frames)
+        except ProtocolError as exc:
+            self.dropped["version" if "speaks" in str(exc) else "malformed"] += 1
+            return None
+        if event.run != self.run:
+            self.dropped["foreign run"] += 1
+            return None
+        if not 0 <= event.rank < self.world_size:
+            self.dropped["unknown rank"] += 1
+            return None
+        expected = self._next_seq.get(event.rank, 0)
+        if event.seq != expected:
+            if event.seq < expected:
+                self.dropped["duplicate"] += 1
+                return None
+            self.dropped["lost (sequence gap)"] += event.seq - expected
+        self._next_seq[event.rank] = event.seq + 1
+        return event, payload
+
+    def request_release(self, index: int) -> None:
+        """Thread-safe: release every rank waiting at a gate ≤ ``index`` on the next receive."""
+        self._release_requests.append(index)
+
+    def _apply_release_requests(self) -> None:
+        while self._release_requests:
+            index = self._release_requests.popleft()
+            if index > self._gates.released:
+                self._gates.released = index
+                if self.on_release is not None:
+                    self.on_release(index)
+            for identity, waiting in list(self._gates.waiting.items()):
+                if waiting <= self._gates.released:
+                    self._reply(identity, "go", self._gates.released)
+                    del self._gates.waiting[identity]
+
+    def _serve_control(self) -> None:
+        while True:
+            try:
+                identity, payload = self._control.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            except ValueError:
+                self.dropped["malformed"] += 1
+                continue
+            try:
+                message = decode_control(payload)
+            except ProtocolError:
+                self.dropped["malformed"] += 1
+                continue
+            if message.run != self.run or message.kind != "wait":
+                self.dropped["foreign run"] += 1
+                continue
+            if message.index <= self._gates.released:
+                self._reply(identity, "go", self._gates.released)
+            else:
+                self._gates.waiting[identity] = message.index
+
+    def _reply(self, identity: bytes, kind: str, index: int) -> None:
+        message = GateMessage(kind=kind, run=self.run, rank=LAUNCHER_RANK, index=index)
+        try:
+            self._control.send_multipart([identity, encode_control(message)], zmq.NOBLOCK)
+        except zmq.ZMQError:
+            self.dropped["control reply failed"] += 1
+
+    def abort_gates(self) -> None:
+        """Tell every rank waiting at a gate that the run is over."""
+        for identity in list(self._gates.waiting):
+            self._reply(identity, "abort", -1)
+        self._gates.waiting.clear()
+
+    @property
+    def waiting_ranks(self) -> dict[int, int]:
+        """rank → gate index, for the ranks now held at a gate."""
+        return {int(identity.decode()[4:]): index for identity, index in self._gates.waiting.items()}
+
+    def close(self) -> None:
+        """Close both sockets, then the context."""
+        self._events.close()
+        self._control.close()
+        self._context.term()
+

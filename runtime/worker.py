@@ -1,0 +1,135 @@
+"""A worker process: one rank of the run, from fork to ``os._exit``.
+
+The launcher forks workers after importing torch once (the children skip the import). A worker
+never writes to the terminal (its stdout/stderr go to a log file in the run directory), ignores
+SIGINT (the launcher handles Ctrl-C and tears everything down), and dies with its parent.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime
+import os
+import signal
+import socket
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import NoReturn
+
+import torch
+import torch.distributed as dist
+
+from .collectives import CollectiveSpec, run_collective_scenario
+from .context import RankContext
+from .memory import StorageTracker
+from .protocol import RankEnd, RankStart
+from .transport import Endpoints, EventEmitter, GateClient
+
+__all__ = ["WorkerConfig", "init_distributed", "worker_main"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What every worker of a run receives (identical for all ranks)."""
+
+    run: str
+    world_size: int
+    backend: str
+    device_kind: str
+    master_port: int
+    endpoints: Endpoints
+    step: bool
+    timeout_s: float
+    spec: CollectiveSpec
+    narration: dict[str, str]
+    log_dir: str
+
+
+def init_distributed(backend: str, rank: int, world_size: int, port: int, timeout_s: float, device: torch.device) -> None:
+    """Join the process group (loopback TCP rendezvous); no-op if already initialised."""
+    if dist.is_initialized():
+        return
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+        device_id=device if device.type == "cuda" else None,
+    )
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when the launcher dies (no orphans even on kill -9)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def _redirect_output(log_dir: str, rank: int) -> None:
+    """Send this process's stdout and stderr (fd 1 and 2) to ``rank<r>.log``."""
+    fd = os.open(os.path.join(log_dir, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", closefd=False, buffering=1)
+    sys.stderr = open(2, "w", closefd=False, buffering=1)
+
+
+def _error_text(exc: BaseException) -> str:
+    """One line naming the exception, plus where it was raised."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {message}{where}"
+
+
+def worker_main(config: WorkerConfig, rank: int) -> NoReturn:
+    """Run rank ``rank`` of the run described by ``config``, then exit the process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent()
+    _redirect_output(config.log_dir, rank)
+    emitter = EventEmitter(config.endpoints.events, config.run, rank)
+    gates = GateClient(config.endpoints.control, config.run, rank) if config.step else None
+    device = torch.device("cuda", rank) if config.device_kind == "cuda" else torch.device("cpu")
+    ctx = RankContext(
+        rank=rank,
+        world_size=config.world_size,
+        backend=config.backend,
+        device=device,
+        emitter=emitter,
+        tracker=StorageTracker(),
+        gates=gates,
+        narration=config.narration,
+        narration_values=config.spec.narration_values(config.world_size),
+    )
+    exit_code = 0
+    try:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        init_distributed(config.backend, rank, config.world_size, config.master_port, config.timeout_s, device)
+        emitter.emit(RankStart, device=str(device), backend=config.backend, host=socket.gethostname(), pid=os.getpid())
+        with ctx.tracker:
+            run_collective_scenario(ctx, config.spec)
+        emitter.emit(RankEnd, status="ok", phase=ctx.phase_index, dropped=emitter.dropped)
+    except BaseException as exc:  # everything a rank can die of is reported, then the process ends
+        exit_code = 1
+        emitter.emit(RankEnd, status="error", error=_error_text(exc), phase=ctx.phase_index, dropped=emitter.dropped)
+        traceback.print_exc()
+    emitter.close()
+    if gates is not None:
+        gates.close()
+    if exit_code == 0 and dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception:
+            pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)
