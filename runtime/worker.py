@@ -104,7 +104,7 @@ def worker_main(config: WorkerConfig, rank: int) -> NoReturn:
         backend=config.backend,
         device=device,
         emitter=emitter,
-        tracker=StorageTracker(),
+        tracker=StorageTracker(device),
         gates=gates,
         narration=config.narration,
         narration_values=config.spec.narration_values(config.world_size),
