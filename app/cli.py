@@ -64,7 +64,7 @@ def parse_size(text: str) -> int:
 def _run_parser(name: str) -> _Parser:
     from collviz.runtime.scenario import DTYPES, REDUCE_OPS
 
-    parser = _Parser(prog=f"collviz {name}", description="Run a scenario on real worker processes.",
+    parser = _Parser(prog=f"collviz {name}", description="Run a scenario on real worker processes.", allow_abbrev=False,
                      epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gpus", type=int, metavar="N", help="number of ranks (default: the scenario's)")
     parser.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
@@ -93,7 +93,7 @@ def _cmd_list() -> int:
 
 
 def _cmd_replay(argv: Sequence[str]) -> int:
-    parser = _Parser(prog="collviz replay", description="Replay a recorded trace.")
+    parser = _Parser(prog="collviz replay", description="Replay a recorded trace.", allow_abbrev=False)
     parser.add_argument("trace", type=Path, help="a .cvz file written with --record")
     parser.add_argument("--headless", action="store_true", help="print the summary instead of opening the viewer")
     args = parser.parse_args(argv)

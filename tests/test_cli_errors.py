@@ -1,0 +1,89 @@
+"""Bad input: one line on stderr, exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from collviz.app.cli import main
+from collviz.runtime.trace import TRACE_MAGIC
+from conftest import run_cli
+
+
+def run_main(capsys, *args: str) -> tuple[int, str]:
+    """Call the CLI's main in this process (fast); a traceback would surface as an exception."""
+    status = main(list(args))
+    return status, capsys.readouterr().err
+
+
+def _trace_with_version(path, major: int, minor: int) -> None:
+    import msgspec
+
+    header = msgspec.msgpack.encode({"format": "collviz-trace", "version": [major, minor]})
+    path.write_bytes(TRACE_MAGIC + len(header).to_bytes(4, "little") + header)
+
+
+CASES = [
+    ("gpus zero", ["all-reduce", "--gpus", "0", "--headless"], "--gpus 0"),
+    ("gpus negative", ["all-reduce", "--gpus", "-1", "--headless"], "--gpus -1"),
+    ("gpus too many", ["all-reduce", "--gpus", "1000", "--headless"], "--gpus 1000"),
+    ("gpus not a number", ["all-reduce", "--gpus", "four", "--headless"], "invalid int value"),
+    ("unknown scenario", ["all-reduse", "--headless"], "unknown scenario 'all-reduse'"),
+    ("nccl without gpu", ["all-reduce", "--gpus", "2", "--backend", "nccl", "--headless"], "--backend nccl needs 2 GPUs"),
+    ("op on non-reducing", ["all-gather", "--op", "max", "--headless"], "all_gather has no reduce op"),
+    ("avg on integers", ["all-reduce", "--op", "avg", "--dtype", "int32", "--headless"], "--op avg needs a floating-point dtype"),
+    ("bad size", ["all-reduce", "--size", "lots", "--headless"], "--size 'lots'"),
+    ("size not divisible", ["reduce-scatter", "--size", "20", "--headless"], "multiple of 4"),
+    ("root out of range", ["broadcast", "--gpus", "3", "--root", "5", "--headless"], "--root 5"),
+    ("record into missing folder", ["all-reduce", "--headless", "--record", "/nonexistent/t.cvz"], "does not exist"),
+    ("missing trace", ["replay", "/nonexistent/t.cvz", "--headless"], "does not exist"),
+    ("unknown option", ["all-reduce", "--gpu", "4"], "unrecognized arguments"),
+]
+
+
+@pytest.mark.parametrize("label,args,needle", CASES, ids=[c[0] for c in CASES])
+def test_bad_arguments(capsys, label, args, needle):
+    status, err = run_main(capsys, *args)
+    assert status == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("collviz: error: ") and needle in lines[0], lines[0]
+
+
+def test_console_script_error_is_one_line_without_traceback():
+    result = run_cli("all-reduce", "--gpus", "0", timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "collviz: error: --gpus 0: must be between 1 and 64 (one process per rank on this machine)"
+
+
+def test_malformed_scenario_file(capsys, tmp_path):
+    path = tmp_path / "broken.toml"
+    path.write_text('name = "broken"\ndescription = "x"\nkind = "collective"\ncollective = "all_reduce"\n'
+                    'default_gpus = 2\nreduce_op = "mean"\nbuffer_name = "g"\n')
+    status, err = run_main(capsys, str(path), "--headless")
+    assert status == 2
+    line = err.strip()
+    assert "\n" not in line and "broken.toml" in line and "reduce_op" in line and "mean" in line
+
+
+@pytest.mark.parametrize("kind", ["truncated header", "future version", "not a trace", "corrupt record"])
+def test_bad_trace_files(capsys, tmp_path, kind):
+    path = tmp_path / "t.cvz"
+    if kind == "truncated header":
+        path.write_bytes(TRACE_MAGIC + b"\x40\x00")
+        needle = "truncated"
+    elif kind == "future version":
+        _trace_with_version(path, 99, 1)
+        needle = "99.1"
+    elif kind == "not a trace":
+        path.write_text("hello")
+        needle = "not a collviz trace"
+    else:
+        _trace_with_version(path, 1, 0)
+        with path.open("ab") as f:
+            f.write((5).to_bytes(4, "little") + b"\xc1\xc1\xc1\xc1\xc1")
+        needle = "corrupt"
+    status, err = run_main(capsys, "replay", str(path), "--headless")
+    assert status == 2, err
+    assert len(err.strip().splitlines()) == 1 and needle in err
+    if kind == "future version":
+        assert "1.0" in err  # both versions are named

@@ -1,0 +1,94 @@
+"""A dead rank or an interrupt: every process gone within seconds, the trace still readable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from collviz.runtime.protocol import Collective, ProcessExit, RankStart, RunEnd
+from collviz.runtime.trace import TraceError, read_trace
+
+LONG_RUN = ["all-reduce", "--gpus", "4", "--backend", "gloo", "--size", "4MiB", "--iters", "2000", "--headless"]
+
+
+def _start(trace_path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "collviz.app.cli", *LONG_RUN, "--record", str(trace_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+    )
+
+
+def _wait_for_collectives(trace_path, proc, timeout_s: float = 90) -> dict[int, int]:
+    """Read the trace while it is being written until every rank has timed a collective."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            events = read_trace(trace_path).events
+        except TraceError:
+            events = []
+        pids = {e.rank: e.pid for e in events if isinstance(e, RankStart)}
+        timed = {e.rank for e in events if isinstance(e, Collective) and e.edge == "end"}
+        if len(pids) == 4 and len(timed) == 4:
+            return pids
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail("workers never got going")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _children_of(pid: int) -> list[int]:
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    if int(stat.read().split(")")[-1].split()[1]) == pid:
+                        children.append(int(entry))
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+    return children
+
+
+def test_sigkill_of_one_worker_ends_the_run_and_keeps_the_trace(tmp_path):
+    trace_path = tmp_path / "killed.cvz"
+    proc = _start(trace_path)
+    pids = _wait_for_collectives(trace_path, proc)
+    os.kill(pids[2], signal.SIGKILL)
+    killed_at = time.monotonic()
+    out, err = proc.communicate(timeout=10)
+    assert time.monotonic() - killed_at < 10
+    assert proc.returncode != 0
+    assert "rank 2 was killed by SIGKILL" in err
+    assert not [pid for pid in pids.values() if _alive(pid)]
+    assert not _children_of(proc.pid)
+    events = read_trace(trace_path).events
+    assert any(isinstance(e, ProcessExit) and e.target == 2 and e.signal == "SIGKILL" for e in events)
+    end = events[-1]
+    assert isinstance(end, RunEnd) and end.status == "failed" and "rank 2" in end.detail
+
+
+def test_ctrl_c_stops_every_worker_within_seconds(tmp_path):
+    trace_path = tmp_path / "interrupted.cvz"
+    proc = _start(trace_path)
+    pids = _wait_for_collectives(trace_path, proc)
+    proc.send_signal(signal.SIGINT)
+    interrupted_at = time.monotonic()
+    proc.communicate(timeout=10)
+    assert time.monotonic() - interrupted_at < 3.5
+    assert proc.returncode == 130
+    assert not [pid for pid in pids.values() if _alive(pid)]
+    events = read_trace(trace_path).events
+    assert isinstance(events[-1], RunEnd) and events[-1].status == "interrupted"
