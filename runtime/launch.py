@@ -25,7 +25,6 @@ import torch
 from . import nvml
 from .collectives import CollectiveSpec
 from .errors import UsageError
-from .memory import StorageTracker
 from .protocol import AnyEvent, Go, Phase, ProcessExit, Dropped, RankEnd, RunEnd, RunStart
 from .scenario import Scenario
 from .trace import TraceWriter
@@ -92,13 +91,6 @@ class RunOutcome:
     exit_code: int
 
 
-def _warm_dispatch_machinery() -> None:
-    """Pay torch's one-time cost of the first op under a dispatch mode (about 1.3 s: it imports
-    part of torch's compiler) once here, on CPU, so forked workers inherit it warm."""
-    with StorageTracker():
-        torch.zeros(1).add_(1)
-
-
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
@@ -162,7 +154,6 @@ class Session:
         )
         if plan.record is not None:
             self._trace = TraceWriter(plan.record)
-        _warm_dispatch_machinery()
         sys.stdout.flush()
         sys.stderr.flush()
         for rank in range(plan.world_size):

@@ -76,6 +76,15 @@ class StorageTracker(TorchDispatchMode):
     is drained under the lock before every read or update, so figures are exact when read.
     """
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """Keep torch from wrapping ``__torch_dispatch__`` in ``torch._disable_dynamo``.
+
+        That wrapper imports torch's compiler on the first tracked op (about 1.1 s per process);
+        collviz never compiles under the tracker, so there is nothing for it to guard.
+        """
+        return False
+
     def __init__(self, device: torch.device | str | None = None) -> None:
         super().__init__()
         self._device = torch.device(device) if device is not None else None

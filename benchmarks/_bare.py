@@ -1,0 +1,75 @@
+"""Bare torch.distributed baselines the benchmarks compare collviz against (no collviz imports)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _rank_loop(rank: int, world: int, port: int, numel: int, iters: int, out_dir: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
+    tensor = torch.arange(numel, dtype=torch.float32) + rank
+    pristine = tensor.clone()
+    times = []
+    for _ in range(iters):
+        tensor.copy_(pristine)
+        dist.barrier()
+        start = time.perf_counter_ns()
+        dist.all_reduce(tensor)
+        times.append(time.perf_counter_ns() - start)
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+        json.dump(times, f)
+    os._exit(0)
+
+
+def all_reduce_loop(world: int, numel: int, iters: int, out_dir: str) -> float:
+    """Median all_reduce time (ns) of the slowest rank, same protocol as collviz: barrier, then time.
+
+    Ranks are forked from this process after one ``import torch``, as collviz forks its workers.
+    """
+    import torch  # noqa: F401  (imported once, before forking, like collviz)
+
+    port = free_port()
+    pids = []
+    for rank in range(world):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _rank_loop(rank, world, port, numel, iters, out_dir)
+            finally:
+                os._exit(1)
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    medians = []
+    for rank in range(world):
+        with open(os.path.join(out_dir, f"rank{rank}.json")) as f:
+            medians.append(statistics.median(json.load(f)))
+    return max(medians)
+
+
+if __name__ == "__main__":  # one fresh-interpreter rank of the bare startup floor
+    import torch
+    import torch.distributed as dist
+
+    rank, world, port = (int(x) for x in sys.argv[1:4])
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    os._exit(0)

@@ -1,0 +1,207 @@
+"""Viewer benchmark: a synthetic flood from 8 ranks into the headless app, and a 1M-event trace.
+
+Prints one table: events absorbed per second during a live flood (with a check that none were
+lost), view frames rendered per second meanwhile, and the time to open and to seek a
+1,000,000-event trace. Targets: >=200,000 events/s, >=30 frames/s, open < 3 s, seek < 50 ms.
+
+    python benchmarks/viewer.py [--events 1000000] [--ranks 8] [--rate 250000]
+
+The paced run offers events at ``--rate`` (above the target) so frames are measured under a
+sustained flood; the burst run hands everything over at once to find the ceiling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from collviz.app.app import make_app
+from collviz.app.model import seek_step
+from collviz.runtime.protocol import (
+    LAUNCHER_RANK,
+    AnyEvent,
+    Buffer,
+    Collective,
+    Memory,
+    Phase,
+    ProvenanceRun,
+    RunEnd,
+    RunStart,
+    Transfer,
+    encode,
+)
+from collviz.runtime.trace import TraceWriter
+
+SIZE = (160, 50)
+BATCH = 5_000
+PHASES = 20
+
+
+def flood(total: int, ranks: int) -> list[AnyEvent]:
+    """About ``total`` events of a run on ``ranks`` ranks: phases of all-gathers with buffers,
+    transfers and memory samples, framed by RunStart and RunEnd."""
+    events: list[AnyEvent] = []
+    seq = [0] * (ranks + 1)
+
+    def head(rank: int) -> dict:
+        slot = rank if rank >= 0 else ranks
+        seq[slot] += 1
+        return {"run": "bench", "rank": rank, "seq": seq[slot], "t_ns": len(events)}
+
+    events.append(RunStart(**head(LAUNCHER_RANK), scenario="flood", world_size=ranks, backend="gloo",
+                           device_kind="cpu", backend_reason="benchmark", mode="live", phase_count=PHASES))
+    per_round = ranks * (ranks + 4)
+    rounds = max(1, (total - 2 - 2 * ranks * PHASES) // (per_round * PHASES))
+    runs = [ProvenanceRun(r * 2, 2, [r]) for r in range(ranks)]
+    for phase in range(PHASES):
+        for rank in range(ranks):
+            events.append(Phase(**head(rank), index=phase, name=f"phase {phase}", edge="begin", narration="flood"))
+        for i in range(rounds):
+            for rank in range(ranks):
+                common = dict(phase=phase, op="all_gather", group="world", group_ranks=list(range(ranks)),
+                              group_seq=i, dtype="float32", count=2, bytes_in=8, bytes_out=8 * ranks,
+                              algo_bytes=8 * ranks)
+                events.append(Collective(**head(rank), edge="begin", **common))
+                events.append(Collective(**head(rank), edge="end", duration_ns=1000, **common))
+                events.append(Buffer(**head(rank), phase=phase, name="output", role="gathered", moment="after",
+                                     shape=[2 * ranks], dtype="float32", values=[float(i)] * (2 * ranks),
+                                     provenance=runs))
+                events += [Transfer(**head(rank), phase=phase, src=src, dst=rank, bytes=8, buffer="output",
+                                    start=src * 2, length=2, kind="logical") for src in range(ranks) if src != rank]
+                events.append(Memory(**head(rank), phase=phase, label="step", live_bytes=1000 + i % 100,
+                                     peak_bytes=1100))
+        for rank in range(ranks):
+            events.append(Phase(**head(rank), index=phase, name=f"phase {phase}", edge="end"))
+    events.append(RunEnd(**head(LAUNCHER_RANK), status="ok"))
+    return events
+
+
+class FloodSession:
+    """A Session that hands out a prepared event list at ``rate`` events/s (``None``: at once).
+
+    Nothing flows until ``go`` is set, so the app's start-up is not measured.
+    """
+
+    step = False
+
+    def __init__(self, events: list[AnyEvent], rate: float | None) -> None:
+        self.events = events
+        self.rate = rate
+        self.sent = 0
+        self.finished = False
+        self.go = threading.Event()
+        self.started = 0.0
+
+    def start(self) -> None:
+        """Nothing to fork."""
+
+    def poll(self, timeout: float) -> list[AnyEvent]:
+        """The events due by now (in batches of at most ``BATCH``); ``finished`` once all are out."""
+        if not self.go.wait(timeout):
+            return []
+        if not self.started:
+            self.started = time.perf_counter()
+        due = len(self.events)
+        if self.rate is not None:
+            due = min(due, int((time.perf_counter() - self.started) * self.rate))
+            if due <= self.sent:
+                time.sleep(min(timeout, 0.002))
+                return []
+        batch = self.events[self.sent : min(due, self.sent + BATCH)]
+        self.sent += len(batch)
+        self.finished = self.sent >= len(self.events)
+        return batch
+
+    def release(self, index: int) -> None:
+        """No gates in a flood."""
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+
+async def measure_flood(events: list[AnyEvent], rate: float | None) -> dict[str, float]:
+    """Absorption rate and frame rate of the live app while ``events`` arrive at ``rate``."""
+    session = FloodSession(events, rate)
+    app = make_app(session=session)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        frames0 = app.frames
+        started = time.perf_counter()
+        session.go.set()
+        while app.absorbed < len(events):
+            await asyncio.sleep(0.005)
+            if time.perf_counter() - started > 120:
+                break
+        elapsed = time.perf_counter() - started
+        frames = app.frames - frames0
+        await pilot.pause()
+        lost = len(events) - len(app.event_log)
+    return {"events": len(events), "seconds": elapsed, "events_per_s": app.absorbed / elapsed,
+            "frames_per_s": frames / elapsed, "lost": lost}
+
+
+async def measure_trace(path: Path, count: int) -> dict[str, float]:
+    """Time to open (read, decode, index, first frame) and to seek a large trace."""
+    app = make_app(trace=path)
+    started = time.perf_counter()
+    async with app.run_test(size=SIZE) as pilot:
+        while not app.loaded:
+            await asyncio.sleep(0.005)
+        await pilot.pause()
+        opened = time.perf_counter() - started
+        seeks = []
+        for step in [*range(1, PHASES + 1, 3), 1, PHASES]:
+            t0 = time.perf_counter()
+            app._move(seek_step(app.event_log, step))
+            seeks.append(time.perf_counter() - t0)
+        await pilot.pause()
+    return {"events": count, "open_s": opened, "seek_ms_median": statistics.median(seeks) * 1000,
+            "seek_ms_max": max(seeks) * 1000}
+
+
+def main() -> None:
+    """Run both measurements and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--ranks", type=int, default=8)
+    parser.add_argument("--rate", type=float, default=250_000, help="events/s offered in the paced run")
+    args = parser.parse_args()
+    print(f"building {args.events:,} synthetic events from {args.ranks} ranks…", flush=True)
+    events = flood(args.events, args.ranks)
+    paced = asyncio.run(measure_flood(events, args.rate))
+    burst = asyncio.run(measure_flood(events, None))
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "flood.cvz"
+        writer = TraceWriter(path)
+        writer.write(encode(e) for e in events)
+        writer.close()
+        size_mb = path.stat().st_size / 1e6
+        replay = asyncio.run(measure_trace(path, len(events)))
+    rows = [
+        (f"live, {args.rate:,.0f} events/s offered: absorbed/s", f"{paced['events_per_s']:,.0f}", ">= 200,000",
+         paced["events_per_s"] >= 200_000),
+        ("  events lost", f"{paced['lost']}", "0", paced["lost"] == 0),
+        ("  frames rendered/s", f"{paced['frames_per_s']:.1f}", ">= 30", paced["frames_per_s"] >= 30),
+        ("live, all at once: absorbed/s", f"{burst['events_per_s']:,.0f}", ">= 200,000",
+         burst["events_per_s"] >= 200_000),
+        ("  events lost", f"{burst['lost']}", "0", burst["lost"] == 0),
+        (f"open {replay['events']:,}-event trace ({size_mb:.0f} MB)", f"{replay['open_s']:.2f} s", "< 3 s",
+         replay["open_s"] < 3),
+        ("seek to a step (median)", f"{replay['seek_ms_median']:.1f} ms", "< 50 ms", replay["seek_ms_median"] < 50),
+        ("seek to a step (worst)", f"{replay['seek_ms_max']:.1f} ms", "< 50 ms", replay["seek_ms_max"] < 50),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(f"\n{'measure'.ljust(width)}  {'result':>14}  {'target':>11}  ok")
+    for name, value, target, ok in rows:
+        print(f"{name.ljust(width)}  {value:>14}  {target:>11}  {'yes' if ok else 'NO'}")
+    print(f"\n({len(events):,} events from {args.ranks} ranks, batches of at most {BATCH:,}; paced run took "
+          f"{paced['seconds']:.2f} s; terminal {SIZE[0]}x{SIZE[1]}, headless; seek includes the frame)")
+
+
+if __name__ == "__main__":
+    main()
