@@ -38,8 +38,9 @@ def _rank_loop(rank: int, world: int, port: int, numel: int, iters: int, out_dir
     os._exit(0)
 
 
-def all_reduce_loop(world: int, numel: int, iters: int, out_dir: str) -> float:
-    """Median all_reduce time (ns) of the slowest rank, same protocol as collviz: barrier, then time.
+def all_reduce_loop(world: int, numel: int, iters: int, out_dir: str) -> tuple[float, float]:
+    """(median, best) all_reduce time in ns of the slowest rank; same protocol as collviz:
+    restore the input, barrier, time one call.
 
     Ranks are forked from this process after one ``import torch``, as collviz forks its workers.
     """
@@ -57,11 +58,16 @@ def all_reduce_loop(world: int, numel: int, iters: int, out_dir: str) -> float:
         pids.append(pid)
     for pid in pids:
         os.waitpid(pid, 0)
-    medians = []
+    per_rank = []
     for rank in range(world):
         with open(os.path.join(out_dir, f"rank{rank}.json")) as f:
-            medians.append(statistics.median(json.load(f)))
-    return max(medians)
+            per_rank.append(json.load(f))
+    return summarise(per_rank)
+
+
+def summarise(per_rank: list[list[int]]) -> tuple[float, float]:
+    """(slowest rank's median, slowest rank's best) of per-rank call times."""
+    return max(statistics.median(t) for t in per_rank), max(min(t) for t in per_rank)
 
 
 if __name__ == "__main__":  # one fresh-interpreter rank of the bare startup floor

@@ -245,7 +245,7 @@ def _caller(spec: CollectiveSpec, rank: int, world_size: int) -> Callable[[torch
     return call
 
 
-def _timed_ns(call: Callable[..., None], device: torch.device, *args) -> int:
+def _timed_ns(call: Callable[..., None], device: torch.device, args: tuple) -> int:
     """Wall time of ``call(*args)`` in ns; on CUDA, with the device drained before and after."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -254,6 +254,26 @@ def _timed_ns(call: Callable[..., None], device: torch.device, *args) -> int:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter_ns() - start
+
+
+def _timed_loop(ctx: RankContext, spec: CollectiveSpec, call, inp, out, pristine, common: dict) -> list[tuple[int, int]]:
+    """Run the collective ``spec.iters`` times; return (start t_ns, duration ns) of each call.
+
+    Only the first call's begin is emitted (and flushed) beforehand — it says this rank entered
+    the collective; every other event waits until the loop is over, so nothing is encoded or sent
+    while calls are being timed. Ranks meet at a barrier before each call.
+    """
+    ctx.emitter.emit(Collective, edge="begin", iteration=0, **common)
+    ctx.emitter.flush()
+    timings = []
+    with ctx.tracker.suspended():
+        for iteration in range(spec.iters):
+            if pristine is not None and iteration:
+                inp.copy_(pristine)
+            dist.barrier()
+            started = time.monotonic_ns()
+            timings.append((started, _timed_ns(call, device=ctx.device, args=(inp, out, spec.reduce_op or "sum"))))
+    return timings
 
 
 def _observe_provenance(
@@ -327,16 +347,12 @@ def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
             dtype=spec.dtype, count=0 if inp is None else inp.numel(), bytes_in=bytes_in, bytes_out=bytes_out,
             algo_bytes=size, root=spec.root if spec.op in ROOTED else None, reduce_op=spec.reduce_op,
         )
-        for iteration in range(spec.iters):
-            if pristine is not None and iteration:
-                with ctx.tracker.suspended():
-                    inp.copy_(pristine)
-            ctx.emitter.emit(Collective, edge="begin", iteration=iteration, **common)
-            ctx.emitter.flush()
-            with ctx.tracker.suspended():
-                dist.barrier()
-                elapsed = _timed_ns(call, device, inp, out, spec.reduce_op or "sum")
-            ctx.emitter.emit(Collective, edge="end", iteration=iteration, duration_ns=elapsed, **common)
+        timings = _timed_loop(ctx, spec, call, inp, out, pristine, common)
+        for iteration, (started_ns, elapsed) in enumerate(timings):
+            if iteration:
+                ctx.emitter.emit(Collective, t_ns=started_ns, edge="begin", iteration=iteration, **common)
+            ctx.emitter.emit(Collective, t_ns=started_ns + elapsed, edge="end", iteration=iteration,
+                             duration_ns=elapsed, **common)
         del pristine
         with ctx.tracker.suspended():
             provenance = _observe_provenance(ctx, spec, call, inp, out)

@@ -72,9 +72,14 @@ class EventEmitter:
         self._thread = threading.Thread(target=self._send_loop, name="collviz-emitter", daemon=True)
         self._thread.start()
 
-    def emit(self, event_type: type[Event], **fields) -> None:
-        """Create an event of ``event_type`` with ``fields`` and queue it for sending."""
-        event = event_type(run=self.run, rank=self.rank, seq=self._seq, t_ns=time.monotonic_ns(), **fields)
+    def emit(self, event_type: type[Event], t_ns: int | None = None, **fields) -> None:
+        """Create an event of ``event_type`` with ``fields`` and queue it for sending.
+
+        ``t_ns`` defaults to now; pass the monotonic time something happened to report it later
+        (timed loops do, so that nothing is sent while they run).
+        """
+        stamp = time.monotonic_ns() if t_ns is None else t_ns
+        event = event_type(run=self.run, rank=self.rank, seq=self._seq, t_ns=stamp, **fields)
         self._seq += 1
         if self._queue.qsize() >= self._queue_limit:
             self.dropped += 1
