@@ -24,7 +24,7 @@ def _start(trace_path) -> subprocess.Popen:
 
 
 def _wait_for_collectives(trace_path, proc, timeout_s: float = 90) -> dict[int, int]:
-    """Read the trace while it is being written until every rank has timed a collective."""
+    """Read the trace while it is being written until every rank has entered the timed loop."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
@@ -33,7 +33,7 @@ def _wait_for_collectives(trace_path, proc, timeout_s: float = 90) -> dict[int, 
         except TraceError:
             events = []
         pids = {e.rank: e.pid for e in events if isinstance(e, RankStart)}
-        timed = {e.rank for e in events if isinstance(e, Collective) and e.edge == "end"}
+        timed = {e.rank for e in events if isinstance(e, Collective) and e.edge == "begin"}
         if len(pids) == 4 and len(timed) == 4:
             return pids
         time.sleep(0.2)
