@@ -114,8 +114,8 @@ def _cmd_replay(argv: Sequence[str]) -> int:
 
 
 def _cmd_run(name: str, argv: Sequence[str]) -> int:
-    from collviz.runtime.collectives import resolve_spec
     from collviz.runtime.launch import RunPlan, Session, choose_backend
+    from collviz.runtime.program import RunOptions, build_program
     from collviz.runtime.scenario import find_scenario
 
     args = _run_parser(name).parse_args(argv)
@@ -128,11 +128,10 @@ def _cmd_run(name: str, argv: Sequence[str]) -> int:
         raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     if args.record is not None and not args.record.parent.is_dir():
         raise UsageError(f"--record {args.record}: folder {args.record.parent} does not exist")
-    spec = resolve_spec(
-        scenario, world_size, reduce_op=args.op, dtype=args.dtype,
-        size_bytes=None if args.size is None else parse_size(args.size), root=args.root, iters=args.iters,
-    )
-    plan = RunPlan(scenario=scenario, world_size=world_size, backend=backend, spec=spec,
+    options = RunOptions(reduce_op=args.op, dtype=args.dtype, root=args.root, iters=args.iters,
+                         size_bytes=None if args.size is None else parse_size(args.size))
+    program = build_program(scenario, world_size, options)
+    plan = RunPlan(scenario=scenario, world_size=world_size, backend=backend, program=program,
                    step=args.step, record=args.record, timeout_s=args.timeout)
     print(f"collviz: {backend.reason}", file=sys.stderr)
     session = Session(plan)

@@ -22,6 +22,9 @@ def _rank_loop(rank: int, world: int, port: int, numel: int, iters: int, out_dir
     import torch
     import torch.distributed as dist
 
+    # One intra-op thread: with 4 ranks × 2 OpenMP threads on 2 cores, idle OpenMP threads spin
+    # against gloo and double the bare time (measured), which would flatter collviz's ratio.
+    torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
     tensor = torch.arange(numel, dtype=torch.float32) + rank

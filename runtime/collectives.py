@@ -77,6 +77,15 @@ class CollectiveSpec:
         """Phases every rank opens: setup, the collective, the optional followup, release."""
         return 3 + (self.followup is not None)
 
+    def run_options(self) -> dict[str, str | int | float | bool]:
+        """The resolved options, as recorded in RunStart."""
+        return {"dtype": self.dtype, "count": self.count, "iters": self.iters,
+                "reduce_op": self.reduce_op or "", "root": self.root}
+
+    def run(self, ctx: RankContext) -> None:
+        """Run this rank's part of the scenario (see :func:`run_collective_scenario`)."""
+        run_collective_scenario(ctx, self)
+
     def narration_values(self, world_size: int) -> dict[str, object]:
         """Values for the scenario's narration placeholders."""
         itemsize = torch.empty((), dtype=getattr(torch, self.dtype)).element_size()

@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 
 from . import nvml
-from .collectives import CollectiveSpec
 from .errors import UsageError
 from .protocol import AnyEvent, Go, Phase, ProcessExit, Dropped, RankEnd, RunEnd, RunStart
+from .program import ScenarioProgram
 from .scenario import Scenario
 from .trace import TraceWriter
 from .transport import Collector, Endpoints, LauncherEmitter
@@ -76,7 +76,7 @@ class RunPlan:
     scenario: Scenario
     world_size: int
     backend: BackendChoice
-    spec: CollectiveSpec
+    program: ScenarioProgram
     step: bool = False
     record: Path | None = None
     timeout_s: float = 60.0
@@ -149,7 +149,7 @@ class Session:
         config = WorkerConfig(
             run=self.run_id, world_size=plan.world_size, backend=plan.backend.backend,
             device_kind=plan.backend.device_kind, master_port=_free_port(), endpoints=endpoints,
-            step=plan.step, timeout_s=plan.timeout_s, spec=plan.spec,
+            step=plan.step, timeout_s=plan.timeout_s, program=plan.program,
             narration=dict(plan.scenario.narration), log_dir=self._run_dir,
         )
         if plan.record is not None:
@@ -171,10 +171,8 @@ class Session:
             RunStart, scenario=plan.scenario.name, world_size=plan.world_size, backend=plan.backend.backend,
             device_kind=plan.backend.device_kind, backend_reason=plan.backend.reason,
             mode="step" if plan.step else "live", description=plan.scenario.description,
-            example=plan.spec.source, torch_version=str(torch.__version__), host=platform.node(), pid=os.getpid(),
-            phase_count=plan.spec.phase_count,
-            options={"dtype": plan.spec.dtype, "count": plan.spec.count, "iters": plan.spec.iters,
-                     "reduce_op": plan.spec.reduce_op or "", "root": plan.spec.root},
+            example=plan.program.source, torch_version=str(torch.__version__), host=platform.node(),
+            pid=os.getpid(), phase_count=plan.program.phase_count, options=plan.program.run_options(),
         )
 
     @property

@@ -20,9 +20,9 @@ from typing import NoReturn
 import torch
 import torch.distributed as dist
 
-from .collectives import CollectiveSpec, run_collective_scenario
 from .context import RankContext
 from .memory import StorageTracker
+from .program import ScenarioProgram
 from .protocol import RankEnd, RankStart
 from .transport import Endpoints, EventEmitter, GateClient
 
@@ -43,7 +43,7 @@ class WorkerConfig:
     endpoints: Endpoints
     step: bool
     timeout_s: float
-    spec: CollectiveSpec
+    program: ScenarioProgram
     narration: dict[str, str]
     log_dir: str
 
@@ -107,16 +107,18 @@ def worker_main(config: WorkerConfig, rank: int) -> NoReturn:
         tracker=StorageTracker(device),
         gates=gates,
         narration=config.narration,
-        narration_values=config.spec.narration_values(config.world_size),
+        narration_values=config.program.narration_values(config.world_size),
     )
     exit_code = 0
+    if "OMP_NUM_THREADS" not in os.environ:  # torchrun's rule: ranks must not oversubscribe the cores
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // config.world_size))
     try:
         if device.type == "cuda":
             torch.cuda.set_device(device)
         init_distributed(config.backend, rank, config.world_size, config.master_port, config.timeout_s, device)
         emitter.emit(RankStart, device=str(device), backend=config.backend, host=socket.gethostname(), pid=os.getpid())
         with ctx.tracker:
-            run_collective_scenario(ctx, config.spec)
+            config.program.run(ctx)
         emitter.emit(RankEnd, status="ok", phase=ctx.phase_index, dropped=emitter.dropped)
     except BaseException as exc:  # everything a rank can die of is reported, then the process ends
         exit_code = 1

@@ -1,0 +1,76 @@
+"""What a scenario runs on every rank: the interface each kind of scenario implements.
+
+A *program* is built once in the launcher from a scenario file and the command line, validated
+there (bad input fails before any process starts), then handed to every forked worker, whose
+:meth:`ScenarioProgram.run` opens the phases and emits the events. Collectives are one kind
+(:mod:`runtime.collectives`); training scenarios are others. To add a kind, implement this
+protocol and register its builder in :data:`BUILDERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, Union
+
+from .context import RankContext
+from .errors import UsageError
+from .scenario import Scenario
+
+__all__ = ["ScenarioProgram", "RunOptions", "BUILDERS", "build_program"]
+
+
+class ScenarioProgram(Protocol):
+    """One scenario, resolved for one run; identical on every rank."""
+
+    @property
+    def phase_count(self) -> int:
+        """How many phases every rank opens."""
+
+    @property
+    def source(self) -> str:
+        """Where the inputs come from, in one line (a worked example, or how they are generated)."""
+
+    def narration_values(self, world_size: int) -> dict[str, object]:
+        """Values for the scenario's narration placeholders."""
+
+    def run_options(self) -> dict[str, Union[str, int, float, bool]]:
+        """The resolved options, as recorded in RunStart."""
+
+    def run(self, ctx: RankContext) -> None:
+        """Run this rank's part: every phase, every event."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Command-line overrides a program builder may use; ``None`` means "not given"."""
+
+    reduce_op: str | None = None
+    dtype: str | None = None
+    size_bytes: int | None = None
+    root: int | None = None
+    iters: int = 1
+
+
+Builder = Callable[[Scenario, int, RunOptions], ScenarioProgram]
+
+
+def _build_collective(scenario: Scenario, world_size: int, options: RunOptions) -> ScenarioProgram:
+    from .collectives import resolve_spec
+
+    return resolve_spec(
+        scenario, world_size, reduce_op=options.reduce_op, dtype=options.dtype,
+        size_bytes=options.size_bytes, root=options.root, iters=options.iters,
+    )
+
+
+BUILDERS: dict[str, Builder] = {"collective": _build_collective}
+"""Scenario kind → the function that resolves it into a program."""
+
+
+def build_program(scenario: Scenario, world_size: int, options: RunOptions) -> ScenarioProgram:
+    """Resolve ``scenario`` for ``world_size`` ranks; UsageError names what does not fit."""
+    builder = BUILDERS.get(scenario.kind)
+    if builder is None:
+        raise UsageError(f"scenario {scenario.name}: kind {scenario.kind!r} cannot run in this collviz")
+    return builder(scenario, world_size, options)
