@@ -34,6 +34,8 @@ TOP_HELP = """\
 usage: collviz SCENARIO [options]       run a scenario (collviz SCENARIO --help for options)
        collviz list                     the scenarios, one line each
        collviz replay TRACE [--headless]  replay a recorded trace
+       collviz bench [OPS] --sizes 1K:16M  nccl-tests-style size sweep (table, --json)
+       collviz export TRACE --perfetto OUT.json  timeline for ui.perfetto.dev / chrome://tracing
 
 collviz runs real torch.distributed collectives on real worker processes and shows what every rank
 holds, what moved between ranks, and what it cost in time and memory.
@@ -77,8 +79,10 @@ def _run_parser(name: str) -> _Parser:
     parser.add_argument("--size", metavar="BYTES", help="bytes of each rank's input, e.g. 64KiB, 16MiB (generated inputs)")
     parser.add_argument("--root", type=int, metavar="R", help="root rank of broadcast, reduce, gather and scatter")
     parser.add_argument("--iters", type=int, default=1, metavar="N", help="run the collective N times, timing each (default 1)")
-    parser.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                        help="process-group timeout in seconds (default 60)")
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                        help="a collective some ranks entered and others did not for S seconds is reported "
+                             "as a hang, naming who waits where (default 30); the process group gives up "
+                             "3 s later and the run ends")
     return parser
 
 
@@ -157,6 +161,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_list()
         if command == "replay":
             return _cmd_replay(rest)
+        if command == "bench":
+            from collviz.app.bench_cmd import cmd_bench
+
+            return cmd_bench(rest)
+        if command == "export":
+            from collviz.app.export_cmd import cmd_export
+
+            return cmd_export(rest)
         if command.startswith("-"):
             raise UsageError(f"expected a scenario name or a command first, got {command!r} (see: collviz --help)")
         return _cmd_run(command, rest)

@@ -21,7 +21,10 @@ from .observe import make_tags, provenance_from_tags, tag_dtype, uniform_provena
 from .protocol import Collective, ProvenanceRun, Transfer
 from .scenario import COLLECTIVES, REDUCE_OPS, REDUCING, ROOTED, Followup, Scenario
 
-__all__ = ["CollectiveSpec", "resolve_spec", "run_collective_scenario", "OUTPUT_NAMES"]
+__all__ = [
+    "CollectiveSpec", "resolve_spec", "run_collective_scenario", "OUTPUT_NAMES", "make_input", "make_output",
+    "collective_caller", "collective_fields", "timed_ns",
+]
 
 WORLD_GROUP = "world"
 IN_PLACE = {"broadcast", "reduce", "all_reduce"}
@@ -189,7 +192,7 @@ def _has_input(spec: CollectiveSpec, rank: int) -> bool:
     return spec.op not in ("broadcast", "scatter") or rank == spec.root
 
 
-def _make_input(spec: CollectiveSpec, rank: int, world_size: int, device: torch.device) -> torch.Tensor | None:
+def make_input(spec: CollectiveSpec, rank: int, world_size: int, device: torch.device) -> torch.Tensor | None:
     dtype = getattr(torch, spec.dtype)
     if spec.op == "scatter" and rank != spec.root:
         return None
@@ -201,7 +204,7 @@ def _make_input(spec: CollectiveSpec, rank: int, world_size: int, device: torch.
     return values.to(dtype) if _has_input(spec, rank) else torch.zeros(spec.count, dtype=dtype, device=device)
 
 
-def _make_output(spec: CollectiveSpec, inp: torch.Tensor | None, rank: int, world_size: int) -> torch.Tensor | None:
+def make_output(spec: CollectiveSpec, inp: torch.Tensor | None, rank: int, world_size: int) -> torch.Tensor | None:
     """The zero-filled output buffer of an out-of-place collective on ``rank`` (None if it has none)."""
     n = world_size
     dtype = getattr(torch, spec.dtype)
@@ -226,7 +229,7 @@ def _output_shape(spec: CollectiveSpec, input_shape: list[int], world_size: int)
     return [-1]
 
 
-def _caller(spec: CollectiveSpec, rank: int, world_size: int) -> Callable[[torch.Tensor | None, torch.Tensor | None, str], None]:
+def collective_caller(spec: CollectiveSpec, rank: int, world_size: int) -> Callable[[torch.Tensor | None, torch.Tensor | None, str], None]:
     """A function running this spec's collective on (input, output) with a given reduce op."""
     op, root, n = spec.op, spec.root, world_size
 
@@ -254,7 +257,7 @@ def _caller(spec: CollectiveSpec, rank: int, world_size: int) -> Callable[[torch
     return call
 
 
-def _timed_ns(call: Callable[..., None], device: torch.device, args: tuple) -> int:
+def timed_ns(call: Callable[..., None], device: torch.device, args: tuple) -> int:
     """Wall time of ``call(*args)`` in ns; on CUDA, with the device drained before and after."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -263,6 +266,24 @@ def _timed_ns(call: Callable[..., None], device: torch.device, args: tuple) -> i
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter_ns() - start
+
+
+def collective_fields(ctx: RankContext, spec: CollectiveSpec, inp: torch.Tensor | None,
+                      out: torch.Tensor | None) -> dict:
+    """The fields of the Collective events of ``spec``'s next call on this rank (numbers it)."""
+    n = ctx.world_size
+    itemsize = torch.empty((), dtype=getattr(torch, spec.dtype)).element_size()
+    bytes_in = 0 if inp is None else inp.numel() * itemsize
+    bytes_out = bytes_in if spec.op in IN_PLACE else (0 if out is None else out.numel() * itemsize)
+    root_in = spec.count * itemsize
+    root_out = (spec.count // n if spec.op in ("scatter", "reduce_scatter") else spec.count * n) * itemsize
+    return dict(
+        phase=ctx.phase_index, op=spec.op, group=WORLD_GROUP, group_ranks=list(range(n)),
+        group_seq=ctx.next_group_seq(WORLD_GROUP), dtype=spec.dtype, count=0 if inp is None else inp.numel(),
+        bytes_in=bytes_in, bytes_out=bytes_out,
+        algo_bytes=algo_bytes(spec.op, n, root_in, root_out if spec.op != "all_to_all" else root_in),
+        root=spec.root if spec.op in ROOTED else None, reduce_op=spec.reduce_op,
+    )
 
 
 def _timed_loop(ctx: RankContext, spec: CollectiveSpec, call, inp, out, pristine, common: dict) -> list[tuple[int, int]]:
@@ -281,7 +302,7 @@ def _timed_loop(ctx: RankContext, spec: CollectiveSpec, call, inp, out, pristine
                 inp.copy_(pristine)
             dist.barrier()
             started = time.monotonic_ns()
-            timings.append((started, _timed_ns(call, device=ctx.device, args=(inp, out, spec.reduce_op or "sum"))))
+            timings.append((started, timed_ns(call, device=ctx.device, args=(inp, out, spec.reduce_op or "sum"))))
     return timings
 
 
@@ -323,10 +344,10 @@ def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
     """Run ``spec`` on this rank: every phase, every event."""
     rank, n, device = ctx.rank, ctx.world_size, ctx.device
     itemsize = torch.empty((), dtype=getattr(torch, spec.dtype)).element_size()
-    call = _caller(spec, rank, n)
+    call = collective_caller(spec, rank, n)
     with ctx.phase("setup", "setup"):
         with ctx.tracker.category("inputs"):
-            inp = _make_input(spec, rank, n, device)
+            inp = make_input(spec, rank, n, device)
         if inp is not None:
             own = uniform_provenance(inp.numel(), [rank] if _has_input(spec, rank) else [])
             ctx.buffer(spec.buffer_name, "inout" if spec.op in IN_PLACE else "input", "before", inp, own)
@@ -336,7 +357,7 @@ def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
     out_name = OUTPUT_NAMES.get(spec.op, spec.buffer_name)
     with ctx.phase("collective", spec.display_name):
         with ctx.tracker.category("communication"):
-            out = _make_output(spec, inp, rank, n)
+            out = make_output(spec, inp, rank, n)
         out_shape = _output_shape(spec, input_shape, n)
         if out is not None:
             ctx.buffer(out_name, "output", "before", out, uniform_provenance(out.numel(), []), shape=out_shape)
@@ -345,17 +366,7 @@ def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
         if spec.iters > 1 and spec.op in IN_PLACE:
             with ctx.tracker.category("timing copy"):
                 pristine = inp.clone()
-        bytes_in = 0 if inp is None else inp.numel() * itemsize
-        bytes_out = bytes_in if spec.op in IN_PLACE else (0 if out is None else out.numel() * itemsize)
-        root_in = spec.count * itemsize
-        root_out = (spec.count // n if spec.op in ("scatter", "reduce_scatter") else spec.count * n) * itemsize
-        size = algo_bytes(spec.op, n, root_in, root_out if spec.op != "all_to_all" else root_in)
-        seq = ctx.next_group_seq(WORLD_GROUP)
-        common = dict(
-            phase=ctx.phase_index, op=spec.op, group=WORLD_GROUP, group_ranks=list(range(n)), group_seq=seq,
-            dtype=spec.dtype, count=0 if inp is None else inp.numel(), bytes_in=bytes_in, bytes_out=bytes_out,
-            algo_bytes=size, root=spec.root if spec.op in ROOTED else None, reduce_op=spec.reduce_op,
-        )
+        common = collective_fields(ctx, spec, inp, out)
         timings = _timed_loop(ctx, spec, call, inp, out, pristine, common)
         for iteration, (started_ns, elapsed) in enumerate(timings):
             if iteration:

@@ -6,7 +6,7 @@ import sys
 from typing import TextIO
 
 from .launch import Session
-from .protocol import AnyEvent, Phase, RunStart
+from .protocol import AnyEvent, Phase, RunStart, Stall
 from .summary import render_summary
 
 __all__ = ["run_headless"]
@@ -29,6 +29,8 @@ def run_headless(session: Session, out: TextIO = sys.stdout, err: TextIO = sys.s
             for event in batch:
                 if isinstance(event, RunStart):
                     phase_count = event.phase_count
+                elif isinstance(event, Stall):
+                    print(f"collviz: hang: {event.text}", file=err, flush=True)
                 elif show_progress and isinstance(event, Phase) and event.edge == "begin" and event.rank == 0:
                     print(f"collviz: phase {event.index + 1}/{phase_count} {event.name}", file=err, flush=True)
     except KeyboardInterrupt:

@@ -24,11 +24,12 @@ import torch
 
 from . import nvml
 from .errors import UsageError
-from .protocol import AnyEvent, Go, Phase, ProcessExit, Dropped, RankEnd, RunEnd, RunStart
+from .protocol import AnyEvent, Dropped, Go, Phase, ProcessExit, RankEnd, RunEnd, RunStart, Stall
 from .program import ScenarioProgram
 from .scenario import Scenario
 from .trace import TraceWriter
 from .transport import Collector, Endpoints, LauncherEmitter
+from .watchdog import CollectiveWatch
 from .worker import WorkerConfig, worker_main
 
 __all__ = ["MAX_RANKS", "BackendChoice", "choose_backend", "RunPlan", "RunOutcome", "Session"]
@@ -38,6 +39,10 @@ MAX_RANKS = 64
 
 TEARDOWN_GRACE_S = 2.0
 """How long survivors get after SIGTERM before SIGKILL."""
+
+PROCESS_GROUP_GRACE_S = 3.0
+"""The process group's own timeout is the hang timeout plus this: the hang is reported first,
+then the backend gives up and the run ends as a failure."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,8 @@ class RunPlan:
     program: ScenarioProgram
     step: bool = False
     record: Path | None = None
-    timeout_s: float = 60.0
+    timeout_s: float = 30.0
+    """Seconds before a collective some ranks entered and others did not is reported."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,8 @@ class Session:
     _interrupted: bool = False
     _teardown_deadline: float | None = None
     _events_seen: int = 0
+    _watch: CollectiveWatch | None = None
+    endpoints: Endpoints | None = None
 
     @property
     def step(self) -> bool:
@@ -145,11 +153,11 @@ class Session:
         """Fork the workers, then open the collector and the trace; emits RunStart."""
         plan = self.plan
         self._run_dir = tempfile.mkdtemp(prefix="collviz-")
-        endpoints = Endpoints.in_directory(self._run_dir)
+        endpoints = self.endpoints = Endpoints.in_directory(self._run_dir)
         config = WorkerConfig(
             run=self.run_id, world_size=plan.world_size, backend=plan.backend.backend,
             device_kind=plan.backend.device_kind, master_port=_free_port(), endpoints=endpoints,
-            step=plan.step, timeout_s=plan.timeout_s, program=plan.program,
+            step=plan.step, timeout_s=plan.timeout_s + PROCESS_GROUP_GRACE_S, program=plan.program,
             narration=dict(plan.scenario.narration), log_dir=self._run_dir,
         )
         if plan.record is not None:
@@ -165,6 +173,7 @@ class Session:
                     os._exit(70)
             self._ranks[rank] = _RankState(pid=pid)
         self._collector = Collector(self.run_id, endpoints, plan.world_size)
+        self._watch = CollectiveWatch(plan.timeout_s)
         self._launcher = LauncherEmitter(self.run_id)
         self._collector.on_release = lambda index: self._emit(Go, index=index)
         self._emit(
@@ -193,6 +202,9 @@ class Session:
         for event, payload in self._collector.receive(timeout):
             self._absorb(event, payload)
         self._reap()
+        for stall in self._watch.check(time.monotonic_ns()):
+            self._emit(Stall, group=stall.group, group_seq=stall.group_seq, op=stall.op, waiting=stall.waiting,
+                       elsewhere=list(stall.elsewhere.values()), waited_s=stall.waited_s, text=stall.text)
         if self._teardown_deadline is not None and time.monotonic() > self._teardown_deadline:
             self._kill_all(signal.SIGKILL)
             self._teardown_deadline = None
@@ -225,6 +237,7 @@ class Session:
 
     def _absorb(self, event: AnyEvent, payload: bytes) -> None:
         self._events_seen += 1
+        self._watch.observe(event)
         if self._trace is not None:
             self._trace.write((payload,))
         state = self._ranks.get(event.rank)

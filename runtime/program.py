@@ -64,7 +64,13 @@ def _build_collective(scenario: Scenario, world_size: int, options: RunOptions) 
     )
 
 
-BUILDERS: dict[str, Builder] = {"collective": _build_collective}
+def _build_desync(scenario: Scenario, world_size: int, options: RunOptions) -> ScenarioProgram:
+    from .desync import build_desync
+
+    return build_desync(scenario, world_size, options)
+
+
+BUILDERS: dict[str, Builder] = {"collective": _build_collective, "desync": _build_desync}
 """Scenario kind → the function that resolves it into a program."""
 
 

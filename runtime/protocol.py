@@ -38,6 +38,7 @@ __all__ = [
     "Check",
     "RankEnd",
     "ProcessExit",
+    "Stall",
     "Dropped",
     "RunEnd",
     "AnyEvent",
@@ -60,7 +61,7 @@ LAUNCHER_RANK = -1
 WIRE_HEADER = b"collviz/%d.%d" % PROTOCOL_VERSION
 """First frame of every ZeroMQ message; the second frame is the msgpack payload."""
 
-MAX_FRAME_BYTES = 64 * 1024 * 1024
+MAX_FRAME_BYTES = 16 * 1024 * 1024
 """Payloads larger than this are refused as malformed (a worker never sends one this big)."""
 
 
@@ -272,6 +273,22 @@ class ProcessExit(Event):
     signal: Union[str, None] = None
 
 
+class Stall(Event):
+    """The launcher saw a collective some ranks entered and others did not (a hang or desync).
+
+    ``waiting``: the ranks inside collective ``group_seq`` of ``group``; ``elsewhere``: one
+    sentence per missing rank ("rank 2 is in all_gather #1", "rank 2 never arrived …").
+    """
+
+    group: str
+    group_seq: int
+    op: str
+    waiting: list[int]
+    elsewhere: list[str]
+    waited_s: float
+    text: str
+
+
 class Dropped(Event):
     """The collector refused frames: ``reason`` → how many (hostile, foreign or malformed input)."""
 
@@ -300,6 +317,7 @@ AnyEvent = Union[
     Check,
     RankEnd,
     ProcessExit,
+    Stall,
     Dropped,
     RunEnd,
 ]

@@ -18,7 +18,7 @@ import string
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -206,6 +206,8 @@ class Scenario:
     examples: tuple[Example, ...]
     followup: Followup | None
     narration: Mapping[str, str]
+    settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """Settings particular to the scenario's kind (e.g. which rank misbehaves in ``desync``)."""
 
     def example_for(self, gpus: int) -> Example | None:
         """The worked example for ``gpus`` ranks, or None when the notes have none."""
@@ -588,8 +590,39 @@ def _narration_problem(text: str, collective: str) -> str | None:
     return None
 
 
+# --------------------------------------------------------------------------------- desync kind
+
+FAULTS = ("swap", "skip")
+"""How the odd rank of a desync scenario misbehaves: call another collective, or none."""
+
+_DESYNC_KEYS = ("collective", "odd_rank", "fault", "swap_with", "narration")
+DESYNC_PHASE_KEYS = ("setup", "agree", "desync")
+
+
+def _read_desync(top: _Table, common: _Common) -> Scenario:
+    """The ``kind = "desync"`` part: every rank runs ``collective`` once together, then
+    ``odd_rank`` calls ``swap_with`` instead (fault "swap") or nothing (fault "skip")."""
+    collective = top.choice("collective", tuple(c for c in COLLECTIVES if c not in ROOTED))
+    fault = top.choice("fault", FAULTS)
+    odd_rank = top.integer("odd_rank", 0)
+    if odd_rank >= common.default_gpus:
+        raise top.error("odd_rank", f"{odd_rank} is not a rank of the default {common.default_gpus}-rank run")
+    swap_with = None
+    if fault == "swap":
+        swap_with = top.choice("swap_with", tuple(c for c in COLLECTIVES if c not in ROOTED and c != collective))
+    elif "swap_with" in top.data:
+        raise top.error("swap_with", "only fault = \"swap\" takes it")
+    return Scenario(
+        **vars(common), collective=collective, root=0, reduce_op="sum" if collective in REDUCING else None,
+        dtype="float32", buffer_name="x", examples=(), followup=None,
+        narration=_read_narration(top, DESYNC_PHASE_KEYS, collective),
+        settings=MappingProxyType({"fault": fault, "odd_rank": odd_rank, "swap_with": swap_with}),
+    )
+
+
 _KINDS: dict[str, tuple[tuple[str, ...], Callable[[_Table, _Common], Scenario]]] = {
     "collective": (_COLLECTIVE_KEYS, _read_collective),
+    "desync": (_DESYNC_KEYS, _read_desync),
 }
 """Scenario kinds: the top-level keys each one adds, and the reader that builds its Scenario.
 

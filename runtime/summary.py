@@ -25,6 +25,7 @@ from .protocol import (
     RankStart,
     RunEnd,
     RunStart,
+    Stall,
     Transfer,
 )
 
@@ -170,6 +171,8 @@ def _ending_lines(events: list[AnyEvent]) -> list[str]:
         lines.append(f"rank {end.rank} raised: {end.error}")
     for exit_ in (e for e in events if isinstance(e, ProcessExit) and e.signal):
         lines.append(f"rank {exit_.target} ended by {exit_.signal}")
+    for stall in (e for e in events if isinstance(e, Stall)):
+        lines.append(f"hang: {stall.text}")
     for dropped in (e for e in events if isinstance(e, Dropped)):
         lines.append("dropped frames: " + ", ".join(f"{reason} {count}" for reason, count in dropped.counts.items()))
     end = next((e for e in events if isinstance(e, RunEnd)), None)

@@ -1,0 +1,86 @@
+"""Hang/desync reports, and hostile input on the event socket: dropped, counted, harmless."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import zmq
+
+from collviz.runtime.launch import RunPlan, Session, choose_backend
+from collviz.runtime.program import RunOptions, build_program
+from collviz.runtime.protocol import (
+    WIRE_HEADER,
+    RankStart,
+    Buffer,
+    Dropped,
+    Phase,
+    RunEnd,
+    Stall,
+    encode,
+)
+from collviz.runtime.scenario import find_scenario
+from collviz.runtime.trace import read_trace
+from conftest import run_cli
+from test_failures import _alive
+
+
+def _session(name: str, world: int = 4, timeout_s: float = 30.0) -> Session:
+    scenario = find_scenario(name)
+    program = build_program(scenario, world, RunOptions())
+    return Session(RunPlan(scenario=scenario, world_size=world, backend=choose_backend("gloo", world),
+                           program=program, timeout_s=timeout_s))
+
+
+def test_hostile_frames_are_dropped_and_counted_and_the_run_is_unaffected():
+    session = _session("all-reduce")
+    session.start()
+    client_context = zmq.Context()
+    client = client_context.socket(zmq.PUSH)
+    client.setsockopt(zmq.LINGER, 2000)
+    client.connect(session.endpoints.events)
+    foreign = Phase(run="not-this-run", rank=0, seq=0, t_ns=0, index=0, name="x", edge="begin")
+    ours_bad_rank = Phase(run=session.run_id, rank=99, seq=0, t_ns=0, index=0, name="x", edge="begin")
+    hostile = [
+        [os.urandom(64)],                                  # one random frame
+        [os.urandom(32), os.urandom(32)],                  # two random frames
+        [b"collviz/9.0", encode(foreign)],                 # a future protocol version
+        [WIRE_HEADER, encode(foreign)],                    # a run that is not ours
+        [WIRE_HEADER, encode(ours_bad_rank)],              # a rank that does not exist
+        [WIRE_HEADER, b"\x81\xa4type\xa5Bogus"],           # an unknown event type
+        [WIRE_HEADER, b"\x00" * (17 * 1024 * 1024)],       # an oversized frame
+        [WIRE_HEADER, encode(foreign), b"extra"],          # wrong part count
+    ]
+    for frames in hostile:
+        client.send_multipart(frames)
+    client.close()
+    client_context.term()
+    events = []
+    deadline = time.monotonic() + 120
+    while not session.finished and time.monotonic() < deadline:
+        events.extend(session.poll(0.1))
+    assert session.outcome.status == "ok"
+    [dropped] = [e for e in events if isinstance(e, Dropped)]
+    assert sum(dropped.counts.values()) == len(hostile)
+    assert dropped.counts["foreign run"] == 1 and dropped.counts["version"] == 1 and dropped.counts["unknown rank"] == 1
+    assert events[-1].dropped == len(hostile)
+    after = [e for e in events if isinstance(e, Buffer) and e.moment == "after"]
+    expected = (0.1 + -0.2 + 0.4 + -0.1) / 4  # all-reduce.md's four gradients, averaged
+    assert len(after) == 4 and all(abs(b.values[0] - expected) < 1e-6 for b in after)
+
+
+def test_desync_is_reported_and_the_run_ends_within_timeout_plus_10s(tmp_path):
+    trace = tmp_path / "desync.cvz"
+    started = time.monotonic()
+    result = run_cli("desync", "--gpus", "4", "--backend", "gloo", "--headless", "--timeout", "5",
+                     "--record", str(trace), timeout=60)
+    assert time.monotonic() - started < 5 + 10 + 5  # + start-up of a fresh interpreter and 4 ranks
+    assert result.returncode == 1
+    report = r"collviz: hang: all_reduce #1 on group world: ranks 0, 1, 3 waiting \d+ s; rank 2 is in all_gather #1"
+    assert re.search(report, result.stderr), result.stderr
+    events = read_trace(trace).events
+    assert not [e.pid for e in events if isinstance(e, RankStart) and _alive(e.pid)]
+    [stall] = [e for e in events if isinstance(e, Stall)]
+    assert stall.waiting == [0, 1, 3] and stall.elsewhere == ["rank 2 is in all_gather #1"]
+    assert isinstance(events[-1], RunEnd) and events[-1].status == "failed"

@@ -1,0 +1,57 @@
+"""The hang/desync watch on hand-made event sequences (the live desync run is in test_desync)."""
+
+from __future__ import annotations
+
+from collviz.runtime.protocol import Collective, Phase
+from collviz.runtime.watchdog import CollectiveWatch
+
+S = 1_000_000_000
+
+
+def _coll(rank: int, edge: str, op: str, seq: int, t: float) -> Collective:
+    return Collective(run="r", rank=rank, seq=0, t_ns=int(t * S), phase=1, edge=edge, op=op, group="world",
+                      group_ranks=[0, 1, 2, 3], group_seq=seq, dtype="float32", count=1, bytes_in=4,
+                      bytes_out=4, algo_bytes=4)
+
+
+def test_swapped_collective_is_named():
+    watch = CollectiveWatch(timeout_s=5)
+    for rank in (0, 1, 3):
+        watch.observe(_coll(rank, "begin", "all_reduce", 1, 10))
+    watch.observe(_coll(2, "begin", "all_gather", 1, 10))
+    assert watch.check(14 * S) == []
+    [stall] = watch.check(16 * S)
+    assert stall.waiting == [0, 1, 3]
+    assert stall.text == "all_reduce #1 on group world: ranks 0, 1, 3 waiting 6 s; rank 2 is in all_gather #1"
+
+
+def test_missing_rank_is_named_with_its_phase():
+    watch = CollectiveWatch(timeout_s=5)
+    watch.observe(Phase(run="r", rank=2, seq=0, t_ns=0, index=2, name="sleeping", edge="begin"))
+    for rank in (0, 1, 3):
+        watch.observe(_coll(rank, "begin", "all_reduce", 7, 10))
+    [stall] = watch.check(20 * S)
+    assert stall.waiting == [0, 1, 3]
+    assert stall.text == ("all_reduce #7 on group world: ranks 0, 1, 3 waiting 10 s; "
+                          "rank 2 never arrived (last seen in phase 2 'sleeping')")
+    assert watch.check(30 * S) == []  # reported once
+
+
+def test_rank_in_a_later_collective_is_named():
+    watch = CollectiveWatch(timeout_s=1)
+    for rank in (0, 1, 2):
+        watch.observe(_coll(rank, "begin", "all_reduce", 3, 0))
+    watch.observe(_coll(3, "begin", "all_reduce", 3, 0))
+    watch.observe(_coll(3, "end", "all_reduce", 3, 0.1))
+    watch.observe(_coll(3, "begin", "broadcast", 4, 0.2))
+    [stall] = watch.check(5 * S)
+    assert "rank 3 is in broadcast #4" in stall.text and stall.waiting == [0, 1, 2]
+
+
+def test_completed_collectives_never_stall():
+    watch = CollectiveWatch(timeout_s=1)
+    for rank in range(4):
+        watch.observe(_coll(rank, "begin", "all_reduce", 0, 0))
+    for rank in range(4):
+        watch.observe(_coll(rank, "end", "all_reduce", 0, 0.5))
+    assert watch.check(100 * S) == []
