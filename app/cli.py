@@ -9,9 +9,12 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import TYPE_CHECKING, NoReturn, Sequence
 
 from collviz.runtime.errors import UsageError
+
+if TYPE_CHECKING:
+    from collviz.runtime.program import RunOptions
 
 __all__ = ["main", "parse_size"]
 
@@ -86,6 +89,14 @@ def _run_parser(name: str) -> _Parser:
     return parser
 
 
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """The scenario overrides given on a run's command line."""
+    from collviz.runtime.program import RunOptions
+
+    return RunOptions(reduce_op=args.op, dtype=args.dtype, root=args.root, iters=args.iters,
+                      size_bytes=None if args.size is None else parse_size(args.size))
+
+
 def _cmd_list() -> int:
     from collviz.runtime.scenario import list_scenarios
 
@@ -109,7 +120,10 @@ def _cmd_replay(argv: Sequence[str]) -> int:
         contents = read_trace(args.trace)
         if contents.warning:
             print(f"collviz: warning: {contents.warning}", file=sys.stderr)
-        print(render_summary(contents.events))
+        from collviz.runtime.bench_report import bench_report, is_bench_log, render_table
+
+        bench = is_bench_log(contents.events)
+        print(render_table(bench_report(contents.events)) if bench else render_summary(contents.events))
         return 0
     read_trace(args.trace)  # fail fast, with a one-line error, before the screen opens
     from collviz.app.app import run_viewer
@@ -119,7 +133,7 @@ def _cmd_replay(argv: Sequence[str]) -> int:
 
 def _cmd_run(name: str, argv: Sequence[str]) -> int:
     from collviz.runtime.launch import RunPlan, Session, choose_backend
-    from collviz.runtime.program import RunOptions, build_program
+    from collviz.runtime.program import build_program
     from collviz.runtime.scenario import find_scenario
 
     args = _run_parser(name).parse_args(argv)
@@ -132,9 +146,7 @@ def _cmd_run(name: str, argv: Sequence[str]) -> int:
         raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     if args.record is not None and not args.record.parent.is_dir():
         raise UsageError(f"--record {args.record}: folder {args.record.parent} does not exist")
-    options = RunOptions(reduce_op=args.op, dtype=args.dtype, root=args.root, iters=args.iters,
-                         size_bytes=None if args.size is None else parse_size(args.size))
-    program = build_program(scenario, world_size, options)
+    program = build_program(scenario, world_size, run_options(args))
     plan = RunPlan(scenario=scenario, world_size=world_size, backend=backend, program=program,
                    step=args.step, record=args.record, timeout_s=args.timeout)
     print(f"collviz: {backend.reason}", file=sys.stderr)
@@ -165,6 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from collviz.app.bench_cmd import cmd_bench
 
             return cmd_bench(rest)
+        if command in ("worker", "view"):
+            from collviz.app.remote_cmd import cmd_view, cmd_worker
+
+            return cmd_worker(rest) if command == "worker" else cmd_view(rest)
         if command == "export":
             from collviz.app.export_cmd import cmd_export
 

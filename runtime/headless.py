@@ -39,8 +39,8 @@ def run_headless(session: Session, out: TextIO = sys.stdout, err: TextIO = sys.s
     print(render_summary(events), file=out, flush=True)
     outcome = session.outcome
     if outcome.status != "ok":
-        hint = f" (worker logs: {session.log_dir})" if outcome.status == "failed" else ""
+        hint = f" (worker logs: {session.log_dir})" if outcome.status == "failed" and session.log_dir else ""
         print(f"collviz: {outcome.detail}{hint}", file=err, flush=True)
-    if session.plan.record is not None:
-        print(f"collviz: trace written to {session.plan.record}", file=err, flush=True)
+    if session.record_path is not None:
+        print(f"collviz: trace written to {session.record_path}", file=err, flush=True)
     return outcome.exit_code

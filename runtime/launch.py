@@ -32,7 +32,10 @@ from .transport import Collector, Endpoints, LauncherEmitter
 from .watchdog import CollectiveWatch
 from .worker import WorkerConfig, worker_main
 
-__all__ = ["MAX_RANKS", "BackendChoice", "choose_backend", "RunPlan", "RunOutcome", "Session"]
+__all__ = [
+    "MAX_RANKS", "BackendChoice", "choose_backend", "RunPlan", "RunOutcome", "Session", "run_start_fields",
+    "PROCESS_GROUP_GRACE_S",
+]
 
 MAX_RANKS = 64
 """Most ranks one machine runs (each is a process; provenance tags hold at most 63 ranks)."""
@@ -86,6 +89,17 @@ class RunPlan:
     record: Path | None = None
     timeout_s: float = 30.0
     """Seconds before a collective some ranks entered and others did not is reported."""
+
+
+def run_start_fields(plan: RunPlan, pid: int) -> dict:
+    """The fields of the RunStart event describing ``plan`` (run/rank/seq/t_ns excluded)."""
+    return dict(
+        scenario=plan.scenario.name, world_size=plan.world_size, backend=plan.backend.backend,
+        device_kind=plan.backend.device_kind, backend_reason=plan.backend.reason,
+        mode="step" if plan.step else "live", description=plan.scenario.description,
+        example=plan.program.source, torch_version=str(torch.__version__), host=platform.node(),
+        pid=pid, phase_count=plan.program.phase_count, options=plan.program.run_options(),
+    )
 
 
 @dataclass(frozen=True)
@@ -156,7 +170,7 @@ class Session:
         endpoints = self.endpoints = Endpoints.in_directory(self._run_dir)
         config = WorkerConfig(
             run=self.run_id, world_size=plan.world_size, backend=plan.backend.backend,
-            device_kind=plan.backend.device_kind, master_port=_free_port(), endpoints=endpoints,
+            device_kind=plan.backend.device_kind, init_method=f"tcp://127.0.0.1:{_free_port()}", endpoints=endpoints,
             step=plan.step, timeout_s=plan.timeout_s + PROCESS_GROUP_GRACE_S, program=plan.program,
             narration=dict(plan.scenario.narration), log_dir=self._run_dir,
         )
@@ -176,13 +190,7 @@ class Session:
         self._watch = CollectiveWatch(plan.timeout_s)
         self._launcher = LauncherEmitter(self.run_id)
         self._collector.on_release = lambda index: self._emit(Go, index=index)
-        self._emit(
-            RunStart, scenario=plan.scenario.name, world_size=plan.world_size, backend=plan.backend.backend,
-            device_kind=plan.backend.device_kind, backend_reason=plan.backend.reason,
-            mode="step" if plan.step else "live", description=plan.scenario.description,
-            example=plan.program.source, torch_version=str(torch.__version__), host=platform.node(),
-            pid=os.getpid(), phase_count=plan.program.phase_count, options=plan.program.run_options(),
-        )
+        self._emit(RunStart, **run_start_fields(plan, os.getpid()))
 
     @property
     def pids(self) -> dict[int, int]:
@@ -315,3 +323,8 @@ class Session:
     def log_dir(self) -> str:
         """Where the workers' stdout/stderr logs are (kept when a run fails)."""
         return self._run_dir
+
+    @property
+    def record_path(self) -> Path | None:
+        """The trace being written, if any."""
+        return self.plan.record

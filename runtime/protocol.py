@@ -12,6 +12,8 @@ Malformed input of any kind raises :class:`ProtocolError` and nothing else.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from typing import Literal, Union
 
 import msgspec
@@ -21,6 +23,7 @@ __all__ = [
     "LAUNCHER_RANK",
     "WIRE_HEADER",
     "ProtocolError",
+    "Unauthenticated",
     "Event",
     "RunStart",
     "RankStart",
@@ -344,17 +347,34 @@ def decode(payload: bytes) -> AnyEvent:
         raise ProtocolError(f"malformed event: {exc!r}") from None
 
 
-def encode_frames(event: Event) -> list[bytes]:
-    """The ZeroMQ multipart message carrying ``event``: header frame, payload frame."""
-    return [WIRE_HEADER, encode(event)]
+def _mac(secret: bytes, header: bytes, payload: bytes) -> bytes:
+    return hmac.new(secret, header + payload, hashlib.sha256).digest()
 
 
-def decode_frames(frames: list[bytes]) -> tuple[AnyEvent, bytes]:
+def encode_frames(event: Event, secret: bytes | None = None) -> list[bytes]:
+    """The ZeroMQ multipart message carrying ``event``: header frame, payload frame, and with a
+    shared secret a third frame, the HMAC-SHA256 of header and payload."""
+    payload = encode(event)
+    if secret is None:
+        return [WIRE_HEADER, payload]
+    return [WIRE_HEADER, payload, _mac(secret, WIRE_HEADER, payload)]
+
+
+class Unauthenticated(ProtocolError):
+    """A message without the right shared-secret signature."""
+
+
+def decode_frames(frames: list[bytes], secret: bytes | None = None) -> tuple[AnyEvent, bytes]:
     """The event in a multipart message, and its payload (kept to be written to a trace as is).
 
-    Checks the part count and the version header before decoding, and names both versions when
-    they differ.
+    Checks the part count, the signature when a ``secret`` is required, and the version header
+    before decoding, and names both versions when they differ.
     """
+    frames = [bytes(f) for f in frames]
+    if secret is not None:
+        if len(frames) != 3 or not hmac.compare_digest(frames[2], _mac(secret, frames[0], frames[1])):
+            raise Unauthenticated("message not signed with the shared secret")
+        frames = frames[:2]
     if len(frames) != 2:
         raise ProtocolError(f"expected 2 frames, got {len(frames)}")
     header, payload = frames

@@ -27,6 +27,7 @@ from .protocol import (
     Event,
     GateMessage,
     ProtocolError,
+    Unauthenticated,
     decode_control,
     decode_frames,
     encode,
@@ -53,12 +54,19 @@ class Endpoints:
         """Private IPC sockets inside ``directory`` (loopback-only by construction)."""
         return cls(events=f"ipc://{directory}/events", control=f"ipc://{directory}/control")
 
+    @classmethod
+    def tcp(cls, host: str, port: int) -> Endpoints:
+        """Events on ``host:port``, control on the next port (remote workers under torchrun)."""
+        return cls(events=f"tcp://{host}:{port}", control=f"tcp://{host}:{port + 1}")
+
 
 class EventEmitter:
     """A worker's event sender: stamps run/rank/seq/t_ns, queues, and sends in the background."""
 
-    def __init__(self, endpoint: str, run: str, rank: int, queue_limit: int = _QUEUE_LIMIT) -> None:
+    def __init__(self, endpoint: str, run: str, rank: int, queue_limit: int = _QUEUE_LIMIT,
+                 secret: bytes | None = None) -> None:
         self.run = run
+        self._secret = secret
         self.rank = rank
         self.dropped = 0
         self._seq = 0
@@ -103,7 +111,7 @@ class EventEmitter:
             try:
                 if item is _STOP:
                     return
-                self._socket.send_multipart(encode_frames(item), copy=False)
+                self._socket.send_multipart(encode_frames(item, self._secret), copy=False)
             finally:
                 self._queue.task_done()
 
@@ -171,9 +179,11 @@ class Collector:
 
     BATCH = 10_000
 
-    def __init__(self, run: str, endpoints: Endpoints, world_size: int) -> None:
+    def __init__(self, run: str | None, endpoints: Endpoints, world_size: int | None,
+                 secret: bytes | None = None) -> None:
         self.run = run
         self.world_size = world_size
+        self._secret = secret
         self.dropped: collections.Counter[str] = collections.Counter()
         self._next_seq: dict[int, int] = {}
         self._context = zmq.Context()
@@ -211,14 +221,19 @@ class Collector:
 
     def _accept(self, frames: list[bytes]) -> tuple[AnyEvent, bytes] | None:
         try:
-            event, payload = decode_frames(frames)
+            event, payload = decode_frames(frames, self._secret)
+        except Unauthenticated:
+            self.dropped["unauthenticated"] += 1
+            return None
         except ProtocolError as exc:
             self.dropped["version" if "speaks" in str(exc) else "malformed"] += 1
             return None
+        if self.run is None:  # a remote viewer adopts the run of the first signed event
+            self.run = event.run
         if event.run != self.run:
             self.dropped["foreign run"] += 1
             return None
-        if not 0 <= event.rank < self.world_size:
+        if event.rank < 0 or (self.world_size is not None and event.rank >= self.world_size):
             self.dropped["unknown rank"] += 1
             return None
         expected = self._next_seq.get(event.rank, 0)

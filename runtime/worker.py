@@ -23,7 +23,7 @@ import torch.distributed as dist
 from .context import RankContext
 from .memory import StorageTracker
 from .program import ScenarioProgram
-from .protocol import RankEnd, RankStart
+from .protocol import RankEnd, RankStart, RunStart
 from .transport import Endpoints, EventEmitter, GateClient
 
 __all__ = ["WorkerConfig", "init_distributed", "worker_main"]
@@ -39,22 +39,30 @@ class WorkerConfig:
     world_size: int
     backend: str
     device_kind: str
-    master_port: int
+    init_method: str
     endpoints: Endpoints
     step: bool
     timeout_s: float
     program: ScenarioProgram
     narration: dict[str, str]
-    log_dir: str
+    log_dir: str | None
+    """Where stdout/stderr go (``rank<r>.log``); None leaves them alone (torchrun collects them)."""
+    local_world_size: int | None = None
+    """Ranks on this machine (sets the intra-op thread count); None: all of them."""
+    secret: bytes | None = None
+    """Shared secret signing every event (remote viewers)."""
+    run_start: dict | None = None
+    """Fields of a RunStart that rank 0 emits first when no launcher does (under torchrun)."""
 
 
-def init_distributed(backend: str, rank: int, world_size: int, port: int, timeout_s: float, device: torch.device) -> None:
-    """Join the process group (loopback TCP rendezvous); no-op if already initialised."""
+def init_distributed(backend: str, rank: int, world_size: int, init_method: str, timeout_s: float,
+                     device: torch.device) -> None:
+    """Join the process group (``tcp://`` rendezvous or ``env://`` under torchrun); no-op if joined."""
     if dist.is_initialized():
         return
     dist.init_process_group(
         backend,
-        init_method=f"tcp://127.0.0.1:{port}",
+        init_method=init_method,
         rank=rank,
         world_size=world_size,
         timeout=datetime.timedelta(seconds=timeout_s),
@@ -89,15 +97,22 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}{where}"
 
 
-def worker_main(config: WorkerConfig, rank: int) -> NoReturn:
-    """Run rank ``rank`` of the run described by ``config``, then exit the process."""
+def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) -> NoReturn:
+    """Run rank ``rank`` of the run described by ``config``, then exit the process.
+
+    ``local_rank`` picks the GPU on this machine (defaults to ``rank``: one machine).
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent()
-    _redirect_output(config.log_dir, rank)
-    emitter = EventEmitter(config.endpoints.events, config.run, rank)
+    if config.log_dir is not None:
+        _redirect_output(config.log_dir, rank)
+    emitter = EventEmitter(config.endpoints.events, config.run, rank, secret=config.secret)
+    if config.run_start is not None and rank == 0:
+        emitter.emit(RunStart, **config.run_start)
     gates = GateClient(config.endpoints.control, config.run, rank) if config.step else None
-    device = torch.device("cuda", rank) if config.device_kind == "cuda" else torch.device("cpu")
+    local = rank if local_rank is None else local_rank
+    device = torch.device("cuda", local) if config.device_kind == "cuda" else torch.device("cpu")
     ctx = RankContext(
         rank=rank,
         world_size=config.world_size,
@@ -111,11 +126,11 @@ def worker_main(config: WorkerConfig, rank: int) -> NoReturn:
     )
     exit_code = 0
     if "OMP_NUM_THREADS" not in os.environ:  # torchrun's rule: ranks must not oversubscribe the cores
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // config.world_size))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // (config.local_world_size or config.world_size)))
     try:
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        init_distributed(config.backend, rank, config.world_size, config.master_port, config.timeout_s, device)
+        init_distributed(config.backend, rank, config.world_size, config.init_method, config.timeout_s, device)
         emitter.emit(RankStart, device=str(device), backend=config.backend, host=socket.gethostname(), pid=os.getpid())
         with ctx.tracker:
             config.program.run(ctx)

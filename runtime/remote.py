@@ -1,0 +1,200 @@
+"""Workers started by someone else (torchrun, on any number of nodes) streaming to a viewer.
+
+``collviz worker SCENARIO --viewer tcp://HOST:PORT`` runs as torchrun's entry point; each rank
+signs its events with the shared secret and sends them to ``collviz view --listen HOST:PORT``,
+whose :class:`RemoteSession` offers the same interface as a local :class:`Session`: the headless
+summary, the recorder and the viewer consume it unchanged. Rank 0 emits the RunStart, since no
+collviz launcher exists; the viewer adopts the run id of the first signed event.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UsageError
+from .protocol import AnyEvent, Dropped, RankEnd, RunEnd, RunStart, Stall
+from .trace import TraceWriter
+from .transport import Collector, Endpoints, LauncherEmitter
+from .watchdog import CollectiveWatch
+
+__all__ = ["SECRET_ENV", "load_secret", "check_listen_address", "parse_listen", "RemoteOutcome", "RemoteSession"]
+
+SECRET_ENV = "COLLVIZ_SECRET"
+"""Environment variable holding the shared secret (or use --secret-file)."""
+
+MIN_SECRET_LENGTH = 16
+
+
+def load_secret(secret_file: Path | None) -> bytes | None:
+    """The shared secret from ``secret_file`` or $COLLVIZ_SECRET (None if neither is given)."""
+    if secret_file is not None:
+        try:
+            text = secret_file.read_text().strip()
+        except OSError as exc:
+            raise UsageError(f"--secret-file {secret_file}: {exc.strerror}") from None
+    else:
+        text = os.environ.get(SECRET_ENV, "").strip()
+        if not text:
+            return None
+    if len(text) < MIN_SECRET_LENGTH:
+        raise UsageError(f"the shared secret must be at least {MIN_SECRET_LENGTH} characters (e.g. from: openssl rand -hex 16)")
+    return text.encode()
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` → (host, port), with a one-line error for anything else."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65535:
+        raise UsageError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:5555 (PORT+1 is used too)")
+    return host.strip("[]"), int(port)
+
+
+def check_listen_address(host: str, secret: bytes | None) -> None:
+    """Refuse to expose the event socket beyond loopback without a shared secret."""
+    if secret is None and not _is_loopback(host):
+        raise UsageError(
+            f"listening on {host} exposes the event socket to the network: give a shared secret "
+            f"(${SECRET_ENV} or --secret-file) that the workers present too, or listen on 127.0.0.1"
+        )
+
+
+@dataclass(frozen=True)
+class RemoteOutcome:
+    """How a remote run ended (same shape as launch.RunOutcome)."""
+
+    status: str
+    detail: str
+    exit_code: int
+
+
+@dataclass
+class RemoteSession:
+    """The viewer's end of a run whose workers someone else started."""
+
+    host: str
+    port: int
+    secret: bytes | None
+    record: Path | None = None
+    timeout_s: float = 30.0
+    step: bool = False
+    outcome: RemoteOutcome | None = None
+    log_dir: str | None = None
+    _collector: Collector | None = None
+    _trace: TraceWriter | None = None
+    _launcher: LauncherEmitter | None = None
+    _watch: CollectiveWatch = field(init=False)
+    _world_size: int | None = None
+    _ended: dict[int, RankEnd] = field(default_factory=dict)
+    _pending: list[AnyEvent] = field(default_factory=list)
+    _events_seen: int = 0
+    _first_error_at: float | None = None
+
+    def __post_init__(self) -> None:
+        check_listen_address(self.host, self.secret)
+        self._watch = CollectiveWatch(self.timeout_s)
+
+    @property
+    def finished(self) -> bool:
+        """True once every rank ended (or the run was given up) and RunEnd was produced."""
+        return self.outcome is not None
+
+    @property
+    def record_path(self) -> Path | None:
+        """The trace being written, if any."""
+        return self.record
+
+    def start(self) -> None:
+        """Bind the listening sockets and open the trace."""
+        if self.record is not None:
+            self._trace = TraceWriter(self.record)
+        try:
+            self._collector = Collector(None, Endpoints.tcp(self.host, self.port), None, self.secret)
+        except Exception as exc:  # zmq.ZMQError: address in use, not ours, …
+            raise UsageError(f"cannot listen on {self.host}:{self.port}: {exc}") from None
+
+    def poll(self, timeout: float) -> list[AnyEvent]:
+        """Events that arrived since the last call (waiting up to ``timeout`` s for some)."""
+        if not self.finished:
+            for event, payload in self._collector.receive(timeout):
+                self._absorb(event, payload)
+            if self._launcher is not None:
+                for stall in self._watch.check(time.monotonic_ns()):
+                    self._emit(Stall, group=stall.group, group_seq=stall.group_seq, op=stall.op,
+                               waiting=stall.waiting, elsewhere=list(stall.elsewhere.values()),
+                               waited_s=stall.waited_s, text=stall.text)
+            self._maybe_finish()
+        pending, self._pending = self._pending, []
+        return pending
+
+    def release(self, index: int) -> None:
+        """Remote runs have no gates (live only)."""
+
+    def stop(self) -> None:
+        """Stop listening (the workers belong to torchrun, which ends them); idempotent."""
+        if not self.finished and self._collector is not None:
+            self._finish(RemoteOutcome("interrupted", "interrupted: stopped listening", 130))
+
+    def _absorb(self, event: AnyEvent, payload: bytes) -> None:
+        if self._launcher is None:
+            self._launcher = LauncherEmitter(event.run)
+        self._events_seen += 1
+        self._watch.observe(event)
+        if self._trace is not None:
+            self._trace.write((payload,))
+        if isinstance(event, RunStart):
+            self._world_size = event.world_size
+            self._collector.world_size = event.world_size
+        elif isinstance(event, RankEnd):
+            self._ended[event.rank] = event
+            if event.status == "error" and self._first_error_at is None:
+                self._first_error_at = time.monotonic()
+        self._pending.append(event)
+
+    def _emit(self, event_type, **fields) -> None:
+        event, payload = self._launcher.make(event_type, **fields)
+        self._absorb(event, payload)
+
+    def _maybe_finish(self) -> None:
+        if self._world_size is None:
+            return
+        errors = [e for e in self._ended.values() if e.status == "error"]
+        if len(self._ended) == self._world_size:
+            if errors:
+                first = min(errors, key=lambda e: e.rank)
+                self._finish(RemoteOutcome("failed", f"rank {first.rank} failed: {first.error}", 1))
+            else:
+                self._finish(RemoteOutcome("ok", "", 0))
+        elif errors and time.monotonic() - self._first_error_at > self.timeout_s:
+            silent = sorted(set(range(self._world_size)) - set(self._ended))
+            self._finish(RemoteOutcome("failed", f"rank {errors[0].rank} failed: {errors[0].error}; "
+                                                 f"ranks {silent} never reported their end", 1))
+
+    def _finish(self, outcome: RemoteOutcome) -> None:
+        dropped = sum(self._collector.dropped.values())
+        if self._launcher is not None:
+            if dropped:
+                self._emit(Dropped, counts=dict(self._collector.dropped))
+            self._emit(RunEnd, status=outcome.status, detail=outcome.detail, events=self._events_seen + 1,
+                       dropped=dropped)
+        if self._trace is not None:
+            self._trace.close()
+        self._collector.close()
+        self.outcome = outcome
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        """Frames refused so far, by reason (unauthenticated peers among them)."""
+        return dict(self._collector.dropped) if self._collector else {}
