@@ -37,6 +37,17 @@ CASES = [
     ("record into missing folder", ["all-reduce", "--headless", "--record", "/nonexistent/t.cvz"], "does not exist"),
     ("missing trace", ["replay", "/nonexistent/t.cvz", "--headless"], "does not exist"),
     ("unknown option", ["all-reduce", "--gpu", "4"], "unrecognized arguments"),
+    ("zero timeout", ["all-reduce", "--timeout", "0", "--headless"], "--timeout 0"),
+    ("zero iterations", ["all-reduce", "--iters", "0", "--headless"], "--iters 0"),
+    ("step without viewer", ["all-reduce", "--step", "--headless"], "--step needs the viewer"),
+    ("root without one", ["all-reduce", "--root", "1", "--headless"], "all_reduce has no root"),
+    ("unknown dtype", ["all-reduce", "--dtype", "float8", "--headless"], "invalid choice: 'float8'"),
+    ("options the desync takes not", ["desync", "--op", "max", "--headless"], "desync takes no --op"),
+    ("odd rank missing", ["desync", "--gpus", "2", "--headless"], "run it with --gpus > 2"),
+    ("replay a folder", ["replay", "/", "--headless"], "is a directory"),
+    ("listen without port", ["view", "--listen", "localhost", "--headless"], "expected HOST:PORT"),
+    ("worker outside torchrun", ["worker", "all-reduce", "--viewer", "tcp://127.0.0.1:5555"], "runs under torchrun"),
+    ("command where a scenario goes", ["--gpus", "4"], "expected a scenario name"),
 ]
 
 
