@@ -1,0 +1,415 @@
+"""The collviz Textual app: one event log, a cursor, and the screens that show the view at it.
+
+Live, step-through and replay differ only in where events come from: a :class:`Session` read by a
+thread worker, a trace file loaded by another, or a list given up front. Everything on screen is
+``view_at(log, cursor)``; frames are throttled to :data:`FRAME_RATE` however fast events arrive.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.reactive import var
+from textual.theme import Theme
+from textual.timer import Timer
+from textual.worker import get_current_worker
+
+from collviz.runtime.protocol import AnyEvent
+from collviz.runtime.trace import TraceError
+
+from .messages import EventsArrived, LoadProgress, SessionFailed, TraceFailed, TraceLoaded
+from .model import (
+    EXIT_INTERRUPTED,
+    EventLog,
+    ViewState,
+    faster,
+    next_boundary,
+    previous_boundary,
+    seek_step,
+    slower,
+    view_at,
+)
+from .model.sources import Session, load_trace, pump_session
+from .screens import HelpScreen, SeekScreen, ViewerScreen
+
+__all__ = ["Session", "CollvizApp", "make_app", "run_viewer", "FRAME_RATE", "EXIT_INTERRUPTED"]
+
+FRAME_RATE = 40.0
+"""Most frames per second the app renders, however fast events arrive."""
+
+READER_STOP_SECONDS = 2.0
+"""How long quitting waits for the session reader to leave ``poll`` before stopping the session."""
+
+FREEZE_EVERY = 50_000
+"""Live events absorbed between two ``gc.freeze()`` calls, which move the (long-lived) log out of
+the cyclic collector's reach so its full collections do not grow with the log."""
+
+
+
+class CollvizApp(App[int]):
+    """The viewer. Build it with :func:`make_app`; it returns an exit code when it ends."""
+
+    CSS_PATH = ["styles/app.tcss"]
+    TITLE = "collviz"
+    BINDINGS = [
+        Binding("space", "toggle_play", "play/pause", key_display="space",
+                tooltip="replay: play from here at the current speed, or pause"),
+        Binding("space", "release_gate", "release gate", key_display="space",
+                tooltip="step-through: release every rank into the next phase"),
+        Binding("left", "step(-1)", "step back", key_display="←"),
+        Binding("right", "step(1)", "step", key_display="→"),
+        Binding("home", "home", "first"),
+        Binding("end", "end", "last · follow", tooltip="go to the end; in a live run, follow it again"),
+        Binding("plus,equals_sign", "speed(1)", "faster", key_display="+", tooltip="replay: play faster"),
+        Binding("minus", "speed(-1)", "slower", key_display="-", tooltip="replay: play slower"),
+        Binding("g", "seek", "go to step"),
+        Binding("l", "toggle_log", "event log"),
+        Binding("s", "screenshot", "screenshot", tooltip="write an SVG of this frame and say where"),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "quit", "quit", tooltip="quit; a live run's workers are stopped first"),
+    ]
+
+    cursor: var[int] = var(0)
+    """How many events of the log the view shows."""
+    following: var[bool] = var(True)
+    """Live: the cursor follows the log's tail (until the user steps back)."""
+    playing: var[bool] = var(False)
+    """Replay: the cursor advances one step per 1/speed seconds."""
+    speed: var[float] = var(1.0)
+    """Replay speed in steps per second."""
+    log_visible: var[bool] = var(False)
+    """Whether the raw event log pane is shown."""
+
+    def __init__(
+        self,
+        *,
+        trace: Path | None = None,
+        events: Sequence[AnyEvent] | None = None,
+        session: Session | None = None,
+        mask_volatile: bool = False,
+        screenshot_dir: Path | None = None,
+    ) -> None:
+        super().__init__()
+        if sum(x is not None for x in (trace, events, session)) != 1:
+            raise ValueError("give exactly one of trace=, events= or session=")
+        self.trace = trace
+        self.session = session
+        self.mask_volatile = mask_volatile
+        self.screenshot_dir = screenshot_dir or Path.cwd()
+        self.event_log = EventLog(events or ())
+        self.loaded = events is not None
+        self.frames = 0
+        self.absorbed = 0
+        self._frozen = 0
+        self.released = -1
+        self.status_line = ""
+        self._last_frame = 0.0
+        self._frame_timer: Timer | None = None
+        self._play_timer: Timer | None = None
+        self.viewer = ViewerScreen(mask_volatile=mask_volatile)
+        self._stopping = threading.Event()
+        self._reader_done = threading.Event()
+        if session is None:
+            self._reader_done.set()
+
+    def on_mount(self) -> None:
+        """Show the viewer and start reading events."""
+        self.push_screen(self.viewer)
+        if self.session is not None:
+            self.read_session()
+        elif self.trace is not None:
+            self.status_line = f"loading {self.trace}…"
+            self.open_trace(self.trace)
+        else:
+            self.cursor = len(self.event_log)
+        self.render_now()
+
+    @work(thread=True, exclusive=True, group="session")
+    def read_session(self) -> None:
+        """Post the (already started) session's events in batches until it has finished."""
+        worker = get_current_worker()
+        session = self.session
+        assert session is not None
+        try:
+            pump_session(session, lambda batch: self.post_message(EventsArrived(batch)),
+                         lambda: worker.is_cancelled or self._stopping.is_set())
+        except Exception as exc:  # the session's own failure is shown, not raised into Textual
+            self.post_message(SessionFailed(f"{type(exc).__name__}: {exc}"))
+        finally:
+            self._reader_done.set()
+
+    def stop_session(self) -> None:
+        """Stop the reader, wait until it no longer polls, then stop the session (blocking)."""
+        if self.session is None:
+            return
+        self._stopping.set()
+        self._reader_done.wait(READER_STOP_SECONDS)
+        self.session.stop()
+
+    @work(thread=True, exclusive=True, group="load")
+    def open_trace(self, path: Path) -> None:
+        """Read and index a trace file, reporting progress for large ones."""
+        try:
+            log, warning = load_trace(path, lambda done, total: self.post_message(LoadProgress(done, total)))
+        except TraceError as exc:
+            self.post_message(TraceFailed(str(exc)))
+            return
+        self.post_message(TraceLoaded(log, warning))
+
+    def on_events_arrived(self, message: EventsArrived) -> None:
+        """Absorb a live batch; the cursor follows the tail unless the user stepped back."""
+        self.event_log.extend(message.events)
+        self.absorbed += len(message.events)
+        if self.absorbed >= self._frozen + FREEZE_EVERY:
+            gc.freeze()  # absorbed events live as long as the app: spare them every full collection
+            self._frozen = self.absorbed
+        if self.following:
+            self.cursor = len(self.event_log)
+        self.request_frame()
+
+    def on_session_failed(self, message: SessionFailed) -> None:
+        """Say that the session failed; the app stays open."""
+        self.status_line = f"session failed: {message.error}"
+        self.notify(message.error, title="session failed", severity="error", timeout=30)
+        self.request_frame()
+
+    def on_load_progress(self, message: LoadProgress) -> None:
+        """Show how far loading has come."""
+        self.status_line = f"loading {self.trace}: {message.done:,}/{message.total:,} events"
+        self.request_frame()
+
+    def on_trace_loaded(self, message: TraceLoaded) -> None:
+        """Show the loaded trace from its first step's end."""
+        self.event_log = message.log
+        self.loaded = True
+        self.status_line = ""
+        if message.warning:
+            self.notify(message.warning, title="trace truncated", severity="warning", timeout=15)
+        self.following = False
+        self.cursor = next_boundary(self.event_log, 0)
+        self.render_now()
+
+    def on_trace_failed(self, message: TraceFailed) -> None:
+        """Say why the trace could not be read; the app stays open."""
+        self.status_line = message.error
+        self.notify(message.error, title="cannot read trace", severity="error", timeout=30)
+        self.render_now()
+
+    def get_theme(self, theme_name: str) -> Theme | None:
+        """Textual's lookup minus two copies of the theme registry per call (it runs per painted
+        line and cost a fifth of a frame); same result, same fallback."""
+        themes = getattr(self, "_registered_themes", None)
+        if not isinstance(themes, dict):
+            return super().get_theme(theme_name)
+        for name in theme_name.split(","):
+            theme = themes.get(name.strip())
+            if theme is not None:
+                return theme
+        return None
+
+    def current_view(self) -> ViewState:
+        """The view at the cursor."""
+        return view_at(self.event_log, self.cursor)
+
+    def labels(self) -> tuple[str, str]:
+        """The header's mode and playback labels."""
+        if self.session is None:
+            recorded = self.event_log.run_start.mode if self.event_log.run_start else "live"
+            mode = "replay" if recorded == "live" else f"replay ({recorded})"
+            playback = f"{'▶ playing' if self.playing else '⏸ paused'} {self.speed:g}x"
+        else:
+            mode = "step-through" if self.session.step else "live"
+            playback = "following" if self.following else "browsing history (end: follow)"
+        if not self.mask_volatile:
+            playback = f"{playback}   event {self.cursor}/{len(self.event_log)}"
+        if self.status_line:
+            playback = f"{playback}   {self.status_line}"
+        return mode, playback
+
+    def render_now(self) -> None:
+        """Render a frame now on every screen that shows the view."""
+        if self._frame_timer is not None:
+            self._frame_timer.stop()
+            self._frame_timer = None
+        self._last_frame = time.monotonic()
+        self.frames += 1
+        view = self.current_view()
+        mode, playback = self.labels()
+        for screen in self.screen_stack:
+            show = getattr(screen, "show_view", None)
+            if show is not None:
+                show(view, mode, playback)
+
+    def request_frame(self) -> None:
+        """Render now if the frame interval has passed, else make sure a frame follows when it has."""
+        wait = self._last_frame + 1.0 / FRAME_RATE - time.monotonic()
+        if wait <= 0:
+            self.render_now()  # inline: a flood of messages can starve timers
+        elif self._frame_timer is None:
+            self._frame_timer = self.set_timer(wait, self.render_now)  # the trailing frame
+
+    def watch_cursor(self) -> None:
+        """A new cursor means a new frame."""
+        self.request_frame()
+
+    def watch_playing(self) -> None:
+        """Start or stop the playback timer."""
+        self._restart_playback()
+        self.render_now()
+
+    def watch_speed(self) -> None:
+        """Play at the new speed."""
+        self._restart_playback()
+        self.render_now()
+
+    def watch_log_visible(self, visible: bool) -> None:
+        """Show or hide the event log pane."""
+        self.viewer.set_log_visible(visible)
+
+    def _restart_playback(self) -> None:
+        if self._play_timer is not None:
+            self._play_timer.stop()
+            self._play_timer = None
+        if self.playing:
+            self._play_timer = self.set_interval(1.0 / self.speed, self._play_tick)
+
+    def _play_tick(self) -> None:
+        """Advance one step; stop at the end."""
+        self.cursor = next_boundary(self.event_log, self.cursor)
+        if self.cursor >= len(self.event_log):
+            self.playing = False
+
+    def _move(self, cursor: int) -> None:
+        """Put the cursor at ``cursor`` for the user and draw the frame at once (no throttling)."""
+        cursor = max(0, min(cursor, len(self.event_log)))
+        self.set_reactive(CollvizApp.cursor, cursor)
+        self.set_reactive(CollvizApp.following, cursor >= len(self.event_log))
+        self.render_now()
+
+    def action_step(self, direction: int) -> None:
+        """Move to the next (1) or previous (-1) step boundary."""
+        if direction > 0:
+            self._move(next_boundary(self.event_log, self.cursor))
+        else:
+            self._move(previous_boundary(self.event_log, self.cursor))
+
+    def action_home(self) -> None:
+        """Go to the start of the log."""
+        self._move(0)
+
+    def action_end(self) -> None:
+        """Go to the end of the log (live: follow it again)."""
+        self._move(len(self.event_log))
+
+    def action_speed(self, direction: int) -> None:
+        """Replay faster (1) or slower (-1)."""
+        self.speed = faster(self.speed) if direction > 0 else slower(self.speed)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Replay keys only in replay, the gate key only in step-through (others always)."""
+        if action in ("toggle_play", "speed"):
+            return self.session is None
+        if action == "release_gate":
+            return self.session is not None and self.session.step
+        return True
+
+    def action_toggle_play(self) -> None:
+        """Replay: play from here (from the start when at the end), or pause."""
+        if not self.playing and self.cursor >= len(self.event_log):
+            self._move(0)
+        self.playing = not self.playing
+
+    def action_release_gate(self) -> None:
+        """Step-through: release every rank at the next gate (each press advances one phase)."""
+        session = self.session
+        assert session is not None
+        gos = self.event_log.gos.events
+        gate = max(self.released, gos[-1].index if gos else -1) + 1
+        if self.event_log.run_start is not None and gate >= self.event_log.phase_count:
+            self.notify("no gate left to release")
+            return
+        self.released = gate
+        self.run_worker(partial(session.release, gate), thread=True, group="control")
+
+    def action_seek(self) -> None:
+        """Ask for a step number and go there."""
+
+        def seek(number: int | None) -> None:
+            """Go to the step typed (nothing when the dialog was cancelled)."""
+            if number is not None:
+                self.action_seek_to(number)
+
+        self.push_screen(SeekScreen(max(self.event_log.phase_count, 1)), seek)
+
+    def action_seek_to(self, number: int) -> None:
+        """Go to the end of step ``number`` (1-based)."""
+        self._move(seek_step(self.event_log, number))
+
+    def action_toggle_log(self) -> None:
+        """Show or hide the raw event log."""
+        self.log_visible = not self.log_visible
+
+    def action_screenshot(self) -> None:
+        """Write an SVG of the current frame and say where."""
+        scenario = self.event_log.run_start.scenario if self.event_log.run_start else "collviz"
+        name = f"collviz-{scenario}-step{self.current_view().step + 1}-{time.strftime('%Y%m%dT%H%M%S')}.svg"
+        path = self.save_screenshot(filename=name, path=str(self.screenshot_dir))
+        self.notify(f"screenshot saved to {path}", title="screenshot")
+
+    def action_help(self) -> None:
+        """Show every key and what it does."""
+        self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        """Stop the session's workers (in a thread), then exit with the run's code."""
+        if self.session is not None:
+            self.status_line = "stopping the workers…"
+            self.render_now()
+            await self.run_worker(self.stop_session, thread=True, group="control").wait()
+        self.exit(self.exit_code())
+
+    def exit_code(self) -> int:
+        """0 for a replay; for a live run, its own status (0 ok, 1 failed, 130 quit before its end)."""
+        return 0 if self.session is None else self.event_log.exit_code()
+
+    def on_unmount(self) -> None:
+        """However the app ends, leave no worker behind."""
+        self.stop_session()
+
+
+def make_app(
+    *,
+    trace: Path | None = None,
+    events: Sequence[AnyEvent] | None = None,
+    session: Session | None = None,
+    mask_volatile: bool = False,
+    screenshot_dir: Path | None = None,
+) -> CollvizApp:
+    """The viewer for one source of events: a trace file, a list of events, or a live session.
+
+    ``mask_volatile`` hides what differs between two recordings of the same run (durations,
+    event positions), for snapshot tests;
+    ``screenshot_dir`` is where ``s`` writes SVGs (the current directory by default).
+    """
+    return CollvizApp(trace=trace, events=events, session=session, mask_volatile=mask_volatile,
+                      screenshot_dir=screenshot_dir)
+
+
+def run_viewer(*, trace: Path | None = None, session: Session | None = None) -> int:
+    """Run the viewer in the terminal until the user quits; returns the exit code.
+
+    ``run_viewer(session=...)`` for live and step-through runs: the caller has already called
+    ``session.start()`` (fork before the app's threads exist); the app reads the session and
+    stops it when the user quits. ``run_viewer(trace=path)`` for replay.
+    """
+    app = make_app(trace=trace, session=session)
+    code = app.run()
+    return code if code is not None else (app.exit_code())

@@ -1,0 +1,35 @@
+"""The pure view model: an append-only event log and the view state at any cursor.
+
+Live, step-through and replay all feed an :class:`EventLog`; the screen shows
+``view_at(log, cursor)``. Nothing here imports Textual, so it is tested without a terminal.
+"""
+
+from .log import EXIT_INTERRUPTED, EventLog, MemorySeries, PhaseIndex, RankIndex, Series
+from .navigation import SPEEDS, faster, next_boundary, previous_boundary, seek_step, slower
+from .sources import Session, load_trace, pump_session
+from .view import TAIL_LENGTH, MemoryTrack, RankView, RunState, ViewState, step_at, view_at
+
+__all__ = [
+    "EventLog",
+    "EXIT_INTERRUPTED",
+    "Series",
+    "MemorySeries",
+    "RankIndex",
+    "PhaseIndex",
+    "MemoryTrack",
+    "RankView",
+    "RunState",
+    "ViewState",
+    "TAIL_LENGTH",
+    "view_at",
+    "step_at",
+    "next_boundary",
+    "previous_boundary",
+    "seek_step",
+    "Session",
+    "load_trace",
+    "pump_session",
+    "SPEEDS",
+    "faster",
+    "slower",
+]

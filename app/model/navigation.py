@@ -1,0 +1,48 @@
+"""Where the step keys move the cursor, and the replay speeds: pure functions of the log."""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+
+from .log import EventLog
+
+__all__ = ["SPEEDS", "next_boundary", "previous_boundary", "seek_step", "faster", "slower"]
+
+SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+"""Replay speeds in steps per second, slowest first."""
+
+
+def next_boundary(log: EventLog, cursor: int) -> int:
+    """The first step boundary after ``cursor`` (the end of the log if there is none)."""
+    stops = log.boundaries()
+    at = bisect_right(stops, cursor)
+    return stops[at] if at < len(stops) else len(log)
+
+
+def previous_boundary(log: EventLog, cursor: int) -> int:
+    """The last step boundary before ``cursor`` (0 if there is none)."""
+    stops = log.boundaries()
+    at = bisect_left(stops, cursor)
+    return stops[at - 1] if at > 0 else 0
+
+
+def seek_step(log: EventLog, number: int) -> int:
+    """The cursor at the end of step ``number`` (1-based, clamped); the log's end if not reached."""
+    if number <= 0:
+        return 0
+    ends = log.step_ends
+    if number <= len(ends):
+        return ends[number - 1]
+    return len(log)
+
+
+def faster(speed: float) -> float:
+    """The next speed up from ``speed`` (the fastest stays)."""
+    at = bisect_right(SPEEDS, speed)
+    return SPEEDS[at] if at < len(SPEEDS) else SPEEDS[-1]
+
+
+def slower(speed: float) -> float:
+    """The next speed down from ``speed`` (the slowest stays)."""
+    at = bisect_left(SPEEDS, speed)
+    return SPEEDS[at - 1] if at > 0 else SPEEDS[0]

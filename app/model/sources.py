@@ -1,0 +1,97 @@
+"""Where events come from: a live session pumped in batches, or a trace file loaded and indexed.
+
+Plain functions, no Textual: the app runs them in thread workers and turns their callbacks into
+messages, so they are tested (and benchmarked) without a terminal.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from collviz.runtime.protocol import AnyEvent
+from collviz.runtime.trace import read_trace
+
+from .log import EventLog
+
+__all__ = ["Session", "pump_session", "load_trace", "POLL_SECONDS", "COALESCE_SECONDS", "MAX_BATCH", "LOAD_CHUNK"]
+
+POLL_SECONDS = 0.05
+"""How long the pump waits in ``Session.poll`` while nothing is pending."""
+
+COALESCE_SECONDS = 0.01
+"""Events arriving within this long of the first pending one travel in one batch."""
+
+MAX_BATCH = 50_000
+"""The most events one batch carries."""
+
+LOAD_CHUNK = 100_000
+"""Events indexed between two progress reports while a trace loads."""
+
+
+class Session(Protocol):
+    """The live/step session the runtime's launcher provides (``collviz.runtime.launch.Session``)."""
+
+    finished: bool
+    step: bool
+
+    def start(self) -> None:
+        """Fork the workers (the caller does this before the viewer's threads exist)."""
+
+    def poll(self, timeout: float) -> list[AnyEvent]:
+        """Events arrived since the last call, waiting up to ``timeout`` seconds."""
+
+    def release(self, index: int) -> None:
+        """Step mode: release every rank waiting at gates ``<= index``."""
+
+    def stop(self) -> None:
+        """Tear down every worker and close the trace (idempotent)."""
+
+
+def pump_session(session: Session, emit: Callable[[list[AnyEvent]], None], stopped: Callable[[], bool]) -> None:
+    """Poll ``session`` and ``emit`` its events in batches until it has finished or ``stopped()``.
+
+    Events arriving within :data:`COALESCE_SECONDS` of each other share a batch (at most
+    :data:`MAX_BATCH`), so a flood becomes a few large batches; none is ever dropped.
+    """
+    pending: list[AnyEvent] = []
+    deadline = 0.0
+    while not stopped():
+        wait = max(0.0, deadline - time.monotonic()) if pending else POLL_SECONDS
+        batch = session.poll(wait)
+        if batch:
+            if not pending:
+                deadline = time.monotonic() + COALESCE_SECONDS
+            pending.extend(batch)
+        due = time.monotonic() >= deadline or len(pending) >= MAX_BATCH or session.finished
+        if pending and due:
+            emit(pending)
+            pending = []
+        elif not pending and not batch and session.finished:
+            return
+
+
+def load_trace(path: str | os.PathLike[str], progress: Callable[[int, int], None]) -> tuple[EventLog, str]:
+    """Read and index a trace file; returns the log and the reader's warning (a truncated tail).
+
+    ``progress(done, total)`` is called every :data:`LOAD_CHUNK` events of large traces. Raises
+    ``TraceError`` for a file that cannot be read. The cyclic garbage collector is paused while a
+    million new objects are created, and they are then frozen out of its reach (the log lives as
+    long as the viewer), which makes opening a large trace several times faster.
+    """
+    gc.disable()
+    try:
+        contents = read_trace(path)
+        log = EventLog()
+        events = contents.events
+        for start in range(0, len(events), LOAD_CHUNK):
+            log.extend(events[start : start + LOAD_CHUNK])
+            if len(events) > LOAD_CHUNK:
+                progress(len(log), len(events))
+    finally:
+        gc.freeze()
+        gc.enable()
+    return log, contents.warning

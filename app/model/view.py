@@ -1,0 +1,264 @@
+"""The view state: a pure function of (event log, cursor), computed without rescanning the log.
+
+:func:`view_at` looks up each rank's latest buffers, memory and status with bisections over the
+indexes :class:`~collviz.app.model.log.EventLog` keeps, so its cost depends on the number of ranks
+and buffer names, not on the length of the log.
+
+The *step* at a cursor is the phase being shown: the first phase whose end lies at or after the
+cursor (or the phase in progress past the last end). Everything per rank is filtered to phases
+``<= step`` and transfers are listed in a fixed order, so the view at a step boundary does not
+depend on how the ranks' events interleaved on the way to the collector.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from collviz.runtime.protocol import AnyEvent, Buffer, Check, Collective, RankEnd, RunStart, Transfer
+
+from .log import EventLog, RankIndex, Series
+
+__all__ = ["MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "TAIL_LENGTH", "MAX_TRANSFERS"]
+
+TAIL_LENGTH = 200
+"""How many events before the cursor the view carries for the raw event log pane."""
+
+MAX_TRANSFERS = 256
+"""Transfers of one step the view carries (the first ones, sorted by destination and source);
+``ViewState.transfer_count`` gives the full count."""
+
+RankState = Literal["pending", "running", "waiting", "done", "error"]
+RunKind = Literal["empty", "starting", "running", "waiting", "stalled", "finished", "failed", "interrupted"]
+
+
+@dataclass(frozen=True)
+class MemoryTrack:
+    """One rank's memory samples (the whole known series) and where the cursor stands in them.
+
+    ``live`` and ``phases`` are the log's own lists (valid until the log grows); the first
+    ``upto`` samples have happened at the cursor. ``length`` is the series' length when the view was
+    made and ``top`` its highest figure (to scale a plot of it); equality ignores the lists.
+    """
+
+    live: Sequence[int] = field(compare=False)
+    phases: Sequence[int] = field(compare=False)
+    length: int
+    upto: int
+    current: int
+    peak: int
+    top: int
+
+
+@dataclass(frozen=True)
+class RankView:
+    """What one rank holds and does at the cursor."""
+
+    rank: int
+    device: str
+    backend: str
+    state: RankState
+    status: str
+    phase: int | None
+    buffers: tuple[Buffer, ...]
+    collective: Collective | None
+    memory: MemoryTrack
+
+
+@dataclass(frozen=True)
+class RunState:
+    """The run as a whole at the cursor: a kind for styling and a sentence for the header."""
+
+    kind: RunKind
+    text: str
+    gate: int | None = None
+    waiting: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ViewState:
+    """Everything the screen shows for one cursor position.
+
+    ``cursor``/``length``: events shown / in the log. ``run``: the launcher's RunStart (static).
+    ``step`` (0-based) of ``step_count``; ``phase_name`` and ``narration`` of that step (the run's
+    description before the first phase). ``ranks``: one view per rank. ``transfers``: the step's
+    transfers so far (at most :data:`MAX_TRANSFERS`, sorted), ``transfer_count`` all of them.
+    ``checks``: the step's checks. ``tail``: the last :data:`TAIL_LENGTH` events before the cursor.
+    ``last_go``: the last gate released before the cursor (-1: none).
+    """
+
+    cursor: int
+    length: int
+    run: RunStart | None
+    state: RunState
+    step: int
+    step_count: int
+    phase_name: str
+    narration: str
+    ranks: tuple[RankView, ...]
+    transfers: tuple[Transfer, ...]
+    transfer_count: int
+    checks: tuple[Check, ...]
+    tail: tuple[AnyEvent, ...]
+    last_go: int
+
+
+def _latest(series: Series, cursor: int, step: int) -> int:
+    """Position (in ``series``) of the last event before ``cursor`` in a phase ``<= step``; -1 if none."""
+    return min(bisect_left(series.index, cursor), bisect_right(series.phase, step)) - 1
+
+
+def step_at(log: EventLog, cursor: int) -> int:
+    """The phase shown at ``cursor`` (0 before anything has happened)."""
+    ends = log.step_ends
+    step = bisect_left(ends, cursor)
+    if step < len(ends):
+        return step
+    following = log.phases.get(len(ends))
+    if following is not None and 0 <= following.begin < cursor:
+        return len(ends)
+    return max(len(ends) - 1, 0)
+
+
+def _memory(index: RankIndex, cursor: int, step: int) -> MemoryTrack:
+    series = index.memory
+    upto = min(bisect_left(series.index, cursor), bisect_right(series.phase, step))
+    current = series.live[upto - 1] if upto else 0
+    peak = series.peak[upto - 1] if upto else 0
+    top = series.peak[-1] if series.peak else 0
+    return MemoryTrack(series.live, series.phase, len(series.live), upto, current, peak, top)
+
+
+def _rank_status(index: RankIndex, cursor: int, step: int, names: dict[int, str]) -> tuple[RankState, str, int | None]:
+    """State, a short sentence and the current phase of one rank at the cursor."""
+    if index.end is not None and index.end[0] < cursor and (index.end[1].phase or 0) <= step:
+        end: RankEnd = index.end[1]
+        if end.status == "ok":
+            return "done", "finished", end.phase
+        where = f" in phase {end.phase}" if end.phase is not None else ""
+        return "error", f"error{where}: {end.error or 'unknown'}", end.phase
+    if index.exit is not None and index.exit[0] < cursor and (index.exit[1].signal or index.exit[1].exit_code):
+        exit_ = index.exit[1]
+        how = f"killed by {exit_.signal}" if exit_.signal else f"exited with code {exit_.exit_code}"
+        return "error", how, None
+    at = index.gates.count_upto(cursor) - 1
+    gate_position = index.gates.index[at] if at >= 0 else -1
+    phase_at = _latest(index.phases, cursor, step)
+    if at >= 0 and index.gates.events[at].edge == "wait":
+        phase_position = index.phases.index[phase_at] if phase_at >= 0 else -1
+        if gate_position > phase_position:
+            gate = index.gates.events[at].index
+            return "waiting", f"waiting at gate {gate}", gate
+    if phase_at >= 0:
+        event = index.phases.events[phase_at]
+        name = names.get(event.index, event.name)
+        verb = "in" if event.edge == "begin" else "done"
+        return "running", f"{verb} {name}", event.index
+    if index.start is not None and index.start[0] < cursor:
+        return "running", "started", None
+    return "pending", "not started", None
+
+
+def _run_state(log: EventLog, cursor: int, ranks: tuple[RankView, ...]) -> RunState:
+    if cursor == 0 or log.run_start is None and not ranks:
+        return RunState("empty" if not log.events else "starting", "starting")
+    if log.run_end is not None and log.run_end[0] < cursor:
+        end = log.run_end[1]
+        kind = {"ok": "finished", "failed": "failed", "interrupted": "interrupted"}[end.status]
+        text = "finished" if end.status == "ok" else f"{end.status}: {end.detail}" if end.detail else end.status
+        if end.status != "ok":
+            failure = _first_failure(log, cursor)
+            if failure:
+                text = f"{end.status}: {failure}"
+        return RunState(kind, text)
+    failure = _first_failure(log, cursor)
+    if failure:
+        return RunState("failed", f"failed: {failure}")
+    stalled = bisect_left(log.stalls, cursor, key=lambda entry: entry[0])
+    if stalled:
+        return RunState("stalled", f"stalled: {log.stalls[stalled - 1][1].text}")
+    waiting = tuple(r.rank for r in ranks if r.state == "waiting")
+    if waiting:
+        gate = min(r.phase or 0 for r in ranks if r.state == "waiting")
+        who = ", ".join(map(str, waiting))
+        return RunState("waiting", f"waiting at gate {gate} (ranks {who})", gate, waiting)
+    if all(r.state == "pending" for r in ranks):
+        return RunState("starting", "starting")
+    return RunState("running", "running")
+
+
+def _first_failure(log: EventLog, cursor: int) -> str:
+    """A sentence about the first failed rank before ``cursor``, or ''."""
+    for index, event in log.failures:
+        if index >= cursor:
+            break
+        if isinstance(event, RankEnd):
+            return f"rank {event.rank}: {event.error or 'error'}"
+        how = f"killed by {event.signal}" if event.signal else f"exit code {event.exit_code}"
+        return f"rank {event.target} {how}"
+    return ""
+
+
+def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
+    """The view of ``log`` after its first ``cursor`` events (clamped to ``0..len(log)``)."""
+    cursor = max(0, min(cursor, len(log)))
+    step = step_at(log, cursor)
+    names = {number: phase.name for number, phase in log.phases.items()}
+    ranks = []
+    for number in range(max(log.world_size, log.max_rank + 1)):
+        index = log.ranks.get(number) or RankIndex(number)
+        buffers = []
+        for series in index.buffers.values():
+            at = _latest(series, cursor, step)
+            if at >= 0:
+                buffers.append(series.events[at])
+        coll_at = _latest(index.collectives, cursor, step)
+        collective = index.collectives.events[coll_at] if coll_at >= 0 else None
+        if collective is not None and collective.phase != step:
+            collective = None
+        state, status, phase = _rank_status(index, cursor, step, names)
+        start = index.start[1] if index.start is not None else None
+        ranks.append(
+            RankView(
+                rank=number,
+                device=start.device if start else "",
+                backend=start.backend if start else "",
+                state=state,
+                status=status,
+                phase=phase,
+                buffers=tuple(buffers),
+                collective=collective,
+                memory=_memory(index, cursor, step),
+            )
+        )
+    rank_views = tuple(ranks)
+    phase = log.phases.get(step)
+    shown = phase is not None and 0 <= phase.begin < cursor
+    transfers: tuple[Transfer, ...] = ()
+    checks: tuple[Check, ...] = ()
+    moved_count = 0
+    if phase is not None:
+        moved_count = phase.transfers.count_upto(cursor)
+        moved = phase.transfers.events[: min(moved_count, MAX_TRANSFERS)]
+        transfers = tuple(sorted(moved, key=lambda t: (t.dst, t.step, t.src, t.start)))
+        checks = tuple(sorted(phase.checks.events[: phase.checks.count_upto(cursor)], key=lambda c: (c.rank, c.name)))
+    gos = log.gos.count_upto(cursor)
+    run = log.run_start
+    return ViewState(
+        cursor=cursor,
+        length=len(log),
+        run=run,
+        state=_run_state(log, cursor, rank_views),
+        step=step,
+        step_count=log.phase_count,
+        phase_name=phase.name if shown else "",
+        narration=phase.narration if shown else (run.description if run else ""),
+        ranks=rank_views,
+        transfers=transfers,
+        transfer_count=moved_count,
+        checks=checks,
+        tail=tuple(log.events[max(0, cursor - tail) : cursor]),
+        last_go=log.gos.events[gos - 1].index if gos else -1,
+    )

@@ -1,0 +1,114 @@
+"""The main screen: header, rank panels, narration, transfers, legend, memory, event log."""
+
+from __future__ import annotations
+
+from textual import events
+from textual.app import ComposeResult
+from textual.containers import Container, Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from ..model import ViewState
+from ..widgets import EventLogPane, Legend, MemoryTimeline, NarrationPane, RankPanel, RunHeader, TransfersPane
+from .rank_detail import RankDetailScreen
+
+__all__ = ["ViewerScreen", "MIN_SIZE"]
+
+MIN_SIZE = (100, 30)
+"""The smallest terminal (columns, rows) the layout stays legible in."""
+
+
+COMPACT_ABOVE = 8
+"""Beyond this many ranks the panels switch to their compact form (one line per buffer)."""
+
+
+def grid_class(world_size: int) -> str:
+    """The CSS class laying out ``world_size`` rank panels (2×2 for 4, 2×4 for 8, compact beyond)."""
+    if world_size <= 1:
+        return "-ranks-1"
+    if world_size <= 4:
+        return "-ranks-4"
+    if world_size <= COMPACT_ABOVE:
+        return "-ranks-8"
+    return "-ranks-many"
+
+
+class ViewerScreen(Screen[None]):
+    """Everything about the run at the app's cursor; the app calls :meth:`show_view` per frame."""
+
+    def __init__(self, *, mask_volatile: bool = False) -> None:
+        super().__init__()
+        self.mask_volatile = mask_volatile
+        self._world = -1
+        self._view: ViewState | None = None
+        self._labels = ("", "")
+        self._ready = False
+
+    def compose(self) -> ComposeResult:
+        """Lay out the panes; rank panels are mounted once the world size is known."""
+        yield RunHeader(id="header")
+        with Horizontal(id="body"):
+            yield Container(id="ranks")
+            with Vertical(id="side"):
+                yield NarrationPane(id="narration")
+                yield TransfersPane(id="transfers")
+                yield Legend(id="legend")
+        yield MemoryTimeline(id="memory")
+        yield EventLogPane(id="log")
+        yield Static(f"terminal too small (need {MIN_SIZE[0]}x{MIN_SIZE[1]})", id="too-small")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Check the size, then show any view that arrived before the panes existed."""
+        self._ready = True
+        self._check_size(self.app.size.width, self.app.size.height)
+        if self._view is not None:
+            self.show_view(self._view, *self._labels)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Switch to the too-small message below :data:`MIN_SIZE`."""
+        self._check_size(event.size.width, event.size.height)
+
+    def _check_size(self, width: int, height: int) -> None:
+        self.set_class(width < MIN_SIZE[0] or height < MIN_SIZE[1], "-too-small")
+
+    def set_log_visible(self, visible: bool) -> None:
+        """Show or hide the raw event log pane."""
+        self.query_one(EventLogPane).set_class(visible, "-visible")
+        if self._view is not None:
+            self.query_one(EventLogPane).show(self._view)
+
+    def show_view(self, view: ViewState, mode: str, playback: str) -> None:
+        """Display ``view``; ``mode`` and ``playback`` label the header."""
+        self._view = view
+        self._labels = (mode, playback)
+        if not self._ready:
+            return
+        self.query_one(RunHeader).show(view, mode, playback)
+        self._ensure_panels(len(view.ranks))
+        for panel, rank in zip(self.query(RankPanel), view.ranks):
+            panel.show(rank)
+        self.query_one(NarrationPane).show(view)
+        self.query_one(TransfersPane).show(view)
+        self.query_one(MemoryTimeline).show(view)
+        log = self.query_one(EventLogPane)
+        if log.has_class("-visible"):
+            log.show(view)
+
+    def _ensure_panels(self, world: int) -> None:
+        if world == self._world:
+            return
+        self._world = world
+        ranks = self.query_one("#ranks", Container)
+        ranks.remove_children()
+        for name in ("-ranks-1", "-ranks-4", "-ranks-8", "-ranks-many"):
+            ranks.remove_class(name)
+        ranks.add_class(grid_class(world))
+        compact = world > COMPACT_ABOVE
+        ranks.mount(*(RankPanel(r, compact=compact, mask_volatile=self.mask_volatile) for r in range(world)))
+        self.query_one(Legend).show(world)
+
+    def on_rank_panel_selected(self, message: RankPanel.Selected) -> None:
+        """Open the detail view of the clicked rank."""
+        if self._view is not None:
+            self.app.push_screen(RankDetailScreen(message.rank, self._view, mask_volatile=self.mask_volatile))

@@ -1,0 +1,11 @@
+"""The viewer's widgets, one per module, each with its own messages."""
+
+from .event_log import EventLogPane
+from .legend import Legend
+from .memory_timeline import MemoryTimeline
+from .narration import NarrationPane
+from .rank_panel import RankPanel
+from .run_header import RunHeader
+from .transfers import TransfersPane
+
+__all__ = ["EventLogPane", "Legend", "MemoryTimeline", "NarrationPane", "RankPanel", "RunHeader", "TransfersPane"]

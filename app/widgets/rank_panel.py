@@ -1,0 +1,161 @@
+"""One rank's panel: every named buffer as provenance-coloured cells, its last collective, its status."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.message import Message
+
+from ..model import RankView
+from .line_widget import LineWidget
+from .render import (
+    BOLD,
+    DIM,
+    Line,
+    buffer_lines,
+    compact_buffer_line,
+    format_bytes,
+    lines_to_text,
+    provenance_lines,
+    rank_colour,
+)
+
+__all__ = ["RankPanel", "rank_lines", "rank_body", "ROW_BUDGETS"]
+
+ROW_BUDGETS: tuple[int, ...] = (8, 4, 2, 1)
+"""Grid lines per buffer tried in turn until a panel's body fits its height."""
+
+_STATE_STYLES = {
+    "pending": Style(dim=True),
+    "running": Style(color="green"),
+    "waiting": Style(color="yellow"),
+    "done": Style(color="cyan"),
+    "error": Style(color="red", bold=True),
+}
+_IN_FLIGHT = Style(color="yellow")
+
+
+def _collective_line(view: RankView, mask_volatile: bool) -> Line:
+    collective = view.collective
+    assert collective is not None
+    line: Line = [Segment(collective.op, BOLD)]
+    if collective.reduce_op:
+        line.append(Segment(f" ({collective.reduce_op})"))
+    line.append(Segment(f" {format_bytes(collective.bytes_in)}→{format_bytes(collective.bytes_out)}"))
+    if collective.edge == "begin":
+        line.append(Segment(" in flight…", _IN_FLIGHT))
+    elif collective.duration_ns is not None:
+        took = "‒.‒‒ ms" if mask_volatile else f"{collective.duration_ns / 1e6:.2f} ms"
+        line.append(Segment(f" {took}", DIM))
+    return line
+
+
+def rank_lines(
+    view: RankView,
+    width: int,
+    *,
+    detail: bool = False,
+    compact: bool = False,
+    status: bool = True,
+    max_rows: int | None = None,
+    mask_volatile: bool = False,
+) -> list[Line]:
+    """The lines of a rank panel: status, buffers (with provenance lists in ``detail``), collective.
+
+    ``compact`` (many ranks) gives one line per buffer; ``status`` puts the rank's status first;
+    ``max_rows`` limits each buffer's grid; ``mask_volatile`` hides the collective's duration.
+    """
+    lines: list[Line] = [[Segment(view.status, _STATE_STYLES[view.state])]] if status else []
+    if compact:
+        lines.extend(compact_buffer_line(buffer, width) for buffer in view.buffers)
+        return lines
+    for buffer in view.buffers:
+        lines.extend(buffer_lines(buffer, width, max_rows=max_rows, detail=detail))
+        if detail and buffer.provenance:
+            lines.extend(provenance_lines(buffer))
+            lines.append([])
+    if view.collective is not None:
+        lines.append(_collective_line(view, mask_volatile))
+    if detail and view.memory.upto:
+        memory = view.memory
+        lines.append([Segment(f"memory {format_bytes(memory.current)} live, peak {format_bytes(memory.peak)}")])
+    return lines
+
+
+def rank_body(view: RankView, width: int, **options: object) -> Text:
+    """:func:`rank_lines` as one ``Text`` (same options)."""
+    return lines_to_text(rank_lines(view, width, **options))  # type: ignore[arg-type]
+
+
+class RankPanel(LineWidget):
+    """What one rank holds at the cursor; clicking it asks for the rank's detail view.
+
+    Drawn from lines of segments (see :class:`LineWidget`); the rank's status is the border's
+    subtitle.
+    """
+
+    class Selected(Message):
+        """The user clicked the panel of ``rank``."""
+
+        def __init__(self, rank: int) -> None:
+            super().__init__()
+            self.rank = rank
+
+    def __init__(self, rank: int, *, compact: bool = False, mask_volatile: bool = False, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.rank = rank
+        self.compact = compact
+        self.mask_volatile = mask_volatile
+        self._view: RankView | None = None
+        self.border_title = f"rank {rank}"
+        self.styles.border_title_color = rank_colour(rank)
+
+    def show(self, view: RankView) -> None:
+        """Display ``view`` (refreshes only when it changed)."""
+        if view == self._view:
+            return
+        self._view = view
+        device = f" · {view.device}" if view.device and not self.compact else ""
+        title = f"{'r' if self.compact else 'rank '}{view.rank}{device}"
+        if title != self.border_title:
+            self.border_title = title
+        if view.status != self.border_subtitle:
+            self.border_subtitle = view.status
+        self.set_class(view.state == "error", "-error")
+        self.set_class(view.state == "waiting", "-waiting")
+        self.lines_changed()
+
+    def build_lines(self, width: int, height: int) -> list[Line]:
+        """The body at this size: grids shrink (see :data:`ROW_BUDGETS`) until it fits ``height``;
+        if even one row per buffer is too long, the latest step's buffers come first and the cut
+        is said."""
+        view = self._view
+        if view is None:
+            return [[Segment("waiting for the worker…", DIM)]]
+        lines: list[Line] = []
+        for rows in ROW_BUDGETS:
+            lines = rank_lines(view, width, compact=self.compact, status=False, max_rows=rows,
+                               mask_volatile=self.mask_volatile)
+            if len(lines) <= height:
+                return lines
+        # Still too long: the latest step's buffers first, and say what is cut.
+        latest = max((buffer.phase for buffer in view.buffers), default=0)
+        ordered = sorted(view.buffers, key=lambda buffer: buffer.phase != latest)
+        lines = rank_lines(replace(view, buffers=tuple(ordered)), width, compact=self.compact, status=False,
+                           max_rows=ROW_BUDGETS[-1], mask_volatile=self.mask_volatile)
+        if height and len(lines) > height:
+            lines = [*lines[: height - 1], [Segment(f"… {len(lines) - height + 1} more lines: click for all", DIM)]]
+        return lines
+
+    def body(self) -> Text:
+        """The panel's body as it is drawn now, as text."""
+        return lines_to_text(self.build_lines(*self.content_size))
+
+    def on_click(self, event: events.Click) -> None:
+        """Ask the screen to focus this rank."""
+        event.stop()
+        self.post_message(self.Selected(self.rank))

@@ -1,0 +1,231 @@
+"""Values, buffers, provenance colours and sparklines as lines of segments, shared by the widgets.
+
+A :data:`Line` is a list of Rich segments; line-API widgets turn lines into strips directly
+(:func:`lines_to_strips`, much cheaper per frame than laying out text), ``Static`` widgets into
+``Text`` (:func:`lines_to_text`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from math import prod
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.strip import Strip
+
+from collviz.runtime.protocol import Buffer
+
+__all__ = [
+    "RANK_COLOURS",
+    "REDUCED_STYLE",
+    "PLACEHOLDER_STYLE",
+    "rank_colour",
+    "rank_style",
+    "provenance_style",
+    "format_bytes",
+    "format_value",
+    "sparkline",
+    "Line",
+    "buffer_lines",
+    "compact_buffer_line",
+    "provenance_lines",
+    "lines_to_text",
+    "lines_to_strips",
+]
+
+RANK_COLOURS: tuple[str, ...] = (
+    "#3b82f6", "#f59e0b", "#10b981", "#ef4444", "#a855f7", "#14b8a6", "#ec4899", "#84cc16",
+)
+"""Background colour of each source rank's data (cycled beyond eight ranks)."""
+
+REDUCED_STYLE = Style(color="black", bgcolor="#f5f5f5", bold=True, underline=True)
+"""Cells holding data reduced from several ranks."""
+
+PLACEHOLDER_STYLE = Style(color="#808080", bgcolor="#262626")
+"""Cells holding no rank's data yet (e.g. an output before the collective)."""
+
+_BARS = " ▁▂▃▄▅▆▇█"
+
+Line = list[Segment]
+"""One line of a widget: segments, each a piece of text and its style."""
+
+NO_STYLE = Style()
+BOLD = Style(bold=True)
+DIM = Style(dim=True)
+MOMENT = Style(italic=True, dim=True)
+CYAN = Style(color="cyan")
+
+
+def rank_colour(rank: int) -> str:
+    """The colour of ``rank``'s data."""
+    return RANK_COLOURS[rank % len(RANK_COLOURS)]
+
+
+@lru_cache(maxsize=1024)
+def rank_style(rank: int) -> Style:
+    """Cell style for data that came from exactly ``rank`` (one shared object per rank)."""
+    return Style(color="black", bgcolor=rank_colour(rank), bold=rank >= len(RANK_COLOURS))
+
+
+def provenance_style(ranks: Sequence[int] | None) -> Style:
+    """The style of a cell whose data came from ``ranks`` (``None``: not observed)."""
+    if ranks is None:
+        return NO_STYLE
+    if not ranks:
+        return PLACEHOLDER_STYLE
+    if len(ranks) == 1:
+        return rank_style(ranks[0])
+    return REDUCED_STYLE
+
+
+def format_bytes(count: int) -> str:
+    """``1536`` → ``"1.5 KiB"``."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def format_value(value: int | float) -> str:
+    """A compact cell label: integers as such, other floats to three significant digits."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e6:
+        return str(int(value))
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def sparkline(values: Sequence[float], width: int, top: float | None = None) -> str:
+    """``values`` as block characters in at most ``width`` columns (resampled when there are more
+    values, widened when fewer), scaled from min(0, lowest) to ``top`` (default: the highest)."""
+    if not values or width <= 0:
+        return ""
+    count = len(values)
+    columns = min(width, count)
+    picked = [values[min(count - 1, (i * count) // columns)] for i in range(columns)]
+    repeat = max(1, width // count)
+    low = min(0.0, min(picked))
+    high = top if top is not None else max(picked)
+    span = (high - low) or 1.0
+    return "".join(_BARS[max(0, min(8, round((v - low) / span * 8)))] * repeat for v in picked)
+
+
+def _append_cells(line: Line, labels: list[str], styles: list[Style], indexes: range, cell: int) -> None:
+    """Append cells to ``line``, one segment per run of equally styled cells (fewer, faster)."""
+    run: list[str] = []
+    style = None
+    for i in indexes:
+        if styles[i] is not style and run:
+            line.append(Segment("".join(run), style))
+            run = []
+        style = styles[i]
+        run.append(labels[i].rjust(cell - 1) + " ")
+    if run:
+        line.append(Segment("".join(run), style))
+
+
+def _cell_styles(buffer: Buffer, count: int) -> list[Style]:
+    if buffer.provenance is None:
+        return [NO_STYLE] * count
+    styles = [PLACEHOLDER_STYLE] * count
+    for run in buffer.provenance:
+        style = provenance_style(run.ranks)
+        for i in range(run.start, min(count, run.start + run.length)):
+            styles[i] = style
+    return styles
+
+
+def _title(buffer: Buffer, detail: bool) -> Line:
+    """``name [shape] moment``; ``detail`` adds the role and the dtype."""
+    shape = "×".join(map(str, buffer.shape)) or "scalar"
+    role = f" ({buffer.role})" if detail and buffer.role != buffer.name else ""
+    dtype = f" {buffer.dtype}" if detail else ""
+    return [Segment(buffer.name, BOLD), Segment(f"{role} [{shape}]{dtype} "), Segment(buffer.moment, MOMENT)]
+
+
+def buffer_lines(buffer: Buffer, width: int, max_rows: int | None = None, detail: bool = False) -> list[Line]:
+    """A buffer as a title line and a grid of provenance-coloured value cells (or its summary).
+
+    ``max_rows`` limits the grid's lines; ``detail`` adds the buffer's role and dtype to the title.
+    """
+    lines = [_title(buffer, detail)]
+    if buffer.values is None:
+        summary = buffer.summary
+        if summary is None:
+            lines.append([Segment("  (no values)", DIM)])
+            return lines
+        lines.append([Segment(f"  min {summary.min:.3g} max {summary.max:.3g} mean {summary.mean:.3g}"
+                              f" crc {summary.crc32}")])
+        lines.append([Segment("  " + sparkline(summary.picture, max(1, width - 2)), CYAN)])
+        return lines
+    labels = [format_value(v) for v in buffer.values]
+    styles = _cell_styles(buffer, len(labels))
+    cell = max(map(len, labels), default=1) + 1
+    columns = (buffer.shape[-1] if len(buffer.shape) >= 2 else len(labels)) or 1
+    per_line = max(1, min(columns, (width - 1) // cell))
+    grid_lines = -(-len(labels) // columns) * -(-columns // per_line)
+    if max_rows is not None and grid_lines > max_rows:  # leave room for " …+N" on the last line
+        per_line = max(1, min(columns, (width - 1 - len(f" …+{len(labels)}")) // cell))
+    for row_start in range(0, len(labels), columns):
+        row_end = min(len(labels), row_start + columns)
+        for line_start in range(row_start, row_end, per_line):
+            if max_rows is not None and len(lines) > max_rows:
+                lines[-1].append(Segment(f" …+{prod(buffer.shape) - line_start}", DIM))
+                return lines
+            line: Line = [Segment(" ")]
+            _append_cells(line, labels, styles, range(line_start, min(row_end, line_start + per_line)), cell)
+            lines.append(line)
+    return lines
+
+
+def compact_buffer_line(buffer: Buffer, width: int) -> Line:
+    """One line for a buffer: its name, then as many coloured cells (or picture columns) as fit."""
+    line: Line = [Segment(buffer.name, BOLD), Segment(" ")]
+    room = max(1, width - len(buffer.name) - 1)
+    if buffer.values is None:
+        picture = buffer.summary.picture if buffer.summary is not None else []
+        line.append(Segment(sparkline(picture, room), CYAN))
+        return line
+    labels = [format_value(v) for v in buffer.values]
+    cell = max(map(len, labels), default=1) + 1
+    fit = max(1, room // cell)
+    _append_cells(line, labels, _cell_styles(buffer, len(labels)), range(min(len(labels), fit)), cell)
+    if len(labels) > fit:
+        line.append(Segment("…", DIM))
+    return line
+
+
+def provenance_lines(buffer: Buffer) -> list[Line]:
+    """Which ranks each run of elements came from, one run per line."""
+    lines = []
+    for run in buffer.provenance or ():
+        if not run.ranks:
+            who = "no rank's data (placeholder)"
+        elif len(run.ranks) == 1:
+            who = f"rank {run.ranks[0]}"
+        else:
+            who = "reduced from ranks " + ", ".join(map(str, run.ranks))
+        lines.append([Segment(f"  [{run.start}:{run.start + run.length}) ", DIM),
+                      Segment("  ", provenance_style(run.ranks)), Segment(f" {who}")])
+    return lines
+
+
+def lines_to_text(lines: list[Line]) -> Text:
+    """Lines of segments as one Rich ``Text`` (for ``Static`` widgets)."""
+    text = Text()
+    for number, line in enumerate(lines):
+        if number:
+            text.append("\n")
+        for segment in line:
+            text.append(segment.text, segment.style)
+    return text
+
+
+def lines_to_strips(lines: list[Line], width: int, base: Style) -> list[Strip]:
+    """Lines of segments as strips exactly ``width`` cells wide, over the ``base`` style."""
+    return [Strip(line).crop(0, width).adjust_cell_length(width).apply_style(base) for line in lines]

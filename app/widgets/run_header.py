@@ -1,0 +1,43 @@
+"""The header: what runs where, the step, the run state and the replay controls."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from ..model import ViewState
+from .text_pane import TextPane
+
+__all__ = ["RunHeader"]
+
+_STATE_STYLES = {
+    "empty": "dim",
+    "starting": "yellow",
+    "running": "bold green",
+    "waiting": "bold yellow",
+    "stalled": "bold red",
+    "finished": "bold cyan",
+    "failed": "bold red",
+    "interrupted": "bold magenta",
+}
+
+
+class RunHeader(TextPane):
+    """Two lines: scenario, backend, device, world size, mode, step k/n; run state and playback."""
+
+    def show(self, view: ViewState, mode: str, playback: str) -> None:
+        """Render the header for ``view``; ``mode`` and ``playback`` are the app's own labels."""
+        run = view.run
+        line = Text.assemble(("collviz ", "bold"), (run.scenario if run else "(no run yet)", "bold cyan"))
+        if run is not None:
+            line.append(f" · {run.backend} on {run.device_kind} · {run.world_size} ranks · {mode}")
+        total = max(view.step_count, 1)
+        line.append(f" · step {min(view.step + 1, total)}/{total}", "bold")
+        if view.phase_name:
+            line.append(f" {view.phase_name}", "italic")
+        style = _STATE_STYLES[view.state.kind]
+        state = Text.assemble(("● ", style), (view.state.text, style))
+        if playback:
+            state.append(f"   {playback}")
+        if run is not None and run.backend_reason:
+            state.append(f"   {run.backend_reason}", "dim italic")
+        self.show_text(Text("\n").join([line, state]))

@@ -1,0 +1,32 @@
+"""A ``Static`` that repaints only when what it shows changed."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+__all__ = ["TextPane"]
+
+
+class TextPane(Static):
+    """Base of the text panes: :meth:`show_text` skips the repaint when the text is unchanged.
+
+    The app renders up to 40 frames per second while events flood in; most panes show the same
+    text from one frame to the next, and an unneeded repaint costs as much as a needed one.
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._shown: Text | None = None
+
+    def set_title(self, title: str) -> None:
+        """Set the border title, unless it already is ``title`` (setting it repaints the pane)."""
+        if title != self.border_title:
+            self.border_title = title
+
+    def show_text(self, text: Text) -> None:
+        """Display ``text`` unless it is what the pane already shows (same size: no re-layout)."""
+        if text == self._shown:
+            return
+        self._shown = text
+        self.update(text, layout=False)

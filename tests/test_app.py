@@ -1,0 +1,343 @@
+"""The viewer driven with Pilot: replay keys, and a fake session for live and step-through."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from pathlib import Path
+
+import pytest
+
+from collviz.app.app import EXIT_INTERRUPTED, make_app
+from collviz.app.screens import HelpScreen, RankDetailScreen, SeekScreen
+from collviz.app.widgets import RankPanel
+from collviz.app.widgets.render import format_value
+from collviz.runtime.protocol import Buffer, BufferSummary, Gate, Go
+
+from fixtures.synthetic import all_gather_events, write_trace
+
+SIZE = (120, 36)
+
+
+def sync(test):
+    """Run an async test on its own event loop (no asyncio plugin is installed)."""
+
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        return asyncio.run(test(*args, **kwargs))
+
+    return run
+
+
+class FakeSession:
+    """Implements the launcher's Session interface from a prepared event list.
+
+    Live: hands out every event at once. Step: hands out events up to each gate's ``Go`` only
+    once ``release`` has been called for that gate (as the real workers would wait).
+    """
+
+    def __init__(self, events, *, step: bool = False) -> None:
+        self.events = list(events)
+        self.step = step
+        self.finished = False
+        self.stopped = 0
+        self.released: list[int] = []
+        self._sent = 0
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        raise AssertionError("the caller starts the session, not the app")
+
+    def _limit(self) -> int:
+        if not self.step:
+            return len(self.events)
+        for i, event in enumerate(self.events):
+            if isinstance(event, Go) and event.index not in self.released:
+                return i
+        return len(self.events)
+
+    def poll(self, timeout: float) -> list:
+        with self._lock:
+            limit = self._limit()
+            batch = self.events[self._sent : limit]
+            self._sent = limit
+            if self._sent == len(self.events):
+                self.finished = True
+        if not batch:
+            threading.Event().wait(timeout)
+        return batch
+
+    def release(self, index: int) -> None:
+        with self._lock:
+            self.released.append(index)
+
+    def stop(self) -> None:
+        self.stopped += 1
+
+
+async def _until(pilot, predicate, tries: int = 500) -> None:
+    for _ in range(tries):
+        if predicate():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("condition never became true")
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> Path:
+    return write_trace(tmp_path / "ag.cvz", all_gather_events())
+
+
+@sync
+async def test_replay_keys_move_the_cursor_and_speed(trace: Path):
+    app = make_app(trace=trace)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.loaded)
+        ends = app.event_log.step_ends
+        assert app.cursor == ends[0]
+        await pilot.press("right")
+        assert app.cursor == ends[1]
+        await pilot.press("left")
+        assert app.cursor == ends[0]
+        await pilot.press("end")
+        assert app.cursor == len(app.event_log)
+        await pilot.press("home")
+        assert app.cursor == 0
+        speed = app.speed
+        await pilot.press("plus")
+        assert app.speed == speed * 2
+        await pilot.press("minus", "minus")
+        assert app.speed == speed / 2
+        await pilot.press("g")
+        assert isinstance(app.screen, SeekScreen)
+        await pilot.press("2", "enter")
+        assert app.cursor == ends[1]
+        await pilot.press("q")
+    assert app.return_value == 0
+
+
+@sync
+async def test_replay_plays_to_the_end_and_stops(trace: Path):
+    app = make_app(trace=trace)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.loaded)
+        for _ in range(4):
+            await pilot.press("plus")
+        await pilot.press("space")
+        assert app.playing
+        await _until(pilot, lambda: not app.playing)
+        assert app.cursor == len(app.event_log)
+
+
+@sync
+async def test_bad_trace_is_reported_and_the_app_stays_open(tmp_path: Path):
+    bad = tmp_path / "bad.cvz"
+    bad.write_bytes(b"not a trace")
+    app = make_app(trace=bad)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: "not a collviz trace" in app.status_line)
+        assert app.is_running
+
+
+@sync
+async def test_live_session_reaches_the_end_and_quit_stops_it():
+    session = FakeSession(all_gather_events())
+    app = make_app(session=session)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.event_log.run_end is not None)
+        assert app.following
+        assert app.cursor == len(app.event_log)
+        view = app.current_view()
+        assert view.state.kind == "finished"
+        assert view.ranks[3].buffers[-1].values == [0.0, 1.0, 10.0, 11.0, 20.0, 21.0, 30.0, 31.0]
+        # stepping back stops following; end resumes it
+        await pilot.press("left")
+        assert not app.following and app.cursor < len(app.event_log)
+        await pilot.press("end")
+        assert app.following
+        await pilot.press("q")
+    assert session.stopped >= 1
+    assert app.return_value == 0
+
+
+@sync
+async def test_step_mode_space_releases_one_gate_per_press():
+    session = FakeSession(all_gather_events(step=True), step=True)
+    app = make_app(session=session)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.current_view().state.kind == "waiting")
+        assert app.current_view().state.gate == 0
+        assert session.released == []
+        await pilot.press("space")
+        await _until(pilot, lambda: session.released == [0])
+        await _until(pilot, lambda: app.current_view().state.gate == 1)
+        assert not any(e.index >= 1 for e in app.event_log.gos.events)
+        await pilot.press("space")
+        await _until(pilot, lambda: session.released == [0, 1])
+        await pilot.press("space")
+        await _until(pilot, lambda: app.event_log.run_end is not None)
+        assert session.released == [0, 1, 2]
+        await pilot.press("space")  # no gate left: nothing released
+        await pilot.pause()
+        assert session.released == [0, 1, 2]
+
+
+@sync
+async def test_quitting_a_live_run_early_is_interrupted():
+    session = FakeSession(all_gather_events(step=True), step=True)
+    app = make_app(session=session)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.current_view().state.kind == "waiting")
+        await pilot.press("q")
+    assert session.stopped >= 1
+    assert app.return_value == EXIT_INTERRUPTED
+
+
+@sync
+async def test_failed_rank_is_shown():
+    app = make_app(events=all_gather_events(fail_rank=1))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.current_view().state.kind == "failed"
+        panel = app.screen.query(RankPanel)[1]
+        assert panel.has_class("-error")
+
+
+@sync
+async def test_help_detail_log_and_screenshot(tmp_path: Path):
+    app = make_app(events=all_gather_events(), screenshot_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.click(RankPanel)
+        assert isinstance(app.screen, RankDetailScreen) and app.screen.rank == 0
+        await pilot.press("escape")
+        await pilot.press("l")
+        assert app.log_visible and app.screen.query_one("#log").display
+        await pilot.press("s")
+        await pilot.pause()
+        assert len(list(tmp_path.glob("*.svg"))) == 1
+
+
+@sync
+async def test_large_buffers_show_their_summary_and_picture():
+    events = all_gather_events()
+    big = Buffer(run="synthetic", rank=0, seq=999, t_ns=1, phase=0, name="weights", role="param", moment="before",
+                 shape=[1 << 20], dtype="float32",
+                 summary=BufferSummary(min=-1.0, max=2.0, mean=0.5, crc32="deadbeef", picture=[0.0, 1.0, 2.0, 1.0]))
+    at = next(i for i, e in enumerate(events) if isinstance(e, Buffer) and e.rank == 0) + 1
+    app = make_app(events=[*events[:at], big, *events[at:]])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        body = app.screen.query(RankPanel)[0].body().plain
+        assert "weights [1048576] before" in body
+        assert "min -1 max 2 mean 0.5 crc deadbeef" in body
+        assert any(bar in body for bar in "▁▂▃▄▅▆▇█")
+
+
+@sync
+async def test_a_panel_too_short_for_its_buffers_says_what_is_cut():
+    events = all_gather_events()
+    extra = [Buffer(run="synthetic", rank=0, seq=900 + i, t_ns=1, phase=0, name=f"param{i}", role="param",
+                    moment="before", shape=[4], dtype="float32", values=[1.0, 2.0, 3.0, 4.0]) for i in range(12)]
+    at = next(i for i, e in enumerate(events) if isinstance(e, Buffer) and e.rank == 0) + 1
+    app = make_app(events=[*events[:at], *extra, *events[at:]])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        body = app.screen.query(RankPanel)[0].body().plain
+        assert body.splitlines()[0].startswith("output")  # the latest step's buffer comes first
+        assert "more lines: click for all" in body.splitlines()[-1]
+
+
+@sync
+async def test_many_ranks_use_compact_panels():
+    app = make_app(events=all_gather_events(world=16))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        panels = app.screen.query(RankPanel)
+        assert len(panels) == 16 and all(p.compact for p in panels)
+        assert app.screen.query_one("#ranks").has_class("-ranks-many")
+
+
+@sync
+async def test_too_small_terminal_says_so():
+    app = make_app(events=all_gather_events())
+    async with app.run_test(size=(90, 24)) as pilot:
+        await pilot.pause()
+        assert app.screen.has_class("-too-small")
+        assert app.screen.query_one("#too-small").display
+
+
+def _real_session(name: str, *, step: bool = False):
+    """A started session of the real runtime: ``name`` on 4 gloo ranks, built as ``collviz NAME`` does."""
+    from collviz.runtime.launch import RunPlan, Session, choose_backend
+    from collviz.runtime.program import RunOptions, build_program
+    from collviz.runtime.scenario import find_scenario
+
+    scenario = find_scenario(name)
+    program = build_program(scenario, 4, RunOptions())
+    plan = RunPlan(scenario=scenario, world_size=4, backend=choose_backend("gloo", 4), program=program, step=step)
+    session = Session(plan)
+    session.start()
+    return session
+
+
+@sync
+async def test_live_all_reduce_on_real_ranks_shows_the_sum():
+    session = _real_session("all-reduce")
+    app = make_app(session=session)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.event_log.run_end is not None, tries=1500)
+        view = app.current_view()
+        assert view.state.kind == "finished"
+        assert view.step == view.step_count - 1
+        inputs = [e for e in app.event_log.events if isinstance(e, Buffer) and e.moment == "before"]
+        outputs = [e for e in app.event_log.events if isinstance(e, Buffer) and e.moment == "after"]
+        assert inputs and outputs
+        expected = [sum(col) for col in zip(*(b.values for b in inputs if b.name == outputs[0].name))]
+        reduce_op = app.event_log.run_start.options.get("reduce_op")
+        if reduce_op == "avg":
+            expected = [v / 4 for v in expected]
+        for rank, panel in zip(view.ranks, app.screen.query(RankPanel)):
+            shown = {b.name: b for b in rank.buffers}[outputs[0].name]
+            assert shown.values == pytest.approx(expected)
+            assert " ".join(format_value(v) for v in shown.values) in panel.body().plain
+        await pilot.press("q")
+    assert app.return_value == 0
+
+
+def _gate_passes(events, gate: int) -> list[int]:
+    """Log positions of the ranks' passes through ``gate``."""
+    return [i for i, e in enumerate(events) if isinstance(e, Gate) and e.index == gate and e.edge == "pass"]
+
+
+@sync
+async def test_step_mode_on_real_ranks_no_rank_passes_a_gate_before_space():
+    session = _real_session("all-gather", step=True)
+    app = make_app(session=session)
+    async with app.run_test(size=SIZE) as pilot:
+        count = None
+        presses = 0
+        while app.event_log.run_end is None:
+            await _until(pilot, lambda: app.current_view().state.kind in ("waiting", "finished", "failed"), tries=1500)
+            if app.event_log.run_end is not None or app.current_view().state.kind != "waiting":
+                break
+            count = app.event_log.phase_count
+            gate = app.current_view().state.gate
+            assert not _gate_passes(app.event_log.events, gate)  # nobody is through before space
+            await pilot.press("space")
+            presses += 1
+            await _until(pilot, lambda: app.current_view().state.gate != gate or app.event_log.run_end is not None,
+                         tries=1500)
+        await _until(pilot, lambda: app.event_log.run_end is not None, tries=1500)
+        assert presses == count
+        events = app.event_log.events
+        for index in range(count):
+            go = next(i for i, e in enumerate(events) if isinstance(e, Go) and e.index == index)
+            passes = _gate_passes(events, index)
+            assert len(passes) == 4 and min(passes) > go
+        await pilot.press("q")
+    assert app.return_value == 0

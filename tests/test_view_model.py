@@ -1,0 +1,226 @@
+"""The view model: (event log, cursor) → view state, tested on synthetic protocol events."""
+
+from __future__ import annotations
+
+import time
+
+from collviz.app.model import (
+    EventLog,
+    faster,
+    load_trace,
+    next_boundary,
+    previous_boundary,
+    pump_session,
+    seek_step,
+    slower,
+    step_at,
+    view_at,
+)
+from collviz.runtime.protocol import Buffer, Memory, Phase, Stall
+
+from fixtures.synthetic import PHASES, all_gather_events, write_trace
+
+
+def _buffers(view, rank):
+    return {b.name: b for b in view.ranks[rank].buffers}
+
+
+def test_each_step_shows_exactly_that_steps_buffers():
+    events = all_gather_events()
+    log = EventLog(events)
+    assert len(log.step_ends) == len(PHASES)
+    for step, end in enumerate(log.step_ends):
+        view = view_at(log, end)
+        assert view.step == step
+        assert view.phase_name == PHASES[step]
+        for rank in range(4):
+            expected: dict[str, Buffer] = {}
+            for event in events[:end]:
+                if isinstance(event, Buffer) and event.rank == rank and event.phase <= step:
+                    expected[event.name] = event
+            assert _buffers(view, rank) == expected
+
+
+def test_setup_then_gathered_values_and_provenance():
+    log = EventLog(all_gather_events())
+    before = view_at(log, log.step_ends[0])
+    out = _buffers(before, 2)["output"]
+    assert out.moment == "before" and all(run.ranks == [] for run in out.provenance)
+    assert _buffers(before, 2)["input"].values == [20.0, 21.0]
+    assert before.transfers == ()
+    after = view_at(log, log.step_ends[1])
+    out = _buffers(after, 2)["output"]
+    assert out.values == [0.0, 1.0, 10.0, 11.0, 20.0, 21.0, 30.0, 31.0]
+    assert [run.ranks for run in out.provenance] == [[0], [1], [2], [3]]
+    assert len(after.transfers) == 4 * 3 and {t.kind for t in after.transfers} == {"logical"}
+    assert after.ranks[0].collective is not None and after.ranks[0].collective.op == "all_gather"
+
+
+def test_later_phases_are_hidden_even_when_interleaved():
+    events = all_gather_events()
+    log = EventLog(events)
+    end0 = log.step_ends[0]
+    # a rank racing ahead into phase 1 before the cursor does not leak into step 0's view
+    racing = Buffer(run="x", rank=0, seq=999, t_ns=1, phase=1, name="input", role="shard", moment="after",
+                    shape=[2], dtype="float32", values=[9.0, 9.0])
+    log2 = EventLog([*events[: end0 - 1], racing, *events[end0 - 1 :]])
+    view = view_at(log2, log2.step_ends[0])
+    assert view.step == 0
+    assert _buffers(view, 0)["input"].values == [0.0, 1.0]
+
+
+def test_step_navigation_and_seek():
+    log = EventLog(all_gather_events())
+    stops = [0, *log.step_ends, len(log)]
+    cursor = 0
+    visited = [cursor]
+    while cursor < len(log):
+        cursor = next_boundary(log, cursor)
+        visited.append(cursor)
+    assert visited == sorted(set(stops))
+    assert previous_boundary(log, log.step_ends[1]) == log.step_ends[0]
+    assert previous_boundary(log, 0) == 0
+    assert next_boundary(log, len(log)) == len(log)
+    assert seek_step(log, 2) == log.step_ends[1]
+    assert seek_step(log, 99) == len(log)
+    assert seek_step(log, 0) == 0
+
+
+def test_step_back_restores_the_earlier_view():
+    log = EventLog(all_gather_events())
+    first = view_at(log, log.step_ends[0])
+    view_at(log, len(log))
+    again = view_at(log, previous_boundary(log, log.step_ends[1]))
+    assert again == first
+
+
+def test_run_states():
+    log = EventLog(all_gather_events())
+    assert view_at(log, 0).state.kind in {"starting", "empty"}
+    assert view_at(log, 1).state.text == "starting"
+    assert view_at(log, log.step_ends[0]).state.kind == "running"
+    end = view_at(log, len(log))
+    assert end.state.kind == "finished"
+    assert all(r.state == "done" for r in end.ranks)
+
+
+def test_failure_is_shown_with_rank_and_error():
+    log = EventLog(all_gather_events(fail_rank=2))
+    view = view_at(log, len(log))
+    assert view.state.kind == "failed"
+    assert "rank 2" in view.state.text and "boom" in view.state.text
+    assert view.ranks[2].state == "error"
+    assert view.ranks[1].state == "done" or view.ranks[1].state == "running"
+
+
+def test_gates_in_step_mode():
+    events = all_gather_events(step=True)
+    log = EventLog(events)
+    # cursor just after every rank waits at gate 1 (before the Go)
+    waits = [i for i, e in enumerate(events) if type(e).__name__ == "Go" and e.index == 1][0]
+    view = view_at(log, waits)
+    assert view.state.kind == "waiting"
+    assert view.state.gate == 1 and view.state.waiting == (0, 1, 2, 3)
+    assert view.last_go == 0
+    assert view_at(log, waits + 1).last_go == 1
+
+
+def test_memory_series_current_and_peak():
+    log = EventLog(all_gather_events())
+    mid = view_at(log, log.step_ends[1]).ranks[0].memory
+    assert mid.upto == 2 and mid.current == 40 and mid.peak == 48
+    end = view_at(log, len(log)).ranks[0].memory
+    assert end.upto == 3 and end.current == 0 and end.peak == 48
+    assert list(end.phases) == [0, 1, 2]
+
+
+def test_narration_follows_the_step():
+    log = EventLog(all_gather_events())
+    assert view_at(log, log.step_ends[1]).narration == "narration of all_gather"
+    assert view_at(log, 0).narration == "Every rank gathers every shard."
+
+
+def test_speeds():
+    assert faster(1.0) == 2.0 and slower(1.0) == 0.5
+    assert slower(slower(slower(0.5))) == 0.25
+    assert faster(16.0) == 16.0
+
+
+def test_seek_in_a_million_events_is_fast():
+    events = []
+    seq = 0
+    for phase in range(10):
+        for rank in range(8):
+            events.append(Phase(run="r", rank=rank, seq=seq, t_ns=seq, index=phase, name=f"p{phase}", edge="begin"))
+            seq += 1
+        for _ in range(100_000 // 8):
+            for rank in range(8):
+                events.append(Memory(run="r", rank=rank, seq=seq, t_ns=seq, phase=phase, label="m",
+                                     live_bytes=seq, peak_bytes=seq))
+                seq += 1
+        for rank in range(8):
+            events.append(Phase(run="r", rank=rank, seq=seq, t_ns=seq, index=phase, name=f"p{phase}", edge="end"))
+            seq += 1
+    log = EventLog(events)
+    assert len(log) > 1_000_000
+    started = time.perf_counter()
+    for step in range(1, 11):
+        view = view_at(log, seek_step(log, step))
+        assert step_at(log, view.cursor) == step - 1
+    assert (time.perf_counter() - started) / 10 < 0.05
+
+
+class _ListSession:
+    """A session handing out prepared batches, one per poll."""
+
+    step = False
+
+    def __init__(self, batches):
+        self.batches = list(batches)
+        self.finished = False
+
+    def poll(self, timeout):
+        if not self.batches:
+            self.finished = True
+            return []
+        return self.batches.pop(0)
+
+
+def test_pump_coalesces_batches_and_loses_nothing():
+    events = all_gather_events()
+    session = _ListSession([[e] for e in events])
+    emitted = []
+    pump_session(session, emitted.append, lambda: False)
+    assert [e for batch in emitted for e in batch] == events
+    assert len(emitted) < len(events) / 4
+
+
+def test_pump_stops_when_asked():
+    session = _ListSession([[e] for e in all_gather_events()])
+    emitted = []
+    pump_session(session, emitted.append, lambda: True)
+    assert emitted == []
+
+
+def test_load_trace_indexes_and_reports_a_truncated_tail(tmp_path):
+    events = all_gather_events()
+    path = write_trace(tmp_path / "t.cvz", events)
+    log, warning = load_trace(path, lambda done, total: None)
+    assert len(log) == len(events) and warning == ""
+    path.write_bytes(path.read_bytes()[:-3])
+    log, warning = load_trace(path, lambda done, total: None)
+    assert len(log) == len(events) - 1 and "truncated" in warning
+
+
+def test_a_stall_is_shown_until_the_run_ends():
+    events = all_gather_events()
+    log = EventLog(events)
+    at = log.step_ends[0]
+    stall = Stall(run="synthetic", rank=-1, seq=99, t_ns=1, group="world", group_seq=0, op="all_gather",
+                  waiting=[0, 1, 2], elsewhere=["rank 3 never arrived"], waited_s=5.0,
+                  text="ranks 0, 1, 2 wait in all_gather #0; rank 3 never arrived")
+    log = EventLog([*events[:at], stall, *events[at:]])
+    view = view_at(log, at + 1)
+    assert view.state.kind == "stalled" and "rank 3 never arrived" in view.state.text
+    assert view_at(log, at).state.kind == "running"
+    assert view_at(log, len(log)).state.kind == "finished"
