@@ -39,6 +39,7 @@ usage: collviz SCENARIO [options]       run a scenario (collviz SCENARIO --help 
        collviz replay TRACE [--headless]  replay a recorded trace
        collviz bench [OPS] --sizes 1K:16M  nccl-tests-style size sweep (table, --json)
        collviz export TRACE --perfetto OUT.json  timeline for ui.perfetto.dev / chrome://tracing
+       collviz compare ddp fsdp --gpus 4  peak memory per rank, measured side by side (--params 7e9: estimates)
 
 collviz runs real torch.distributed collectives on real worker processes and shows what every rank
 holds, what moved between ranks, and what it cost in time and memory.
@@ -82,6 +83,10 @@ def _run_parser(name: str) -> _Parser:
     parser.add_argument("--size", metavar="BYTES", help="bytes of each rank's input, e.g. 64KiB, 16MiB (generated inputs)")
     parser.add_argument("--root", type=int, metavar="R", help="root rank of broadcast, reduce, gather and scatter")
     parser.add_argument("--iters", type=int, default=1, metavar="N", help="run the collective N times, timing each (default 1)")
+    parser.add_argument("--prefetch", action=argparse.BooleanOptionalAction,
+                        help="fsdp: issue the next unit's all-gather early (default: off)")
+    parser.add_argument("--reshard-after-forward", action=argparse.BooleanOptionalAction,
+                        help="fsdp: free gathered parameters after each unit's forward (default: on)")
     parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
                         help="a collective some ranks entered and others did not for S seconds is reported "
                              "as a hang, naming who waits where (default 30); the process group gives up "
@@ -94,7 +99,9 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     from collviz.runtime.program import RunOptions
 
     return RunOptions(reduce_op=args.op, dtype=args.dtype, root=args.root, iters=args.iters,
-                      size_bytes=None if args.size is None else parse_size(args.size))
+                      size_bytes=None if args.size is None else parse_size(args.size),
+                      prefetch=getattr(args, "prefetch", None),
+                      reshard_after_forward=getattr(args, "reshard_after_forward", None))
 
 
 def _cmd_list() -> int:
@@ -181,6 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from collviz.app.remote_cmd import cmd_view, cmd_worker
 
             return cmd_worker(rest) if command == "worker" else cmd_view(rest)
+        if command == "compare":
+            from collviz.app.compare_cmd import cmd_compare
+
+            return cmd_compare(rest)
         if command == "export":
             from collviz.app.export_cmd import cmd_export
 

@@ -21,6 +21,7 @@ from typing import Union
 import torch
 
 from .collectives import IN_PLACE, CollectiveSpec, _timed_loop, collective_caller, collective_fields, make_output
+from .bench_report import BENCH_SCENARIO_NAME, wrong_detail
 from .context import RankContext
 from .errors import UsageError
 from .metrics import human_bytes
@@ -28,19 +29,13 @@ from .protocol import Check, Collective
 from .scenario import COLLECTIVES, DTYPES, REDUCING, Scenario, find_scenario
 
 __all__ = [
-    "BENCH_SCENARIO_NAME",
     "BenchCase",
     "BenchProgram",
     "bench_scenario",
     "build_bench",
     "op_name",
     "sweep_sizes",
-    "wrong_detail",
-    "parse_wrong_detail",
 ]
-
-BENCH_SCENARIO_NAME = "bench"
-"""``RunStart.scenario`` of a bench run (how a trace is recognised as one)."""
 
 _ROOT = 0
 _SPLIT = frozenset({"all_gather", "gather", "reduce_scatter", "scatter", "all_to_all"})
@@ -73,16 +68,6 @@ def sweep_sizes(low: int, high: int) -> list[int]:
         sizes.append(size)
         size *= 2
     return sizes
-
-
-def wrong_detail(wrong: int, checked: int) -> str:
-    """The ``Check.detail`` of a bench case (read back by :func:`parse_wrong_detail`)."""
-    return f"{wrong} of {checked} elements wrong"
-
-
-def parse_wrong_detail(detail: str) -> int:
-    """The wrong-element count in a :func:`wrong_detail` text."""
-    return int(detail.split(" ", 1)[0])
 
 
 @dataclass(frozen=True)

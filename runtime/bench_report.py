@@ -1,5 +1,7 @@
 """The bench table, derived from a bench run's event log only (live, or a recorded trace).
 
+This module does not import torch, so ``collviz replay TRACE --headless`` stays quick.
+
 One row per phase of a bench run: the operation, its nccl-tests size S and element count, the
 slowest rank's median call time, algbw/busbw with the nccl-tests formulas of
 :mod:`runtime.metrics`, and the number of wrong result elements the ranks reported in their
@@ -15,14 +17,26 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from .bench import parse_wrong_detail
 from .metrics import bandwidth, bus_factor, bus_factor_text
 from .protocol import AnyEvent, Check, Collective, Memory, RankStart, RunEnd, RunStart
 
-__all__ = ["BenchRow", "DeviceFigures", "BenchReport", "bench_row", "bench_report", "render_table", "render_json"]
+__all__ = ["BENCH_SCENARIO_NAME", "wrong_detail", "parse_wrong_detail", "is_bench_log", "BenchRow", "DeviceFigures", "BenchReport", "bench_row", "bench_report", "render_table", "render_json"]
 
 NA = "N/A"
 """What the table shows for a figure the run did not have."""
+
+BENCH_SCENARIO_NAME = "bench"
+"""``RunStart.scenario`` of a bench run (how a trace is recognised as one)."""
+
+
+def wrong_detail(wrong: int, checked: int) -> str:
+    """The ``Check.detail`` of a bench case (read back by :func:`parse_wrong_detail`)."""
+    return f"{wrong} of {checked} elements wrong"
+
+
+def parse_wrong_detail(detail: str) -> int:
+    """The wrong-element count in a :func:`wrong_detail` text."""
+    return int(detail.split(" ", 1)[0])
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,12 @@ class BenchReport:
     def all_checked(self) -> bool:
         """Whether every row has every rank's check."""
         return all(row.wrong is not None for row in self.rows)
+
+
+def is_bench_log(events: Iterable[AnyEvent]) -> bool:
+    """Whether the log is of a ``collviz bench`` run (its RunStart names the bench scenario)."""
+    start = next((e for e in events if isinstance(e, RunStart)), None)
+    return start is not None and start.scenario == BENCH_SCENARIO_NAME
 
 
 def bench_row(phase_events: Iterable[AnyEvent], world_size: int) -> BenchRow | None:

@@ -1,0 +1,91 @@
+"""``collviz bench [OPS] --gpus N --sizes MIN:MAX``: the nccl-tests-style sweep, from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from collviz.runtime.errors import UsageError
+
+__all__ = ["cmd_bench", "parse_sweep", "DEFAULT_SIZES"]
+
+DEFAULT_SIZES = "1K:16M"
+"""The default sweep: quick on CPU (gloo), still reaching the sizes where bandwidth settles."""
+
+EPILOG = """\
+examples:
+  collviz bench                                all-reduce, 4 ranks, 1K:16M
+  collviz bench all-reduce all-gather --gpus 8 --sizes 8:64M
+  collviz bench reduce-scatter --json > rs.json
+  collviz bench --explain --record bench.cvz   show each busbw factor; keep the trace
+
+Sizes are nccl-tests' S (the whole buffer of all-reduce, broadcast, reduce and all-to-all; the
+gathered or scattered whole of the others), doubling from MIN to MAX, rounded down to whole
+elements per rank. Inputs are small integers, so each result is checked exactly (#wrong).
+"""
+
+
+def parse_sweep(text: str) -> tuple[int, int]:
+    """``"8:64M"`` → (8, 67108864); sizes take B, K/M/G (binary) and the units of ``--size``."""
+    from collviz.app.cli import parse_size
+
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise UsageError(f"--sizes {text!r}: expected MIN:MAX such as 8:64M or 1K:16M")
+    try:
+        low, high = (parse_size(part) for part in parts)
+    except UsageError:
+        raise UsageError(f"--sizes {text!r}: expected MIN:MAX byte counts such as 8:64M or 1K:16M") from None
+    if low <= 0 or high < low:
+        raise UsageError(f"--sizes {text!r}: need 0 < MIN ≤ MAX")
+    return low, high
+
+
+def _parser() -> argparse.ArgumentParser:
+    from collviz.app.cli import _Parser
+    from collviz.runtime.scenario import DTYPES
+
+    parser = _Parser(prog="collviz bench", description="Sweep sizes of real collectives, nccl-tests style.",
+                     allow_abbrev=False, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("ops", nargs="*", metavar="OP", help="all-reduce (default), all-gather, reduce-scatter, "
+                        "all-to-all, broadcast, reduce, gather, scatter")
+    parser.add_argument("--gpus", type=int, default=4, metavar="N", help="number of ranks (default 4)")
+    parser.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
+                        help="process-group backend (default auto: NCCL with N GPUs, else gloo on CPU)")
+    parser.add_argument("--sizes", default=DEFAULT_SIZES, metavar="MIN:MAX",
+                        help=f"sizes S in bytes, doubling from MIN to MAX (default {DEFAULT_SIZES})")
+    parser.add_argument("--dtype", default="float32", choices=DTYPES, help="element type (default float32)")
+    parser.add_argument("--iters", type=int, default=20, metavar="N", help="timed calls per size (default 20)")
+    parser.add_argument("--warmup", type=int, default=5, metavar="N", help="untimed calls before them (default 5)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    parser.add_argument("--explain", action="store_true", help="show each row's busbw factor and its formula")
+    parser.add_argument("--record", type=Path, metavar="FILE", help="write the trace to FILE while running")
+    parser.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                        help="a collective some ranks entered and others did not for S seconds is reported "
+                             "as a hang (default 60: large sizes on a busy CPU are slow)")
+    return parser
+
+
+def cmd_bench(argv: Sequence[str]) -> int:
+    """Run the sweep headless; print the table (or JSON) on stdout, progress on stderr."""
+    from collviz.runtime import nvml
+    from collviz.runtime.bench import bench_scenario, build_bench, op_name, sweep_sizes
+    from collviz.runtime.bench_headless import run_bench
+    from collviz.runtime.launch import RunPlan, Session, choose_backend
+
+    args = _parser().parse_args(argv)
+    ops = [op_name(op) for op in args.ops] or ["all_reduce"]
+    low, high = parse_sweep(args.sizes)
+    backend = choose_backend(args.backend, args.gpus)
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
+    if args.record is not None and not args.record.parent.is_dir():
+        raise UsageError(f"--record {args.record}: folder {args.record.parent} does not exist")
+    program = build_bench(ops, sweep_sizes(low, high), args.gpus, dtype=args.dtype, iters=args.iters,
+                          warmup=args.warmup, nvml_note=nvml.nvml_unavailable_reason() or "")
+    plan = RunPlan(scenario=bench_scenario(), world_size=args.gpus, backend=backend, program=program,
+                   record=args.record, timeout_s=args.timeout)
+    print(f"collviz: {backend.reason}", file=sys.stderr)
+    return run_bench(Session(plan), as_json=args.json, explain=args.explain)

@@ -1,0 +1,129 @@
+"""``collviz bench`` on 4 real gloo ranks: nccl-tests factors, checked results, JSON, N/A device figures."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+import collviz.runtime.bench as bench
+from collviz.app.cli import main
+from collviz.runtime.bench_report import bench_report, render_table
+from collviz.runtime.trace import read_trace
+from conftest import run_cli
+
+N = 4
+SIZES = [1024 * 2**k for k in range(7)]  # 1K:64K
+NCCL_TESTS_FACTOR = {  # nccl-tests doc/PERFORMANCE.md, written here independently of runtime.metrics
+    "all_reduce": Fraction(2 * (N - 1), N),
+    "all_gather": Fraction(N - 1, N), "reduce_scatter": Fraction(N - 1, N), "all_to_all": Fraction(N - 1, N),
+    "gather": Fraction(N - 1, N), "scatter": Fraction(N - 1, N),
+    "broadcast": Fraction(1), "reduce": Fraction(1),
+}
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, str]:
+    """One 4-rank bench of all-reduce and reduce-scatter over 1K:64K: (JSON, trace, stderr)."""
+    trace = tmp_path_factory.mktemp("bench") / "bench.cvz"
+    result = run_cli("bench", "all-reduce", "reduce-scatter", "--gpus", str(N), "--backend", "gloo",
+                     "--sizes", "1K:64K", "--iters", "3", "--warmup", "1", "--json", "--record", str(trace))
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout), trace, result.stderr
+
+
+def test_every_size_of_every_op_has_a_row(sweep):
+    document, _, _ = sweep
+    rows = document["rows"]
+    assert [(r["op"], r["size"]) for r in rows] == [(op, s) for op in ("all_reduce", "reduce_scatter") for s in SIZES]
+    for row in rows:
+        assert row["count"] == row["size"] // 4 and row["dtype"] == "float32" and row["iters"] == 3
+        assert row["time_us"] > 0
+
+
+def test_busbw_is_algbw_times_the_nccl_tests_factor(sweep):
+    for row in sweep[0]["rows"]:
+        assert row["algbw_gbps"] == pytest.approx(row["size"] / (row["time_us"] * 1e-6) / 1e9, rel=1e-9)
+        assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * float(NCCL_TESTS_FACTOR[row["op"]]), rel=1e-12)
+
+
+def test_results_are_exactly_the_expected_reduction(sweep):
+    document, _, _ = sweep
+    assert [row["wrong"] for row in document["rows"]] == [0] * len(document["rows"])
+    assert document["wrong_total"] == 0 and document["status"] == "ok"
+
+
+def test_no_nvml_means_na_device_figures_and_exit_0(sweep):
+    document, trace, stderr = sweep
+    assert [d["nvml_used"] for d in document["devices"]] == [None] * N
+    table = render_table(bench_report(read_trace(trace).events), explain=True)
+    assert "device memory (NVML): N/A" in table
+    assert "2(n−1)/n = 2·3/4 = 1.5" in table and "(n−1)/n = 3/4 = 0.75" in table
+
+
+def test_table_from_the_recorded_trace_equals_the_live_one(sweep):
+    document, trace, _ = sweep
+    replayed = bench_report(read_trace(trace).events)
+    assert [row.__dict__ for row in replayed.rows] == document["rows"]
+
+
+def test_replay_headless_prints_the_bench_table(sweep, capsys):
+    _, trace, _ = sweep
+    assert main(["replay", str(trace), "--headless"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("collviz bench — 4 ranks") and "reduce_scatter       65536" in out
+
+
+def test_progress_is_one_line_per_size(sweep):
+    progress = [line for line in sweep[2].splitlines() if line.startswith("collviz: bench ")]
+    assert len(progress) == 2 * len(SIZES)
+    assert progress[0].startswith("collviz: bench 1/14 all_reduce 1024 B: ")
+
+
+def test_table_output_exits_0_and_shows_na():
+    result = run_cli("bench", "broadcast", "--gpus", "2", "--backend", "gloo", "--sizes", "4K:4K",
+                     "--iters", "2", "--warmup", "0", "--explain")
+    assert result.returncode == 0, result.stderr
+    assert "device memory (NVML): N/A" in result.stdout
+    assert "      broadcast        4096" in result.stdout and "result: ok" in result.stdout
+
+
+def test_a_wrong_result_is_counted_and_fails_the_run(monkeypatch, capsys):
+    """The check is real: corrupt one element per rank after each call (in the forked ranks)."""
+    real_caller = bench.collective_caller
+
+    def corrupting_caller(spec, rank, world_size):
+        call = real_caller(spec, rank, world_size)
+
+        def corrupted(inp, out, reduce_op):
+            call(inp, out, reduce_op)
+            inp.view(-1)[0] += 1
+
+        return corrupted
+
+    monkeypatch.setattr(bench, "collective_caller", corrupting_caller)
+    status = main(["bench", "all-reduce", "--gpus", "2", "--backend", "gloo", "--sizes", "64:64", "--iters", "2",
+                   "--warmup", "0", "--json"])
+    captured = capsys.readouterr()
+    assert status == 1, captured.err
+    assert json.loads(captured.out)["rows"][0]["wrong"] == 2  # one element on each of the 2 ranks
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--sizes", "1K-64K"], "--sizes '1K-64K'"),
+    (["--sizes", "lots:1M"], "--sizes 'lots:1M'"),
+    (["--sizes", "64K:1K"], "MIN ≤ MAX"),
+    (["--sizes", "0:1K"], "MIN ≤ MAX"),
+    (["all-reduse"], "unknown operation 'all-reduse'"),
+    (["--iters", "0"], "--iters 0"),
+    (["--warmup", "-1"], "--warmup -1"),
+    (["--gpus", "0"], "--gpus 0"),
+    (["--record", "/nonexistent/b.cvz"], "does not exist"),
+    (["all-gather", "--gpus", "4", "--sizes", "4:8"], "smaller than one float32 element per rank"),
+], ids=lambda v: v if isinstance(v, str) else " ".join(v))
+def test_bad_bench_input(capsys, args, needle):
+    assert main(["bench", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("collviz: error: ") and needle in err[0], err
