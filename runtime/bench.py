@@ -20,12 +20,12 @@ from typing import Union
 
 import torch
 
-from .collectives import IN_PLACE, CollectiveSpec, _timed_loop, collective_caller, collective_fields, make_output
+from .collectives import IN_PLACE, CollectiveSpec, collective_caller, make_output, timed_calls
 from .bench_report import BENCH_SCENARIO_NAME, wrong_detail
 from .context import RankContext
 from .errors import UsageError
 from .metrics import human_bytes
-from .protocol import Check, Collective
+from .protocol import Check
 from .scenario import COLLECTIVES, DTYPES, REDUCING, Scenario, find_scenario
 
 __all__ = [
@@ -235,13 +235,7 @@ def _run_case(ctx: RankContext, program: BenchProgram, case: BenchCase) -> None:
             call(inp, out, "sum")
         if pristine is not None:
             inp.copy_(pristine)
-    common = collective_fields(ctx, spec, inp, out)
-    timings = _timed_loop(ctx, spec, call, inp, out, pristine, common)
-    for iteration, (started_ns, elapsed) in enumerate(timings):
-        if iteration:
-            ctx.emitter.emit(Collective, t_ns=started_ns, edge="begin", iteration=iteration, **common)
-        ctx.emitter.emit(Collective, t_ns=started_ns + elapsed, edge="end", iteration=iteration,
-                         duration_ns=elapsed, **common)
+    timed_calls(ctx, spec, call, inp, out, pristine)
     received = inp if op in IN_PLACE else out
     with ctx.tracker.suspended():
         expected = _expected(op, rank, n, case.rank_count, program.period, ctx.device)

@@ -23,7 +23,7 @@ from .scenario import COLLECTIVES, REDUCE_OPS, REDUCING, ROOTED, Followup, Scena
 
 __all__ = [
     "CollectiveSpec", "resolve_spec", "run_collective_scenario", "OUTPUT_NAMES", "make_input", "make_output",
-    "collective_caller", "collective_fields", "timed_ns",
+    "collective_caller", "collective_fields", "timed_ns", "timed_calls",
 ]
 
 WORLD_GROUP = "world"
@@ -286,6 +286,19 @@ def collective_fields(ctx: RankContext, spec: CollectiveSpec, inp: torch.Tensor 
     )
 
 
+def timed_calls(ctx: RankContext, spec: CollectiveSpec, call, inp: torch.Tensor | None, out: torch.Tensor | None,
+                pristine: torch.Tensor | None) -> None:
+    """Number the next collective, run it ``spec.iters`` times timed, then emit every call's
+    Collective events with their real timestamps (``pristine`` restores in-place inputs)."""
+    common = collective_fields(ctx, spec, inp, out)
+    timings = _timed_loop(ctx, spec, call, inp, out, pristine, common)
+    for iteration, (started_ns, elapsed) in enumerate(timings):
+        if iteration:
+            ctx.emitter.emit(Collective, t_ns=started_ns, edge="begin", iteration=iteration, **common)
+        ctx.emitter.emit(Collective, t_ns=started_ns + elapsed, edge="end", iteration=iteration,
+                         duration_ns=elapsed, **common)
+
+
 def _timed_loop(ctx: RankContext, spec: CollectiveSpec, call, inp, out, pristine, common: dict) -> list[tuple[int, int]]:
     """Run the collective ``spec.iters`` times; return (start t_ns, duration ns) of each call.
 
@@ -366,13 +379,7 @@ def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
         if spec.iters > 1 and spec.op in IN_PLACE:
             with ctx.tracker.category("timing copy"):
                 pristine = inp.clone()
-        common = collective_fields(ctx, spec, inp, out)
-        timings = _timed_loop(ctx, spec, call, inp, out, pristine, common)
-        for iteration, (started_ns, elapsed) in enumerate(timings):
-            if iteration:
-                ctx.emitter.emit(Collective, t_ns=started_ns, edge="begin", iteration=iteration, **common)
-            ctx.emitter.emit(Collective, t_ns=started_ns + elapsed, edge="end", iteration=iteration,
-                             duration_ns=elapsed, **common)
+        timed_calls(ctx, spec, call, inp, out, pristine)
         del pristine
         with ctx.tracker.suspended():
             provenance = _observe_provenance(ctx, spec, call, inp, out)
