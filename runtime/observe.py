@@ -52,7 +52,7 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def tensor_contents(tensor: torch.Tensor) -> dict:
     """Keyword fields of a Buffer event describing ``tensor``: shape, dtype, values or summary."""
-    flat = tensor.detach().reshape(-1).cpu()
+    flat = tensor.detach().reshape(-1).cpu().contiguous()
     fields: dict = {"shape": list(tensor.shape), "dtype": dtype_name(tensor.dtype)}
     if flat.numel() <= VALUE_LIMIT:
         fields["values"] = flat.tolist()
@@ -63,7 +63,8 @@ def tensor_contents(tensor: torch.Tensor) -> dict:
             min=as_double.min().item(),
             max=as_double.max().item(),
             mean=as_double.mean().item(),
-            crc32=f"{zlib.crc32(flat.contiguous().view(torch.uint8).numpy()):08x}",
+            # .numpy() pins a storage's size; hash a copy so the observed tensor stays resizable
+            crc32=f"{zlib.crc32(flat.view(torch.uint8).clone().numpy()):08x}",
             picture=picture,
         )
     return fields

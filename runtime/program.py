@@ -50,6 +50,10 @@ class RunOptions:
     size_bytes: int | None = None
     root: int | None = None
     iters: int = 1
+    prefetch: bool | None = None
+    """FSDP only: prefetch the next unit's all-gather (forward and backward)."""
+    reshard_after_forward: bool | None = None
+    """FSDP only: free gathered parameters after each unit's forward."""
 
 
 Builder = Callable[[Scenario, int, RunOptions], ScenarioProgram]
@@ -58,6 +62,7 @@ Builder = Callable[[Scenario, int, RunOptions], ScenarioProgram]
 def _build_collective(scenario: Scenario, world_size: int, options: RunOptions) -> ScenarioProgram:
     from .collectives import resolve_spec
 
+    _refuse_training_options(scenario, options)
     return resolve_spec(
         scenario, world_size, reduce_op=options.reduce_op, dtype=options.dtype,
         size_bytes=options.size_bytes, root=options.root, iters=options.iters,
@@ -70,7 +75,34 @@ def _build_desync(scenario: Scenario, world_size: int, options: RunOptions) -> S
     return build_desync(scenario, world_size, options)
 
 
-BUILDERS: dict[str, Builder] = {"collective": _build_collective, "desync": _build_desync}
+def _refuse_training_options(scenario: Scenario, options: RunOptions) -> None:
+    """Options only the FSDP scenario takes are a UsageError elsewhere."""
+    for flag, value in (("--prefetch/--no-prefetch", options.prefetch),
+                        ("--reshard-after-forward/--no-reshard-after-forward", options.reshard_after_forward)):
+        if value is not None:
+            raise UsageError(f"{flag} does not apply to {scenario.name} (only to fsdp scenarios)")
+
+
+def _training_builder(module: str) -> Builder:
+    """The ``build`` function of ``runtime.training.<module>``, imported when first used."""
+
+    def build(scenario: Scenario, world_size: int, options: RunOptions) -> ScenarioProgram:
+        from importlib import import_module
+
+        return import_module(f"{__package__}.training.{module}").build(scenario, world_size, options)
+
+    build.__doc__ = f"Build a {module} training program (runtime.training.{module})."
+    return build
+
+
+BUILDERS: dict[str, Builder] = {
+    "collective": _build_collective,
+    "desync": _build_desync,
+    "ring": _training_builder("ring"),
+    "ddp": _training_builder("ddp"),
+    "fsdp": _training_builder("fsdp"),
+    "tp": _training_builder("tp"),
+}
 """Scenario kind → the function that resolves it into a program."""
 
 

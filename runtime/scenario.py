@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .errors import UsageError
+from .training.kinds import TRAINING_KINDS, Setting, SettingValue
 
 __all__ = [
     "COLLECTIVES",
@@ -572,8 +573,8 @@ def _read_narration(top: _Table, keys: tuple[str, ...], collective: str) -> Mapp
     return MappingProxyType(texts)
 
 
-def _narration_problem(text: str, collective: str) -> str | None:
-    """What is wrong with one narration text, or None."""
+def _narration_problem(text: str, collective: str, known: frozenset[str] = PLACEHOLDERS) -> str | None:
+    """What is wrong with one narration text (placeholders from ``known``), or None."""
     if not text.strip():
         return "is empty"
     if len(text) > NARRATION_LIMIT:
@@ -583,9 +584,9 @@ def _narration_problem(text: str, collective: str) -> str | None:
     except ValueError as problem:
         return f"{problem} (write {{{{ or }}}} for a literal brace)"
     for name in names:
-        if name not in PLACEHOLDERS:
-            return f"unknown placeholder {{{name}}} (known: {', '.join(sorted(PLACEHOLDERS))})"
-        if collective not in _PLACEHOLDER_NEEDS.get(name, COLLECTIVES):
+        if name not in known:
+            return f"unknown placeholder {{{name}}} (known: {', '.join(sorted(known))})"
+        if known is PLACEHOLDERS and collective not in _PLACEHOLDER_NEEDS.get(name, COLLECTIVES):
             return f"placeholder {{{name}}} has no value for {collective}"
     return None
 
@@ -620,9 +621,45 @@ def _read_desync(top: _Table, common: _Common) -> Scenario:
     )
 
 
+# ------------------------------------------------------------------------------ training kinds
+
+
+def _read_training(top: _Table, common: _Common) -> Scenario:
+    """A training kind (runtime.training.kinds): optional ``[settings]``, narration of every phase."""
+    kind = TRAINING_KINDS[common.kind]
+    settings = dict(kind.defaults())
+    table = top.table("settings", None)
+    if table is not None:
+        table.only(tuple(settings))
+        for setting in kind.settings:
+            settings[setting.name] = _read_setting(table, setting)
+    narration = top.table("narration")
+    narration.only(kind.phase_keys)
+    texts = {key: narration.value(key, _is_str, "a string", _REQUIRED) for key in kind.phase_keys}
+    for key, text in texts.items():
+        problem = _narration_problem(text, "", kind.placeholders)
+        if problem:
+            raise narration.error(key, problem)
+    return Scenario(
+        **vars(common), collective="", root=0, reduce_op=None, dtype="float32", buffer_name="",
+        examples=(), followup=None, narration=MappingProxyType(texts), settings=MappingProxyType(settings),
+    )
+
+
+def _read_setting(table: _Table, setting: Setting) -> SettingValue:
+    """One setting: an integer, or a number for float settings, at least its minimum."""
+    if setting.type is int:
+        return table.integer(setting.name, setting.minimum, setting.default)
+    number = table.value(setting.name, _is_number, "a number", setting.default)
+    if number < setting.minimum:
+        raise table.error(setting.name, f"{number} is less than {setting.minimum}")
+    return float(number)
+
+
 _KINDS: dict[str, tuple[tuple[str, ...], Callable[[_Table, _Common], Scenario]]] = {
     "collective": (_COLLECTIVE_KEYS, _read_collective),
     "desync": (_DESYNC_KEYS, _read_desync),
+    **{name: (("settings", "narration"), _read_training) for name in TRAINING_KINDS},
 }
 """Scenario kinds: the top-level keys each one adds, and the reader that builds its Scenario.
 

@@ -91,7 +91,7 @@ def _header(start: RunStart | None) -> list[str]:
 def _collective_lines(collectives: list[Collective], world_size: int) -> list[str]:
     ends = [c for c in collectives if c.edge == "end" and c.duration_ns]
     if not ends:
-        return []
+        return _untimed_lines(collectives)
     per_rank: dict[int, list[int]] = defaultdict(list)
     for c in ends:
         per_rank[c.rank].append(c.duration_ns)
@@ -107,6 +107,17 @@ def _collective_lines(collectives: list[Collective], world_size: int) -> list[st
     return lines
 
 
+def _untimed_lines(collectives: list[Collective]) -> list[str]:
+    """Collectives whose end carries no duration (issued asynchronously inside torch's own code)."""
+    calls = [c for c in collectives if c.edge == "end" and c.duration_ns is None]
+    calls = [c for c in calls if c.rank == calls[0].rank] if calls else []
+    if not calls:
+        return []
+    text = ", ".join(f"{c.op} {human_bytes(c.bytes_in)} → {human_bytes(c.bytes_out)}" for c in calls[:6])
+    more = f" … {len(calls) - 6} more" if len(calls) > 6 else ""
+    return [f"  collectives (r{calls[0].rank}, not timed: issued asynchronously, waited on outside the dispatcher): {text}{more}"]
+
+
 def render_summary(events: Iterable[AnyEvent]) -> str:
     """The whole summary of a run as text (one string, lines joined with newlines)."""
     events = list(events)
@@ -120,17 +131,33 @@ def render_summary(events: Iterable[AnyEvent]) -> str:
         phase = getattr(event, "phase", None)
         if isinstance(phase, int) and not isinstance(event, RankEnd):
             by_phase[phase].append(event)
+    durations = _phase_durations(events)
     lines = [line for line in _header(start) if line]
     devices = sorted({(e.rank, e.device) for e in events if isinstance(e, RankStart)})
     if devices:
         lines.append("devices: " + ", ".join(f"r{rank} {device}" for rank, device in devices))
     for index in sorted(phases):
         lines.append("")
-        lines.append(f"phase {index}  {phases[index]}")
+        took = durations.get(index)
+        lines.append(f"phase {index}  {phases[index]}" + (f"  ({took / 1e6:.1f} ms, slowest rank)" if took else ""))
         lines.extend(_phase_lines(by_phase[index], world_size))
     lines.append("")
     lines.extend(_ending_lines(events))
     return "\n".join(lines)
+
+
+def _phase_durations(events: list[AnyEvent]) -> dict[int, int]:
+    """Phase index → its duration in ns on the slowest rank (from the Phase begin/end times)."""
+    begins: dict[tuple[int, int], int] = {}
+    slowest: dict[int, int] = {}
+    for event in events:
+        if isinstance(event, Phase):
+            if event.edge == "begin":
+                begins[(event.rank, event.index)] = event.t_ns
+            elif (event.rank, event.index) in begins:
+                took = event.t_ns - begins[(event.rank, event.index)]
+                slowest[event.index] = max(slowest.get(event.index, 0), took)
+    return slowest
 
 
 def _phase_lines(events: list[AnyEvent], world_size: int) -> list[str]:

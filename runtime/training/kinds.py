@@ -51,6 +51,7 @@ _MODEL = (
     Setting("seq", int, 2, 16, "tokens per sequence"),
     Setting("batch", int, 1, 4, "sequences per rank (each rank draws different ones)"),
     Setting("lr", float, 0.0, 0.01, "AdamW learning rate of the one optimizer step"),
+    Setting("timed_steps", int, 0, 3, "further steps run unobserved and untracked, to time a step"),
 )
 
 TRAINING_KINDS: Mapping[str, TrainingKind] = MappingProxyType({
@@ -63,16 +64,16 @@ TRAINING_KINDS: Mapping[str, TrainingKind] = MappingProxyType({
     "ddp": TrainingKind(
         "ddp",
         _MODEL + (Setting("bucket_kib", int, 1, 256, "DDP gradient bucket cap in KiB"),),
-        ("setup", "forward", "backward", "bucket", "optimizer", "check"),
-        frozenset({"world_size", "params", "param_bytes", "buckets", "batch", "tracked"}),
+        ("setup", "forward", "backward", "bucket", "optimizer", "check", "timed"),
+        frozenset({"world_size", "params", "param_bytes", "buckets", "batch", "tracked", "timed_steps"}),
     ),
     "fsdp": TrainingKind(
         "fsdp",
         _MODEL,
         ("setup", "forward_all_gather", "forward_compute", "forward_reshard", "loss",
-         "backward_all_gather", "backward_gradient", "backward_reduce_scatter", "optimizer", "check"),
+         "backward_all_gather", "backward_gradient", "backward_reduce_scatter", "optimizer", "check", "timed"),
         frozenset({"world_size", "params", "param_bytes", "shard_bytes", "blocks", "units", "prefetch",
-                   "reshard"}),
+                   "reshard", "timed_steps"}),
     ),
     "tp": TrainingKind(
         "tp",

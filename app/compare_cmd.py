@@ -1,0 +1,63 @@
+"""``collviz compare ddp fsdp --gpus 4`` and ``collviz compare --params 7e9 --gpus 8``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from collviz.runtime.errors import UsageError
+
+__all__ = ["cmd_compare"]
+
+EPILOG = """\
+examples:
+  collviz compare ddp fsdp --gpus 4           run both on the same model; peaks side by side
+  collviz compare ddp fsdp --record traces/   also keep both traces (replay them in the viewer)
+  collviz compare --params 7e9 --gpus 8       analytic estimates only (16 B per parameter)
+"""
+
+
+def cmd_compare(argv: Sequence[str]) -> int:
+    """Run the comparison (or print estimates); returns the exit status."""
+    import argparse
+
+    from collviz.app.cli import _Parser
+
+    parser = _Parser(prog="collviz compare", description="DDP vs FSDP memory: measured side by side, or estimated.",
+                     allow_abbrev=False, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="a ddp and an fsdp scenario (e.g. ddp fsdp)")
+    parser.add_argument("--gpus", type=int, metavar="N", help="ranks (default 4 for runs, 8 for estimates)")
+    parser.add_argument("--params", type=float, metavar="P", help="estimate for a model of P parameters (e.g. 7e9)")
+    parser.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"), help="as for a run")
+    parser.add_argument("--record", type=Path, metavar="DIR", help="write SCENARIO.cvz traces into DIR")
+    parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="hang report after S seconds (default 60)")
+    args = parser.parse_args(argv)
+    if args.params is None and not args.scenarios:
+        raise UsageError("give two scenarios to run (compare ddp fsdp) or --params P for estimates")
+    if args.scenarios and len(args.scenarios) != 2:
+        raise UsageError(f"compare runs exactly two scenarios (e.g. ddp fsdp), got {len(args.scenarios)}")
+    if args.params is not None:
+        from collviz.runtime.training.estimate import render_estimates
+
+        if args.params <= 0:
+            raise UsageError(f"--params {args.params:g}: must be positive")
+        gpus = 8 if args.gpus is None else args.gpus
+        if gpus < 1:
+            raise UsageError(f"--gpus {gpus}: must be at least 1")
+        print(render_estimates(args.params, gpus))
+        if not args.scenarios:
+            return 0
+        print()
+    if args.record is not None and not args.record.is_dir():
+        raise UsageError(f"--record {args.record}: not a folder")
+    from collviz.runtime.launch import choose_backend
+    from collviz.runtime.training.compare import compare_runs, render_comparison, same_model_pair
+
+    scenarios = same_model_pair(args.scenarios)
+    world_size = 4 if args.gpus is None else args.gpus
+    backend = choose_backend(args.backend, world_size)
+    print(f"collviz: {backend.reason}", file=sys.stderr)
+    figures = compare_runs(scenarios, world_size, backend, args.record, args.timeout)
+    print(render_comparison(scenarios, figures, world_size))
+    return 0 if all(f.status == "ok" for f in figures) else 1

@@ -1,0 +1,158 @@
+"""``collviz compare``: DDP and FSDP on the same model in one invocation, or analytic estimates.
+
+``compare ddp fsdp --gpus 4`` runs the two scenarios one after the other (two sessions), then
+prints each rank's measured peak of live tensor bytes side by side, their ratio, the ratio the
+parameter counts predict, the step times and a memory timeline of each run. ``--params 7e9
+--gpus 8`` prints estimates only (:mod:`.estimate`), labelled as such; nothing runs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+from ..metrics import human_bytes
+from ..protocol import AnyEvent, Memory, Phase, RunEnd, RunStart
+from ..scenario import Scenario, find_scenario
+from .estimate import theory_ratio
+
+__all__ = ["RunFigures", "figures_of", "run_quietly", "same_model_pair", "compare_runs", "render_comparison", "MODEL_KEYS"]
+
+MODEL_KEYS = ("seed", "vocab", "d_model", "blocks", "seq", "batch", "lr")
+"""Settings that must agree for two runs to be "the same model"."""
+
+_SPARK = " ▁▂▃▄▅▆▇█"
+TIMED_MARK = "unobserved: step time"
+"""Part of the name of the phase :func:`.common.timed_steps` opens."""
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """What a comparison needs from one run's events."""
+
+    scenario: str
+    peaks: dict[int, int]
+    """rank → highest peak_bytes of its Memory events."""
+    timeline: list[int]
+    """rank 0's live bytes at each of its Memory events, in order."""
+    step_ms: float | None
+    """Slowest rank's "timed" phase duration ÷ timed steps, or None without that phase."""
+    status: str
+    state: int
+    """Rank 0's params + grads + optimizer bytes when the optimizer step ended (0 if not seen)."""
+
+
+STATE = ("params", "grads", "optimizer")
+"""The categories that make up training state (16 B per parameter in theory)."""
+
+
+def figures_of(events: list[AnyEvent]) -> RunFigures:
+    """Peaks per rank, rank 0's timeline and the step time, from one run's events."""
+    start = next(e for e in events if isinstance(e, RunStart))
+    peaks: dict[int, int] = defaultdict(int)
+    timeline, state = [], 0
+    optimizer = {e.index for e in events if isinstance(e, Phase) and e.name.startswith("AdamW step")}
+    for event in events:
+        if isinstance(event, Memory):
+            peaks[event.rank] = max(peaks[event.rank], event.peak_bytes)
+            if event.rank == 0:
+                timeline.append(event.live_bytes)
+                if event.phase in optimizer and event.label == "end":
+                    state = sum(event.by_category.get(c, 0) for c in STATE)
+    begins, slowest = {}, 0
+    for event in events:
+        if isinstance(event, Phase) and TIMED_MARK in event.name:
+            if event.edge == "begin":
+                begins[event.rank] = event.t_ns
+            elif event.rank in begins:
+                slowest = max(slowest, event.t_ns - begins[event.rank])
+    steps = int(start.options.get("timed_steps", 0) or 0)
+    end = next((e for e in events if isinstance(e, RunEnd)), None)
+    return RunFigures(start.scenario, dict(sorted(peaks.items())), timeline,
+                      slowest / 1e6 / steps if steps and slowest else None, end.status if end else "unfinished", state)
+
+
+def run_quietly(scenario: Scenario, world_size: int, backend: object, record: Path | None, timeout_s: float) -> list[AnyEvent]:
+    """Run one scenario with default options and no output; every event it produced."""
+    from ..launch import RunPlan, Session
+    from ..program import RunOptions, build_program
+
+    program = build_program(scenario, world_size, RunOptions())
+    session = Session(RunPlan(scenario=scenario, world_size=world_size, backend=backend, program=program,
+                              record=record, timeout_s=timeout_s))
+    events: list[AnyEvent] = []
+    session.start()
+    try:
+        while not session.finished:
+            events.extend(session.poll(0.1))
+    except KeyboardInterrupt:
+        session.stop()
+        raise
+    events.extend(session.poll(0))
+    return events
+
+
+def same_model_pair(names: list[str]) -> list[Scenario]:
+    """The two scenarios, checked to be one ddp and one fsdp scenario training the same model."""
+    scenarios = [find_scenario(name) for name in names]
+    kinds = sorted(s.kind for s in scenarios)
+    if kinds != ["ddp", "fsdp"]:
+        raise UsageError(f"compare takes one ddp and one fsdp scenario, got kinds {', '.join(kinds)}")
+    a, b = (tuple(s.settings[k] for k in MODEL_KEYS) for s in scenarios)
+    if a != b:
+        raise UsageError(f"{names[0]} and {names[1]} train different models; their {', '.join(MODEL_KEYS)} must agree")
+    return scenarios
+
+
+def compare_runs(scenarios: list[Scenario], world_size: int, backend: object, record_dir: Path | None,
+                 timeout_s: float) -> list[RunFigures]:
+    """Run both scenarios, one after the other, and return their figures."""
+    figures = []
+    for scenario in scenarios:
+        record = None if record_dir is None else record_dir / f"{scenario.name}.cvz"
+        figures.append(figures_of(run_quietly(scenario, world_size, backend, record, timeout_s)))
+    return figures
+
+
+def _sparkline(values: list[int], top: int) -> str:
+    return "".join(_SPARK[min(8, round(8 * v / top))] if top else " " for v in values)
+
+
+def render_comparison(scenarios: list[Scenario], figures: list[RunFigures], world_size: int) -> str:
+    """The side-by-side table, ratios with their arithmetic, step times and timelines."""
+    from .fsdp import units_of
+    from .model import make_gpt
+
+    model = make_gpt(dict(scenarios[0].settings))
+    params = sum(p.numel() for p in model.parameters())
+    unit = max(sum(p.numel() for p in m.parameters()) for _, m in units_of(model))
+    left, right = figures
+    lines = [f"MEASURED: {left.scenario} then {right.scenario}, the same tiny GPT ({params:,} parameters), "
+             f"{world_size} ranks; peak = highest live tensor bytes the storage tracker saw on the rank",
+             f"  rank  {left.scenario:>12}  {right.scenario:>12}  ratio"]
+    for rank in sorted(left.peaks):
+        a, b = left.peaks[rank], right.peaks.get(rank, 0)
+        lines.append(f"  r{rank:<4} {human_bytes(a):>12}  {human_bytes(b):>12}  {a / b:.2f}" if b else f"  r{rank:<4} {a}")
+    measured = max(left.peaks.values()) / max(right.peaks.values())
+    lines.append(f"  measured ratio (largest peaks): {max(left.peaks.values()):,} B / {max(right.peaks.values()):,} B = {measured:.2f}")
+    state, state_text = theory_ratio(params, world_size)
+    unit_ratio, unit_text = theory_ratio(params, world_size, unit)
+    lines.append(f"THEORY (from parameter counts, activations excluded): P = {params:,}, N = {world_size}, "
+                 f"largest unit P_unit = {unit:,}")
+    lines.append(f"  state only, 16·P / (16·P/N) = N: {state_text}")
+    lines.append(f"  with the gathered unit, 16·P / (16·P/N + 8·P_unit): {unit_text}")
+    lines.append("  (activations are the same in both runs and not sharded, so they pull the measured ratio down)")
+    if left.state and right.state:
+        lines.append(f"MEASURED state after the step (rank 0, {' + '.join(STATE)}): {left.scenario} {left.state:,} B, "
+                     f"{right.scenario} {right.state:,} B, ratio {left.state / right.state:.2f} "
+                     f"(theory 16·P = {16 * params:,} B and 16·P/N = {16 * params // world_size:,} B)")
+    for fig in figures:
+        step = f"{fig.step_ms:.1f} ms per step (timed phase, slowest rank)" if fig.step_ms else "step time not measured"
+        lines.append(f"  {fig.scenario}: {step}; run {fig.status}")
+    top = max(max(f.timeline, default=0) for f in figures)
+    lines.append(f"TIMELINES (rank 0 live bytes at each Memory event, full height = {human_bytes(top)})")
+    for fig in figures:
+        lines.append(f"  {fig.scenario:>6} |{_sparkline(fig.timeline, top)}|")
+    return "\n".join(lines)
