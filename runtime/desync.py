@@ -1,8 +1,8 @@
 """The desync scenario: what a hang looks like when one rank calls a different collective.
 
 Every rank runs one collective together; then the odd rank calls another collective in its place
-(fault "swap") or none at all (fault "skip") while the others enter the agreed one. The backend
-really hangs; the launcher's watch reports who waits where, and the process group's own timeout
+(fault "swap"), none at all (fault "skip"), or raises (fault "raise") while the others enter the
+agreed one. The backend really hangs (or, for "raise", loses a peer); the launcher's watch reports who waits where, and the process group's own timeout
 ends the run.
 """
 
@@ -31,6 +31,7 @@ class DesyncProgram:
     agreed: CollectiveSpec
     swapped: CollectiveSpec | None
     odd_rank: int
+    fault: str = "swap"
 
     @property
     def phase_count(self) -> int:
@@ -45,6 +46,8 @@ class DesyncProgram:
     @property
     def fault_text(self) -> str:
         """What the odd rank does, in words."""
+        if self.fault == "raise":
+            return f"rank {self.odd_rank} raises instead of calling {self.agreed.op}"
         if self.swapped is None:
             return f"rank {self.odd_rank} skips {self.agreed.op}"
         return f"rank {self.odd_rank} calls {self.swapped.op} instead of {self.agreed.op}"
@@ -69,6 +72,8 @@ class DesyncProgram:
         with ctx.phase("desync", f"desync: {self.fault_text}"):
             if ctx.rank != self.odd_rank:
                 _issue(ctx, self.agreed, inp.clone())
+            elif self.fault == "raise":
+                raise RuntimeError(f"injected failure: rank {ctx.rank} raises in the desync scenario")
             elif self.swapped is not None:
                 _issue(ctx, self.swapped, inp.clone())
             else:
@@ -104,4 +109,4 @@ def build_desync(scenario: Scenario, world_size: int, options: RunOptions) -> De
     if settings["fault"] == "swap":
         swap_op = settings["swap_with"]
         swapped = replace(agreed, op=swap_op, reduce_op="sum" if swap_op in ("all_reduce", "reduce_scatter") else None)
-    return DesyncProgram(agreed=agreed, swapped=swapped, odd_rank=settings["odd_rank"])
+    return DesyncProgram(agreed=agreed, swapped=swapped, odd_rank=settings["odd_rank"], fault=settings["fault"])

@@ -593,8 +593,8 @@ def _narration_problem(text: str, collective: str, known: frozenset[str] = PLACE
 
 # --------------------------------------------------------------------------------- desync kind
 
-FAULTS = ("swap", "skip")
-"""How the odd rank of a desync scenario misbehaves: call another collective, or none."""
+FAULTS = ("swap", "skip", "raise")
+"""How the odd rank of a desync scenario misbehaves: call another collective, none, or raise."""
 
 _DESYNC_KEYS = ("collective", "odd_rank", "fault", "swap_with", "narration")
 DESYNC_PHASE_KEYS = ("setup", "agree", "desync")
@@ -602,7 +602,8 @@ DESYNC_PHASE_KEYS = ("setup", "agree", "desync")
 
 def _read_desync(top: _Table, common: _Common) -> Scenario:
     """The ``kind = "desync"`` part: every rank runs ``collective`` once together, then
-    ``odd_rank`` calls ``swap_with`` instead (fault "swap") or nothing (fault "skip")."""
+    ``odd_rank`` calls ``swap_with`` instead (fault "swap"), nothing (fault "skip"), or raises an
+    exception (fault "raise": what a crashing rank looks like)."""
     collective = top.choice("collective", tuple(c for c in COLLECTIVES if c not in ROOTED))
     fault = top.choice("fault", FAULTS)
     odd_rank = top.integer("odd_rank", 0)
