@@ -40,6 +40,9 @@ __all__ = [
 MAX_RANKS = 64
 """Most ranks one machine runs (each is a process; provenance tags hold at most 63 ranks)."""
 
+FLUSH_GRACE_S = 0.25
+"""When a run fails, how long survivors get to deliver events already sent before SIGTERM."""
+
 TEARDOWN_GRACE_S = 2.0
 """How long survivors get after SIGTERM before SIGKILL."""
 
@@ -131,6 +134,9 @@ class _RankState:
     exit_code: int | None = None
     phase: tuple[int, str] | None = None
     error: str = ""
+    error_t_ns: int | None = None
+    killed_externally: bool = False
+    reaped_order: int = 0
 
 
 @dataclass
@@ -146,9 +152,12 @@ class Session:
     _launcher: LauncherEmitter | None = None
     _pending: list[AnyEvent] = field(default_factory=list)
     _run_dir: str = ""
-    _failure: str = ""
+    _failed: bool = False
     _interrupted: bool = False
-    _teardown_deadline: float | None = None
+    _sent: set[int] = field(default_factory=set)
+    _reaped: int = 0
+    _signals_due: list[tuple[float, int]] = field(default_factory=list)
+    _teardown_started: bool = False
     _events_seen: int = 0
     _watch: CollectiveWatch | None = None
     endpoints: Endpoints | None = None
@@ -213,9 +222,8 @@ class Session:
         for stall in self._watch.check(time.monotonic_ns()):
             self._emit(Stall, group=stall.group, group_seq=stall.group_seq, op=stall.op, waiting=stall.waiting,
                        elsewhere=list(stall.elsewhere.values()), waited_s=stall.waited_s, text=stall.text)
-        if self._teardown_deadline is not None and time.monotonic() > self._teardown_deadline:
-            self._kill_all(signal.SIGKILL)
-            self._teardown_deadline = None
+        while self._signals_due and time.monotonic() >= self._signals_due[0][0]:
+            self._kill_all(self._signals_due.pop(0)[1])
         if all(state.exited for state in self._ranks.values()):
             self._finish()
         pending, self._pending = self._pending, []
@@ -253,7 +261,8 @@ class Session:
             if isinstance(event, Phase) and event.edge == "begin":
                 state.phase = (event.index, event.name)
             elif isinstance(event, RankEnd) and event.status == "error":
-                state.error = event.error
+                state.error, state.error_t_ns = event.error, event.t_ns
+                self._fail()
         self._pending.append(event)
 
     def _reap(self) -> None:
@@ -268,28 +277,57 @@ class Session:
                 continue
             state.exited = True
             state.exit_code = os.waitstatus_to_exitcode(status)
+            self._reaped += 1
+            state.reaped_order = self._reaped
             signal_name = _signal_name(-state.exit_code) if state.exit_code < 0 else None
+            state.killed_externally = state.exit_code < 0 and -state.exit_code not in self._sent
             self._emit(ProcessExit, target=rank, exit_code=None if signal_name else state.exit_code, signal=signal_name)
-            if state.exit_code != 0 and not self._failure and not self._interrupted:
-                self._failure = self._describe_failure(rank, state)
-                self._begin_teardown()
+            if state.exit_code != 0:
+                self._fail()
+
+    def _fail(self) -> None:
+        """A rank died or raised: end the run (its cause is decided at the end, see _cause)."""
+        if not self._interrupted:
+            self._failed = True
+            self._begin_teardown()
+
+    def _cause(self) -> str:
+        """Which rank made the run fail, from everything known once every process is reaped.
+
+        A rank killed by a signal collviz did not send comes first (its peers' errors are
+        consequences of its death); then the earliest error a rank reported; then any bad exit.
+        """
+        ranks = self._ranks.items()
+        killed = sorted((s.reaped_order, r) for r, s in ranks if s.killed_externally)
+        if killed:
+            rank = killed[0][1]
+        else:
+            errors = sorted((s.error_t_ns, r) for r, s in ranks if s.error_t_ns is not None)
+            bad_exits = sorted((s.reaped_order, r) for r, s in ranks if s.exit_code)
+            rank = errors[0][1] if errors else bad_exits[0][1]
+        return self._describe_failure(rank, self._ranks[rank])
 
     def _describe_failure(self, rank: int, state: _RankState) -> str:
         where = f" during phase {state.phase[0]} '{state.phase[1]}'" if state.phase else " before its first phase"
-        if state.exit_code < 0:
-            return f"rank {rank} was killed by {_signal_name(-state.exit_code)}{where}"
         if state.error:
             return f"rank {rank} failed{where}: {state.error}"
+        if state.exit_code is not None and state.exit_code < 0:
+            return f"rank {rank} was killed by {_signal_name(-state.exit_code)}{where}"
         return f"rank {rank} exited with status {state.exit_code}{where}"
 
-    def _begin_teardown(self) -> None:
-        if self._teardown_deadline is not None:
+    def _begin_teardown(self, flush_grace_s: float = FLUSH_GRACE_S) -> None:
+        """Abort the gates, then SIGTERM every survivor after ``flush_grace_s`` (their queued
+        events keep arriving meanwhile) and SIGKILL whoever is left TEARDOWN_GRACE_S later."""
+        if self._teardown_started:
             return
+        self._teardown_started = True
         self._collector.abort_gates()
-        self._kill_all(signal.SIGTERM)
-        self._teardown_deadline = time.monotonic() + TEARDOWN_GRACE_S
+        now = time.monotonic()
+        self._signals_due = [(now + flush_grace_s, signal.SIGTERM),
+                             (now + flush_grace_s + TEARDOWN_GRACE_S, signal.SIGKILL)]
 
     def _kill_all(self, signum: int) -> None:
+        self._sent.add(signum)
         for state in self._ranks.values():
             if not state.exited:
                 try:
@@ -307,8 +345,8 @@ class Session:
             self._emit(Dropped, counts=dict(self._collector.dropped))
         if self._interrupted:
             outcome = RunOutcome("interrupted", "interrupted: every worker was stopped", 130)
-        elif self._failure:
-            outcome = RunOutcome("failed", self._failure, 1)
+        elif self._failed:
+            outcome = RunOutcome("failed", self._cause(), 1)
         else:
             outcome = RunOutcome("ok", "", 0)
         self._emit(RunEnd, status=outcome.status, detail=outcome.detail, events=self._events_seen + 1, dropped=dropped)
