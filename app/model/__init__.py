@@ -4,12 +4,16 @@ Live, step-through and replay all feed an :class:`EventLog`; the screen shows
 ``view_at(log, cursor)``. Nothing here imports Textual, so it is tested without a terminal.
 """
 
+from .bench import BenchSeries, BenchView, bench_at
 from .log import EXIT_INTERRUPTED, EventLog, MemorySeries, PhaseIndex, RankIndex, Series
 from .navigation import SPEEDS, faster, next_boundary, previous_boundary, seek_step, slower
 from .sources import Session, load_trace, pump_session
 from .view import TAIL_LENGTH, MemoryTrack, RankView, RunState, ViewState, step_at, view_at
 
 __all__ = [
+    "BenchSeries",
+    "BenchView",
+    "bench_at",
     "EventLog",
     "EXIT_INTERRUPTED",
     "Series",

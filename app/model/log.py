@@ -17,9 +17,11 @@ from collviz.runtime.protocol import (
     Buffer,
     Check,
     Collective,
+    CudaMemory,
     Gate,
     Go,
     Memory,
+    NvmlMemory,
     Phase,
     ProcessExit,
     RankEnd,
@@ -57,12 +59,15 @@ class Series:
 
 @dataclass
 class MemorySeries:
-    """One rank's memory samples: log index, phase, live bytes and the running peak."""
+    """One rank's memory samples: log index, phase, live bytes, the running peak, and the device
+    figures each sample carried (``None`` where the run had no CUDA allocator or NVML)."""
 
     index: list[int] = field(default_factory=list)
     phase: list[int] = field(default_factory=list)
     live: list[int] = field(default_factory=list)
     peak: list[int] = field(default_factory=list)
+    cuda: list[CudaMemory | None] = field(default_factory=list)
+    nvml: list[NvmlMemory | None] = field(default_factory=list)
 
     def add(self, index: int, event: Memory) -> None:
         """Append one sample; ``peak`` keeps the running maximum of reported peaks."""
@@ -71,6 +76,8 @@ class MemorySeries:
         self.live.append(event.live_bytes)
         top = max(event.peak_bytes, event.live_bytes)
         self.peak.append(max(self.peak[-1], top) if self.peak else top)
+        self.cuda.append(event.cuda)
+        self.nvml.append(event.nvml)
 
 
 @dataclass

@@ -17,11 +17,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from collviz.runtime.protocol import AnyEvent, Buffer, Check, Collective, RankEnd, RunStart, Transfer
+from collviz.runtime.protocol import (
+    AnyEvent,
+    Buffer,
+    Check,
+    Collective,
+    CudaMemory,
+    NvmlMemory,
+    RankEnd,
+    RunStart,
+    Transfer,
+)
 
+from .bench import BenchView, bench_at
 from .log import EventLog, RankIndex, Series
 
-__all__ = ["MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "TAIL_LENGTH", "MAX_TRANSFERS"]
+__all__ = ["BenchView", "MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "TAIL_LENGTH", "MAX_TRANSFERS"]
 
 TAIL_LENGTH = 200
 """How many events before the cursor the view carries for the raw event log pane."""
@@ -41,6 +52,8 @@ class MemoryTrack:
     ``live`` and ``phases`` are the log's own lists (valid until the log grows); the first
     ``upto`` samples have happened at the cursor. ``length`` is the series' length when the view was
     made and ``top`` its highest figure (to scale a plot of it); equality ignores the lists.
+    ``cuda`` and ``nvml``: the device figures of the latest sample at the cursor (``None`` where
+    that sample had none: a CPU run, no NVML library, or no sample yet).
     """
 
     live: Sequence[int] = field(compare=False)
@@ -50,6 +63,8 @@ class MemoryTrack:
     current: int
     peak: int
     top: int
+    cuda: CudaMemory | None = None
+    nvml: NvmlMemory | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +101,8 @@ class ViewState:
     description before the first phase). ``ranks``: one view per rank. ``transfers``: the step's
     transfers so far (at most :data:`MAX_TRANSFERS`, sorted), ``transfer_count`` all of them.
     ``checks``: the step's checks. ``tail``: the last :data:`TAIL_LENGTH` events before the cursor.
-    ``last_go``: the last gate released before the cursor (-1: none).
+    ``last_go``: the last gate released before the cursor (-1: none). ``bench``: the busbw
+    series of a ``collviz bench`` run (None for any other run).
     """
 
     cursor: int
@@ -103,6 +119,7 @@ class ViewState:
     checks: tuple[Check, ...]
     tail: tuple[AnyEvent, ...]
     last_go: int
+    bench: BenchView | None = None
 
 
 def _latest(series: Series, cursor: int, step: int) -> int:
@@ -128,7 +145,9 @@ def _memory(index: RankIndex, cursor: int, step: int) -> MemoryTrack:
     current = series.live[upto - 1] if upto else 0
     peak = series.peak[upto - 1] if upto else 0
     top = series.peak[-1] if series.peak else 0
-    return MemoryTrack(series.live, series.phase, len(series.live), upto, current, peak, top)
+    cuda = series.cuda[upto - 1] if upto else None
+    nvml = series.nvml[upto - 1] if upto else None
+    return MemoryTrack(series.live, series.phase, len(series.live), upto, current, peak, top, cuda, nvml)
 
 
 def _rank_status(index: RankIndex, cursor: int, step: int, names: dict[int, str]) -> tuple[RankState, str, int | None]:
@@ -261,4 +280,5 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
         checks=checks,
         tail=tuple(log.events[max(0, cursor - tail) : cursor]),
         last_go=log.gos.events[gos - 1].index if gos else -1,
+        bench=bench_at(log, cursor, step),
     )

@@ -1,4 +1,5 @@
-"""The main screen: header, rank panels, narration, transfers, legend, memory, event log."""
+"""The main screen: header, rank panels (or a bench run's plot), narration, transfers, legend,
+memory, event log."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from ..model import ViewState
-from ..widgets import EventLogPane, Legend, MemoryTimeline, NarrationPane, RankPanel, RunHeader, TransfersPane
+from ..widgets import BenchPlot, EventLogPane, Legend, MemoryTimeline, NarrationPane, RankPanel, RunHeader, TransfersPane
 from .rank_detail import RankDetailScreen
 
 __all__ = ["ViewerScreen", "MIN_SIZE"]
@@ -34,7 +35,11 @@ def grid_class(world_size: int) -> str:
 
 
 class ViewerScreen(Screen[None]):
-    """Everything about the run at the app's cursor; the app calls :meth:`show_view` per frame."""
+    """Everything about the run at the app's cursor; the app calls :meth:`show_view` per frame.
+
+    A ``collviz bench`` run (many phases, trivial buffers) shows its busbw plot in place of the
+    rank panels: the screen gets the ``-bench`` class and the stylesheet swaps the two.
+    """
 
     def __init__(self, *, mask_volatile: bool = False) -> None:
         super().__init__()
@@ -49,6 +54,7 @@ class ViewerScreen(Screen[None]):
         yield RunHeader(id="header")
         with Horizontal(id="body"):
             yield Container(id="ranks")
+            yield BenchPlot(id="bench")
             with Vertical(id="side"):
                 yield NarrationPane(id="narration")
                 yield TransfersPane(id="transfers")
@@ -85,6 +91,9 @@ class ViewerScreen(Screen[None]):
         if not self._ready:
             return
         self.query_one(RunHeader).show(view, mode, playback)
+        self.set_class(view.bench is not None, "-bench")
+        if view.bench is not None:
+            self.query_one(BenchPlot).show(view.bench)
         self._ensure_panels(len(view.ranks))
         for panel, rank in zip(self.query(RankPanel), view.ranks):
             panel.show(rank)

@@ -1,5 +1,6 @@
 """The viewer's widgets, one per module, each with its own messages."""
 
+from .bench_plot import BenchPlot
 from .event_log import EventLogPane
 from .legend import Legend
 from .memory_timeline import MemoryTimeline
@@ -8,4 +9,4 @@ from .rank_panel import RankPanel
 from .run_header import RunHeader
 from .transfers import TransfersPane
 
-__all__ = ["EventLogPane", "Legend", "MemoryTimeline", "NarrationPane", "RankPanel", "RunHeader", "TransfersPane"]
+__all__ = ["BenchPlot", "EventLogPane", "Legend", "MemoryTimeline", "NarrationPane", "RankPanel", "RunHeader", "TransfersPane"]
