@@ -20,6 +20,7 @@ examples:
   collviz bench all-reduce all-gather --gpus 8 --sizes 8:64M
   collviz bench reduce-scatter --json > rs.json
   collviz bench --explain --record bench.cvz   show each busbw factor; keep the trace
+  collviz bench --view                         the busbw-versus-size plot growing live in the viewer
 
 Sizes are nccl-tests' S (the whole buffer of all-reduce, broadcast, reduce and all-to-all; the
 gathered or scattered whole of the others), doubling from MIN to MAX, rounded down to whole
@@ -59,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--dtype", default="float32", choices=DTYPES, help="element type (default float32)")
     parser.add_argument("--iters", type=int, default=20, metavar="N", help="timed calls per size (default 20)")
     parser.add_argument("--warmup", type=int, default=5, metavar="N", help="untimed calls before them (default 5)")
+    parser.add_argument("--view", action="store_true", help="watch the sweep in the viewer: busbw versus size, live")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     parser.add_argument("--explain", action="store_true", help="show each row's busbw factor and its formula")
     parser.add_argument("--record", type=Path, metavar="FILE", help="write the trace to FILE while running")
@@ -69,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_bench(argv: Sequence[str]) -> int:
-    """Run the sweep headless; print the table (or JSON) on stdout, progress on stderr."""
+    """Run the sweep headless (table or JSON on stdout, progress on stderr) or, with --view, in
+    the viewer, where the busbw-versus-size plot grows as each size completes."""
     from collviz.runtime import nvml
     from collviz.runtime.bench import bench_scenario, build_bench, op_name, sweep_sizes
     from collviz.runtime.bench_headless import run_bench
@@ -88,4 +91,12 @@ def cmd_bench(argv: Sequence[str]) -> int:
     plan = RunPlan(scenario=bench_scenario(), world_size=args.gpus, backend=backend, program=program,
                    record=args.record, timeout_s=args.timeout)
     print(f"collviz: {backend.reason}", file=sys.stderr)
+    if args.view:
+        if args.json or args.explain:
+            raise UsageError("--view shows the plot; --json and --explain print the table (leave out one side)")
+        from collviz.app.app import run_viewer
+
+        session = Session(plan)
+        session.start()  # fork before the viewer starts its threads
+        return run_viewer(session=session)
     return run_bench(Session(plan), as_json=args.json, explain=args.explain)
