@@ -9,6 +9,8 @@ import socket
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 
 def free_port() -> int:
@@ -18,16 +20,28 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _rank_loop(rank: int, world: int, port: int, numel: int, iters: int, out_dir: str) -> None:
+Setup = Callable[[int, int], Callable[[], Any]]
+"""``setup(rank, numel)`` runs in the rank before the process group exists and returns a function
+that makes the input tensor (benchmarks/overhead_ab.py switches collviz's additions on with it)."""
+
+
+def _plain_input(rank: int, numel: int) -> Callable[[], Any]:
+    import torch
+
+    return lambda: torch.arange(numel, dtype=torch.float32) + rank
+
+
+def _rank_loop(rank: int, world: int, port: int, numel: int, iters: int, out_dir: str, setup: Setup) -> None:
     import torch
     import torch.distributed as dist
 
     # One intra-op thread: with 4 ranks × 2 OpenMP threads on 2 cores, idle OpenMP threads spin
     # against gloo and double the bare time (measured), which would flatter collviz's ratio.
     torch.set_num_threads(1)
+    make_input = setup(rank, numel)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
-    tensor = torch.arange(numel, dtype=torch.float32) + rank
+    tensor = make_input()
     pristine = tensor.clone()
     times = []
     for _ in range(iters):
@@ -41,7 +55,8 @@ def _rank_loop(rank: int, world: int, port: int, numel: int, iters: int, out_dir
     os._exit(0)
 
 
-def all_reduce_loop(world: int, numel: int, iters: int, out_dir: str) -> tuple[float, float]:
+def all_reduce_loop(world: int, numel: int, iters: int, out_dir: str,
+                    setup: Setup = _plain_input) -> tuple[float, float]:
     """(median, best) all_reduce time in ns of the slowest rank; same protocol as collviz:
     restore the input, barrier, time one call.
 
@@ -55,7 +70,7 @@ def all_reduce_loop(world: int, numel: int, iters: int, out_dir: str) -> tuple[f
         pid = os.fork()
         if pid == 0:
             try:
-                _rank_loop(rank, world, port, numel, iters, out_dir)
+                _rank_loop(rank, world, port, numel, iters, out_dir, setup)
             finally:
                 os._exit(1)
         pids.append(pid)
