@@ -136,6 +136,9 @@ def render_summary(events: Iterable[AnyEvent]) -> str:
     devices = sorted({(e.rank, e.device) for e in events if isinstance(e, RankStart)})
     if devices:
         lines.append("devices: " + ", ".join(f"r{rank} {device}" for rank, device in devices))
+    memory = [e for e in events if isinstance(e, Memory)]
+    if memory:
+        lines.append(_device_figures_line(memory))
     for index in sorted(phases):
         lines.append("")
         took = durations.get(index)
@@ -158,6 +161,16 @@ def _phase_durations(events: list[AnyEvent]) -> dict[int, int]:
                 took = event.t_ns - begins[(event.rank, event.index)]
                 slowest[event.index] = max(slowest.get(event.index, 0), took)
     return slowest
+
+
+def _device_figures_line(memory: list[Memory]) -> str:
+    """What the memory figures are: the tracker's, plus CUDA allocator and NVML peaks, or N/A."""
+    cuda = [m.cuda for m in memory if m.cuda is not None]
+    nvml = [m.nvml for m in memory if m.nvml is not None]
+    cuda_text = f"CUDA allocator peak {human_bytes(max(c.max_allocated for c in cuda))}" if cuda else "CUDA allocator N/A"
+    nvml_text = (f"NVML device used up to {human_bytes(max(n.used for n in nvml))} of {human_bytes(nvml[0].total)}"
+                 if nvml else "NVML N/A")
+    return f"memory: exact live tensor bytes from the storage tracker; {cuda_text}; {nvml_text}"
 
 
 def _phase_lines(events: list[AnyEvent], world_size: int) -> list[str]:

@@ -212,3 +212,26 @@ def test_memory_rises_by_the_gathered_size_and_falls_back(big_all_gather):
     assert all(b.values is None and b.summary is not None for b in large)
     first_rank_values = 4 * 1024 * 1024  # generated: element i of rank r is r·count + i + 1
     assert all(b.summary.min == 1 and b.summary.max == N * first_rank_values for b in large)
+
+
+def test_summary_says_device_figures_are_not_available_on_cpu(collective_traces):
+    from collviz.runtime.summary import render_summary
+
+    text = render_summary(collective_traces["all-reduce"].events)
+    assert "memory: exact live tensor bytes from the storage tracker; CUDA allocator N/A; NVML N/A" in text
+    assert "algbw = S/t" in text and "busbw = algbw × 2(n−1)/n = 2·3/4 = 1.5" in text
+
+
+def test_summary_shows_device_figures_when_present():
+    from collviz.runtime.protocol import CudaMemory, NvmlMemory
+    from collviz.runtime.summary import render_summary
+
+    gib = 1024**3
+    memory = [
+        Memory(run="r", rank=0, seq=i, t_ns=i, phase=0, label="x", live_bytes=1, peak_bytes=1,
+               cuda=CudaMemory(allocated=1, reserved=2, max_allocated=(i + 1) * gib),
+               nvml=NvmlMemory(used=(i + 2) * gib, total=80 * gib))
+        for i in range(2)
+    ]
+    text = render_summary(memory)
+    assert "CUDA allocator peak 2 GiB; NVML device used up to 3 GiB of 80 GiB" in text
