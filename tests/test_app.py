@@ -271,7 +271,7 @@ async def test_too_small_terminal_says_so():
         assert app.screen.query_one("#too-small").display
 
 
-def _real_session(name: str, *, step: bool = False):
+def _real_session(name: str, *, step: bool = False, record: Path | None = None):
     """A started session of the real runtime: ``name`` on 4 gloo ranks, built as ``collviz NAME`` does."""
     from collviz.runtime.launch import RunPlan, Session, choose_backend
     from collviz.runtime.program import RunOptions, build_program
@@ -279,7 +279,8 @@ def _real_session(name: str, *, step: bool = False):
 
     scenario = find_scenario(name)
     program = build_program(scenario, 4, RunOptions())
-    plan = RunPlan(scenario=scenario, world_size=4, backend=choose_backend("gloo", 4), program=program, step=step)
+    plan = RunPlan(scenario=scenario, world_size=4, backend=choose_backend("gloo", 4), program=program, step=step,
+                   record=record)
     session = Session(plan)
     session.start()
     return session
@@ -341,3 +342,29 @@ async def test_step_mode_on_real_ranks_no_rank_passes_a_gate_before_space():
             assert len(passes) == 4 and min(passes) > go
         await pilot.press("q")
     assert app.return_value == 0
+
+
+@sync
+async def test_q_during_a_live_run_ends_every_worker_within_3s_and_keeps_the_trace(tmp_path: Path):
+    import time
+
+    from collviz.runtime.protocol import RunEnd
+    from collviz.runtime.trace import read_trace
+    from test_failures import _alive
+
+    trace = tmp_path / "quit.cvz"
+    session = _real_session("all-reduce", step=True, record=trace)
+    pids = list(session.pids.values())
+    app = make_app(session=session)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.current_view().state.kind == "waiting", tries=1500)
+        pressed = time.monotonic()
+        await pilot.press("q")
+    deadline = pressed + 3
+    while [pid for pid in pids if _alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in pids if _alive(pid)], "a worker outlived q by 3 s"
+    assert app.return_value == EXIT_INTERRUPTED
+    events = read_trace(trace).events
+    assert isinstance(events[-1], RunEnd) and events[-1].status == "interrupted"
+    assert any(isinstance(e, Gate) and e.edge == "wait" for e in events)
