@@ -226,6 +226,8 @@ class Session:
             self._kill_all(self._signals_due.pop(0)[1])
         if all(state.exited for state in self._ranks.values()):
             self._finish()
+        elif self._trace is not None:
+            self._trace.flush()  # one write per batch: a trace being written stays readable
         pending, self._pending = self._pending, []
         return pending
 
@@ -255,7 +257,7 @@ class Session:
         self._events_seen += 1
         self._watch.observe(event)
         if self._trace is not None:
-            self._trace.write((payload,))
+            self._trace.append(payload)
         state = self._ranks.get(event.rank)
         if state is not None:
             if isinstance(event, Phase) and event.edge == "begin":

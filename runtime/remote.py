@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import zmq
+
 from .errors import UsageError
 from .protocol import AnyEvent, Dropped, RankEnd, RunEnd, RunStart, Stall
 from .trace import TraceWriter
@@ -122,7 +124,7 @@ class RemoteSession:
             self._trace = TraceWriter(self.record)
         try:
             self._collector = Collector(None, Endpoints.tcp(self.host, self.port), None, self.secret)
-        except Exception as exc:  # zmq.ZMQError: address in use, not ours, …
+        except zmq.ZMQError as exc:  # address in use, not ours, …
             raise UsageError(f"cannot listen on {self.host}:{self.port}: {exc}") from None
 
     def poll(self, timeout: float) -> list[AnyEvent]:
@@ -136,6 +138,8 @@ class RemoteSession:
                                waiting=stall.waiting, elsewhere=list(stall.elsewhere.values()),
                                waited_s=stall.waited_s, text=stall.text)
             self._maybe_finish()
+            if not self.finished and self._trace is not None:
+                self._trace.flush()  # one write per batch: a trace being written stays readable
         pending, self._pending = self._pending, []
         return pending
 
@@ -153,7 +157,7 @@ class RemoteSession:
         self._events_seen += 1
         self._watch.observe(event)
         if self._trace is not None:
-            self._trace.write((payload,))
+            self._trace.append(payload)
         if isinstance(event, RunStart):
             self._world_size = event.world_size
             self._collector.world_size = event.world_size

@@ -58,19 +58,30 @@ class TraceWriter:
         self._file.write(TRACE_MAGIC + _record(header))
         self._file.flush()
         self.events_written = 0
+        self._pending: list[bytes] = []
+
+    def append(self, payload: bytes) -> None:
+        """Queue one encoded event; it reaches the file at the next :meth:`flush`."""
+        self._pending.append(_record(payload))
+
+    def flush(self) -> None:
+        """Write every queued event in one call and hand it to the OS (readable from then on)."""
+        if self._pending:
+            self._file.write(b"".join(self._pending))
+            self._file.flush()
+            self.events_written += len(self._pending)
+            self._pending.clear()
 
     def write(self, payloads: Iterable[bytes]) -> None:
         """Append already-encoded event payloads and flush them to the OS."""
-        records = [_record(p) for p in payloads]
-        if records:
-            self._file.write(b"".join(records))
-            self._file.flush()
-            self.events_written += len(records)
+        for payload in payloads:
+            self.append(payload)
+        self.flush()
 
     def close(self) -> None:
         """Flush to disk and close; safe to call twice."""
         if not self._file.closed:
-            self._file.flush()
+            self.flush()
             os.fsync(self._file.fileno())
             self._file.close()
 
