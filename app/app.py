@@ -192,7 +192,7 @@ class CollvizApp(App[int]):
         self.loaded = True
         self.status_line = ""
         if message.warning:
-            self.notify(message.warning, title="trace truncated", severity="warning", timeout=15)
+            self.notify(message.warning, title="trace partly read", severity="warning", timeout=15)
         self.following = False
         self.cursor = next_boundary(self.event_log, 0)
         self.render_now()

@@ -5,15 +5,17 @@ structs tagged by class name; they travel as msgpack. Every event carries the ru
 that emitted it (``LAUNCHER_RANK`` for the launching process), a per-emitter gap-free ``seq`` and
 a monotonic ``t_ns``.
 
-Versioning: ``PROTOCOL_VERSION`` is (major, minor). A minor bump only adds fields with defaults,
-so older readers ignore them; a major bump changes meaning, and readers refuse it by name.
-Malformed input of any kind raises :class:`ProtocolError` and nothing else.
+Versioning: ``PROTOCOL_VERSION`` is (major, minor). A minor bump only adds: fields with defaults,
+which older readers ignore, and event types, which older readers skip (:class:`UnknownEventType`
+says which, so they can count them). A major bump changes meaning, and readers refuse it by name.
+Malformed input of any kind raises :class:`ProtocolError` (or one of its subclasses) and nothing else.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from typing import Literal, Union
 
 import msgspec
@@ -23,6 +25,8 @@ __all__ = [
     "LAUNCHER_RANK",
     "WIRE_HEADER",
     "ProtocolError",
+    "IncompatibleVersion",
+    "UnknownEventType",
     "Unauthenticated",
     "Event",
     "RunStart",
@@ -70,6 +74,25 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024
 
 class ProtocolError(ValueError):
     """Malformed, foreign or incompatible input: the one error decoding ever raises."""
+
+
+class IncompatibleVersion(ProtocolError):
+    """A message from a peer speaking another major protocol version."""
+
+
+class UnknownEventType(ProtocolError):
+    """A well-formed event of a type this collviz does not know: a newer minor version added it.
+
+    ``type_name`` is its tag; ``rank`` and ``seq`` place it in its emitter's sequence, so a
+    collector can skip it without counting a gap.
+    """
+
+    def __init__(self, type_name: str, run: str, rank: int, seq: int) -> None:
+        super().__init__(f"event type {type_name!r} is newer than this collviz ({version_text()})")
+        self.type_name = type_name
+        self.run = run
+        self.rank = rank
+        self.seq = seq
 
 
 def version_text(version: tuple[int, int] = PROTOCOL_VERSION) -> str:
@@ -330,6 +353,19 @@ _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(AnyEvent)
 
 
+class _Envelope(msgspec.Struct):
+    """What every event of any version has: its tag and the fields that place it."""
+
+    type: str
+    run: str
+    rank: int
+    seq: int
+
+
+_envelope_decoder = msgspec.msgpack.Decoder(_Envelope)
+_KNOWN_TYPES = frozenset(event_type.__name__ for event_type in AnyEvent.__args__)
+
+
 def encode(event: Event) -> bytes:
     """The msgpack payload of ``event``."""
     return _encoder.encode(event)
@@ -342,9 +378,20 @@ def decode(payload: bytes) -> AnyEvent:
     try:
         return _decoder.decode(payload)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        _raise_if_unknown_type(payload)
         raise ProtocolError(f"malformed event: {exc}") from None
     except Exception as exc:  # msgspec can surface odd inputs as other errors; keep one type
         raise ProtocolError(f"malformed event: {exc!r}") from None
+
+
+def _raise_if_unknown_type(payload: bytes) -> None:
+    """Raise :class:`UnknownEventType` if ``payload`` is a well-enveloped event of an unknown type."""
+    try:
+        envelope = _envelope_decoder.decode(payload)
+    except Exception:  # not even an envelope: plainly malformed, which the caller reports
+        return
+    if envelope.type not in _KNOWN_TYPES:
+        raise UnknownEventType(envelope.type, envelope.run, envelope.rank, envelope.seq)
 
 
 def _mac(secret: bytes, header: bytes, payload: bytes) -> bytes:
@@ -368,7 +415,8 @@ def decode_frames(frames: list[bytes], secret: bytes | None = None) -> tuple[Any
     """The event in a multipart message, and its payload (kept to be written to a trace as is).
 
     Checks the part count, the signature when a ``secret`` is required, and the version header
-    before decoding, and names both versions when they differ.
+    before decoding: any minor version of this major is accepted (see :func:`decode` for what a
+    newer one may carry); another major raises :class:`IncompatibleVersion` naming both.
     """
     frames = [bytes(f) for f in frames]
     if secret is not None:
@@ -379,12 +427,11 @@ def decode_frames(frames: list[bytes], secret: bytes | None = None) -> tuple[Any
         raise ProtocolError(f"expected 2 frames, got {len(frames)}")
     header, payload = frames
     if header != WIRE_HEADER:
-        if bytes(header).startswith(b"collviz/"):
-            raise ProtocolError(
-                f"peer speaks {bytes(header)[8:40].decode('ascii', 'replace')}, "
-                f"this collviz speaks {version_text()}"
-            )
-        raise ProtocolError("not a collviz message")
+        if not header.startswith(b"collviz/"):
+            raise ProtocolError("not a collviz message")
+        peer = header[8:40].decode("ascii", "replace")
+        if not re.fullmatch(rf"{PROTOCOL_VERSION[0]}\.\d+", peer):
+            raise IncompatibleVersion(f"peer speaks {peer}, this collviz speaks {version_text()}")
     return decode(payload), payload
 
 

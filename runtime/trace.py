@@ -7,12 +7,14 @@ Layout (all integers little-endian)::
     u32 length, event payload           repeated; each payload is ``protocol.encode(event)``
 
 The writer flushes after every batch, so a file being written can be read. A reader keeps every
-complete record of a truncated file and reports the cut; a newer major version is refused with both
-versions named. Nothing is ever pickled.
+complete record of a truncated file and reports the cut; it skips, and names, event types added by
+a newer minor version; a newer major version is refused with both versions named. Nothing is ever
+pickled.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import struct
 from collections.abc import Iterable, Iterator
@@ -23,9 +25,9 @@ from typing import BinaryIO
 import msgspec
 
 from .errors import UsageError
-from .protocol import PROTOCOL_VERSION, AnyEvent, ProtocolError, decode, version_text
+from .protocol import PROTOCOL_VERSION, AnyEvent, ProtocolError, UnknownEventType, decode, version_text
 
-__all__ = ["TRACE_MAGIC", "TraceError", "TraceWriter", "TraceContents", "read_trace", "iter_trace"]
+__all__ = ["TRACE_MAGIC", "TraceError", "TraceWriter", "TraceContents", "read_trace"]
 
 TRACE_MAGIC = b"COLLVIZ\0"
 _LENGTH = struct.Struct("<I")
@@ -155,27 +157,32 @@ def _split(data: bytes, name: str) -> tuple[tuple[int, int], Iterator[bytes], li
     return header.version, payloads(), warnings
 
 
-def iter_trace(path: str | os.PathLike[str]) -> Iterator[AnyEvent]:
-    """The events of a trace one by one (a truncated tail ends the iteration silently)."""
-    _, payloads, _ = _split(_open(path), str(path))
+def _decode_records(payloads: Iterator[bytes], name: str) -> tuple[list[AnyEvent], str]:
+    """The known events among ``payloads``, and a warning naming the skipped newer event types."""
+    events: list[AnyEvent] = []
+    skipped: collections.Counter[str] = collections.Counter()
     for index, payload in enumerate(payloads):
-        yield _decode_record(payload, str(path), index)
-
-
-def _decode_record(payload: bytes, name: str, index: int) -> AnyEvent:
-    try:
-        return decode(payload)
-    except ProtocolError as exc:
-        raise TraceError(f"{name}: event {index} is corrupt ({exc})") from None
+        try:
+            events.append(decode(payload))
+        except UnknownEventType as unknown:
+            skipped[unknown.type_name] += 1
+        except ProtocolError as exc:
+            raise TraceError(f"{name}: event {index} is corrupt ({exc})") from None
+    if not skipped:
+        return events, ""
+    kinds = ", ".join(f"{type_name} ×{count}" for type_name, count in sorted(skipped.items()))
+    return events, (f"{name}: skipped {skipped.total()} events of types this collviz ({version_text()}) "
+                    f"does not know ({kinds}); a newer collviz shows them")
 
 
 def read_trace(path: str | os.PathLike[str]) -> TraceContents:
     """Every complete event of a trace file.
 
     Raises :class:`TraceError` for a missing file, a non-trace, a different major version or a
-    corrupt record; a truncated last record is skipped and reported in ``warning``.
+    corrupt record; a truncated last record, and events of types added by a newer minor version,
+    are skipped and reported in ``warning``.
     """
     name = str(path)
     version, payloads, warnings = _split(_open(path), name)
-    events = [_decode_record(p, name, i) for i, p in enumerate(payloads)]
-    return TraceContents(version=version, events=events, warning="; ".join(warnings))
+    events, skipped = _decode_records(payloads, name)
+    return TraceContents(version=version, events=events, warning="; ".join(filter(None, [skipped, *warnings])))

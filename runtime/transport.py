@@ -26,8 +26,10 @@ from .protocol import (
     AnyEvent,
     Event,
     GateMessage,
+    IncompatibleVersion,
     ProtocolError,
     Unauthenticated,
+    UnknownEventType,
     decode_control,
     decode_frames,
     encode,
@@ -225,25 +227,37 @@ class Collector:
         except Unauthenticated:
             self.dropped["unauthenticated"] += 1
             return None
-        except ProtocolError as exc:
-            self.dropped["version" if "speaks" in str(exc) else "malformed"] += 1
+        except IncompatibleVersion:
+            self.dropped["version"] += 1
             return None
+        except UnknownEventType as unknown:  # a newer minor version's event: skip it, keep its place
+            if self._in_sequence(unknown.run, unknown.rank, unknown.seq):
+                self.dropped["newer event type"] += 1
+            return None
+        except ProtocolError:
+            self.dropped["malformed"] += 1
+            return None
+        return (event, payload) if self._in_sequence(event.run, event.rank, event.seq) else None
+
+    def _in_sequence(self, run: str, rank: int, seq: int) -> bool:
+        """Whether an event of ``run`` from ``rank`` numbered ``seq`` belongs here and is new;
+        counts what does not, and sequence gaps, in ``dropped``."""
         if self.run is None:  # a remote viewer adopts the run of the first signed event
-            self.run = event.run
-        if event.run != self.run:
+            self.run = run
+        if run != self.run:
             self.dropped["foreign run"] += 1
-            return None
-        if event.rank < 0 or (self.world_size is not None and event.rank >= self.world_size):
+            return False
+        if rank < 0 or (self.world_size is not None and rank >= self.world_size):
             self.dropped["unknown rank"] += 1
-            return None
-        expected = self._next_seq.get(event.rank, 0)
-        if event.seq != expected:
-            if event.seq < expected:
-                self.dropped["duplicate"] += 1
-                return None
-            self.dropped["lost (sequence gap)"] += event.seq - expected
-        self._next_seq[event.rank] = event.seq + 1
-        return event, payload
+            return False
+        expected = self._next_seq.get(rank, 0)
+        if seq < expected:
+            self.dropped["duplicate"] += 1
+            return False
+        if seq > expected:
+            self.dropped["lost (sequence gap)"] += seq - expected
+        self._next_seq[rank] = seq + 1
+        return True
 
     def request_release(self, index: int) -> None:
         """Thread-safe: release every rank waiting at a gate ≤ ``index`` on the next receive."""

@@ -10,6 +10,8 @@ import zmq
 
 from collviz.runtime.launch import RunPlan, Session, choose_backend
 from collviz.runtime.program import RunOptions, build_program
+import msgspec
+
 from collviz.runtime.protocol import (
     WIRE_HEADER,
     RankStart,
@@ -20,10 +22,12 @@ from collviz.runtime.protocol import (
     Stall,
     encode,
 )
+from collviz.runtime.transport import Collector, Endpoints
 from collviz.runtime.scenario import find_scenario
 from collviz.runtime.trace import read_trace
 from conftest import run_cli
 from test_failures import _alive
+from test_trace import FutureEvent
 
 
 def _session(name: str, world: int = 4, timeout_s: float = 30.0) -> Session:
@@ -84,3 +88,29 @@ def test_desync_is_reported_and_the_run_ends_within_timeout_plus_10s(tmp_path):
     [stall] = [e for e in events if isinstance(e, Stall)]
     assert stall.waiting == [0, 1, 3] and stall.elsewhere == ["rank 2 is in all_gather #1"]
     assert isinstance(events[-1], RunEnd) and events[-1].status == "failed"
+
+
+def test_a_newer_minor_workers_unknown_events_are_skipped_without_a_false_gap(tmp_path):
+    collector = Collector("r", Endpoints.in_directory(str(tmp_path)), world_size=2)
+    context = zmq.Context()
+    worker = context.socket(zmq.PUSH)
+    worker.setsockopt(zmq.LINGER, 2000)
+    worker.connect(f"ipc://{tmp_path}/events")
+    phase = Phase(run="r", rank=1, seq=0, t_ns=0, index=0, name="x", edge="begin")
+    sent = [
+        [WIRE_HEADER, encode(phase)],
+        [b"collviz/1.4", msgspec.msgpack.encode(FutureEvent(run="r", rank=1, seq=1, t_ns=0))],
+        [b"collviz/1.4", encode(msgspec.structs.replace(phase, seq=2))],
+        [WIRE_HEADER, encode(msgspec.structs.replace(phase, seq=4))],  # seq 3 really was lost
+    ]
+    for frames in sent:
+        worker.send_multipart(frames)
+    received = []
+    deadline = time.monotonic() + 30
+    while len(received) < 3 and time.monotonic() < deadline:
+        received += [event.seq for event, _ in collector.receive(0.1)]
+    worker.close()
+    context.term()
+    collector.close()
+    assert received == [0, 2, 4]
+    assert collector.dropped == {"newer event type": 1, "lost (sequence gap)": 1}

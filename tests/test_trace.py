@@ -9,12 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import msgspec
+
 from collviz.runtime.protocol import (
     Buffer,
+    Event,
+    IncompatibleVersion,
     Phase,
     ProtocolError,
     ProvenanceRun,
     RunEnd,
+    UnknownEventType,
     decode,
     decode_frames,
     encode,
@@ -64,15 +69,47 @@ def test_truncated_last_record_is_skipped_with_a_warning(tmp_path, cut):
     assert "truncated after 3 complete events" in contents.warning
 
 
+class FutureEvent(Event):
+    """Stands for an event type a later 1.x collviz adds (this collviz's decoder does not know it)."""
+
+    detail: str = ""
+
+
 def test_wire_frames_check_part_count_and_version():
     event = _events(1)[0]
     assert decode_frames(encode_frames(event))[0] == event
+    assert decode_frames([b"collviz/1.9", encode(event)])[0] == event  # a newer minor speaks our language
     with pytest.raises(ProtocolError, match="expected 2 frames"):
         decode_frames([encode(event)])
-    with pytest.raises(ProtocolError, match="peer speaks 2.0"):
-        decode_frames([b"collviz/2.0", encode(event)])
+    for other in (b"collviz/2.0", b"collviz/0.9", b"collviz/10.0", b"collviz/1.x"):
+        with pytest.raises(IncompatibleVersion, match=f"peer speaks {other[8:].decode()}, this collviz speaks 1.0"):
+            decode_frames([other, encode(event)])
     with pytest.raises(ProtocolError, match="not a collviz message"):
         decode_frames([b"hello", encode(event)])
+
+
+def test_an_unknown_event_type_is_named_and_placed():
+    payload = msgspec.msgpack.encode(FutureEvent(run="r", rank=3, seq=7, t_ns=1, detail="new"))
+    with pytest.raises(UnknownEventType) as raised:
+        decode(payload)
+    assert (raised.value.type_name, raised.value.run, raised.value.rank, raised.value.seq) == ("FutureEvent", "r", 3, 7)
+    with pytest.raises(ProtocolError, match="malformed") as raised:  # a known type, broken, stays malformed
+        decode(msgspec.msgpack.encode({"type": "Phase", "run": "r", "rank": 0, "seq": 0, "t_ns": 0}))
+    assert not isinstance(raised.value, UnknownEventType)
+
+
+def test_a_newer_minor_traces_unknown_event_types_are_skipped_and_named(tmp_path):
+    known = _events(4)
+    future = [FutureEvent(run="r", rank=0, seq=10 + i, t_ns=9) for i in range(2)]
+    header = msgspec.msgpack.encode({"format": "collviz-trace", "version": [1, 3]})
+    records = [encode(known[0]), msgspec.msgpack.encode(future[0]), *map(encode, known[1:3]),
+               msgspec.msgpack.encode(future[1]), encode(known[3])]
+    blob = TRACE_MAGIC + len(header).to_bytes(4, "little") + header
+    blob += b"".join(len(r).to_bytes(4, "little") + r for r in records)
+    (tmp_path / "newer.cvz").write_bytes(blob)
+    contents = read_trace(tmp_path / "newer.cvz")
+    assert contents.version == (1, 3) and contents.events == known
+    assert "skipped 2 events" in contents.warning and "FutureEvent ×2" in contents.warning
 
 
 @settings(max_examples=300, deadline=None)
