@@ -14,19 +14,17 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bare import all_reduce_loop  # noqa: E402
+from _bare import MakeInput, all_reduce_loop  # noqa: E402
 
 VARIANTS = ("bare", "gen", "zmq", "tracker", "gen+zmq+tracker")
 NUMEL = 262_144  # 1 MiB of float32
 
 
-def _setup(variant: str, rank: int, numel: int) -> Callable[[], Any]:
+def _setup(variant: str, rank: int) -> MakeInput:
     """Switch on the variant's collviz additions in this rank; return how to make its input."""
     import torch
 
@@ -41,8 +39,8 @@ def _setup(variant: str, rank: int, numel: int) -> Callable[[], Any]:
         tracker.__enter__()
         tracker.suspended().__enter__()
     if "gen" in variant:
-        return lambda: (torch.arange(numel, dtype=torch.float64) + rank * numel + 1).to(torch.float32)
-    return lambda: torch.arange(numel, dtype=torch.float32) + rank
+        return lambda source, numel: (torch.arange(numel, dtype=torch.float64) + source * numel + 1).to(torch.float32)
+    return lambda source, numel: torch.arange(numel, dtype=torch.float32) + source
 
 
 def main() -> None:
