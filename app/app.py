@@ -22,8 +22,8 @@ from textual.theme import Theme
 from textual.timer import Timer
 from textual.worker import get_current_worker
 
-from collviz.runtime.protocol import AnyEvent
-from collviz.runtime.trace import TraceError
+from collviz.runtime.wire.protocol import AnyEvent
+from collviz.runtime.wire.trace import TraceError
 
 from .messages import EventsArrived, LoadProgress, SessionFailed, TraceFailed, TraceLoaded
 from .model import (

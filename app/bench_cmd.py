@@ -46,7 +46,7 @@ def parse_sweep(text: str) -> tuple[int, int]:
 
 def _parser() -> argparse.ArgumentParser:
     from collviz.app.cli import _Parser
-    from collviz.runtime.scenario import DTYPES
+    from collviz.runtime.scenarios.loading import DTYPES
 
     parser = _Parser(prog="collviz bench", description="Sweep sizes of real collectives, nccl-tests style.",
                      allow_abbrev=False, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -73,9 +73,9 @@ def _parser() -> argparse.ArgumentParser:
 def cmd_bench(argv: Sequence[str]) -> int:
     """Run the sweep headless (table or JSON on stdout, progress on stderr) or, with --view, in
     the viewer, where the busbw-versus-size plot grows as each size completes."""
-    from collviz.runtime import nvml
-    from collviz.runtime.bench import bench_scenario, build_bench, op_name, sweep_sizes
-    from collviz.runtime.bench_headless import run_bench
+    from collviz.runtime.observation import nvml
+    from collviz.runtime.scenarios.bench import bench_scenario, build_bench, op_name, sweep_sizes
+    from collviz.runtime.headless import run_bench
     from collviz.runtime.launch import RunPlan, Session, choose_backend
 
     args = _parser().parse_args(argv)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NoReturn, Sequence
 from collviz.runtime.errors import UsageError
 
 if TYPE_CHECKING:
-    from collviz.runtime.program import RunOptions
+    from collviz.runtime.scenarios.program import RunOptions
 
 __all__ = ["main", "parse_size"]
 
@@ -40,6 +40,7 @@ usage: collviz SCENARIO [options]       run a scenario (collviz SCENARIO --help 
        collviz bench [OPS] --sizes 1K:16M  nccl-tests-style size sweep (table, --json)
        collviz export TRACE --perfetto OUT.json  timeline for ui.perfetto.dev / chrome://tracing
        collviz compare ddp fsdp --gpus 4  peak memory per rank, measured side by side (--params 7e9: estimates)
+       collviz --version                collviz, torch, backend (gloo/NCCL) and GPU versions
 
 collviz runs real torch.distributed collectives on real worker processes and shows what every rank
 holds, what moved between ranks, and what it cost in time and memory.
@@ -68,7 +69,7 @@ def parse_size(text: str) -> int:
 
 
 def _run_parser(name: str) -> _Parser:
-    from collviz.runtime.scenario import DTYPES, REDUCE_OPS
+    from collviz.runtime.scenarios.loading import DTYPES, REDUCE_OPS
 
     parser = _Parser(prog=f"collviz {name}", description="Run a scenario on real worker processes.", allow_abbrev=False,
                      epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -96,7 +97,7 @@ def _run_parser(name: str) -> _Parser:
 
 def run_options(args: argparse.Namespace) -> RunOptions:
     """The scenario overrides given on a run's command line."""
-    from collviz.runtime.program import RunOptions
+    from collviz.runtime.scenarios.program import RunOptions
 
     return RunOptions(reduce_op=args.op, dtype=args.dtype, root=args.root, iters=args.iters,
                       size_bytes=None if args.size is None else parse_size(args.size),
@@ -105,7 +106,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
 
 
 def _cmd_list() -> int:
-    from collviz.runtime.scenario import list_scenarios
+    from collviz.runtime.scenarios.loading import list_scenarios
 
     scenarios = list_scenarios()
     width = max(len(s.name) for s in scenarios)
@@ -119,15 +120,15 @@ def _cmd_replay(argv: Sequence[str]) -> int:
     parser.add_argument("trace", type=Path, help="a .cvz file written with --record")
     parser.add_argument("--headless", action="store_true", help="print the summary instead of opening the viewer")
     args = parser.parse_args(argv)
-    from collviz.runtime.trace import read_trace
+    from collviz.runtime.wire.trace import read_trace
 
     if args.headless:
-        from collviz.runtime.summary import render_summary
+        from collviz.runtime.reports.summary import render_summary
 
         contents = read_trace(args.trace)
         if contents.warning:
             print(f"collviz: warning: {contents.warning}", file=sys.stderr)
-        from collviz.runtime.bench_report import bench_report, is_bench_log, render_table
+        from collviz.runtime.reports.bench_table import bench_report, is_bench_log, render_table
 
         bench = is_bench_log(contents.events)
         print(render_table(bench_report(contents.events)) if bench else render_summary(contents.events))
@@ -140,8 +141,8 @@ def _cmd_replay(argv: Sequence[str]) -> int:
 
 def _cmd_run(name: str, argv: Sequence[str]) -> int:
     from collviz.runtime.launch import RunPlan, Session, choose_backend
-    from collviz.runtime.program import build_program
-    from collviz.runtime.scenario import find_scenario
+    from collviz.runtime.scenarios.registry import build_program
+    from collviz.runtime.scenarios.loading import find_scenario
 
     args = _run_parser(name).parse_args(argv)
     scenario = find_scenario(name)
@@ -175,6 +176,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not argv or argv[0] in ("-h", "--help", "help"):
             print(TOP_HELP)
             return 0 if argv else 2
+        if argv[0] in ("-V", "--version", "version"):
+            from collviz.runtime.observation.environment import version_lines
+
+            print("\n".join(version_lines()))
+            return 0
         command, rest = argv[0], argv[1:]
         if command == "list":
             return _cmd_list()

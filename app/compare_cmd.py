@@ -38,7 +38,7 @@ def cmd_compare(argv: Sequence[str]) -> int:
     if args.scenarios and len(args.scenarios) != 2:
         raise UsageError(f"compare runs exactly two scenarios (e.g. ddp fsdp), got {len(args.scenarios)}")
     if args.params is not None:
-        from collviz.runtime.training.estimate import render_estimates
+        from collviz.runtime.reports.estimate import render_estimates
 
         if args.params <= 0:
             raise UsageError(f"--params {args.params:g}: must be positive")
@@ -52,12 +52,13 @@ def cmd_compare(argv: Sequence[str]) -> int:
     if args.record is not None and not args.record.is_dir():
         raise UsageError(f"--record {args.record}: not a folder")
     from collviz.runtime.launch import choose_backend
-    from collviz.runtime.training.compare import compare_runs, render_comparison, same_model_pair
+    from collviz.runtime.compare import compare_runs, model_sizes, same_model_pair
+    from collviz.runtime.reports.compare import render_comparison
 
     scenarios = same_model_pair(args.scenarios)
     world_size = 4 if args.gpus is None else args.gpus
     backend = choose_backend(args.backend, world_size)
     print(f"collviz: {backend.reason}", file=sys.stderr)
     figures = compare_runs(scenarios, world_size, backend, args.record, args.timeout)
-    print(render_comparison(scenarios, figures, world_size))
+    print(render_comparison(figures, world_size, *model_sizes(scenarios[0])))
     return 0 if all(f.status == "ok" for f in figures) else 1

@@ -19,8 +19,8 @@ memory as counter tracks.
 def cmd_export(argv: Sequence[str]) -> int:
     """Read a trace and write its Chrome trace-event JSON export."""
     from collviz.app.cli import _Parser
-    from collviz.runtime.export import write_perfetto
-    from collviz.runtime.trace import read_trace
+    from collviz.runtime.reports.export import write_perfetto
+    from collviz.runtime.wire.trace import read_trace
 
     parser = _Parser(prog="collviz export", description="Export a recorded trace for other tools.",
                      allow_abbrev=False, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)

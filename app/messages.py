@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from collviz.runtime.protocol import AnyEvent
+from collviz.runtime.wire.protocol import AnyEvent
 
 from .model import EventLog
 

@@ -55,10 +55,10 @@ def cmd_worker(argv: Sequence[str]) -> int:
     import torch
 
     from collviz.runtime.launch import PROCESS_GROUP_GRACE_S, BackendChoice, RunPlan, run_start_fields
-    from collviz.runtime.program import build_program
+    from collviz.runtime.scenarios.registry import build_program
     from collviz.runtime.remote import load_secret
-    from collviz.runtime.scenario import find_scenario
-    from collviz.runtime.transport import Endpoints
+    from collviz.runtime.scenarios.loading import find_scenario
+    from collviz.runtime.wire.transport import Endpoints
     from collviz.runtime.worker import WorkerConfig, worker_main
 
     scenario = find_scenario(name)

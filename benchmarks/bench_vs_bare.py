@@ -28,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bare import all_reduce_sweep, summarise  # noqa: E402
 
-from collviz.runtime.protocol import Collective  # noqa: E402
-from collviz.runtime.trace import read_trace  # noqa: E402
+from collviz.runtime.wire.protocol import Collective  # noqa: E402
+from collviz.runtime.wire.trace import read_trace  # noqa: E402
 
 WORLD = 4
 FACTOR = 2 * (WORLD - 1) / WORLD

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 
 from collviz.runtime.launch import choose_backend
-from collviz.runtime.training.compare import compare_runs, render_comparison, same_model_pair
+from collviz.runtime.compare import compare_runs, model_sizes, same_model_pair
+from collviz.runtime.reports.compare import render_comparison
 
 
 def main() -> None:
@@ -22,7 +23,7 @@ def main() -> None:
     args = parser.parse_args()
     scenarios = same_model_pair(["ddp", "fsdp"])
     figures = compare_runs(scenarios, args.gpus, choose_backend("gloo", args.gpus), None, 60.0)
-    print(render_comparison(scenarios, figures, args.gpus))
+    print(render_comparison(figures, args.gpus, *model_sizes(scenarios[0])))
 
 
 if __name__ == "__main__":

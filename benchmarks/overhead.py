@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bare import all_reduce_loop, summarise  # noqa: E402
 
-from collviz.runtime.protocol import Collective  # noqa: E402
-from collviz.runtime.trace import read_trace  # noqa: E402
+from collviz.runtime.wire.protocol import Collective  # noqa: E402
+from collviz.runtime.wire.trace import read_trace  # noqa: E402
 
 WORLD = 4
 SIZES = [("4 B", 4, 400), ("64 KiB", 64 * 1024, 300), ("1 MiB", 1024**2, 100), ("16 MiB", 16 * 1024**2, 20)]

@@ -29,11 +29,11 @@ def _setup(variant: str, rank: int) -> MakeInput:
     import torch
 
     if "zmq" in variant:
-        from collviz.runtime.transport import EventEmitter
+        from collviz.runtime.wire.transport import EventEmitter
 
         EventEmitter(f"ipc://{tempfile.mkdtemp()}/events", "ab", rank)  # idle sender thread + socket
     if "tracker" in variant:
-        from collviz.runtime.memory import StorageTracker
+        from collviz.runtime.observation.memory import StorageTracker
 
         tracker = StorageTracker()
         tracker.__enter__()

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from collviz.app.app import make_app
-from collviz.runtime.protocol import (
+from collviz.runtime.wire.protocol import (
     LAUNCHER_RANK,
     AnyEvent,
     Buffer,
@@ -34,7 +34,7 @@ from collviz.runtime.protocol import (
     Transfer,
     encode,
 )
-from collviz.runtime.trace import TraceWriter
+from collviz.runtime.wire.trace import TraceWriter
 from textual.screen import Screen
 
 SIZE = (160, 50)

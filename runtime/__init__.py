@@ -1,4 +1,20 @@
 """Headless runtime: launches workers, runs scenarios on real process groups, streams events.
 
-Never imports textual (a test enforces it): this package runs on cluster nodes without a screen.
+Grouped by role (import-linter contracts in ``pyproject.toml`` state what may import what, and the
+test command checks them):
+
+- :mod:`.wire` — the protocol, the ZeroMQ transport and the trace file; imports nothing else of
+  collviz but :mod:`.errors`.
+- :mod:`.observation` — what is measured on a rank or derived from events: storage tracker, NVML,
+  tensor contents and provenance tags, nccl-tests metrics, the collective watchdog.
+- :mod:`.scenarios` — scenario files (loading, validation) and the programs every rank runs:
+  collectives, desync, bench, training; they never start processes.
+- :mod:`.reports` — pure functions from events to text or JSON: summary, bench table, Perfetto
+  export, compare table, analytic estimates; they never launch processes nor import torch.
+- Beside them: :mod:`.errors` (UsageError), :mod:`.context` (what a rank uses to emit),
+  :mod:`.worker` (one rank), :mod:`.launch` (the local session that forks the workers),
+  :mod:`.remote` (a session fed by remote workers), :mod:`.headless` and :mod:`.compare` (drive
+  sessions without a screen).
+
+Never imports textual or :mod:`collviz.app`: this package runs on cluster nodes without a screen.
 """

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .memory import StorageTracker, memory_figures
-from .observe import tensor_contents
-from .protocol import Buffer, Gate, Memory, Phase, ProvenanceRun
-from .transport import EventEmitter, GateClient
+from .observation.memory import StorageTracker, memory_figures
+from .observation.tensors import tensor_contents
+from .wire.protocol import Buffer, Gate, Memory, Phase, ProvenanceRun
+from .wire.transport import EventEmitter, GateClient
 
 __all__ = ["RankContext"]
 

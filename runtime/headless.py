@@ -1,46 +1,121 @@
-"""Running a session without a screen: progress on stderr, the summary on stdout."""
+"""Running a session without a screen: progress on stderr, the report on stdout.
+
+Every headless command drives its session through :func:`drive`: start, poll until finished,
+Ctrl-C stops every worker and keeps what was collected. :func:`run_headless` prints a scenario's
+summary, :func:`run_bench` a bench table, :func:`collect` returns the events silently (``compare``).
+"""
 
 from __future__ import annotations
 
 import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable
 from typing import TextIO
 
 from .launch import Session
-from .protocol import AnyEvent, Phase, RunStart, Stall
-from .summary import render_summary
+from .remote import RemoteSession
+from .reports.bench_table import bench_report, bench_row, render_json, render_table
+from .reports.summary import render_summary
+from .wire.protocol import AnyEvent, Check, Collective, Phase, RunStart, Stall
 
-__all__ = ["run_headless"]
+__all__ = ["drive", "collect", "run_headless", "run_bench"]
+
+AnySession = Session | RemoteSession
 
 
-def run_headless(session: Session, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """Start ``session``, collect every event, print the summary; return the exit status.
+def drive(session: AnySession, on_event: Callable[[AnyEvent], None] | None = None) -> list[AnyEvent]:
+    """Start ``session`` and return every event it produced, passing each to ``on_event`` as it arrives.
 
-    Ctrl-C stops every worker and still prints what was collected. Progress (one line per phase,
-    as rank 0 enters it) goes to ``err`` when it is a terminal.
+    Ctrl-C stops every worker; the events received so far (and the stop's own) are still returned.
     """
     events: list[AnyEvent] = []
-    show_progress = err.isatty()
-    phase_count = 0
     session.start()
     try:
         while not session.finished:
             batch = session.poll(0.1)
             events.extend(batch)
-            for event in batch:
-                if isinstance(event, RunStart):
-                    phase_count = event.phase_count
-                elif isinstance(event, Stall):
-                    print(f"collviz: hang: {event.text}", file=err, flush=True)
-                elif show_progress and isinstance(event, Phase) and event.edge == "begin" and event.rank == 0:
-                    print(f"collviz: phase {event.index + 1}/{phase_count} {event.name}", file=err, flush=True)
+            if on_event is not None:
+                for event in batch:
+                    on_event(event)
     except KeyboardInterrupt:
         session.stop()
         events.extend(session.poll(0))
-    print(render_summary(events), file=out, flush=True)
+    return events
+
+
+def collect(session: Session) -> list[AnyEvent]:
+    """Run ``session`` to its end with no output; every event. After Ctrl-C has stopped every
+    worker, KeyboardInterrupt is raised again so a caller running several sessions stops too."""
+    events = drive(session)
+    if session.outcome.status == "interrupted":
+        raise KeyboardInterrupt
+    return events
+
+
+def _report_outcome(session: AnySession, err: TextIO) -> None:
     outcome = session.outcome
     if outcome.status != "ok":
         hint = f" (worker logs: {session.log_dir})" if outcome.status == "failed" and session.log_dir else ""
         print(f"collviz: {outcome.detail}{hint}", file=err, flush=True)
     if session.record_path is not None:
         print(f"collviz: trace written to {session.record_path}", file=err, flush=True)
-    return outcome.exit_code
+
+
+def run_headless(session: AnySession, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Start ``session``, collect every event, print the summary; return the exit status.
+
+    Ctrl-C stops every worker and still prints what was collected. Progress (one line per phase,
+    as rank 0 enters it) goes to ``err`` when it is a terminal.
+    """
+    show_progress = err.isatty()
+    phase_count = 0
+
+    def on_event(event: AnyEvent) -> None:
+        nonlocal phase_count
+        if isinstance(event, RunStart):
+            phase_count = event.phase_count
+        elif isinstance(event, Stall):
+            print(f"collviz: hang: {event.text}", file=err, flush=True)
+        elif show_progress and isinstance(event, Phase) and event.edge == "begin" and event.rank == 0:
+            print(f"collviz: phase {event.index + 1}/{phase_count} {event.name}", file=err, flush=True)
+
+    events = drive(session, on_event)
+    print(render_summary(events), file=out, flush=True)
+    _report_outcome(session, err)
+    return session.outcome.exit_code
+
+
+def run_bench(session: Session, *, as_json: bool = False, explain: bool = False,
+              out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Start ``session`` (a bench plan), print progress as each size completes, then the report.
+
+    Returns the run's exit status, or 1 when it finished but some result was wrong. Ctrl-C stops
+    every worker and still prints the rows collected so far.
+    """
+    by_phase: dict[int, list[AnyEvent]] = defaultdict(list)
+    ended: Counter[int] = Counter()
+    world_size, phase_count = session.plan.world_size, session.plan.program.phase_count
+
+    def on_event(event: AnyEvent) -> None:
+        if isinstance(event, (Collective, Check)):
+            by_phase[event.phase].append(event)
+        elif isinstance(event, Phase) and event.edge == "end":
+            ended[event.index] += 1
+            if ended[event.index] == world_size:
+                _bench_progress(err, event.index, phase_count, by_phase[event.index], world_size)
+
+    report = bench_report(drive(session, on_event))
+    print(render_json(report) if as_json else render_table(report, explain=explain), file=out, flush=True)
+    _report_outcome(session, err)
+    if session.outcome.exit_code == 0 and report.wrong_total:
+        print(f"collviz: {report.wrong_total} result elements were wrong", file=err, flush=True)
+        return 1
+    return session.outcome.exit_code
+
+
+def _bench_progress(err: TextIO, index: int, count: int, phase_events: list[AnyEvent], world_size: int) -> None:
+    row = bench_row(phase_events, world_size)
+    if row is None:
+        return
+    print(f"collviz: bench {index + 1}/{count} {row.op} {row.size} B: {row.time_us:.1f} µs, "
+          f"busbw {row.busbw_gbps:.3f} GB/s", file=err, flush=True)

@@ -22,14 +22,14 @@ from pathlib import Path
 
 import torch
 
-from . import nvml
 from .errors import UsageError
-from .protocol import AnyEvent, Dropped, Go, Phase, ProcessExit, RankEnd, RunEnd, RunStart, Stall
-from .program import ScenarioProgram
-from .scenario import Scenario
-from .trace import TraceWriter
-from .transport import Collector, Endpoints, LauncherEmitter
-from .watchdog import CollectiveWatch
+from .observation import nvml
+from .observation.watchdog import CollectiveWatch
+from .scenarios.loading import Scenario
+from .scenarios.program import ScenarioProgram
+from .wire.protocol import AnyEvent, Dropped, Go, Phase, ProcessExit, RankEnd, RunEnd, RunStart, Stall
+from .wire.trace import TraceWriter
+from .wire.transport import Collector, Endpoints, LauncherEmitter
 from .worker import WorkerConfig, worker_main
 
 __all__ = [

@@ -18,10 +18,10 @@ from pathlib import Path
 import zmq
 
 from .errors import UsageError
-from .protocol import AnyEvent, Dropped, RankEnd, RunEnd, RunStart, Stall
-from .trace import TraceWriter
-from .transport import Collector, Endpoints, LauncherEmitter
-from .watchdog import CollectiveWatch
+from .observation.watchdog import CollectiveWatch
+from .wire.protocol import AnyEvent, Dropped, RankEnd, RunEnd, RunStart, Stall
+from .wire.trace import TraceWriter
+from .wire.transport import Collector, Endpoints, LauncherEmitter
 
 __all__ = ["SECRET_ENV", "load_secret", "check_listen_address", "parse_listen", "RemoteOutcome", "RemoteSession"]
 

@@ -21,10 +21,10 @@ import torch
 import torch.distributed as dist
 
 from .context import RankContext
-from .memory import StorageTracker
-from .program import ScenarioProgram
-from .protocol import RankEnd, RankStart, RunStart
-from .transport import Endpoints, EventEmitter, GateClient
+from .observation.memory import StorageTracker
+from .scenarios.program import ScenarioProgram
+from .wire.protocol import RankEnd, RankStart, RunStart
+from .wire.transport import Endpoints, EventEmitter, GateClient
 
 __all__ = ["WorkerConfig", "init_distributed", "worker_main"]
 

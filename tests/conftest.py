@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from collviz.runtime.trace import TraceContents, read_trace
+from collviz.runtime.wire.trace import TraceContents, read_trace
 
 COLLECTIVE_SCENARIOS = (
     "broadcast", "reduce", "all-reduce", "gather", "all-gather", "scatter", "reduce-scatter", "all-to-all",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import threading
 from pathlib import Path
 
@@ -13,21 +11,11 @@ from collviz.app.app import EXIT_INTERRUPTED, make_app
 from collviz.app.screens import HelpScreen, RankDetailScreen, SeekScreen
 from collviz.app.widgets import RankPanel
 from collviz.app.widgets.render import format_value
-from collviz.runtime.protocol import Buffer, BufferSummary, Gate, Go
+from collviz.runtime.wire.protocol import Buffer, BufferSummary, Gate, Go
 
 from fixtures.synthetic import all_gather_events, write_trace
 
 SIZE = (120, 36)
-
-
-def sync(test):
-    """Run an async test on its own event loop (no asyncio plugin is installed)."""
-
-    @functools.wraps(test)
-    def run(*args, **kwargs):
-        return asyncio.run(test(*args, **kwargs))
-
-    return run
 
 
 class FakeSession:
@@ -87,9 +75,6 @@ async def _until(pilot, predicate, tries: int = 500) -> None:
 @pytest.fixture
 def trace(tmp_path: Path) -> Path:
     return write_trace(tmp_path / "ag.cvz", all_gather_events())
-
-
-@sync
 async def test_replay_keys_move_the_cursor_and_speed(trace: Path):
     app = make_app(trace=trace)
     async with app.run_test(size=SIZE) as pilot:
@@ -115,9 +100,6 @@ async def test_replay_keys_move_the_cursor_and_speed(trace: Path):
         assert app.cursor == ends[1]
         await pilot.press("q")
     assert app.return_value == 0
-
-
-@sync
 async def test_replay_plays_to_the_end_and_stops(trace: Path):
     app = make_app(trace=trace)
     async with app.run_test(size=SIZE) as pilot:
@@ -128,9 +110,6 @@ async def test_replay_plays_to_the_end_and_stops(trace: Path):
         assert app.playing
         await _until(pilot, lambda: not app.playing)
         assert app.cursor == len(app.event_log)
-
-
-@sync
 async def test_bad_trace_is_reported_and_the_app_stays_open(tmp_path: Path):
     bad = tmp_path / "bad.cvz"
     bad.write_bytes(b"not a trace")
@@ -138,9 +117,6 @@ async def test_bad_trace_is_reported_and_the_app_stays_open(tmp_path: Path):
     async with app.run_test(size=SIZE) as pilot:
         await _until(pilot, lambda: "not a collviz trace" in app.status_line)
         assert app.is_running
-
-
-@sync
 async def test_live_session_reaches_the_end_and_quit_stops_it():
     session = FakeSession(all_gather_events())
     app = make_app(session=session)
@@ -159,9 +135,6 @@ async def test_live_session_reaches_the_end_and_quit_stops_it():
         await pilot.press("q")
     assert session.stopped >= 1
     assert app.return_value == 0
-
-
-@sync
 async def test_step_mode_space_releases_one_gate_per_press():
     session = FakeSession(all_gather_events(step=True), step=True)
     app = make_app(session=session)
@@ -181,9 +154,6 @@ async def test_step_mode_space_releases_one_gate_per_press():
         await pilot.press("space")  # no gate left: nothing released
         await pilot.pause()
         assert session.released == [0, 1, 2]
-
-
-@sync
 async def test_quitting_a_live_run_early_is_interrupted():
     session = FakeSession(all_gather_events(step=True), step=True)
     app = make_app(session=session)
@@ -192,9 +162,6 @@ async def test_quitting_a_live_run_early_is_interrupted():
         await pilot.press("q")
     assert session.stopped >= 1
     assert app.return_value == EXIT_INTERRUPTED
-
-
-@sync
 async def test_failed_rank_is_shown():
     app = make_app(events=all_gather_events(fail_rank=1))
     async with app.run_test(size=SIZE) as pilot:
@@ -202,9 +169,6 @@ async def test_failed_rank_is_shown():
         assert app.current_view().state.kind == "failed"
         panel = app.screen.query(RankPanel)[1]
         assert panel.has_class("-error")
-
-
-@sync
 async def test_help_detail_log_and_screenshot(tmp_path: Path):
     app = make_app(events=all_gather_events(), screenshot_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -220,9 +184,6 @@ async def test_help_detail_log_and_screenshot(tmp_path: Path):
         await pilot.press("s")
         await pilot.pause()
         assert len(list(tmp_path.glob("*.svg"))) == 1
-
-
-@sync
 async def test_large_buffers_show_their_summary_and_picture():
     events = all_gather_events()
     big = Buffer(run="synthetic", rank=0, seq=999, t_ns=1, phase=0, name="weights", role="param", moment="before",
@@ -236,9 +197,6 @@ async def test_large_buffers_show_their_summary_and_picture():
         assert "weights [1048576] before" in body
         assert "min -1 max 2 mean 0.5 crc deadbeef" in body
         assert any(bar in body for bar in "▁▂▃▄▅▆▇█")
-
-
-@sync
 async def test_a_panel_too_short_for_its_buffers_says_what_is_cut():
     events = all_gather_events()
     extra = [Buffer(run="synthetic", rank=0, seq=900 + i, t_ns=1, phase=0, name=f"param{i}", role="param",
@@ -250,9 +208,6 @@ async def test_a_panel_too_short_for_its_buffers_says_what_is_cut():
         body = app.screen.query(RankPanel)[0].body().plain
         assert body.splitlines()[0].startswith("output")  # the latest step's buffer comes first
         assert "more lines: click for all" in body.splitlines()[-1]
-
-
-@sync
 async def test_many_ranks_use_compact_panels():
     app = make_app(events=all_gather_events(world=16))
     async with app.run_test(size=(140, 40)) as pilot:
@@ -260,9 +215,6 @@ async def test_many_ranks_use_compact_panels():
         panels = app.screen.query(RankPanel)
         assert len(panels) == 16 and all(p.compact for p in panels)
         assert app.screen.query_one("#ranks").has_class("-ranks-many")
-
-
-@sync
 async def test_too_small_terminal_says_so():
     app = make_app(events=all_gather_events())
     async with app.run_test(size=(90, 24)) as pilot:
@@ -274,8 +226,9 @@ async def test_too_small_terminal_says_so():
 def _real_session(name: str, *, step: bool = False, record: Path | None = None):
     """A started session of the real runtime: ``name`` on 4 gloo ranks, built as ``collviz NAME`` does."""
     from collviz.runtime.launch import RunPlan, Session, choose_backend
-    from collviz.runtime.program import RunOptions, build_program
-    from collviz.runtime.scenario import find_scenario
+    from collviz.runtime.scenarios.program import RunOptions
+    from collviz.runtime.scenarios.registry import build_program
+    from collviz.runtime.scenarios.loading import find_scenario
 
     scenario = find_scenario(name)
     program = build_program(scenario, 4, RunOptions())
@@ -284,9 +237,6 @@ def _real_session(name: str, *, step: bool = False, record: Path | None = None):
     session = Session(plan)
     session.start()
     return session
-
-
-@sync
 async def test_live_all_reduce_on_real_ranks_shows_the_sum():
     session = _real_session("all-reduce")
     app = make_app(session=session)
@@ -313,9 +263,6 @@ async def test_live_all_reduce_on_real_ranks_shows_the_sum():
 def _gate_passes(events, gate: int) -> list[int]:
     """Log positions of the ranks' passes through ``gate``."""
     return [i for i, e in enumerate(events) if isinstance(e, Gate) and e.index == gate and e.edge == "pass"]
-
-
-@sync
 async def test_step_mode_on_real_ranks_no_rank_passes_a_gate_before_space():
     session = _real_session("all-gather", step=True)
     app = make_app(session=session)
@@ -342,14 +289,11 @@ async def test_step_mode_on_real_ranks_no_rank_passes_a_gate_before_space():
             assert len(passes) == 4 and min(passes) > go
         await pilot.press("q")
     assert app.return_value == 0
-
-
-@sync
 async def test_q_during_a_live_run_ends_every_worker_within_3s_and_keeps_the_trace(tmp_path: Path):
     import time
 
-    from collviz.runtime.protocol import RunEnd
-    from collviz.runtime.trace import read_trace
+    from collviz.runtime.wire.protocol import RunEnd
+    from collviz.runtime.wire.trace import read_trace
     from test_failures import _alive
 
     trace = tmp_path / "quit.cvz"

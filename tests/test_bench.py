@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import collviz.runtime.bench as bench
+import collviz.runtime.scenarios.bench as bench
 from collviz.app.cli import main
-from collviz.runtime.bench_report import bench_report, render_table
-from collviz.runtime.trace import read_trace
+from collviz.runtime.reports.bench_table import bench_report, render_table
+from collviz.runtime.wire.trace import read_trace
 from conftest import run_cli
 
 N = 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from collviz.app.cli import main
-from collviz.runtime.trace import TRACE_MAGIC
+from collviz.runtime.wire.trace import TRACE_MAGIC
 from conftest import run_cli
 
 

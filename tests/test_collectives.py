@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from collviz.runtime.protocol import Buffer, Collective, Memory, RunEnd, Transfer
+from collviz.runtime.wire.protocol import Buffer, Collective, Memory, RunEnd, Transfer
 from conftest import COLLECTIVE_SCENARIOS, run_cli
-from collviz.runtime.trace import read_trace
+from collviz.runtime.wire.trace import read_trace
 from reference import run_reference
 
 N = 4
@@ -177,7 +177,7 @@ def test_collective_events_carry_nccl_tests_algorithm_size_and_timing(name, coll
 
 
 def test_bus_factors_follow_nccl_tests():
-    from collviz.runtime.metrics import bandwidth, bus_factor
+    from collviz.runtime.observation.metrics import bandwidth, bus_factor
 
     for n in (2, 3, 4, 8):
         assert float(bus_factor("all_reduce", n)) == pytest.approx(2 * (n - 1) / n)
@@ -215,7 +215,7 @@ def test_memory_rises_by_the_gathered_size_and_falls_back(big_all_gather):
 
 
 def test_summary_says_device_figures_are_not_available_on_cpu(collective_traces):
-    from collviz.runtime.summary import render_summary
+    from collviz.runtime.reports.summary import render_summary
 
     text = render_summary(collective_traces["all-reduce"].events)
     assert "memory: exact live tensor bytes from the storage tracker; CUDA allocator N/A; NVML N/A" in text
@@ -223,8 +223,8 @@ def test_summary_says_device_figures_are_not_available_on_cpu(collective_traces)
 
 
 def test_summary_shows_device_figures_when_present():
-    from collviz.runtime.protocol import CudaMemory, NvmlMemory
-    from collviz.runtime.summary import render_summary
+    from collviz.runtime.wire.protocol import CudaMemory, NvmlMemory
+    from collviz.runtime.reports.summary import render_summary
 
     gib = 1024**3
     memory = [

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from collviz.app.cli import main
-from collviz.runtime.export import perfetto_trace
-from collviz.runtime.protocol import Collective, Memory, Phase, Transfer
-from collviz.runtime.trace import read_trace
+from collviz.runtime.reports.export import perfetto_trace
+from collviz.runtime.wire.protocol import Collective, Memory, Phase, Transfer
+from collviz.runtime.wire.trace import read_trace
 from conftest import run_cli
 
 PHASES_WITH_NAME = {"X", "B", "E", "i", "I", "C", "b", "e", "n", "s", "t", "f", "M"}

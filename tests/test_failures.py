@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from collviz.runtime.protocol import Collective, ProcessExit, RankEnd, RankStart, RunEnd
-from collviz.runtime.trace import TraceError, read_trace
+from collviz.runtime.wire.protocol import Collective, ProcessExit, RankEnd, RankStart, RunEnd
+from collviz.runtime.wire.trace import TraceError, read_trace
 
 LONG_RUN = ["all-reduce", "--gpus", "4", "--backend", "gloo", "--size", "4MiB", "--iters", "2000", "--headless"]
 

@@ -9,10 +9,11 @@ import time
 import zmq
 
 from collviz.runtime.launch import RunPlan, Session, choose_backend
-from collviz.runtime.program import RunOptions, build_program
+from collviz.runtime.scenarios.program import RunOptions
+from collviz.runtime.scenarios.registry import build_program
 import msgspec
 
-from collviz.runtime.protocol import (
+from collviz.runtime.wire.protocol import (
     WIRE_HEADER,
     RankStart,
     Buffer,
@@ -22,9 +23,9 @@ from collviz.runtime.protocol import (
     Stall,
     encode,
 )
-from collviz.runtime.transport import Collector, Endpoints
-from collviz.runtime.scenario import find_scenario
-from collviz.runtime.trace import read_trace
+from collviz.runtime.wire.transport import Collector, Endpoints
+from collviz.runtime.scenarios.loading import find_scenario
+from collviz.runtime.wire.trace import read_trace
 from conftest import run_cli
 from test_failures import _alive
 from test_trace import FutureEvent

@@ -7,8 +7,8 @@ import threading
 import pytest
 import torch
 
-from collviz.runtime import protocol
-from collviz.runtime.memory import StorageTracker, memory_figures
+from collviz.runtime.wire import protocol
+from collviz.runtime.observation.memory import StorageTracker, memory_figures
 
 MIB = 1024 * 1024
 FLOAT32 = 4

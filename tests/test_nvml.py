@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from collviz.runtime import nvml
-from collviz.runtime.protocol import NvmlMemory
+from collviz.runtime.observation import nvml
+from collviz.runtime.wire.protocol import NvmlMemory
 
 UUIDS = [
     "GPU-aa11-0000",

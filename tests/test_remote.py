@@ -10,9 +10,9 @@ import time
 
 import zmq
 
-from collviz.runtime.protocol import Buffer, Phase, RankStart, RunEnd, RunStart, encode_frames
+from collviz.runtime.wire.protocol import Buffer, Phase, RankStart, RunEnd, RunStart, encode_frames
 from collviz.runtime.remote import RemoteSession
-from collviz.runtime.trace import read_trace
+from collviz.runtime.wire.trace import read_trace
 from test_cli_errors import run_main
 
 SECRET = "collviz-test-secret-0123456789"

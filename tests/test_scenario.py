@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from collviz.runtime.errors import UsageError
-from collviz.runtime.scenario import (
+from collviz.runtime.scenarios.loading import (
     COLLECTIVES,
     PHASE_KEYS,
     ScenarioError,

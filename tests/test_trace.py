@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings
@@ -11,7 +9,7 @@ from hypothesis import strategies as st
 
 import msgspec
 
-from collviz.runtime.protocol import (
+from collviz.runtime.wire.protocol import (
     Buffer,
     Event,
     IncompatibleVersion,
@@ -25,7 +23,7 @@ from collviz.runtime.protocol import (
     encode,
     encode_frames,
 )
-from collviz.runtime.trace import TRACE_MAGIC, TraceError, TraceWriter, read_trace
+from collviz.runtime.wire.trace import TRACE_MAGIC, TraceError, TraceWriter, read_trace
 
 
 def _events(n: int) -> list:
@@ -135,10 +133,3 @@ def test_trace_reader_accepts_traces_or_raises_trace_error(tmp_path_factory, dat
         except TraceError:
             pass
 
-
-def test_runtime_does_not_import_textual():
-    code = (
-        "import sys, collviz.runtime.launch, collviz.runtime.headless, collviz.runtime.summary; "
-        "sys.exit(1 if any(m == 'textual' or m.startswith('textual.') for m in sys.modules) else 0)"
-    )
-    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0

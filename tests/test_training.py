@@ -8,7 +8,6 @@ from the same seed, one AdamW step on the concatenated batch.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import tomllib
 from pathlib import Path
@@ -18,10 +17,10 @@ import torch
 import torch.nn.functional as F
 
 from collviz.app.cli import main
-from collviz.runtime.protocol import Buffer, Check, Collective, Memory, Phase, RunEnd, RunStart, Transfer
-from collviz.runtime.scenario import ScenarioError, load_scenario
-from collviz.runtime.trace import TraceContents, read_trace
-from collviz.runtime.training.model import MLP, TinyGPT
+from collviz.runtime.wire.protocol import Buffer, Check, Collective, Memory, Phase, RunEnd, RunStart, Transfer
+from collviz.runtime.scenarios.loading import ScenarioError, load_scenario
+from collviz.runtime.wire.trace import TraceContents, read_trace
+from collviz.runtime.scenarios.training.model import MLP, TinyGPT
 from conftest import run_cli
 
 N = 4
@@ -284,7 +283,7 @@ def test_every_phase_has_narration_and_the_run_is_ok(runs, key):
 
 
 @pytest.mark.parametrize("key", ["ring", "tp", "ddp", "fsdp"])
-def test_trace_replays_in_the_viewer_to_the_end(runs, key):
+async def test_trace_replays_in_the_viewer_to_the_end(runs, key):
     from collviz.app.app import make_app
 
     expected = len(runs[key].events)
@@ -296,23 +295,21 @@ def test_trace_replays_in_the_viewer_to_the_end(runs, key):
             await pilot.pause(0.05)
         raise AssertionError("the viewer never got there")
 
-    async def replay() -> None:
-        app = make_app(trace=runs["paths"][key])
-        async with app.run_test(size=(160, 50)) as pilot:
-            await until(pilot, lambda: len(app.event_log) == expected)
-            await pilot.press("end")
-            await until(pilot, lambda: app.cursor == len(app.event_log) == expected)
-            await pilot.press("q")
-
-    asyncio.run(replay())
+    app = make_app(trace=runs["paths"][key])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await until(pilot, lambda: len(app.event_log) == expected)
+        await pilot.press("end")
+        await until(pilot, lambda: app.cursor == len(app.event_log) == expected)
+        await pilot.press("q")
 
 
 STEP_SCRIPT = """
 import json, sys, time
 from collviz.runtime.launch import RunPlan, Session, choose_backend
-from collviz.runtime.program import RunOptions, build_program
-from collviz.runtime.protocol import Gate
-from collviz.runtime.scenario import find_scenario
+from collviz.runtime.scenarios.program import RunOptions
+from collviz.runtime.scenarios.registry import build_program
+from collviz.runtime.wire.protocol import Gate
+from collviz.runtime.scenarios.loading import find_scenario
 scenario = find_scenario(sys.argv[1])
 program = build_program(scenario, 4, RunOptions())
 session = Session(RunPlan(scenario=scenario, world_size=4, backend=choose_backend("gloo", 4), program=program,

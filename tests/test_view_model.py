@@ -16,7 +16,7 @@ from collviz.app.model import (
     step_at,
     view_at,
 )
-from collviz.runtime.protocol import Buffer, Memory, Phase, Stall
+from collviz.runtime.wire.protocol import Buffer, Memory, Phase, Stall
 
 from fixtures.synthetic import PHASES, all_gather_events, write_trace
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collviz.runtime.protocol import Collective, Phase
-from collviz.runtime.watchdog import CollectiveWatch
+from collviz.runtime.wire.protocol import Collective, Phase
+from collviz.runtime.observation.watchdog import CollectiveWatch
 
 S = 1_000_000_000
 

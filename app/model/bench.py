@@ -1,6 +1,6 @@
 """The bench view: busbw-versus-size series of a ``collviz bench`` run, at any cursor.
 
-Rows come from :func:`collviz.runtime.bench_report.bench_row` (the function ``bench_report`` builds
+Rows come from :func:`collviz.runtime.reports.bench_table.bench_row` (the function ``bench_report`` builds
 its table with) applied to each phase's ``Collective`` and ``Check`` events that lie before the
 cursor, in phases up to the step shown, exactly as the headless table would compute them from
 those events. Nothing here computes a bandwidth itself.
@@ -16,9 +16,9 @@ import weakref
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-from collviz.runtime.bench_report import BenchRow, bench_row, is_bench_log
-from collviz.runtime.metrics import bus_factor_text
-from collviz.runtime.protocol import AnyEvent
+from collviz.runtime.reports.bench_table import BenchRow, bench_row, is_bench_log
+from collviz.runtime.observation.metrics import bus_factor_text
+from collviz.runtime.wire.protocol import AnyEvent
 
 from .log import EventLog, Series
 

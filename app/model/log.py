@@ -12,7 +12,7 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from collviz.runtime.protocol import (
+from collviz.runtime.wire.protocol import (
     AnyEvent,
     Buffer,
     Check,

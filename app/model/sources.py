@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from collviz.runtime.protocol import AnyEvent
-from collviz.runtime.trace import read_trace
+from collviz.runtime.wire.protocol import AnyEvent
+from collviz.runtime.wire.trace import read_trace
 
 from .log import EventLog
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from collviz.runtime.protocol import (
+from collviz.runtime.wire.protocol import (
     AnyEvent,
     Buffer,
     Check,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from collviz.runtime.protocol import LAUNCHER_RANK, AnyEvent
+from collviz.runtime.wire.protocol import LAUNCHER_RANK, AnyEvent
 
 from ..model import ViewState
 from .text_pane import TextPane

@@ -16,7 +16,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.strip import Strip
 
-from collviz.runtime.protocol import Buffer
+from collviz.runtime.wire.protocol import Buffer
 
 __all__ = [
     "RANK_COLOURS",

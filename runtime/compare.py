@@ -1,0 +1,58 @@
+"""``collviz compare``: DDP and FSDP on the same model, run one after the other (two sessions).
+
+:func:`same_model_pair` checks the two scenarios train the same model, :func:`compare_runs` runs
+them quietly and reduces each run's events to :class:`~.reports.compare.RunFigures`, and
+:func:`model_sizes` counts the parameters the report's theory column needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import UsageError
+from .headless import collect
+from .launch import BackendChoice, RunPlan, Session
+from .reports.compare import RunFigures, figures_of
+from .scenarios.loading import Scenario, find_scenario
+from .scenarios.program import RunOptions
+from .scenarios.registry import build_program
+
+__all__ = ["MODEL_KEYS", "same_model_pair", "compare_runs", "model_sizes"]
+
+MODEL_KEYS = ("seed", "vocab", "d_model", "blocks", "seq", "batch", "lr")
+"""Settings that must agree for two runs to be "the same model"."""
+
+def same_model_pair(names: list[str]) -> list[Scenario]:
+    """The two scenarios, checked to be one ddp and one fsdp scenario training the same model."""
+    scenarios = [find_scenario(name) for name in names]
+    kinds = sorted(s.kind for s in scenarios)
+    if kinds != ["ddp", "fsdp"]:
+        raise UsageError(f"compare takes one ddp and one fsdp scenario, got kinds {', '.join(kinds)}")
+    a, b = (tuple(s.settings[k] for k in MODEL_KEYS) for s in scenarios)
+    if a != b:
+        raise UsageError(f"{names[0]} and {names[1]} train different models; their {', '.join(MODEL_KEYS)} must agree")
+    return scenarios
+
+
+def compare_runs(scenarios: list[Scenario], world_size: int, backend: BackendChoice, record_dir: Path | None,
+                 timeout_s: float) -> list[RunFigures]:
+    """Run both scenarios, one after the other, and return their figures."""
+    figures = []
+    for scenario in scenarios:
+        record = None if record_dir is None else record_dir / f"{scenario.name}.cvz"
+        program = build_program(scenario, world_size, RunOptions())
+        session = Session(RunPlan(scenario=scenario, world_size=world_size, backend=backend, program=program,
+                                  record=record, timeout_s=timeout_s))
+        figures.append(figures_of(collect(session)))
+    return figures
+
+
+def model_sizes(scenario: Scenario) -> tuple[int, int]:
+    """(parameters of the scenario's model, parameters of its largest FSDP unit)."""
+    from .scenarios.training.fsdp import units_of
+    from .scenarios.training.model import make_gpt
+
+    model = make_gpt(dict(scenario.settings))
+    params = sum(p.numel() for p in model.parameters())
+    unit = max(sum(p.numel() for p in m.parameters()) for _, m in units_of(model))
+    return params, unit

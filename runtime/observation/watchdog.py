@@ -1,0 +1,114 @@
+"""Hang and desync detection: match collectives across ranks by (process group, sequence number).
+
+Every rank numbers the collectives it issues on each group (``Collective.group_seq``). When some
+ranks have entered collective #k of a group and others have not within the timeout, the watch
+says precisely who waits where — "all_reduce #1 on world: ranks 0, 1, 3 waiting 6 s; rank 2 is in
+all_gather #1" — or that a rank never arrived, naming the phase it was last seen in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..wire.protocol import AnyEvent, Collective, Phase, ProcessExit, RankEnd
+
+__all__ = ["Stalled", "CollectiveWatch"]
+
+
+@dataclass(frozen=True)
+class Stalled:
+    """A collective some ranks entered and others did not, with its one-line explanation."""
+
+    group: str
+    group_seq: int
+    op: str
+    waiting: list[int]
+    elsewhere: dict[int, str]
+    waited_s: float
+    text: str
+
+
+@dataclass
+class _Entered:
+    op: str
+    group_seq: int
+    group_ranks: list[int]
+    t_ns: int
+
+
+@dataclass
+class CollectiveWatch:
+    """Follows the event stream; :meth:`check` reports each stalled collective once."""
+
+    timeout_s: float
+    _inside: dict[int, dict[str, _Entered]] = field(default_factory=dict)
+    _phase: dict[int, str] = field(default_factory=dict)
+    _gone: set[int] = field(default_factory=set)
+    _reported: set[tuple[str, int]] = field(default_factory=set)
+
+    def observe(self, event: AnyEvent) -> None:
+        """Update what each rank is doing from one event."""
+        if isinstance(event, Collective):
+            groups = self._inside.setdefault(event.rank, {})
+            if event.edge == "begin" and event.iteration == 0:
+                groups[event.group] = _Entered(event.op, event.group_seq, event.group_ranks, event.t_ns)
+            elif event.edge == "end":
+                entered = groups.get(event.group)
+                if entered is not None and entered.group_seq == event.group_seq:
+                    del groups[event.group]
+        elif isinstance(event, Phase) and event.edge == "begin":
+            self._phase[event.rank] = f"phase {event.index} '{event.name}'"
+        elif isinstance(event, RankEnd):
+            self._gone.add(event.rank)
+        elif isinstance(event, ProcessExit):
+            self._gone.add(event.target)
+
+    def check(self, now_ns: int) -> list[Stalled]:
+        """Collectives that have waited longer than the timeout for missing ranks, each once.
+
+        Per group only the root cause is reported: the lowest sequence number some ranks wait
+        in, and among ranks that disagree about what collective #k is, the largest party.
+        """
+        stalled = []
+        for group, parties in self._parties_by_group().items():
+            seq = min(key[0] for key in parties)
+            (_, op), (entered, waiting) = max(
+                ((key, party) for key, party in parties.items() if key[0] == seq), key=lambda kv: len(kv[1][1])
+            )
+            waited_s = (now_ns - entered.t_ns) / 1e9
+            missing = [r for r in entered.group_ranks if r not in waiting]
+            if not missing or waited_s < self.timeout_s or (group, seq) in self._reported:
+                continue
+            self._reported.add((group, seq))
+            stalled.append(self._describe(group, entered, waiting, missing, waited_s))
+        return stalled
+
+    def _parties_by_group(self) -> dict[str, dict[tuple[int, str], tuple[_Entered, list[int]]]]:
+        """group → (seq, op) → (earliest entry, ranks inside it), from each rank's current call."""
+        found: dict[str, dict[tuple[int, str], tuple[_Entered, list[int]]]] = {}
+        for rank, groups in sorted(self._inside.items()):
+            for group, entered in groups.items():
+                parties = found.setdefault(group, {})
+                key = (entered.group_seq, entered.op)
+                first, ranks = parties.get(key, (entered, []))
+                parties[key] = (first if first.t_ns <= entered.t_ns else entered, [*ranks, rank])
+        return found
+
+    def _describe(self, group: str, entered: _Entered, waiting: list[int], missing: list[int],
+                  waited_s: float) -> Stalled:
+        seq, op = entered.group_seq, entered.op
+        elsewhere = {}
+        for rank in missing:
+            there = self._inside.get(rank, {}).get(group)
+            if there is not None:
+                elsewhere[rank] = f"rank {rank} is in {there.op} #{there.group_seq}"
+            elif rank in self._gone:
+                elsewhere[rank] = f"rank {rank} has exited"
+            else:
+                where = self._phase.get(rank, "before its first phase")
+                elsewhere[rank] = f"rank {rank} never arrived (last seen in {where})"
+        ranks = ", ".join(str(r) for r in waiting)
+        plural = "ranks" if len(waiting) > 1 else "rank"
+        text = (f"{op} #{seq} on group {group}: {plural} {ranks} waiting {waited_s:.0f} s; "
+                + "; ".join(elsewhere[r] for r in missing))
+        return Stalled(group, seq, op, waiting, elsewhere, waited_s, text)

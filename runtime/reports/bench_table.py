@@ -1,0 +1,206 @@
+"""The bench table, derived from a bench run's event log only (live, or a recorded trace).
+
+This module does not import torch, so ``collviz replay TRACE --headless`` stays quick.
+
+One row per phase of a bench run: the operation, its nccl-tests size S and element count, the
+slowest rank's median call time, algbw/busbw with the nccl-tests formulas of
+:mod:`runtime.metrics`, and the number of wrong result elements the ranks reported in their
+``Check`` events. Device figures are NVML's used/total per rank where the run had them, "N/A"
+where it did not.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from ..observation.metrics import bandwidth, bus_factor, bus_factor_text
+from ..wire.protocol import AnyEvent, Check, Collective, Memory, RankStart, RunEnd, RunStart
+
+__all__ = ["BENCH_SCENARIO_NAME", "wrong_detail", "parse_wrong_detail", "is_bench_log", "BenchRow", "DeviceFigures", "BenchReport", "bench_row", "bench_report", "render_table", "render_json"]
+
+NA = "N/A"
+"""What the table shows for a figure the run did not have."""
+
+BENCH_SCENARIO_NAME = "bench"
+"""``RunStart.scenario`` of a bench run (how a trace is recognised as one)."""
+
+
+def wrong_detail(wrong: int, checked: int) -> str:
+    """The ``Check.detail`` of a bench case (read back by :func:`parse_wrong_detail`)."""
+    return f"{wrong} of {checked} elements wrong"
+
+
+def parse_wrong_detail(detail: str) -> int:
+    """The wrong-element count in a :func:`wrong_detail` text."""
+    return int(detail.split(" ", 1)[0])
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One size of one operation: what the table prints (bandwidths in GB/s, 10⁹ B/s)."""
+
+    op: str
+    size: int
+    count: int
+    dtype: str
+    iters: int
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    bus_factor: float
+    bus_factor_text: str
+    wrong: int | None
+    """Wrong result elements summed over the ranks; None when a rank did not report its check."""
+
+
+@dataclass(frozen=True)
+class DeviceFigures:
+    """One rank's device and NVML's view of it (None where NVML gave nothing)."""
+
+    rank: int
+    device: str
+    nvml_used: int | None = None
+    nvml_total: int | None = None
+    utilization_pct: int | None = None
+
+    @property
+    def text(self) -> str:
+        """``r0 cuda:0 12.1/79.6 GiB used, 35 %`` or ``r0 cpu N/A``."""
+        if self.nvml_used is None or self.nvml_total is None:
+            return f"r{self.rank} {self.device} {NA}"
+        util = f", {self.utilization_pct} %" if self.utilization_pct is not None else ""
+        return f"r{self.rank} {self.device} {self.nvml_used / 2**30:.1f}/{self.nvml_total / 2**30:.1f} GiB used{util}"
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    """Everything ``collviz bench`` prints."""
+
+    world_size: int
+    backend: str
+    backend_reason: str
+    options: dict
+    rows: list[BenchRow]
+    devices: list[DeviceFigures]
+    status: str
+    """``ok``, ``failed``, ``interrupted``, or ``incomplete`` when the log has no RunEnd."""
+
+    @property
+    def wrong_total(self) -> int:
+        """Wrong elements over every row that reported its checks."""
+        return sum(row.wrong or 0 for row in self.rows)
+
+    @property
+    def all_checked(self) -> bool:
+        """Whether every row has every rank's check."""
+        return all(row.wrong is not None for row in self.rows)
+
+
+def is_bench_log(events: Iterable[AnyEvent]) -> bool:
+    """Whether the log is of a ``collviz bench`` run (its RunStart names the bench scenario)."""
+    start = next((e for e in events if isinstance(e, RunStart)), None)
+    return start is not None and start.scenario == BENCH_SCENARIO_NAME
+
+
+def bench_row(phase_events: Iterable[AnyEvent], world_size: int) -> BenchRow | None:
+    """The row of one bench phase from its events; None until some rank reported a timed call."""
+    ends = [e for e in phase_events if isinstance(e, Collective) and e.edge == "end" and e.duration_ns]
+    checks = [e for e in phase_events if isinstance(e, Check)]
+    if not ends:
+        return None
+    per_rank: dict[int, list[int]] = defaultdict(list)
+    for call in ends:
+        per_rank[call.rank].append(call.duration_ns)
+    slowest_ns = max(statistics.median(times) for times in per_rank.values())
+    first = ends[0]
+    itemsize = next((c.bytes_in // c.count for c in ends if c.count), 1)
+    bw = bandwidth(first.op, world_size, first.algo_bytes, slowest_ns / 1e9)
+    reported = {c.rank for c in checks}
+    wrong = sum(parse_wrong_detail(c.detail) for c in checks) if len(reported) == world_size else None
+    return BenchRow(
+        op=first.op, size=first.algo_bytes, count=first.algo_bytes // itemsize, dtype=first.dtype,
+        iters=min(len(times) for times in per_rank.values()), time_us=slowest_ns / 1e3,
+        algbw_gbps=bw.algbw / 1e9, busbw_gbps=bw.busbw / 1e9, bus_factor=float(bus_factor(first.op, world_size)),
+        bus_factor_text=bus_factor_text(first.op, world_size), wrong=wrong,
+    )
+
+
+def bench_report(events: Iterable[AnyEvent]) -> BenchReport:
+    """The report of a bench run from its event log (in any order of arrival)."""
+    events = list(events)
+    start = next((e for e in events if isinstance(e, RunStart)), None)
+    world_size = start.world_size if start else 1 + max((e.rank for e in events), default=0)
+    by_phase: dict[int, list[AnyEvent]] = defaultdict(list)
+    for event in events:
+        if isinstance(event, (Collective, Check)):
+            by_phase[event.phase].append(event)
+    rows = [row for index in sorted(by_phase) if (row := bench_row(by_phase[index], world_size)) is not None]
+    end = next((e for e in events if isinstance(e, RunEnd)), None)
+    return BenchReport(
+        world_size=world_size, backend=start.backend if start else "", backend_reason=start.backend_reason if start else "",
+        options=dict(start.options) if start else {}, rows=rows, devices=_devices(events),
+        status=end.status if end else "incomplete",
+    )
+
+
+def _devices(events: list[AnyEvent]) -> list[DeviceFigures]:
+    """Each rank's device, with the last NVML figures it reported."""
+    devices = {e.rank: e.device for e in events if isinstance(e, RankStart)}
+    nvml = {e.rank: e.nvml for e in events if isinstance(e, Memory) and e.nvml is not None}
+    return [
+        DeviceFigures(rank=rank, device=device, nvml_used=nvml[rank].used if rank in nvml else None,
+                      nvml_total=nvml[rank].total if rank in nvml else None,
+                      utilization_pct=nvml[rank].utilization_pct if rank in nvml else None)
+        for rank, device in sorted(devices.items())
+    ]
+
+
+def _device_line(report: BenchReport) -> str:
+    if any(d.nvml_used is not None for d in report.devices):
+        return "device memory (NVML): " + ", ".join(d.text for d in report.devices)
+    note = report.options.get("nvml", "")
+    why = "no CUDA device in this run" if report.backend != "nccl" else "NVML gave no figures"
+    if note and note != "available":
+        why += f"; {note}"
+    return f"device memory (NVML): {NA} ({why})"
+
+
+_COLUMNS = (("op", 15, "s"), ("size (B)", 12, "d"), ("count", 11, "d"), ("dtype", 9, "s"), ("time (µs)", 11, ".1f"),
+            ("algbw (GB/s)", 13, ".3f"), ("busbw (GB/s)", 13, ".3f"), ("#wrong", 7, "s"))
+
+
+def render_table(report: BenchReport, explain: bool = False) -> str:
+    """The nccl-tests-style table as text; ``explain`` adds each row's busbw factor formula."""
+    opts = report.options
+    lines = [
+        f"collviz bench — {report.world_size} ranks, {report.backend_reason}",
+        f"{opts.get('dtype', '?')} · reduce op sum · {opts.get('iters', '?')} timed calls after "
+        f"{opts.get('warmup', '?')} warm-up · time = slowest rank's median · GB/s = 10⁹ B/s",
+        _device_line(report),
+        "",
+        "".join(f"{title:>{width}}" for title, width, _ in _COLUMNS) + ("   busbw = algbw × factor" if explain else ""),
+    ]
+    for row in report.rows:
+        values = (row.op, row.size, row.count, row.dtype, row.time_us, row.algbw_gbps, row.busbw_gbps,
+                  "?" if row.wrong is None else str(row.wrong))
+        line = "".join(f"{value:>{width}{fmt}}" for value, (_, width, fmt) in zip(values, _COLUMNS))
+        lines.append(line + (f"   {row.bus_factor_text}" if explain else ""))
+    lines.append("")
+    if report.rows:
+        average = statistics.mean(row.busbw_gbps for row in report.rows)
+        checked = "" if report.all_checked else " (some ranks did not report their check)"
+        lines.append(f"wrong results: {report.wrong_total}{checked} · average busbw {average:.3f} GB/s")
+    lines.append(f"result: {report.status}")
+    return "\n".join(lines)
+
+
+def render_json(report: BenchReport) -> str:
+    """The report as one JSON document (bandwidths in GB/s, time in µs, NVML bytes or null)."""
+    document = asdict(report)
+    document["format"] = "collviz-bench"
+    document["wrong_total"] = report.wrong_total
+    return json.dumps(document, indent=2)

@@ -1,0 +1,299 @@
+"""Export an event log as Chrome trace-event JSON, the format Perfetto and chrome://tracing load.
+
+Layout of the exported timeline:
+
+- one process per rank (``pid`` = rank), plus one for the launcher (``pid`` = world size);
+- on each rank, thread 0 "phases": every phase as a complete event (``ph: "X"``; phases follow
+  one another or nest, never overlap), with buffer snapshots, checks and gates as instant events;
+- thread 1 "collectives": every collective call as a complete event while calls follow one
+  another; a call that overlaps an earlier one (asynchronous collectives) becomes an async slice
+  (``ph: "b"``/``"e"``), since the format forbids complete events that overlap on one track;
+- transfers as flow events (``ph: "s"`` → ``"f"``) from a slice on the sender's rank to one on
+  the receiver's rank in the same phase: the collective call when the phase has one, else the phase;
+- memory as counter tracks (``ph: "C"``): live tensor bytes per category, peak, and the CUDA
+  allocator's and NVML's figures where the run had them.
+
+Timestamps are microseconds from the log's first event (``t_ns`` is monotonic and shared by the
+processes of one machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from ..errors import UsageError
+from ..wire.protocol import (
+    LAUNCHER_RANK,
+    AnyEvent,
+    Buffer,
+    Check,
+    Collective,
+    Memory,
+    Phase,
+    RankStart,
+    RunStart,
+    Transfer,
+)
+
+__all__ = ["PHASES_TID", "COLLECTIVES_TID", "perfetto_trace", "write_perfetto"]
+
+PHASES_TID = 0
+"""Thread of each rank's process that holds its phases and instant events."""
+
+COLLECTIVES_TID = 1
+"""Thread of each rank's process that holds its collective calls."""
+
+_SHOWN_VALUES = 16
+
+
+@dataclass
+class _Slice:
+    """An interval on one rank, with the name and arguments its trace event will carry."""
+
+    rank: int
+    start_ns: int
+    end_ns: int
+    name: str
+    cat: str
+    args: dict
+    phase: int | None = None
+    tid: int = PHASES_TID
+    async_id: int | None = None
+
+    def mid_ns(self) -> int:
+        """A moment strictly inside the slice (its middle) where a flow can bind."""
+        return (self.start_ns + self.end_ns) // 2
+
+
+class _Builder:
+    """Accumulates trace events for one log; :meth:`document` returns the JSON object."""
+
+    def __init__(self, events: list[AnyEvent]) -> None:
+        self.events = events
+        self.t0 = min((e.t_ns for e in events), default=0)
+        start = next((e for e in events if isinstance(e, RunStart)), None)
+        ranks = {e.rank for e in events if e.rank != LAUNCHER_RANK}
+        self.start = start
+        self.world_size = start.world_size if start else 1 + max(ranks, default=0)
+        self.launcher_pid = self.world_size
+        self.out: list[dict] = []
+        self.last_ns = {rank: max(e.t_ns for e in events if e.rank == rank) for rank in ranks}
+        self._next_id = 1
+
+    def us(self, t_ns: int) -> float:
+        """Microseconds since the log's first event (ns precision)."""
+        return round((t_ns - self.t0) / 1000, 3)
+
+    def pid(self, rank: int) -> int:
+        """The trace process of ``rank`` (the launcher has its own)."""
+        return self.launcher_pid if rank == LAUNCHER_RANK else rank
+
+    def new_id(self) -> int:
+        """A fresh id for an async slice or a flow."""
+        self._next_id += 1
+        return self._next_id - 1
+
+    def document(self) -> dict:
+        """Every part of the timeline, as one trace-event JSON object."""
+        self.metadata()
+        phases = self.phases()
+        calls = self.collectives()
+        self.flows(phases, calls)
+        self.counters()
+        self.instants()
+        body = sorted(self.out, key=lambda e: e["ts"])
+        other = {"exporter": "collviz", "world_size": self.world_size}
+        if self.start is not None:
+            other.update(run=self.start.run, scenario=self.start.scenario, backend=self.start.backend)
+        return {"traceEvents": self.meta + body, "displayTimeUnit": "ms", "otherData": other}
+
+    def metadata(self) -> None:
+        """Process and thread names and their order."""
+        devices = {e.rank: e.device for e in self.events if isinstance(e, RankStart)}
+        self.meta: list[dict] = []
+
+        def add(name: str, pid: int, tid: int, args: dict) -> None:
+            self.meta.append({"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": args})
+
+        for rank in range(self.world_size):
+            device = f" ({devices[rank]})" if rank in devices else ""
+            add("process_name", rank, PHASES_TID, {"name": f"rank {rank}{device}"})
+            add("process_sort_index", rank, PHASES_TID, {"sort_index": rank})
+            add("thread_name", rank, PHASES_TID, {"name": "phases"})
+            add("thread_name", rank, COLLECTIVES_TID, {"name": "collectives"})
+        add("process_name", self.launcher_pid, 0, {"name": "launcher"})
+        add("process_sort_index", self.launcher_pid, 0, {"sort_index": self.launcher_pid})
+
+    def phases(self) -> dict[tuple[int, int], _Slice]:
+        """Phase slices, keyed by (rank, phase index); an unfinished phase ends at its rank's last event."""
+        open_: dict[tuple[int, int], Phase] = {}
+        slices: dict[tuple[int, int], _Slice] = {}
+        for event in self.events:
+            if not isinstance(event, Phase):
+                continue
+            key = (event.rank, event.index)
+            if event.edge == "begin":
+                open_[key] = event
+            elif key in open_:
+                begin = open_.pop(key)
+                slices[key] = self._phase_slice(begin, event.t_ns)
+        for key, begin in open_.items():
+            slices[key] = self._phase_slice(begin, self.last_ns[begin.rank])
+        for item in slices.values():
+            self.complete(item)
+        return slices
+
+    def _phase_slice(self, begin: Phase, end_ns: int) -> _Slice:
+        args = {"index": begin.index}
+        if begin.narration:
+            args["narration"] = begin.narration
+        return _Slice(begin.rank, begin.t_ns, max(end_ns, begin.t_ns), begin.name, "phase", args, begin.index)
+
+    def collectives(self) -> list[_Slice]:
+        """Collective call slices: complete events while they do not overlap, else async slices."""
+        begins: dict[tuple, Collective] = {}
+        calls: list[_Slice] = []
+        for event in self.events:
+            if not isinstance(event, Collective):
+                continue
+            key = (event.rank, event.group, event.group_seq, event.iteration)
+            if event.edge == "begin":
+                begins[key] = event
+                continue
+            begin = begins.pop(key, None)
+            start = begin.t_ns if begin is not None else event.t_ns - (event.duration_ns or 0)
+            calls.append(self._call_slice(event, start, event.t_ns))
+        for begin in begins.values():  # entered, never left (the run failed inside it)
+            calls.append(self._call_slice(begin, begin.t_ns, max(begin.t_ns, self.last_ns[begin.rank])))
+        lane_end: dict[int, int] = defaultdict(lambda: -1)
+        for call in sorted(calls, key=lambda c: (c.rank, c.start_ns, c.end_ns)):
+            call.tid = COLLECTIVES_TID
+            if call.start_ns >= lane_end[call.rank]:
+                lane_end[call.rank] = call.end_ns
+                self.complete(call)
+            else:
+                call.async_id = self.new_id()
+                self.async_slice(call)
+        return calls
+
+    def _call_slice(self, event: Collective, start_ns: int, end_ns: int) -> _Slice:
+        args = {"group": event.group, "group_seq": event.group_seq, "iteration": event.iteration,
+                "dtype": event.dtype, "count": event.count, "bytes_in": event.bytes_in,
+                "bytes_out": event.bytes_out, "algo_bytes": event.algo_bytes}
+        for name in ("root", "reduce_op", "duration_ns"):
+            if getattr(event, name) is not None:
+                args[name] = getattr(event, name)
+        return _Slice(event.rank, start_ns, end_ns, event.op, "collective", args, event.phase)
+
+    def complete(self, item: _Slice) -> None:
+        """A complete event ("X") for ``item`` on its rank's thread ``item.tid``."""
+        self.out.append({"ph": "X", "name": item.name, "cat": item.cat, "pid": item.rank, "tid": item.tid,
+                         "ts": self.us(item.start_ns), "dur": round(self.us(item.end_ns) - self.us(item.start_ns), 3),
+                         "args": item.args})
+
+    def async_slice(self, item: _Slice) -> None:
+        """An async slice ("b" … "e", same cat, name and id) for ``item``."""
+        common = {"name": item.name, "cat": item.cat, "id": item.async_id, "pid": item.rank, "tid": item.tid}
+        self.out.append({"ph": "b", "ts": self.us(item.start_ns), "args": item.args, **common})
+        self.out.append({"ph": "e", "ts": self.us(item.end_ns), **common})
+
+    def flows(self, phases: dict[tuple[int, int], _Slice], calls: list[_Slice]) -> None:
+        """One flow per Transfer, from the sender's slice in that phase to the receiver's."""
+        last_call: dict[tuple[int, int], _Slice] = {}
+        for call in sorted(calls, key=lambda c: c.start_ns):
+            if call.async_id is None and call.phase is not None:
+                last_call[(call.rank, call.phase)] = call
+        for transfer in (e for e in self.events if isinstance(e, Transfer)):
+            ends = [last_call.get((r, transfer.phase)) or phases.get((r, transfer.phase))
+                    for r in (transfer.src, transfer.dst)]
+            if ends[0] is None or ends[1] is None:
+                continue  # a rank that never reached the phase: nothing to bind the flow to
+            flow_id = self.new_id()
+            name = f"{transfer.buffer}[{transfer.start}:{transfer.start + transfer.length}]"
+            args = {"src": transfer.src, "dst": transfer.dst, "bytes": transfer.bytes, "kind": transfer.kind,
+                    "step": transfer.step}
+            for ph, bound in zip(("s", "f"), ends):
+                flow = {"ph": ph, "name": name, "cat": f"transfer.{transfer.kind}", "id": flow_id, "pid": bound.rank,
+                        "tid": bound.tid, "ts": self.us(bound.mid_ns())}
+                if ph == "s":
+                    flow["args"] = args
+                else:
+                    flow["bp"] = "e"
+                self.out.append(flow)
+
+    def counters(self) -> None:
+        """Memory counter tracks per rank (every category present in each sample, 0 when empty)."""
+        samples = [e for e in self.events if isinstance(e, Memory)]
+        categories: dict[int, set[str]] = defaultdict(set)
+        for sample in samples:
+            categories[sample.rank].update(sample.by_category)
+        for sample in samples:
+            ts, pid = self.us(sample.t_ns), self.pid(sample.rank)
+            values = {name: sample.by_category.get(name, 0) for name in sorted(categories[sample.rank])}
+            series = [("live tensor bytes", values or {"live": sample.live_bytes}),
+                      ("peak tensor bytes", {"peak": sample.peak_bytes})]
+            if sample.cuda is not None:
+                series.append(("CUDA allocator bytes", {"allocated": sample.cuda.allocated,
+                                                        "reserved": sample.cuda.reserved}))
+            if sample.nvml is not None:
+                series.append(("NVML device bytes", {"used": sample.nvml.used, "total": sample.nvml.total}))
+            for name, args in series:
+                self.out.append({"ph": "C", "name": name, "pid": pid, "tid": PHASES_TID, "ts": ts, "args": args})
+
+    def instants(self) -> None:
+        """Every other event as an instant on its rank's phases thread (the launcher's on its own)."""
+        skip = (Phase, Collective, Transfer, Memory)
+        for event in self.events:
+            if isinstance(event, skip):
+                continue
+            self.out.append({"ph": "i", "s": "t", "name": _instant_name(event), "cat": type(event).__name__,
+                             "pid": self.pid(event.rank), "tid": PHASES_TID, "ts": self.us(event.t_ns),
+                             "args": _instant_args(event)})
+
+
+def _instant_name(event: AnyEvent) -> str:
+    if isinstance(event, Check):
+        return f"{'✓' if event.ok else '✗'} {event.name}"
+    if isinstance(event, Buffer):
+        return f"{event.name} ({event.moment})"
+    return type(event).__name__
+
+
+def _instant_args(event: AnyEvent) -> dict:
+    """The event's own fields (values cut to the first few), as JSON-ready builtins."""
+    fields = msgspec.to_builtins(event)
+    for name in ("run", "rank", "seq", "t_ns", "type"):
+        fields.pop(name, None)
+    values = fields.get("values")
+    if isinstance(values, list) and len(values) > _SHOWN_VALUES:
+        fields["values"] = values[:_SHOWN_VALUES] + [f"… {len(values) - _SHOWN_VALUES} more"]
+    return fields
+
+
+def perfetto_trace(events: Iterable[AnyEvent]) -> dict:
+    """The Chrome trace-event JSON object (``{"traceEvents": [...], …}``) of an event log."""
+    return _Builder(list(events)).document()
+
+
+def write_perfetto(events: Iterable[AnyEvent], path: str | os.PathLike[str]) -> int:
+    """Write the export of ``events`` to ``path``; return how many trace events it holds.
+
+    UsageError (one line) when the file cannot be written.
+    """
+    document = perfetto_trace(events)
+    target = Path(path)
+    try:
+        with open(target, "w", encoding="utf-8") as f:
+            json.dump(document, f, separators=(",", ":"))
+    except IsADirectoryError:
+        raise UsageError(f"--perfetto {target}: is a directory") from None
+    except OSError as exc:
+        raise UsageError(f"--perfetto {target}: cannot write ({exc.strerror})") from None
+    return len(document["traceEvents"])

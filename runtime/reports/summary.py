@@ -1,0 +1,224 @@
+"""The headless summary: a plain-text account of a run, derived from its event log only.
+
+The same function renders a live headless run and ``collviz replay FILE --headless``, so a trace
+tells exactly what the run told.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from ..observation.metrics import bandwidth, human_bytes
+from ..wire.protocol import (
+    AnyEvent,
+    Buffer,
+    Check,
+    Collective,
+    Dropped,
+    Memory,
+    Phase,
+    ProcessExit,
+    ProvenanceRun,
+    RankEnd,
+    RankStart,
+    RunEnd,
+    RunStart,
+    Stall,
+    Transfer,
+)
+
+__all__ = ["render_summary", "format_values", "format_provenance"]
+
+_SHOWN_VALUES = 16
+
+
+def _number(value: float | int) -> str:
+    return str(value) if isinstance(value, int) else f"{value:.6g}"
+
+
+def format_values(buffer: Buffer) -> str:
+    """The buffer's values (rows split by ``|`` for 2-D), or its summary for large buffers."""
+    if buffer.values is None:
+        if buffer.summary is None:
+            return "(not shown)"
+        s = buffer.summary
+        return f"min {_number(s.min)} max {_number(s.max)} mean {_number(s.mean)} crc32 {s.crc32}"
+    values = [_number(v) for v in buffer.values]
+    if len(values) > _SHOWN_VALUES:
+        values = values[:12] + ["…"] + values[-3:]
+        return "[" + ", ".join(values) + "]"
+    if len(buffer.shape) == 2 and buffer.shape[1] > 0 and buffer.shape[0] > 1:
+        width = buffer.shape[1]
+        rows = [", ".join(values[i : i + width]) for i in range(0, len(values), width)]
+        return "[" + " | ".join(rows) + "]"
+    return "[" + ", ".join(values) + "]"
+
+
+def _ranks_text(ranks: Sequence[int], world_size: int) -> str:
+    if not ranks:
+        return "no data"
+    if len(ranks) == world_size and world_size > 1:
+        return "all ranks"
+    return "+".join(f"r{r}" for r in ranks)
+
+
+def format_provenance(provenance: list[ProvenanceRun] | None, world_size: int) -> str:
+    """``from r0``, ``from all ranks``, or per element range when the buffer is mixed."""
+    if provenance is None:
+        return "provenance not observed"
+    if not provenance:
+        return "empty"
+    if len(provenance) == 1:
+        ranks = provenance[0].ranks
+        return "from " + _ranks_text(ranks, world_size) if ranks else "placeholder (no rank's data)"
+    parts = [f"[{run.start}:{run.start + run.length}] {_ranks_text(run.ranks, world_size)}" for run in provenance[:8]]
+    more = f" … {len(provenance) - 8} more" if len(provenance) > 8 else ""
+    return "from " + ", ".join(parts) + more
+
+
+def _header(start: RunStart | None) -> list[str]:
+    if start is None:
+        return ["(no RunStart event: the trace is incomplete)"]
+    return [
+        f"collviz {start.scenario} — {start.world_size} ranks, {start.backend_reason}",
+        f"inputs: {start.example}" if start.example else "",
+        f"run {start.run} · torch {start.torch_version} · mode {start.mode}",
+    ]
+
+
+def _collective_lines(collectives: list[Collective], world_size: int) -> list[str]:
+    ends = [c for c in collectives if c.edge == "end" and c.duration_ns]
+    if not ends:
+        return _untimed_lines(collectives)
+    per_rank: dict[int, list[int]] = defaultdict(list)
+    for c in ends:
+        per_rank[c.rank].append(c.duration_ns)
+    medians = {rank: statistics.median(times) for rank, times in sorted(per_rank.items())}
+    first = ends[0]
+    slowest = max(medians.values())
+    iters = len(per_rank[first.rank])
+    timing = ", ".join(f"r{rank} {ns / 1e6:.3f} ms" for rank, ns in medians.items())
+    lines = [f"  time ({'median of ' + str(iters) + ' calls, ' if iters > 1 else ''}per rank): {timing}"]
+    bw = bandwidth(first.op, world_size, first.algo_bytes, slowest / 1e9)
+    lines.append(f"  t = slowest rank; S = {human_bytes(first.algo_bytes)} (nccl-tests algorithm size for {first.op})")
+    lines.append(f"  {bw.formula}")
+    return lines
+
+
+def _untimed_lines(collectives: list[Collective]) -> list[str]:
+    """Collectives whose end carries no duration (issued asynchronously inside torch's own code)."""
+    calls = [c for c in collectives if c.edge == "end" and c.duration_ns is None]
+    calls = [c for c in calls if c.rank == calls[0].rank] if calls else []
+    if not calls:
+        return []
+    text = ", ".join(f"{c.op} {human_bytes(c.bytes_in)} → {human_bytes(c.bytes_out)}" for c in calls[:6])
+    more = f" … {len(calls) - 6} more" if len(calls) > 6 else ""
+    return [f"  collectives (r{calls[0].rank}, not timed: issued asynchronously, waited on outside the dispatcher): {text}{more}"]
+
+
+def render_summary(events: Iterable[AnyEvent]) -> str:
+    """The whole summary of a run as text (one string, lines joined with newlines)."""
+    events = list(events)
+    start = next((e for e in events if isinstance(e, RunStart)), None)
+    world_size = start.world_size if start else 1 + max((e.rank for e in events), default=0)
+    phases: dict[int, str] = {}
+    by_phase: dict[int, list[AnyEvent]] = defaultdict(list)
+    for event in events:
+        if isinstance(event, Phase) and event.edge == "begin":
+            phases.setdefault(event.index, event.name)
+        phase = getattr(event, "phase", None)
+        if isinstance(phase, int) and not isinstance(event, RankEnd):
+            by_phase[phase].append(event)
+    durations = _phase_durations(events)
+    lines = [line for line in _header(start) if line]
+    devices = sorted({(e.rank, e.device) for e in events if isinstance(e, RankStart)})
+    if devices:
+        lines.append("devices: " + ", ".join(f"r{rank} {device}" for rank, device in devices))
+    memory = [e for e in events if isinstance(e, Memory)]
+    if memory:
+        lines.append(_device_figures_line(memory))
+    for index in sorted(phases):
+        lines.append("")
+        took = durations.get(index)
+        lines.append(f"phase {index}  {phases[index]}" + (f"  ({took / 1e6:.1f} ms, slowest rank)" if took else ""))
+        lines.extend(_phase_lines(by_phase[index], world_size))
+    lines.append("")
+    lines.extend(_ending_lines(events))
+    return "\n".join(lines)
+
+
+def _phase_durations(events: list[AnyEvent]) -> dict[int, int]:
+    """Phase index → its duration in ns on the slowest rank (from the Phase begin/end times)."""
+    begins: dict[tuple[int, int], int] = {}
+    slowest: dict[int, int] = {}
+    for event in events:
+        if isinstance(event, Phase):
+            if event.edge == "begin":
+                begins[(event.rank, event.index)] = event.t_ns
+            elif (event.rank, event.index) in begins:
+                took = event.t_ns - begins[(event.rank, event.index)]
+                slowest[event.index] = max(slowest.get(event.index, 0), took)
+    return slowest
+
+
+def _device_figures_line(memory: list[Memory]) -> str:
+    """What the memory figures are: the tracker's, plus CUDA allocator and NVML peaks, or N/A."""
+    cuda = [m.cuda for m in memory if m.cuda is not None]
+    nvml = [m.nvml for m in memory if m.nvml is not None]
+    cuda_text = f"CUDA allocator peak {human_bytes(max(c.max_allocated for c in cuda))}" if cuda else "CUDA allocator N/A"
+    nvml_text = (f"NVML device used up to {human_bytes(max(n.used for n in nvml))} of {human_bytes(nvml[0].total)}"
+                 if nvml else "NVML N/A")
+    return f"memory: exact live tensor bytes from the storage tracker; {cuda_text}; {nvml_text}"
+
+
+def _phase_lines(events: list[AnyEvent], world_size: int) -> list[str]:
+    lines: list[str] = []
+    buffers = sorted((e for e in events if isinstance(e, Buffer)), key=lambda b: (b.rank, b.seq))
+    width = max((len(b.name) for b in buffers), default=0)
+    for b in buffers:
+        lines.append(
+            f"  rank {b.rank}  {b.name:<{width}}  {b.moment:<6}  {format_values(b)}  "
+            f"{format_provenance(b.provenance, world_size)}"
+        )
+    transfers = [e for e in events if isinstance(e, Transfer)]
+    if transfers:
+        kinds = {t.kind for t in transfers}
+        label = "logical data movement, as seen from inputs and outputs" if kinds == {"logical"} else "point-to-point"
+        total = sum(t.bytes for t in transfers)
+        lines.append(f"  transfers ({label}): {len(transfers)}, {human_bytes(total)} in all")
+        shown = sorted(transfers, key=lambda t: (t.dst, t.src, t.start))
+        for t in shown[:24]:
+            lines.append(f"    r{t.src} → r{t.dst}  {t.buffer}[{t.start}:{t.start + t.length}]  {human_bytes(t.bytes)}")
+        if len(shown) > 24:
+            lines.append(f"    … {len(shown) - 24} more")
+    lines.extend(_collective_lines([e for e in events if isinstance(e, Collective)], world_size))
+    memory: dict[int, list[Memory]] = defaultdict(list)
+    for m in (e for e in events if isinstance(e, Memory)):
+        memory[m.rank].append(m)
+    for rank in sorted(memory):
+        steps = "; ".join(f"{m.label}: {human_bytes(m.live_bytes)}" for m in memory[rank])
+        lines.append(f"  memory r{rank} (live tensor bytes, {memory[rank][-1].source}): {steps}; peak {human_bytes(memory[rank][-1].peak_bytes)}")
+    for check in (e for e in events if isinstance(e, Check)):
+        lines.append(f"  {'✓' if check.ok else '✗'} r{check.rank} {check.name}{': ' + check.detail if check.detail else ''}")
+    return lines
+
+
+def _ending_lines(events: list[AnyEvent]) -> list[str]:
+    lines = []
+    for end in (e for e in events if isinstance(e, RankEnd) and e.status == "error"):
+        lines.append(f"rank {end.rank} raised: {end.error}")
+    for exit_ in (e for e in events if isinstance(e, ProcessExit) and e.signal):
+        lines.append(f"rank {exit_.target} ended by {exit_.signal}")
+    for stall in (e for e in events if isinstance(e, Stall)):
+        lines.append(f"hang: {stall.text}")
+    for dropped in (e for e in events if isinstance(e, Dropped)):
+        lines.append("dropped frames: " + ", ".join(f"{reason} {count}" for reason, count in dropped.counts.items()))
+    end = next((e for e in events if isinstance(e, RunEnd)), None)
+    if end is None:
+        lines.append("run did not finish (no RunEnd event: trace cut short)")
+    else:
+        detail = f" — {end.detail}" if end.detail else ""
+        lines.append(f"result: {end.status}{detail} · {end.events} events · {end.dropped} dropped")
+    return lines

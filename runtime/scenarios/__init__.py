@@ -1,0 +1,12 @@
+"""Scenarios: the files that describe them and the programs every rank runs.
+
+Loading and validation: :mod:`.loading` (find, list, load ``scenarios/*.toml``), :mod:`.schema`
+(names and dataclasses), :mod:`.tables` (typed TOML reading), :mod:`.kinds` (one reader per kind).
+Programs: :mod:`.program` (the interface and the run options), :mod:`.registry` (kind → builder),
+:mod:`.collectives`, :mod:`.desync`, :mod:`.bench` and :mod:`.training` (ring, DDP, FSDP2, TP).
+
+May import :mod:`collviz.runtime.context`, :mod:`~collviz.runtime.observation`,
+:mod:`~collviz.runtime.wire`, :mod:`~collviz.runtime.reports` (shared formats) and
+:mod:`~collviz.runtime.errors`; never a session (launch, remote, headless, worker): programs run
+inside a worker and never start processes.
+"""

@@ -1,0 +1,247 @@
+"""``collviz bench``: an nccl-tests-style size sweep of real collectives, as one scenario program.
+
+:class:`BenchProgram` runs every (operation, size) case of the sweep in one launch, one phase per
+case on every rank: allocate the buffers, warm up, time ``iters`` calls with the collective
+scenarios' own timed loop (barrier, then one call; nothing sent while timing), report each call
+as a ``Collective`` event, then check the result against the expected values computed on the rank
+from the known inputs and report a ``Check`` with the number of wrong elements. The table is
+derived from those events alone (:mod:`runtime.bench_report`), so a recorded bench replays as it ran.
+
+Sizes follow nccl-tests: a case's size is the algorithm size S of the operation (the whole buffer
+for all-reduce, broadcast, reduce and all-to-all; the gathered or scattered whole for the others),
+rounded down so every rank gets whole elements.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Union
+
+import torch
+
+from ..context import RankContext
+from ..errors import UsageError
+from ..observation.metrics import human_bytes
+from ..reports.bench_table import BENCH_SCENARIO_NAME, wrong_detail
+from ..wire.protocol import Check
+from .collectives import IN_PLACE, CollectiveSpec, collective_caller, make_output, timed_calls
+from .loading import COLLECTIVES, DTYPES, REDUCING, Scenario, find_scenario
+
+__all__ = [
+    "BenchCase",
+    "BenchProgram",
+    "bench_scenario",
+    "build_bench",
+    "op_name",
+    "sweep_sizes",
+]
+
+_ROOT = 0
+_SPLIT = frozenset({"all_gather", "gather", "reduce_scatter", "scatter", "all_to_all"})
+"""Operations whose size S must divide into one whole-element part per rank."""
+
+_EXACT_LIMIT = {"float32": 2**24, "float64": 2**53, "float16": 2**11, "bfloat16": 2**8,
+                "int8": 2**7 - 1, "uint8": 2**8 - 1, "int32": 2**31 - 1, "int64": 2**63 - 1}
+"""Largest integer each dtype holds exactly (all smaller non-negative integers are exact too)."""
+
+_PATTERN_PERIOD = 64
+"""Inputs cycle through 1…64 (fewer where a sum over the ranks would not stay exact)."""
+
+
+def op_name(text: str) -> str:
+    """``"all-reduce"`` or ``"all_reduce"`` → ``"all_reduce"``; UsageError for anything else."""
+    name = text.strip().lower().replace("-", "_")
+    if name not in COLLECTIVES:
+        known = ", ".join(c.replace("_", "-") for c in COLLECTIVES)
+        raise UsageError(f"unknown operation {text!r} for bench; choose from {known}")
+    return name
+
+
+def sweep_sizes(low: int, high: int) -> list[int]:
+    """``low, 2·low, 4·low, …`` up to ``high`` inclusive (nccl-tests' ``-b low -e high -f 2``)."""
+    if low <= 0 or high < low:
+        raise UsageError(f"--sizes {low}:{high}: need 0 < min ≤ max")
+    sizes = []
+    size = low
+    while size <= high:
+        sizes.append(size)
+        size *= 2
+    return sizes
+
+
+@dataclass(frozen=True)
+class BenchCase:
+    """One row of the sweep: ``op`` at algorithm size ``size`` bytes (``count`` elements in S)."""
+
+    op: str
+    size: int
+    count: int
+    rank_count: int
+    """Elements of one rank's input (for scatter: of the root's whole input)."""
+
+    @property
+    def label(self) -> str:
+        """``all_reduce 64 KiB``."""
+        return f"{self.op} {human_bytes(self.size)}"
+
+
+def _case(op: str, requested: int, world_size: int, itemsize: int) -> BenchCase | None:
+    """The case for ``op`` near ``requested`` bytes, rounded down to whole elements per rank."""
+    unit = itemsize * (world_size if op in _SPLIT else 1)
+    size = requested // unit * unit
+    if size == 0:
+        return None
+    count = size // itemsize
+    rank_count = count // world_size if op in ("all_gather", "gather") else count
+    return BenchCase(op=op, size=size, count=count, rank_count=rank_count)
+
+
+@dataclass(frozen=True)
+class BenchProgram:
+    """The whole sweep, resolved for one run; identical on every rank (a ScenarioProgram)."""
+
+    cases: tuple[BenchCase, ...]
+    world_size: int
+    dtype: str
+    iters: int
+    warmup: int
+    nvml_note: str = ""
+    """Why NVML figures are absent on the launcher's host ("" when NVML works)."""
+
+    @property
+    def phase_count(self) -> int:
+        """One phase per case."""
+        return len(self.cases)
+
+    @property
+    def period(self) -> int:
+        """Inputs take the values 1…period, small enough that any sum over the ranks is exact."""
+        return max(1, min(_PATTERN_PERIOD, _EXACT_LIMIT[self.dtype] // self.world_size))
+
+    @property
+    def source(self) -> str:
+        """How the inputs are generated."""
+        return (f"generated: element i of rank r is (r·count + i) mod {self.period} + 1, "
+                f"small integers exact in {self.dtype} so every result can be checked")
+
+    def narration_values(self, world_size: int) -> dict[str, object]:
+        """Values for the narration placeholders."""
+        return {"world_size": world_size, "dtype": self.dtype, "iters": self.iters, "warmup": self.warmup}
+
+    def run_options(self) -> dict[str, Union[str, int, float, bool]]:
+        """The resolved options, as recorded in RunStart."""
+        ops = ",".join(dict.fromkeys(c.op for c in self.cases))
+        return {"ops": ops, "dtype": self.dtype, "iters": self.iters, "warmup": self.warmup,
+                "cases": len(self.cases), "reduce_op": "sum", "root": _ROOT, "nvml": self.nvml_note or "available"}
+
+    def run(self, ctx: RankContext) -> None:
+        """Every case, in order, each in its own phase."""
+        for case in self.cases:
+            with ctx.phase("bench", case.label):
+                _run_case(ctx, self, case)
+
+
+def build_bench(ops: list[str], sizes: list[int], world_size: int, *, dtype: str = "float32", iters: int = 20,
+                warmup: int = 5, nvml_note: str = "") -> BenchProgram:
+    """Validate the sweep and resolve its cases; UsageError names what does not fit."""
+    if dtype not in DTYPES:
+        raise UsageError(f"--dtype {dtype}: choose one of {', '.join(DTYPES)}")
+    if iters < 1:
+        raise UsageError(f"--iters {iters}: must be at least 1")
+    if warmup < 0:
+        raise UsageError(f"--warmup {warmup}: must be 0 or more")
+    itemsize = torch.empty((), dtype=getattr(torch, dtype)).element_size()
+    cases = []
+    for op in dict.fromkeys(ops):
+        resolved = [_case(op, size, world_size, itemsize) for size in sizes]
+        cases.extend(dict.fromkeys(c for c in resolved if c is not None))
+    if not cases:
+        raise UsageError(f"--sizes: every size is smaller than one {dtype} element per rank "
+                         f"({world_size} × {itemsize} B); use a larger maximum")
+    return BenchProgram(cases=tuple(cases), world_size=world_size, dtype=dtype, iters=iters, warmup=warmup,
+                        nvml_note=nvml_note)
+
+
+def bench_scenario() -> Scenario:
+    """The Scenario a bench RunPlan carries: the all-reduce scenario renamed, with bench narration.
+
+    Only its name, description and narration are used by the launcher; the work is the program's.
+    """
+    narration = {"bench": ("nccl-tests-style sweep on {world_size} ranks: {warmup} warm-up calls, then "
+                           "{iters} timed calls (barrier, one call), then the result is checked.")}
+    return dataclasses.replace(find_scenario("all-reduce"), name=BENCH_SCENARIO_NAME, kind=BENCH_SCENARIO_NAME,
+                               description="size sweep of real collectives, nccl-tests style",
+                               examples=(), followup=None, narration=narration)
+
+
+def _pattern(rank: int, count: int, period: int, device: torch.device) -> torch.Tensor:
+    """Rank ``rank``'s generated input: element i is (rank·count + i) mod period + 1 (an integer tensor)."""
+    index_dtype = torch.int32 if (rank + 1) * count < 2**31 else torch.int64
+    return (torch.arange(count, dtype=index_dtype, device=device) + rank * count) % period + 1
+
+
+def _expected(op: str, rank: int, n: int, count: int, period: int, device: torch.device) -> torch.Tensor | None:
+    """What ``rank`` must hold after ``op`` on the generated inputs (sum), or None if unchecked.
+
+    Computed here from the generation rule alone, never from what the collective returned.
+    ``count`` is one rank's input element count (the root's whole input for scatter).
+    """
+    if op in ("reduce", "gather") and rank != _ROOT:
+        return None  # gloo leaves partial sums on reduce's non-roots; gather's non-roots receive nothing
+    if op in ("all_reduce", "reduce"):
+        return sum(_pattern(r, count, period, device) for r in range(n))
+    if op == "broadcast":
+        return _pattern(_ROOT, count, period, device)
+    if op in ("all_gather", "gather"):
+        return torch.cat([_pattern(r, count, period, device) for r in range(n)])
+    if op == "reduce_scatter":
+        return sum(_pattern(r, count, period, device) for r in range(n)).chunk(n)[rank]
+    if op == "scatter":
+        return _pattern(_ROOT, count, period, device).chunk(n)[rank]
+    if op == "all_to_all":
+        return torch.cat([_pattern(r, count, period, device).chunk(n)[rank] for r in range(n)])
+    raise ValueError(f"unknown collective {op!r}")
+
+
+def _input(op: str, rank: int, count: int, program: BenchProgram, device: torch.device) -> torch.Tensor | None:
+    """This rank's input buffer (zeros on broadcast's non-roots, none on scatter's non-roots)."""
+    dtype = getattr(torch, program.dtype)
+    if op == "scatter" and rank != _ROOT:
+        return None
+    if op == "broadcast" and rank != _ROOT:
+        return torch.zeros(count, dtype=dtype, device=device)
+    return _pattern(rank, count, program.period, device).to(dtype)
+
+
+def _run_case(ctx: RankContext, program: BenchProgram, case: BenchCase) -> None:
+    """One case on this rank: buffers, warm-up, timed calls and their events, the result check."""
+    rank, n, op = ctx.rank, ctx.world_size, case.op
+    spec = CollectiveSpec(op=op, reduce_op="sum" if op in REDUCING else None, dtype=program.dtype, root=_ROOT,
+                          buffer_name="buffer", inputs=None, count=case.rank_count, iters=program.iters,
+                          followup=None, source=program.source)
+    call = collective_caller(spec, rank, n)
+    with ctx.tracker.category("inputs"):
+        inp = _input(op, rank, case.rank_count, program, ctx.device)
+    with ctx.tracker.category("communication"):
+        out = make_output(spec, inp, rank, n)
+    pristine = None
+    if op in IN_PLACE:
+        with ctx.tracker.category("timing copy"):
+            pristine = inp.clone()
+    ctx.memory("buffers allocated")
+    with ctx.tracker.suspended():
+        for _ in range(program.warmup):
+            call(inp, out, "sum")
+        if pristine is not None:
+            inp.copy_(pristine)
+    timed_calls(ctx, spec, call, inp, out, pristine)
+    received = inp if op in IN_PLACE else out
+    with ctx.tracker.suspended():
+        expected = _expected(op, rank, n, case.rank_count, program.period, ctx.device)
+        checked = 0 if expected is None else expected.numel()
+        wrong = 0 if expected is None else int((received != expected.to(received.dtype)).sum())  # exact: see period
+    ctx.emitter.emit(Check, phase=ctx.phase_index, name=f"{case.label} results", ok=wrong == 0,
+                     detail=wrong_detail(wrong, checked))
+    del inp, out, pristine, received
+    ctx.memory("buffers freed")

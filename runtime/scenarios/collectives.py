@@ -1,0 +1,417 @@
+"""The eight collectives, run for real on the process group and observed on every rank.
+
+A collective scenario has these phases on every rank: ``setup`` (inputs allocated), the collective
+itself (output allocated, the timed call(s), the observed result and its provenance, the logical
+transfers it implies), an optional ``followup`` computation on the result, and ``release``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from ..context import RankContext
+from ..errors import UsageError
+from ..observation.metrics import algo_bytes, human_bytes
+from ..observation.tensors import make_tags, provenance_from_tags, tag_dtype, uniform_provenance
+from ..wire.protocol import Collective, ProvenanceRun, Transfer
+from .loading import COLLECTIVES, REDUCE_OPS, REDUCING, ROOTED, Followup, Scenario
+
+__all__ = [
+    "CollectiveSpec", "resolve_spec", "run_collective_scenario", "OUTPUT_NAMES", "make_input", "make_output",
+    "collective_caller", "collective_fields", "timed_ns", "timed_calls",
+]
+
+WORLD_GROUP = "world"
+IN_PLACE = {"broadcast", "reduce", "all_reduce"}
+PARTITIONED_INPUT = {"scatter", "reduce_scatter", "all_to_all"}
+OUTPUT_NAMES = {
+    "gather": "gathered",
+    "all_gather": "gathered",
+    "scatter": "shard",
+    "reduce_scatter": "reduced_shard",
+    "all_to_all": "received",
+}
+"""Name of the output buffer of each out-of-place collective (in-place ones reuse the input's)."""
+
+_REDUCE_OPS = {
+    "sum": dist.ReduceOp.SUM,
+    "avg": dist.ReduceOp.AVG,
+    "max": dist.ReduceOp.MAX,
+    "min": dist.ReduceOp.MIN,
+    "product": dist.ReduceOp.PRODUCT,
+}
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+@dataclass(frozen=True)
+class CollectiveSpec:
+    """Everything a rank needs to run one collective scenario; identical on every rank."""
+
+    op: str
+    reduce_op: str | None
+    dtype: str
+    root: int
+    buffer_name: str
+    inputs: tuple | None
+    count: int
+    iters: int
+    followup: Followup | None
+    source: str
+
+    @property
+    def display_name(self) -> str:
+        """``all_reduce (avg)``, ``broadcast from rank 0``…"""
+        if self.reduce_op:
+            return f"{self.op} ({self.reduce_op})" + (f" to rank {self.root}" if self.op == "reduce" else "")
+        if self.op in ("broadcast", "scatter"):
+            return f"{self.op} from rank {self.root}"
+        if self.op == "gather":
+            return f"gather to rank {self.root}"
+        return self.op
+
+    @property
+    def phase_count(self) -> int:
+        """Phases every rank opens: setup, the collective, the optional followup, release."""
+        return 3 + (self.followup is not None)
+
+    def run_options(self) -> dict[str, str | int | float | bool]:
+        """The resolved options, as recorded in RunStart."""
+        return {"dtype": self.dtype, "count": self.count, "iters": self.iters,
+                "reduce_op": self.reduce_op or "", "root": self.root}
+
+    def run(self, ctx: RankContext) -> None:
+        """Run this rank's part of the scenario (see :func:`run_collective_scenario`)."""
+        run_collective_scenario(ctx, self)
+
+    def narration_values(self, world_size: int) -> dict[str, object]:
+        """Values for the scenario's narration placeholders."""
+        itemsize = torch.empty((), dtype=getattr(torch, self.dtype)).element_size()
+        return {
+            "world_size": world_size,
+            "op": self.reduce_op or "",
+            "root": self.root,
+            "dtype": self.dtype,
+            "count": self.count,
+            "bytes": human_bytes(self.count * itemsize),
+        }
+
+
+def resolve_spec(
+    scenario: Scenario,
+    world_size: int,
+    *,
+    reduce_op: str | None = None,
+    dtype: str | None = None,
+    size_bytes: int | None = None,
+    root: int | None = None,
+    iters: int = 1,
+) -> CollectiveSpec:
+    """Combine a scenario with command-line overrides; raise UsageError naming what is wrong.
+
+    Inputs come from the scenario's worked example for ``world_size`` unless ``size_bytes`` is
+    given or no example matches; then they are generated: element i of rank r is r·count + i + 1.
+    """
+    op = scenario.collective
+    if op not in COLLECTIVES:
+        raise UsageError(f"scenario {scenario.name} is not a single collective")
+    example = None if size_bytes is not None else scenario.example_for(world_size)
+    if reduce_op is not None and op not in REDUCING:
+        raise UsageError(f"--op {reduce_op}: {op} has no reduce op (only {', '.join(sorted(REDUCING))} do)")
+    if reduce_op is not None and reduce_op not in REDUCE_OPS:
+        raise UsageError(f"--op {reduce_op}: not a reduce op; choose one of {', '.join(REDUCE_OPS)}")
+    chosen_op = reduce_op or (example.reduce_op if example and example.reduce_op else None) or scenario.reduce_op
+    chosen_dtype = dtype or scenario.dtype
+    torch_dtype = getattr(torch, chosen_dtype)
+    if chosen_op == "avg" and not torch_dtype.is_floating_point:
+        raise UsageError(f"--op avg needs a floating-point dtype, not {chosen_dtype}; use --op sum or --dtype float32")
+    chosen_root = scenario.root if root is None else root
+    if op in ROOTED and not 0 <= chosen_root < world_size:
+        raise UsageError(f"--root {chosen_root}: must be a rank between 0 and {world_size - 1}")
+    if root is not None and op not in ROOTED:
+        raise UsageError(f"--root: {op} has no root")
+    if iters < 1:
+        raise UsageError(f"--iters {iters}: must be at least 1")
+    itemsize = torch.empty((), dtype=torch_dtype).element_size()
+    if example is not None:
+        inputs = example.inputs
+        shapes = [_shape_of(x) for x in inputs if x != ()]
+        count = _numel(shapes[0]) if shapes else 0
+        source = example.source
+    else:
+        inputs = None
+        if size_bytes is None:
+            count = 2 * world_size
+        else:
+            if size_bytes <= 0 or size_bytes % itemsize:
+                raise UsageError(f"--size {size_bytes} B: must be a positive multiple of the {chosen_dtype} element size ({itemsize} B)")
+            count = size_bytes // itemsize
+        source = f"generated: element i of rank r is r·{count} + i + 1"
+    if op in PARTITIONED_INPUT and count % world_size:
+        raise UsageError(
+            f"{op} splits each input into {world_size} equal chunks, but it has {count} elements; "
+            f"use a --size that is a multiple of {world_size} × {itemsize} B"
+        )
+    return CollectiveSpec(
+        op=op,
+        reduce_op=chosen_op if op in REDUCING else None,
+        dtype=chosen_dtype,
+        root=chosen_root,
+        buffer_name=scenario.buffer_name,
+        inputs=inputs,
+        count=count,
+        iters=iters,
+        followup=scenario.followup_for(example) if example is not None else None,
+        source=source,
+    )
+
+
+def _shape_of(nested: tuple) -> tuple[int, ...]:
+    shape = []
+    level = nested
+    while isinstance(level, (tuple, list)):
+        shape.append(len(level))
+        level = level[0] if level else None
+    return tuple(shape)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    total = 1
+    for dim in shape:
+        total *= dim
+    return total
+
+
+def _has_input(spec: CollectiveSpec, rank: int) -> bool:
+    """Whether ``rank`` starts with data of its own (non-roots of broadcast/scatter do not)."""
+    return spec.op not in ("broadcast", "scatter") or rank == spec.root
+
+
+def make_input(spec: CollectiveSpec, rank: int, world_size: int, device: torch.device) -> torch.Tensor | None:
+    dtype = getattr(torch, spec.dtype)
+    if spec.op == "scatter" and rank != spec.root:
+        return None
+    if spec.inputs is not None:
+        template = spec.inputs[spec.root] if not _has_input(spec, rank) else spec.inputs[rank]
+        tensor = torch.tensor(template, dtype=dtype, device=device)
+        return torch.zeros_like(tensor) if not _has_input(spec, rank) else tensor
+    values = torch.arange(spec.count, device=device, dtype=torch.float64) + rank * spec.count + 1
+    return values.to(dtype) if _has_input(spec, rank) else torch.zeros(spec.count, dtype=dtype, device=device)
+
+
+def make_output(spec: CollectiveSpec, inp: torch.Tensor | None, rank: int, world_size: int) -> torch.Tensor | None:
+    """The zero-filled output buffer of an out-of-place collective on ``rank`` (None if it has none)."""
+    n = world_size
+    dtype = getattr(torch, spec.dtype)
+    if spec.op in IN_PLACE or (spec.op == "gather" and rank != spec.root):
+        return None
+    if spec.op in ("gather", "all_gather"):
+        return torch.zeros(spec.count * n, dtype=dtype, device=inp.device)
+    if spec.op in ("scatter", "reduce_scatter"):
+        device = inp.device if inp is not None else None
+        return torch.zeros(spec.count // n, dtype=dtype, device=device)
+    return torch.zeros(spec.count, dtype=dtype, device=inp.device)  # all_to_all
+
+
+def _output_shape(spec: CollectiveSpec, input_shape: list[int], world_size: int) -> list[int]:
+    """How to display an output buffer: gathered rows stack, split rows divide."""
+    if len(input_shape) >= 2 and spec.op in ("gather", "all_gather"):
+        return [input_shape[0] * world_size, *input_shape[1:]]
+    if len(input_shape) >= 2 and spec.op in ("scatter", "reduce_scatter") and input_shape[0] % world_size == 0:
+        return [input_shape[0] // world_size, *input_shape[1:]]
+    if len(input_shape) >= 2 and spec.op == "all_to_all":
+        return list(input_shape)
+    return [-1]
+
+
+def collective_caller(spec: CollectiveSpec, rank: int, world_size: int) -> Callable[[torch.Tensor | None, torch.Tensor | None, str], None]:
+    """A function running this spec's collective on (input, output) with a given reduce op."""
+    op, root, n = spec.op, spec.root, world_size
+
+    def call(inp: torch.Tensor | None, out: torch.Tensor | None, reduce_op: str) -> None:
+        red = _REDUCE_OPS[reduce_op]
+        if op == "broadcast":
+            dist.broadcast(inp, src=root)
+        elif op == "reduce":
+            dist.reduce(inp, dst=root, op=red)
+        elif op == "all_reduce":
+            dist.all_reduce(inp, op=red)
+        elif op == "gather":
+            dist.gather(inp.reshape(-1), gather_list=list(out.chunk(n)) if rank == root else None, dst=root)
+        elif op == "all_gather":
+            _all_gather_single(out, inp.reshape(-1))
+        elif op == "scatter":
+            dist.scatter(out, scatter_list=list(inp.reshape(-1).chunk(n)) if rank == root else None, src=root)
+        elif op == "reduce_scatter":
+            _reduce_scatter_single(out, inp.reshape(-1), op=red)
+        elif op == "all_to_all":
+            dist.all_to_all_single(out, inp.reshape(-1))
+        else:
+            raise ValueError(f"unknown collective {op!r}")
+
+    return call
+
+
+def timed_ns(call: Callable[..., None], device: torch.device, args: tuple) -> int:
+    """Wall time of ``call(*args)`` in ns; on CUDA, with the device drained before and after."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter_ns()
+    call(*args)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter_ns() - start
+
+
+def collective_fields(ctx: RankContext, spec: CollectiveSpec, inp: torch.Tensor | None,
+                      out: torch.Tensor | None) -> dict:
+    """The fields of the Collective events of ``spec``'s next call on this rank (numbers it)."""
+    n = ctx.world_size
+    itemsize = torch.empty((), dtype=getattr(torch, spec.dtype)).element_size()
+    bytes_in = 0 if inp is None else inp.numel() * itemsize
+    bytes_out = bytes_in if spec.op in IN_PLACE else (0 if out is None else out.numel() * itemsize)
+    root_in = spec.count * itemsize
+    root_out = (spec.count // n if spec.op in ("scatter", "reduce_scatter") else spec.count * n) * itemsize
+    return dict(
+        phase=ctx.phase_index, op=spec.op, group=WORLD_GROUP, group_ranks=list(range(n)),
+        group_seq=ctx.next_group_seq(WORLD_GROUP), dtype=spec.dtype, count=0 if inp is None else inp.numel(),
+        bytes_in=bytes_in, bytes_out=bytes_out,
+        algo_bytes=algo_bytes(spec.op, n, root_in, root_out if spec.op != "all_to_all" else root_in),
+        root=spec.root if spec.op in ROOTED else None, reduce_op=spec.reduce_op,
+    )
+
+
+def timed_calls(ctx: RankContext, spec: CollectiveSpec, call, inp: torch.Tensor | None, out: torch.Tensor | None,
+                pristine: torch.Tensor | None) -> None:
+    """Number the next collective, run it ``spec.iters`` times timed, then emit every call's
+    Collective events with their real timestamps (``pristine`` restores in-place inputs)."""
+    common = collective_fields(ctx, spec, inp, out)
+    timings = _timed_loop(ctx, spec, call, inp, out, pristine, common)
+    for iteration, (started_ns, elapsed) in enumerate(timings):
+        if iteration:
+            ctx.emitter.emit(Collective, t_ns=started_ns, edge="begin", iteration=iteration, **common)
+        ctx.emitter.emit(Collective, t_ns=started_ns + elapsed, edge="end", iteration=iteration,
+                         duration_ns=elapsed, **common)
+
+
+def _timed_loop(ctx: RankContext, spec: CollectiveSpec, call, inp, out, pristine, common: dict) -> list[tuple[int, int]]:
+    """Run the collective ``spec.iters`` times; return (start t_ns, duration ns) of each call.
+
+    Only the first call's begin is emitted (and flushed) beforehand — it says this rank entered
+    the collective; every other event waits until the loop is over, so nothing is encoded or sent
+    while calls are being timed. Ranks meet at a barrier before each call.
+    """
+    ctx.emitter.emit(Collective, edge="begin", iteration=0, **common)
+    ctx.emitter.flush()
+    timings = []
+    with ctx.tracker.suspended():
+        for iteration in range(spec.iters):
+            if pristine is not None and iteration:
+                inp.copy_(pristine)
+            dist.barrier()
+            started = time.monotonic_ns()
+            timings.append((started, timed_ns(call, device=ctx.device, args=(inp, out, spec.reduce_op or "sum"))))
+    return timings
+
+
+def _observe_provenance(
+    ctx: RankContext, spec: CollectiveSpec, call, inp: torch.Tensor | None, out: torch.Tensor | None
+) -> list[ProvenanceRun] | None:
+    """Run the same collective over rank tags and return the provenance of the received buffer."""
+    tag_type = tag_dtype(getattr(torch, spec.dtype), ctx.world_size)
+    if tag_type is None:
+        return None
+    tag_in = None if inp is None else make_tags(inp, ctx.rank, tag_type, placeholder=not _has_input(spec, ctx.rank))
+    tag_out = None if out is None else make_tags(out, ctx.rank, tag_type, placeholder=True)
+    call(tag_in, tag_out, "sum")
+    received = tag_in if spec.op in IN_PLACE else tag_out
+    return None if received is None else provenance_from_tags(received)
+
+
+def _emit_transfers(ctx: RankContext, buffer: str, provenance: list[ProvenanceRun], itemsize: int) -> None:
+    """Logical transfers into this rank implied by what arrived: one per source and contiguous span."""
+    spans: dict[int, list[list[int]]] = {}
+    for run in provenance:
+        for src in run.ranks:
+            if src == ctx.rank:
+                continue
+            segments = spans.setdefault(src, [])
+            if segments and segments[-1][0] + segments[-1][1] == run.start:
+                segments[-1][1] += run.length
+            else:
+                segments.append([run.start, run.length])
+    for src in sorted(spans):
+        for start, length in spans[src]:
+            ctx.emitter.emit(
+                Transfer, phase=ctx.phase_index, src=src, dst=ctx.rank, bytes=length * itemsize,
+                buffer=buffer, start=start, length=length, kind="logical",
+            )
+
+
+def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
+    """Run ``spec`` on this rank: every phase, every event."""
+    rank, n, device = ctx.rank, ctx.world_size, ctx.device
+    itemsize = torch.empty((), dtype=getattr(torch, spec.dtype)).element_size()
+    call = collective_caller(spec, rank, n)
+    with ctx.phase("setup", "setup"):
+        with ctx.tracker.category("inputs"):
+            inp = make_input(spec, rank, n, device)
+        if inp is not None:
+            own = uniform_provenance(inp.numel(), [rank] if _has_input(spec, rank) else [])
+            ctx.buffer(spec.buffer_name, "inout" if spec.op in IN_PLACE else "input", "before", inp, own)
+        ctx.memory("inputs allocated")
+
+    input_shape = list(inp.shape) if inp is not None else [spec.count]
+    out_name = OUTPUT_NAMES.get(spec.op, spec.buffer_name)
+    with ctx.phase("collective", spec.display_name):
+        with ctx.tracker.category("communication"):
+            out = make_output(spec, inp, rank, n)
+        out_shape = _output_shape(spec, input_shape, n)
+        if out is not None:
+            ctx.buffer(out_name, "output", "before", out, uniform_provenance(out.numel(), []), shape=out_shape)
+        ctx.memory("output allocated")
+        pristine = None
+        if spec.iters > 1 and spec.op in IN_PLACE:
+            with ctx.tracker.category("timing copy"):
+                pristine = inp.clone()
+        timed_calls(ctx, spec, call, inp, out, pristine)
+        del pristine
+        with ctx.tracker.suspended():
+            provenance = _observe_provenance(ctx, spec, call, inp, out)
+        received = inp if spec.op in IN_PLACE else out
+        if received is not None:
+            ctx.buffer(out_name, "inout" if spec.op in IN_PLACE else "output", "after", received, provenance,
+                       shape=None if spec.op in IN_PLACE else out_shape)
+            if provenance is not None:
+                _emit_transfers(ctx, out_name, provenance, itemsize)
+        ctx.memory(f"after {spec.op}")
+
+    if spec.followup is not None:
+        with ctx.phase("followup", f"followup: {spec.followup.name} on rank {spec.followup.rank}"):
+            if rank == spec.followup.rank:
+                _run_followup(ctx, spec, out, out_shape)
+            ctx.memory("followup done")
+
+    del received
+    with ctx.phase("release", "release"):
+        if out is not None:
+            del out
+            ctx.memory(f"{out_name} freed")
+        del inp
+        ctx.memory(f"{spec.buffer_name} freed")
+
+
+def _run_followup(ctx: RankContext, spec: CollectiveSpec, gathered: torch.Tensor, gathered_shape: list[int]) -> None:
+    """Compute ``gathered @ rightᵀ`` on this rank, for real, and show both operands' result."""
+    followup = spec.followup
+    dtype = getattr(torch, spec.dtype)
+    with ctx.tracker.category("activations"):
+        right = torch.tensor(followup.right, dtype=dtype, device=ctx.device)
+        result = gathered.reshape(gathered_shape) @ right.T
+    ctx.buffer(followup.right_name, "input", "before", right, uniform_provenance(right.numel(), [ctx.rank]))
+    ctx.buffer(followup.name, "result", "result", result, uniform_provenance(result.numel(), [ctx.rank]))

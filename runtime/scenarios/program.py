@@ -1,0 +1,64 @@
+"""What a scenario runs on every rank: the interface each kind of scenario implements.
+
+A *program* is built once in the launcher from a scenario file and the command line, validated
+there (bad input fails before any process starts), then handed to every forked worker, whose
+:meth:`ScenarioProgram.run` opens the phases and emits the events. Collectives are one kind
+(:mod:`.collectives`); training scenarios are others. To add a kind, implement this protocol and
+register its builder in :data:`.registry.BUILDERS`. This module imports no program, so every
+program may import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Union
+
+from ..context import RankContext
+from ..errors import UsageError
+from .loading import Scenario
+
+__all__ = ["ScenarioProgram", "RunOptions", "refuse_training_options"]
+
+
+class ScenarioProgram(Protocol):
+    """One scenario, resolved for one run; identical on every rank."""
+
+    @property
+    def phase_count(self) -> int:
+        """How many phases every rank opens."""
+
+    @property
+    def source(self) -> str:
+        """Where the inputs come from, in one line (a worked example, or how they are generated)."""
+
+    def narration_values(self, world_size: int) -> dict[str, object]:
+        """Values for the scenario's narration placeholders."""
+
+    def run_options(self) -> dict[str, Union[str, int, float, bool]]:
+        """The resolved options, as recorded in RunStart."""
+
+    def run(self, ctx: RankContext) -> None:
+        """Run this rank's part: every phase, every event."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Command-line overrides a program builder may use; ``None`` means "not given"."""
+
+    reduce_op: str | None = None
+    dtype: str | None = None
+    size_bytes: int | None = None
+    root: int | None = None
+    iters: int = 1
+    prefetch: bool | None = None
+    """FSDP only: prefetch the next unit's all-gather (forward and backward)."""
+    reshard_after_forward: bool | None = None
+    """FSDP only: free gathered parameters after each unit's forward."""
+
+
+def refuse_training_options(scenario: Scenario, options: RunOptions) -> None:
+    """Options only the FSDP scenario takes are a UsageError elsewhere."""
+    for flag, value in (("--prefetch/--no-prefetch", options.prefetch),
+                        ("--reshard-after-forward/--no-reshard-after-forward", options.reshard_after_forward)):
+        if value is not None:
+            raise UsageError(f"{flag} does not apply to {scenario.name} (only to fsdp scenarios)")

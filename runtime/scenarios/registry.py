@@ -1,0 +1,64 @@
+"""Scenario kind → the function that resolves a scenario file and the command line into a program.
+
+The one place that knows every kind of program; the programs themselves import only
+:mod:`.program` (their interface), never this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..errors import UsageError
+from .loading import Scenario
+from .program import RunOptions, ScenarioProgram, refuse_training_options
+
+__all__ = ["BUILDERS", "build_program"]
+
+Builder = Callable[[Scenario, int, RunOptions], ScenarioProgram]
+
+
+def _build_collective(scenario: Scenario, world_size: int, options: RunOptions) -> ScenarioProgram:
+    from .collectives import resolve_spec
+
+    refuse_training_options(scenario, options)
+    return resolve_spec(
+        scenario, world_size, reduce_op=options.reduce_op, dtype=options.dtype,
+        size_bytes=options.size_bytes, root=options.root, iters=options.iters,
+    )
+
+
+def _build_desync(scenario: Scenario, world_size: int, options: RunOptions) -> ScenarioProgram:
+    from .desync import build_desync
+
+    return build_desync(scenario, world_size, options)
+
+
+def _training_builder(module: str) -> Builder:
+    """The ``build`` function of ``.training.<module>``, imported when first used."""
+
+    def build(scenario: Scenario, world_size: int, options: RunOptions) -> ScenarioProgram:
+        from importlib import import_module
+
+        return import_module(f"{__package__}.training.{module}").build(scenario, world_size, options)
+
+    build.__doc__ = f"Build a {module} training program (collviz.runtime.scenarios.training.{module})."
+    return build
+
+
+BUILDERS: dict[str, Builder] = {
+    "collective": _build_collective,
+    "desync": _build_desync,
+    "ring": _training_builder("ring"),
+    "ddp": _training_builder("ddp"),
+    "fsdp": _training_builder("fsdp"),
+    "tp": _training_builder("tp"),
+}
+"""Scenario kind → the function that resolves it into a program."""
+
+
+def build_program(scenario: Scenario, world_size: int, options: RunOptions) -> ScenarioProgram:
+    """Resolve ``scenario`` for ``world_size`` ranks; UsageError names what does not fit."""
+    builder = BUILDERS.get(scenario.kind)
+    if builder is None:
+        raise UsageError(f"scenario {scenario.name}: kind {scenario.kind!r} cannot run in this collviz")
+    return builder(scenario, world_size, options)

@@ -1,0 +1,170 @@
+"""What the training programs share: the program base, phases opened from hooks, checks.
+
+Phases of a training scenario open and close where torch's own code calls back (module hooks,
+DDP's comm hook, FSDP's parameter groups), so they cannot always be ``with`` blocks:
+:class:`PhaseSequence` closes the open phase and opens the next in one call, and puts the storage
+tracker's category for that phase in force. Every rank runs the same code, so every rank opens
+the same phases in the same order (they are gates in step mode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, fields
+
+import torch
+import torch.distributed as dist
+
+from ...context import RankContext
+from ...errors import UsageError
+from ...observation.tensors import make_tags, provenance_from_tags, tag_dtype
+from ...wire.protocol import Check, ProvenanceRun
+from .kinds import SettingValue
+
+__all__ = ["TrainingProgram", "PhaseSequence", "refuse_options", "check_identical", "check_close", "timed_steps",
+           "all_reduce_provenance"]
+
+_FLAGS = {
+    "reduce_op": "--op",
+    "dtype": "--dtype",
+    "size_bytes": "--size",
+    "root": "--root",
+    "prefetch": "--prefetch/--no-prefetch",
+    "reshard_after_forward": "--reshard-after-forward/--no-reshard-after-forward",
+}
+
+
+def refuse_options(options: object, kind: str, allowed: Iterable[str] = ()) -> None:
+    """UsageError naming the first command-line option given that ``kind`` scenarios do not take.
+
+    ``options`` is a :class:`collviz.runtime.scenarios.program.RunOptions`; ``iters`` counts as given when
+    it is not 1.
+    """
+    allowed = set(allowed)
+    for item in fields(options):
+        value = getattr(options, item.name)
+        given = value != 1 if item.name == "iters" else value is not None
+        if given and item.name not in allowed:
+            flag = _FLAGS.get(item.name, f"--{item.name.replace('_', '-')}")
+            takes = f" ({kind} takes {', '.join(_FLAGS.get(a, a) for a in sorted(allowed))})" if allowed else ""
+            raise UsageError(f"{flag} does not apply to {kind} scenarios{takes}")
+
+
+@dataclass(frozen=True)
+class TrainingProgram:
+    """Fields and methods every training program has; subclasses add ``run`` and their phases."""
+
+    world_size: int
+    settings: Mapping[str, SettingValue]
+    source: str
+
+    def run_options(self) -> dict[str, str | int | float | bool]:
+        """The resolved settings, as recorded in RunStart."""
+        return dict(self.settings)
+
+    def setting(self, name: str) -> SettingValue:
+        """One resolved setting."""
+        return self.settings[name]
+
+
+class PhaseSequence:
+    """Phases opened one after another from callbacks: :meth:`next` closes the open one first.
+
+    With ``memory=True`` a Memory event is emitted as each phase opens and as it closes, so the
+    timeline shows every rise and fall; ``category`` attributes storages first seen in the phase.
+    """
+
+    def __init__(self, ctx: RankContext, memory: bool = True) -> None:
+        self.ctx = ctx
+        self.memory = memory
+        self.opened = 0
+        self.paused = False
+        """While True, :meth:`next` does nothing (steps run unobserved, see :func:`timed_steps`)."""
+        self._phase: AbstractContextManager | None = None
+        self._category: AbstractContextManager | None = None
+        self._name = ""
+
+    def next(self, key: str, name: str, category: str | None = None) -> None:
+        """Close the open phase (if any) and open ``name``, narrated by ``key`` (unless paused)."""
+        if self.paused:
+            return
+        self.close()
+        self._phase = self.ctx.phase(key, name)
+        self._phase.__enter__()
+        self.opened += 1
+        self._name = name
+        if category is not None:
+            self._category = self.ctx.tracker.category(category)
+            self._category.__enter__()
+        if self.memory:
+            self.ctx.memory("start")
+
+    def close(self) -> None:
+        """Close the open phase, if any (a Memory event first when ``memory``)."""
+        if self._phase is None:
+            return
+        if self.memory:
+            self.ctx.memory("end")
+        if self._category is not None:
+            self._category.__exit__(None, None, None)
+            self._category = None
+        phase, self._phase = self._phase, None
+        phase.__exit__(None, None, None)
+
+
+def timed_steps(ctx: RankContext, phases: PhaseSequence, steps: int, step: Callable[[], None]) -> None:
+    """Phase "timed": ``step()`` ``steps`` times with no events, tracking or observation.
+
+    The phase's own begin and end times are the measurement: its duration ÷ ``steps`` is the
+    time of one training step free of collviz's observation work.
+    """
+    phases.next("timed", f"{steps} more steps, unobserved: step time = phase time / {steps}")
+    phases.paused = True
+    try:
+        with ctx.tracker.suspended():
+            for _ in range(steps):
+                step()
+    finally:
+        phases.paused = False
+
+
+def all_reduce_provenance(ctx: RankContext, like: torch.Tensor) -> list[ProvenanceRun] | None:
+    """Which ranks' data an all-reduced tensor shaped like ``like`` holds, observed the way
+    :mod:`runtime.observe` does: the same all-reduce over rank tags (untracked, unobserved)."""
+    tag_type = tag_dtype(like.dtype, ctx.world_size)
+    if tag_type is None:
+        return None
+    with ctx.tracker.suspended():
+        tags = make_tags(like, ctx.rank, tag_type)
+        dist.all_reduce(tags)
+        return provenance_from_tags(tags)
+
+
+def check_identical(ctx: RankContext, name: str, tensors: Iterable[torch.Tensor]) -> bool:
+    """All-gather the concatenation of ``tensors`` and emit Check ``name``: bit-identical everywhere?
+
+    Runs untracked (the tracker's modes are suspended), so it is neither counted nor observed as the
+    scenario's own communication.
+    """
+    with ctx.tracker.suspended():
+        mine = torch.cat([t.detach().reshape(-1).float() for t in tensors])
+        everyone = torch.empty(ctx.world_size * mine.numel(), dtype=mine.dtype, device=mine.device)
+        dist.all_gather_into_tensor(everyone, mine)
+        copies = everyone.view(ctx.world_size, -1)
+        differ = [r for r in range(ctx.world_size) if not torch.equal(copies[r], mine)]
+        worst = max((float((copies[r] - mine).abs().max()) for r in differ), default=0.0)
+    detail = (f"{mine.numel()} values compared bit for bit with every rank" if not differ
+              else f"differs from ranks {differ}, by up to {worst:.3g}")
+    ctx.emitter.emit(Check, phase=ctx.phase_index, name=name, ok=not differ, detail=detail)
+    return not differ
+
+
+def check_close(ctx: RankContext, name: str, got: torch.Tensor, expected: torch.Tensor, what: str) -> bool:
+    """Emit Check ``name``: ``got`` equals ``expected`` (``what`` names it) up to float rounding."""
+    with ctx.tracker.suspended():
+        difference = float((got.detach().double() - expected.detach().double()).abs().max()) if got.numel() else 0.0
+        ok = got.shape == expected.shape and torch.allclose(got.double(), expected.double(), rtol=1e-5, atol=1e-6)
+    detail = f"largest difference from {what}: {difference:.3g}" + ("" if ok else " (beyond rtol 1e-5, atol 1e-6)")
+    ctx.emitter.emit(Check, phase=ctx.phase_index, name=name if ok else f"differs: {name}", ok=ok, detail=detail)
+    return ok

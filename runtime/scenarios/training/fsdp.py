@@ -1,0 +1,206 @@
+"""``fsdp``: one training step of the tiny GPT sharded with FSDP2 (``fully_shard`` per unit).
+
+The units are the embeddings, every block and the head; the root wraps them (and holds no
+parameters of its own). Each rank keeps 1/n of every parameter, gradient and optimizer state.
+A unit's forward gathers its full parameters (all-gather), computes, and frees them again
+(reshard); its backward gathers them again, computes gradients, and reduce-scatters the gradients
+so each rank keeps the averaged shard it owns. The optimizer then steps on shards only.
+
+Phases follow FSDP2's own steps: each unit's parameter group (``FSDPParamGroup``) has its
+``pre_forward``, ``post_forward``, ``pre_backward`` and ``post_backward`` wrapped *on the instance*
+so a phase opens exactly when FSDP2 starts that step; the collectives inside are seen by
+:class:`~.observer.CollectiveObserver`. ``--no-prefetch`` (the default) turns FSDP2's implicit
+backward prefetch off through the same wrapper; ``--prefetch`` adds explicit forward prefetch of
+the next unit and keeps the backward one. The full model is built once from the seed outside the
+memory accounting (real runs build it on the meta device); everything after is counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch import nn
+from torch.distributed.fsdp import fully_shard
+
+from ...context import RankContext
+from ...observation.metrics import human_bytes
+from ...observation.tensors import uniform_provenance
+from ..loading import Scenario
+from .common import PhaseSequence, TrainingProgram, refuse_options, timed_steps
+from .ddp import emit_parameters, train_step
+from .fsdp_checks import check_shards, gathered_buffer
+from .model import TinyGPT, make_gpt, token_batch
+from .observer import CollectiveObserver
+
+__all__ = ["FSDPProgram", "build", "units_of"]
+
+
+def units_of(model: TinyGPT) -> list[tuple[str, nn.Module]]:
+    """The FSDP units in forward order: (display name, module)."""
+    return [("embed", model.embed), *((f"block {i}", b) for i, b in enumerate(model.blocks)), ("head", model.head)]
+
+
+@dataclass(frozen=True)
+class FSDPProgram(TrainingProgram):
+    """One FSDP2 training step; the phase list follows from the number of units."""
+
+    params: int
+    prefetch: bool
+    reshard_after_forward: bool
+
+    @property
+    def units(self) -> int:
+        """Embeddings, every block, head."""
+        return int(self.settings["blocks"]) + 2
+
+    @property
+    def phase_count(self) -> int:
+        """setup, 3 forward phases per unit, loss, 3 backward phases per unit, optimizer, check, timed."""
+        return 5 + 6 * self.units
+
+    def narration_values(self, world_size: int) -> dict[str, object]:
+        """Values for the narration placeholders."""
+        return {"world_size": world_size, "params": f"{self.params:,}", "param_bytes": human_bytes(4 * self.params),
+                "shard_bytes": human_bytes(4 * self.params / world_size), "blocks": self.settings["blocks"],
+                "units": self.units, "prefetch": "on" if self.prefetch else "off",
+                "reshard": "on" if self.reshard_after_forward else "off", "timed_steps": self.settings["timed_steps"]}
+
+    def run_options(self) -> dict[str, str | int | float | bool]:
+        """Settings plus the two FSDP switches, as recorded in RunStart."""
+        return {**self.settings, "prefetch": self.prefetch, "reshard_after_forward": self.reshard_after_forward}
+
+    def run(self, ctx: RankContext) -> None:
+        """Run this rank's part of the step."""
+        run_fsdp(ctx, self)
+
+
+def build(scenario: Scenario, world_size: int, options: Any) -> FSDPProgram:
+    """The FSDP program; ``--prefetch`` and ``--reshard-after-forward`` default to off and on."""
+    refuse_options(options, scenario.name, allowed=("prefetch", "reshard_after_forward"))
+    model = make_gpt(dict(scenario.settings))
+    seed = int(scenario.settings["seed"])
+    params = sum(p.numel() for p in model.parameters())
+    return FSDPProgram(
+        world_size=world_size, settings=scenario.settings, params=params,
+        prefetch=bool(options.prefetch), reshard_after_forward=options.reshard_after_forward is not False,
+        source=f"tiny GPT, {params:,} parameters from torch.manual_seed({seed}); "
+               f"rank r's tokens from generator seed {seed} + 1 + r",
+    )
+
+
+class _UnitPhases:
+    """Wraps one unit's FSDPParamGroup so each of its steps opens the matching phase."""
+
+    def __init__(self, ctx: RankContext, phases: PhaseSequence, name: str, module: nn.Module, prefetch: bool) -> None:
+        self.ctx, self.phases, self.name, self.module, self.prefetch = ctx, phases, name, module, prefetch
+        self.reduced = False
+        state = module._get_fsdp_state()
+        (group,) = getattr(state, "_fsdp_param_groups", None) or [state._fsdp_param_group]  # torch ≥ 2.10 / older
+        self.group = group
+        for method in ("pre_forward", "post_forward", "pre_backward", "post_backward"):
+            setattr(group, method, getattr(self, method)(getattr(group, method)))
+
+    def _gathered(self) -> None:
+        """Count the unit's now unsharded parameters as gathered (communication) bytes."""
+        self.ctx.tracker.retag([p for p in self.module.parameters() if p.numel()], "communication")
+
+    def pre_forward(self, original: Callable) -> Callable:
+        """all-gather phase, then compute phase."""
+        def wrapper(*args: Any) -> Any:
+            """FSDP2's step, inside its phase."""
+            if self.phases.paused:
+                return original(*args)
+            self.phases.next("forward_all_gather", f"{self.name} forward: all-gather", category="communication")
+            out = original(*args)
+            self._gathered()
+            if self.name == "block 0":
+                gathered_buffer(self.ctx, self.module.attn.query.weight)
+            self.phases.next("forward_compute", f"{self.name} forward: compute", category="activations")
+            return out
+        return wrapper
+
+    def post_forward(self, original: Callable) -> Callable:
+        """reshard phase (it lasts until the next unit starts)."""
+        def wrapper(*args: Any) -> Any:
+            """FSDP2's step, inside its phase."""
+            self.phases.next("forward_reshard", f"{self.name} forward: reshard", category="activations")
+            return original(*args)
+        return wrapper
+
+    def pre_backward(self, original: Callable) -> Callable:
+        """backward all-gather phase, then gradient phase (once per step; FSDP may call it again)."""
+        def wrapper(default_prefetch: bool, *unused: Any) -> Any:
+            """FSDP2's step, inside its phase (prefetch only when asked for)."""
+            if self.group._training_state.name == "PRE_BACKWARD" or self.phases.paused:
+                return original(default_prefetch and self.prefetch, *unused)
+            self.phases.next("backward_all_gather", f"{self.name} backward: all-gather", category="communication")
+            out = original(default_prefetch and self.prefetch, *unused)
+            self._gathered()
+            self.phases.next("backward_gradient", f"{self.name} backward: gradients", category="grads")
+            return out
+        return wrapper
+
+    def post_backward(self, original: Callable) -> Callable:
+        """reduce-scatter phase (first call only: the final callback may call it again)."""
+        def wrapper(*unused: Any) -> Any:
+            """FSDP2's step, inside its phase."""
+            if not self.reduced and not self.phases.paused:
+                self.reduced = True
+                self.phases.next("backward_reduce_scatter", f"{self.name} backward: reduce-scatter",
+                                 category="communication")
+                out = original(*unused)
+                grads = [p.grad for p in self.module.parameters() if p.grad is not None]
+                self.ctx.tracker.retag(grads, "grads")  # the sharded gradients this rank now keeps
+                return out
+            return original(*unused)
+        return wrapper
+
+
+def _shard(ctx: RankContext, program: FSDPProgram) -> tuple[TinyGPT, list[tuple[str, nn.Module]]]:
+    """Build the model (outside the accounting), shard every unit and the root."""
+    with ctx.tracker.suspended():
+        model = make_gpt(dict(program.settings))
+    units = units_of(model)
+    with ctx.tracker.category("params"):
+        for _, module in units:
+            fully_shard(module, reshard_after_forward=program.reshard_after_forward)
+        fully_shard(model, reshard_after_forward=program.reshard_after_forward)
+    ctx.tracker.track(model.parameters(), "params")
+    if program.prefetch:
+        modules = [m for _, m in units]
+        for current, following in zip(modules, modules[1:]):
+            current.set_modules_to_forward_prefetch([following])
+    return model, units
+
+
+def run_fsdp(ctx: RankContext, program: FSDPProgram) -> None:
+    """This rank's FSDP step: every phase, every event."""
+    settings = dict(program.settings)
+    phases = PhaseSequence(ctx)
+    with CollectiveObserver(ctx):
+        phases.next("setup", "setup: every unit sharded over the ranks", category="params")
+        model, units = _shard(ctx, program)
+        for name, module in units:
+            _UnitPhases(ctx, phases, name, module, program.prefetch)
+        with ctx.tracker.suspended():  # a copy, as in emit_parameters
+            shard = model.blocks[0].attn.query.weight.to_local().detach().clone()
+        ctx.buffer("block 0 W_query shard", "shard", "before", shard, uniform_provenance(shard.numel(), [ctx.rank]))
+        with ctx.tracker.category("inputs"):
+            inputs, targets = (t.to(ctx.device) for t in token_batch(settings, ctx.rank))
+        optimizer = torch.optim.AdamW(model.parameters(), lr=float(settings["lr"]))
+        logits = model(inputs)
+        phases.next("loss", "loss on this rank's batch", category="activations")
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        ctx.buffer("loss", "loss", "result", loss.detach().reshape(1), None)
+        loss.backward()
+        del logits, loss
+        phases.next("optimizer", "AdamW step on the shards", category="optimizer")
+        optimizer.step()
+        ctx.tracker.retag([p.grad for p in model.parameters() if p.grad is not None], "grads")
+        emit_parameters(ctx, list(model.named_parameters()), "shard")
+        phases.next("check", "check: the shards partition every parameter")
+        check_shards(ctx, model)
+        timed_steps(ctx, phases, int(settings["timed_steps"]), lambda: train_step(model, optimizer, inputs, targets))
+        phases.close()

@@ -1,0 +1,48 @@
+"""Observation helpers of the FSDP scenario: a gathered parameter with its provenance, shard checks."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ...context import RankContext
+from ...observation.tensors import make_tags, provenance_from_tags, tag_dtype
+from ...wire.protocol import Check
+
+__all__ = ["gathered_buffer", "check_shards"]
+
+
+def gathered_buffer(ctx: RankContext, param: nn.Parameter) -> None:
+    """Emit the unsharded ``param`` FSDP just gathered, with provenance observed by all-gathering
+    rank tags of its shard's shape (untracked: not part of the scenario's traffic)."""
+    with ctx.tracker.suspended():
+        rows = param.shape[0]
+        local_rows = -(-rows // ctx.world_size)
+        tag_type = tag_dtype(param.dtype, ctx.world_size)
+        provenance = None
+        if tag_type is not None:
+            like = torch.empty(local_rows, *param.shape[1:], dtype=param.dtype, device=param.device)
+            mine = make_tags(like, ctx.rank, tag_type)
+            everyone = torch.empty(ctx.world_size * mine.numel(), dtype=tag_type, device=param.device)
+            dist.all_gather_into_tensor(everyone, mine.reshape(-1))
+            provenance = provenance_from_tags(everyone[: param.numel()])
+        # a copy: summarising calls .numpy(), which makes a storage non-resizable, and FSDP resizes
+        # this one to 0 when it reshards
+        snapshot = param.detach().clone()
+    ctx.buffer("block 0 W_query (gathered)", "gathered", "after", snapshot, provenance)
+
+
+def check_shards(ctx: RankContext, model: nn.Module) -> bool:
+    """Check: for every parameter, the ranks' shard sizes add up to the full parameter."""
+    with ctx.tracker.suspended():
+        params = list(model.parameters())
+        mine = torch.tensor([p.to_local().numel() for p in params], dtype=torch.int64, device=ctx.device)
+        everyone = torch.empty(ctx.world_size * len(params), dtype=torch.int64, device=ctx.device)
+        dist.all_gather_into_tensor(everyone, mine)
+        totals = everyone.view(ctx.world_size, -1).sum(0).tolist()
+    wrong = [i for i, p in enumerate(params) if totals[i] != p.numel()]
+    detail = (f"{len(params)} parameters, {sum(totals):,} elements in {ctx.world_size} shards each" if not wrong
+              else f"{len(wrong)} parameters whose shards do not add up, first: {totals[wrong[0]]} ≠ {params[wrong[0]].numel()}")
+    ctx.emitter.emit(Check, phase=ctx.phase_index, name="shards add up to every full parameter", ok=not wrong, detail=detail)
+    return not wrong

@@ -1,0 +1,53 @@
+"""The import-linter contracts in pyproject.toml hold, and they would catch a violation.
+
+The installed layout maps folders (``src/collviz``, ``runtime/``, ``app/``) onto one package, which
+import-linter cannot walk; each test assembles that package in a temporary folder first.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "pyproject.toml"
+
+
+def assemble(dest: Path) -> Path:
+    """Copy the package as it installs (collviz/, collviz/runtime, collviz/app) under ``dest``."""
+    package = dest / "collviz"
+    shutil.copytree(ROOT / "src" / "collviz", package, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("runtime", "app"):
+        shutil.copytree(ROOT / name, package / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return package
+
+
+def lint_imports(path: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``lint-imports`` with the repository's contracts on the package assembled under ``path``."""
+    code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    return subprocess.run(
+        [sys.executable, "-c", code, "--config", str(CONFIG), "--no-cache"],
+        cwd=path, env={"PYTHONPATH": str(path), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=120,
+    )
+
+
+def test_contracts_hold(tmp_path: Path):
+    assemble(tmp_path)
+    result = lint_imports(tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Contracts: 3 kept, 0 broken." in result.stdout
+
+
+def test_contracts_catch_violations(tmp_path: Path):
+    package = assemble(tmp_path)
+    (package / "runtime" / "wire" / "bad_wire.py").write_text("from ..scenarios import loading\n")
+    (package / "runtime" / "reports" / "bad_report.py").write_text("import torch\nimport subprocess\n")
+    (package / "runtime" / "observation" / "bad_view.py").write_text("import textual\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode == 1
+    assert "Contracts: 0 kept, 3 broken." in result.stdout
+    assert "collviz.runtime.wire.bad_wire -> collviz.runtime.scenarios.loading" in result.stdout
+    assert "collviz.runtime.reports.bad_report -> torch" in result.stdout
+    assert "collviz.runtime.observation.bad_view -> textual" in result.stdout
