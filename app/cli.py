@@ -123,9 +123,13 @@ def _cmd_replay(argv: Sequence[str]) -> int:
     from collviz.runtime.wire.trace import read_trace
 
     if args.headless:
+        from collviz.runtime.observation.metrics import human_bytes
+        from collviz.runtime.reports.progress import ProgressLine
         from collviz.runtime.reports.summary import render_summary
 
-        contents = read_trace(args.trace)
+        progress = ProgressLine(sys.stderr, f"reading {args.trace}", 0, count_text=human_bytes)
+        contents = read_trace(args.trace, lambda done, total: progress.update(done, total=total))
+        progress.close()
         if contents.warning:
             print(f"collviz: warning: {contents.warning}", file=sys.stderr)
         from collviz.runtime.reports.bench_table import bench_report, is_bench_log, render_table

@@ -7,15 +7,19 @@ them quietly and reduces each run's events to :class:`~.reports.compare.RunFigur
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+from typing import TextIO
 
 from .errors import UsageError
 from .headless import collect
 from .launch import BackendChoice, RunPlan, Session
 from .reports.compare import RunFigures, figures_of
+from .reports.progress import ProgressLine
 from .scenarios.loading import Scenario, find_scenario
 from .scenarios.program import RunOptions
 from .scenarios.registry import build_program
+from .wire.protocol import AnyEvent, Phase
 
 __all__ = ["MODEL_KEYS", "same_model_pair", "compare_runs", "model_sizes"]
 
@@ -35,15 +39,28 @@ def same_model_pair(names: list[str]) -> list[Scenario]:
 
 
 def compare_runs(scenarios: list[Scenario], world_size: int, backend: BackendChoice, record_dir: Path | None,
-                 timeout_s: float) -> list[RunFigures]:
-    """Run both scenarios, one after the other, and return their figures."""
-    figures = []
-    for scenario in scenarios:
-        record = None if record_dir is None else record_dir / f"{scenario.name}.cvz"
-        program = build_program(scenario, world_size, RunOptions())
-        session = Session(RunPlan(scenario=scenario, world_size=world_size, backend=backend, program=program,
-                                  record=record, timeout_s=timeout_s))
-        figures.append(figures_of(collect(session)))
+                 timeout_s: float, err: TextIO | None = None) -> list[RunFigures]:
+    """Run both scenarios, one after the other, and return their figures.
+
+    With ``err`` (a terminal), a progress bar over both runs' phases is drawn there.
+    """
+    programs = [build_program(scenario, world_size, RunOptions()) for scenario in scenarios]
+    progress = ProgressLine(err or io.StringIO(), "compare", sum(p.phase_count for p in programs))
+    figures, offset = [], 0
+    try:
+        for scenario, program in zip(scenarios, programs):
+            record = None if record_dir is None else record_dir / f"{scenario.name}.cvz"
+            session = Session(RunPlan(scenario=scenario, world_size=world_size, backend=backend, program=program,
+                                      record=record, timeout_s=timeout_s))
+
+            def on_event(event: AnyEvent, offset: int = offset, name: str = scenario.name) -> None:
+                if isinstance(event, Phase) and event.edge == "begin" and event.rank == 0:
+                    progress.update(offset + event.index + 1, f"{name}: {event.name}")
+
+            figures.append(figures_of(collect(session, on_event)))
+            offset += program.phase_count
+    finally:
+        progress.close()
     return figures
 
 

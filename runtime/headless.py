@@ -15,6 +15,7 @@ from typing import TextIO
 from .launch import Session
 from .remote import RemoteSession
 from .reports.bench_table import bench_report, bench_row, render_json, render_table
+from .reports.progress import ProgressLine
 from .reports.summary import render_summary
 from .wire.protocol import AnyEvent, Check, Collective, Phase, RunStart, Stall
 
@@ -43,10 +44,11 @@ def drive(session: AnySession, on_event: Callable[[AnyEvent], None] | None = Non
     return events
 
 
-def collect(session: Session) -> list[AnyEvent]:
-    """Run ``session`` to its end with no output; every event. After Ctrl-C has stopped every
-    worker, KeyboardInterrupt is raised again so a caller running several sessions stops too."""
-    events = drive(session)
+def collect(session: Session, on_event: Callable[[AnyEvent], None] | None = None) -> list[AnyEvent]:
+    """Run ``session`` to its end with no output of its own; every event (each also passed to
+    ``on_event``). After Ctrl-C has stopped every worker, KeyboardInterrupt is raised again so a
+    caller running several sessions stops too."""
+    events = drive(session, on_event)
     if session.outcome.status == "interrupted":
         raise KeyboardInterrupt
     return events
@@ -64,22 +66,22 @@ def _report_outcome(session: AnySession, err: TextIO) -> None:
 def run_headless(session: AnySession, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     """Start ``session``, collect every event, print the summary; return the exit status.
 
-    Ctrl-C stops every worker and still prints what was collected. Progress (one line per phase,
-    as rank 0 enters it) goes to ``err`` when it is a terminal.
+    Ctrl-C stops every worker and still prints what was collected. Progress (a bar over the phases,
+    as rank 0 enters each) goes to ``err`` when it is a terminal.
     """
-    show_progress = err.isatty()
-    phase_count = 0
+    progress = ProgressLine(err, "phase", 0)
 
     def on_event(event: AnyEvent) -> None:
-        nonlocal phase_count
         if isinstance(event, RunStart):
-            phase_count = event.phase_count
+            progress.update(0, total=event.phase_count)
         elif isinstance(event, Stall):
+            progress.close()
             print(f"collviz: hang: {event.text}", file=err, flush=True)
-        elif show_progress and isinstance(event, Phase) and event.edge == "begin" and event.rank == 0:
-            print(f"collviz: phase {event.index + 1}/{phase_count} {event.name}", file=err, flush=True)
+        elif isinstance(event, Phase) and event.edge == "begin" and event.rank == 0:
+            progress.update(event.index + 1, event.name)
 
     events = drive(session, on_event)
+    progress.close()
     print(render_summary(events), file=out, flush=True)
     _report_outcome(session, err)
     return session.outcome.exit_code
@@ -87,24 +89,29 @@ def run_headless(session: AnySession, out: TextIO = sys.stdout, err: TextIO = sy
 
 def run_bench(session: Session, *, as_json: bool = False, explain: bool = False,
               out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """Start ``session`` (a bench plan), print progress as each size completes, then the report.
+    """Start ``session`` (a bench plan), show progress as each size completes, then the report.
 
     Returns the run's exit status, or 1 when it finished but some result was wrong. Ctrl-C stops
     every worker and still prints the rows collected so far.
     """
     by_phase: dict[int, list[AnyEvent]] = defaultdict(list)
     ended: Counter[int] = Counter()
-    world_size, phase_count = session.plan.world_size, session.plan.program.phase_count
+    world_size = session.plan.world_size
+    progress = ProgressLine(err, "bench", session.plan.program.phase_count)
+    completed = 0
 
     def on_event(event: AnyEvent) -> None:
+        nonlocal completed
         if isinstance(event, (Collective, Check)):
             by_phase[event.phase].append(event)
         elif isinstance(event, Phase) and event.edge == "end":
             ended[event.index] += 1
             if ended[event.index] == world_size:
-                _bench_progress(err, event.index, phase_count, by_phase[event.index], world_size)
+                completed += 1
+                progress.update(completed, _row_text(by_phase[event.index], world_size))
 
     report = bench_report(drive(session, on_event))
+    progress.close()
     print(render_json(report) if as_json else render_table(report, explain=explain), file=out, flush=True)
     _report_outcome(session, err)
     if session.outcome.exit_code == 0 and report.wrong_total:
@@ -113,9 +120,9 @@ def run_bench(session: Session, *, as_json: bool = False, explain: bool = False,
     return session.outcome.exit_code
 
 
-def _bench_progress(err: TextIO, index: int, count: int, phase_events: list[AnyEvent], world_size: int) -> None:
+def _row_text(phase_events: list[AnyEvent], world_size: int) -> str:
+    """The progress line's detail for one completed (operation, size): its time and busbw."""
     row = bench_row(phase_events, world_size)
     if row is None:
-        return
-    print(f"collviz: bench {index + 1}/{count} {row.op} {row.size} B: {row.time_us:.1f} µs, "
-          f"busbw {row.busbw_gbps:.3f} GB/s", file=err, flush=True)
+        return ""
+    return f"{row.op} {row.size} B: {row.time_us:.1f} µs, busbw {row.busbw_gbps:.3f} GB/s"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import collections
 import os
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -28,6 +28,12 @@ from ..errors import UsageError
 from .protocol import PROTOCOL_VERSION, AnyEvent, ProtocolError, UnknownEventType, decode, version_text
 
 __all__ = ["TRACE_MAGIC", "TraceError", "TraceWriter", "TraceContents", "read_trace"]
+
+Progress = Callable[[int, int], None]
+"""A reader's progress callback: (bytes read, bytes in the file)."""
+
+PROGRESS_RECORDS = 50_000
+"""Records decoded between two progress calls."""
 
 TRACE_MAGIC = b"COLLVIZ\0"
 _LENGTH = struct.Struct("<I")
@@ -108,10 +114,12 @@ def _open(path: str | os.PathLike[str]) -> bytes:
         raise TraceError(f"cannot read trace {path}: {exc.strerror}") from None
 
 
-def _split(data: bytes, name: str) -> tuple[tuple[int, int], Iterator[bytes], list[str]]:
+def _split(data: bytes, name: str, progress: Progress | None = None) -> tuple[tuple[int, int], Iterator[bytes], list[str]]:
     """Check magic and header; return the version and an iterator over event payloads.
 
     The third value collects a warning if the iterator meets a truncated last record.
+    ``progress(bytes_read, bytes_total)`` is called every :data:`PROGRESS_RECORDS` records, and at
+    the end of a trace that had at least that many.
     """
     if not data.startswith(TRACE_MAGIC):
         raise TraceError(f"{name} is not a collviz trace (it does not start with the trace magic)")
@@ -153,6 +161,10 @@ def _split(data: bytes, name: str) -> tuple[tuple[int, int], Iterator[bytes], li
             yield data[pos : pos + size]
             pos += size
             index += 1
+            if progress is not None and index % PROGRESS_RECORDS == 0:
+                progress(pos, end)
+        if progress is not None and index >= PROGRESS_RECORDS:
+            progress(end, end)
 
     return header.version, payloads(), warnings
 
@@ -175,14 +187,14 @@ def _decode_records(payloads: Iterator[bytes], name: str) -> tuple[list[AnyEvent
                     f"does not know ({kinds}); a newer collviz shows them")
 
 
-def read_trace(path: str | os.PathLike[str]) -> TraceContents:
-    """Every complete event of a trace file.
+def read_trace(path: str | os.PathLike[str], progress: Progress | None = None) -> TraceContents:
+    """Every complete event of a trace file; ``progress(bytes_read, bytes_total)`` follows the reading.
 
     Raises :class:`TraceError` for a missing file, a non-trace, a different major version or a
     corrupt record; a truncated last record, and events of types added by a newer minor version,
     are skipped and reported in ``warning``.
     """
     name = str(path)
-    version, payloads, warnings = _split(_open(path), name)
+    version, payloads, warnings = _split(_open(path), name, progress)
     events, skipped = _decode_records(payloads, name)
     return TraceContents(version=version, events=events, warning="; ".join(filter(None, [skipped, *warnings])))
