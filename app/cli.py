@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Sequence
 
-from collviz.runtime.errors import UsageError
+from collviz.runtime.errors import STOP_SIGNALS, Interrupted, UsageError, exit_status_for
 
 if TYPE_CHECKING:
     from collviz.runtime.scenarios.program import RunOptions
@@ -176,6 +177,7 @@ def _cmd_run(name: str, argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``collviz`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    _stop_on_signals()
     try:
         if not argv or argv[0] in ("-h", "--help", "help"):
             print(TOP_HELP)
@@ -212,9 +214,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"collviz: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("collviz: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as interrupt:
+        print(f"collviz: interrupted ({interrupt.args[0] if interrupt.args else 'SIGINT'})", file=sys.stderr)
+        return exit_status_for(interrupt)
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM and SIGHUP end a run as Ctrl-C does (workers stopped, summary, trace closed),
+    with exit status 128 + signal; the viewer replaces this with its own quit (see the app)."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Interrupted(signum)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, interrupt)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["UsageError"]
+import signal
+
+__all__ = ["UsageError", "Interrupted", "STOP_SIGNALS", "exit_status_for"]
 
 
 class UsageError(Exception):
@@ -11,3 +13,24 @@ class UsageError(Exception):
     The command line prints ``collviz: error: <message>`` and exits with status 2; the message is
     one line that says what is wrong and, where it helps, what to do.
     """
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals that end a run the way Ctrl-C does (what timeout, systemd, SLURM and Kubernetes send,
+and a closed terminal): workers stopped, summary, RunEnd naming the signal, status 128 + signal."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal (SIGINT, SIGTERM, SIGHUP) raised in the launcher's main thread.
+
+    A KeyboardInterrupt, so every Ctrl-C path handles it; ``signum`` names which signal it was.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def exit_status_for(interrupt: KeyboardInterrupt) -> int:
+    """128 + the signal's number (130 for a plain Ctrl-C), as shells and torchrun report it."""
+    return 128 + getattr(interrupt, "signum", signal.SIGINT)

@@ -7,6 +7,7 @@ summary, :func:`run_bench` a bench table, :func:`collect` returns the events sil
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -38,8 +39,8 @@ def drive(session: AnySession, on_event: Callable[[AnyEvent], None] | None = Non
             if on_event is not None:
                 for event in batch:
                     on_event(event)
-    except KeyboardInterrupt:
-        session.stop()
+    except KeyboardInterrupt as interrupt:
+        session.stop(getattr(interrupt, "signum", signal.SIGINT))
         events.extend(session.poll(0))
     return events
 

@@ -24,7 +24,7 @@ import torch
 
 from .errors import UsageError
 from .observation import nvml
-from .observation.watchdog import CollectiveWatch
+from .observation.watchdog import CollectiveWatch, Stalled
 from .scenarios.loading import Scenario
 from .scenarios.program import ScenarioProgram
 from .wire.protocol import AnyEvent, Dropped, Go, Phase, ProcessExit, RankEnd, RunEnd, RunStart, Stall
@@ -153,13 +153,16 @@ class Session:
     _pending: list[AnyEvent] = field(default_factory=list)
     _run_dir: str = ""
     _failed: bool = False
-    _interrupted: bool = False
+    _interrupted: int = 0
+    """The signal that interrupted the run (0: none)."""
     _sent: set[int] = field(default_factory=set)
     _reaped: int = 0
     _signals_due: list[tuple[float, int]] = field(default_factory=list)
     _teardown_started: bool = False
     _events_seen: int = 0
     _watch: CollectiveWatch | None = None
+    _first_stall: Stalled | None = None
+    """The first hang the watch reported: its missing ranks are the run's culprits."""
     endpoints: Endpoints | None = None
 
     @property
@@ -220,6 +223,7 @@ class Session:
             self._absorb(event, payload)
         self._reap()
         for stall in self._watch.check(time.monotonic_ns()):
+            self._first_stall = self._first_stall or stall
             self._emit(Stall, group=stall.group, group_seq=stall.group_seq, op=stall.op, waiting=stall.waiting,
                        elsewhere=list(stall.elsewhere.values()), waited_s=stall.waited_s, text=stall.text)
         while self._signals_due and time.monotonic() >= self._signals_due[0][0]:
@@ -236,11 +240,12 @@ class Session:
         if self._collector is not None:
             self._collector.request_release(index)
 
-    def stop(self) -> None:
-        """Interrupt: end every worker within seconds, flush the trace; idempotent."""
+    def stop(self, signum: int = signal.SIGINT) -> None:
+        """Interrupt (by ``signum``: Ctrl-C unless told): end every worker within seconds, flush
+        the trace; idempotent."""
         if self.finished or self._collector is None:
             return
-        self._interrupted = True
+        self._interrupted = signum
         self._begin_teardown()
         deadline = time.monotonic() + TEARDOWN_GRACE_S + 3.0
         while not self.finished and time.monotonic() < deadline:
@@ -297,7 +302,9 @@ class Session:
         """Which rank made the run fail, from everything known once every process is reaped.
 
         A rank killed by a signal collviz did not send comes first (its peers' errors are
-        consequences of its death); then the earliest error a rank reported; then any bad exit.
+        consequences of its death); then, after a reported hang, the ranks that were not where the
+        others waited (the waiters' timeouts are its consequences, named as such); then the
+        earliest error a rank reported; then any bad exit.
         """
         ranks = self._ranks.items()
         killed = sorted((s.reaped_order, r) for r, s in ranks if s.killed_externally)
@@ -307,6 +314,11 @@ class Session:
             errors = sorted((s.error_t_ns, r) for r, s in ranks if s.error_t_ns is not None)
             bad_exits = sorted((s.reaped_order, r) for r, s in ranks if s.exit_code)
             rank = errors[0][1] if errors else bad_exits[0][1]
+            if self._first_stall is not None:
+                stall = self._first_stall
+                culprits = ", ".join(str(r) for r in sorted(stall.elsewhere))
+                return (f"hang caused by rank{'s' if len(stall.elsewhere) > 1 else ''} {culprits}: {stall.text}; "
+                        f"consequence: {self._describe_failure(rank, self._ranks[rank])}")
         return self._describe_failure(rank, self._ranks[rank])
 
     def _describe_failure(self, rank: int, state: _RankState) -> str:
@@ -346,7 +358,8 @@ class Session:
         if dropped:
             self._emit(Dropped, counts=dict(self._collector.dropped))
         if self._interrupted:
-            outcome = RunOutcome("interrupted", "interrupted: every worker was stopped", 130)
+            outcome = RunOutcome("interrupted", f"interrupted by {_signal_name(self._interrupted)}: every worker was "
+                                 "stopped", 128 + self._interrupted)
         elif self._failed:
             outcome = RunOutcome("failed", self._cause(), 1)
         else:
@@ -355,7 +368,7 @@ class Session:
         if self._trace is not None:
             self._trace.close()
         self._collector.close()
-        if outcome.status == "ok":
+        if outcome.status != "failed":  # a failed run keeps its worker logs, and says where
             shutil.rmtree(self._run_dir, ignore_errors=True)
         self.outcome = outcome
 

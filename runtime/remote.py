@@ -10,6 +10,7 @@ collviz launcher exists; the viewer adopts the run id of the first signed event.
 from __future__ import annotations
 
 import ipaddress
+import signal
 import os
 import time
 from dataclasses import dataclass, field
@@ -146,10 +147,11 @@ class RemoteSession:
     def release(self, index: int) -> None:
         """Remote runs have no gates (live only)."""
 
-    def stop(self) -> None:
+    def stop(self, signum: int = signal.SIGINT) -> None:
         """Stop listening (the workers belong to torchrun, which ends them); idempotent."""
         if not self.finished and self._collector is not None:
-            self._finish(RemoteOutcome("interrupted", "interrupted: stopped listening", 130))
+            self._finish(RemoteOutcome("interrupted", f"interrupted by {signal.Signals(signum).name}: stopped listening",
+                                       128 + signum))
 
     def _absorb(self, event: AnyEvent, payload: bytes) -> None:
         if self._launcher is None:

@@ -104,6 +104,7 @@ def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) 
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     _die_with_parent()
     if config.log_dir is not None:
         _redirect_output(config.log_dir, rank)

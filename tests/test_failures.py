@@ -17,10 +17,12 @@ from collviz.runtime.wire.trace import TraceError, read_trace
 LONG_RUN = ["all-reduce", "--gpus", "4", "--backend", "gloo", "--size", "4MiB", "--iters", "2000", "--headless"]
 
 
-def _start(trace_path) -> subprocess.Popen:
+def _start(trace_path, tmpdir: Path | None = None) -> subprocess.Popen:
+    """Start the long run; ``tmpdir`` (TMPDIR) is where its run folder is made."""
+    env = None if tmpdir is None else {**os.environ, "TMPDIR": str(tmpdir)}
     return subprocess.Popen(
         [sys.executable, "-m", "collviz.app.cli", *LONG_RUN, "--record", str(trace_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, env=env,
     )
 
 
@@ -81,18 +83,25 @@ def test_sigkill_of_one_worker_ends_the_run_and_keeps_the_trace(tmp_path):
     assert isinstance(end, RunEnd) and end.status == "failed" and "rank 2" in end.detail
 
 
-def test_ctrl_c_stops_every_worker_within_seconds(tmp_path):
-    trace_path = tmp_path / "interrupted.cvz"
-    proc = _start(trace_path)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_stop_signals_end_the_run_like_ctrl_c(tmp_path, signum):
+    """Ctrl-C, and what timeout/systemd/SLURM send: workers gone within seconds, the summary and
+    a RunEnd naming the signal, status 128 + signal, and no run folder left behind."""
+    trace_path, run_folders = tmp_path / "interrupted.cvz", tmp_path / "tmp"
+    run_folders.mkdir()
+    proc = _start(trace_path, run_folders)
     pids = _wait_for_collectives(trace_path, proc)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     interrupted_at = time.monotonic()
-    proc.communicate(timeout=10)
+    out, err = proc.communicate(timeout=10)
     assert time.monotonic() - interrupted_at < 3
-    assert proc.returncode == 130
+    name = signal.Signals(signum).name
+    assert proc.returncode == 128 + signum
     assert not [pid for pid in pids.values() if _alive(pid)]
+    assert f"interrupted by {name}" in err and "result: interrupted" in out
     events = read_trace(trace_path).events
-    assert isinstance(events[-1], RunEnd) and events[-1].status == "interrupted"
+    assert isinstance(events[-1], RunEnd) and events[-1].status == "interrupted" and name in events[-1].detail
+    assert list(run_folders.iterdir()) == []
 
 
 def test_an_exception_in_one_rank_is_named_and_ends_the_run(tmp_path):

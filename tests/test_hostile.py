@@ -88,7 +88,11 @@ def test_desync_is_reported_and_the_run_ends_within_timeout_plus_10s(tmp_path):
     assert not [e.pid for e in events if isinstance(e, RankStart) and _alive(e.pid)]
     [stall] = [e for e in events if isinstance(e, Stall)]
     assert stall.waiting == [0, 1, 3] and stall.elsewhere == ["rank 2 is in all_gather #1"]
-    assert isinstance(events[-1], RunEnd) and events[-1].status == "failed"
+    end = events[-1]
+    assert isinstance(end, RunEnd) and end.status == "failed"
+    [final] = [line for line in result.stderr.splitlines() if line.startswith("collviz: hang caused by")]
+    assert final.startswith("collviz: hang caused by rank 2: all_reduce #1 on group world: ranks 0, 1, 3 waiting ")
+    assert "; consequence: rank " in final and end.detail in final
 
 
 def test_a_newer_minor_workers_unknown_events_are_skipped_without_a_false_gap(tmp_path):
