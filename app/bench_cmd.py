@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Sequence
 
 from collviz.runtime.errors import UsageError
@@ -45,7 +44,7 @@ def parse_sweep(text: str) -> tuple[int, int]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from collviz.app.cli import _Parser
+    from collviz.app.cli import _Parser, add_record_option
     from collviz.runtime.scenarios.loading import DTYPES
 
     parser = _Parser(prog="collviz bench", description="Sweep sizes of real collectives, nccl-tests style.",
@@ -63,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--view", action="store_true", help="watch the sweep in the viewer: busbw versus size, live")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     parser.add_argument("--explain", action="store_true", help="show each row's busbw factor and its formula")
-    parser.add_argument("--record", type=Path, metavar="FILE", help="write the trace to FILE while running")
+    add_record_option(parser)
     parser.add_argument("--timeout", type=float, default=60.0, metavar="S",
                         help="a collective some ranks entered and others did not for S seconds is reported "
                              "as a hang (default 60: large sizes on a busy CPU are slow)")
@@ -78,14 +77,19 @@ def cmd_bench(argv: Sequence[str]) -> int:
     from collviz.runtime.headless import run_bench
     from collviz.runtime.launch import RunPlan, Session, choose_backend
 
+    from collviz.app.cli import check_record_option
+    from collviz.app.limits import MAX_ITERS, check_count, check_fits_in_memory, check_seconds, check_size
+
     args = _parser().parse_args(argv)
     ops = [op_name(op) for op in args.ops] or ["all_reduce"]
     low, high = parse_sweep(args.sizes)
     backend = choose_backend(args.backend, args.gpus)
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
-    if args.record is not None and not args.record.parent.is_dir():
-        raise UsageError(f"--record {args.record}: folder {args.record.parent} does not exist")
+    check_seconds("--timeout", args.timeout)
+    check_count("--iters", args.iters, 1, MAX_ITERS)
+    check_count("--warmup", args.warmup, 0, MAX_ITERS)
+    check_size("--sizes MAX", high)
+    check_fits_in_memory(f"--sizes up to {args.sizes} on {args.gpus} ranks", args.gpus, high, 6)
+    check_record_option(args)
     program = build_bench(ops, sweep_sizes(low, high), args.gpus, dtype=args.dtype, iters=args.iters,
                           warmup=args.warmup, nvml_note=nvml.nvml_unavailable_reason() or "")
     plan = RunPlan(scenario=bench_scenario(), world_size=args.gpus, backend=backend, program=program,
@@ -98,5 +102,7 @@ def cmd_bench(argv: Sequence[str]) -> int:
 
         session = Session(plan)
         session.start()  # fork before the viewer starts its threads
-        return run_viewer(session=session)
+        from collviz.runtime.headless import report_recording
+
+        return report_recording(session, run_viewer(session=session), sys.stderr)
     return run_bench(Session(plan), as_json=args.json, explain=args.explain)

@@ -54,6 +54,38 @@ Quick start:
 """
 
 
+def add_record_option(parser: argparse.ArgumentParser) -> None:
+    """``--record FILE`` (the trace, created 0600) and ``--force`` (overwrite an existing FILE)."""
+    parser.add_argument("--record", type=Path, metavar="FILE",
+                        help="write the trace to FILE while running (refused if FILE exists, unless --force)")
+    parser.add_argument("--force", action="store_true", help="with --record: overwrite an existing FILE")
+
+
+def check_record_option(args: argparse.Namespace) -> None:
+    """UsageError for a --record target that cannot or should not be written (see check_new_output)."""
+    from collviz.runtime.wire.files import check_new_output
+
+    if args.record is not None:
+        check_new_output(args.record, "--record", force=args.force)
+
+
+GATHERING = frozenset({"all_gather", "gather"})
+"""Collectives whose output on a rank is world size × its input."""
+
+
+def check_run_numbers(args: argparse.Namespace, collective: str, world_size: int) -> None:
+    """--timeout, --iters and --size within their bounds, and the run's buffers within memory."""
+    from collviz.app.limits import MAX_ITERS, check_count, check_fits_in_memory, check_seconds, check_size
+
+    check_seconds("--timeout", args.timeout)
+    check_count("--iters", args.iters, 1, MAX_ITERS)
+    if args.size is not None:
+        size = check_size("--size", parse_size(args.size))
+        # input, output, tag input and output, before/after snapshots; gathering outputs are world × input
+        buffers = 4 + (world_size if collective in GATHERING else 1)
+        check_fits_in_memory(f"--size {args.size} on {world_size} ranks", world_size, size, buffers)
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one-line UsageErrors instead of usage dumps."""
 
@@ -79,7 +111,7 @@ def _run_parser(name: str) -> _Parser:
                         help="process-group backend (default auto: NCCL with N GPUs, else gloo on CPU)")
     parser.add_argument("--headless", action="store_true", help="no viewer: print a plain-text summary")
     parser.add_argument("--step", action="store_true", help="ranks wait at a gate before each phase (viewer: space)")
-    parser.add_argument("--record", type=Path, metavar="FILE", help="write the trace to FILE while running")
+    add_record_option(parser)
     parser.add_argument("--op", choices=REDUCE_OPS, help="reduce op, for reduce, all-reduce and reduce-scatter")
     parser.add_argument("--dtype", choices=DTYPES, help="element type (default: the scenario's, float32)")
     parser.add_argument("--size", metavar="BYTES", help="bytes of each rank's input, e.g. 64KiB, 16MiB (generated inputs)")
@@ -155,10 +187,8 @@ def _cmd_run(name: str, argv: Sequence[str]) -> int:
     backend = choose_backend(args.backend, world_size)
     if args.step and args.headless:
         raise UsageError("--step needs the viewer (space releases each gate); drop --headless or --step")
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
-    if args.record is not None and not args.record.parent.is_dir():
-        raise UsageError(f"--record {args.record}: folder {args.record.parent} does not exist")
+    check_run_numbers(args, scenario.collective, world_size)
+    check_record_option(args)
     program = build_program(scenario, world_size, run_options(args))
     plan = RunPlan(scenario=scenario, world_size=world_size, backend=backend, program=program,
                    step=args.step, record=args.record, timeout_s=args.timeout)
@@ -171,7 +201,9 @@ def _cmd_run(name: str, argv: Sequence[str]) -> int:
     from collviz.app.app import run_viewer
 
     session.start()  # fork before the viewer starts its threads
-    return run_viewer(session=session)
+    from collviz.runtime.headless import report_recording
+
+    return report_recording(session, run_viewer(session=session), sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

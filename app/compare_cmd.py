@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -31,6 +32,7 @@ def cmd_compare(argv: Sequence[str]) -> int:
     parser.add_argument("--params", type=float, metavar="P", help="estimate for a model of P parameters (e.g. 7e9)")
     parser.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"), help="as for a run")
     parser.add_argument("--record", type=Path, metavar="DIR", help="write SCENARIO.cvz traces into DIR")
+    parser.add_argument("--force", action="store_true", help="with --record: overwrite existing SCENARIO.cvz files")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="hang report after S seconds (default 60)")
     args = parser.parse_args(argv)
     if args.params is None and not args.scenarios:
@@ -40,8 +42,8 @@ def cmd_compare(argv: Sequence[str]) -> int:
     if args.params is not None:
         from collviz.runtime.reports.estimate import render_estimates
 
-        if args.params <= 0:
-            raise UsageError(f"--params {args.params:g}: must be positive")
+        if not math.isfinite(args.params) or args.params <= 0:
+            raise UsageError(f"--params {args.params:g}: must be a positive, finite parameter count")
         gpus = 8 if args.gpus is None else args.gpus
         if gpus < 1:
             raise UsageError(f"--gpus {gpus}: must be at least 1")
@@ -53,9 +55,16 @@ def cmd_compare(argv: Sequence[str]) -> int:
         raise UsageError(f"--record {args.record}: not a folder")
     from collviz.runtime.launch import choose_backend
     from collviz.runtime.compare import compare_runs, model_sizes, same_model_pair
+    from collviz.app.limits import check_seconds
     from collviz.runtime.reports.compare import render_comparison
 
     scenarios = same_model_pair(args.scenarios)
+    check_seconds("--timeout", args.timeout)
+    if args.record is not None:
+        from collviz.runtime.wire.files import check_new_output
+
+        for scenario in scenarios:
+            check_new_output(args.record / f"{scenario.name}.cvz", "--record", force=args.force)
     world_size = 4 if args.gpus is None else args.gpus
     backend = choose_backend(args.backend, world_size)
     print(f"collviz: {backend.reason}", file=sys.stderr)

@@ -20,6 +20,7 @@ def cmd_export(argv: Sequence[str]) -> int:
     """Read a trace and write its Chrome trace-event JSON export."""
     from collviz.app.cli import _Parser
     from collviz.runtime.reports.export import write_perfetto
+    from collviz.runtime.wire.files import check_new_output
     from collviz.runtime.wire.trace import read_trace
 
     parser = _Parser(prog="collviz export", description="Export a recorded trace for other tools.",
@@ -27,7 +28,9 @@ def cmd_export(argv: Sequence[str]) -> int:
     parser.add_argument("trace", type=Path, help="a .cvz file written with --record")
     parser.add_argument("--perfetto", type=Path, metavar="OUT.json", required=True,
                         help="write Chrome trace-event JSON (Perfetto, chrome://tracing) to OUT.json")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing OUT.json")
     args = parser.parse_args(argv)
+    check_new_output(args.perfetto, "--perfetto", force=args.force, reading=args.trace)
     contents = read_trace(args.trace)
     if contents.warning:
         print(f"collviz: warning: {contents.warning}", file=sys.stderr)

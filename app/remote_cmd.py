@@ -34,7 +34,7 @@ def _env_int(name: str) -> int:
 
 def cmd_worker(argv: Sequence[str]) -> int:
     """Run this process's rank of SCENARIO, streaming signed events to ``--viewer``."""
-    from collviz.app.cli import _run_parser, run_options
+    from collviz.app.cli import _run_parser, check_run_numbers, run_options
 
     if not argv or argv[0].startswith("-"):
         raise UsageError("usage: collviz worker SCENARIO --viewer tcp://HOST:PORT [options] (under torchrun)")
@@ -62,6 +62,7 @@ def cmd_worker(argv: Sequence[str]) -> int:
     from collviz.runtime.worker import WorkerConfig, worker_main
 
     scenario = find_scenario(name)
+    check_run_numbers(args, scenario.collective, world_size)
     program = build_program(scenario, world_size, run_options(args))
     gpus = torch.cuda.device_count()  # a torchrun worker is not a forking parent: CUDA is fine here
     if args.backend == "nccl" or (args.backend == "auto" and gpus >= local_world):
@@ -85,22 +86,23 @@ def cmd_worker(argv: Sequence[str]) -> int:
 
 def cmd_view(argv: Sequence[str]) -> int:
     """Listen for remote workers; show them in the viewer, or headless with a summary."""
-    from collviz.app.cli import _Parser
+    from collviz.app.cli import _Parser, add_record_option, check_record_option
 
     parser = _Parser(prog="collviz view", description="Receive the events of workers started by torchrun.",
                      epilog=WORKER_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     parser.add_argument("--listen", required=True, metavar="HOST:PORT",
                         help="address to listen on (PORT and PORT+1); beyond loopback a shared secret is required")
     parser.add_argument("--headless", action="store_true", help="print the summary instead of opening the viewer")
-    parser.add_argument("--record", type=Path, metavar="FILE", help="write the trace to FILE")
+    add_record_option(parser)
     parser.add_argument("--secret-file", type=Path, metavar="FILE", help="shared secret (default: $COLLVIZ_SECRET)")
     parser.add_argument("--timeout", type=float, default=30.0, metavar="S", help="hang report threshold (default 30)")
     args = parser.parse_args(argv)
+    from collviz.app.limits import check_seconds
     from collviz.runtime.remote import RemoteSession, load_secret, parse_listen
 
     host, port = parse_listen(args.listen)
-    if args.record is not None and not args.record.parent.is_dir():
-        raise UsageError(f"--record {args.record}: folder {args.record.parent} does not exist")
+    check_seconds("--timeout", args.timeout)
+    check_record_option(args)
     session = RemoteSession(host=host, port=port, secret=load_secret(args.secret_file), record=args.record,
                             timeout_s=args.timeout)
     print(f"collviz: listening on {host}:{port} for torchrun workers (collviz worker … --viewer tcp://{host}:{port})",
@@ -112,4 +114,6 @@ def cmd_view(argv: Sequence[str]) -> int:
     from collviz.app.app import run_viewer
 
     session.start()
-    return run_viewer(session=session)
+    from collviz.runtime.headless import report_recording
+
+    return report_recording(session, run_viewer(session=session), sys.stderr)

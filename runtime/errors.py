@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import signal
 
-__all__ = ["UsageError", "Interrupted", "STOP_SIGNALS", "exit_status_for"]
+__all__ = ["UsageError", "Interrupted", "STOP_SIGNALS", "EXIT_RECORDING_INCOMPLETE", "exit_status_for"]
+
+EXIT_RECORDING_INCOMPLETE = 3
+"""Exit status of a run that finished ok while its recording stopped early (a write error)."""
 
 
 class UsageError(Exception):

@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import TextIO
 
+from .errors import EXIT_RECORDING_INCOMPLETE
 from .launch import Session
 from .remote import RemoteSession
 from .reports.bench_table import bench_report, bench_row, render_json, render_table
@@ -20,7 +21,7 @@ from .reports.progress import ProgressLine
 from .reports.summary import render_summary
 from .wire.protocol import AnyEvent, Check, Collective, Phase, RunStart, Stall
 
-__all__ = ["drive", "collect", "run_headless", "run_bench"]
+__all__ = ["drive", "collect", "run_headless", "run_bench", "report_recording"]
 
 AnySession = Session | RemoteSession
 
@@ -55,13 +56,26 @@ def collect(session: Session, on_event: Callable[[AnyEvent], None] | None = None
     return events
 
 
-def _report_outcome(session: AnySession, err: TextIO) -> None:
+def _report_outcome(session: AnySession, err: TextIO) -> int:
+    """Say how the run ended and where its trace is; the exit status, counting an incomplete recording."""
     outcome = session.outcome
     if outcome.status != "ok":
         hint = f" (worker logs: {session.log_dir})" if outcome.status == "failed" and session.log_dir else ""
         print(f"collviz: {outcome.detail}{hint}", file=err, flush=True)
-    if session.record_path is not None:
+    return report_recording(session, outcome.exit_code, err)
+
+
+def report_recording(session: AnySession, exit_code: int, err: TextIO) -> int:
+    """Say where the trace is (and why it is incomplete); ``exit_code``, or
+    :data:`EXIT_RECORDING_INCOMPLETE` for a run that was ok but whose recording stopped early."""
+    if session.record_path is None:
+        return exit_code
+    if session.recording_error is None:
         print(f"collviz: trace written to {session.record_path}", file=err, flush=True)
+        return exit_code
+    print(f"collviz: {session.recording_error}; the run itself went on to its end "
+          f"({session.record_path} holds everything before)", file=err, flush=True)
+    return EXIT_RECORDING_INCOMPLETE if exit_code == 0 else exit_code
 
 
 def run_headless(session: AnySession, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -84,8 +98,7 @@ def run_headless(session: AnySession, out: TextIO = sys.stdout, err: TextIO = sy
     events = drive(session, on_event)
     progress.close()
     print(render_summary(events), file=out, flush=True)
-    _report_outcome(session, err)
-    return session.outcome.exit_code
+    return _report_outcome(session, err)
 
 
 def run_bench(session: Session, *, as_json: bool = False, explain: bool = False,
@@ -114,11 +127,11 @@ def run_bench(session: Session, *, as_json: bool = False, explain: bool = False,
     report = bench_report(drive(session, on_event))
     progress.close()
     print(render_json(report) if as_json else render_table(report, explain=explain), file=out, flush=True)
-    _report_outcome(session, err)
+    exit_code = _report_outcome(session, err)
     if session.outcome.exit_code == 0 and report.wrong_total:
         print(f"collviz: {report.wrong_total} result elements were wrong", file=err, flush=True)
         return 1
-    return session.outcome.exit_code
+    return exit_code
 
 
 def _row_text(phase_events: list[AnyEvent], world_size: int) -> str:

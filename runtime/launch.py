@@ -381,3 +381,8 @@ class Session:
     def record_path(self) -> Path | None:
         """The trace being written, if any."""
         return self.plan.record
+
+    @property
+    def recording_error(self) -> str | None:
+        """Why the trace stopped before the run's end (a write error), or None."""
+        return self._trace.error if self._trace is not None else None

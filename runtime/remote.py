@@ -10,8 +10,8 @@ collviz launcher exists; the viewer adopts the run id of the first signed event.
 from __future__ import annotations
 
 import ipaddress
-import signal
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +20,7 @@ import zmq
 
 from .errors import UsageError
 from .observation.watchdog import CollectiveWatch
+from .wire.files import read_regular_file
 from .wire.protocol import AnyEvent, Dropped, RankEnd, RunEnd, RunStart, Stall
 from .wire.trace import TraceWriter
 from .wire.transport import Collector, Endpoints, LauncherEmitter
@@ -31,12 +32,15 @@ SECRET_ENV = "COLLVIZ_SECRET"
 
 MIN_SECRET_LENGTH = 16
 
+MAX_SECRET_BYTES = 4096
+"""A secret file larger than this is refused unread (it cannot be a secret; /dev/zero is not one)."""
+
 
 def load_secret(secret_file: Path | None) -> bytes | None:
     """The shared secret from ``secret_file`` or $COLLVIZ_SECRET (None if neither is given)."""
     if secret_file is not None:
         try:
-            text = secret_file.read_text().strip()
+            text = read_regular_file(secret_file, MAX_SECRET_BYTES, "--secret-file").decode("utf-8", "replace").strip()
         except OSError as exc:
             raise UsageError(f"--secret-file {secret_file}: {exc.strerror}") from None
     else:
@@ -118,6 +122,11 @@ class RemoteSession:
     def record_path(self) -> Path | None:
         """The trace being written, if any."""
         return self.record
+
+    @property
+    def recording_error(self) -> str | None:
+        """Why the trace stopped before the run's end (a write error), or None."""
+        return self._trace.error if self._trace is not None else None
 
     def start(self) -> None:
         """Bind the listening sockets and open the trace."""

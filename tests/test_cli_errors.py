@@ -48,6 +48,19 @@ CASES = [
     ("listen without port", ["view", "--listen", "localhost", "--headless"], "expected HOST:PORT"),
     ("worker outside torchrun", ["worker", "all-reduce", "--viewer", "tcp://127.0.0.1:5555"], "runs under torchrun"),
     ("command where a scenario goes", ["--gpus", "4"], "expected a scenario name"),
+    ("absurd size", ["all-reduce", "--size", "99999999999999999999999GiB", "--headless"], "must be between 1 B and 1 TiB"),
+    ("absurd iterations", ["all-reduce", "--iters", "10000000000000000000000", "--headless"], "between 1 and 100,000"),
+    ("nan timeout", ["all-reduce", "--timeout", "nan", "--headless"], "--timeout nan"),
+    ("infinite timeout", ["all-reduce", "--timeout", "inf", "--headless"], "--timeout inf"),
+    ("tiny timeout", ["all-reduce", "--timeout", "1e-9", "--headless"], "between 1 and 86400"),
+    ("more memory than the machine", ["all-gather", "--size", "512GiB", "--gpus", "64", "--headless"], "is available"),
+    ("bench beyond memory", ["bench", "--sizes", "1K:512G", "--gpus", "64"], "is available"),
+    ("bench zero warmup ok, negative not", ["bench", "--warmup", "-1"], "--warmup -1"),
+    ("compare nan params", ["compare", "--params", "nan"], "positive, finite"),
+    ("compare infinite params", ["compare", "--params", "inf"], "positive, finite"),
+    ("scenario is a device", ["/dev/zero", "--headless"], "not a regular file"),
+    ("secret file is a device", ["view", "--listen", "127.0.0.1:5999", "--secret-file", "/dev/zero", "--headless"],
+     "not a regular file"),
 ]
 
 
@@ -98,3 +111,16 @@ def test_bad_trace_files(capsys, tmp_path, kind):
     assert len(err.strip().splitlines()) == 1 and needle in err
     if kind == "future version":
         assert "1.0" in err  # both versions are named
+
+
+def test_scenario_file_that_is_a_fifo_or_nested_too_deeply(capsys, tmp_path):
+    import os
+
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    status, err = run_main(capsys, str(fifo), "--headless")
+    assert status == 2 and "not a regular file" in err
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    status, err = run_main(capsys, str(deep), "--headless")
+    assert status == 2 and err.strip().endswith("invalid TOML (nested too deeply)")

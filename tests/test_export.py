@@ -226,8 +226,8 @@ def test_checker_catches_what_the_format_forbids():
 
 @pytest.mark.parametrize("args,needle", [
     (["export", "/nonexistent/t.cvz", "--perfetto", "{tmp}/o.json"], "does not exist"),
-    (["export", "{trace}", "--perfetto", "/nonexistent/dir/o.json"], "cannot write"),
-    (["export", "{trace}", "--perfetto", "{tmp}"], "is a directory"),
+    (["export", "{trace}", "--perfetto", "/nonexistent/dir/o.json"], "folder /nonexistent/dir does not exist"),
+    (["export", "{trace}", "--perfetto", "{tmp}"], "is a folder, not a file"),
     (["export", "{trace}"], "--perfetto"),
     (["export", "{tmp}/not-a-trace.cvz", "--perfetto", "{tmp}/o.json"], "not a collviz trace"),
 ], ids=["missing trace", "unwritable output", "output is a folder", "no output", "not a trace"])

@@ -11,7 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from . import nvml
 
-__all__ = ["VERIFIED_TORCH", "version_lines"]
+__all__ = ["VERIFIED_TORCH", "version_lines", "available_memory"]
 
 VERIFIED_TORCH = ("2.13.0",)
 """torch releases the whole test suite (training scenarios included) has passed on."""
@@ -57,3 +57,15 @@ def version_lines() -> list[str]:
         f"wire: pyzmq {_package('pyzmq')}, msgspec {_package('msgspec')}; viewer: textual {_package('textual')}",
         f"GPUs: {gpu_text}",
     ]
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new work now (Linux's MemAvailable), or None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

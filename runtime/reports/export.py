@@ -28,7 +28,7 @@ from pathlib import Path
 
 import msgspec
 
-from ..errors import UsageError
+from ..wire.files import write_atomically
 from ..wire.protocol import (
     LAUNCHER_RANK,
     AnyEvent,
@@ -285,15 +285,9 @@ def perfetto_trace(events: Iterable[AnyEvent]) -> dict:
 def write_perfetto(events: Iterable[AnyEvent], path: str | os.PathLike[str]) -> int:
     """Write the export of ``events`` to ``path``; return how many trace events it holds.
 
-    UsageError (one line) when the file cannot be written.
+    The file is created 0600 and written atomically (a temporary file renamed over ``path``), so
+    a failed export leaves nothing behind; UsageError (one line) when it cannot be written.
     """
     document = perfetto_trace(events)
-    target = Path(path)
-    try:
-        with open(target, "w", encoding="utf-8") as f:
-            json.dump(document, f, separators=(",", ":"))
-    except IsADirectoryError:
-        raise UsageError(f"--perfetto {target}: is a directory") from None
-    except OSError as exc:
-        raise UsageError(f"--perfetto {target}: cannot write ({exc.strerror})") from None
+    write_atomically(Path(path), [json.dumps(document, separators=(",", ":")).encode()], "--perfetto")
     return len(document["traceEvents"])

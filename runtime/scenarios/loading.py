@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..wire.files import read_regular_file
 from .kinds import COMMON_KEYS, KINDS, READERS, Common
 from .schema import (
     COLLECTIVES,
@@ -38,6 +39,9 @@ from .schema import (
     ScenarioError,
 )
 from .tables import Table
+
+MAX_SCENARIO_BYTES = 1 << 20
+"""A scenario file larger than this is refused unread (the shipped ones are a few KiB)."""
 
 __all__ = [
     "COLLECTIVES",
@@ -80,7 +84,9 @@ def _display(path: Path) -> str:
 def _parse(path: Path, file: str) -> dict[str, Any]:
     """The file's TOML, or a ScenarioError for a missing, unreadable or malformed file."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(read_regular_file(path, MAX_SCENARIO_BYTES, "scenario file").decode("utf-8"))
+    except RecursionError:
+        raise ScenarioError(file, "invalid TOML (nested too deeply)") from None
     except FileNotFoundError:
         raise ScenarioError(file, "no such file") from None
     except (OSError, UnicodeDecodeError) as problem:

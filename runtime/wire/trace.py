@@ -15,6 +15,7 @@ pickled.
 from __future__ import annotations
 
 import collections
+import errno
 import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
@@ -25,6 +26,7 @@ from typing import BinaryIO
 import msgspec
 
 from ..errors import UsageError
+from .files import open_private, write_error_text
 from .protocol import PROTOCOL_VERSION, AnyEvent, ProtocolError, UnknownEventType, decode, version_text
 
 __all__ = ["TRACE_MAGIC", "TraceError", "TraceWriter", "TraceContents", "read_trace"]
@@ -54,30 +56,56 @@ def _record(payload: bytes) -> bytes:
 
 
 class TraceWriter:
-    """Appends event payloads to a trace file, flushing after each write."""
+    """Appends event payloads to a trace file (created 0600), flushing once per batch.
+
+    A write error (a full disk, a device that refuses) never stops the run: the recording stops
+    at that event, :attr:`error` says so in one line (``recording stopped at event N: no space
+    left on device``), and later events are dropped. What was written before stays readable.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        try:
-            self._file: BinaryIO = open(self.path, "wb")
-        except OSError as exc:
-            raise UsageError(f"cannot write trace {self.path}: {exc.strerror}") from None
-        header = msgspec.msgpack.encode(_Header(format=_FORMAT_NAME, version=PROTOCOL_VERSION))
-        self._file.write(TRACE_MAGIC + _record(header))
-        self._file.flush()
         self.events_written = 0
+        self.error: str | None = None
+        """Why the recording stopped early, or None while it is complete."""
         self._pending: list[bytes] = []
+        try:
+            self._file: BinaryIO | None = open_private(self.path)
+        except OSError as exc:
+            raise UsageError(f"cannot write trace {self.path}: {write_error_text(exc)}") from None
+        header = msgspec.msgpack.encode(_Header(format=_FORMAT_NAME, version=PROTOCOL_VERSION))
+        self._write(TRACE_MAGIC + _record(header))
+
+    def _write(self, data: bytes) -> bool:
+        """Write and flush ``data``; on an OSError stop the recording and say why."""
+        if self._file is None:
+            return False
+        try:
+            self._file.write(data)
+            self._file.flush()
+            return True
+        except OSError as exc:
+            self._stop(exc)
+            return False
+
+    def _stop(self, exc: OSError) -> None:
+        self.error = f"recording stopped at event {self.events_written}: {write_error_text(exc)}"
+        file, self._file = self._file, None
+        try:
+            file.close()
+        except OSError:
+            pass  # the buffer that failed to write fails again here; the error is already said
 
     def append(self, payload: bytes) -> None:
         """Queue one encoded event; it reaches the file at the next :meth:`flush`."""
-        self._pending.append(_record(payload))
+        if self._file is not None:
+            self._pending.append(_record(payload))
 
     def flush(self) -> None:
         """Write every queued event in one call and hand it to the OS (readable from then on)."""
         if self._pending:
-            self._file.write(b"".join(self._pending))
-            self._file.flush()
-            self.events_written += len(self._pending)
+            if self._write(b"".join(self._pending)):
+                self.events_written += len(self._pending)
             self._pending.clear()
 
     def write(self, payloads: Iterable[bytes]) -> None:
@@ -87,11 +115,18 @@ class TraceWriter:
         self.flush()
 
     def close(self) -> None:
-        """Flush to disk and close; safe to call twice."""
-        if not self._file.closed:
-            self.flush()
+        """Flush to disk and close; safe to call twice. A device that cannot sync (/dev/null) is fine."""
+        self.flush()
+        if self._file is None:
+            return
+        try:
             os.fsync(self._file.fileno())
-            self._file.close()
+        except OSError as exc:
+            if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EROFS):
+                self._stop(exc)
+                return
+        self._file.close()
+        self._file = None
 
 
 @dataclass
