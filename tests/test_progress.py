@@ -8,6 +8,8 @@ from __future__ import annotations
 import io
 from types import SimpleNamespace
 
+import msgspec
+
 from collviz.runtime.headless import run_bench, run_headless
 from collviz.runtime.reports.progress import ProgressLine, bar_text
 from collviz.runtime.wire.protocol import Phase, RunStart
@@ -100,7 +102,8 @@ def test_headless_run_draws_its_phases():
 def test_large_trace_reports_reading_progress(tmp_path):
     events = all_gather_events(world=4)
     copies = PROGRESS_RECORDS * 2 // len(events) + 1
-    path = write_trace(tmp_path / "big.cvz", events * copies)
+    renumbered = [msgspec.structs.replace(e, seq=e.seq + copy * len(events)) for copy in range(copies) for e in events]
+    path = write_trace(tmp_path / "big.cvz", renumbered)
     calls: list[tuple[int, int]] = []
     contents = read_trace(path, lambda done, total: calls.append((done, total)))
     size = path.stat().st_size

@@ -98,7 +98,7 @@ def test_an_unknown_event_type_is_named_and_placed():
 
 def test_a_newer_minor_traces_unknown_event_types_are_skipped_and_named(tmp_path):
     known = _events(4)
-    future = [FutureEvent(run="r", rank=0, seq=10 + i, t_ns=9) for i in range(2)]
+    future = [FutureEvent(run="r", rank=3, seq=i, t_ns=9) for i in range(2)]  # rank 3's own sequence
     header = msgspec.msgpack.encode({"format": "collviz-trace", "version": [1, 3]})
     records = [encode(known[0]), msgspec.msgpack.encode(future[0]), *map(encode, known[1:3]),
                msgspec.msgpack.encode(future[1]), encode(known[3])]

@@ -54,6 +54,7 @@ __all__ = [
     "decode_control",
     "encode",
     "decode",
+    "decode_known",
     "encode_frames",
     "decode_frames",
     "version_text",
@@ -369,6 +370,11 @@ _KNOWN_TYPES = frozenset(event_type.__name__ for event_type in AnyEvent.__args__
 def encode(event: Event) -> bytes:
     """The msgpack payload of ``event``."""
     return _encoder.encode(event)
+
+
+decode_known = _decoder.decode
+"""Decode a payload known to be within the frame limit, raising msgspec's own errors: the fast
+path of bulk readers, which fall back to :func:`decode` to classify what it refuses."""
 
 
 def decode(payload: bytes) -> AnyEvent:

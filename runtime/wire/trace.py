@@ -1,24 +1,30 @@
-"""Trace files: a versioned header, then one length-prefixed msgpack event per record.
+"""Trace files: a versioned header, then one checksummed, length-prefixed msgpack event per record.
 
 Layout (all integers little-endian)::
 
     b"COLLVIZ\\0"                        8-byte magic
-    u32 length, header payload          msgpack map {"format": "collviz-trace", "version": [1, 0]}
-    u32 length, event payload           repeated; each payload is ``protocol.encode(event)``
+    u32 length, header payload          msgpack map {"format": "collviz-trace", "version": [1, 1],
+                                                     "records": "crc32"}
+    u32 length, u32 crc32, payload      repeated; each payload is ``protocol.encode(event)``
 
-The writer flushes after every batch, so a file being written can be read. A reader keeps every
-complete record of a truncated file and reports the cut; it skips, and names, event types added by
-a newer minor version; a newer major version is refused with both versions named. Nothing is ever
-pickled.
+Traces written before per-record checksums (no ``records`` in the header) frame records as
+``u32 length, payload`` and are read as before. The writer creates the file 0600 and flushes after
+every batch, so a file being written can be read. The reader (see :mod:`.records` and
+:mod:`.sanity`) keeps every intact record, skips damaged ones and resumes at the next intact
+record, reports a truncated tail, skips and names event types added by a newer minor version,
+and drops inconsistent events, saying how many; a newer major version is refused with both
+versions named. Nothing is ever pickled.
 """
 
 from __future__ import annotations
 
 import collections
 import errno
+import mmap
 import os
+import stat
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -27,7 +33,17 @@ import msgspec
 
 from ..errors import UsageError
 from .files import open_private, write_error_text
-from .protocol import PROTOCOL_VERSION, AnyEvent, ProtocolError, UnknownEventType, decode, version_text
+from .protocol import (
+    PROTOCOL_VERSION,
+    AnyEvent,
+    ProtocolError,
+    UnknownEventType,
+    decode,
+    decode_known,
+    version_text,
+)
+from .records import CHECKSUM_NAME, Damage, describe_damage, frame, scan_records
+from .sanity import Skipped, checked_events
 
 __all__ = ["TRACE_MAGIC", "TraceError", "TraceWriter", "TraceContents", "read_trace"]
 
@@ -49,10 +65,8 @@ class TraceError(UsageError, ProtocolError):
 class _Header(msgspec.Struct):
     format: str
     version: tuple[int, int]
-
-
-def _record(payload: bytes) -> bytes:
-    return _LENGTH.pack(len(payload)) + payload
+    records: str | None = None
+    """How records are framed: None (length, payload) or :data:`CHECKSUM_NAME` (length, CRC, payload)."""
 
 
 class TraceWriter:
@@ -73,8 +87,8 @@ class TraceWriter:
             self._file: BinaryIO | None = open_private(self.path)
         except OSError as exc:
             raise UsageError(f"cannot write trace {self.path}: {write_error_text(exc)}") from None
-        header = msgspec.msgpack.encode(_Header(format=_FORMAT_NAME, version=PROTOCOL_VERSION))
-        self._write(TRACE_MAGIC + _record(header))
+        header = msgspec.msgpack.encode(_Header(format=_FORMAT_NAME, version=PROTOCOL_VERSION, records=CHECKSUM_NAME))
+        self._write(TRACE_MAGIC + _LENGTH.pack(len(header)) + header)
 
     def _write(self, data: bytes) -> bool:
         """Write and flush ``data``; on an OSError stop the recording and say why."""
@@ -99,7 +113,7 @@ class TraceWriter:
     def append(self, payload: bytes) -> None:
         """Queue one encoded event; it reaches the file at the next :meth:`flush`."""
         if self._file is not None:
-            self._pending.append(_record(payload))
+            self._pending.append(frame(payload))
 
     def flush(self) -> None:
         """Write every queued event in one call and hand it to the OS (readable from then on)."""
@@ -138,9 +152,18 @@ class TraceContents:
     warning: str = ""
 
 
-def _open(path: str | os.PathLike[str]) -> bytes:
+def _open(path: str | os.PathLike[str]) -> mmap.mmap | bytes:
+    """The file's bytes, mapped: only a regular file that starts with the trace magic is read."""
     try:
-        return Path(path).read_bytes()
+        with open(path, "rb", opener=_open_without_blocking) as handle:
+            info = os.fstat(handle.fileno())
+            if stat.S_ISDIR(info.st_mode):
+                raise TraceError(f"{path} is a directory, not a trace file")
+            if not stat.S_ISREG(info.st_mode):
+                raise TraceError(f"{path} is not a regular file, so not a trace")
+            if handle.read(len(TRACE_MAGIC)) != TRACE_MAGIC:
+                raise TraceError(f"{path} is not a collviz trace (it does not start with the trace magic)")
+            return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     except FileNotFoundError:
         raise TraceError(f"trace file {path} does not exist") from None
     except IsADirectoryError:
@@ -149,15 +172,12 @@ def _open(path: str | os.PathLike[str]) -> bytes:
         raise TraceError(f"cannot read trace {path}: {exc.strerror}") from None
 
 
-def _split(data: bytes, name: str, progress: Progress | None = None) -> tuple[tuple[int, int], Iterator[bytes], list[str]]:
-    """Check magic and header; return the version and an iterator over event payloads.
+def _open_without_blocking(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NONBLOCK)
 
-    The third value collects a warning if the iterator meets a truncated last record.
-    ``progress(bytes_read, bytes_total)`` is called every :data:`PROGRESS_RECORDS` records, and at
-    the end of a trace that had at least that many.
-    """
-    if not data.startswith(TRACE_MAGIC):
-        raise TraceError(f"{name} is not a collviz trace (it does not start with the trace magic)")
+
+def _header(data: mmap.mmap | bytes, name: str) -> tuple[_Header, int]:
+    """The checked header and the offset of the first record."""
     offset = len(TRACE_MAGIC)
     if len(data) < offset + _LENGTH.size:
         raise TraceError(f"{name} is truncated inside its header")
@@ -177,59 +197,89 @@ def _split(data: bytes, name: str, progress: Progress | None = None) -> tuple[tu
             f"{version_text()} (major {PROTOCOL_VERSION[0]}): "
             + ("upgrade collviz to read it" if header.version[0] > PROTOCOL_VERSION[0] else "it is too old to read")
         )
-    offset += length
-    warnings: list[str] = []
-
-    def payloads() -> Iterator[bytes]:
-        pos = offset
-        end = len(data)
-        index = 0
-        while pos < end:
-            if pos + _LENGTH.size > end:
-                warnings.append(f"{name}: last record truncated after {index} complete events; it was skipped")
-                return
-            (size,) = _LENGTH.unpack_from(data, pos)
-            pos += _LENGTH.size
-            if pos + size > end:
-                warnings.append(f"{name}: last record truncated after {index} complete events; it was skipped")
-                return
-            yield data[pos : pos + size]
-            pos += size
-            index += 1
-            if progress is not None and index % PROGRESS_RECORDS == 0:
-                progress(pos, end)
-        if progress is not None and index >= PROGRESS_RECORDS:
-            progress(end, end)
-
-    return header.version, payloads(), warnings
+    if header.records not in (None, CHECKSUM_NAME):
+        raise TraceError(f"{name} frames its records as {header.records!r}; this collviz reads only {CHECKSUM_NAME!r}")
+    return header, offset + length
 
 
-def _decode_records(payloads: Iterator[bytes], name: str) -> tuple[list[AnyEvent], str]:
-    """The known events among ``payloads``, and a warning naming the skipped newer event types."""
-    events: list[AnyEvent] = []
-    skipped: collections.Counter[str] = collections.Counter()
-    for index, payload in enumerate(payloads):
+def _decodes(payload: bytes) -> bool:
+    """Whether ``payload`` is an event (of any type): the validity test of records without checksums."""
+    try:
+        decode(payload)
+    except UnknownEventType:
+        return True
+    except ProtocolError:
+        return False
+    return True
+
+
+def _decode_each(batch: list[bytes], events: list[AnyEvent | Skipped], unknown: collections.Counter[str]) -> int:
+    """Decode ``batch`` payload by payload into ``events`` (a newer minor version's types as
+    :class:`Skipped` places, counted in ``unknown``); how many payloads were not events."""
+    undecodable = 0
+    for payload in batch:
         try:
             events.append(decode(payload))
-        except UnknownEventType as unknown:
-            skipped[unknown.type_name] += 1
-        except ProtocolError as exc:
-            raise TraceError(f"{name}: event {index} is corrupt ({exc})") from None
-    if not skipped:
-        return events, ""
-    kinds = ", ".join(f"{type_name} ×{count}" for type_name, count in sorted(skipped.items()))
-    return events, (f"{name}: skipped {skipped.total()} events of types this collviz ({version_text()}) "
-                    f"does not know ({kinds}); a newer collviz shows them")
+        except UnknownEventType as skipped:
+            unknown[skipped.type_name] += 1
+            events.append(Skipped(skipped.rank, skipped.seq))
+        except ProtocolError:
+            undecodable += 1  # intact framing around a payload that is not an event
+    return undecodable
 
 
 def read_trace(path: str | os.PathLike[str], progress: Progress | None = None) -> TraceContents:
-    """Every complete event of a trace file; ``progress(bytes_read, bytes_total)`` follows the reading.
+    """Every intact, consistent event of a trace file; ``progress(bytes_read, bytes_total)``
+    follows the reading of large ones (every :data:`PROGRESS_RECORDS` records).
 
-    Raises :class:`TraceError` for a missing file, a non-trace, a different major version or a
-    corrupt record; a truncated last record, and events of types added by a newer minor version,
-    are skipped and reported in ``warning``.
+    Raises :class:`TraceError` (one line) for a missing file, anything but a regular file that
+    starts with the trace magic, a damaged header, a different major version or an impossible
+    world size. Everything else is reported in ``warning`` while the rest is kept: damaged records
+    (skipped, reading resumes at the next intact one), a truncated tail, events of types added by
+    a newer minor version, events from ranks outside the world, negative durations, repeated or
+    missing sequence numbers.
     """
     name = str(path)
-    version, payloads, warnings = _split(_open(path), name, progress)
-    events, skipped = _decode_records(payloads, name)
-    return TraceContents(version=version, events=events, warning="; ".join(filter(None, [skipped, *warnings])))
+    data = _open(path)
+    try:
+        header, start = _header(data, name)
+        damage: list[Damage] = []
+        before_damage: list[int] = []
+        events: list[AnyEvent | Skipped] = []
+        unknown: collections.Counter[str] = collections.Counter()
+        undecodable = 0
+        end = len(data)
+        next_progress = PROGRESS_RECORDS
+        for pos, batch in scan_records(data, start, header.records == CHECKSUM_NAME, _decodes, damage):
+            while len(before_damage) < len(damage):
+                before_damage.append(len(events))
+            try:
+                events.extend([decode_known(payload) for payload in batch])
+            except Exception:  # noqa: BLE001 — some payload in the batch is not a known event: sort them one by one
+                undecodable += _decode_each(batch, events, unknown)
+            if progress is not None and len(events) >= next_progress:
+                progress(pos, end)
+                next_progress += PROGRESS_RECORDS
+        while len(before_damage) < len(damage):
+            before_damage.append(len(events))
+        if progress is not None and len(events) >= PROGRESS_RECORDS:
+            progress(end, end)
+    finally:
+        if isinstance(data, mmap.mmap):
+            data.close()
+    try:
+        kept, problems = checked_events(events)
+    except ProtocolError as exc:
+        raise TraceError(f"{name}: {exc}") from None
+    notes = [describe_damage(name, damage, before_damage)]
+    if not kept and (damage or undecodable):
+        raise TraceError(f"{name}: no intact event in it ({notes[0] or 'no record is an event'})")
+    if undecodable:
+        problems.insert(0, f"skipped {undecodable} record{'s' if undecodable > 1 else ''} that are not events")
+    if unknown:
+        kinds = ", ".join(f"{type_name} ×{count}" for type_name, count in sorted(unknown.items()))
+        notes.append(f"{name}: skipped {unknown.total()} events of types this collviz ({version_text()}) "
+                     f"does not know ({kinds}); a newer collviz shows them")
+    if problems:
+        notes.append(f"{name}: " + "; ".join(problems))
+    return TraceContents(version=header.version, events=kept, warning="; ".join(filter(None, notes)))
