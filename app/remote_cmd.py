@@ -98,14 +98,27 @@ def cmd_view(argv: Sequence[str]) -> int:
     parser.add_argument("--timeout", type=float, default=30.0, metavar="S", help="hang report threshold (default 30)")
     args = parser.parse_args(argv)
     from collviz.app.limits import check_seconds
-    from collviz.runtime.remote import RemoteSession, load_secret, parse_listen
+    from collviz.runtime.remote import (
+        SECRET_ENV,
+        RemoteSession,
+        check_listen_address,
+        generated_secret,
+        load_secret,
+        parse_listen,
+    )
 
     host, port = parse_listen(args.listen)
     check_seconds("--timeout", args.timeout)
     check_record_option(args)
-    session = RemoteSession(host=host, port=port, secret=load_secret(args.secret_file), record=args.record,
-                            timeout_s=args.timeout)
-    print(f"collviz: listening on {host}:{port} for torchrun workers (collviz worker … --viewer tcp://{host}:{port})",
+    secret = load_secret(args.secret_file)
+    check_listen_address(host, secret)
+    if secret is None:  # loopback: a secret all the same, so that no other local process can claim the viewer
+        secret = generated_secret()
+        print(f"collviz: no shared secret given; start the workers with this in their environment:\n"
+              f"export {SECRET_ENV}={secret.decode()}", file=sys.stderr, flush=True)
+    session = RemoteSession(host=host, port=port, secret=secret, record=args.record, timeout_s=args.timeout)
+    url = f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
+    print(f"collviz: listening on {host}:{port} for torchrun workers (collviz worker … --viewer {url})",
           file=sys.stderr, flush=True)
     if args.headless:
         from collviz.runtime.headless import run_headless

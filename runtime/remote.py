@@ -10,6 +10,7 @@ collviz launcher exists; the viewer adopts the run id of the first signed event.
 from __future__ import annotations
 
 import ipaddress
+import secrets
 import os
 import signal
 import time
@@ -25,7 +26,8 @@ from .wire.protocol import AnyEvent, Dropped, RankEnd, RunEnd, RunStart, Stall
 from .wire.trace import TraceWriter
 from .wire.transport import Collector, Endpoints, LauncherEmitter
 
-__all__ = ["SECRET_ENV", "load_secret", "check_listen_address", "parse_listen", "RemoteOutcome", "RemoteSession"]
+__all__ = ["SECRET_ENV", "load_secret", "generated_secret", "check_listen_address", "parse_listen", "RemoteOutcome",
+           "RemoteSession"]
 
 SECRET_ENV = "COLLVIZ_SECRET"
 """Environment variable holding the shared secret (or use --secret-file)."""
@@ -67,6 +69,11 @@ def parse_listen(text: str) -> tuple[str, int]:
     if not host or not port.isdigit() or not 0 < int(port) < 65535:
         raise UsageError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:5555 (PORT+1 is used too)")
     return host.strip("[]"), int(port)
+
+
+def generated_secret() -> bytes:
+    """A fresh random secret (32 hex digits) for a loopback viewer started without one."""
+    return secrets.token_hex(16).encode()
 
 
 def check_listen_address(host: str, secret: bytes | None) -> None:
@@ -111,6 +118,8 @@ class RemoteSession:
 
     def __post_init__(self) -> None:
         check_listen_address(self.host, self.secret)
+        if self.secret is None:
+            raise UsageError("a listening viewer needs a shared secret, so that only its workers can claim it")
         self._watch = CollectiveWatch(self.timeout_s)
 
     @property
@@ -133,7 +142,7 @@ class RemoteSession:
         if self.record is not None:
             self._trace = TraceWriter(self.record)
         try:
-            self._collector = Collector(None, Endpoints.tcp(self.host, self.port), None, self.secret)
+            self._collector = Collector(None, Endpoints.tcp(self.host, self.port), None, self.secret, exposed=True)
         except zmq.ZMQError as exc:  # address in use, not ours, …
             raise UsageError(f"cannot listen on {self.host}:{self.port}: {exc}") from None
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+import struct
+import time
 from typing import Literal, Union
 
 import msgspec
@@ -28,6 +30,8 @@ __all__ = [
     "IncompatibleVersion",
     "UnknownEventType",
     "Unauthenticated",
+    "Stale",
+    "SIGNATURE_WINDOW_S",
     "Event",
     "RunStart",
     "RankStart",
@@ -400,34 +404,57 @@ def _raise_if_unknown_type(payload: bytes) -> None:
         raise UnknownEventType(envelope.type, envelope.run, envelope.rank, envelope.seq)
 
 
-def _mac(secret: bytes, header: bytes, payload: bytes) -> bytes:
-    return hmac.new(secret, header + payload, hashlib.sha256).digest()
+SIGNATURE_WINDOW_S = 30.0
+"""How far a signed frame's stamp may lie before the receiving session began, or ahead of its
+clock: a frame captured from one session and replayed into another later is refused."""
+
+_STAMP = struct.Struct("<q")
+
+
+def _mac(secret: bytes, header: bytes, stamp: bytes, payload: bytes) -> bytes:
+    return hmac.new(secret, header + stamp + payload, hashlib.sha256).digest()
 
 
 def encode_frames(event: Event, secret: bytes | None = None) -> list[bytes]:
-    """The ZeroMQ multipart message carrying ``event``: header frame, payload frame, and with a
-    shared secret a third frame, the HMAC-SHA256 of header and payload."""
+    """The ZeroMQ multipart message carrying ``event``: header frame and payload frame; with a
+    shared secret also the sender's wall-clock time (ns) and the HMAC-SHA256 of header, time and
+    payload, so a receiver can refuse a frame signed for an earlier session (see
+    :data:`SIGNATURE_WINDOW_S`)."""
     payload = encode(event)
     if secret is None:
         return [WIRE_HEADER, payload]
-    return [WIRE_HEADER, payload, _mac(secret, WIRE_HEADER, payload)]
+    stamp = _STAMP.pack(time.time_ns())
+    return [WIRE_HEADER, payload, stamp, _mac(secret, WIRE_HEADER, stamp, payload)]
 
 
 class Unauthenticated(ProtocolError):
     """A message without the right shared-secret signature."""
 
 
-def decode_frames(frames: list[bytes], secret: bytes | None = None) -> tuple[AnyEvent, bytes]:
+class Stale(Unauthenticated):
+    """A correctly signed message stamped outside the receiving session's window (a replay)."""
+
+
+def decode_frames(frames: list[bytes], secret: bytes | None = None,
+                  session_start_ns: int | None = None) -> tuple[AnyEvent, bytes]:
     """The event in a multipart message, and its payload (kept to be written to a trace as is).
 
-    Checks the part count, the signature when a ``secret`` is required, and the version header
-    before decoding: any minor version of this major is accepted (see :func:`decode` for what a
-    newer one may carry); another major raises :class:`IncompatibleVersion` naming both.
+    Checks the part count, the signature when a ``secret`` is required (and, given the session's
+    wall-clock start, that the signed stamp lies in its window: :class:`Stale` otherwise), and the
+    version header before decoding: any minor version of this major is accepted (see
+    :func:`decode` for what a newer one may carry); another major raises
+    :class:`IncompatibleVersion` naming both.
     """
     frames = [bytes(f) for f in frames]
     if secret is not None:
-        if len(frames) != 3 or not hmac.compare_digest(frames[2], _mac(secret, frames[0], frames[1])):
+        if (len(frames) != 4 or len(frames[2]) != _STAMP.size
+                or not hmac.compare_digest(frames[3], _mac(secret, frames[0], frames[2], frames[1]))):
             raise Unauthenticated("message not signed with the shared secret")
+        if session_start_ns is not None:
+            (stamp,) = _STAMP.unpack(frames[2])
+            window = int(SIGNATURE_WINDOW_S * 1e9)
+            if not session_start_ns - window <= stamp <= time.time_ns() + window:
+                raise Stale("signed for another session (its time lies outside this session's window)")
         frames = frames[:2]
     if len(frames) != 2:
         raise ProtocolError(f"expected 2 frames, got {len(frames)}")

@@ -23,11 +23,13 @@ import zmq
 
 from .protocol import (
     LAUNCHER_RANK,
+    MAX_FRAME_BYTES,
     AnyEvent,
     Event,
     GateMessage,
     IncompatibleVersion,
     ProtocolError,
+    Stale,
     Unauthenticated,
     UnknownEventType,
     decode_control,
@@ -58,7 +60,9 @@ class Endpoints:
 
     @classmethod
     def tcp(cls, host: str, port: int) -> Endpoints:
-        """Events on ``host:port``, control on the next port (remote workers under torchrun)."""
+        """Events on ``host:port``, control on the next port (remote workers under torchrun); an
+        IPv6 address is bracketed as ZeroMQ expects (``tcp://[::1]:5555``)."""
+        host = f"[{host}]" if ":" in host else host
         return cls(events=f"tcp://{host}:{port}", control=f"tcp://{host}:{port + 1}")
 
 
@@ -78,6 +82,7 @@ class EventEmitter:
         self._socket = self._context.socket(zmq.PUSH)
         self._socket.setsockopt(zmq.LINGER, _SEND_LINGER_MS)
         self._socket.setsockopt(zmq.SNDHWM, 100_000)
+        self._socket.setsockopt(zmq.IPV6, 1)
         self._socket.connect(endpoint)
         self._thread = threading.Thread(target=self._send_loop, name="collviz-emitter", daemon=True)
         self._thread.start()
@@ -172,6 +177,27 @@ class _GateBook:
     waiting: dict[bytes, int] = field(default_factory=dict)
 
 
+EXPOSED_RCVHWM = 10_000
+"""Messages an exposed events socket queues before ZeroMQ stops reading from its peers."""
+
+MAX_MESSAGE_BYTES = MAX_FRAME_BYTES + 4096
+"""ZeroMQ's own limit on an inbound message part: a larger one disconnects its sender before it is
+held in memory (the protocol's frame limit, plus room for the header frame)."""
+
+
+def _limit_inbound(socket: zmq.Socket, exposed: bool) -> None:
+    """Before bind. Exposed: ZeroMQ disconnects a peer sending an oversized part before holding it
+    (not counted: ZeroMQ does not say why it dropped a peer), and the receive queue is bounded.
+    The launcher's own private socket keeps an unbounded queue (its workers' events are never
+    dropped) and counts oversized frames after receiving them. Both accept IPv6 peers and close
+    without lingering."""
+    if exposed:
+        socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+    socket.setsockopt(zmq.RCVHWM, EXPOSED_RCVHWM if exposed else 0)
+    socket.setsockopt(zmq.IPV6, 1)
+    socket.setsockopt(zmq.LINGER, 0)
+
+
 class Collector:
     """The launcher's receiving end: validates frames, counts what it refuses, runs the gates.
 
@@ -182,23 +208,28 @@ class Collector:
     BATCH = 10_000
 
     def __init__(self, run: str | None, endpoints: Endpoints, world_size: int | None,
-                 secret: bytes | None = None) -> None:
+                 secret: bytes | None = None, *, exposed: bool = False) -> None:
+        """``exposed``: the events socket accepts peers other than the launcher's own workers (a
+        listening viewer): its receive queue is bounded, frames signed for an earlier session are
+        refused, and no control socket is opened (remote runs have no gates)."""
         self.run = run
         self.world_size = world_size
         self._secret = secret
+        self._session_start_ns = time.time_ns() if exposed else None
         self.dropped: collections.Counter[str] = collections.Counter()
         self._next_seq: dict[int, int] = {}
         self._context = zmq.Context()
         self._events = self._context.socket(zmq.PULL)
-        self._events.setsockopt(zmq.RCVHWM, 0)
-        self._events.setsockopt(zmq.LINGER, 0)
+        _limit_inbound(self._events, exposed)
         self._events.bind(endpoints.events)
-        self._control = self._context.socket(zmq.ROUTER)
-        self._control.setsockopt(zmq.LINGER, 0)
-        self._control.bind(endpoints.control)
         self._poller = zmq.Poller()
         self._poller.register(self._events, zmq.POLLIN)
-        self._poller.register(self._control, zmq.POLLIN)
+        self._control: zmq.Socket | None = None
+        if not exposed:
+            self._control = self._context.socket(zmq.ROUTER)
+            _limit_inbound(self._control, exposed)
+            self._control.bind(endpoints.control)
+            self._poller.register(self._control, zmq.POLLIN)
         self._gates = _GateBook()
         self._release_requests: collections.deque[int] = collections.deque()
         self.on_release: Callable[[int], None] | None = None
@@ -207,7 +238,7 @@ class Collector:
         """Valid events that arrived (waiting up to ``timeout_s`` for the first), with payloads."""
         self._apply_release_requests()
         ready = dict(self._poller.poll(int(timeout_s * 1000)))
-        if self._control in ready:
+        if self._control is not None and self._control in ready:
             self._serve_control()
         received: list[tuple[AnyEvent, bytes]] = []
         if self._events in ready:
@@ -223,7 +254,10 @@ class Collector:
 
     def _accept(self, frames: list[bytes]) -> tuple[AnyEvent, bytes] | None:
         try:
-            event, payload = decode_frames(frames, self._secret)
+            event, payload = decode_frames(frames, self._secret, self._session_start_ns)
+        except Stale:
+            self.dropped["signed for another session"] += 1
+            return None
         except Unauthenticated:
             self.dropped["unauthenticated"] += 1
             return None
@@ -316,8 +350,9 @@ class Collector:
         return {int(identity.decode()[4:]): index for identity, index in self._gates.waiting.items()}
 
     def close(self) -> None:
-        """Close both sockets, then the context."""
+        """Close the sockets, then the context."""
         self._events.close()
-        self._control.close()
+        if self._control is not None:
+            self._control.close()
         self._context.term()
 
