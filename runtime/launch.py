@@ -24,10 +24,11 @@ import torch
 
 from .errors import UsageError
 from .observation import nvml
+from .observation.fingerprints import Disagreement, FingerprintCheck
 from .observation.watchdog import CollectiveWatch, Stalled
 from .scenarios.loading import Scenario
 from .scenarios.program import ScenarioProgram
-from .wire.protocol import AnyEvent, Dropped, Go, Phase, ProcessExit, RankEnd, RunEnd, RunStart, Stall
+from .wire.protocol import AnyEvent, Dropped, Go, Mismatch, Phase, ProcessExit, RankEnd, RunEnd, RunStart, Stall
 from .wire.trace import TraceWriter
 from .wire.transport import Collector, Endpoints, LauncherEmitter
 from .worker import WorkerConfig, worker_main
@@ -161,6 +162,9 @@ class Session:
     _teardown_started: bool = False
     _events_seen: int = 0
     _watch: CollectiveWatch | None = None
+    _fingerprints: FingerprintCheck = field(default_factory=FingerprintCheck)
+    _mismatch: Disagreement | None = None
+    """The first collective mismatch: it ends the run and is its cause."""
     _first_stall: Stalled | None = None
     """The first hang the watch reported: its missing ranks are the run's culprits."""
     endpoints: Endpoints | None = None
@@ -222,6 +226,11 @@ class Session:
         for event, payload in self._collector.receive(timeout):
             self._absorb(event, payload)
         self._reap()
+        for found in self._fingerprints.check(time.monotonic_ns()):
+            self._emit(Mismatch, group=found.group, group_ranks=list(found.group_ranks), group_seq=found.group_seq,
+                       calls=found.calls, odd_ranks=found.odd_ranks, text=found.text)
+            self._mismatch = self._mismatch or found
+            self._fail()
         for stall in self._watch.check(time.monotonic_ns()):
             self._first_stall = self._first_stall or stall
             self._emit(Stall, group=stall.group, group_seq=stall.group_seq, op=stall.op, waiting=stall.waiting,
@@ -261,6 +270,7 @@ class Session:
     def _absorb(self, event: AnyEvent, payload: bytes) -> None:
         self._events_seen += 1
         self._watch.observe(event)
+        self._fingerprints.observe(event, time.monotonic_ns())
         if self._trace is not None:
             self._trace.append(payload)
         state = self._ranks.get(event.rank)
@@ -301,11 +311,14 @@ class Session:
     def _cause(self) -> str:
         """Which rank made the run fail, from everything known once every process is reaped.
 
-        A rank killed by a signal collviz did not send comes first (its peers' errors are
+        A collective mismatch comes first (whatever happened after it is its consequence); then
+        a rank killed by a signal collviz did not send (its peers' errors are
         consequences of its death); then, after a reported hang, the ranks that were not where the
         others waited (the waiters' timeouts are its consequences, named as such); then the
         earliest error a rank reported; then any bad exit.
         """
+        if self._mismatch is not None:
+            return self._mismatch.text
         ranks = self._ranks.items()
         killed = sorted((s.reaped_order, r) for r, s in ranks if s.killed_externally)
         if killed:

@@ -20,9 +20,10 @@ from pathlib import Path
 import zmq
 
 from .errors import UsageError
+from .observation.fingerprints import Disagreement, FingerprintCheck
 from .observation.watchdog import CollectiveWatch
 from .wire.files import read_regular_file
-from .wire.protocol import AnyEvent, Dropped, RankEnd, RunEnd, RunStart, Stall
+from .wire.protocol import AnyEvent, Dropped, Mismatch, RankEnd, RunEnd, RunStart, Stall
 from .wire.trace import TraceWriter
 from .wire.transport import Collector, Endpoints, LauncherEmitter
 
@@ -115,6 +116,8 @@ class RemoteSession:
     _pending: list[AnyEvent] = field(default_factory=list)
     _events_seen: int = 0
     _first_error_at: float | None = None
+    _fingerprints: FingerprintCheck = field(default_factory=FingerprintCheck)
+    _mismatch: Disagreement | None = None
 
     def __post_init__(self) -> None:
         check_listen_address(self.host, self.secret)
@@ -152,6 +155,10 @@ class RemoteSession:
             for event, payload in self._collector.receive(timeout):
                 self._absorb(event, payload)
             if self._launcher is not None:
+                for found in self._fingerprints.check(time.monotonic_ns()):
+                    self._emit(Mismatch, group=found.group, group_ranks=list(found.group_ranks),
+                               group_seq=found.group_seq, calls=found.calls, odd_ranks=found.odd_ranks, text=found.text)
+                    self._mismatch = self._mismatch or found
                 for stall in self._watch.check(time.monotonic_ns()):
                     self._emit(Stall, group=stall.group, group_seq=stall.group_seq, op=stall.op,
                                waiting=stall.waiting, elsewhere=list(stall.elsewhere.values()),
@@ -176,6 +183,7 @@ class RemoteSession:
             self._launcher = LauncherEmitter(event.run)
         self._events_seen += 1
         self._watch.observe(event)
+        self._fingerprints.observe(event, time.monotonic_ns())
         if self._trace is not None:
             self._trace.append(payload)
         if isinstance(event, RunStart):
@@ -196,7 +204,9 @@ class RemoteSession:
             return
         errors = [e for e in self._ended.values() if e.status == "error"]
         if len(self._ended) == self._world_size:
-            if errors:
+            if self._mismatch is not None:  # the workers are torchrun's: the viewer reports, it cannot stop them
+                self._finish(RemoteOutcome("failed", self._mismatch.text, 1))
+            elif errors:
                 first = min(errors, key=lambda e: e.rank)
                 self._finish(RemoteOutcome("failed", f"rank {first.rank} failed: {first.error}", 1))
             else:

@@ -5,27 +5,27 @@ from __future__ import annotations
 import os
 import re
 import time
+from pathlib import Path
 
+import msgspec
 import zmq
-
 from collviz.runtime.launch import RunPlan, Session, choose_backend
+from collviz.runtime.scenarios.loading import find_scenario
 from collviz.runtime.scenarios.program import RunOptions
 from collviz.runtime.scenarios.registry import build_program
-import msgspec
-
 from collviz.runtime.wire.protocol import (
     WIRE_HEADER,
-    RankStart,
     Buffer,
     Dropped,
+    Mismatch,
     Phase,
+    RankStart,
     RunEnd,
     Stall,
     encode,
 )
-from collviz.runtime.wire.transport import Collector, Endpoints
-from collviz.runtime.scenarios.loading import find_scenario
 from collviz.runtime.wire.trace import read_trace
+from collviz.runtime.wire.transport import Collector, Endpoints
 from conftest import run_cli
 from test_failures import _alive
 from test_trace import FutureEvent
@@ -75,24 +75,52 @@ def test_hostile_frames_are_dropped_and_counted_and_the_run_is_unaffected():
     assert len(after) == 4 and all(abs(b.values[0] - expected) < 1e-6 for b in after)
 
 
-def test_desync_is_reported_and_the_run_ends_within_timeout_plus_10s(tmp_path):
+def test_a_swapped_collective_is_a_mismatch_that_ends_the_run_at_once(tmp_path):
+    """desync (rank 2 calls all_gather where the others call all_reduce) is caught by the calls'
+    fingerprints as soon as they are seen, long before the hang timeout."""
     trace = tmp_path / "desync.cvz"
     started = time.monotonic()
-    result = run_cli("desync", "--gpus", "4", "--backend", "gloo", "--headless", "--timeout", "5",
+    result = run_cli("desync", "--gpus", "4", "--backend", "gloo", "--headless", "--timeout", "30",
                      "--record", str(trace), timeout=60)
-    assert time.monotonic() - started < 5 + 10 + 5  # + start-up of a fresh interpreter and 4 ranks
+    assert time.monotonic() - started < 20  # not the 30 s hang timeout
     assert result.returncode == 1
-    report = r"collviz: hang: all_reduce #1 on group world: ranks 0, 1, 3 waiting \d+ s; rank 2 is in all_gather #1"
-    assert re.search(report, result.stderr), result.stderr
+    line = ("collective mismatch at call #1 on group world: rank 2 called all_gather(float32 ×8), "
+            "where ranks 0, 1, 3 called all_reduce(float32 ×8, sum)")
+    assert f"collviz: {line}" in result.stderr, result.stderr
     events = read_trace(trace).events
     assert not [e.pid for e in events if isinstance(e, RankStart) and _alive(e.pid)]
-    [stall] = [e for e in events if isinstance(e, Stall)]
-    assert stall.waiting == [0, 1, 3] and stall.elsewhere == ["rank 2 is in all_gather #1"]
-    end = events[-1]
-    assert isinstance(end, RunEnd) and end.status == "failed"
+    [mismatch] = [e for e in events if isinstance(e, Mismatch)]
+    assert mismatch.odd_ranks == [2] and mismatch.text == line
+    assert mismatch.calls[2] == "all_gather(float32 ×8)" and mismatch.calls[0] == "all_reduce(float32 ×8, sum)"
+    assert isinstance(events[-1], RunEnd) and events[-1].status == "failed" and events[-1].detail == line
+
+
+def test_a_mismatch_gloo_completes_silently_still_fails_the_run(tmp_path):
+    """rank 2's reduce_scatter beside the others' all_reduce completes on gloo; it used to print
+    "result: ok" and exit 0."""
+    desync = (Path(__file__).resolve().parent.parent / "scenarios" / "desync.toml").read_text()
+    silent = tmp_path / "silent.toml"
+    silent.write_text(desync.replace('name = "desync"', 'name = "silent"')
+                      .replace('swap_with = "all_gather"', 'swap_with = "reduce_scatter"'))
+    result = run_cli(str(silent), "--gpus", "4", "--backend", "gloo", "--headless", timeout=60)
+    assert result.returncode == 1
+    assert ("rank 2 called reduce_scatter(float32 ×8, sum), where ranks 0, 1, 3 called "
+            "all_reduce(float32 ×8, sum)") in result.stderr
+
+
+def test_a_rank_that_never_arrives_is_a_hang_blaming_it(tmp_path):
+    desync = (Path(__file__).resolve().parent.parent / "scenarios" / "desync.toml").read_text()
+    skip = tmp_path / "skip.toml"
+    skip.write_text(desync.replace('name = "desync"', 'name = "skip"').replace('fault = "swap"', 'fault = "skip"')
+                    .replace('swap_with = "all_gather"\n', ""))
+    started = time.monotonic()
+    result = run_cli(str(skip), "--gpus", "4", "--backend", "gloo", "--headless", "--timeout", "5", timeout=60)
+    assert time.monotonic() - started < 5 + 10 + 5
+    assert result.returncode == 1
+    assert re.search(r"collviz: hang: all_reduce #1 on group world: ranks 0, 1, 3 waiting \d+ s; rank 2 ", result.stderr)
     [final] = [line for line in result.stderr.splitlines() if line.startswith("collviz: hang caused by")]
     assert final.startswith("collviz: hang caused by rank 2: all_reduce #1 on group world: ranks 0, 1, 3 waiting ")
-    assert "; consequence: rank " in final and end.detail in final
+    assert "; consequence: rank " in final
 
 
 def test_a_newer_minor_workers_unknown_events_are_skipped_without_a_false_gap(tmp_path):

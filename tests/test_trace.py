@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-
-import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 import msgspec
-
+import pytest
 from collviz.runtime.wire.protocol import (
+    PROTOCOL_VERSION,
     Buffer,
     Event,
     IncompatibleVersion,
@@ -22,8 +18,11 @@ from collviz.runtime.wire.protocol import (
     decode_frames,
     encode,
     encode_frames,
+    version_text,
 )
 from collviz.runtime.wire.trace import TRACE_MAGIC, TraceError, TraceWriter, read_trace
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def _events(n: int) -> list:
@@ -42,7 +41,7 @@ def test_round_trip_keeps_every_field(tmp_path):
     writer.write(encode(e) for e in events)
     writer.close()
     contents = read_trace(tmp_path / "t.cvz")
-    assert contents.events == events and contents.version == (1, 0) and contents.warning == ""
+    assert contents.events == events and contents.version == PROTOCOL_VERSION and contents.warning == ""
 
 
 def test_a_file_being_written_is_readable(tmp_path):
@@ -80,7 +79,7 @@ def test_wire_frames_check_part_count_and_version():
     with pytest.raises(ProtocolError, match="expected 2 frames"):
         decode_frames([encode(event)])
     for other in (b"collviz/2.0", b"collviz/0.9", b"collviz/10.0", b"collviz/1.x"):
-        with pytest.raises(IncompatibleVersion, match=f"peer speaks {other[8:].decode()}, this collviz speaks 1.0"):
+        with pytest.raises(IncompatibleVersion, match=f"peer speaks {other[8:].decode()}, this collviz speaks {version_text()}"):
             decode_frames([other, encode(event)])
     with pytest.raises(ProtocolError, match="not a collviz message"):
         decode_frames([b"hello", encode(event)])

@@ -10,6 +10,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
+from ..observation.fingerprints import disagreements
 from ..observation.metrics import bandwidth, human_bytes
 from ..wire.protocol import (
     AnyEvent,
@@ -213,6 +214,8 @@ def _ending_lines(events: list[AnyEvent]) -> list[str]:
         lines.append(f"rank {exit_.target} ended by {exit_.signal}")
     for stall in (e for e in events if isinstance(e, Stall)):
         lines.append(f"hang: {stall.text}")
+    mismatches = disagreements(events)  # from the calls themselves, so traces that predate the check show them too
+    lines.extend(found.text for found in mismatches)
     for dropped in (e for e in events if isinstance(e, Dropped)):
         lines.append("dropped frames: " + ", ".join(f"{reason} {count}" for reason, count in dropped.counts.items()))
     end = next((e for e in events if isinstance(e, RunEnd)), None)
@@ -220,5 +223,7 @@ def _ending_lines(events: list[AnyEvent]) -> list[str]:
         lines.append("run did not finish (no RunEnd event: trace cut short)")
     else:
         detail = f" — {end.detail}" if end.detail else ""
+        if end.status == "ok" and mismatches:
+            detail += " (but ranks called different collectives, above: the results cannot be trusted)"
         lines.append(f"result: {end.status}{detail} · {end.events} events · {end.dropped} dropped")
     return lines

@@ -31,6 +31,7 @@ __all__ = [
     "UnknownEventType",
     "Unauthenticated",
     "Stale",
+    "Mismatch",
     "SIGNATURE_WINDOW_S",
     "Event",
     "RunStart",
@@ -64,8 +65,9 @@ __all__ = [
     "version_text",
 ]
 
-PROTOCOL_VERSION: tuple[int, int] = (1, 0)
-"""(major, minor) of the event protocol and the trace format."""
+PROTOCOL_VERSION: tuple[int, int] = (1, 1)
+"""(major, minor) of the event protocol and the trace format. 1.1 added the Mismatch event,
+checksummed trace records (a header field) and time-stamped signatures."""
 
 LAUNCHER_RANK = -1
 """The ``rank`` field of events emitted by the launching process rather than a worker."""
@@ -320,6 +322,20 @@ class Stall(Event):
     text: str
 
 
+class Mismatch(Event):
+    """Ranks called different collectives at the same place: ``group_seq`` of ``group`` (whose
+    members are ``group_ranks``). ``calls`` maps each rank seen there to what it called (op,
+    dtype, element count, root, reduce op); ``odd_ranks`` are those outside the largest party;
+    ``text`` says it in one line. Emitted by the launcher as soon as two calls disagree."""
+
+    group: str
+    group_ranks: list[int]
+    group_seq: int
+    calls: dict[int, str]
+    odd_ranks: list[int]
+    text: str
+
+
 class Dropped(Event):
     """The collector refused frames: ``reason`` → how many (hostile, foreign or malformed input)."""
 
@@ -349,6 +365,7 @@ AnyEvent = Union[
     RankEnd,
     ProcessExit,
     Stall,
+    Mismatch,
     Dropped,
     RunEnd,
 ]
