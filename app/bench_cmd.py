@@ -77,7 +77,7 @@ def cmd_bench(argv: Sequence[str]) -> int:
     from collviz.runtime.headless import run_bench
     from collviz.runtime.launch import RunPlan, Session, choose_backend
 
-    from collviz.app.cli import check_record_option
+    from collviz.app.cli import check_record_option, clean_stale_runs
     from collviz.app.limits import MAX_ITERS, check_count, check_fits_in_memory, check_seconds, check_size
 
     args = _parser().parse_args(argv)
@@ -95,6 +95,7 @@ def cmd_bench(argv: Sequence[str]) -> int:
     plan = RunPlan(scenario=bench_scenario(), world_size=args.gpus, backend=backend, program=program,
                    record=args.record, timeout_s=args.timeout)
     print(f"collviz: {backend.reason}", file=sys.stderr)
+    clean_stale_runs()
     if args.view:
         if args.json or args.explain:
             raise UsageError("--view shows the plot; --json and --explain print the table (leave out one side)")

@@ -61,6 +61,16 @@ def add_record_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="with --record: overwrite an existing FILE")
 
 
+def clean_stale_runs() -> None:
+    """Remove the run folders of collviz launchers that were killed (SIGKILL), saying so."""
+    from collviz.runtime.launch import remove_stale_run_folders
+
+    removed = remove_stale_run_folders()
+    if removed:
+        print(f"collviz: removed {len(removed)} run folder{'s' if len(removed) > 1 else ''} left by a killed "
+              f"collviz: {', '.join(removed)}", file=sys.stderr)
+
+
 def check_record_option(args: argparse.Namespace) -> None:
     """UsageError for a --record target that cannot or should not be written (see check_new_output)."""
     from collviz.runtime.wire.files import check_new_output
@@ -193,6 +203,7 @@ def _cmd_run(name: str, argv: Sequence[str]) -> int:
     plan = RunPlan(scenario=scenario, world_size=world_size, backend=backend, program=program,
                    step=args.step, record=args.record, timeout_s=args.timeout)
     print(f"collviz: {backend.reason}", file=sys.stderr)
+    clean_stale_runs()
     session = Session(plan)
     if args.headless:
         from collviz.runtime.headless import run_headless

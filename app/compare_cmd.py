@@ -68,6 +68,9 @@ def cmd_compare(argv: Sequence[str]) -> int:
     world_size = 4 if args.gpus is None else args.gpus
     backend = choose_backend(args.backend, world_size)
     print(f"collviz: {backend.reason}", file=sys.stderr)
+    from collviz.app.cli import clean_stale_runs
+
+    clean_stale_runs()
     figures = compare_runs(scenarios, world_size, backend, args.record, args.timeout, err=sys.stderr)
     print(render_comparison(figures, world_size, *model_sizes(scenarios[0])))
     return 0 if all(f.status == "ok" for f in figures) else 1

@@ -34,7 +34,7 @@ from .wire.transport import Collector, Endpoints, LauncherEmitter
 from .worker import WorkerConfig, worker_main
 
 __all__ = [
-    "MAX_RANKS", "BackendChoice", "choose_backend", "RunPlan", "RunOutcome", "Session", "run_start_fields",
+    "MAX_RANKS", "remove_stale_run_folders", "BackendChoice", "choose_backend", "RunPlan", "RunOutcome", "Session", "run_start_fields",
     "PROCESS_GROUP_GRACE_S",
 ]
 
@@ -115,6 +115,40 @@ class RunOutcome:
     exit_code: int
 
 
+RUN_FOLDER_PREFIX = "collviz-"
+"""Prefix of each run's temporary folder (sockets, worker logs)."""
+
+LAUNCHER_PID_FILE = "launcher.pid"
+"""In a run folder while its launcher runs; a folder whose launcher is gone was left by a killed
+collviz (SIGKILL cannot be caught), and :func:`remove_stale_run_folders` removes it."""
+
+
+def remove_stale_run_folders(parent: Path | None = None) -> list[str]:
+    """Remove the run folders in ``parent`` (the temporary folder by default) whose launcher was
+    killed (its pid file names a dead process); their paths. Folders kept on purpose (a failed
+    run's logs) have no pid file and stay."""
+    removed = []
+    for folder in Path(parent or tempfile.gettempdir()).glob(f"{RUN_FOLDER_PREFIX}*"):
+        try:
+            pid = int((folder / LAUNCHER_PID_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        if not _process_exists(pid):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(str(folder))
+    return removed
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
@@ -182,7 +216,8 @@ class Session:
     def start(self) -> None:
         """Fork the workers, then open the collector and the trace; emits RunStart."""
         plan = self.plan
-        self._run_dir = tempfile.mkdtemp(prefix="collviz-")
+        self._run_dir = tempfile.mkdtemp(prefix=RUN_FOLDER_PREFIX)
+        Path(self._run_dir, LAUNCHER_PID_FILE).write_text(str(os.getpid()))
         endpoints = self.endpoints = Endpoints.in_directory(self._run_dir)
         config = WorkerConfig(
             run=self.run_id, world_size=plan.world_size, backend=plan.backend.backend,
@@ -383,6 +418,8 @@ class Session:
         self._collector.close()
         if outcome.status != "failed":  # a failed run keeps its worker logs, and says where
             shutil.rmtree(self._run_dir, ignore_errors=True)
+        else:  # kept for its worker logs, on purpose: not a leftover of a killed launcher
+            Path(self._run_dir, LAUNCHER_PID_FILE).unlink(missing_ok=True)
         self.outcome = outcome
 
     @property

@@ -96,3 +96,18 @@ def test_force_overwrites_and_the_new_trace_is_private(tmp_path):
     assert result.returncode == 0, result.stderr
     assert isinstance(read_trace(existing).events[-1], RunEnd)
     assert _mode(existing) == 0o600
+
+
+def test_run_folders_of_killed_launchers_are_removed_and_kept_ones_stay(tmp_path):
+    from collviz.runtime.launch import LAUNCHER_PID_FILE, RUN_FOLDER_PREFIX, remove_stale_run_folders
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = tmp_path / f"{RUN_FOLDER_PREFIX}killed"
+    live = tmp_path / f"{RUN_FOLDER_PREFIX}running"
+    kept = tmp_path / f"{RUN_FOLDER_PREFIX}failed-run-logs"
+    for folder in (left, live, kept):
+        folder.mkdir()
+    (left / LAUNCHER_PID_FILE).write_text(dead.stdout.strip())
+    (live / LAUNCHER_PID_FILE).write_text(str(os.getpid()))
+    assert remove_stale_run_folders(tmp_path) == [str(left)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, kept.name])
