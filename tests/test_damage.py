@@ -149,3 +149,17 @@ def test_mutants_read_or_fail_in_one_line(tmp_path, stomps, cut):
         return
     remaining = iter(EVENTS)
     assert all(any(event == original for original in remaining) for event in contents.events)
+
+
+def test_a_values_list_longer_than_collviz_ships_is_left_unloaded(tmp_path):
+    from collviz.runtime.wire.protocol import MAX_LOADED_VALUES, Buffer
+
+    start = next(e for e in EVENTS if isinstance(e, RunStart))
+    huge = Buffer(run=start.run, rank=0, seq=10**6, t_ns=0, phase=0, name="big", role="grad", moment="after",
+                  shape=[MAX_LOADED_VALUES + 1], dtype="float64", values=[0.5] * (MAX_LOADED_VALUES + 1) * 3)
+    small = msgspec.structs.replace(huge, seq=10**6 + 1, name="small", shape=[2], values=[1, 2.5])
+    contents = read_trace(_written(tmp_path / "t.cvz", EVENTS + [huge, small]))
+    big, kept = contents.events[-2:]
+    assert big.name == "big" and big.values is None and big.shape == huge.shape
+    assert kept == small
+    assert f"values of 1 buffer not loaded ({(MAX_LOADED_VALUES + 1) * 3:,} values at most" in contents.warning

@@ -60,6 +60,8 @@ __all__ = [
     "encode",
     "decode",
     "decode_known",
+    "decode_bounded",
+    "MAX_LOADED_VALUES",
     "encode_frames",
     "decode_frames",
     "version_text",
@@ -391,6 +393,64 @@ _KNOWN_TYPES = frozenset(event_type.__name__ for event_type in AnyEvent.__args__
 def encode(event: Event) -> bytes:
     """The msgpack payload of ``event``."""
     return _encoder.encode(event)
+
+
+MAX_LOADED_VALUES = 65_536
+"""The most values a reader loads for one Buffer (collviz ships at most 1,024 and summarises
+larger tensors); longer lists, possible only in a foreign or damaged trace, are not decoded."""
+
+
+class _BufferShell(msgspec.Struct, tag="Buffer", kw_only=True):
+    """A Buffer payload with its values left encoded (see :func:`decode_bounded`)."""
+
+    run: str
+    rank: int
+    seq: int
+    t_ns: int
+    phase: int
+    name: str
+    role: str
+    moment: Literal["before", "after", "result"]
+    shape: list[int]
+    dtype: str
+    values: msgspec.Raw = msgspec.Raw()  # still encoded: an array, nil, or empty when absent
+    summary: Union[BufferSummary, None] = None
+    provenance: Union[list[ProvenanceRun], None] = None
+
+
+_shell_decoder = msgspec.msgpack.Decoder(_BufferShell)
+_values_decoder = msgspec.msgpack.Decoder(list[Union[int, float]])
+
+
+def _array_length(raw: bytes) -> int:
+    """The element count a msgpack array announces in its header (0 for anything else)."""
+    first = raw[0] if raw else 0
+    if 0x90 <= first <= 0x9F:
+        return first & 0x0F
+    if first == 0xDC and len(raw) >= 3:
+        return int.from_bytes(raw[1:3], "big")
+    if first == 0xDD and len(raw) >= 5:
+        return int.from_bytes(raw[1:5], "big")
+    return 0
+
+
+def decode_bounded(payload: bytes) -> tuple[AnyEvent, int]:
+    """Like :func:`decode`, but a Buffer's values are loaded only up to :data:`MAX_LOADED_VALUES`:
+    (the event, how many values were left out — its ``values`` are then None)."""
+    try:
+        shell = _shell_decoder.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return decode(payload), 0
+    raw = bytes(shell.values)
+    count = _array_length(raw)
+    values = None
+    if raw not in (b"", b"\xc0") and count <= MAX_LOADED_VALUES:
+        try:
+            values = _values_decoder.decode(shell.values)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ProtocolError(f"malformed event: {exc}") from None
+    fields = {f: getattr(shell, f) for f in shell.__struct_fields__ if f != "values"}
+    return Buffer(**fields, values=values), count if values is None else 0
 
 
 decode_known = _decoder.decode

@@ -34,11 +34,13 @@ import msgspec
 from ..errors import UsageError
 from .files import open_private, write_error_text
 from .protocol import (
+    MAX_LOADED_VALUES,
     PROTOCOL_VERSION,
     AnyEvent,
     ProtocolError,
     UnknownEventType,
     decode,
+    decode_bounded,
     decode_known,
     version_text,
 )
@@ -46,6 +48,9 @@ from .records import CHECKSUM_NAME, Damage, describe_damage, frame, scan_records
 from .sanity import Skipped, checked_events
 
 __all__ = ["TRACE_MAGIC", "TraceError", "TraceWriter", "TraceContents", "read_trace"]
+
+LARGE_PAYLOAD = 1 << 20
+"""A record larger than this (collviz's own stay far below) is decoded with its values bounded."""
 
 Progress = Callable[[int, int], None]
 """A reader's progress callback: (bytes read, bytes in the file)."""
@@ -213,12 +218,20 @@ def _decodes(payload: bytes) -> bool:
     return True
 
 
-def _decode_each(batch: list[bytes], events: list[AnyEvent | Skipped], unknown: collections.Counter[str]) -> int:
+def _decode_each(batch: list[bytes], events: list[AnyEvent | Skipped], unknown: collections.Counter[str],
+                 unloaded: list[int]) -> int:
     """Decode ``batch`` payload by payload into ``events`` (a newer minor version's types as
-    :class:`Skipped` places, counted in ``unknown``); how many payloads were not events."""
+    :class:`Skipped` places, counted in ``unknown``; the value counts of buffers too long to load
+    in ``unloaded``); how many payloads were not events."""
     undecodable = 0
     for payload in batch:
         try:
+            if len(payload) > LARGE_PAYLOAD:
+                event, left_out = decode_bounded(payload)
+                events.append(event)
+                if left_out:
+                    unloaded.append(left_out)
+                continue
             events.append(decode(payload))
         except UnknownEventType as skipped:
             unknown[skipped.type_name] += 1
@@ -247,6 +260,7 @@ def read_trace(path: str | os.PathLike[str], progress: Progress | None = None) -
         before_damage: list[int] = []
         events: list[AnyEvent | Skipped] = []
         unknown: collections.Counter[str] = collections.Counter()
+        unloaded: list[int] = []
         undecodable = 0
         end = len(data)
         next_progress = PROGRESS_RECORDS
@@ -254,9 +268,11 @@ def read_trace(path: str | os.PathLike[str], progress: Progress | None = None) -
             while len(before_damage) < len(damage):
                 before_damage.append(len(events))
             try:
+                if max(map(len, batch)) > LARGE_PAYLOAD:
+                    raise OverflowError  # a record far larger than collviz writes: bounded, one by one
                 events.extend([decode_known(payload) for payload in batch])
-            except Exception:  # noqa: BLE001 — some payload in the batch is not a known event: sort them one by one
-                undecodable += _decode_each(batch, events, unknown)
+            except Exception:  # noqa: BLE001 — some payload in the batch is not a plain known event: one by one
+                undecodable += _decode_each(batch, events, unknown, unloaded)
             if progress is not None and len(events) >= next_progress:
                 progress(pos, end)
                 next_progress += PROGRESS_RECORDS
@@ -280,6 +296,9 @@ def read_trace(path: str | os.PathLike[str], progress: Progress | None = None) -
         kinds = ", ".join(f"{type_name} ×{count}" for type_name, count in sorted(unknown.items()))
         notes.append(f"{name}: skipped {unknown.total()} events of types this collviz ({version_text()}) "
                      f"does not know ({kinds}); a newer collviz shows them")
+    if unloaded:
+        problems.append(f"values of {len(unloaded)} buffer{'s' if len(unloaded) > 1 else ''} not loaded "
+                        f"({max(unloaded):,} values at most; collviz ships at most {MAX_LOADED_VALUES:,})")
     if problems:
         notes.append(f"{name}: " + "; ".join(problems))
     return TraceContents(version=header.version, events=kept, warning="; ".join(filter(None, notes)))
