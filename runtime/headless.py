@@ -78,12 +78,14 @@ def report_recording(session: AnySession, exit_code: int, err: TextIO) -> int:
     return EXIT_RECORDING_INCOMPLETE if exit_code == 0 else exit_code
 
 
-def run_headless(session: AnySession, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def run_headless(session: AnySession, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Start ``session``, collect every event, print the summary; return the exit status.
 
     Ctrl-C stops every worker and still prints what was collected. Progress (a bar over the phases,
-    as rank 0 enters each) goes to ``err`` when it is a terminal.
+    as rank 0 enters each) goes to ``err`` when it is a terminal. ``out`` and ``err`` default to
+    the process's stdout and stderr at the time of the call.
     """
+    out, err = out or sys.stdout, err or sys.stderr
     progress = ProgressLine(err, "phase", 0)
 
     def on_event(event: AnyEvent) -> None:
@@ -102,12 +104,14 @@ def run_headless(session: AnySession, out: TextIO = sys.stdout, err: TextIO = sy
 
 
 def run_bench(session: Session, *, as_json: bool = False, explain: bool = False,
-              out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+              out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Start ``session`` (a bench plan), show progress as each size completes, then the report.
 
     Returns the run's exit status, or 1 when it finished but some result was wrong. Ctrl-C stops
-    every worker and still prints the rows collected so far.
+    every worker and still prints the rows collected so far. ``out`` and ``err`` default to the
+    process's stdout and stderr at the time of the call.
     """
+    out, err = out or sys.stdout, err or sys.stderr
     by_phase: dict[int, list[AnyEvent]] = defaultdict(list)
     ended: Counter[int] = Counter()
     world_size = session.plan.world_size

@@ -111,9 +111,9 @@ def _next_valid(data: bytes, pos: int, end: int, header: int, checksummed: bool,
     return None
 
 
-def describe_damage(name: str, damage: list[Damage], before_each: list[int]) -> str:
+def describe_damage(damage: list[Damage], before_each: list[int]) -> str:
     """One sentence: how many stretches were skipped and where (``before_each``: complete events
-    read before each stretch)."""
+    read before each stretch); empty when there was no damage."""
     if not damage:
         return ""
     tail = damage[-1] if damage[-1].tail else None
@@ -126,4 +126,4 @@ def describe_damage(name: str, damage: list[Damage], before_each: list[int]) -> 
     if tail:
         parts.append(f"last record truncated after {before_each[-1]} complete events "
                      f"(or damaged: bytes {tail.start:,}–{tail.end:,} hold no intact record); it was skipped")
-    return f"{name}: " + "; ".join(parts)
+    return "; ".join(parts)

@@ -287,9 +287,10 @@ def read_trace(path: str | os.PathLike[str], progress: Progress | None = None) -
         kept, problems = checked_events(events)
     except ProtocolError as exc:
         raise TraceError(f"{name}: {exc}") from None
-    notes = [describe_damage(name, damage, before_damage)]
+    damaged = describe_damage(damage, before_damage)
     if not kept and (damage or undecodable):
-        raise TraceError(f"{name}: no intact event in it ({notes[0] or 'no record is an event'})")
+        raise TraceError(f"{name}: no intact event in it ({damaged or 'no record is an event'})")
+    notes = [f"{name}: {damaged}" if damaged else ""]
     if undecodable:
         problems.insert(0, f"skipped {undecodable} record{'s' if undecodable > 1 else ''} that are not events")
     if unknown:
