@@ -400,23 +400,15 @@ MAX_LOADED_VALUES = 65_536
 larger tensors); longer lists, possible only in a foreign or damaged trace, are not decoded."""
 
 
-class _BufferShell(msgspec.Struct, tag="Buffer", kw_only=True):
-    """A Buffer payload with its values left encoded (see :func:`decode_bounded`)."""
-
-    run: str
-    rank: int
-    seq: int
-    t_ns: int
-    phase: int
-    name: str
-    role: str
-    moment: Literal["before", "after", "result"]
-    shape: list[int]
-    dtype: str
-    values: msgspec.Raw = msgspec.Raw()  # still encoded: an array, nil, or empty when absent
-    summary: Union[BufferSummary, None] = None
-    provenance: Union[list[ProvenanceRun], None] = None
-
+_BufferShell = msgspec.defstruct(
+    "Buffer",
+    [(f.name, msgspec.Raw, msgspec.Raw()) if f.name == "values" else
+     (f.name, f.type) if f.default is msgspec.NODEFAULT else (f.name, f.type, f.default)
+     for f in msgspec.structs.fields(Buffer)],
+    tag="Buffer", kw_only=True,
+)
+"""Buffer's own fields, its values left encoded (an array, nil, or empty when absent): see
+:func:`decode_bounded`."""
 
 _shell_decoder = msgspec.msgpack.Decoder(_BufferShell)
 _values_decoder = msgspec.msgpack.Decoder(list[Union[int, float]])
