@@ -9,6 +9,7 @@ import argparse
 import re
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Sequence
 
@@ -17,7 +18,7 @@ from collviz.runtime.errors import STOP_SIGNALS, Interrupted, UsageError, exit_s
 if TYPE_CHECKING:
     from collviz.runtime.scenarios.program import RunOptions
 
-__all__ = ["main", "parse_size"]
+__all__ = ["main", "parse_size", "cmd_run"]
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
           "g": 1024**3, "gb": 1000**3, "gib": 1024**3}
@@ -41,6 +42,7 @@ usage: collviz SCENARIO [options]       run a scenario (collviz SCENARIO --help 
        collviz bench [OPS] --sizes 1K:16M  nccl-tests-style size sweep (table, --json)
        collviz export TRACE --perfetto OUT.json  timeline for ui.perfetto.dev / chrome://tracing
        collviz compare ddp fsdp --gpus 4  peak memory per rank, measured side by side (--params 7e9: estimates)
+       collviz lesson --list | NAME     a sequence of scenarios with a teacher's notes
        collviz --version                collviz, torch, backend (gloo/NCCL) and GPU versions
 
 collviz runs real torch.distributed collectives on real worker processes and shows what every rank
@@ -59,6 +61,19 @@ def add_record_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--record", type=Path, metavar="FILE",
                         help="write the trace to FILE while running (refused if FILE exists, unless --force)")
     parser.add_argument("--force", action="store_true", help="with --record: overwrite an existing FILE")
+
+
+def notes_for(notes: Mapping[str, Mapping[str, str]], scenario: str, file: str) -> Mapping[str, str]:
+    """The notes of ``scenario`` in a notes file; a section naming no scenario is a UsageError."""
+    from collviz.runtime.scenarios.loading import find_scenario
+
+    for name in notes:
+        if name != scenario:
+            try:
+                find_scenario(name)
+            except UsageError as exc:
+                raise UsageError(f"{file}: section [{name}]: {exc}") from None
+    return notes.get(scenario, {})
 
 
 def clean_stale_runs() -> None:
@@ -122,6 +137,8 @@ def _run_parser(name: str) -> _Parser:
     parser.add_argument("--headless", action="store_true", help="no viewer: print a plain-text summary")
     parser.add_argument("--step", action="store_true", help="ranks wait at a gate before each phase (viewer: space)")
     add_record_option(parser)
+    parser.add_argument("--notes", type=Path, metavar="FILE",
+                        help="a teacher's notes (TOML or Markdown, keyed by scenario and phase key) added to the narration")
     parser.add_argument("--op", choices=REDUCE_OPS, help="reduce op, for reduce, all-reduce and reduce-scatter")
     parser.add_argument("--dtype", choices=DTYPES, help="element type (default: the scenario's, float32)")
     parser.add_argument("--size", metavar="BYTES", help="bytes of each rank's input, e.g. 64KiB, 16MiB (generated inputs)")
@@ -186,13 +203,21 @@ def _cmd_replay(argv: Sequence[str]) -> int:
     return run_viewer(trace=args.trace)
 
 
-def _cmd_run(name: str, argv: Sequence[str]) -> int:
+def cmd_run(name: str, argv: Sequence[str], notes: Mapping[str, str] | None = None, notes_from: str = "") -> int:
+    """Run scenario ``name`` with its command line ``argv``; ``notes`` (a lesson item's, from
+    ``notes_from``) are added to its narration, as ``--notes FILE`` adds a teacher's."""
     from collviz.runtime.launch import RunPlan, Session, choose_backend
-    from collviz.runtime.scenarios.registry import build_program
     from collviz.runtime.scenarios.loading import find_scenario
+    from collviz.runtime.scenarios.notes import load_notes, with_notes
+    from collviz.runtime.scenarios.registry import build_program
 
     args = _run_parser(name).parse_args(argv)
     scenario = find_scenario(name)
+    if notes:
+        scenario = with_notes(scenario, notes, notes_from)
+    if args.notes is not None:
+        scenario = with_notes(scenario, notes_for(load_notes(args.notes), scenario.name, str(args.notes)),
+                              str(args.notes))
     world_size = scenario.default_gpus if args.gpus is None else args.gpus
     backend = choose_backend(args.backend, world_size)
     if args.step and args.headless:
@@ -247,13 +272,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             from collviz.app.compare_cmd import cmd_compare
 
             return cmd_compare(rest)
+        if command == "lesson":
+            from collviz.app.lesson_cmd import cmd_lesson
+
+            return cmd_lesson(rest)
         if command == "export":
             from collviz.app.export_cmd import cmd_export
 
             return cmd_export(rest)
         if command.startswith("-"):
             raise UsageError(f"expected a scenario name or a command first, got {command!r} (see: collviz --help)")
-        return _cmd_run(command, rest)
+        return cmd_run(command, rest)
     except UsageError as exc:
         print(f"collviz: error: {exc}", file=sys.stderr)
         return 2

@@ -49,7 +49,8 @@ class RankContext:
             self.gates.wait(index)
             self.emitter.emit(Gate, index=index, edge="pass")
         text = self.narration.get(key, "")
-        self.emitter.emit(Phase, index=index, name=name, edge="begin", narration=text.format(**self.narration_values))
+        self.emitter.emit(Phase, index=index, name=name, edge="begin", narration=text.format(**self.narration_values),
+                          key=key)
         self.phase_index = index
         yield index
         self.emitter.emit(Phase, index=index, name=name, edge="end")

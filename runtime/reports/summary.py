@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from ..observation.fingerprints import disagreements
 from ..observation.metrics import bandwidth, human_bytes
 from ..wire.protocol import (
+    NOTE_MARK,
     AnyEvent,
     Buffer,
     Check,
@@ -125,10 +126,13 @@ def render_summary(events: Iterable[AnyEvent]) -> str:
     start = next((e for e in events if isinstance(e, RunStart)), None)
     world_size = start.world_size if start else 1 + max((e.rank for e in events), default=0)
     phases: dict[int, str] = {}
+    notes: dict[int, str] = {}
     by_phase: dict[int, list[AnyEvent]] = defaultdict(list)
     for event in events:
         if isinstance(event, Phase) and event.edge == "begin":
             phases.setdefault(event.index, event.name)
+            if NOTE_MARK in event.narration:
+                notes.setdefault(event.index, event.narration.split(NOTE_MARK, 1)[1])
         phase = getattr(event, "phase", None)
         if isinstance(phase, int) and not isinstance(event, RankEnd):
             by_phase[phase].append(event)
@@ -144,6 +148,8 @@ def render_summary(events: Iterable[AnyEvent]) -> str:
         lines.append("")
         took = durations.get(index)
         lines.append(f"phase {index}  {phases[index]}" + (f"  ({took / 1e6:.1f} ms, slowest rank)" if took else ""))
+        if index in notes:
+            lines.append(f"  {NOTE_MARK}{notes[index]}")
         lines.extend(_phase_lines(by_phase[index], world_size))
     lines.append("")
     lines.extend(_ending_lines(events))

@@ -25,6 +25,7 @@ import msgspec
 __all__ = [
     "PROTOCOL_VERSION",
     "LAUNCHER_RANK",
+    "NOTE_MARK",
     "WIRE_HEADER",
     "ProtocolError",
     "IncompatibleVersion",
@@ -70,6 +71,9 @@ __all__ = [
 PROTOCOL_VERSION: tuple[int, int] = (1, 1)
 """(major, minor) of the event protocol and the trace format. 1.1 added the Mismatch event,
 checksummed trace records (a header field) and time-stamped signatures."""
+
+NOTE_MARK = "Teacher's note: "
+"""Introduces a teacher's note at the end of a Phase's narration (``--notes``, lessons)."""
 
 LAUNCHER_RANK = -1
 """The ``rank`` field of events emitted by the launching process rather than a worker."""
@@ -147,12 +151,17 @@ class RankStart(Event):
 
 
 class Phase(Event):
-    """A named step of the scenario begins or ends; ``index`` counts from 0 for every rank."""
+    """A named step of the scenario begins or ends; ``index`` counts from 0 for every rank.
+
+    ``key`` is the scenario's narration key of the phase (``setup``, ``collective``, …): where a
+    teacher's notes and a lesson's notes attach.
+    """
 
     index: int
     name: str
     edge: Literal["begin", "end"]
     narration: str = ""
+    key: str = ""
 
 
 class Gate(Event):

@@ -1,0 +1,106 @@
+"""Lessons and a teacher's notes: validated files, notes in the narration, the lesson command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from collviz.app.cli import main
+from collviz.runtime.errors import UsageError
+from collviz.runtime.scenarios.lessons import find_lesson, list_lessons, load_lesson
+from collviz.runtime.scenarios.loading import find_scenario
+from collviz.runtime.scenarios.notes import parse_notes, with_notes
+from collviz.runtime.wire.protocol import NOTE_MARK
+
+MARKDOWN = """# anything before the first scenario is a title
+## all-gather
+### setup
+Ask: how much of {W_query} does each rank hold?
+Then step.
+### release
+Memory drops.
+## reduce
+### setup
+Predict the root.
+"""
+
+
+def test_markdown_and_toml_notes_read_the_same():
+    from_md = parse_notes(MARKDOWN, "n.md", markdown=True)
+    assert from_md == {"all-gather": {"setup": "Ask: how much of {W_query} does each rank hold?\nThen step.",
+                                      "release": "Memory drops."},
+                       "reduce": {"setup": "Predict the root."}}
+    toml = '[all-gather]\nsetup = "Ask first"\n'
+    assert parse_notes(toml, "n.toml", markdown=False) == {"all-gather": {"setup": "Ask first"}}
+
+
+def test_notes_join_the_narration_and_keep_braces_literal():
+    scenario = find_scenario("all-gather")
+    noted = with_notes(scenario, {"setup": "How much of {W_query}?"}, "n.md")
+    assert noted.narration["setup"].startswith(scenario.narration["setup"])
+    assert noted.narration["setup"].endswith(f"\n\n{NOTE_MARK}How much of {{{{W_query}}}}?")
+    assert noted.narration["setup"].format(**{k: 1 for k in ("world_size", "count", "dtype", "bytes")}).endswith(
+        "How much of {W_query}?")
+    assert noted.narration["collective"] == scenario.narration["collective"]
+
+
+def test_a_note_for_a_phase_the_scenario_lacks_is_one_line_naming_it():
+    with pytest.raises(UsageError, match=r"n.md: all-gather has no phase 'colective' \(its phases: setup, collective"):
+        with_notes(find_scenario("all-gather"), {"colective": "x"}, "n.md")
+
+
+def test_markdown_phase_before_any_scenario_is_refused():
+    with pytest.raises(UsageError, match="line 1: phase 'setup' comes before any '## scenario' heading"):
+        parse_notes("### setup\nx\n", "n.md", markdown=True)
+
+
+def test_shipped_lessons_load_and_name_real_scenarios():
+    lessons = {lesson.name: lesson for lesson in list_lessons()}
+    assert set(lessons) >= {"collectives", "fsdp"}
+    assert [i.scenario for i in lessons["collectives"].items] == [
+        "broadcast", "reduce", "all-reduce", "gather", "all-gather", "scatter", "reduce-scatter", "all-to-all"]
+    fsdp = lessons["fsdp"].items
+    assert [i.scenario for i in fsdp[:5]] == ["all-gather", "reduce-scatter", "ring-all-reduce", "ddp", "fsdp"]
+    assert fsdp[5].compare == ("ddp", "fsdp")
+
+
+@pytest.mark.parametrize("body,needle", [
+    ('name = "bad"\ntitle = "t"\ndescription = "d"\n', "at least one [[item]]"),
+    ('name = "bad"\ntitle = "t"\ndescription = "d"\n[[item]]\nscenario = "nope"\n', "unknown scenario 'nope'"),
+    ('name = "bad"\ntitle = "t"\ndescription = "d"\n[[item]]\nscenario = "reduce"\nnotes = { sertup = "x" }\n',
+     "reduce has no phase 'sertup'"),
+    ('name = "bad"\ntitle = "t"\ndescription = "d"\n[[item]]\n', "give either scenario = NAME or compare = [A, B]"),
+    ('name = "other"\ntitle = "t"\ndescription = "d"\n[[item]]\nscenario = "reduce"\n', "must equal the file name"),
+])
+def test_a_broken_lesson_is_one_line_naming_file_and_key(tmp_path, body, needle):
+    path = tmp_path / "bad.toml"
+    path.write_text(body)
+    with pytest.raises(UsageError) as error:
+        load_lesson(path)
+    assert needle in str(error.value) and str(error.value).startswith("bad.toml: ") and "\n" not in str(error.value)
+
+
+def test_lesson_list_and_unknown_lesson(capsys):
+    assert main(["lesson", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("collectives ") and "\nfsdp " in out
+    assert main(["lesson", "nope"]) == 2
+    assert "unknown lesson 'nope'" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="unknown lesson"):
+        find_lesson("nope")
+
+
+def test_a_run_with_notes_prints_them_under_their_phases(tmp_path):
+    notes = tmp_path / "class.md"
+    notes.write_text(MARKDOWN)
+    result = subprocess.run([sys.executable, "-m", "collviz", "all-gather", "--gpus", "4", "--backend", "gloo",
+                             "--headless", "--notes", str(notes)], capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    setup = next(i for i, line in enumerate(lines) if line.startswith("phase 0  setup"))
+    assert lines[setup + 1] == f"  {NOTE_MARK}Ask: how much of {{W_query}} does each rank hold?\nThen step.".split("\n")[0]
+    release = next(i for i, line in enumerate(lines) if line.startswith("phase 3  release"))
+    assert lines[release + 1] == f"  {NOTE_MARK}Memory drops."
