@@ -18,7 +18,7 @@ from collviz.runtime.errors import STOP_SIGNALS, Interrupted, UsageError, exit_s
 if TYPE_CHECKING:
     from collviz.runtime.scenarios.program import RunOptions
 
-__all__ = ["main", "parse_size", "cmd_run"]
+__all__ = ["main", "parse_size", "cmd_run", "cmd_replay"]
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
           "g": 1024**3, "gb": 1000**3, "gib": 1024**3}
@@ -43,6 +43,7 @@ usage: collviz SCENARIO [options]       run a scenario (collviz SCENARIO --help 
        collviz export TRACE --perfetto OUT.json  timeline for ui.perfetto.dev / chrome://tracing
        collviz compare ddp fsdp --gpus 4  peak memory per rank, measured side by side (--params 7e9: estimates)
        collviz lesson --list | NAME     a sequence of scenarios with a teacher's notes
+       collviz serve TARGET --port P    the viewer in a class's browsers, one per tab
        collviz --version                collviz, torch, backend (gloo/NCCL) and GPU versions
 
 collviz runs real torch.distributed collectives on real worker processes and shows what every rank
@@ -175,7 +176,7 @@ def _cmd_list() -> int:
     return 0
 
 
-def _cmd_replay(argv: Sequence[str]) -> int:
+def cmd_replay(argv: Sequence[str]) -> int:
     parser = _Parser(prog="collviz replay", description="Replay a recorded trace.", allow_abbrev=False)
     parser.add_argument("trace", type=Path, help="a .cvz file written with --record")
     parser.add_argument("--headless", action="store_true", help="print the summary instead of opening the viewer")
@@ -259,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "list":
             return _cmd_list()
         if command == "replay":
-            return _cmd_replay(rest)
+            return cmd_replay(rest)
         if command == "bench":
             from collviz.app.bench_cmd import cmd_bench
 
@@ -272,6 +273,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from collviz.app.compare_cmd import cmd_compare
 
             return cmd_compare(rest)
+        if command in ("serve", "serve-slot"):
+            from collviz.app.serve_cmd import cmd_serve, cmd_serve_slot
+
+            return cmd_serve(rest) if command == "serve" else cmd_serve_slot(rest)
         if command == "lesson":
             from collviz.app.lesson_cmd import cmd_lesson
 

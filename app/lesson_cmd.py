@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from collviz.runtime.errors import UsageError
+from collviz.runtime.scenarios.lessons import LessonItem
 
 __all__ = ["cmd_lesson"]
 
@@ -21,6 +23,8 @@ examples:
   collviz lesson collectives            the seven collectives of the guide, then all-to-all
   collviz lesson fsdp --headless        all-gather → reduce-scatter → ring all-reduce → DDP → FSDP → memory
   collviz lesson my-class.toml          a lesson file of your own (see scenarios/lessons/*.toml)
+  collviz lesson fsdp --record traces/  record every item once (headless) ...
+  collviz lesson fsdp --traces traces/  ... then replay them, with no workers started
 """
 
 
@@ -33,7 +37,14 @@ def cmd_lesson(argv: Sequence[str]) -> int:
     parser.add_argument("lesson", nargs="?", metavar="NAME", help="a shipped lesson's name, or a lesson file")
     parser.add_argument("--list", action="store_true", help="list the shipped lessons and exit")
     parser.add_argument("--headless", action="store_true", help="print each item's summary instead of the viewer")
+    parser.add_argument("--record", type=Path, metavar="DIR",
+                        help="run every item headless, keeping its trace in DIR (NN-SCENARIO.cvz), for --traces")
+    parser.add_argument("--traces", type=Path, metavar="DIR",
+                        help="replay each item from DIR's recorded traces instead of starting workers")
     args = parser.parse_args(argv)
+    for folder in (args.record, args.traces):
+        if folder is not None and not folder.is_dir():
+            raise UsageError(f"{folder}: not a folder")
     from collviz.runtime.scenarios.lessons import find_lesson, list_lessons
 
     if args.list:
@@ -48,20 +59,36 @@ def cmd_lesson(argv: Sequence[str]) -> int:
     status = 0
     for number, item in enumerate(lesson.items, 1):
         print(f"collviz lesson {lesson.name} — {number}/{len(lesson.items)}: {item.title}", flush=True,
-              file=sys.stdout if args.headless else sys.stderr)
-        status = _play(item, args.headless, lesson.name)
+              file=sys.stdout if args.headless or args.record else sys.stderr)
+        if item.compare and (args.record or args.traces):
+            print(f"collviz: a comparison runs both scenarios live, so it is skipped with --record/--traces "
+                  f"(run: collviz compare {' '.join(item.compare)})", file=sys.stderr)
+            continue
+        trace = item_trace(args.record or args.traces, number, item)
+        status = _play(item, args.headless or args.record is not None, lesson.name, trace, recording=args.record is not None)
         if status >= 128:  # interrupted: the lesson ends here
             return status
     return status
 
 
-def _play(item, headless: bool, lesson: str) -> int:
-    """Run one item: a scenario (step mode in the viewer) or a memory comparison."""
+def item_trace(folder: Path | None, number: int, item: LessonItem) -> Path | None:
+    """Where item ``number``'s trace is kept in ``folder`` (None without a folder)."""
+    return None if folder is None else folder / f"{number:02d}-{item.scenario}.cvz"
+
+
+def _play(item: LessonItem, headless: bool, lesson: str, trace: Path | None, recording: bool) -> int:
+    """Run one item: a scenario (step mode in the viewer; recorded to, or replayed from, ``trace``)
+    or a memory comparison."""
     from collviz.app.cli import cmd_run
 
-    if item.compare:
+    if item.compare:  # never with a trace: compare items are skipped when recording or replaying
         from collviz.app.compare_cmd import cmd_compare
 
         return cmd_compare([*item.compare, *item.args])
+    if trace is not None and not recording:
+        from collviz.app.cli import cmd_replay
+
+        return cmd_replay([str(trace)] + (["--headless"] if headless else []))
     mode = ["--headless"] if headless else ["--step"]
-    return cmd_run(item.scenario, [*item.args, *mode], notes=item.notes, notes_from=f"lesson {lesson}")
+    record = ["--record", str(trace), "--force"] if recording and trace is not None else []
+    return cmd_run(item.scenario, [*item.args, *mode, *record], notes=item.notes, notes_from=f"lesson {lesson}")
