@@ -158,7 +158,8 @@ class CollvizApp(App[int]):
     def open_trace(self, path: Path) -> None:
         """Read and index a trace file, reporting progress for large ones."""
         try:
-            log, warning = load_trace(path, lambda done, total: self.post_message(LoadProgress(done, total)))
+            log, warning = load_trace(
+                path, lambda stage, done, total: self.post_message(LoadProgress(stage, done, total)))
         except TraceError as exc:
             self.post_message(TraceFailed(str(exc)))
             return
@@ -182,15 +183,17 @@ class CollvizApp(App[int]):
         self.request_frame()
 
     def on_load_progress(self, message: LoadProgress) -> None:
-        """Show how far loading has come."""
-        self.status_line = f"loading {self.trace}: {message.done:,}/{message.total:,} events"
-        self.request_frame()
+        """Show how far loading has come, in the progress line."""
+        unit = "bytes" if message.stage == "reading" else "events"
+        self.viewer.show_progress(f"{message.stage} {self.trace} ({message.total:,} {unit})", message.done,
+                                  message.total)
 
     def on_trace_loaded(self, message: TraceLoaded) -> None:
         """Show the loaded trace from its first step's end."""
         self.event_log = message.log
         self.loaded = True
         self.status_line = ""
+        self.viewer.hide_progress()
         if message.warning:
             self.notify(message.warning, title="trace partly read", severity="warning", timeout=15)
         self.following = False

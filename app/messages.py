@@ -33,8 +33,9 @@ class SessionFailed(Message):
 
 @dataclass
 class LoadProgress(Message):
-    """A trace is loading: ``done`` of ``total`` events indexed so far."""
+    """A trace is loading: ``stage`` (``reading`` bytes, ``indexing`` events), ``done`` of ``total``."""
 
+    stage: str
     done: int
     total: int
 

@@ -205,10 +205,10 @@ def test_pump_stops_when_asked():
 def test_load_trace_indexes_and_reports_a_truncated_tail(tmp_path):
     events = all_gather_events()
     path = write_trace(tmp_path / "t.cvz", events)
-    log, warning = load_trace(path, lambda done, total: None)
+    log, warning = load_trace(path, lambda stage, done, total: None)
     assert len(log) == len(events) and warning == ""
     path.write_bytes(path.read_bytes()[:-3])
-    log, warning = load_trace(path, lambda done, total: None)
+    log, warning = load_trace(path, lambda stage, done, total: None)
     assert len(log) == len(events) - 1 and "truncated" in warning
 
 

@@ -74,23 +74,24 @@ def pump_session(session: Session, emit: Callable[[list[AnyEvent]], None], stopp
             return
 
 
-def load_trace(path: str | os.PathLike[str], progress: Callable[[int, int], None]) -> tuple[EventLog, str]:
+def load_trace(path: str | os.PathLike[str], progress: Callable[[str, int, int], None]) -> tuple[EventLog, str]:
     """Read and index a trace file; returns the log and the reader's warning (a truncated tail).
 
-    ``progress(done, total)`` is called every :data:`LOAD_CHUNK` events of large traces. Raises
+    ``progress(stage, done, total)`` follows large traces: ``"reading"`` bytes as records are
+    decoded, then ``"indexing"`` events every :data:`LOAD_CHUNK` of them. Raises
     ``TraceError`` for a file that cannot be read. The cyclic garbage collector is paused while a
     million new objects are created, and they are then frozen out of its reach (the log lives as
     long as the viewer), which makes opening a large trace several times faster.
     """
     gc.disable()
     try:
-        contents = read_trace(path)
+        contents = read_trace(path, lambda done, total: progress("reading", done, total))
         log = EventLog()
         events = contents.events
         for start in range(0, len(events), LOAD_CHUNK):
             log.extend(events[start : start + LOAD_CHUNK])
             if len(events) > LOAD_CHUNK:
-                progress(len(log), len(events))
+                progress("indexing", len(log), len(events))
     finally:
         gc.freeze()
         gc.enable()

@@ -10,7 +10,17 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from ..model import ViewState
-from ..widgets import BenchPlot, EventLogPane, Legend, MemoryTimeline, NarrationPane, RankPanel, RunHeader, TransfersPane
+from ..widgets import (
+    BenchPlot,
+    EventLogPane,
+    Legend,
+    MemoryTimeline,
+    NarrationPane,
+    RankPanel,
+    RunHeader,
+    TransfersPane,
+    WorkProgress,
+)
 from .rank_detail import RankDetailScreen
 
 __all__ = ["ViewerScreen", "MIN_SIZE"]
@@ -62,6 +72,7 @@ class ViewerScreen(Screen[None]):
         yield MemoryTimeline(id="memory")
         yield EventLogPane(id="log")
         yield Static(f"terminal too small (need {MIN_SIZE[0]}x{MIN_SIZE[1]})", id="too-small")
+        yield WorkProgress(id="work")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -77,6 +88,16 @@ class ViewerScreen(Screen[None]):
 
     def _check_size(self, width: int, height: int) -> None:
         self.set_class(width < MIN_SIZE[0] or height < MIN_SIZE[1], "-too-small")
+
+    def show_progress(self, label: str, done: float, total: float) -> None:
+        """Show long work's progress (a large trace opening, a bench sweep) above the footer."""
+        if self._ready:
+            self.query_one(WorkProgress).show(label, done, total)
+
+    def hide_progress(self) -> None:
+        """The long work is done."""
+        if self._ready:
+            self.query_one(WorkProgress).hide()
 
     def set_log_visible(self, visible: bool) -> None:
         """Show or hide the raw event log pane."""
@@ -94,6 +115,11 @@ class ViewerScreen(Screen[None]):
         self.set_class(view.bench is not None, "-bench")
         if view.bench is not None:
             self.query_one(BenchPlot).show(view.bench)
+            if len(view.bench.rows) < view.bench.cases and view.state.kind not in ("finished", "failed", "interrupted"):
+                self.show_progress(f"bench sweep: {len(view.bench.rows)} of {view.bench.cases} sizes measured",
+                                   len(view.bench.rows), view.bench.cases)
+            else:
+                self.hide_progress()
         self._ensure_panels(len(view.ranks))
         for panel, rank in zip(self.query(RankPanel), view.ranks):
             panel.show(rank)

@@ -8,5 +8,6 @@ from .narration import NarrationPane
 from .rank_panel import RankPanel
 from .run_header import RunHeader
 from .transfers import TransfersPane
+from .work_progress import WorkProgress
 
-__all__ = ["BenchPlot", "EventLogPane", "Legend", "MemoryTimeline", "NarrationPane", "RankPanel", "RunHeader", "TransfersPane"]
+__all__ = ["BenchPlot", "EventLogPane", "Legend", "MemoryTimeline", "NarrationPane", "RankPanel", "RunHeader", "TransfersPane", "WorkProgress"]
