@@ -1,0 +1,57 @@
+"""Quiz questions come from a recorded run's events; predictions are graded element by element."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from collviz.app.model.quiz import Score, grade, questions
+from collviz.runtime.wire.protocol import Buffer
+from collviz.runtime.wire.trace import read_trace
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _shards(events, name: str) -> dict[int, list[float]]:
+    return {e.rank: list(e.values) for e in events if isinstance(e, Buffer) and e.name == name and e.phase == 0}
+
+
+def test_the_all_gather_question_is_rank_0s_gathered_buffer():
+    events = read_trace(FIXTURES / "all-gather.cvz").events
+    [question] = questions(events, rank=0)
+    shards = _shards(events, "W_query_shard")
+    expected = [v for rank in sorted(shards) for v in shards[rank]]  # all-gather stacks shards in rank order
+    assert question.op == "all_gather" and question.step == 1 and question.shape == (4, 4)
+    assert question.values == tuple(expected)
+    assert question.provenance == tuple(frozenset({i // 4}) for i in range(16))
+
+
+def test_values_are_graded_to_the_precision_shown():
+    events = read_trace(FIXTURES / "all-gather.cvz").events
+    [question] = questions(events, rank=2)
+    right = ", ".join(f"{v:.3g}" for v in question.values)
+    assert grade(question, right).all_right
+    wrong = right.replace("0.5", "0.55", 1)
+    marks = grade(question, wrong).right
+    assert marks.count(False) == 1 and marks.index(False) == 4
+    short = grade(question, "0.1 0.2")
+    assert short.right[:2] == (True, True) and not any(short.right[2:])
+
+
+def test_who_predictions_are_rank_sets_per_element():
+    events = read_trace(FIXTURES / "all-gather.cvz").events
+    [question] = questions(events, rank=1)
+    answer = "who: " + ", ".join(f"r{i // 4}" for i in range(16))
+    assert grade(question, answer).all_right
+    assert not grade(question, "who: 0+1").all_right
+
+
+def test_a_reduce_scatter_question_and_the_score():
+    events = read_trace(FIXTURES / "reduce-scatter.cvz").events
+    [question] = questions(events, rank=0)
+    assert question.op == "reduce_scatter"
+    assert all(s == frozenset(range(4)) for s in question.provenance)  # every rank's data reduced into it
+    score = Score()
+    score.add(grade(question, " ".join(f"{v:g}" for v in question.values)))
+    score.add(grade(question, "who: 0"))
+    n = len(question.values)
+    assert score.text == f"1 of 2 questions right ({n} of {2 * n} elements)"
