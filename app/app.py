@@ -38,7 +38,7 @@ from .model import (
     view_at,
 )
 from .model.sources import Session, load_trace, pump_session
-from .screens import HelpScreen, SeekScreen, ViewerScreen
+from .screens import HelpScreen, RankDetailScreen, SeekScreen, ViewerScreen
 
 __all__ = ["Session", "CollvizApp", "make_app", "run_viewer", "FRAME_RATE", "EXIT_INTERRUPTED"]
 
@@ -66,13 +66,16 @@ class CollvizApp(App[int]):
                 tooltip="step-through: release every rank into the next phase"),
         Binding("left", "step(-1)", "step back", key_display="←"),
         Binding("right", "step(1)", "step", key_display="→"),
-        Binding("home", "home", "first"),
+        Binding("home", "home", "first", show=False),
         Binding("end", "end", "last · follow", tooltip="go to the end; in a live run, follow it again"),
-        Binding("plus,equals_sign", "speed(1)", "faster", key_display="+", tooltip="replay: play faster"),
-        Binding("minus", "speed(-1)", "slower", key_display="-", tooltip="replay: play slower"),
+        Binding("plus,equals_sign", "speed(1)", "faster", key_display="+", tooltip="replay: play faster", show=False),
+        Binding("minus", "speed(-1)", "slower", key_display="-", tooltip="replay: play slower", show=False),
         Binding("g", "seek", "go to step"),
-        Binding("l", "toggle_log", "event log"),
-        Binding("s", "screenshot", "screenshot", tooltip="write an SVG of this frame and say where"),
+        Binding("l", "toggle_log", "event log", show=False),
+        Binding("s", "screenshot", "screenshot", tooltip="write an SVG of this frame and say where", show=False),
+        Binding("0", "detail(0)", "rank detail", key_display="0–9",
+                tooltip="open that rank's buffers in full (the mouse works too)", show=False),
+        *(Binding(str(rank), f"detail({rank})", "", show=False) for rank in range(1, 10)),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit", tooltip="quit; a live run's workers are stopped first"),
     ]
@@ -179,7 +182,7 @@ class CollvizApp(App[int]):
     def on_session_failed(self, message: SessionFailed) -> None:
         """Say that the session failed; the app stays open."""
         self.status_line = f"session failed: {message.error}"
-        self.notify(message.error, title="session failed", severity="error", timeout=30)
+        self.notify(message.error, title="session failed", severity="error", timeout=30, markup=False)
         self.request_frame()
 
     def on_load_progress(self, message: LoadProgress) -> None:
@@ -195,7 +198,7 @@ class CollvizApp(App[int]):
         self.status_line = ""
         self.viewer.hide_progress()
         if message.warning:
-            self.notify(message.warning, title="trace partly read", severity="warning", timeout=15)
+            self.notify(message.warning, title="trace partly read", severity="warning", timeout=15, markup=False)
         self.following = False
         self.cursor = next_boundary(self.event_log, 0)
         self.render_now()
@@ -203,7 +206,7 @@ class CollvizApp(App[int]):
     def on_trace_failed(self, message: TraceFailed) -> None:
         """Say why the trace could not be read; the app stays open."""
         self.status_line = message.error
-        self.notify(message.error, title="cannot read trace", severity="error", timeout=30)
+        self.notify(message.error, title="cannot read trace", severity="error", timeout=30, markup=False)
         self.render_now()
 
     def get_theme(self, theme_name: str) -> Theme | None:
@@ -227,7 +230,7 @@ class CollvizApp(App[int]):
         if self.session is None:
             recorded = self.event_log.run_start.mode if self.event_log.run_start else "live"
             mode = "replay" if recorded == "live" else f"replay ({recorded})"
-            playback = f"{'▶ playing' if self.playing else '⏸ paused'} {self.speed:g}x"
+            playback = f"replay {'▶ playing' if self.playing else '⏸ paused'} {self.speed:g}x"
         else:
             mode = "step-through" if self.session.step else "live"
             playback = "following" if self.following else "browsing history (end: follow)"
@@ -365,7 +368,13 @@ class CollvizApp(App[int]):
         scenario = self.event_log.run_start.scenario if self.event_log.run_start else "collviz"
         name = f"collviz-{scenario}-step{self.current_view().step + 1}-{time.strftime('%Y%m%dT%H%M%S')}.svg"
         path = self.save_screenshot(filename=name, path=str(self.screenshot_dir))
-        self.notify(f"screenshot saved to {path}", title="screenshot")
+        self.notify(f"screenshot saved to {path}", title="screenshot", markup=False)
+
+    def action_detail(self, rank: int) -> None:
+        """Open rank ``rank``'s detail (digit keys; beyond the world size, nothing happens)."""
+        view = self.current_view()
+        if rank < len(view.ranks):
+            self.push_screen(RankDetailScreen(rank, view, mask_volatile=self.mask_volatile))
 
     def action_help(self) -> None:
         """Show every key and what it does."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import re
 from pathlib import Path
 
 import pytest
@@ -312,3 +313,25 @@ async def test_q_during_a_live_run_ends_every_worker_within_3s_and_keeps_the_tra
     events = read_trace(trace).events
     assert isinstance(events[-1], RunEnd) and events[-1].status == "interrupted"
     assert any(isinstance(e, Gate) and e.edge == "wait" for e in events)
+
+
+async def test_digit_keys_open_a_ranks_detail(trace: Path):
+    app = make_app(trace=trace)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.loaded)
+        await pilot.press("2")
+        await _until(pilot, lambda: isinstance(app.screen, RankDetailScreen))
+        assert app.screen.rank == 2
+        await pilot.press("escape", "9")  # no rank 9 in a 4-rank run: nothing opens
+        await pilot.pause()
+        assert not isinstance(app.screen, RankDetailScreen)
+
+
+async def test_the_footer_keeps_help_and_quit_at_the_minimum_size(trace: Path):
+    app = make_app(trace=trace)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _until(pilot, lambda: app.loaded)
+        await pilot.pause()
+        svg = app.export_screenshot()
+    text = "".join(re.findall(r">([^<]*)</text>", svg)).replace("&#160;", " ")
+    assert " ? help " in text and " q quit " in text

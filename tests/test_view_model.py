@@ -224,3 +224,22 @@ def test_a_stall_is_shown_until_the_run_ends():
     assert view.state.kind == "stalled" and "rank 3 never arrived" in view.state.text
     assert view_at(log, at).state.kind == "running"
     assert view_at(log, len(log)).state.kind == "finished"
+
+
+def test_stepping_back_from_the_end_leaves_the_last_step_and_each_step_is_one_frame():
+    log = EventLog(all_gather_events())
+    last = len(log.step_ends) - 1
+    assert step_at(log, len(log)) == last
+    back = previous_boundary(log, len(log))
+    assert back == log.step_ends[last - 1] and step_at(log, back) == last - 1
+    for k in range(1, last + 1):  # → then ← from a step's frame returns to the same event
+        assert previous_boundary(log, next_boundary(log, log.step_ends[k - 1])) == log.step_ends[k - 1]
+    middle = (log.step_ends[0] + log.step_ends[1]) // 2  # mid-step 1: ← goes to step 0's frame
+    assert previous_boundary(log, middle) == log.step_ends[0]
+
+
+def test_gates_are_numbered_like_steps():
+    log = EventLog(all_gather_events(step=True))
+    gate_wait = next(i for i, e in enumerate(log.events) if type(e).__name__ == "Go" and e.index == 1)
+    state = view_at(log, gate_wait).state
+    assert state.kind == "waiting" and state.text.startswith("waiting at gate 2 before step 2")

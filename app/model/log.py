@@ -21,6 +21,7 @@ from collviz.runtime.wire.protocol import (
     Gate,
     Go,
     Memory,
+    Mismatch,
     NvmlMemory,
     Phase,
     ProcessExit,
@@ -125,6 +126,7 @@ class EventLog:
         self.failures: list[tuple[int, RankEnd | ProcessExit]] = []
         self.gos: Series = Series()
         self.stalls: list[tuple[int, Stall]] = []
+        self.mismatches: list[tuple[int, Mismatch]] = []
         self.max_rank = -1
         self._handlers = {
             RunStart: self._run_start,
@@ -141,6 +143,7 @@ class EventLog:
             Check: self._check,
             Collective: self._collective,
             Stall: self._stall,
+            Mismatch: self._mismatch,
         }
         self.extend(events)
 
@@ -262,6 +265,9 @@ class EventLog:
 
     def _stall(self, index: int, event: Stall) -> None:
         self.stalls.append((index, event))
+
+    def _mismatch(self, index: int, event: Mismatch) -> None:
+        self.mismatches.append((index, event))
 
     def _collective(self, index: int, event: Collective) -> None:
         self.rank(event.rank).collectives.add(index, event.phase, event)

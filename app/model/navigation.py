@@ -5,6 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 
 from .log import EventLog
+from .view import step_at
 
 __all__ = ["SPEEDS", "next_boundary", "previous_boundary", "seek_step", "faster", "slower"]
 
@@ -20,10 +21,14 @@ def next_boundary(log: EventLog, cursor: int) -> int:
 
 
 def previous_boundary(log: EventLog, cursor: int) -> int:
-    """The last step boundary before ``cursor`` (0 if there is none)."""
-    stops = log.boundaries()
-    at = bisect_left(stops, cursor)
-    return stops[at - 1] if at > 0 else 0
+    """The frame of the step before the one shown at ``cursor``: the end of that step (0 before
+    the first). From the end of the log this is the step before the last, never the last again,
+    and from anywhere in step k it is step k−1's end, whichever way the cursor got there."""
+    shown = step_at(log, cursor)
+    ends = log.step_ends
+    if shown == 0 or not ends:
+        return 0
+    return ends[min(shown, len(ends)) - 1]
 
 
 def seek_step(log: EventLog, number: int) -> int:

@@ -186,12 +186,13 @@ def _run_state(log: EventLog, cursor: int, ranks: tuple[RankView, ...]) -> RunSt
     if log.run_end is not None and log.run_end[0] < cursor:
         end = log.run_end[1]
         kind = {"ok": "finished", "failed": "failed", "interrupted": "interrupted"}[end.status]
-        text = "finished" if end.status == "ok" else f"{end.status}: {end.detail}" if end.detail else end.status
-        if end.status != "ok":
-            failure = _first_failure(log, cursor)
-            if failure:
-                text = f"{end.status}: {failure}"
+        # the launcher's own account: it names the cause (a mismatch, a hang's culprit), not a consequence
+        detail = end.detail or _first_failure(log, cursor)
+        text = "finished" if end.status == "ok" else f"{end.status}: {detail}" if detail else end.status
         return RunState(kind, text)
+    mismatch = bisect_left(log.mismatches, cursor, key=lambda entry: entry[0])
+    if mismatch:
+        return RunState("failed", f"failed: {log.mismatches[0][1].text}")
     failure = _first_failure(log, cursor)
     if failure:
         return RunState("failed", f"failed: {failure}")
@@ -202,7 +203,8 @@ def _run_state(log: EventLog, cursor: int, ranks: tuple[RankView, ...]) -> RunSt
     if waiting:
         gate = min(r.phase or 0 for r in ranks if r.state == "waiting")
         who = ", ".join(map(str, waiting))
-        return RunState("waiting", f"waiting at gate {gate} (ranks {who})", gate, waiting)
+        # gates are numbered like steps: gate k opens step k (1-based on screen)
+        return RunState("waiting", f"waiting at gate {gate + 1} before step {gate + 1} (ranks {who})", gate, waiting)
     if all(r.state == "pending" for r in ranks):
         return RunState("starting", "starting")
     return RunState("running", "running")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -38,7 +39,7 @@ class RankDetailScreen(ModalScreen[None]):
         """Display this rank of ``view`` (``mode`` and ``playback`` are unused here)."""
         self._view = view
         box = self.query_one("#detail-box")
-        box.border_title = f"rank {self.rank} · step {view.step + 1}/{max(view.step_count, 1)} {view.phase_name}"
+        box.border_title = Text(f"rank {self.rank} · step {view.step + 1}/{max(view.step_count, 1)} {view.phase_name}")
         box.border_subtitle = "esc: back"
         if self.rank < len(view.ranks):
             width = max(20, box.content_size.width or 80)

@@ -111,7 +111,9 @@ class RankPanel(LineWidget):
         self.compact = compact
         self.mask_volatile = mask_volatile
         self._view: RankView | None = None
-        self.border_title = f"rank {rank}"
+        self._title = f"rank {rank}"
+        self._status = ""
+        self.border_title = Text(self._title)
         self.styles.border_title_color = rank_colour(rank)
 
     def show(self, view: RankView) -> None:
@@ -121,10 +123,12 @@ class RankPanel(LineWidget):
         self._view = view
         device = f" · {view.device}" if view.device and not self.compact else ""
         title = f"{'r' if self.compact else 'rank '}{view.rank}{device}"
-        if title != self.border_title:
-            self.border_title = title
-        if view.status != self.border_subtitle:
-            self.border_subtitle = view.status
+        if title != self._title:  # plain Text: a device name or error from the run is never markup
+            self._title = title
+            self.border_title = Text(title)
+        if view.status != self._status:
+            self._status = view.status
+            self.border_subtitle = Text(view.status)
         self.set_class(view.state == "error", "-error")
         self.set_class(view.state == "waiting", "-waiting")
         self.lines_changed()

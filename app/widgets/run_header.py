@@ -21,6 +21,10 @@ _STATE_STYLES = {
 }
 
 
+_UNREMARKABLE = frozenset({"empty", "starting", "running"})
+"""Run states a replay's header does not repeat (the replay's own status says enough)."""
+
+
 class RunHeader(TextPane):
     """Two lines: scenario, backend, device, world size, mode, step k/n; run state and playback."""
 
@@ -35,9 +39,15 @@ class RunHeader(TextPane):
         if view.phase_name:
             line.append(f" {view.phase_name}", "italic")
         style = _STATE_STYLES[view.state.kind]
-        state = Text.assemble(("● ", style), (view.state.text, style))
-        if playback:
-            state.append(f"   {playback}")
+        if mode.startswith("replay"):
+            # one status: the replay's own; the run's state at the cursor only where it says something
+            state = Text(playback, "bold")
+            if view.state.kind not in _UNREMARKABLE:
+                state.append(f"   the run here: {view.state.text}", style)
+        else:
+            state = Text.assemble(("● ", style), (view.state.text, style))
+            if playback:
+                state.append(f"   {playback}")
         if run is not None and run.backend_reason:
             state.append(f"   {run.backend_reason}", "dim italic")
         self.show_text(Text("\n").join([line, state]))

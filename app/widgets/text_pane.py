@@ -18,11 +18,14 @@ class TextPane(Static):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._shown: Text | None = None
+        self._title: str | None = None
 
     def set_title(self, title: str) -> None:
-        """Set the border title, unless it already is ``title`` (setting it repaints the pane)."""
-        if title != self.border_title:
-            self.border_title = title
+        """Set the border title, unless it already is ``title`` (setting it repaints the pane);
+        as plain Text, since titles carry phase names and other text from the run."""
+        if title != self._title:
+            self._title = title
+            self.border_title = Text(title)
 
     def show_text(self, text: Text) -> None:
         """Display ``text`` unless it is what the pane already shows (same size: no re-layout)."""
