@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
+from collviz.runtime.wire.protocol import AnyEvent
+from collviz.runtime.wire.trace import TraceError
 from textual import work
 from textual.app import App
 from textual.binding import Binding
@@ -21,9 +23,6 @@ from textual.reactive import var
 from textual.theme import Theme
 from textual.timer import Timer
 from textual.worker import get_current_worker
-
-from collviz.runtime.wire.protocol import AnyEvent
-from collviz.runtime.wire.trace import TraceError
 
 from .messages import EventsArrived, LoadProgress, SessionFailed, TraceFailed, TraceLoaded
 from .model import (
@@ -35,10 +34,13 @@ from .model import (
     previous_boundary,
     seek_step,
     slower,
+    step_at,
     view_at,
 )
+from .model.quiz import Grade, Score, questions
 from .model.sources import Session, load_trace, pump_session
 from .screens import HelpScreen, RankDetailScreen, SeekScreen, ViewerScreen
+from .screens.quiz import QuizScreen
 
 __all__ = ["Session", "CollvizApp", "make_app", "run_viewer", "FRAME_RATE", "EXIT_INTERRUPTED"]
 
@@ -76,6 +78,8 @@ class CollvizApp(App[int]):
         Binding("0", "detail(0)", "rank detail", key_display="0–9",
                 tooltip="open that rank's buffers in full (the mouse works too)", show=False),
         *(Binding(str(rank), f"detail({rank})", "", show=False) for rank in range(1, 10)),
+        Binding("z", "toggle_quiz", "quiz", show=False,
+                tooltip="replay: predict each collective's result before it is revealed, with a score"),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit", tooltip="quit; a live run's workers are stopped first"),
     ]
@@ -90,6 +94,8 @@ class CollvizApp(App[int]):
     """Replay speed in steps per second."""
     log_visible: var[bool] = var(False)
     """Whether the raw event log pane is shown."""
+    quiz: var[bool] = var(False)
+    """Replay: → asks each collective's step as a question before revealing it."""
 
     def __init__(
         self,
@@ -99,8 +105,12 @@ class CollvizApp(App[int]):
         session: Session | None = None,
         mask_volatile: bool = False,
         screenshot_dir: Path | None = None,
+        quiz: bool = False,
     ) -> None:
         super().__init__()
+        self.set_reactive(CollvizApp.quiz, quiz)
+        self.score = Score()
+        self.asked: set[int] = set()
         if sum(x is not None for x in (trace, events, session)) != 1:
             raise ValueError("give exactly one of trace=, events= or session=")
         self.trace = trace
@@ -301,11 +311,43 @@ class CollvizApp(App[int]):
         self.render_now()
 
     def action_step(self, direction: int) -> None:
-        """Move to the next (1) or previous (-1) step boundary."""
+        """Move to the next (1) or previous (-1) step boundary; in quiz mode, a step that ran a
+        collective is first asked as a question (see :meth:`_ask`)."""
         if direction > 0:
-            self._move(next_boundary(self.event_log, self.cursor))
+            target = next_boundary(self.event_log, self.cursor)
+            if not (self.quiz and self._ask(target)):
+                self._move(target)
         else:
             self._move(previous_boundary(self.event_log, self.cursor))
+
+    def action_toggle_quiz(self) -> None:
+        """Replay: switch predict-then-reveal on or off."""
+        self.quiz = not self.quiz
+        self.notify("quiz on: → asks before each collective's step" if self.quiz else f"quiz off · {self.score.text}")
+
+    def _ask(self, target: int) -> bool:
+        """If the step shown at ``target`` has a question not asked yet, ask it; whether it did."""
+        step = step_at(self.event_log, target)
+        question = next((q for q in questions(self.event_log.events) if q.step == step), None)
+        if question is None or step in self.asked:
+            return False
+        self.asked.add(step)
+
+        def answered(graded: Grade | None) -> None:
+            """The quiz screen closed: count the grade; at the last question, the score."""
+            self._move(target)
+            if graded is not None:
+                self.score.add(graded)
+                remaining = [q for q in questions(self.event_log.events) if q.step not in self.asked]
+                if not remaining:
+                    self.notify(f"quiz over: {self.score.text}", title="quiz", timeout=30)
+
+        self.push_screen(QuizScreen(question), answered)
+        return True
+
+    def on_quiz_screen_answered(self, message: QuizScreen.Answered) -> None:
+        """Reveal the step behind the quiz screen as soon as the prediction is graded."""
+        self._move(next_boundary(self.event_log, self.cursor))
 
     def action_home(self) -> None:
         """Go to the start of the log."""
@@ -321,7 +363,7 @@ class CollvizApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Replay keys only in replay, the gate key only in step-through (others always)."""
-        if action in ("toggle_play", "speed"):
+        if action in ("toggle_play", "speed", "toggle_quiz"):
             return self.session is None
         if action == "release_gate":
             return self.session is not None and self.session.step
@@ -404,24 +446,26 @@ def make_app(
     session: Session | None = None,
     mask_volatile: bool = False,
     screenshot_dir: Path | None = None,
+    quiz: bool = False,
 ) -> CollvizApp:
     """The viewer for one source of events: a trace file, a list of events, or a live session.
 
     ``mask_volatile`` hides what differs between two recordings of the same run (durations,
     event positions), for snapshot tests;
-    ``screenshot_dir`` is where ``s`` writes SVGs (the current directory by default).
+    ``screenshot_dir`` is where ``s`` writes SVGs (the current directory by default);
+    ``quiz`` starts a replay in predict-then-reveal mode.
     """
     return CollvizApp(trace=trace, events=events, session=session, mask_volatile=mask_volatile,
-                      screenshot_dir=screenshot_dir)
+                      screenshot_dir=screenshot_dir, quiz=quiz)
 
 
-def run_viewer(*, trace: Path | None = None, session: Session | None = None) -> int:
+def run_viewer(*, trace: Path | None = None, session: Session | None = None, quiz: bool = False) -> int:
     """Run the viewer in the terminal until the user quits; returns the exit code.
 
     ``run_viewer(session=...)`` for live and step-through runs: the caller has already called
     ``session.start()`` (fork before the app's threads exist); the app reads the session and
     stops it when the user quits. ``run_viewer(trace=path)`` for replay.
     """
-    app = make_app(trace=trace, session=session)
+    app = make_app(trace=trace, session=session, quiz=quiz)
     code = app.run()
     return code if code is not None else (app.exit_code())

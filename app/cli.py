@@ -180,6 +180,8 @@ def cmd_replay(argv: Sequence[str]) -> int:
     parser = _Parser(prog="collviz replay", description="Replay a recorded trace.", allow_abbrev=False)
     parser.add_argument("trace", type=Path, help="a .cvz file written with --record")
     parser.add_argument("--headless", action="store_true", help="print the summary instead of opening the viewer")
+    parser.add_argument("--quiz", action="store_true",
+                        help="predict, then reveal: → asks what each collective produced before showing it (z toggles)")
     args = parser.parse_args(argv)
     from collviz.runtime.wire.trace import read_trace
 
@@ -201,7 +203,7 @@ def cmd_replay(argv: Sequence[str]) -> int:
     read_trace(args.trace)  # fail fast, with a one-line error, before the screen opens
     from collviz.app.app import run_viewer
 
-    return run_viewer(trace=args.trace)
+    return run_viewer(trace=args.trace, quiz=args.quiz)
 
 
 def cmd_run(name: str, argv: Sequence[str], notes: Mapping[str, str] | None = None, notes_from: str = "") -> int:

@@ -55,3 +55,33 @@ def test_a_reduce_scatter_question_and_the_score():
     score.add(grade(question, "who: 0"))
     n = len(question.values)
     assert score.text == f"1 of 2 questions right ({n} of {2 * n} elements)"
+
+
+async def test_a_quiz_round_in_the_viewer_predict_reveal_score():
+    """From a recorded trace: → at the all-gather step asks; the prediction is graded, the step
+    revealed, and the score given at the last question."""
+    from collviz.app.app import make_app
+    from collviz.app.screens.quiz import QuizScreen
+
+    from test_app import _until
+
+    events = read_trace(FIXTURES / "all-gather.cvz").events
+    [question] = questions(events, rank=0)
+    notes: list[str] = []
+    app = make_app(trace=FIXTURES / "all-gather.cvz", quiz=True)
+    app.notify = lambda message, **kwargs: notes.append(message)  # type: ignore[method-assign]
+    async with app.run_test(size=(160, 50)) as pilot:
+        await _until(pilot, lambda: app.loaded)
+        await pilot.press("home", "right")  # step 1 (setup): no collective, no question
+        assert not isinstance(app.screen, QuizScreen)
+        before = app.cursor
+        await pilot.press("right")  # the all-gather step: asked before it is shown
+        await _until(pilot, lambda: isinstance(app.screen, QuizScreen))
+        assert app.cursor == before  # not revealed yet
+        await pilot.press(*" ".join(f"{v:.3g}" for v in question.values[:15]), " ", "9", "enter")
+        await _until(pilot, lambda: app.cursor > before)  # revealed behind the screen
+        assert app.current_view().step == question.step
+        await pilot.press("enter")
+        await _until(pilot, lambda: not isinstance(app.screen, QuizScreen))
+    assert app.score.text == "0 of 1 questions right (15 of 16 elements)"
+    assert notes[-1] == "quiz over: 0 of 1 questions right (15 of 16 elements)"
