@@ -1,11 +1,12 @@
-"""The provenance legend: one colour per source rank, the reduced style, the placeholder."""
+"""The provenance legend: one colour per source rank, one shade per count of ranks summed, the
+placeholder."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.widgets import Static
 
-from .render import PLACEHOLDER_STYLE, REDUCED_STYLE, rank_style
+from .render import PLACEHOLDER_STYLE, REDUCED_SHADES, rank_style, reduced_style
 
 __all__ = ["Legend"]
 
@@ -24,8 +25,11 @@ class Legend(Static):
             text.append(" ")
         if world_size > MAX_RANKS_LISTED:
             text.append("… ")
-        text.append(" Σ ", REDUCED_STYLE)
-        text.append(" reduced  ")
+        if world_size > 1:
+            text.append("\n")
+            for count in range(2, min(world_size, len(REDUCED_SHADES) + 1) + 1):
+                text.append(f" Σ{count} ", reduced_style(count))
+            text.append(" summed over k ranks\n")
         text.append(" · ", PLACEHOLDER_STYLE)
         text.append(" no data")
         self.update(text)

@@ -21,6 +21,8 @@ from collviz.runtime.wire.protocol import Buffer
 __all__ = [
     "RANK_COLOURS",
     "REDUCED_STYLE",
+    "REDUCED_SHADES",
+    "reduced_style",
     "PLACEHOLDER_STYLE",
     "rank_colour",
     "rank_style",
@@ -41,8 +43,12 @@ RANK_COLOURS: tuple[str, ...] = (
 )
 """Background colour of each source rank's data (cycled beyond eight ranks)."""
 
-REDUCED_STYLE = Style(color="black", bgcolor="#f5f5f5", bold=True, underline=True)
-"""Cells holding data reduced from several ranks."""
+REDUCED_SHADES = ("#6e6e6e", "#858585", "#9c9c9c", "#b3b3b3", "#cacaca", "#e0e0e0", "#f5f5f5")
+"""Background of cells reduced from 2, 3, … 8 or more ranks: the more ranks a partial sum holds,
+the lighter, so a ring's growing sums are seen to grow."""
+
+REDUCED_STYLE = Style(color="black", bgcolor=REDUCED_SHADES[-1], bold=True, underline=True)
+"""Cells holding data reduced from 8 or more ranks (see :func:`reduced_style`)."""
 
 PLACEHOLDER_STYLE = Style(color="#808080", bgcolor="#262626")
 """Cells holding no rank's data yet (e.g. an output before the collective)."""
@@ -70,6 +76,13 @@ def rank_style(rank: int) -> Style:
     return Style(color="black", bgcolor=rank_colour(rank), bold=rank >= len(RANK_COLOURS))
 
 
+@lru_cache(maxsize=64)
+def reduced_style(count: int) -> Style:
+    """Cell style for data reduced from ``count`` ≥ 2 ranks (one shade per count up to 8)."""
+    shade = REDUCED_SHADES[min(count, len(REDUCED_SHADES) + 1) - 2]
+    return Style(color="black", bgcolor=shade, bold=True, underline=True)
+
+
 def provenance_style(ranks: Sequence[int] | None) -> Style:
     """The style of a cell whose data came from ``ranks`` (``None``: not observed)."""
     if ranks is None:
@@ -78,7 +91,7 @@ def provenance_style(ranks: Sequence[int] | None) -> Style:
         return PLACEHOLDER_STYLE
     if len(ranks) == 1:
         return rank_style(ranks[0])
-    return REDUCED_STYLE
+    return reduced_style(len(ranks))
 
 
 def format_bytes(count: int) -> str:
