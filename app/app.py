@@ -39,7 +39,7 @@ from .model import (
 )
 from .model.quiz import Grade, Score, questions
 from .model.sources import Session, load_trace, pump_session
-from .screens import HelpScreen, RankDetailScreen, SeekScreen, ViewerScreen
+from .screens import FactorScreen, HelpScreen, RankDetailScreen, SeekScreen, ViewerScreen
 from .screens.quiz import QuizScreen
 
 __all__ = ["Session", "CollvizApp", "make_app", "run_viewer", "FRAME_RATE", "EXIT_INTERRUPTED"]
@@ -78,6 +78,8 @@ class CollvizApp(App[int]):
         Binding("0", "detail(0)", "rank detail", key_display="0–9",
                 tooltip="open that rank's buffers in full (the mouse works too)", show=False),
         *(Binding(str(rank), f"detail({rank})", "", show=False) for rank in range(1, 10)),
+        Binding("b", "factor", "why this factor", show=False,
+                tooltip="why busbw = algbw × factor, worked through with this step's largest collective"),
         Binding("z", "toggle_quiz", "quiz", show=False,
                 tooltip="replay: predict each collective's result before it is revealed, with a score"),
         Binding("question_mark", "help", "help", key_display="?"),
@@ -417,6 +419,14 @@ class CollvizApp(App[int]):
         view = self.current_view()
         if rank < len(view.ranks):
             self.push_screen(RankDetailScreen(rank, view, mask_volatile=self.mask_volatile))
+
+    def action_factor(self) -> None:
+        """Explain the bus factor of the step's largest collective call (or say there is none)."""
+        costs = self.current_view().costs
+        if not costs:
+            self.notify("this step ran no collective: no bus factor to explain", timeout=3)
+            return
+        self.push_screen(FactorScreen(max(costs, key=lambda c: c.algo_bytes)))
 
     def action_help(self) -> None:
         """Show every key and what it does."""

@@ -90,12 +90,23 @@ def test_ring_has_2n_minus_2_hops_each_moving_one_chunk_to_the_right(runs):
     count = events(trace, RunStart)[0].options["count"]
     hops = [i for i, name in phase_names(trace).items() if name.startswith("hop")]
     assert len(hops) == 2 * (N - 1)
-    transfers = events(trace, Transfer)
+    transfers = [t for t in events(trace, Transfer) if t.phase in hops]
     assert len(transfers) == N * len(hops)
     for t in transfers:
         assert t.kind == "p2p" and t.bytes == count // N * 4 and t.length == count // N
         assert t.src == (t.dst - 1) % N
         assert t.phase == hops[t.step]
+
+
+def test_ring_compare_shows_the_library_all_reduce_as_logical_transfers(runs):
+    """The compare phase's dist.all_reduce is observed: every rank's data reaches every other rank."""
+    trace = runs["ring"]
+    count = events(trace, RunStart)[0].options["count"]
+    compare = next(i for i, name in phase_names(trace).items() if name.startswith("compare"))
+    moved = [t for t in events(trace, Transfer) if t.phase == compare]
+    assert sorted((t.dst, t.src) for t in moved) == [(d, s) for d in range(N) for s in range(N) if s != d]
+    assert all(t.kind == "logical" and (t.start, t.length, t.bytes) == (0, count, 4 * count) for t in moved)
+    assert all(t.phase != compare for t in events(trace, Transfer) if t.kind == "p2p")
 
 
 def test_ring_provenance_grows_hop_by_hop(runs):
@@ -250,6 +261,68 @@ def test_fsdp_prefetch_moves_the_next_gather_into_the_current_compute(runs):
             assert all(g.endswith("all-gather") for g in gathers)
             assert len(forward) == len(gathers) // 2 == 6
     assert events(early, RunStart)[0].options["prefetch"] is True
+
+
+def _shard_count(module: torch.nn.Module) -> int:
+    """Elements of one rank's FSDP2 shard of ``module``: each parameter's dim 0 padded to a
+    multiple of N, split in N."""
+    total = 0
+    for p in module.parameters():
+        rows = -(-p.shape[0] // N)
+        total += rows * (p.numel() // p.shape[0])
+    return total
+
+
+def test_fsdp_gathers_and_reduce_scatters_show_logical_transfers_and_are_timed(runs, reference):
+    """Into each rank, every all-gather brings every other rank's whole shard at its place in the
+    flat buffer; every reduce-scatter brings every other rank's contribution to the kept shard."""
+    trace, model = runs["fsdp"], reference["model"]
+    units = [("embed", model.embed), *((f"block {i}", b) for i, b in enumerate(model.blocks)), ("head", model.head)]
+    index = {name: i for i, name in phase_names(trace).items()}
+    moved = events(trace, Transfer)
+    for name, module in units:
+        count = _shard_count(module)
+        for phase_name, buffer in ((f"{name} forward: all-gather", "gathered"),
+                                   (f"{name} backward: reduce-scatter", "reduced_shard")):
+            into = sorted((t.dst, t.src, t.start, t.length, t.bytes, t.buffer, t.kind)
+                          for t in moved if t.phase == index[phase_name])
+            start = (lambda s: s * count) if buffer == "gathered" else (lambda s: 0)
+            assert into == [(d, s, start(s), count, 4 * count, buffer, "logical")
+                            for d in range(N) for s in range(N) if s != d], phase_name
+    timed = [c for c in events(trace, Collective) if c.edge == "end" and c.op in ("all_gather", "reduce_scatter")]
+    assert timed and all(c.duration_ns is not None and c.duration_ns > 0 for c in timed)
+
+
+def test_fsdp_cost_in_the_view_is_the_slowest_ranks_call_with_the_bus_factor(runs, reference):
+    """The viewer's cost of block 0's forward all-gather, recomputed here from the raw events."""
+    from collviz.app.model import EventLog, view_at
+    trace = runs["fsdp"]
+    log = EventLog(trace.events)
+    phase = {name: i for i, name in phase_names(trace).items()}["block 0 forward: all-gather"]
+    cursor = log.step_ends[phase]
+    view = view_at(log, cursor)
+    assert view.step == phase
+    (cost,) = view.costs
+    ends = [c for c in events(trace, Collective) if c.phase == phase and c.edge == "end"]
+    count = _shard_count(reference["model"].blocks[0])
+    seconds = max(c.duration_ns for c in ends) / 1e9
+    assert (cost.op, cost.ranks, cost.timed, cost.reported) == ("all_gather", N, "call", N)
+    assert (cost.bytes_in, cost.bytes_out, cost.algo_bytes) == (4 * count, 4 * N * count, 4 * N * count)
+    assert cost.seconds == pytest.approx(seconds)
+    assert cost.rate.algbw == pytest.approx(4 * N * count / seconds)
+    assert cost.rate.busbw == pytest.approx(cost.rate.algbw * (N - 1) / N)
+
+
+def test_ddp_buckets_and_tp_all_reduce_show_every_rank_reaching_every_other(runs):
+    trace = runs["ddp"]
+    for bucket in (b for b in events(trace, Buffer, 0) if b.name.startswith("bucket ") and b.moment == "before"):
+        moved = sorted((t.dst, t.src, t.start, t.length) for t in events(trace, Transfer)
+                       if t.phase == bucket.phase and t.buffer == bucket.name)
+        assert moved == [(d, s, 0, bucket.shape[0]) for d in range(N) for s in range(N) if s != d], bucket.name
+    trace, tp = runs["tp"], settings_of("tp")
+    phase = next(i for i, name in phase_names(trace).items() if name.startswith("all-reduce"))
+    moved = sorted((t.dst, t.src, t.start, t.length) for t in events(trace, Transfer) if t.phase == phase)
+    assert moved == [(d, s, 0, tp["batch"] * tp["d_model"]) for d in range(N) for s in range(N) if s != d]
 
 
 def test_fsdp_without_reshard_after_forward_skips_the_backward_gathers(runs):

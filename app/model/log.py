@@ -60,13 +60,15 @@ class Series:
 
 @dataclass
 class MemorySeries:
-    """One rank's memory samples: log index, phase, live bytes, the running peak, and the device
-    figures each sample carried (``None`` where the run had no CUDA allocator or NVML)."""
+    """One rank's memory samples: log index, phase, live bytes, the running peak, live bytes by
+    category, and the device figures each sample carried (``None`` where the run had no CUDA
+    allocator or NVML)."""
 
     index: list[int] = field(default_factory=list)
     phase: list[int] = field(default_factory=list)
     live: list[int] = field(default_factory=list)
     peak: list[int] = field(default_factory=list)
+    categories: list[dict[str, int]] = field(default_factory=list)
     cuda: list[CudaMemory | None] = field(default_factory=list)
     nvml: list[NvmlMemory | None] = field(default_factory=list)
 
@@ -77,6 +79,7 @@ class MemorySeries:
         self.live.append(event.live_bytes)
         top = max(event.peak_bytes, event.live_bytes)
         self.peak.append(max(self.peak[-1], top) if self.peak else top)
+        self.categories.append(event.by_category)
         self.cuda.append(event.cuda)
         self.nvml.append(event.nvml)
 
@@ -98,7 +101,8 @@ class RankIndex:
 
 @dataclass
 class PhaseIndex:
-    """One phase across ranks: its name and narration, and the transfers and checks in it."""
+    """One phase across ranks: its name and narration, and the transfers, checks and collective
+    ends (every rank's) in it."""
 
     number: int
     name: str = ""
@@ -106,6 +110,7 @@ class PhaseIndex:
     begin: int = -1
     transfers: Series = field(default_factory=Series)
     checks: Series = field(default_factory=Series)
+    collectives: Series = field(default_factory=Series)
 
 
 class EventLog:
@@ -271,3 +276,5 @@ class EventLog:
 
     def _collective(self, index: int, event: Collective) -> None:
         self.rank(event.rank).collectives.add(index, event.phase, event)
+        if event.edge == "end" and event.phase >= 0:
+            self.phase(event.phase).collectives.add(index, event.phase, event)

@@ -30,9 +30,10 @@ from collviz.runtime.wire.protocol import (
 )
 
 from .bench import BenchView, bench_at
+from .cost import CallCost, costs_at
 from .log import EventLog, RankIndex, Series
 
-__all__ = ["BenchView", "MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "TAIL_LENGTH", "MAX_TRANSFERS"]
+__all__ = ["BenchView", "CallCost", "MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "TAIL_LENGTH", "MAX_TRANSFERS"]
 
 TAIL_LENGTH = 200
 """How many events before the cursor the view carries for the raw event log pane."""
@@ -49,8 +50,9 @@ RunKind = Literal["empty", "starting", "running", "waiting", "stalled", "finishe
 class MemoryTrack:
     """One rank's memory samples (the whole known series) and where the cursor stands in them.
 
-    ``live`` and ``phases`` are the log's own lists (valid until the log grows); the first
-    ``upto`` samples have happened at the cursor. ``length`` is the series' length when the view was
+    ``live``, ``phases``, ``categories`` (live bytes by category) and ``peaks`` (the running peak)
+    are the log's own lists (valid until the log grows); the first ``upto`` samples have happened
+    at the cursor. ``length`` is the series' length when the view was
     made and ``top`` its highest figure (to scale a plot of it); equality ignores the lists.
     ``cuda`` and ``nvml``: the device figures of the latest sample at the cursor (``None`` where
     that sample had none: a CPU run, no NVML library, or no sample yet).
@@ -58,6 +60,8 @@ class MemoryTrack:
 
     live: Sequence[int] = field(compare=False)
     phases: Sequence[int] = field(compare=False)
+    categories: Sequence[dict[str, int]] = field(compare=False)
+    peaks: Sequence[int] = field(compare=False)
     length: int
     upto: int
     current: int
@@ -101,8 +105,9 @@ class ViewState:
     description before the first phase). ``ranks``: one view per rank. ``transfers``: the step's
     transfers so far (at most :data:`MAX_TRANSFERS`, sorted), ``transfer_count`` all of them.
     ``checks``: the step's checks. ``tail``: the last :data:`TAIL_LENGTH` events before the cursor.
-    ``last_go``: the last gate released before the cursor (-1: none). ``bench``: the busbw
-    series of a ``collviz bench`` run (None for any other run).
+    ``last_go``: the last gate released before the cursor (-1: none). ``costs``: what each
+    collective call of the step cost. ``bench``: the busbw series of a ``collviz bench`` run (None
+    for any other run). ``phase_names``: every phase's name seen so far, by number.
     """
 
     cursor: int
@@ -119,7 +124,9 @@ class ViewState:
     checks: tuple[Check, ...]
     tail: tuple[AnyEvent, ...]
     last_go: int
+    costs: tuple[CallCost, ...] = ()
     bench: BenchView | None = None
+    phase_names: dict[int, str] = field(default_factory=dict, compare=False)
 
 
 def _latest(series: Series, cursor: int, step: int) -> int:
@@ -147,7 +154,8 @@ def _memory(index: RankIndex, cursor: int, step: int) -> MemoryTrack:
     top = series.peak[-1] if series.peak else 0
     cuda = series.cuda[upto - 1] if upto else None
     nvml = series.nvml[upto - 1] if upto else None
-    return MemoryTrack(series.live, series.phase, len(series.live), upto, current, peak, top, cuda, nvml)
+    return MemoryTrack(series.live, series.phase, series.categories, series.peak, len(series.live), upto, current,
+                       peak, top, cuda, nvml)
 
 
 def _rank_status(index: RankIndex, cursor: int, step: int, names: dict[int, str]) -> tuple[RankState, str, int | None]:
@@ -169,7 +177,7 @@ def _rank_status(index: RankIndex, cursor: int, step: int, names: dict[int, str]
         phase_position = index.phases.index[phase_at] if phase_at >= 0 else -1
         if gate_position > phase_position:
             gate = index.gates.events[at].index
-            return "waiting", f"waiting at gate {gate}", gate
+            return "waiting", f"waiting at gate {gate + 1}", gate  # gate k opens step k, 1-based on screen
     if phase_at >= 0:
         event = index.phases.events[phase_at]
         name = names.get(event.index, event.name)
@@ -282,5 +290,7 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
         checks=checks,
         tail=tuple(log.events[max(0, cursor - tail) : cursor]),
         last_go=log.gos.events[gos - 1].index if gos else -1,
+        costs=costs_at(log, cursor, step) if shown else (),
         bench=bench_at(log, cursor, step),
+        phase_names=names,
     )

@@ -1,8 +1,9 @@
-"""The viewer's screens: the main view, rank detail, help and seek."""
+"""The viewer's screens: the main view, rank detail, help, seek and the bus factor."""
 
+from .factor import FactorScreen
 from .help import HelpScreen
 from .rank_detail import RankDetailScreen
 from .seek import SeekScreen
 from .viewer import ViewerScreen
 
-__all__ = ["HelpScreen", "RankDetailScreen", "SeekScreen", "ViewerScreen"]
+__all__ = ["FactorScreen", "HelpScreen", "RankDetailScreen", "SeekScreen", "ViewerScreen"]

@@ -12,6 +12,7 @@ from textual.widgets import Footer, Static
 from ..model import ViewState
 from ..widgets import (
     BenchPlot,
+    CostPane,
     EventLogPane,
     Legend,
     MemoryTimeline,
@@ -67,6 +68,7 @@ class ViewerScreen(Screen[None]):
             yield BenchPlot(id="bench")
             with Vertical(id="side"):
                 yield NarrationPane(id="narration")
+                yield CostPane(id="cost")
                 yield TransfersPane(id="transfers")
                 yield Legend(id="legend")
         yield MemoryTimeline(id="memory")
@@ -124,6 +126,7 @@ class ViewerScreen(Screen[None]):
         for panel, rank in zip(self.query(RankPanel), view.ranks):
             panel.show(rank)
         self.query_one(NarrationPane).show(view)
+        self.query_one(CostPane).show(view)
         self.query_one(TransfersPane).show(view)
         self.query_one(MemoryTimeline).show(view)
         log = self.query_one(EventLogPane)

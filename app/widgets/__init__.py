@@ -1,6 +1,7 @@
 """The viewer's widgets, one per module, each with its own messages."""
 
 from .bench_plot import BenchPlot
+from .cost import CostPane
 from .event_log import EventLogPane
 from .legend import Legend
 from .memory_timeline import MemoryTimeline
@@ -10,4 +11,4 @@ from .run_header import RunHeader
 from .transfers import TransfersPane
 from .work_progress import WorkProgress
 
-__all__ = ["BenchPlot", "EventLogPane", "Legend", "MemoryTimeline", "NarrationPane", "RankPanel", "RunHeader", "TransfersPane", "WorkProgress"]
+__all__ = ["BenchPlot", "CostPane", "EventLogPane", "Legend", "MemoryTimeline", "NarrationPane", "RankPanel", "RunHeader", "TransfersPane", "WorkProgress"]

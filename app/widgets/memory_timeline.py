@@ -1,31 +1,50 @@
-"""Memory timeline: each rank's live bytes over its samples, phase boundaries and the cursor."""
+"""Memory chart: live bytes per rank over the run, stacked by category, on one shared scale.
+
+Ranks whose samples are identical share a row (labelled ``r0–r3``); beyond :data:`MAX_GROUPS`
+distinct rows only the ranks with the lowest, median and highest peak are drawn, and the pane
+says how many are not. Each row marks its peak (▼) and names the phase it was reached in; the
+axis under the rows names the phases (abbreviated); samples after the cursor are grey.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual.geometry import Size
 
 from ..model import MemoryTrack, ViewState
 from .line_widget import LineWidget
+from .memory_chart import (
+    CATEGORY_ORDER,
+    RankGroup,
+    category_colour,
+    group_ranks,
+    phase_label,
+    representative_groups,
+    sample_columns,
+    stacked_cells,
+)
 from .render import DIM, Line, format_bytes, rank_colour
 
-__all__ = ["MemoryTimeline", "device_figures", "NO_DEVICE_FIGURES"]
-
-_BARS = "▁▂▃▄▅▆▇█"
-_BOUNDARY = "┊"
-_FUTURE = Style(color="#4a4a4a")
-
-MAX_SAMPLE_WIDTH = 6
-"""Most columns one sample is widened to when a rank has few samples."""
+__all__ = ["MemoryTimeline", "device_figures", "NO_DEVICE_FIGURES", "MAX_GROUPS"]
 
 NA = "N/A"
 NO_DEVICE_FIGURES = f"CUDA allocator {NA} · NVML {NA}"
 """The pane's subtitle when no rank's latest sample has device figures (CPU runs, no NVML)."""
 WITH_DEVICE_FIGURES = "CUDA allocator allocated/reserved · NVML used/total"
-"""The pane's subtitle when some rank has device figures (shown at the end of each rank's row)."""
+"""The pane's subtitle when some rank has device figures (shown after each row's current bytes)."""
+
+MAX_GROUPS = 6
+"""Most distinct rows drawn; beyond, the min, median and max ranks by peak stand for the rest."""
+
+MAX_CHART_ROWS = 4
+"""Tallest chart (text rows) of one row of ranks; fewer when the screen is short or rows many."""
+
+MIN_LINES = 5
+"""Lines the pane may always use, however short the screen (it takes about a quarter otherwise)."""
+
+_MARK = Style(color="white", bold=True)
 
 
 def device_figures(track: MemoryTrack) -> str:
@@ -36,13 +55,22 @@ def device_figures(track: MemoryTrack) -> str:
     return f" · CUDA {cuda} · NVML {nvml}"
 
 
-class MemoryTimeline(LineWidget):
-    """One row per rank: a bar per sample (resampled to fit), ┊ where the phase changes.
+def _peak_sample(track: MemoryTrack) -> int:
+    """The first sample at or before the cursor whose running peak is the peak so far (-1: none)."""
+    if not track.upto:
+        return -1
+    peak = track.peaks[track.upto - 1]
+    return next(i for i in range(track.upto) if track.peaks[i] == peak)
 
-    Samples up to the cursor are drawn in the rank's colour, later ones dimmed, so the cursor's
-    position is where the colour stops. The right-hand column gives current and peak bytes, and
-    where the run has them the CUDA allocator's and NVML's figures of the rank's latest sample;
-    without them (CPU, no NVML library) the subtitle says they are N/A.
+
+def _column_of(sample: int, count: int, width: int) -> int:
+    """The first column drawing ``sample`` (see :func:`sample_columns`)."""
+    return min(width - 1, -(-sample * width // count)) if count < width else sample * width // count
+
+
+class MemoryTimeline(LineWidget):
+    """Rows of ranks (identical ranks share one), their memory stacked by category over the run.
+
     Drawn from lines of segments (see :class:`LineWidget`).
     """
 
@@ -50,7 +78,7 @@ class MemoryTimeline(LineWidget):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._view: ViewState | None = None
         self._rows = -1
-        self.border_title = "memory · live bytes per rank · ┊ phase boundary · grey: after the cursor"
+        self.border_title = "memory"
         self.border_subtitle = f"device: {NO_DEVICE_FIGURES}"
 
     def show(self, view: ViewState) -> None:
@@ -60,71 +88,135 @@ class MemoryTimeline(LineWidget):
         subtitle = f"device: {WITH_DEVICE_FIGURES if device else NO_DEVICE_FIGURES}"
         if subtitle != self.border_subtitle:
             self.border_subtitle = subtitle
-        self.lines_changed(layout=len(view.ranks) != self._rows)
-        self._rows = len(view.ranks)
+        top = max((r.memory.top for r in view.ranks), default=0)
+        title = f"memory · live bytes by category · one scale: full height = {format_bytes(top)}"
+        if title != self.border_title:
+            self.border_title = Text(title)
+        rows = self._height(view)
+        self.lines_changed(layout=rows != self._rows)
+        self._rows = rows
+
+    def _layout(self, view: ViewState) -> tuple[list[RankGroup], int, int]:
+        """The rows to draw, the ranks left out, and the chart's text rows per row, within a
+        budget of about a quarter of the screen's height."""
+        budget = max(MIN_LINES, self.app.size.height // 4) - 2  # less the legend and the axis
+        groups, hidden = representative_groups(group_ranks([r.memory for r in view.ranks]), MAX_GROUPS)
+        if len(groups) + (1 if hidden else 0) > budget:
+            groups, hidden = representative_groups(groups, 3)
+        room = budget - (1 if hidden else 0)
+        per_group = room // max(1, len(groups))
+        chart_rows = min(MAX_CHART_ROWS, per_group - 1) if per_group >= 3 else 1
+        return groups, hidden, chart_rows
+
+    def _height(self, view: ViewState) -> int:
+        if not view.ranks:
+            return 1
+        groups, hidden, chart_rows = self._layout(view)
+        per_group = chart_rows + 1 if chart_rows > 1 else 1
+        return 2 + len(groups) * per_group + (1 if hidden else 0)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        """One row per rank (one line for the placeholder)."""
-        return max(1, len(self._view.ranks)) if self._view is not None else 1
+        """Legend, each row's chart, the axis (one line for the placeholder)."""
+        return self._height(self._view) if self._view is not None else 1
 
     def build_lines(self, width: int, height: int) -> list[Line]:
-        """One line per rank: label, bars, current and peak bytes."""
+        """Legend, then per row a peak line and its stacked chart, then the phase axis."""
         view = self._view
-        if view is None or not view.ranks:
+        if view is None or not view.ranks or not any(r.memory.length for r in view.ranks):
             return [[Segment("no memory samples yet", DIM)]]
-        tracks = [r.memory for r in view.ranks]
-        top = max((t.top for t in tracks), default=0) or 1
-        figures = [f"  {format_bytes(t.current):>9} peak {format_bytes(t.peak):>9}" for t in tracks]
-        if any(t.cuda is not None or t.nvml is not None for t in tracks):
-            devices = [device_figures(t) for t in tracks]
-            widest = max(map(len, devices))
-            figures = [figure + device.ljust(widest) for figure, device in zip(figures, devices)]
-        label_width = len(f"r{len(tracks) - 1}") + 1
-        bars_width = max(4, width - label_width - max(map(len, figures)))
-        lines = []
-        for rank, (track, figure) in enumerate(zip(tracks, figures)):
-            bars = self._bars(track.live, track.phases, track.length, track.upto, top, bars_width, rank)
-            used = sum(len(segment.text) for segment in bars)
-            lines.append([Segment(f"r{rank}".ljust(label_width), Style(color=rank_colour(rank))), *bars,
-                          Segment(" " * (bars_width - used) + figure)])
+        groups, hidden, chart_rows = self._layout(view)
+        top = max((r.memory.top for r in view.ranks), default=0) or 1
+        label_width = max(len(g.label) for g in groups) + 1
+        lines: list[Line] = [self._legend(groups)]
+        for group in groups:
+            lines.extend(self._group_lines(group, view, top, chart_rows, label_width, width))
+        if hidden:
+            lines.append([Segment(f"{hidden} more ranks between the min and max shown", DIM)])
+        longest = max(groups, key=lambda g: g.track.length).track
+        lines.append([Segment(" " * label_width), *self._axis(longest, view.phase_names, width - label_width)])
         return lines
 
     @staticmethod
-    def _bars(live: Sequence[int], phases: Sequence[int], count: int, upto: int, top: int, width: int,
-              rank: int) -> Line:
-        """Bars for one rank's samples fitted to ``width`` columns, with ┊ at phase changes.
+    def _legend(groups: list[RankGroup]) -> Line:
+        seen = {name for g in groups for sample in g.track.categories[: g.track.length] for name in sample}
+        line: Line = []
+        for name in sorted(seen, key=lambda c: (CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else 99, c)):
+            line += [Segment("■ ", Style(color=category_colour(name))), Segment(f"{name}  ")]
+        line += [Segment("▼ ", _MARK), Segment("peak  "), Segment("grey: after the cursor", DIM)]
+        return line
 
-        Only the first ``count`` samples are drawn (the series may have grown since the view was
-        made). Few samples are widened (up to :data:`MAX_SAMPLE_WIDTH` columns each); many are
-        resampled.
-        """
-        out: Line = []
-        if not count:
-            return out
-        changes = sum(1 for i in range(1, count) if phases[i] != phases[i - 1]) if count <= width else 0
-        room = max(1, width - changes)
-        columns = min(count, room)
-        repeat = max(1, min(MAX_SAMPLE_WIDTH, room // count)) if count <= room else 1
-        colour = Style(color=rank_colour(rank))
-        previous_phase = None
-        run: list[str] = []
-        run_style = colour
-        used = 0
-        for column in range(columns):
-            at = min(count - 1, (column * count) // columns)
-            style = colour if at < upto else _FUTURE
-            boundary = previous_phase is not None and phases[at] != previous_phase and used < width - repeat
-            if (boundary or style is not run_style) and run:
-                out.append(Segment("".join(run), run_style))
-                run = []
-            if boundary:
-                out.append(Segment(_BOUNDARY, DIM))
-                used += 1
-            previous_phase = phases[at]
-            run_style = style
-            level = max(0, min(7, round(live[at] / top * 7)))
-            run.append(_BARS[level] * repeat)
-            used += repeat
-        if run:
-            out.append(Segment("".join(run), run_style))
-        return out
+    def _group_lines(self, group: RankGroup, view: ViewState, top: int, rows: int, label_width: int,
+                     width: int) -> list[Line]:
+        track = group.track
+        now = f"now {format_bytes(track.current)}"
+        if track.cuda is not None or track.nvml is not None:
+            now += device_figures(track)
+        label = Segment(group.label.ljust(label_width), Style(color=rank_colour(group.ranks[0])))
+        peak_at = _peak_sample(track)
+        peak_text = ""
+        if peak_at >= 0:
+            phase = track.phases[peak_at]
+            between = " (between samples)" if track.peak > max(track.live[: track.upto]) else ""
+            peak_text = (f"peak {format_bytes(track.peak)}{between} in "
+                         f"{view.phase_names.get(phase, f'phase {phase + 1}')}")
+        if rows == 1:  # one text row: the chart, then the figures
+            figures = f" {now} · {peak_text}" if peak_text else f" {now}"
+            chart_width = max(8, width - label_width - len(figures))
+            cells = self._cells(track, top, 1, chart_width)
+            return [[label, *cells[0], Segment(figures)]]
+        chart_width = max(8, width - label_width)
+        marker: Line = [label]
+        if peak_at >= 0:
+            column = _column_of(peak_at, track.length, chart_width)
+            text = f" {peak_text}"
+            if column + 1 + len(text) <= chart_width:
+                left, right = " " * column, text
+            else:
+                left, right = (text.strip() + " ").rjust(column)[-column:] if column else "", ""
+            used = len(left) + 1 + len(right)
+            marker += [Segment(left), Segment("▼", _MARK), Segment(right)]
+            room = chart_width - used
+            if room > len(now) + 1:
+                marker.append(Segment(now.rjust(room), DIM))
+        else:
+            marker.append(Segment(now.rjust(chart_width), DIM))
+        chart = self._cells(track, top, rows, chart_width)
+        return [marker, *([Segment(" " * label_width), *row] for row in chart)]
+
+    @staticmethod
+    def _cells(track: MemoryTrack, top: int, rows: int, width: int) -> list[Line]:
+        """The chart's text rows, top first: one stacked column per chart column."""
+        columns = sample_columns(track.live, track.length, width)
+        stacks = [stacked_cells(track.categories[i], top, rows, dim=i >= track.upto) for i in columns]
+        lines = []
+        for row in range(rows - 1, -1, -1):
+            line: Line = []
+            for stack in stacks:
+                char, style = stack[row]
+                if line and line[-1].style == style:
+                    line[-1] = Segment(line[-1].text + char, style)
+                else:
+                    line.append(Segment(char, style))
+            lines.append(line)
+        return lines
+
+    @staticmethod
+    def _axis(track: MemoryTrack, names: dict[int, str], width: int) -> Line:
+        """Phase labels under the chart, each at the column where its run of phases begins."""
+        columns = sample_columns(track.live, track.length, width)
+        text = [" "] * width
+        previous = None
+        next_free = 0
+        for column, sample in enumerate(columns):
+            phase = track.phases[sample]
+            label = phase_label(names.get(phase, str(phase + 1)))
+            if label == previous:
+                continue
+            previous = label
+            if column < next_free:
+                continue
+            room = width - column
+            piece = ("┊" + label)[:room]
+            text[column:column + len(piece)] = piece
+            next_free = column + len(piece) + 1
+        return [Segment("".join(text), DIM)]

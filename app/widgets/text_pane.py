@@ -33,3 +33,13 @@ class TextPane(Static):
             return
         self._shown = text
         self.update(text, layout=False)
+
+    def hint_overflow(self) -> None:
+        """After the next refresh, say in the border's subtitle whether the text runs past the
+        pane's bottom (the pane scrolls)."""
+        self.call_after_refresh(self._hint_overflow)
+
+    def _hint_overflow(self) -> None:
+        hint = "↓ more: scroll" if self.max_scroll_y > self.scroll_y else ""
+        if hint != self.border_subtitle:
+            self.border_subtitle = hint

@@ -11,14 +11,18 @@ from .text_pane import TextPane
 __all__ = ["TransfersPane"]
 
 MAX_LINES = 64
-"""Most transfers listed (fewer when the pane is shorter) before the rest are counted."""
+"""Most transfers listed (the pane scrolls, saying so) before the rest are only counted."""
 
 KIND_LABELS = {"logical": "logical data movement", "p2p": "p2p send/recv"}
 """How each transfer kind is labelled: logical is what the collective moved, p2p a real send/recv."""
 
 
 class TransfersPane(TextPane):
-    """One line per transfer: src → dst, elements, bytes, then the buffer chunk; the kind heads the list."""
+    """One line per transfer: src → dst, the element range, bytes (and the hop of a p2p step).
+
+    The kind and, when every transfer moves the same buffer, its name head the list, so each line
+    stays short; a line too long for the pane wraps rather than being cut mid-range.
+    """
 
     def show(self, view: ViewState) -> None:
         """Render the transfers of ``view``'s step."""
@@ -27,19 +31,22 @@ class TransfersPane(TextPane):
         if not transfers:
             self.show_text(Text("no transfers in this step", "dim"))
             return
-        text = Text(no_wrap=True, overflow="ellipsis")
+        text = Text()
         kinds = sorted({t.kind for t in transfers})
-        text.append(" · ".join(KIND_LABELS.get(k, k) for k in kinds) + "\n", "italic")
-        lines = min(MAX_LINES, max(1, self.content_size.height - 1)) if self.content_size.height else MAX_LINES
-        if view.transfer_count > lines:
-            lines -= 1  # room for the "… more" line
+        buffers = {t.buffer for t in transfers}
+        shared = next(iter(buffers)) if len(buffers) == 1 else None
+        text.append(" · ".join(KIND_LABELS.get(k, k) for k in kinds), "italic")
+        text.append(f" into {shared}\n" if shared is not None else "\n", "italic")
+        lines = min(MAX_LINES, len(transfers))
         for transfer in transfers[:lines]:
             text.append(f"r{transfer.src}", rank_style(transfer.src))
             text.append("→")
             text.append(f"r{transfer.dst}", rank_style(transfer.dst))
             hop = f" hop {transfer.step}" if transfer.step else ""
-            text.append(f" {transfer.length} el {format_bytes(transfer.bytes)}{hop}"
-                        f" {transfer.buffer}[{transfer.start}:{transfer.start + transfer.length}]\n")
+            name = "" if shared is not None else transfer.buffer
+            text.append(f" {name}[{transfer.start}:{transfer.start + transfer.length}]"
+                        f" {format_bytes(transfer.bytes)}{hop}\n")
         if view.transfer_count > lines:
             text.append(f"… {view.transfer_count - lines} more\n", "dim")
         self.show_text(text)
+        self.hint_overflow()

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-__all__ = ["bus_factor", "bus_factor_text", "algo_bytes", "Bandwidth", "bandwidth", "human_bytes"]
+__all__ = ["bus_factor", "bus_factor_text", "algo_bytes", "Bandwidth", "bandwidth", "human_bytes", "human_rate"]
 
 _TWO_WAY = {"all_reduce"}
 _ONE_WAY = {"all_gather", "gather", "reduce_scatter", "scatter", "all_to_all"}
@@ -80,10 +80,18 @@ def bandwidth(op: str, world_size: int, algo_size: int, seconds: float) -> Bandw
     algbw = algo_size / seconds
     busbw = algbw * float(bus_factor(op, world_size))
     formula = (
-        f"algbw = S/t = {human_bytes(algo_size)} / {seconds * 1e3:.3f} ms = {algbw / 1e9:.3f} GB/s; "
-        f"busbw = algbw × {bus_factor_text(op, world_size)} = {busbw / 1e9:.3f} GB/s"
+        f"algbw = S/t = {human_bytes(algo_size)} / {seconds * 1e3:.3f} ms = {human_rate(algbw)}; "
+        f"busbw = algbw × {bus_factor_text(op, world_size)} = {human_rate(busbw)}"
     )
     return Bandwidth(algbw=algbw, busbw=busbw, formula=formula)
+
+
+def human_rate(bytes_per_second: float) -> str:
+    """A bandwidth in decimal units, as bandwidths are quoted: ``1.23 GB/s``, ``746 kB/s``."""
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if bytes_per_second >= scale:
+            return f"{bytes_per_second / scale:.3g} {unit}"
+    return f"{bytes_per_second:.3g} B/s"
 
 
 def human_bytes(n: int | float) -> str:

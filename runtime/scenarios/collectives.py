@@ -18,8 +18,9 @@ from ..context import RankContext
 from ..errors import UsageError
 from ..observation.metrics import algo_bytes, human_bytes
 from ..observation.tensors import make_tags, provenance_from_tags, tag_dtype, uniform_provenance
-from ..wire.protocol import Collective, ProvenanceRun, Transfer
+from ..wire.protocol import Collective, ProvenanceRun
 from .loading import COLLECTIVES, REDUCE_OPS, REDUCING, ROOTED, Followup, Scenario
+from .transfers import emit_logical_transfers
 
 __all__ = [
     "CollectiveSpec", "resolve_spec", "run_collective_scenario", "OUTPUT_NAMES", "make_input", "make_output",
@@ -333,26 +334,6 @@ def _observe_provenance(
     return None if received is None else provenance_from_tags(received)
 
 
-def _emit_transfers(ctx: RankContext, buffer: str, provenance: list[ProvenanceRun], itemsize: int) -> None:
-    """Logical transfers into this rank implied by what arrived: one per source and contiguous span."""
-    spans: dict[int, list[list[int]]] = {}
-    for run in provenance:
-        for src in run.ranks:
-            if src == ctx.rank:
-                continue
-            segments = spans.setdefault(src, [])
-            if segments and segments[-1][0] + segments[-1][1] == run.start:
-                segments[-1][1] += run.length
-            else:
-                segments.append([run.start, run.length])
-    for src in sorted(spans):
-        for start, length in spans[src]:
-            ctx.emitter.emit(
-                Transfer, phase=ctx.phase_index, src=src, dst=ctx.rank, bytes=length * itemsize,
-                buffer=buffer, start=start, length=length, kind="logical",
-            )
-
-
 def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
     """Run ``spec`` on this rank: every phase, every event."""
     rank, n, device = ctx.rank, ctx.world_size, ctx.device
@@ -388,7 +369,7 @@ def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
             ctx.buffer(out_name, "inout" if spec.op in IN_PLACE else "output", "after", received, provenance,
                        shape=None if spec.op in IN_PLACE else out_shape)
             if provenance is not None:
-                _emit_transfers(ctx, out_name, provenance, itemsize)
+                emit_logical_transfers(ctx, out_name, provenance, itemsize)
         ctx.memory(f"after {spec.op}")
 
     if spec.followup is not None:

@@ -18,12 +18,10 @@ import torch.distributed as dist
 
 from ...context import RankContext
 from ...errors import UsageError
-from ...observation.tensors import make_tags, provenance_from_tags, tag_dtype
-from ...wire.protocol import Check, ProvenanceRun
+from ...wire.protocol import Check
 from .kinds import SettingValue
 
-__all__ = ["TrainingProgram", "PhaseSequence", "refuse_options", "check_identical", "check_close", "timed_steps",
-           "all_reduce_provenance"]
+__all__ = ["TrainingProgram", "PhaseSequence", "refuse_options", "check_identical", "check_close", "timed_steps"]
 
 _FLAGS = {
     "reduce_op": "--op",
@@ -127,18 +125,6 @@ def timed_steps(ctx: RankContext, phases: PhaseSequence, steps: int, step: Calla
                 step()
     finally:
         phases.paused = False
-
-
-def all_reduce_provenance(ctx: RankContext, like: torch.Tensor) -> list[ProvenanceRun] | None:
-    """Which ranks' data an all-reduced tensor shaped like ``like`` holds, observed the way
-    :mod:`runtime.observe` does: the same all-reduce over rank tags (untracked, unobserved)."""
-    tag_type = tag_dtype(like.dtype, ctx.world_size)
-    if tag_type is None:
-        return None
-    with ctx.tracker.suspended():
-        tags = make_tags(like, ctx.rank, tag_type)
-        dist.all_reduce(tags)
-        return provenance_from_tags(tags)
 
 
 def check_identical(ctx: RankContext, name: str, tensors: Iterable[torch.Tensor]) -> bool:

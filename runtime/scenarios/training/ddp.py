@@ -22,7 +22,7 @@ from ...observation.metrics import human_bytes
 from ...observation.tensors import uniform_provenance
 from ...wire.protocol import ProvenanceRun
 from ..loading import Scenario
-from .common import PhaseSequence, TrainingProgram, all_reduce_provenance, check_identical, refuse_options, timed_steps
+from .common import PhaseSequence, TrainingProgram, check_identical, refuse_options, timed_steps
 from .model import TinyGPT, make_gpt, token_batch
 from .observer import CollectiveObserver
 
@@ -89,8 +89,10 @@ def emit_parameters(ctx: RankContext, named: list[tuple[str, torch.Tensor]], rol
         ctx.buffer(name, role, "after", local, None)
 
 
-def _averaging_hook(ctx: RankContext, phases: PhaseSequence, tracked: torch.nn.Parameter, calls: list[int]):
-    """DDP's comm hook: average the bucket in place, with Buffer events before and after."""
+def _averaging_hook(ctx: RankContext, phases: PhaseSequence, observer: CollectiveObserver,
+                    tracked: torch.nn.Parameter, calls: list[int]):
+    """DDP's comm hook: average the bucket in place, with Buffer events before and after (the
+    bucket's provenance and transfers observed by ``observer``)."""
     group_name = dist.group.WORLD.group_name
     row, col = TRACKED[1]
 
@@ -109,10 +111,11 @@ def _averaging_hook(ctx: RankContext, phases: PhaseSequence, tracked: torch.nn.P
         ctx.buffer(f"bucket {bucket.index()} grads", "grad", "before", flat, uniform_provenance(flat.numel(), [ctx.rank]))
         if holds:
             ctx.buffer(f"{TRACKED[2]}.grad", "grad", "before", tracked.grad[row, col].reshape(1), [ProvenanceRun(0, 1, [ctx.rank])])
+        observer.name_next(f"bucket {bucket.index()} grads")
         torch.ops._c10d_functional.all_reduce_(flat, "sum", group_name)
         torch.ops._c10d_functional.wait_tensor(flat)
         flat.div_(ctx.world_size)
-        provenance = all_reduce_provenance(ctx, flat)
+        provenance = observer.last_provenance
         ctx.buffer(f"bucket {bucket.index()} grads", "grad", "after", flat, provenance)
         if holds:
             ctx.buffer(f"{TRACKED[2]}.grad", "grad", "after", tracked.grad[row, col].reshape(1),
@@ -139,7 +142,7 @@ def run_ddp(ctx: RankContext, program: DDPProgram) -> None:
                                           device_ids=[ctx.device] if ctx.device.type == "cuda" else None,
                                           gradient_as_bucket_view=True)
         calls: list[int] = []
-        ddp.register_comm_hook(None, _averaging_hook(ctx, phases, tracked, calls))
+        ddp.register_comm_hook(None, _averaging_hook(ctx, phases, observer, tracked, calls))
         ctx.buffer(TRACKED[2], "param", "before", tracked.detach()[TRACKED[1]].reshape(1), None)
         with ctx.tracker.category("inputs"):
             inputs, targets = (t.to(ctx.device) for t in token_batch(settings, ctx.rank))

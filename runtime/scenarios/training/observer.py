@@ -5,30 +5,40 @@ and functional collectives (``_c10d_functional.all_reduce`` + ``wait_tensor``) f
 own code, so patching ``torch.distributed`` would miss them; every one of them passes through the
 dispatcher, where :class:`CollectiveObserver` sees it and emits ``Collective`` events.
 
-What is timed, and what is not: a functional collective is timed from its issue to its
-``wait_tensor`` (``duration_ns``). A ``c10d`` op only *enqueues* work on the backend (gloo runs it
-on its own thread and the caller waits later through a Work object the dispatcher never sees), so
-its events carry no duration; phases show where the time went.
+What moved: after each all-reduce, all-gather, reduce-scatter or broadcast the observer runs the
+same collective on the same group over rank tags (untracked and unobserved, as the collective
+scenarios do) and emits the logical ``Transfer`` events its provenance implies.
+
+What is timed: a functional collective from its issue to its ``wait_tensor`` (``duration_ns``).
+A ``c10d`` op only *enqueues* work on the backend (gloo runs it on its own thread; FSDP2 waits on
+the returned Work later), so the observer waits on that Work itself, right after the issue, and
+times issue to completion. The cost: work FSDP2 would overlap with the call (with ``--prefetch``)
+now starts after it; the step's results are unchanged. The observation passes (rank tags) run
+after the timed call and are never part of its time.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
+from torch.distributed.distributed_c10d import _resolve_process_group
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass_type
 
 from ...context import RankContext
 from ...observation.metrics import algo_bytes
-from ...observation.tensors import dtype_name
-from ...wire.protocol import Collective
+from ...observation.tensors import dtype_name, make_tags, provenance_from_tags, tag_dtype
+from ...wire.protocol import Collective, ProvenanceRun
+from ..transfers import emit_logical_transfers
 
-__all__ = ["CollectiveObserver", "WORLD"]
+__all__ = ["CollectiveObserver", "WORLD", "TRANSFER_NAMES"]
 
 WORLD = "world"
-"""Every collective of the training scenarios runs on the default (world) group."""
+"""The name the default (world) group goes by in Collective events."""
 
 _NAMES = {
     "allreduce_": "all_reduce", "all_reduce": "all_reduce", "all_reduce_": "all_reduce",
@@ -39,8 +49,28 @@ _NAMES = {
     "broadcast_": "broadcast", "broadcast": "broadcast", "barrier": "barrier", "allgather_coalesced_": "all_gather",
 }
 
-Seen = Callable[[str, torch.Tensor, torch.Tensor], None]
-"""Called with (op, input, output) when a functional collective's output is ready."""
+TRANSFER_NAMES = {"all_reduce": "summed", "all_gather": "gathered", "reduce_scatter": "reduced_shard",
+                  "broadcast": "broadcast"}
+"""The buffer name transfers of each op carry unless the scenario names the next call."""
+
+_ALGO_OPS = set(TRANSFER_NAMES)
+
+Seen = Callable[[str, torch.Tensor, torch.Tensor, "list[ProvenanceRun] | None"], None]
+"""Called with (op, input, output, provenance of the output) when a functional collective's
+output is ready."""
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One observed collective: its op, group, the tensors it read and wrote, a broadcast's root
+    (group rank) and its event fields."""
+
+    op: str
+    group: dist.ProcessGroup
+    inputs: list[torch.Tensor]
+    outputs: list[torch.Tensor]
+    root: int | None
+    fields: dict
 
 
 def _tensors(obj: Any) -> list[torch.Tensor]:
@@ -55,12 +85,52 @@ def _nbytes(tensors: list[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-class CollectiveObserver(TorchDispatchMode):
-    """Emit a ``Collective`` begin/end pair for every collective op dispatched while entered.
+def _c10d_group(args: tuple) -> dist.ProcessGroup:
+    """The process group among a ``c10d`` op's arguments (boxed as a script object)."""
+    for arg in args:
+        if isinstance(arg, dist.ProcessGroup):
+            return arg
+        if type(arg).__name__ == "ScriptObject":
+            try:
+                return dist.ProcessGroup.unbox(arg)
+            except RuntimeError:  # another script object: a ReduceOp
+                continue
+    return dist.group.WORLD
 
-    ``on_result`` (optional) receives each functional collective's input and output when its
-    ``wait_tensor`` completes: how the tensor-parallel scenario shows the partial outputs an
-    all-reduce sums.
+
+def _functional_group(args: tuple) -> dist.ProcessGroup:
+    """The process group a functional collective names (its last string argument)."""
+    names = [arg for arg in args if isinstance(arg, str)]
+    return _resolve_process_group(names[-1]) if names else dist.group.WORLD
+
+
+def _wait_for(out: Any) -> bool:
+    """Wait for the Work a ``c10d`` op returned (boxed as a script object); False if it had none."""
+    for item in out if isinstance(out, (tuple, list)) else (out,):
+        if type(item).__name__ == "ScriptObject":
+            try:
+                work = dist.Work.unbox(item)
+            except RuntimeError:
+                continue
+            work.wait()
+            return True
+    return False
+
+
+def _group_label(group: dist.ProcessGroup) -> str:
+    if group is dist.group.WORLD or group == dist.group.WORLD:
+        return WORLD
+    return getattr(group, "group_desc", "") or group.group_name
+
+
+class CollectiveObserver(TorchDispatchMode):
+    """Emit a ``Collective`` begin/end pair, and the logical transfers, of every collective op
+    dispatched while entered.
+
+    ``on_result`` (optional) receives each functional collective's input, output and the output's
+    provenance when its ``wait_tensor`` completes: how the tensor-parallel scenario shows the
+    partial outputs an all-reduce sums. :attr:`last_provenance` holds the provenance of the last
+    collective's result (``None`` where it could not be observed).
     """
 
     @classmethod
@@ -73,7 +143,13 @@ class CollectiveObserver(TorchDispatchMode):
         self.ctx = ctx
         self.on_result = on_result
         self.count = 0
-        self._pending: dict[int, tuple[dict, int, torch.Tensor]] = {}
+        self.last_provenance: list[ProvenanceRun] | None = None
+        self._next_name: str | None = None
+        self._pending: dict[int, tuple[_Call, int]] = {}
+
+    def name_next(self, buffer: str) -> None:
+        """Name the buffer the next collective's transfers move (default: :data:`TRANSFER_NAMES`)."""
+        self._next_name = buffer
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         """Run ``func``; when it is a collective, emit its events around it."""
@@ -91,17 +167,23 @@ class CollectiveObserver(TorchDispatchMode):
         started = time.monotonic_ns()
         out = func(*args, **kwargs)
         if namespace == "c10d":
+            waited = _wait_for(out)
+            ended = time.monotonic_ns()
             outputs, inputs = _tensors(args[:1]), _tensors(args[1:2]) or _tensors(args[:1])
-            common = self._common(op, inputs, outputs, None)
-            self.ctx.emitter.emit(Collective, t_ns=started, edge="begin", **common)
-            self.ctx.emitter.emit(Collective, edge="end", **common)
+            root = args[2] if op == "broadcast" and len(args) > 2 and isinstance(args[2], int) else None
+            call = self._call(op, _c10d_group(args), inputs, outputs, None, root)
+            self.ctx.emitter.emit(Collective, t_ns=started, edge="begin", **call.fields)
+            self.ctx.emitter.emit(Collective, t_ns=ended, edge="end", duration_ns=ended - started if waited else None,
+                                  **call.fields)
+            self._moved(call)
         else:
             inputs = _tensors(args[:1])
             reduce_op = args[1] if len(args) > 1 and isinstance(args[1], str) else None
-            common = self._common(op, inputs, _tensors(out), reduce_op)
-            self.ctx.emitter.emit(Collective, t_ns=started, edge="begin", **common)
+            root = args[1] if op == "broadcast" and len(args) > 1 and isinstance(args[1], int) else None
+            call = self._call(op, _functional_group(args), inputs, _tensors(out), reduce_op, root)
+            self.ctx.emitter.emit(Collective, t_ns=started, edge="begin", **call.fields)
             for tensor in _tensors(out):
-                self._pending[id(tensor)] = (common, started, inputs[0] if inputs else tensor)
+                self._pending[id(tensor)] = (call, started)
         return out
 
     def _finish(self, waited: Any, out: Any) -> None:
@@ -109,26 +191,68 @@ class CollectiveObserver(TorchDispatchMode):
         pending = self._pending.pop(id(waited), None) if isinstance(waited, torch.Tensor) else None
         if pending is None:
             return
-        common, started, source = pending
+        call, started = pending
         ended = time.monotonic_ns()
-        self.ctx.emitter.emit(Collective, t_ns=ended, edge="end", duration_ns=ended - started, **common)
+        self.ctx.emitter.emit(Collective, t_ns=ended, edge="end", duration_ns=ended - started, **call.fields)
+        call = _Call(call.op, call.group, call.inputs, [out], call.root, call.fields)
+        provenance = self._moved(call)
         if self.on_result is not None:
             with self.ctx.tracker.suspended():
-                self.on_result(common["op"], source, out)
+                self.on_result(call.op, call.inputs[0] if call.inputs else out, out, provenance)
 
-    def _common(self, op: str, inputs: list[torch.Tensor], outputs: list[torch.Tensor], reduce_op: str | None) -> dict:
-        """Fields shared by the begin and end events of one collective (reduce op when known)."""
-        n = self.ctx.world_size
+    def _call(self, op: str, group: dist.ProcessGroup, inputs: list[torch.Tensor], outputs: list[torch.Tensor],
+              reduce_op: str | None, root: int | None) -> _Call:
+        """The observed call, with the fields shared by its begin and end events (numbers it)."""
+        members = dist.get_process_group_ranks(group)
+        label = _group_label(group)
+        n = len(members)
         bytes_in, bytes_out = _nbytes(inputs), _nbytes(outputs)
         sample = (inputs or outputs or [torch.empty(0)])[0]
         self.count += 1
-        return dict(
-            phase=self.ctx.phase_index, op=op, group=WORLD, group_ranks=list(range(n)),
-            group_seq=self.ctx.next_group_seq(WORLD), dtype=dtype_name(sample.dtype),
+        fields = dict(
+            phase=self.ctx.phase_index, op=op, group=label, group_ranks=members,
+            group_seq=self.ctx.next_group_seq(label), dtype=dtype_name(sample.dtype),
             count=sum(t.numel() for t in inputs), bytes_in=bytes_in, bytes_out=bytes_out,
             algo_bytes=algo_bytes(op, n, bytes_in, bytes_out) if op in _ALGO_OPS else bytes_in,
-            reduce_op=reduce_op,
+            reduce_op=reduce_op, root=None if root is None else members[root],
         )
+        return _Call(op, group, inputs, outputs, root, fields)
+
+    def _moved(self, call: _Call) -> list[ProvenanceRun] | None:
+        """Observe the provenance of ``call``'s result and emit the logical transfers it implies."""
+        name, self._next_name = self._next_name or TRANSFER_NAMES.get(call.op, call.op), None
+        with self.ctx.tracker.suspended():
+            provenance = self.last_provenance = _observed_provenance(call, self.ctx.rank)
+        if provenance is not None:
+            emit_logical_transfers(self.ctx, name, provenance, call.outputs[0].element_size())
+        return provenance
 
 
-_ALGO_OPS = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}
+def _observed_provenance(call: _Call, rank: int) -> list[ProvenanceRun] | None:
+    """Run ``call``'s collective again on its group over rank tags; the provenance of the result
+    in global ranks (None: an op that moves no data, several tensors, or too many ranks for a tag)."""
+    if call.op not in _ALGO_OPS or len(call.inputs) != 1 or len(call.outputs) != 1:
+        return None
+    if call.op == "broadcast" and call.root is None:
+        return None
+    members = dist.get_process_group_ranks(call.group)
+    me = members.index(rank)
+    source, result = call.inputs[0], call.outputs[0]
+    tag_type = tag_dtype(source.dtype, len(members))
+    if tag_type is None:
+        return None
+    if call.op == "all_reduce":
+        tags = make_tags(result, me, tag_type)
+        dist.all_reduce(tags, group=call.group)
+    elif call.op == "broadcast":
+        tags = make_tags(result, me, tag_type, placeholder=me != call.root)
+        dist.broadcast(tags, src=members[call.root], group=call.group)
+    else:
+        mine = make_tags(source, me, tag_type).reshape(-1)
+        tags = make_tags(result, me, tag_type, placeholder=True).reshape(-1)
+        collective = dist.all_gather_into_tensor if call.op == "all_gather" else dist.reduce_scatter_tensor
+        collective(tags, mine, group=call.group)
+    runs = provenance_from_tags(tags)
+    if runs is None:
+        return None
+    return [ProvenanceRun(run.start, run.length, [members[r] for r in run.ranks]) for run in runs]

@@ -142,8 +142,9 @@ def run_ring(ctx: RankContext, program: RingProgram) -> None:
             del data
             ctx.memory(f"after hop {hop + 1}")
     with ctx.phase("compare", "compare with dist.all_reduce"):
-        with CollectiveObserver(ctx), ctx.tracker.category("communication"):
+        with CollectiveObserver(ctx) as observer, ctx.tracker.category("communication"):
+            observer.name_next("all_reduce(x)")
             dist.all_reduce(original)
-        ctx.buffer("all_reduce(x)", "output", "result", original, None)
+        ctx.buffer("all_reduce(x)", "output", "result", original, observer.last_provenance)
         check_close(ctx, "matches all_reduce", x, original, "dist.all_reduce on the same inputs")
         ctx.memory("compared")

@@ -21,8 +21,9 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 from ...context import RankContext
 from ...errors import UsageError
 from ...observation.tensors import uniform_provenance
+from ...wire.protocol import ProvenanceRun
 from ..loading import Scenario
-from .common import PhaseSequence, TrainingProgram, all_reduce_provenance, check_close, refuse_options
+from .common import PhaseSequence, TrainingProgram, check_close, refuse_options
 from .model import MLP
 from .observer import CollectiveObserver
 
@@ -104,10 +105,10 @@ def run_tp(ctx: RankContext, program: TPProgram) -> None:
         ctx.buffer("partial y", "partial", "result", local, own(local))
         phases.next("all_reduce", "all-reduce: y = sum of the partial outputs", category="communication")
 
-    def summed(op: str, partial: torch.Tensor, total: torch.Tensor) -> None:
+    def summed(op: str, partial: torch.Tensor, total: torch.Tensor, provenance: list[ProvenanceRun] | None) -> None:
         """The observed all-reduce completed: its input and its output."""
         ctx.buffer("y", "inout", "before", partial, own(partial))
-        ctx.buffer("y", "inout", "after", total, all_reduce_provenance(ctx, total))
+        ctx.buffer("y", "inout", "after", total, provenance)
 
     mlp.fc1.register_forward_pre_hook(fc1_starts)
     mlp.fc1.register_forward_hook(fc1_done)

@@ -1,0 +1,99 @@
+"""The cost pane: what the step's collective calls moved and what they cost.
+
+For the step's largest call (by nccl-tests' S): bytes per rank in and out, the time and what it
+measured, algbw = S/t and busbw = algbw × factor with the numbers; the step's other calls are
+listed on one line. ``b`` opens the "why this factor" explanation.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from collviz.runtime.observation.metrics import human_rate
+
+from ..model import CallCost, ViewState
+from .render import format_bytes
+from .text_pane import TextPane
+
+__all__ = ["CostPane", "cost_lines", "format_seconds", "TIMED_LABELS"]
+
+TIMED_LABELS = {
+    "call": "slowest rank's call",
+    "phase": "slowest rank's whole phase (the call's own time was not observed)",
+    "unknown": "not yet measured",
+}
+"""What a cost's time measured, as the pane says it."""
+
+
+def format_seconds(seconds: float) -> str:
+    """``0.00123`` → ``"1.23 ms"``; always with a unit."""
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} µs"
+
+
+def cost_lines(cost: CallCost) -> Text:
+    """The figures of one call in short lines: what, bytes per rank, time, algbw and busbw with
+    the numbers that make them."""
+    text = Text()
+    text.append(cost.op, "bold")
+    group = "" if cost.group == "world" else f" on {cost.group}"
+    text.append(f"{group} · {cost.ranks} ranks · {cost.dtype}")
+    if cost.reported < cost.ranks:
+        text.append(f" · {cost.reported} of {cost.ranks} ranks so far", "dim")
+    text.append(f"\n{format_bytes(cost.bytes_in)} in → {format_bytes(cost.bytes_out)} out per rank")
+    if cost.seconds is None:
+        text.append("\ntime: not yet measured", "dim")
+        return text
+    repeats = f", median of {cost.calls}" if cost.calls > 1 else ""
+    text.append(f"\nt = {format_seconds(cost.seconds)}")
+    text.append(f" {TIMED_LABELS[cost.timed]}{repeats}", "dim")
+    if cost.rate is None:
+        return text
+    text.append(f"\nalgbw = S/t = {format_bytes(cost.algo_bytes)}/{format_seconds(cost.seconds)}"
+                f" = {human_rate(cost.rate.algbw)}")
+    text.append(f"\nbusbw = algbw × {_factor(cost.op, cost.ranks)} = {human_rate(cost.rate.busbw)}")
+    text.append(f"\n{_factor_name(cost.op)}, n = {cost.ranks} · b: why", "dim italic")
+    return text
+
+
+def _factor(op: str, n: int) -> str:
+    """The bus factor's value as a fraction with this run's n."""
+    if op == "all_reduce":
+        return f"2·{n - 1}/{n}"
+    if op in ("broadcast", "reduce"):
+        return "1"
+    return f"{n - 1}/{n}"
+
+
+def _factor_name(op: str) -> str:
+    """The bus factor's formula."""
+    if op == "all_reduce":
+        return "2(n−1)/n"
+    if op in ("broadcast", "reduce"):
+        return "1"
+    return "(n−1)/n"
+
+
+class CostPane(TextPane):
+    """The step's largest collective call in figures; its other calls on one line."""
+
+    def show(self, view: ViewState) -> None:
+        """Render the costs of ``view``'s step (hidden when the step ran no collective)."""
+        costs = view.costs
+        self.set_class(not costs, "-empty")
+        if not costs:
+            self.set_title("cost")
+            self.show_text(Text(""))
+            return
+        largest = max(costs, key=lambda c: c.algo_bytes)
+        self.set_title(f"cost · {len(costs)} collective call{'s' if len(costs) > 1 else ''}")
+        text = cost_lines(largest)
+        others = [c for c in costs if c is not largest]
+        if others:
+            listed = ", ".join(f"{c.op} {format_bytes(c.algo_bytes)}" for c in others[:4])
+            more = f" and {len(others) - 4} more" if len(others) > 4 else ""
+            text.append(f"\nalso: {listed}{more}", "dim")
+        self.show_text(text)

@@ -1,0 +1,155 @@
+"""Pieces of the memory chart: category colours, rank grouping, columns, stacked cells, axis labels.
+
+Pure functions of a rank's memory samples, so the chart is tested without a terminal. A column
+stands for one or more consecutive samples (the one with the most live bytes among them, so a
+peak is never averaged away); a cell holds eighths of its height, the lower part drawn with a
+lower-block character in one category's colour and the rest as the background in the next.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.style import Style
+
+from ..model import MemoryTrack
+
+__all__ = [
+    "CATEGORY_ORDER", "CATEGORY_COLOURS", "category_colour", "RankGroup", "group_ranks", "representative_groups",
+    "sample_columns", "stacked_cells", "phase_label", "Cell",
+]
+
+CATEGORY_ORDER = ("params", "grads", "optimizer", "activations", "communication", "inputs", "timing copy", "other")
+"""Stacking order, bottom to top: what a step keeps first, what it allocates and frees last."""
+
+CATEGORY_COLOURS = {
+    "params": "#4e79a7", "grads": "#f28e2b", "optimizer": "#b07aa1", "activations": "#59a14f",
+    "communication": "#e15759", "inputs": "#edc948", "timing copy": "#9c755f", "other": "#bab0ac",
+}
+"""Colour of each memory category (any other category is drawn like ``other``)."""
+
+_LOWER = " ▁▂▃▄▅▆▇█"
+
+Cell = tuple[str, Style]
+"""One character of the chart and its style."""
+
+
+def category_colour(name: str) -> str:
+    """The colour of category ``name``."""
+    return CATEGORY_COLOURS.get(name, CATEGORY_COLOURS["other"])
+
+
+@dataclass(frozen=True)
+class RankGroup:
+    """Ranks whose memory samples are identical, shown as one row; ``note`` qualifies the label
+    (``"min"``, ``"median"``, ``"max"`` when only representatives are shown)."""
+
+    ranks: tuple[int, ...]
+    track: MemoryTrack
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        """``r2``, ``r0–r3`` (consecutive ranks), ``r0,r2`` or ``r5 max``."""
+        ranks = self.ranks
+        if len(ranks) == 1:
+            text = f"r{ranks[0]}"
+        elif list(ranks) == list(range(ranks[0], ranks[-1] + 1)):
+            text = f"r{ranks[0]}–{ranks[-1]}"
+        else:
+            text = ",".join(f"r{r}" for r in ranks[:3]) + ("…" if len(ranks) > 3 else "")
+        return f"{text} {self.note}" if self.note else text
+
+
+def _signature(track: MemoryTrack) -> tuple:
+    count = track.length
+    return (count, track.upto, tuple(track.live[:count]), tuple(track.peaks[:count]),
+            tuple(tuple(sorted(c.items())) for c in track.categories[:count]), repr(track.cuda), repr(track.nvml))
+
+
+def group_ranks(tracks: Sequence[MemoryTrack]) -> list[RankGroup]:
+    """Ranks with identical samples (bytes, categories, peaks, cursor, device figures) grouped,
+    in rank order."""
+    groups: dict[tuple, list[int]] = {}
+    for rank, track in enumerate(tracks):
+        groups.setdefault(_signature(track), []).append(rank)
+    return [RankGroup(tuple(ranks), tracks[ranks[0]]) for ranks in groups.values()]
+
+
+def representative_groups(groups: list[RankGroup], limit: int) -> tuple[list[RankGroup], int]:
+    """At most ``limit`` groups: all of them, or the ones holding the lowest, median and highest
+    peak (labelled so) when there are more; also how many ranks are not shown."""
+    if len(groups) <= limit:
+        return groups, 0
+    ordered = sorted(groups, key=lambda g: (g.track.peak, g.ranks))
+    picks = [("min", ordered[0]), ("median", ordered[len(ordered) // 2]), ("max", ordered[-1])][:max(limit, 1)]
+    shown = [RankGroup(group.ranks, group.track, note) for note, group in picks]
+    hidden = sum(len(g.ranks) for g in groups) - sum(len(g.ranks) for g in shown)
+    return shown, hidden
+
+
+def sample_columns(live: Sequence[int], count: int, width: int) -> list[int]:
+    """For each of ``width`` columns, the sample it draws: samples spread over the columns when
+    there are fewer, else the sample with the most live bytes among those the column covers."""
+    if not count or width <= 0:
+        return []
+    columns = []
+    for column in range(width):
+        low = column * count // width
+        high = max(low + 1, (column + 1) * count // width)
+        columns.append(max(range(low, min(high, count)), key=lambda i: live[i]))
+    return columns
+
+
+def stacked_cells(categories: dict[str, int], top: int, rows: int, dim: bool) -> list[Cell]:
+    """The ``rows`` cells (bottom first) of one column: ``categories`` stacked in
+    :data:`CATEGORY_ORDER`, ``top`` bytes being the full height; grey when ``dim``."""
+    eighths = rows * 8
+    total = sum(categories.values())
+    order = sorted(categories, key=lambda c: (CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else len(CATEGORY_ORDER), c))
+    bands: list[tuple[int, int, str]] = []  # (start, end) in eighths, category
+    running = 0
+    for name in order:
+        if categories[name] <= 0:
+            continue
+        start = round(running / top * eighths) if top else 0
+        running += categories[name]
+        end = round(running / top * eighths) if top else 0
+        if end > start:
+            bands.append((start, min(end, eighths), name))
+    if total > 0 and not bands and top:
+        bands.append((0, 1, order[-1]))  # too small to round up: still one eighth, not nothing
+    cells: list[Cell] = []
+    for row in range(rows):
+        low, high = row * 8, row * 8 + 8
+        inside = [(max(s, low), min(e, high), name) for s, e, name in bands if s < high and e > low]
+        if not inside:
+            cells.append((" ", Style()))
+            continue
+        first_end, first = inside[0][1], inside[0][2]
+        fill = first_end - low
+        rest = [(e - s, name) for s, e, name in inside[1:]]
+        above = max(rest)[1] if rest else None
+        colour = "#5a5a5a" if dim else category_colour(first)
+        background = None if above is None else ("#3a3a3a" if dim else category_colour(above))
+        cells.append((_LOWER[fill], Style(color=colour, bgcolor=background)))
+    return cells
+
+
+_WORDS = {"forward": "fwd", "backward": "bwd", "embed": "emb", "optimizer": "opt", "bucket": "bkt",
+          "all-gather": "ag", "reduce-scatter": "rs", "all-reduce": "ar", "gradients": "grad", "compute": "comp",
+          "reshard": "reshard", "check": "check"}
+
+
+def phase_label(name: str) -> str:
+    """A short axis label for a phase: the part before ``:``, words abbreviated (``block 0
+    forward: all-gather`` → ``b0 fwd``, ``hop 3/6: …`` → ``hop 3``, ``AdamW step…`` → ``AdamW``)."""
+    head = name.split(":")[0].strip() or name
+    head = re.sub(r"\bblock (\d+)", r"b\1", head)
+    head = re.sub(r"(\d+)/\d+", r"\1", head)
+    words = [_WORDS.get(word, word) for word in head.split()]
+    if len(words) > 2 and not any(ch.isdigit() for ch in words[1]):
+        words = words[:1]
+    return " ".join(words[:3])
