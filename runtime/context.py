@@ -11,7 +11,7 @@ import torch
 
 from .observation.memory import StorageTracker, memory_figures
 from .observation.tensors import tensor_contents
-from .wire.protocol import Buffer, Gate, Memory, Phase, ProvenanceRun
+from .wire.protocol import Buffer, Freed, Gate, Memory, Phase, ProvenanceRun
 from .wire.transport import EventEmitter, GateClient
 
 __all__ = ["RankContext"]
@@ -76,6 +76,10 @@ class RankContext:
         self.emitter.emit(
             Buffer, phase=self.phase_index, name=name, role=role, moment=moment, provenance=provenance, **contents
         )
+
+    def freed(self, name: str, nbytes: int) -> None:
+        """Emit a Freed event: the buffer shown as ``name`` (``nbytes`` of it) was released."""
+        self.emitter.emit(Freed, phase=self.phase_index, name=name, bytes=nbytes)
 
     def memory(self, label: str) -> None:
         """Emit a Memory event: live bytes now, peak, categories, CUDA/NVML figures where present."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from collviz.runtime.wire.protocol import Buffer, Collective, Memory, RunEnd, Transfer
+from collviz.runtime.wire.protocol import Buffer, Collective, Freed, Memory, RunEnd, Transfer
 from conftest import COLLECTIVE_SCENARIOS, run_cli
 from collviz.runtime.wire.trace import read_trace
 from reference import run_reference
@@ -208,6 +208,9 @@ def test_memory_rises_by_the_gathered_size_and_falls_back(big_all_gather):
         assert memory["gathered freed"].live_bytes == base
         assert memory["gathered freed"].peak_bytes >= base + gathered
         assert memory["W_query_shard freed"].live_bytes == base - 16 * 1024 * 1024
+    freed = sorted((e.rank, e.name, e.bytes) for e in big_all_gather.events if isinstance(e, Freed))
+    assert freed == sorted([(r, "gathered", gathered) for r in range(N)] +
+                           [(r, "W_query_shard", 16 * 1024 * 1024) for r in range(N)])
     large = [b for b in big_all_gather.events if isinstance(b, Buffer) and b.name == "gathered" and b.moment == "after"]
     assert all(b.values is None and b.summary is not None for b in large)
     first_rank_values = 4 * 1024 * 1024  # generated: element i of rank r is r·count + i + 1

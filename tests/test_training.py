@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from collviz.app.cli import main
-from collviz.runtime.wire.protocol import Buffer, Check, Collective, Memory, Phase, RunEnd, RunStart, Transfer
+from collviz.runtime.wire.protocol import Buffer, Check, Collective, Freed, Memory, Phase, RunEnd, RunStart, Transfer
 from collviz.runtime.scenarios.loading import ScenarioError, load_scenario
 from collviz.runtime.wire.trace import TraceContents, read_trace
 from collviz.runtime.scenarios.training.model import MLP, TinyGPT
@@ -323,6 +323,16 @@ def test_ddp_buckets_and_tp_all_reduce_show_every_rank_reaching_every_other(runs
     phase = next(i for i, name in phase_names(trace).items() if name.startswith("all-reduce"))
     moved = sorted((t.dst, t.src, t.start, t.length) for t in events(trace, Transfer) if t.phase == phase)
     assert moved == [(d, s, 0, tp["batch"] * tp["d_model"]) for d in range(N) for s in range(N) if s != d]
+
+
+def test_fsdp_shows_block_0s_gathered_weight_freed_by_its_reshard_only_when_it_reshards(runs, reference):
+    weight = reference["model"].blocks[0].attn.query.weight
+    for key, reshards in (("fsdp", True), ("fsdp-keep", False)):
+        trace = runs[key]
+        reshard = {name: i for i, name in phase_names(trace).items()}["block 0 forward: reshard"]
+        freed = sorted((e.rank, e.phase, e.name, e.bytes) for e in events(trace, Freed))
+        expected = [(r, reshard, "block 0 W_query (gathered)", 4 * weight.numel()) for r in range(N)]
+        assert freed == (expected if reshards else []), key
 
 
 def test_fsdp_without_reshard_after_forward_skips_the_backward_gathers(runs):

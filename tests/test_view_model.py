@@ -16,7 +16,8 @@ from collviz.app.model import (
     step_at,
     view_at,
 )
-from collviz.runtime.wire.protocol import Buffer, Memory, Phase, Stall
+from collviz.app.widgets.rank_panel import rank_lines
+from collviz.runtime.wire.protocol import Buffer, Freed, Memory, Phase, Stall
 
 from fixtures.synthetic import PHASES, all_gather_events, write_trace
 
@@ -243,3 +244,18 @@ def test_gates_are_numbered_like_steps():
     gate_wait = next(i for i, e in enumerate(log.events) if type(e).__name__ == "Go" and e.index == 1)
     state = view_at(log, gate_wait).state
     assert state.kind == "waiting" and state.text.startswith("waiting at gate 2 before step 2")
+
+
+def test_a_freed_buffer_leaves_the_live_buffers_and_says_when():
+    events = all_gather_events()
+    run = events[0].run
+    ended = max(i for i, e in enumerate(events) if isinstance(e, Phase) and e.rank == 0 and e.index == 2)
+    freed = Freed(run=run, rank=0, seq=10_000, t_ns=events[ended].t_ns, phase=2, name="output", bytes=64)
+    log = EventLog([*events[:ended], freed, *events[ended:]])
+    before, after = view_at(log, ended), view_at(log, len(log))
+    assert "output" in _buffers(before, 0) and not before.ranks[0].freed
+    assert "output" not in _buffers(after, 0) and after.ranks[0].freed == (freed,)
+    assert "output" in _buffers(after, 1)  # only rank 0 freed it
+    assert previous_boundary(log, len(log)) < len(log) and "output" in _buffers(view_at(log, log.step_ends[1]), 0)
+    text = "".join(segment.text for line in rank_lines(after.ranks[0], 60) for segment in line)
+    assert "output freed in step 3 (64 B)" in text

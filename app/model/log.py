@@ -18,6 +18,7 @@ from collviz.runtime.wire.protocol import (
     Check,
     Collective,
     CudaMemory,
+    Freed,
     Gate,
     Go,
     Memory,
@@ -143,6 +144,7 @@ class EventLog:
             Gate: self._gate,
             Go: self._go,
             Buffer: self._buffer,
+            Freed: self._buffer,
             Memory: self._memory,
             Transfer: self._transfer,
             Check: self._check,
@@ -252,7 +254,8 @@ class EventLog:
     def _go(self, index: int, event: Go) -> None:
         self.gos.add(index, event.index, event)
 
-    def _buffer(self, index: int, event: Buffer) -> None:
+    def _buffer(self, index: int, event: Buffer | Freed) -> None:
+        """A buffer's series holds its Buffer events and the Freed events that end its life."""
         buffers = self.rank(event.rank).buffers
         series = buffers.get(event.name)
         if series is None:

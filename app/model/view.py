@@ -23,6 +23,7 @@ from collviz.runtime.wire.protocol import (
     Check,
     Collective,
     CudaMemory,
+    Freed,
     NvmlMemory,
     RankEnd,
     RunStart,
@@ -73,7 +74,8 @@ class MemoryTrack:
 
 @dataclass(frozen=True)
 class RankView:
-    """What one rank holds and does at the cursor."""
+    """What one rank holds and does at the cursor: ``buffers`` live, ``freed`` released (each
+    the Freed event that released it)."""
 
     rank: int
     device: str
@@ -84,6 +86,7 @@ class RankView:
     buffers: tuple[Buffer, ...]
     collective: Collective | None
     memory: MemoryTrack
+    freed: tuple[Freed, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -238,11 +241,12 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     ranks = []
     for number in range(max(log.world_size, log.max_rank + 1)):
         index = log.ranks.get(number) or RankIndex(number)
-        buffers = []
+        buffers, freed = [], []
         for series in index.buffers.values():
             at = _latest(series, cursor, step)
             if at >= 0:
-                buffers.append(series.events[at])
+                latest = series.events[at]
+                (freed if isinstance(latest, Freed) else buffers).append(latest)
         coll_at = _latest(index.collectives, cursor, step)
         collective = index.collectives.events[coll_at] if coll_at >= 0 else None
         if collective is not None and collective.phase != step:
@@ -260,6 +264,7 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
                 buffers=tuple(buffers),
                 collective=collective,
                 memory=_memory(index, cursor, step),
+                freed=tuple(freed),
             )
         )
     rank_views = tuple(ranks)

@@ -10,6 +10,8 @@ from rich.text import Text
 from textual import events
 from textual.message import Message
 
+from collviz.runtime.wire.protocol import Freed
+
 from ..model import RankView
 from .line_widget import LineWidget
 from .render import (
@@ -37,6 +39,7 @@ _STATE_STYLES = {
     "error": Style(color="red", bold=True),
 }
 _IN_FLIGHT = Style(color="yellow")
+_FREED = Style(dim=True, strike=True)
 
 
 def _collective_line(view: RankView, mask_volatile: bool) -> Line:
@@ -52,6 +55,12 @@ def _collective_line(view: RankView, mask_volatile: bool) -> Line:
         took = "‒.‒‒ ms" if mask_volatile else f"{collective.duration_ns / 1e6:.2f} ms"
         line.append(Segment(f" {took}", DIM))
     return line
+
+
+def _freed_line(freed: Freed) -> Line:
+    """``gathered freed in step 4 (64 B)``, struck through: a buffer this rank released."""
+    size = f" ({format_bytes(freed.bytes)})" if freed.bytes else ""
+    return [Segment(freed.name, _FREED), Segment(f" freed in step {freed.phase + 1}{size}", DIM)]
 
 
 def rank_lines(
@@ -72,12 +81,14 @@ def rank_lines(
     lines: list[Line] = [[Segment(view.status, _STATE_STYLES[view.state])]] if status else []
     if compact:
         lines.extend(compact_buffer_line(buffer, width) for buffer in view.buffers)
+        lines.extend(_freed_line(freed) for freed in view.freed)
         return lines
     for buffer in view.buffers:
         lines.extend(buffer_lines(buffer, width, max_rows=max_rows, detail=detail))
         if detail and buffer.provenance:
             lines.extend(provenance_lines(buffer))
             lines.append([])
+    lines.extend(_freed_line(freed) for freed in view.freed)
     if view.collective is not None:
         lines.append(_collective_line(view, mask_volatile))
     if detail and view.memory.upto:

@@ -381,8 +381,12 @@ def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
     del received
     with ctx.phase("release", "release"):
         if out is not None:
+            freed = out.numel() * out.element_size()
             del out
+            ctx.freed(out_name, freed)
             ctx.memory(f"{out_name} freed")
+        if inp is not None:
+            ctx.freed(spec.buffer_name, inp.numel() * inp.element_size())
         del inp
         ctx.memory(f"{spec.buffer_name} freed")
 

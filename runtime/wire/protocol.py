@@ -45,6 +45,7 @@ __all__ = [
     "BufferSummary",
     "Buffer",
     "Transfer",
+    "Freed",
     "CudaMemory",
     "NvmlMemory",
     "Memory",
@@ -68,9 +69,9 @@ __all__ = [
     "version_text",
 ]
 
-PROTOCOL_VERSION: tuple[int, int] = (1, 1)
+PROTOCOL_VERSION: tuple[int, int] = (1, 2)
 """(major, minor) of the event protocol and the trace format. 1.1 added the Mismatch event,
-checksummed trace records (a header field) and time-stamped signatures."""
+checksummed trace records (a header field) and time-stamped signatures; 1.2 the Freed event."""
 
 NOTE_MARK = "Teacher's note: "
 """Introduces a teacher's note at the end of a Phase's narration (``--notes``, lessons)."""
@@ -258,6 +259,15 @@ class Transfer(Event):
     step: int = 0
 
 
+class Freed(Event):
+    """This rank released the buffer it showed as ``name`` (its last Buffer event of that name),
+    ``bytes`` of it, in phase ``phase``: from here on the view draws it as freed."""
+
+    phase: int
+    name: str
+    bytes: int = 0
+
+
 class CudaMemory(msgspec.Struct, kw_only=True):
     """The CUDA caching allocator's figures for one device."""
 
@@ -371,6 +381,7 @@ AnyEvent = Union[
     Collective,
     Buffer,
     Transfer,
+    Freed,
     Memory,
     Check,
     RankEnd,

@@ -30,7 +30,7 @@ from ...observation.tensors import uniform_provenance
 from ..loading import Scenario
 from .common import PhaseSequence, TrainingProgram, refuse_options, timed_steps
 from .ddp import emit_parameters, train_step
-from .fsdp_checks import check_shards, gathered_buffer
+from .fsdp_checks import GATHERED_NAME, check_shards, gathered_buffer
 from .model import TinyGPT, make_gpt, token_batch
 from .observer import CollectiveObserver
 
@@ -122,11 +122,16 @@ class _UnitPhases:
         return wrapper
 
     def post_forward(self, original: Callable) -> Callable:
-        """reshard phase (it lasts until the next unit starts)."""
+        """reshard phase (it lasts until the next unit starts); block 0's gathered W_query is
+        shown as freed when the reshard really dropped the unsharded parameters."""
         def wrapper(*args: Any) -> Any:
             """FSDP2's step, inside its phase."""
             self.phases.next("forward_reshard", f"{self.name} forward: reshard", category="activations")
-            return original(*args)
+            out = original(*args)
+            if self.name == "block 0" and not self.phases.paused and not self.group.is_unsharded:
+                weight = self.module.attn.query.weight
+                self.ctx.freed(GATHERED_NAME, weight.numel() * weight.element_size())
+            return out
         return wrapper
 
     def pre_backward(self, original: Callable) -> Callable:

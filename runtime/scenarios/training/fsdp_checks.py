@@ -10,7 +10,10 @@ from ...context import RankContext
 from ...observation.tensors import make_tags, provenance_from_tags, tag_dtype
 from ...wire.protocol import Check
 
-__all__ = ["gathered_buffer", "check_shards"]
+__all__ = ["gathered_buffer", "check_shards", "GATHERED_NAME"]
+
+GATHERED_NAME = "block 0 W_query (gathered)"
+"""The buffer showing block 0's unsharded W_query while FSDP holds it."""
 
 
 def gathered_buffer(ctx: RankContext, param: nn.Parameter) -> None:
@@ -30,7 +33,7 @@ def gathered_buffer(ctx: RankContext, param: nn.Parameter) -> None:
         # a copy: summarising calls .numpy(), which makes a storage non-resizable, and FSDP resizes
         # this one to 0 when it reshards
         snapshot = param.detach().clone()
-    ctx.buffer("block 0 W_query (gathered)", "gathered", "after", snapshot, provenance)
+    ctx.buffer(GATHERED_NAME, "gathered", "after", snapshot, provenance)
 
 
 def check_shards(ctx: RankContext, model: nn.Module) -> bool:
