@@ -17,6 +17,7 @@ from ..widgets import (
     Legend,
     MemoryTimeline,
     NarrationPane,
+    RankHeatmap,
     RankPanel,
     RunHeader,
     TransfersPane,
@@ -31,7 +32,7 @@ MIN_SIZE = (100, 30)
 
 
 COMPACT_ABOVE = 8
-"""Beyond this many ranks the panels switch to their compact form (one line per buffer)."""
+"""Beyond this many ranks one heatmap (a row per rank) replaces the panels."""
 
 
 def grid_class(world_size: int) -> str:
@@ -123,6 +124,8 @@ class ViewerScreen(Screen[None]):
             else:
                 self.hide_progress()
         self._ensure_panels(len(view.ranks))
+        if len(view.ranks) > COMPACT_ABOVE:
+            self.query_one(RankHeatmap).show(view)
         for panel, rank in zip(self.query(RankPanel), view.ranks):
             panel.show(rank)
         self.query_one(NarrationPane).show(view)
@@ -142,11 +145,17 @@ class ViewerScreen(Screen[None]):
         for name in ("-ranks-1", "-ranks-4", "-ranks-8", "-ranks-many"):
             ranks.remove_class(name)
         ranks.add_class(grid_class(world))
-        compact = world > COMPACT_ABOVE
-        ranks.mount(*(RankPanel(r, compact=compact, mask_volatile=self.mask_volatile) for r in range(world)))
+        if world > COMPACT_ABOVE:
+            ranks.mount(RankHeatmap(id="heatmap"))
+        else:
+            ranks.mount(*(RankPanel(r, mask_volatile=self.mask_volatile) for r in range(world)))
         self.query_one(Legend).show(world)
 
-    def on_rank_panel_selected(self, message: RankPanel.Selected) -> None:
+    def on_rank_heatmap_selected(self, message: RankHeatmap.Selected) -> None:
+        """Open the detail view of the clicked row's rank."""
+        self.on_rank_panel_selected(message)
+
+    def on_rank_panel_selected(self, message: RankPanel.Selected | RankHeatmap.Selected) -> None:
         """Open the detail view of the clicked rank."""
         if self._view is not None:
             self.app.push_screen(RankDetailScreen(message.rank, self._view, mask_volatile=self.mask_volatile))

@@ -19,7 +19,6 @@ from .render import (
     DIM,
     Line,
     buffer_lines,
-    compact_buffer_line,
     format_bytes,
     lines_to_text,
     provenance_lines,
@@ -68,21 +67,16 @@ def rank_lines(
     width: int,
     *,
     detail: bool = False,
-    compact: bool = False,
     status: bool = True,
     max_rows: int | None = None,
     mask_volatile: bool = False,
 ) -> list[Line]:
     """The lines of a rank panel: status, buffers (with provenance lists in ``detail``), collective.
 
-    ``compact`` (many ranks) gives one line per buffer; ``status`` puts the rank's status first;
+    ``status`` puts the rank's status first;
     ``max_rows`` limits each buffer's grid; ``mask_volatile`` hides the collective's duration.
     """
     lines: list[Line] = [[Segment(view.status, _STATE_STYLES[view.state])]] if status else []
-    if compact:
-        lines.extend(compact_buffer_line(buffer, width) for buffer in view.buffers)
-        lines.extend(_freed_line(freed) for freed in view.freed)
-        return lines
     for buffer in view.buffers:
         lines.extend(buffer_lines(buffer, width, max_rows=max_rows, detail=detail))
         if detail and buffer.provenance:
@@ -116,10 +110,9 @@ class RankPanel(LineWidget):
             super().__init__()
             self.rank = rank
 
-    def __init__(self, rank: int, *, compact: bool = False, mask_volatile: bool = False, **kwargs: object) -> None:
+    def __init__(self, rank: int, *, mask_volatile: bool = False, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.rank = rank
-        self.compact = compact
         self.mask_volatile = mask_volatile
         self._view: RankView | None = None
         self._title = f"rank {rank}"
@@ -132,8 +125,8 @@ class RankPanel(LineWidget):
         if view == self._view:
             return
         self._view = view
-        device = f" · {view.device}" if view.device and not self.compact else ""
-        title = f"{'r' if self.compact else 'rank '}{view.rank}{device}"
+        device = f" · {view.device}" if view.device else ""
+        title = f"rank {view.rank}{device}"
         if title != self._title:  # plain Text: a device name or error from the run is never markup
             self._title = title
             self.border_title = Text(title)
@@ -153,14 +146,14 @@ class RankPanel(LineWidget):
             return [[Segment("waiting for the worker…", DIM)]]
         lines: list[Line] = []
         for rows in ROW_BUDGETS:
-            lines = rank_lines(view, width, compact=self.compact, status=False, max_rows=rows,
+            lines = rank_lines(view, width, status=False, max_rows=rows,
                                mask_volatile=self.mask_volatile)
             if len(lines) <= height:
                 return lines
         # Still too long: the latest step's buffers first, and say what is cut.
         latest = max((buffer.phase for buffer in view.buffers), default=0)
         ordered = sorted(view.buffers, key=lambda buffer: buffer.phase != latest)
-        lines = rank_lines(replace(view, buffers=tuple(ordered)), width, compact=self.compact, status=False,
+        lines = rank_lines(replace(view, buffers=tuple(ordered)), width, status=False,
                            max_rows=ROW_BUDGETS[-1], mask_volatile=self.mask_volatile)
         if height and len(lines) > height:
             lines = [*lines[: height - 1], [Segment(f"… {len(lines) - height + 1} more lines: click for all", DIM)]]

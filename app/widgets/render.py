@@ -7,6 +7,7 @@ A :data:`Line` is a list of Rich segments; line-API widgets turn lines into stri
 
 from __future__ import annotations
 
+import colorsys
 from collections.abc import Sequence
 from functools import lru_cache
 from math import prod
@@ -32,7 +33,6 @@ __all__ = [
     "sparkline",
     "Line",
     "buffer_lines",
-    "compact_buffer_line",
     "provenance_lines",
     "lines_to_text",
     "lines_to_strips",
@@ -41,7 +41,8 @@ __all__ = [
 RANK_COLOURS: tuple[str, ...] = (
     "#3b82f6", "#f59e0b", "#10b981", "#ef4444", "#a855f7", "#14b8a6", "#ec4899", "#84cc16",
 )
-"""Background colour of each source rank's data (cycled beyond eight ranks)."""
+"""Background colour of the first eight ranks' data; ranks beyond get hues a golden angle apart
+(see :func:`rank_colour`), so neighbouring ranks never look alike."""
 
 REDUCED_SHADES = ("#6e6e6e", "#858585", "#9c9c9c", "#b3b3b3", "#cacaca", "#e0e0e0", "#f5f5f5")
 """Background of cells reduced from 2, 3, … 8 or more ranks: the more ranks a partial sum holds,
@@ -65,9 +66,15 @@ MOMENT = Style(italic=True, dim=True)
 CYAN = Style(color="cyan")
 
 
+@lru_cache(maxsize=1024)
 def rank_colour(rank: int) -> str:
-    """The colour of ``rank``'s data."""
-    return RANK_COLOURS[rank % len(RANK_COLOURS)]
+    """The colour of ``rank``'s data: one of :data:`RANK_COLOURS` for ranks 0–7, beyond that a hue
+    a golden angle from the previous rank's, alternating between two lightnesses."""
+    if rank < len(RANK_COLOURS):
+        return RANK_COLOURS[rank]
+    hue = (rank * 0.6180339887) % 1.0
+    red, green, blue = colorsys.hls_to_rgb(hue, 0.58 if rank % 2 else 0.70, 0.72)
+    return f"#{round(red * 255):02x}{round(green * 255):02x}{round(blue * 255):02x}"
 
 
 @lru_cache(maxsize=1024)
@@ -194,23 +201,6 @@ def buffer_lines(buffer: Buffer, width: int, max_rows: int | None = None, detail
             _append_cells(line, labels, styles, range(line_start, min(row_end, line_start + per_line)), cell)
             lines.append(line)
     return lines
-
-
-def compact_buffer_line(buffer: Buffer, width: int) -> Line:
-    """One line for a buffer: its name, then as many coloured cells (or picture columns) as fit."""
-    line: Line = [Segment(buffer.name, BOLD), Segment(" ")]
-    room = max(1, width - len(buffer.name) - 1)
-    if buffer.values is None:
-        picture = buffer.summary.picture if buffer.summary is not None else []
-        line.append(Segment(sparkline(picture, room), CYAN))
-        return line
-    labels = [format_value(v) for v in buffer.values]
-    cell = max(map(len, labels), default=1) + 1
-    fit = max(1, room // cell)
-    _append_cells(line, labels, _cell_styles(buffer, len(labels)), range(min(len(labels), fit)), cell)
-    if len(labels) > fit:
-        line.append(Segment("…", DIM))
-    return line
 
 
 def provenance_lines(buffer: Buffer) -> list[Line]:

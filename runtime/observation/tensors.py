@@ -5,12 +5,16 @@ same collective on the same process group, with the same shapes and element size
 tensors in which rank r's elements hold 2**r, always summed. Each element of the result is then the
 bitmask of the ranks whose data reached it through the backend — including the partial sums gloo
 leaves on a reduce's non-destination ranks. Tags use an exact integer (or float16) type of the data's
-element size so the backend segments them as it segmented the data.
+element size so the backend segments them as it segmented the data. A tag type holds a limited
+number of rank bits (31 for 4-byte data); larger worlds take several passes, each tagging one
+slice of the ranks (:func:`tag_passes`), whose provenances are merged (:func:`observe_provenance`).
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -21,9 +25,11 @@ __all__ = [
     "MAX_PROVENANCE_RUNS",
     "dtype_name",
     "tensor_contents",
-    "tag_dtype",
-    "make_tags",
     "provenance_from_tags",
+    "TagPass",
+    "tag_passes",
+    "observe_provenance",
+    "merge_provenance",
     "uniform_provenance",
 ]
 
@@ -70,20 +76,77 @@ def tensor_contents(tensor: torch.Tensor) -> dict:
     return fields
 
 
-def tag_dtype(dtype: torch.dtype, world_size: int) -> torch.dtype | None:
-    """The tag type for data of ``dtype`` on ``world_size`` ranks, or None if none is exact."""
+@dataclass(frozen=True)
+class TagPass:
+    """One pass of tag observation: ranks ``first`` to ``stop − 1`` tag their data with bit
+    ``rank − first`` of ``tag_type``; every other rank's tags are 0."""
+
+    tag_type: torch.dtype
+    first: int
+    stop: int
+
+    def tags(self, like: torch.Tensor, rank: int, placeholder: bool = False) -> torch.Tensor:
+        """This rank's tags for this pass, shaped like ``like`` (0 when ``placeholder`` or when
+        ``rank`` is outside the pass)."""
+        inside = self.first <= rank < self.stop and not placeholder
+        return torch.full_like(like, 2 ** (rank - self.first) if inside else 0, dtype=self.tag_type)
+
+
+def tag_passes(dtype: torch.dtype, world_size: int) -> list[TagPass]:
+    """The passes that observe provenance for data of ``dtype`` on ``world_size`` ranks (empty when
+    no tag type matches its element size)."""
     itemsize = torch.empty((), dtype=dtype).element_size()
     tag, capacity = _TAG_TYPES.get(itemsize, (None, 0))
-    return tag if world_size <= capacity else None
+    if tag is None:
+        return []
+    return [TagPass(tag, first, min(first + capacity, world_size)) for first in range(0, world_size, capacity)]
 
 
-def make_tags(like: torch.Tensor, rank: int, tag_type: torch.dtype, placeholder: bool = False) -> torch.Tensor:
-    """A tag tensor shaped like ``like``: every element 2**rank, or 0 for a buffer holding no data."""
-    return torch.full_like(like, 0 if placeholder else 2**rank, dtype=tag_type)
+def observe_provenance(dtype: torch.dtype, world_size: int,
+                       received: Callable[[TagPass], torch.Tensor | None]) -> list[ProvenanceRun] | None:
+    """Provenance of a collective's result: ``received(tag_pass)`` runs the collective over that
+    pass's tags and returns the tags this rank received; the passes' provenances are merged.
+    None when it cannot be observed (no tag type, nothing received, too fragmented)."""
+    parts = []
+    for tag_pass in tag_passes(dtype, world_size):
+        tags = received(tag_pass)
+        runs = None if tags is None else provenance_from_tags(tags, first=tag_pass.first)
+        if runs is None:
+            return None
+        parts.append(runs)
+    return merge_provenance(parts) if parts else None
 
 
-def provenance_from_tags(tags: torch.Tensor) -> list[ProvenanceRun] | None:
-    """Run-length encode a tag tensor into provenance runs (None if too fragmented to show)."""
+def merge_provenance(parts: list[list[ProvenanceRun]]) -> list[ProvenanceRun] | None:
+    """One provenance from several covering the same elements: each element's ranks are the union
+    of its ranks in every part (None if the result is too fragmented to show)."""
+    if len(parts) == 1:
+        return parts[0]
+    starts = sorted({run.start for part in parts for run in part})
+    end = max((run.start + run.length for part in parts for run in part), default=0)
+    positions = [0] * len(parts)
+    merged: list[ProvenanceRun] = []
+    for index, start in enumerate(starts):
+        stop = starts[index + 1] if index + 1 < len(starts) else end
+        ranks: list[int] = []
+        for which, part in enumerate(parts):
+            while positions[which] < len(part) and part[positions[which]].start + part[positions[which]].length <= start:
+                positions[which] += 1
+            if positions[which] < len(part):
+                ranks.extend(part[positions[which]].ranks)
+        ranks = sorted(set(ranks))
+        if merged and merged[-1].ranks == ranks:
+            merged[-1] = ProvenanceRun(merged[-1].start, merged[-1].length + stop - start, ranks)
+        else:
+            merged.append(ProvenanceRun(start, stop - start, ranks))
+        if len(merged) > MAX_PROVENANCE_RUNS:
+            return None
+    return merged
+
+
+def provenance_from_tags(tags: torch.Tensor, first: int = 0) -> list[ProvenanceRun] | None:
+    """Run-length encode a tag tensor into provenance runs, bit b naming rank ``first + b`` (None
+    if too fragmented to show)."""
     flat = tags.detach().reshape(-1).cpu().to(torch.int64)
     if flat.numel() == 0:
         return []
@@ -94,7 +157,7 @@ def provenance_from_tags(tags: torch.Tensor) -> list[ProvenanceRun] | None:
     ends = [*changes, flat.numel()]
     masks = flat[starts].tolist()
     return [
-        ProvenanceRun(start=s, length=e - s, ranks=[r for r in range(mask.bit_length()) if mask >> r & 1])
+        ProvenanceRun(start=s, length=e - s, ranks=[first + r for r in range(mask.bit_length()) if mask >> r & 1])
         for s, e, mask in zip(starts, ends, masks)
     ]
 

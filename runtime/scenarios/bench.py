@@ -27,6 +27,7 @@ from ..reports.bench_table import BENCH_SCENARIO_NAME, wrong_detail
 from ..wire.protocol import Check
 from .collectives import IN_PLACE, CollectiveSpec, collective_caller, make_output, timed_calls
 from .loading import COLLECTIVES, DTYPES, REDUCING, Scenario, find_scenario
+from .patterns import EXACT_LIMIT, pattern
 
 __all__ = [
     "BenchCase",
@@ -40,10 +41,6 @@ __all__ = [
 _ROOT = 0
 _SPLIT = frozenset({"all_gather", "gather", "reduce_scatter", "scatter", "all_to_all"})
 """Operations whose size S must divide into one whole-element part per rank."""
-
-_EXACT_LIMIT = {"float32": 2**24, "float64": 2**53, "float16": 2**11, "bfloat16": 2**8,
-                "int8": 2**7 - 1, "uint8": 2**8 - 1, "int32": 2**31 - 1, "int64": 2**63 - 1}
-"""Largest integer each dtype holds exactly (all smaller non-negative integers are exact too)."""
 
 _PATTERN_PERIOD = 64
 """Inputs cycle through 1…64 (fewer where a sum over the ranks would not stay exact)."""
@@ -117,12 +114,12 @@ class BenchProgram:
     @property
     def period(self) -> int:
         """Inputs take the values 1…period, small enough that any sum over the ranks is exact."""
-        return max(1, min(_PATTERN_PERIOD, _EXACT_LIMIT[self.dtype] // self.world_size))
+        return max(1, min(_PATTERN_PERIOD, EXACT_LIMIT[self.dtype] // self.world_size))
 
     @property
     def source(self) -> str:
         """How the inputs are generated."""
-        return (f"generated: element i of rank r is (r·count + i) mod {self.period} + 1, "
+        return (f"generated: element i of rank r is (i + r) mod {self.period} + 1, "
                 f"small integers exact in {self.dtype} so every result can be checked")
 
     def narration_values(self, world_size: int) -> dict[str, object]:
@@ -175,12 +172,6 @@ def bench_scenario() -> Scenario:
                                examples=(), followup=None, narration=narration)
 
 
-def _pattern(rank: int, count: int, period: int, device: torch.device) -> torch.Tensor:
-    """Rank ``rank``'s generated input: element i is (rank·count + i) mod period + 1 (an integer tensor)."""
-    index_dtype = torch.int32 if (rank + 1) * count < 2**31 else torch.int64
-    return (torch.arange(count, dtype=index_dtype, device=device) + rank * count) % period + 1
-
-
 def _expected(op: str, rank: int, n: int, count: int, period: int, device: torch.device) -> torch.Tensor | None:
     """What ``rank`` must hold after ``op`` on the generated inputs (sum), or None if unchecked.
 
@@ -190,17 +181,17 @@ def _expected(op: str, rank: int, n: int, count: int, period: int, device: torch
     if op in ("reduce", "gather") and rank != _ROOT:
         return None  # gloo leaves partial sums on reduce's non-roots; gather's non-roots receive nothing
     if op in ("all_reduce", "reduce"):
-        return sum(_pattern(r, count, period, device) for r in range(n))
+        return sum(pattern(r, count, period, device) for r in range(n))
     if op == "broadcast":
-        return _pattern(_ROOT, count, period, device)
+        return pattern(_ROOT, count, period, device)
     if op in ("all_gather", "gather"):
-        return torch.cat([_pattern(r, count, period, device) for r in range(n)])
+        return torch.cat([pattern(r, count, period, device) for r in range(n)])
     if op == "reduce_scatter":
-        return sum(_pattern(r, count, period, device) for r in range(n)).chunk(n)[rank]
+        return sum(pattern(r, count, period, device) for r in range(n)).chunk(n)[rank]
     if op == "scatter":
-        return _pattern(_ROOT, count, period, device).chunk(n)[rank]
+        return pattern(_ROOT, count, period, device).chunk(n)[rank]
     if op == "all_to_all":
-        return torch.cat([_pattern(r, count, period, device).chunk(n)[rank] for r in range(n)])
+        return torch.cat([pattern(r, count, period, device).chunk(n)[rank] for r in range(n)])
     raise ValueError(f"unknown collective {op!r}")
 
 
@@ -211,7 +202,7 @@ def _input(op: str, rank: int, count: int, program: BenchProgram, device: torch.
         return None
     if op == "broadcast" and rank != _ROOT:
         return torch.zeros(count, dtype=dtype, device=device)
-    return _pattern(rank, count, program.period, device).to(dtype)
+    return pattern(rank, count, program.period, device).to(dtype)
 
 
 def _run_case(ctx: RankContext, program: BenchProgram, case: BenchCase) -> None:

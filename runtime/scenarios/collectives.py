@@ -17,9 +17,10 @@ import torch.distributed as dist
 from ..context import RankContext
 from ..errors import UsageError
 from ..observation.metrics import algo_bytes, human_bytes
-from ..observation.tensors import make_tags, provenance_from_tags, tag_dtype, uniform_provenance
+from ..observation.tensors import TagPass, observe_provenance, uniform_provenance
 from ..wire.protocol import Collective, ProvenanceRun
 from .loading import COLLECTIVES, REDUCE_OPS, REDUCING, ROOTED, Followup, Scenario
+from .patterns import exact_period, pattern
 from .transfers import emit_logical_transfers
 
 __all__ = [
@@ -64,6 +65,8 @@ class CollectiveSpec:
     iters: int
     followup: Followup | None
     source: str
+    period: int | None = None
+    """Generated inputs cycle with this period to stay exact (None: no cycle, or worked-example inputs)."""
 
     @property
     def display_name(self) -> str:
@@ -116,7 +119,8 @@ def resolve_spec(
     """Combine a scenario with command-line overrides; raise UsageError naming what is wrong.
 
     Inputs come from the scenario's worked example for ``world_size`` unless ``size_bytes`` is
-    given or no example matches; then they are generated: element i of rank r is r·count + i + 1.
+    given or no example matches; then they are generated (see :mod:`.patterns`): element i of rank r
+    is r·count + i + 1, or cycles with the period that keeps every value and result exact.
     """
     op = scenario.collective
     if op not in COLLECTIVES:
@@ -139,6 +143,7 @@ def resolve_spec(
     if iters < 1:
         raise UsageError(f"--iters {iters}: must be at least 1")
     itemsize = torch.empty((), dtype=torch_dtype).element_size()
+    period = None
     if example is not None:
         inputs = example.inputs
         shapes = [_shape_of(x) for x in inputs if x != ()]
@@ -152,7 +157,10 @@ def resolve_spec(
             if size_bytes <= 0 or size_bytes % itemsize:
                 raise UsageError(f"--size {size_bytes} B: must be a positive multiple of the {chosen_dtype} element size ({itemsize} B)")
             count = size_bytes // itemsize
-        source = f"generated: element i of rank r is r·{count} + i + 1"
+        period = exact_period(chosen_dtype, world_size, count, chosen_op if op in REDUCING else None)
+        source = (f"generated: element i of rank r is r·{count} + i + 1" if period is None else
+                  f"generated: element i of rank r is (i + r) mod {period} + 1, so every value "
+                  f"and result stays an exact integer in {chosen_dtype}")
     if op in PARTITIONED_INPUT and count % world_size:
         raise UsageError(
             f"{op} splits each input into {world_size} equal chunks, but it has {count} elements; "
@@ -169,6 +177,7 @@ def resolve_spec(
         iters=iters,
         followup=scenario.followup_for(example) if example is not None else None,
         source=source,
+        period=period,
     )
 
 
@@ -194,6 +203,8 @@ def _has_input(spec: CollectiveSpec, rank: int) -> bool:
 
 
 def make_input(spec: CollectiveSpec, rank: int, world_size: int, device: torch.device) -> torch.Tensor | None:
+    """This rank's input: its worked-example values, or generated ones (see :mod:`.patterns`);
+    zeros on a broadcast's non-roots, None on a scatter's."""
     dtype = getattr(torch, spec.dtype)
     if spec.op == "scatter" and rank != spec.root:
         return None
@@ -201,8 +212,9 @@ def make_input(spec: CollectiveSpec, rank: int, world_size: int, device: torch.d
         template = spec.inputs[spec.root] if not _has_input(spec, rank) else spec.inputs[rank]
         tensor = torch.tensor(template, dtype=dtype, device=device)
         return torch.zeros_like(tensor) if not _has_input(spec, rank) else tensor
-    values = torch.arange(spec.count, device=device, dtype=torch.float64) + rank * spec.count + 1
-    return values.to(dtype) if _has_input(spec, rank) else torch.zeros(spec.count, dtype=dtype, device=device)
+    if not _has_input(spec, rank):
+        return torch.zeros(spec.count, dtype=dtype, device=device)
+    return pattern(rank, spec.count, spec.period, device).to(dtype)
 
 
 def make_output(spec: CollectiveSpec, inp: torch.Tensor | None, rank: int, world_size: int) -> torch.Tensor | None:
@@ -324,14 +336,13 @@ def _observe_provenance(
     ctx: RankContext, spec: CollectiveSpec, call, inp: torch.Tensor | None, out: torch.Tensor | None
 ) -> list[ProvenanceRun] | None:
     """Run the same collective over rank tags and return the provenance of the received buffer."""
-    tag_type = tag_dtype(getattr(torch, spec.dtype), ctx.world_size)
-    if tag_type is None:
-        return None
-    tag_in = None if inp is None else make_tags(inp, ctx.rank, tag_type, placeholder=not _has_input(spec, ctx.rank))
-    tag_out = None if out is None else make_tags(out, ctx.rank, tag_type, placeholder=True)
-    call(tag_in, tag_out, "sum")
-    received = tag_in if spec.op in IN_PLACE else tag_out
-    return None if received is None else provenance_from_tags(received)
+    def received(tag_pass: TagPass) -> torch.Tensor | None:
+        tag_in = None if inp is None else tag_pass.tags(inp, ctx.rank, placeholder=not _has_input(spec, ctx.rank))
+        tag_out = None if out is None else tag_pass.tags(out, ctx.rank, placeholder=True)
+        call(tag_in, tag_out, "sum")
+        return tag_in if spec.op in IN_PLACE else tag_out
+
+    return observe_provenance(getattr(torch, spec.dtype), ctx.world_size, received)
 
 
 def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
@@ -340,8 +351,10 @@ def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
     itemsize = torch.empty((), dtype=getattr(torch, spec.dtype)).element_size()
     call = collective_caller(spec, rank, n)
     with ctx.phase("setup", "setup"):
-        with ctx.tracker.category("inputs"):
+        with ctx.tracker.suspended():  # generating values needs temporaries; only the input counts
             inp = make_input(spec, rank, n, device)
+        if inp is not None:
+            ctx.tracker.track([inp], "inputs")
         if inp is not None:
             own = uniform_provenance(inp.numel(), [rank] if _has_input(spec, rank) else [])
             ctx.buffer(spec.buffer_name, "inout" if spec.op in IN_PLACE else "input", "before", inp, own)

@@ -7,7 +7,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ...context import RankContext
-from ...observation.tensors import make_tags, provenance_from_tags, tag_dtype
+from ...observation.tensors import TagPass, observe_provenance
 from ...wire.protocol import Check
 
 __all__ = ["gathered_buffer", "check_shards", "GATHERED_NAME"]
@@ -21,15 +21,15 @@ def gathered_buffer(ctx: RankContext, param: nn.Parameter) -> None:
     rank tags of its shard's shape (untracked: not part of the scenario's traffic)."""
     with ctx.tracker.suspended():
         rows = param.shape[0]
-        local_rows = -(-rows // ctx.world_size)
-        tag_type = tag_dtype(param.dtype, ctx.world_size)
-        provenance = None
-        if tag_type is not None:
-            like = torch.empty(local_rows, *param.shape[1:], dtype=param.dtype, device=param.device)
-            mine = make_tags(like, ctx.rank, tag_type)
-            everyone = torch.empty(ctx.world_size * mine.numel(), dtype=tag_type, device=param.device)
-            dist.all_gather_into_tensor(everyone, mine.reshape(-1))
-            provenance = provenance_from_tags(everyone[: param.numel()])
+        like = torch.empty(-(-rows // ctx.world_size), *param.shape[1:], dtype=param.dtype, device=param.device)
+
+        def received(tag_pass: TagPass) -> torch.Tensor:
+            mine = tag_pass.tags(like, ctx.rank).reshape(-1)
+            everyone = torch.empty(ctx.world_size * mine.numel(), dtype=tag_pass.tag_type, device=param.device)
+            dist.all_gather_into_tensor(everyone, mine)
+            return everyone[: param.numel()]
+
+        provenance = observe_provenance(param.dtype, ctx.world_size, received)
         # a copy: summarising calls .numpy(), which makes a storage non-resizable, and FSDP resizes
         # this one to 0 when it reshards
         snapshot = param.detach().clone()

@@ -31,7 +31,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper
 
 from ...context import RankContext
 from ...observation.metrics import algo_bytes
-from ...observation.tensors import dtype_name, make_tags, provenance_from_tags, tag_dtype
+from ...observation.tensors import TagPass, dtype_name, observe_provenance
 from ...wire.protocol import Collective, ProvenanceRun
 from ..transfers import emit_logical_transfers
 
@@ -230,7 +230,7 @@ class CollectiveObserver(TorchDispatchMode):
 
 def _observed_provenance(call: _Call, rank: int) -> list[ProvenanceRun] | None:
     """Run ``call``'s collective again on its group over rank tags; the provenance of the result
-    in global ranks (None: an op that moves no data, several tensors, or too many ranks for a tag)."""
+    in global ranks (None: an op that moves no data, several tensors, or no tag type for its dtype)."""
     if call.op not in _ALGO_OPS or len(call.inputs) != 1 or len(call.outputs) != 1:
         return None
     if call.op == "broadcast" and call.root is None:
@@ -238,21 +238,22 @@ def _observed_provenance(call: _Call, rank: int) -> list[ProvenanceRun] | None:
     members = dist.get_process_group_ranks(call.group)
     me = members.index(rank)
     source, result = call.inputs[0], call.outputs[0]
-    tag_type = tag_dtype(source.dtype, len(members))
-    if tag_type is None:
-        return None
-    if call.op == "all_reduce":
-        tags = make_tags(result, me, tag_type)
-        dist.all_reduce(tags, group=call.group)
-    elif call.op == "broadcast":
-        tags = make_tags(result, me, tag_type, placeholder=me != call.root)
-        dist.broadcast(tags, src=members[call.root], group=call.group)
-    else:
-        mine = make_tags(source, me, tag_type).reshape(-1)
-        tags = make_tags(result, me, tag_type, placeholder=True).reshape(-1)
-        collective = dist.all_gather_into_tensor if call.op == "all_gather" else dist.reduce_scatter_tensor
-        collective(tags, mine, group=call.group)
-    runs = provenance_from_tags(tags)
+
+    def received(tag_pass: TagPass) -> torch.Tensor:
+        if call.op == "all_reduce":
+            tags = tag_pass.tags(result, me)
+            dist.all_reduce(tags, group=call.group)
+        elif call.op == "broadcast":
+            tags = tag_pass.tags(result, me, placeholder=me != call.root)
+            dist.broadcast(tags, src=members[call.root], group=call.group)
+        else:
+            mine = tag_pass.tags(source, me).reshape(-1)
+            tags = tag_pass.tags(result, me, placeholder=True).reshape(-1)
+            collective = dist.all_gather_into_tensor if call.op == "all_gather" else dist.reduce_scatter_tensor
+            collective(tags, mine, group=call.group)
+        return tags
+
+    runs = observe_provenance(source.dtype, len(members), received)
     if runs is None:
         return None
     return [ProvenanceRun(run.start, run.length, [members[r] for r in run.ranks]) for run in runs]

@@ -1,0 +1,157 @@
+"""The compact view of many ranks: one row per rank, a buffer's elements as provenance-coloured cells.
+
+Above :data:`~collviz.app.screens.viewer.COMPACT_ABOVE` ranks a panel per rank cannot show
+anything readable, so every rank gets one row: its number, the chosen buffer as a heatmap (each
+cell a range of elements, coloured by the rank(s) whose data it holds, as in the panels and with
+the same legend), and its status. Rows that do not fit one column continue in the next. The
+buffer shown is the one most recently updated in the step (ties: the largest); the title names it.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.message import Message
+
+from collviz.runtime.wire.protocol import Buffer
+
+from ..model import RankView, ViewState
+from .line_widget import LineWidget
+from .render import DIM, PLACEHOLDER_STYLE, Line, provenance_style, rank_colour
+
+__all__ = ["RankHeatmap", "shown_buffer", "heatmap_cells"]
+
+_STATE_MARKS = {"pending": ("·", DIM), "running": ("●", Style(color="green")), "waiting": ("⏸", Style(color="yellow")),
+                "done": ("✓", Style(color="cyan")), "error": ("✗", Style(color="red", bold=True))}
+_NOT_OBSERVED = Style(color="#9a9a9a", bgcolor="#3a3a3a")
+_GAP = 2
+"""Columns between two columns of rows."""
+MAX_ROW_HEIGHT = 3
+"""Most lines one rank's row grows to when the pane has room."""
+
+
+def shown_buffer(ranks: Sequence[RankView]) -> str | None:
+    """The buffer name the heatmap shows: updated in the latest phase by any rank, largest first."""
+    best: tuple[int, int, str] | None = None
+    for rank in ranks:
+        for buffer in rank.buffers:
+            size = len(buffer.values) if buffer.values is not None else _numel(buffer.shape)
+            key = (buffer.phase, size, buffer.name)
+            if best is None or key[:2] > best[:2]:
+                best = key
+    return best[2] if best else None
+
+
+def _numel(shape: Sequence[int]) -> int:
+    total = 1
+    for dim in shape:
+        total *= dim
+    return total
+
+
+def heatmap_cells(buffer: Buffer, width: int) -> Line:
+    """``width`` cells for ``buffer``: cell c shows the provenance of element c·n/width (n elements;
+    with fewer elements than columns each element spans a whole number of cells)."""
+    count = len(buffer.values) if buffer.values is not None else _numel(buffer.shape)
+    cells = min(width, count) if count >= width else count * (width // count) if count else 0
+    if not cells:
+        return [Segment("(empty)", DIM)]
+    runs = buffer.provenance
+    if runs is None:
+        return [Segment(" " * cells, _NOT_OBSERVED)]
+    starts = [run.start for run in runs]
+    line: Line = []
+    for cell in range(cells):
+        element = cell * count // cells
+        at = bisect_right(starts, element) - 1
+        run = runs[at] if at >= 0 else None
+        inside = run is not None and element < run.start + run.length
+        style = provenance_style(run.ranks) if inside else PLACEHOLDER_STYLE
+        if line and line[-1].style is style:
+            line[-1] = Segment(line[-1].text + " ", style)
+        else:
+            line.append(Segment(" ", style))
+    return line
+
+
+class RankHeatmap(LineWidget):
+    """Every rank on one row; clicking a row asks for that rank's detail."""
+
+    class Selected(Message):
+        """The user clicked the row of ``rank``."""
+
+        def __init__(self, rank: int) -> None:
+            super().__init__()
+            self.rank = rank
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._view: ViewState | None = None
+        self._layout: tuple[int, int, int] = (1, 1, 1)  # (ranks per column, column width, lines per rank)
+
+    def show(self, view: ViewState) -> None:
+        """Display ``view``'s ranks."""
+        self._view = view
+        name = shown_buffer(view.ranks)
+        title = (f"{len(view.ranks)} ranks · {name} · cell colour = whose data it holds · click or 0–9: a rank's detail"
+                 if name else f"{len(view.ranks)} ranks")
+        if str(self.border_title) != title:
+            self.border_title = Text(title)
+        self.lines_changed()
+
+    def build_lines(self, width: int, height: int) -> list[Line]:
+        """Rows of ranks, in as many columns as needed to fit ``height``."""
+        view = self._view
+        if view is None or not view.ranks:
+            return [[Segment("waiting for the workers…", DIM)]]
+        ranks = view.ranks
+        columns = max(1, -(-len(ranks) // max(1, height)))
+        per_column = -(-len(ranks) // columns)
+        tall = max(1, min(MAX_ROW_HEIGHT, height // per_column))
+        column_width = max(12, (width - _GAP * (columns - 1)) // columns)
+        self._layout = (per_column, column_width + _GAP, tall)
+        name = shown_buffer(ranks)
+        label_width = len(f"r{len(ranks) - 1}") + 1
+        lines: list[Line] = [[] for _ in range(per_column * tall)]
+        for index, rank in enumerate(ranks):
+            row = self._row(rank, name, label_width, column_width)
+            used = sum(len(segment.text) for segment in row)
+            for line in range(tall):
+                target = lines[(index % per_column) * tall + line]
+                if index >= per_column:
+                    target.append(Segment(" " * _GAP))
+                if line == 0:
+                    target.extend(row)
+                else:  # the same cells again, under the label's blank
+                    target.append(Segment(" " * (label_width + 2)))
+                    target.extend(row[2:])
+                target.append(Segment(" " * (column_width - used)))
+        return lines
+
+    @staticmethod
+    def _row(rank: RankView, name: str | None, label_width: int, width: int) -> Line:
+        """``r12 ●`` then the heatmap, within ``width`` columns."""
+        mark, style = _STATE_MARKS[rank.state]
+        row: Line = [Segment(f"r{rank.rank}".ljust(label_width), Style(color=rank_colour(rank.rank), bold=True)),
+                     Segment(mark + " ", style)]
+        room = width - label_width - 2
+        buffer = next((b for b in rank.buffers if b.name == name), None)
+        if buffer is None:
+            text = rank.status if rank.state in ("error", "waiting") else "—"
+            return [*row, Segment(text[:room], style if rank.state == "error" else DIM)]
+        return [*row, *heatmap_cells(buffer, room)]
+
+    def on_click(self, event: events.Click) -> None:
+        """Ask the screen for the detail of the rank on the clicked row."""
+        event.stop()
+        per_column, column_width, tall = self._layout
+        column = event.x // max(1, column_width)
+        row = event.y // tall
+        rank = column * per_column + row
+        if self._view is not None and 0 <= row < per_column and rank < len(self._view.ranks):
+            self.post_message(self.Selected(rank))
