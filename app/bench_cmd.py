@@ -29,7 +29,7 @@ elements per rank. Inputs are small integers, so each result is checked exactly 
 
 def parse_sweep(text: str) -> tuple[int, int]:
     """``"8:64M"`` → (8, 67108864); sizes take B, K/M/G (binary) and the units of ``--size``."""
-    from collviz.app.cli import parse_size
+    from collviz.app.parsing import parse_size
 
     parts = text.split(":")
     if len(parts) != 2:
@@ -44,10 +44,10 @@ def parse_sweep(text: str) -> tuple[int, int]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from collviz.app.cli import _Parser, add_record_option
+    from collviz.app.parsing import OneLineParser, add_record_option
     from collviz.runtime.scenarios.loading import DTYPES
 
-    parser = _Parser(prog="collviz bench", description="Sweep sizes of real collectives, nccl-tests style.",
+    parser = OneLineParser(prog="collviz bench", description="Sweep sizes of real collectives, nccl-tests style.",
                      allow_abbrev=False, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("ops", nargs="*", metavar="OP", help="all-reduce (default), all-gather, reduce-scatter, "
                         "all-to-all, broadcast, reduce, gather, scatter")
@@ -95,6 +95,8 @@ def cmd_bench(argv: Sequence[str]) -> int:
     plan = RunPlan(scenario=bench_scenario(), world_size=args.gpus, backend=backend, program=program,
                    record=args.record, timeout_s=args.timeout)
     print(f"collviz: {backend.reason}", file=sys.stderr)
+    for line in program.adjusted:
+        print(f"collviz: sizes skipped or adjusted: {line}", file=sys.stderr)
     clean_stale_runs()
     if args.view:
         if args.json or args.explain:

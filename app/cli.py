@@ -6,34 +6,17 @@ Every user mistake becomes one line on stderr, ``collviz: error: …``, and exit
 from __future__ import annotations
 
 import argparse
-import re
 import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, Sequence
+from typing import Sequence
 
 from collviz.runtime.errors import STOP_SIGNALS, Interrupted, UsageError, exit_status_for
 
-if TYPE_CHECKING:
-    from collviz.runtime.scenarios.program import RunOptions
+from .parsing import OneLineParser, parse_size, run_options, run_parser
 
-__all__ = ["main", "parse_size", "cmd_run", "cmd_replay"]
-
-_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
-          "g": 1024**3, "gb": 1000**3, "gib": 1024**3}
-
-EPILOG_RUN = """\
-examples:
-  collviz all-reduce --gpus 4                  watch a live all-reduce on 4 ranks
-  collviz all-gather --gpus 4 --step           space releases every rank into the next phase
-  collviz reduce-scatter --headless --record rs.cvz
-  collviz all-reduce --size 16MiB --iters 20 --headless   time a big one (median of 20 calls)
-
-Without --size the scenario's worked example is used when one exists for that many ranks;
-otherwise inputs are generated (element i of rank r is r*count + i + 1).
-With N GPUs visible the backend is NCCL; otherwise gloo on CPU, and a banner says why.
-"""
+__all__ = ["main", "cmd_run", "cmd_replay"]
 
 TOP_HELP = """\
 usage: collviz SCENARIO [options]       run a scenario (collviz SCENARIO --help for options)
@@ -55,13 +38,6 @@ Quick start:
   collviz all-reduce --gpus 4 --headless  plain-text summary: buffers before/after, provenance,
                                           bytes moved, time, algbw/busbw with their formula
 """
-
-
-def add_record_option(parser: argparse.ArgumentParser) -> None:
-    """``--record FILE`` (the trace, created 0600) and ``--force`` (overwrite an existing FILE)."""
-    parser.add_argument("--record", type=Path, metavar="FILE",
-                        help="write the trace to FILE while running (refused if FILE exists, unless --force)")
-    parser.add_argument("--force", action="store_true", help="with --record: overwrite an existing FILE")
 
 
 def notes_for(notes: Mapping[str, Mapping[str, str]], scenario: str, file: str) -> Mapping[str, str]:
@@ -112,60 +88,6 @@ def check_run_numbers(args: argparse.Namespace, collective: str, world_size: int
         check_fits_in_memory(f"--size {args.size} on {world_size} ranks", world_size, size, buffers)
 
 
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one-line UsageErrors instead of usage dumps."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see: {self.prog} --help)")
-
-
-def parse_size(text: str) -> int:
-    """``"16MiB"`` → 16777216; accepts B, KiB/MiB/GiB (binary), KB/MB/GB (decimal), K/M/G (binary)."""
-    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
-    if not match or match.group(2).lower() not in _UNITS:
-        raise UsageError(f"--size {text!r}: expected a byte count such as 4, 64KiB, 1MiB or 16MiB")
-    return int(match.group(1)) * _UNITS[match.group(2).lower()]
-
-
-def _run_parser(name: str) -> _Parser:
-    from collviz.runtime.scenarios.loading import DTYPES, REDUCE_OPS
-
-    parser = _Parser(prog=f"collviz {name}", description="Run a scenario on real worker processes.", allow_abbrev=False,
-                     epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--gpus", type=int, metavar="N", help="number of ranks (default: the scenario's)")
-    parser.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
-                        help="process-group backend (default auto: NCCL with N GPUs, else gloo on CPU)")
-    parser.add_argument("--headless", action="store_true", help="no viewer: print a plain-text summary")
-    parser.add_argument("--step", action="store_true", help="ranks wait at a gate before each phase (viewer: space)")
-    add_record_option(parser)
-    parser.add_argument("--notes", type=Path, metavar="FILE",
-                        help="a teacher's notes (TOML or Markdown, keyed by scenario and phase key) added to the narration")
-    parser.add_argument("--op", choices=REDUCE_OPS, help="reduce op, for reduce, all-reduce and reduce-scatter")
-    parser.add_argument("--dtype", choices=DTYPES, help="element type (default: the scenario's, float32)")
-    parser.add_argument("--size", metavar="BYTES", help="bytes of each rank's input, e.g. 64KiB, 16MiB (generated inputs)")
-    parser.add_argument("--root", type=int, metavar="R", help="root rank of broadcast, reduce, gather and scatter")
-    parser.add_argument("--iters", type=int, default=1, metavar="N", help="run the collective N times, timing each (default 1)")
-    parser.add_argument("--prefetch", action=argparse.BooleanOptionalAction,
-                        help="fsdp: issue the next unit's all-gather early (default: off)")
-    parser.add_argument("--reshard-after-forward", action=argparse.BooleanOptionalAction,
-                        help="fsdp: free gathered parameters after each unit's forward (default: on)")
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                        help="a collective some ranks entered and others did not for S seconds is reported "
-                             "as a hang, naming who waits where (default 30); the process group gives up "
-                             "3 s later and the run ends")
-    return parser
-
-
-def run_options(args: argparse.Namespace) -> RunOptions:
-    """The scenario overrides given on a run's command line."""
-    from collviz.runtime.scenarios.program import RunOptions
-
-    return RunOptions(reduce_op=args.op, dtype=args.dtype, root=args.root, iters=args.iters,
-                      size_bytes=None if args.size is None else parse_size(args.size),
-                      prefetch=getattr(args, "prefetch", None),
-                      reshard_after_forward=getattr(args, "reshard_after_forward", None))
-
-
 def _cmd_list() -> int:
     from collviz.runtime.scenarios.loading import list_scenarios
 
@@ -177,7 +99,7 @@ def _cmd_list() -> int:
 
 
 def cmd_replay(argv: Sequence[str]) -> int:
-    parser = _Parser(prog="collviz replay", description="Replay a recorded trace.", allow_abbrev=False)
+    parser = OneLineParser(prog="collviz replay", description="Replay a recorded trace.", allow_abbrev=False)
     parser.add_argument("trace", type=Path, help="a .cvz file written with --record")
     parser.add_argument("--headless", action="store_true", help="print the summary instead of opening the viewer")
     parser.add_argument("--quiz", action="store_true",
@@ -214,7 +136,7 @@ def cmd_run(name: str, argv: Sequence[str], notes: Mapping[str, str] | None = No
     from collviz.runtime.scenarios.notes import load_notes, with_notes
     from collviz.runtime.scenarios.registry import build_program
 
-    args = _run_parser(name).parse_args(argv)
+    args = run_parser(name).parse_args(argv)
     scenario = find_scenario(name)
     if notes:
         scenario = with_notes(scenario, notes, notes_from)

@@ -23,9 +23,9 @@ def cmd_compare(argv: Sequence[str]) -> int:
     """Run the comparison (or print estimates); returns the exit status."""
     import argparse
 
-    from collviz.app.cli import _Parser
+    from collviz.app.parsing import OneLineParser
 
-    parser = _Parser(prog="collviz compare", description="DDP vs FSDP memory: measured side by side, or estimated.",
+    parser = OneLineParser(prog="collviz compare", description="DDP vs FSDP memory: measured side by side, or estimated.",
                      allow_abbrev=False, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="a ddp and an fsdp scenario (e.g. ddp fsdp)")
     parser.add_argument("--gpus", type=int, metavar="N", help="ranks (default 4 for runs, 8 for estimates)")

@@ -18,12 +18,12 @@ memory as counter tracks.
 
 def cmd_export(argv: Sequence[str]) -> int:
     """Read a trace and write its Chrome trace-event JSON export."""
-    from collviz.app.cli import _Parser
+    from collviz.app.parsing import OneLineParser
     from collviz.runtime.reports.export import write_perfetto
     from collviz.runtime.wire.files import check_new_output
     from collviz.runtime.wire.trace import read_trace
 
-    parser = _Parser(prog="collviz export", description="Export a recorded trace for other tools.",
+    parser = OneLineParser(prog="collviz export", description="Export a recorded trace for other tools.",
                      allow_abbrev=False, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace", type=Path, help="a .cvz file written with --record")
     parser.add_argument("--perfetto", type=Path, metavar="OUT.json", required=True,

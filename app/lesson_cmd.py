@@ -30,9 +30,9 @@ examples:
 
 def cmd_lesson(argv: Sequence[str]) -> int:
     """List the lessons, or play one; the exit status of the last item played."""
-    from collviz.app.cli import _Parser
+    from collviz.app.parsing import OneLineParser
 
-    parser = _Parser(prog="collviz lesson", description="Play a lesson: scenarios in order, with notes.",
+    parser = OneLineParser(prog="collviz lesson", description="Play a lesson: scenarios in order, with notes.",
                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     parser.add_argument("lesson", nargs="?", metavar="NAME", help="a shipped lesson's name, or a lesson file")
     parser.add_argument("--list", action="store_true", help="list the shipped lessons and exit")

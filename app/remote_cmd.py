@@ -34,12 +34,13 @@ def _env_int(name: str) -> int:
 
 def cmd_worker(argv: Sequence[str]) -> int:
     """Run this process's rank of SCENARIO, streaming signed events to ``--viewer``."""
-    from collviz.app.cli import _run_parser, check_run_numbers, run_options
+    from collviz.app.cli import check_run_numbers
+    from collviz.app.parsing import run_options, run_parser
 
     if not argv or argv[0].startswith("-"):
         raise UsageError("usage: collviz worker SCENARIO --viewer tcp://HOST:PORT [options] (under torchrun)")
     name, rest = argv[0], argv[1:]
-    parser = _run_parser(name)
+    parser = run_parser(name)
     parser.prog = f"collviz worker {name}"
     parser.epilog = WORKER_EPILOG
     parser.add_argument("--viewer", required=True, metavar="URL", help="where the viewer listens: tcp://HOST:PORT")
@@ -86,9 +87,10 @@ def cmd_worker(argv: Sequence[str]) -> int:
 
 def cmd_view(argv: Sequence[str]) -> int:
     """Listen for remote workers; show them in the viewer, or headless with a summary."""
-    from collviz.app.cli import _Parser, add_record_option, check_record_option
+    from collviz.app.cli import check_record_option
+    from collviz.app.parsing import OneLineParser, add_record_option
 
-    parser = _Parser(prog="collviz view", description="Receive the events of workers started by torchrun.",
+    parser = OneLineParser(prog="collviz view", description="Receive the events of workers started by torchrun.",
                      epilog=WORKER_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     parser.add_argument("--listen", required=True, metavar="HOST:PORT",
                         help="address to listen on (PORT and PORT+1); beyond loopback a shared secret is required")

@@ -76,9 +76,9 @@ def prepare(target: str, *, lesson: bool, live: bool, folder: Path) -> None:
 
 def cmd_serve(argv: Sequence[str]) -> int:
     """Serve the viewer to browsers until Ctrl-C."""
-    from collviz.app.cli import _Parser
+    from collviz.app.parsing import OneLineParser
 
-    parser = _Parser(prog="collviz serve", description="Serve the viewer to a class's browsers.", epilog=EPILOG,
+    parser = OneLineParser(prog="collviz serve", description="Serve the viewer to a class's browsers.", epilog=EPILOG,
                      formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     parser.add_argument("target", metavar="TARGET", help="a trace (.cvz), a scenario, or with --lesson a lesson")
     parser.add_argument("--lesson", action="store_true", help="TARGET is a lesson (its items replayed)")

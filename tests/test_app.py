@@ -7,11 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
+from rich.color import Color
 
 from collviz.app.app import EXIT_INTERRUPTED, make_app
 from collviz.app.screens import HelpScreen, RankDetailScreen, SeekScreen
-from collviz.app.widgets import RankPanel
-from collviz.app.widgets.render import format_value
+from collviz.app.widgets import RankHeatmap, RankPanel
+from collviz.app.widgets.render import format_value, rank_colour
 from collviz.runtime.wire.protocol import Buffer, BufferSummary, Gate, Go
 
 from fixtures.synthetic import all_gather_events, write_trace
@@ -209,13 +210,28 @@ async def test_a_panel_too_short_for_its_buffers_says_what_is_cut():
         body = app.screen.query(RankPanel)[0].body().plain
         assert body.splitlines()[0].startswith("output")  # the latest step's buffer comes first
         assert "more lines: click for all" in body.splitlines()[-1]
-async def test_many_ranks_use_compact_panels():
+async def test_many_ranks_share_one_heatmap_with_a_row_per_rank():
+    """16 ranks: no panels, one heatmap; after the all-gather each rank's row runs through the 16
+    source ranks' colours in order; clicking a row opens that rank's detail."""
     app = make_app(events=all_gather_events(world=16))
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.pause()
-        panels = app.screen.query(RankPanel)
-        assert len(panels) == 16 and all(p.compact for p in panels)
-        assert app.screen.query_one("#ranks").has_class("-ranks-many")
+        await pilot.press("home", "right", "right")
+        await pilot.pause()
+        assert not app.screen.query(RankPanel) and app.screen.query_one("#ranks").has_class("-ranks-many")
+        heatmap = app.screen.query_one(RankHeatmap)
+        lines = heatmap.build_lines(*heatmap.content_size)
+        labels = ["".join(s.text for s in line).split()[0] for line in lines if line and line[0].text.strip()]
+        assert labels == [f"r{r}" for r in range(16)]
+        first_row = next(line for line in lines if line[0].text.strip() == "r5")
+        colours = [s.style.bgcolor.name for s in first_row[2:] if s.style and s.style.bgcolor]
+        assert colours == [Color.parse(rank_colour(r)).name for r in range(16)]
+        lines_per_rank = max(1, min(3, heatmap.content_size.height // 16))
+        await pilot.click(RankHeatmap, offset=(4, 1 + 3 * lines_per_rank))  # below the border: rank 3's row
+        await pilot.pause()
+        assert isinstance(app.screen, RankDetailScreen) and app.screen.rank == 3
+
+
 async def test_too_small_terminal_says_so():
     app = make_app(events=all_gather_events())
     async with app.run_test(size=(90, 24)) as pilot:
@@ -249,6 +265,10 @@ async def test_live_all_reduce_on_real_ranks_shows_the_sum():
         inputs = [e for e in app.event_log.events if isinstance(e, Buffer) and e.moment == "before"]
         outputs = [e for e in app.event_log.events if isinstance(e, Buffer) and e.moment == "after"]
         assert inputs and outputs
+        assert all(outputs[0].name in {f.name for f in rank.freed} for rank in view.ranks)  # released at the end
+        await pilot.press("g", "2", "enter")  # the all-reduce's own step
+        await pilot.pause()
+        view = app.current_view()
         expected = [sum(col) for col in zip(*(b.values for b in inputs if b.name == outputs[0].name))]
         reduce_op = app.event_log.run_start.options.get("reduce_op")
         if reduce_op == "avg":

@@ -125,3 +125,21 @@ def test_bad_bench_input(capsys, args, needle):
     assert main(["bench", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("collviz: error: ") and needle in err[0], err
+
+
+def test_sizes_that_cannot_be_measured_as_asked_are_named_with_the_reason():
+    """all_gather on 4 float32 ranks moves whole elements per rank: S is a multiple of 16 B."""
+    from collviz.runtime.scenarios.bench import build_bench
+
+    program = build_bench(["all_gather", "all_reduce"], [1, 2, 4, 8, 16, 24, 32], 4)
+    gather, reduce_small, reduce_round = None, None, None
+    for line in program.adjusted:
+        if line.startswith("all_gather 1 B, 2 B, 4 B, 8 B:"):
+            gather = line
+        elif line.startswith("all_reduce 1 B, 2 B:"):
+            reduce_small = line
+        elif line.startswith("all_gather 24 B → 16 B: rounded down"):
+            reduce_round = line
+    assert gather and "16 B" in gather and reduce_small and "4 B" in reduce_small and reduce_round
+    assert [c.size for c in program.cases if c.op == "all_gather"] == [16, 32]
+    assert [c.size for c in program.cases if c.op == "all_reduce"] == [4, 8, 16, 24, 32]

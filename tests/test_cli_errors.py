@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from collviz.app.cli import main
@@ -125,3 +127,25 @@ def test_scenario_file_that_is_a_fifo_or_nested_too_deeply(capsys, tmp_path):
     deep.write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
     status, err = run_main(capsys, str(deep), "--headless")
     assert status == 2 and err.strip().endswith("invalid TOML (nested too deeply)")
+
+
+@pytest.mark.parametrize("name", ["reduce", "all-gather", "fsdp", "tp"])
+def test_help_is_written_for_the_scenario_with_its_real_defaults(name, capsys):
+    """Defaults are read here from the scenario file itself; options a scenario does not take are hidden."""
+    import tomllib
+
+    data = tomllib.loads((Path(__file__).resolve().parent.parent / "scenarios" / f"{name}.toml").read_text())
+    with pytest.raises(SystemExit) as stop:
+        main([name, "--help"])
+    assert stop.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    options = text.split("examples:")[0]
+    assert data["description"] in text and f"(default {data['default_gpus']})" in text
+    if data.get("kind", "collective") == "collective":
+        assert f"element type (default {data.get('dtype', 'float32')})" in text
+        assert ("--prefetch" in options) is False
+    else:
+        assert "--dtype" not in options and "--size" not in options
+        settings = ", ".join(f"{key} {value}" for key, value in data["settings"].items())
+        assert settings in text
+        assert ("--prefetch" in options) == (name == "fsdp")

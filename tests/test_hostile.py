@@ -21,7 +21,6 @@ from collviz.runtime.wire.protocol import (
     Phase,
     RankStart,
     RunEnd,
-    Stall,
     encode,
 )
 from collviz.runtime.wire.trace import read_trace

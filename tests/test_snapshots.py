@@ -9,6 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from collviz.app.app import make_app
+from collviz.runtime.wire.protocol import Phase
+from collviz.runtime.wire.trace import read_trace
+
+from fixtures.synthetic import all_gather_events
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SIZE = (120, 36)
@@ -75,3 +79,63 @@ def test_rank_detail_with_provenance(snap_compare):
 def test_all_reduce_after(snap_compare):
     """Step 2: every rank holds the same reduced value, in the reduced-from-several-ranks style."""
     assert snap_compare(_app("all-reduce"), terminal_size=SIZE, run_before=_at_step(2))
+
+
+def _fsdp_step(name: str) -> int:
+    """The 1-based step of the fsdp-tiny fixture's phase called ``name``."""
+    trace = read_trace(FIXTURES / "fsdp-tiny.cvz")
+    begins = {e.name: e.index for e in trace.events if isinstance(e, Phase) and e.edge == "begin" and e.rank == 0}
+    return begins[name] + 1
+
+
+def test_fsdp_forward_all_gather_shows_transfers_and_cost(snap_compare):
+    """FSDP2's all-gather of block 0: every rank's shard arrives at its place, with bytes, time,
+    algbw and busbw (times masked)."""
+    step = _fsdp_step("block 0 forward: all-gather")
+    assert snap_compare(_app("fsdp-tiny"), terminal_size=(160, 50), run_before=_at_step(step))
+
+
+def test_fsdp_backward_reduce_scatter_shows_transfers_and_cost(snap_compare):
+    """Block 0's gradient reduce-scatter: each rank receives every other rank's part of its shard."""
+    step = _fsdp_step("block 0 backward: reduce-scatter")
+    assert snap_compare(_app("fsdp-tiny"), terminal_size=(160, 50), run_before=_at_step(step))
+
+
+def test_fsdp_reshard_draws_the_gathered_weight_as_freed(snap_compare):
+    """After block 0's reshard its gathered W_query is struck through, 'freed in step k'."""
+    step = _fsdp_step("block 0 forward: reshard")
+    assert snap_compare(_app("fsdp-tiny"), terminal_size=(160, 50), run_before=_at_step(step))
+
+
+def test_fsdp_memory_by_category_with_peaks_at_the_end(snap_compare):
+    """The whole step's memory: params, grads, optimizer, activations, communication stacked on one
+    scale, ranks with identical samples on one row, the peak marked and named."""
+    step = _fsdp_step("AdamW step on the shards")
+    assert snap_compare(_app("fsdp-tiny"), terminal_size=(220, 60), run_before=_at_step(step))
+
+
+def test_ring_partial_sums_grow_hop_by_hop(snap_compare):
+    """Hop 2 of the ring: chunks summed over 2 and 3 ranks in different shades."""
+    assert snap_compare(_app("ring-all-reduce"), terminal_size=SIZE, run_before=_at_step(3))
+
+
+def test_desync_failure_names_the_rank_that_misbehaved(snap_compare):
+    """The end of the desync run: the header names rank 2's all_gather against the others' all_reduce."""
+
+    async def run_before(pilot) -> None:
+        await _at_step(1, "end")(pilot)
+
+    assert snap_compare(_app("desync"), terminal_size=SIZE, run_before=run_before)
+
+
+def test_64_ranks_compact_heatmap(snap_compare):
+    """64 ranks at 160x50: one row per rank in two columns, each a heatmap of the gathered buffer
+    coloured by source rank, every rank in the legend."""
+    app = make_app(events=all_gather_events(64), mask_volatile=True)
+
+    async def run_before(pilot) -> None:
+        await pilot.pause()
+        await pilot.press("home", "right", "right")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(160, 50), run_before=run_before)

@@ -142,6 +142,14 @@ def test_tp_output_equals_the_unsharded_mlp_and_shards_are_its_slices(runs):
         torch.testing.assert_close(w2, mlp.fc2.weight.detach().chunk(N, dim=1)[rank].reshape(-1))
     total = sum(torch.tensor(partials[r].values) for r in range(N))
     torch.testing.assert_close(total.reshape(expected.shape), expected)
+    # each partial recomputes from the screen: its gelu(h) shard · its W2 shardᵀ + the b2/N it shows
+    share = f"b2/{N} (in each partial)"
+    for rank in range(N):
+        g = torch.tensor(buffers(trace, "gelu(h) shard", "result")[rank].values).reshape(s["batch"], -1)
+        w2 = torch.tensor(buffers(trace, "W2 shard", "before")[rank].values).reshape(s["d_model"], -1)
+        b2 = torch.tensor(buffers(trace, share, "result")[rank].values)
+        torch.testing.assert_close(b2, mlp.fc2.bias.detach() / N)
+        torch.testing.assert_close(torch.tensor(partials[rank].values).reshape(expected.shape), g @ w2.T + b2)
     assert [c.op for c in events(trace, Collective, 0) if c.edge == "end" and c.phase == 4] == ["all_reduce"]
     assert sum(c.ok for c in events(trace, Check)) == N
     assert "✓" in runs["tp:stdout"]
@@ -465,3 +473,11 @@ def test_training_scenario_errors_name_file_key_and_problem(tmp_path):
     bad.write_text(text.replace("hidden = 16", "hidden = 0"))
     with pytest.raises(ScenarioError, match=r"key 'settings.hidden': 0 is less than 1"):
         load_scenario(bad)
+
+
+@pytest.mark.parametrize("key", ["ddp", "fsdp"])
+def test_the_untracked_timed_phase_reports_memory_only_as_it_opens(runs, key):
+    trace = runs[key]
+    timed = next(i for i, name in phase_names(trace).items() if "unobserved" in name)
+    for rank in range(N):
+        assert [m.label for m in events(trace, Memory, rank) if m.phase == timed] == ["start"]

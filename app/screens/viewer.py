@@ -69,7 +69,7 @@ class ViewerScreen(Screen[None]):
             yield BenchPlot(id="bench")
             with Vertical(id="side"):
                 yield NarrationPane(id="narration")
-                yield CostPane(id="cost")
+                yield CostPane(id="cost", mask_volatile=self.mask_volatile)
                 yield TransfersPane(id="transfers")
                 yield Legend(id="legend")
         yield MemoryTimeline(id="memory")

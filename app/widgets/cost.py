@@ -15,7 +15,7 @@ from ..model import CallCost, ViewState
 from .render import format_bytes
 from .text_pane import TextPane
 
-__all__ = ["CostPane", "cost_lines", "format_seconds", "TIMED_LABELS"]
+__all__ = ["CostPane", "cost_lines", "format_seconds", "TIMED_LABELS", "MASKED"]
 
 TIMED_LABELS = {
     "call": "slowest rank's call",
@@ -34,9 +34,15 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds * 1e6:.3g} µs"
 
 
-def cost_lines(cost: CallCost) -> Text:
+MASKED = "‒.‒‒"
+"""What a time or a bandwidth shows as when volatile figures are masked (snapshot tests)."""
+
+
+def cost_lines(cost: CallCost, mask_volatile: bool = False) -> Text:
     """The figures of one call in short lines: what, bytes per rank, time, algbw and busbw with
-    the numbers that make them."""
+    the numbers that make them (times and rates as :data:`MASKED` with ``mask_volatile``)."""
+    seconds = (lambda t: f"{MASKED} s") if mask_volatile else format_seconds  # noqa: E731
+    rate = (lambda r: f"{MASKED} B/s") if mask_volatile else human_rate  # noqa: E731
     text = Text()
     text.append(cost.op, "bold")
     group = "" if cost.group == "world" else f" on {cost.group}"
@@ -48,13 +54,13 @@ def cost_lines(cost: CallCost) -> Text:
         text.append("\ntime: not yet measured", "dim")
         return text
     repeats = f", median of {cost.calls}" if cost.calls > 1 else ""
-    text.append(f"\nt = {format_seconds(cost.seconds)}")
+    text.append(f"\nt = {seconds(cost.seconds)}")
     text.append(f" {TIMED_LABELS[cost.timed]}{repeats}", "dim")
     if cost.rate is None:
         return text
-    text.append(f"\nalgbw = S/t = {format_bytes(cost.algo_bytes)}/{format_seconds(cost.seconds)}"
-                f" = {human_rate(cost.rate.algbw)}")
-    text.append(f"\nbusbw = algbw × {_factor(cost.op, cost.ranks)} = {human_rate(cost.rate.busbw)}")
+    text.append(f"\nalgbw = S/t = {format_bytes(cost.algo_bytes)}/{seconds(cost.seconds)}"
+                f" = {rate(cost.rate.algbw)}")
+    text.append(f"\nbusbw = algbw × {_factor(cost.op, cost.ranks)} = {rate(cost.rate.busbw)}")
     text.append(f"\n{_factor_name(cost.op)}, n = {cost.ranks} · b: why", "dim italic")
     return text
 
@@ -80,6 +86,10 @@ def _factor_name(op: str) -> str:
 class CostPane(TextPane):
     """The step's largest collective call in figures; its other calls on one line."""
 
+    def __init__(self, *, mask_volatile: bool = False, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.mask_volatile = mask_volatile
+
     def show(self, view: ViewState) -> None:
         """Render the costs of ``view``'s step (hidden when the step ran no collective)."""
         costs = view.costs
@@ -90,7 +100,7 @@ class CostPane(TextPane):
             return
         largest = max(costs, key=lambda c: c.algo_bytes)
         self.set_title(f"cost · {len(costs)} collective call{'s' if len(costs) > 1 else ''}")
-        text = cost_lines(largest)
+        text = cost_lines(largest, self.mask_volatile)
         others = [c for c in costs if c is not largest]
         if others:
             listed = ", ".join(f"{c.op} {format_bytes(c.algo_bytes)}" for c in others[:4])

@@ -55,6 +55,13 @@ def device_figures(track: MemoryTrack) -> str:
     return f" · CUDA {cuda} · NVML {nvml}"
 
 
+def _with_rest(categories: dict[str, int], live: int) -> dict[str, int]:
+    """``categories`` plus any live bytes they do not account for, as "other" (a sample without
+    categories, from an older trace, is all "other")."""
+    rest = live - sum(categories.values())
+    return {**categories, "other": categories.get("other", 0) + rest} if rest > 0 else categories
+
+
 def _peak_sample(track: MemoryTrack) -> int:
     """The first sample at or before the cursor whose running peak is the peak so far (-1: none)."""
     if not track.upto:
@@ -138,7 +145,8 @@ class MemoryTimeline(LineWidget):
 
     @staticmethod
     def _legend(groups: list[RankGroup]) -> Line:
-        seen = {name for g in groups for sample in g.track.categories[: g.track.length] for name in sample}
+        seen = {name for g in groups for i in range(g.track.length)
+                for name in _with_rest(g.track.categories[i], g.track.live[i])}
         line: Line = []
         for name in sorted(seen, key=lambda c: (CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else 99, c)):
             line += [Segment("■ ", Style(color=category_colour(name))), Segment(f"{name}  ")]
@@ -187,7 +195,8 @@ class MemoryTimeline(LineWidget):
     def _cells(track: MemoryTrack, top: int, rows: int, width: int) -> list[Line]:
         """The chart's text rows, top first: one stacked column per chart column."""
         columns = sample_columns(track.live, track.length, width)
-        stacks = [stacked_cells(track.categories[i], top, rows, dim=i >= track.upto) for i in columns]
+        stacks = [stacked_cells(_with_rest(track.categories[i], track.live[i]), top, rows, dim=i >= track.upto)
+                  for i in columns]
         lines = []
         for row in range(rows - 1, -1, -1):
             line: Line = []

@@ -149,9 +149,12 @@ class RankHeatmap(LineWidget):
     def on_click(self, event: events.Click) -> None:
         """Ask the screen for the detail of the rank on the clicked row."""
         event.stop()
+        offset = event.get_content_offset(self)
+        if offset is None:  # on the border
+            return
         per_column, column_width, tall = self._layout
-        column = event.x // max(1, column_width)
-        row = event.y // tall
+        column = offset.x // max(1, column_width)
+        row = offset.y // tall
         rank = column * per_column + row
         if self._view is not None and 0 <= row < per_column and rank < len(self._view.ranks):
             self.post_message(self.Selected(rank))

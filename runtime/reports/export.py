@@ -168,7 +168,10 @@ class _Builder:
                 begins[key] = event
                 continue
             begin = begins.pop(key, None)
-            start = begin.t_ns if begin is not None else event.t_ns - (event.duration_ns or 0)
+            # a measured call is drawn exactly as long as it was measured: its begin event can be
+            # emitted before the flush and barrier that precede the timed call
+            measured = event.duration_ns is not None
+            start = event.t_ns - event.duration_ns if measured else begin.t_ns if begin is not None else event.t_ns
             calls.append(self._call_slice(event, start, event.t_ns))
         for begin in begins.values():  # entered, never left (the run failed inside it)
             calls.append(self._call_slice(begin, begin.t_ns, max(begin.t_ns, self.last_ns[begin.rank])))

@@ -83,9 +83,10 @@ def format_provenance(provenance: list[ProvenanceRun] | None, world_size: int) -
 def _header(start: RunStart | None) -> list[str]:
     if start is None:
         return ["(no RunStart event: the trace is incomplete)"]
+    dtype = start.options.get("dtype")
     return [
         f"collviz {start.scenario} — {start.world_size} ranks, {start.backend_reason}",
-        f"inputs: {start.example}" if start.example else "",
+        f"inputs: {start.example}" + (f" · dtype {dtype}" if dtype else "") if start.example else "",
         f"run {start.run} · torch {start.torch_version} · mode {start.mode}",
     ]
 

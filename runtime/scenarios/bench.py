@@ -105,6 +105,8 @@ class BenchProgram:
     warmup: int
     nvml_note: str = ""
     """Why NVML figures are absent on the launcher's host ("" when NVML works)."""
+    adjusted: tuple[str, ...] = ()
+    """Requested sizes not measured as asked, one line per op saying which and why."""
 
     @property
     def phase_count(self) -> int:
@@ -149,15 +151,26 @@ def build_bench(ops: list[str], sizes: list[int], world_size: int, *, dtype: str
     if warmup < 0:
         raise UsageError(f"--warmup {warmup}: must be 0 or more")
     itemsize = torch.empty((), dtype=getattr(torch, dtype)).element_size()
-    cases = []
+    cases: list[BenchCase] = []
+    skipped = []
     for op in dict.fromkeys(ops):
-        resolved = [_case(op, size, world_size, itemsize) for size in sizes]
-        cases.extend(dict.fromkeys(c for c in resolved if c is not None))
+        resolved = [(size, _case(op, size, world_size, itemsize)) for size in sizes]
+        too_small = [human_bytes(size) for size, case in resolved if case is None]
+        if too_small:
+            unit = itemsize * (world_size if op in _SPLIT else 1)
+            skipped.append(f"{op} {', '.join(too_small)}: smaller than {human_bytes(unit)}, one {dtype} element"
+                           + (f" per rank on {world_size} ranks" if op in _SPLIT else ""))
+        kept = list(dict.fromkeys(case for _, case in resolved if case is not None))
+        rounded = [f"{human_bytes(size)} → {human_bytes(case.size)}" for size, case in resolved
+                   if case is not None and case.size != size]
+        if rounded:
+            skipped.append(f"{op} {', '.join(rounded)}: rounded down to whole elements per rank")
+        cases.extend(kept)
     if not cases:
         raise UsageError(f"--sizes: every size is smaller than one {dtype} element per rank "
                          f"({world_size} × {itemsize} B); use a larger maximum")
     return BenchProgram(cases=tuple(cases), world_size=world_size, dtype=dtype, iters=iters, warmup=warmup,
-                        nvml_note=nvml_note)
+                        nvml_note=nvml_note, adjusted=tuple(skipped))
 
 
 def bench_scenario() -> Scenario:

@@ -24,7 +24,8 @@ from .patterns import exact_period, pattern
 from .transfers import emit_logical_transfers
 
 __all__ = [
-    "CollectiveSpec", "resolve_spec", "run_collective_scenario", "OUTPUT_NAMES", "make_input", "make_output",
+    "CollectiveSpec", "resolve_spec", "run_collective_scenario", "OUTPUT_NAMES", "make_input", "allocate_input",
+    "make_output",
     "collective_caller", "collective_fields", "timed_ns", "timed_calls",
 ]
 
@@ -217,6 +218,16 @@ def make_input(spec: CollectiveSpec, rank: int, world_size: int, device: torch.d
     return pattern(rank, spec.count, spec.period, device).to(dtype)
 
 
+def allocate_input(ctx: RankContext, spec: CollectiveSpec) -> torch.Tensor | None:
+    """:func:`make_input` for this rank, counted as "inputs" memory without the temporaries that
+    generating its values takes (they are collviz's, not the scenario's)."""
+    with ctx.tracker.suspended():
+        inp = make_input(spec, ctx.rank, ctx.world_size, ctx.device)
+    if inp is not None:
+        ctx.tracker.track([inp], "inputs")
+    return inp
+
+
 def make_output(spec: CollectiveSpec, inp: torch.Tensor | None, rank: int, world_size: int) -> torch.Tensor | None:
     """The zero-filled output buffer of an out-of-place collective on ``rank`` (None if it has none)."""
     n = world_size
@@ -347,14 +358,11 @@ def _observe_provenance(
 
 def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
     """Run ``spec`` on this rank: every phase, every event."""
-    rank, n, device = ctx.rank, ctx.world_size, ctx.device
+    rank, n = ctx.rank, ctx.world_size
     itemsize = torch.empty((), dtype=getattr(torch, spec.dtype)).element_size()
     call = collective_caller(spec, rank, n)
     with ctx.phase("setup", "setup"):
-        with ctx.tracker.suspended():  # generating values needs temporaries; only the input counts
-            inp = make_input(spec, rank, n, device)
-        if inp is not None:
-            ctx.tracker.track([inp], "inputs")
+        inp = allocate_input(ctx, spec)
         if inp is not None:
             own = uniform_provenance(inp.numel(), [rank] if _has_input(spec, rank) else [])
             ctx.buffer(spec.buffer_name, "inout" if spec.op in IN_PLACE else "input", "before", inp, own)

@@ -79,6 +79,8 @@ class PhaseSequence:
         self.opened = 0
         self.paused = False
         """While True, :meth:`next` does nothing (steps run unobserved, see :func:`timed_steps`)."""
+        self.untracked = False
+        """True while the open phase ran untracked: its end figure would be wrong, so none is sent."""
         self._phase: AbstractContextManager | None = None
         self._category: AbstractContextManager | None = None
         self._name = ""
@@ -102,8 +104,9 @@ class PhaseSequence:
         """Close the open phase, if any (a Memory event first when ``memory``)."""
         if self._phase is None:
             return
-        if self.memory:
+        if self.memory and not self.untracked:
             self.ctx.memory("end")
+        self.untracked = False
         if self._category is not None:
             self._category.__exit__(None, None, None)
             self._category = None
@@ -115,10 +118,12 @@ def timed_steps(ctx: RankContext, phases: PhaseSequence, steps: int, step: Calla
     """Phase "timed": ``step()`` ``steps`` times with no events, tracking or observation.
 
     The phase's own begin and end times are the measurement: its duration ÷ ``steps`` is the
-    time of one training step free of collviz's observation work.
+    time of one training step free of collviz's observation work. Memory is sampled as the phase
+    opens, not as it closes: storages made while untracked are not counted, so an end figure
+    would be wrong.
     """
     phases.next("timed", f"{steps} more steps, unobserved: step time = phase time / {steps}")
-    phases.paused = True
+    phases.paused = phases.untracked = True
     try:
         with ctx.tracker.suspended():
             for _ in range(steps):

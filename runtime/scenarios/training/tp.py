@@ -97,7 +97,13 @@ def run_tp(ctx: RankContext, program: TPProgram) -> None:
     def fc2_starts(module: Any, args: Any) -> None:
         """fc2's first forward pre-hook: show its local input, open the fc2 phase."""
         ctx.buffer("gelu(h) shard", "activation", "result", args[0], own(args[0]))
-        phases.next("fc2", "fc2 row-parallel: partial y = gelu(h) shard · W2 shardᵀ", category="activations")
+        phases.next("fc2", f"fc2 row-parallel: partial y = gelu(h) shard · W2 shardᵀ + b2/{ctx.world_size}",
+                    category="activations")
+        bias = mlp.fc2.bias.to_local()  # replicated: every rank holds all of b2
+        ctx.buffer("b2", "shard", "before", bias, uniform_provenance(bias.numel(), list(range(ctx.world_size))))
+        with ctx.tracker.suspended():
+            share = bias / ctx.world_size
+        ctx.buffer(f"b2/{ctx.world_size} (in each partial)", "shard", "result", share, own(share))
 
     def fc2_partial(module: Any, args: Any, out: Any) -> None:
         """fc2's first forward hook, before the style's all-reduce: show the partial output."""

@@ -1,0 +1,143 @@
+"""Command lines: a parser whose errors are one line, byte sizes, and a scenario run's options.
+
+A run's ``--help`` is written for that scenario: its description, its real defaults (ranks,
+dtype, reduce op, root, the settings of a training scenario's file), and only the options it
+takes; options it does not take are still parsed (hidden), so giving one is the usual one-line
+"does not apply" error rather than argparse's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from collviz.runtime.errors import UsageError
+
+if TYPE_CHECKING:
+    from collviz.runtime.scenarios.loading import Scenario
+    from collviz.runtime.scenarios.program import RunOptions
+
+__all__ = ["OneLineParser", "parse_size", "add_record_option", "run_parser", "run_options"]
+
+_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
+          "g": 1024**3, "gb": 1000**3, "gib": 1024**3}
+
+def _examples(name: str, collective: bool, fsdp: bool) -> str:
+    """The epilog's examples, for scenario ``name``."""
+    lines = [f"collviz {name} --gpus 4                 watch it live on 4 ranks (q quits, ? keys)",
+             f"collviz {name} --gpus 4 --step          space releases every rank into the next step",
+             f"collviz {name} --headless --record {name}.cvz   a text summary, and a trace to replay"]
+    if collective:
+        lines.append(f"collviz {name} --size 16MiB --iters 20 --headless   time a big one (median of 20)")
+    if fsdp:
+        lines.append(f"collviz {name} --gpus 4 --prefetch      the next unit's all-gather issued early")
+    return "examples:\n" + "".join(f"  {line}\n" for line in lines)
+
+
+_INPUTS = """
+Without --size the scenario's worked example is used when one exists for that many ranks;
+otherwise inputs are generated (element i of rank r is r*count + i + 1, or cycling with the
+largest period that keeps every value and result exact in the dtype; the inputs line says which).
+"""
+
+_BACKEND = "With N GPUs visible the backend is NCCL; otherwise gloo on CPU, and a banner says why.\n"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one-line UsageErrors instead of usage dumps."""
+
+    def error(self, message: str) -> NoReturn:
+        """Raise the one-line error, pointing at ``--help``."""
+        raise UsageError(f"{message} (see: {self.prog} --help)")
+
+
+def parse_size(text: str) -> int:
+    """``"16MiB"`` → 16777216; accepts B, KiB/MiB/GiB (binary), KB/MB/GB (decimal), K/M/G (binary)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise UsageError(f"--size {text!r}: expected a byte count such as 4, 64KiB, 1MiB or 16MiB")
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def add_record_option(parser: argparse.ArgumentParser) -> None:
+    """``--record FILE`` (the trace, created 0600) and ``--force`` (overwrite an existing FILE)."""
+    parser.add_argument("--record", type=Path, metavar="FILE",
+                        help="write the trace to FILE while running (refused if FILE exists, unless --force)")
+    parser.add_argument("--force", action="store_true", help="with --record: overwrite an existing FILE")
+
+
+def _find(name: str) -> Scenario | None:
+    from collviz.runtime.scenarios.loading import find_scenario
+
+    try:
+        return find_scenario(name)
+    except UsageError:
+        return None  # the run reports it, after parsing
+
+
+def _settings_text(scenario: Scenario) -> str:
+    """``settings (from fsdp.toml): seed 0, vocab 64, …`` for a scenario that has settings."""
+    if not scenario.settings:
+        return ""
+    listed = ", ".join(f"{key} {value}" for key, value in scenario.settings.items())
+    return f"\nsettings (from {scenario.path.name}; edit a copy and run `collviz FILE`): {listed}\n"
+
+
+def run_parser(name: str) -> OneLineParser:
+    """The parser of ``collviz NAME``: every run option, described for scenario NAME."""
+    from collviz.runtime.scenarios.loading import DTYPES, REDUCE_OPS, REDUCING, ROOTED
+
+    scenario = _find(name)
+    collective = scenario.collective if scenario is not None and scenario.kind == "collective" else None
+    training = scenario is not None and scenario.kind != "collective"
+
+    def shown(applies: bool, text: str) -> str:
+        return text if applies or scenario is None else argparse.SUPPRESS
+
+    fsdp = scenario is not None and scenario.kind == "fsdp"
+    epilog = (_examples(name, not training, fsdp) + ("" if training else _INPUTS)
+              + (_settings_text(scenario) if scenario else "") + _BACKEND)
+    parser = OneLineParser(prog=f"collviz {name}", allow_abbrev=False, epilog=epilog,
+                           description=scenario.description if scenario else "Run a scenario on real worker processes.",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    gpus = f"default {scenario.default_gpus}" if scenario else "default: the scenario's"
+    parser.add_argument("--gpus", type=int, metavar="N", help=f"number of ranks ({gpus})")
+    parser.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
+                        help="process-group backend (default auto: NCCL with N GPUs, else gloo on CPU)")
+    parser.add_argument("--headless", action="store_true", help="no viewer: print a plain-text summary")
+    parser.add_argument("--step", action="store_true", help="ranks wait at a gate before each phase (viewer: space)")
+    add_record_option(parser)
+    parser.add_argument("--notes", type=Path, metavar="FILE",
+                        help="a teacher's notes (TOML or Markdown, keyed by scenario and phase key) added to the narration")
+    op_default = f" (default {scenario.reduce_op})" if collective in REDUCING and scenario.reduce_op else ""
+    parser.add_argument("--op", choices=REDUCE_OPS,
+                        help=shown(collective in REDUCING, f"reduce op{op_default}; a worked example may set its own"))
+    dtype_default = f"default {scenario.dtype}" if collective else "default: the scenario's"
+    parser.add_argument("--dtype", choices=DTYPES, help=shown(collective is not None, f"element type ({dtype_default})"))
+    parser.add_argument("--size", metavar="BYTES",
+                        help=shown(collective is not None, "bytes of each rank's input, e.g. 64KiB, 16MiB (generated inputs)"))
+    root_default = f" (default {scenario.root})" if collective in ROOTED else ""
+    parser.add_argument("--root", type=int, metavar="R", help=shown(collective in ROOTED, f"root rank{root_default}"))
+    parser.add_argument("--iters", type=int, default=1, metavar="N",
+                        help=shown(collective is not None, "run the collective N times, timing each (default 1)"))
+    parser.add_argument("--prefetch", action=argparse.BooleanOptionalAction,
+                        help=shown(fsdp, "fsdp: issue the next unit's all-gather early (default: off)"))
+    parser.add_argument("--reshard-after-forward", action=argparse.BooleanOptionalAction,
+                        help=shown(fsdp, "fsdp: free gathered parameters after each unit's forward (default: on)"))
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                        help="a collective some ranks entered and others did not for S seconds is reported "
+                             "as a hang, naming who waits where (default 30); the process group gives up "
+                             "3 s later and the run ends")
+    return parser
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """The scenario overrides given on a run's command line."""
+    from collviz.runtime.scenarios.program import RunOptions
+
+    return RunOptions(reduce_op=args.op, dtype=args.dtype, root=args.root, iters=args.iters,
+                      size_bytes=None if args.size is None else parse_size(args.size),
+                      prefetch=getattr(args, "prefetch", None),
+                      reshard_after_forward=getattr(args, "reshard_after_forward", None))
