@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collviz.app.widgets.render import PLACEHOLDER_STYLE, provenance_style, rank_style
+from collviz.app.widgets.render import PLACEHOLDER_STYLE, buffer_lines, provenance_style, rank_style
+from collviz.runtime.wire.protocol import Buffer
 
 
 def test_sums_of_2_3_and_4_ranks_have_distinct_styles_and_differ_from_single_ranks():
@@ -12,3 +13,15 @@ def test_sums_of_2_3_and_4_ranks_have_distinct_styles_and_differ_from_single_ran
     assert provenance_style([0, 3]) == provenance_style([1, 2])  # the count is what the shade says
     assert provenance_style([]) == PLACEHOLDER_STYLE and provenance_style([2]) == rank_style(2)
     assert provenance_style(list(range(9))) == provenance_style(list(range(64)))  # 8 and more share the lightest
+
+
+def test_the_detail_width_keeps_each_matrix_row_on_one_line():
+    """A 2×64 matrix in the rank detail: two lines of 64 cells, not 64-wide rows wrapped."""
+    from collviz.app.screens.rank_detail import _row_width
+
+    values = [float(i) for i in range(128)]
+    buffer = Buffer(run="r", rank=0, seq=0, t_ns=0, phase=0, name="m", role="x", moment="after", shape=[2, 64],
+                    dtype="float32", values=values, provenance=None)
+    lines = buffer_lines(buffer, _row_width(buffer), detail=True)
+    rows = ["".join(segment.text for segment in line).split() for line in lines[1:]]
+    assert rows == [[str(i) for i in range(64)], [str(i) for i in range(64, 128)]]
