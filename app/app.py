@@ -79,7 +79,7 @@ class CollvizApp(App[int]):
                 tooltip="open that rank's buffers in full (the mouse works too)", show=False),
         *(Binding(str(rank), f"detail({rank})", "", show=False) for rank in range(1, 10)),
         Binding("b", "factor", "why this factor", show=False,
-                tooltip="why busbw = algbw × factor, worked through with this step's largest collective"),
+                tooltip="why busbw = algbw × factor, worked through with this step's latest collective"),
         Binding("z", "toggle_quiz", "quiz", show=False,
                 tooltip="replay: predict each collective's result before it is revealed, with a score"),
         Binding("question_mark", "help", "help", key_display="?"),
@@ -421,12 +421,12 @@ class CollvizApp(App[int]):
             self.push_screen(RankDetailScreen(rank, view, mask_volatile=self.mask_volatile))
 
     def action_factor(self) -> None:
-        """Explain the bus factor of the step's largest collective call (or say there is none)."""
+        """Explain the bus factor of the step's latest collective call (or say there is none)."""
         costs = self.current_view().costs
         if not costs:
             self.notify("this step ran no collective: no bus factor to explain", timeout=3)
             return
-        self.push_screen(FactorScreen(max(costs, key=lambda c: c.algo_bytes)))
+        self.push_screen(FactorScreen(costs[-1]))
 
     def action_help(self) -> None:
         """Show every key and what it does."""

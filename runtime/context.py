@@ -69,12 +69,15 @@ class RankContext:
         tensor: torch.Tensor,
         provenance: list[ProvenanceRun] | None,
         shape: list[int] | None = None,
+        labels: list[str] | None = None,
     ) -> None:
-        """Emit a Buffer event for ``tensor`` (snapshotted outside the memory accounting)."""
+        """Emit a Buffer event for ``tensor`` (snapshotted outside the memory accounting);
+        ``labels`` name its elements."""
         with self.tracker.suspended():
             contents = tensor_contents(tensor if shape is None else tensor.reshape(shape))
         self.emitter.emit(
-            Buffer, phase=self.phase_index, name=name, role=role, moment=moment, provenance=provenance, **contents
+            Buffer, phase=self.phase_index, name=name, role=role, moment=moment, provenance=provenance,
+            labels=labels, **contents
         )
 
     def freed(self, name: str, nbytes: int) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from collviz.runtime.wire.protocol import Buffer, Collective, Freed, Memory, RunEnd, Transfer
+from collviz.runtime.wire.protocol import Buffer, Check, Collective, Freed, Memory, RunEnd, Transfer
 from conftest import COLLECTIVE_SCENARIOS, run_cli
 from collviz.runtime.wire.trace import read_trace
 from reference import run_reference
@@ -136,6 +136,24 @@ def test_all_gather_followup_computes_queries_from_the_gathered_matrix(collectiv
     assert queries.shape == [4, 3]
     torch.testing.assert_close(torch.tensor(queries.values).reshape(4, 3), w_query @ embeddings.T)
     assert not any(rank != 0 for rank, _ in result)
+    # the note's printed queries are shown beside torch's, and the check says whether they agree
+    printed = torch.tensor(data["followup"]["note_result"], dtype=torch.float64)
+    differ = int(((printed - (w_query @ embeddings.T).double()).abs() > 0.0051).sum())
+    shown = result[(0, f"{data['followup']['name']} as {data['followup']['note_source']} prints them")]
+    assert shown.values == printed.reshape(-1).tolist()
+    (check,) = [c for c in collective_traces["all-gather"].events
+                if isinstance(c, Check) and c.name.startswith(data["followup"]["note_source"])]
+    assert check.ok is (differ == 0) and (differ == 0 or check.detail.startswith(f"{differ} of 12 numbers differ"))
+
+
+def test_reduce_scatter_names_each_parameter_and_the_part_each_rank_keeps(collective_traces):
+    data = tomllib.loads((SCENARIO_DIR / "reduce-scatter.toml").read_text())
+    names = next(e for e in data["example"] if e["gpus"] == N)["names"]
+    trace = collective_traces["reduce-scatter"]
+    before, after = _buffers(trace, "before"), _buffers(trace, "after")
+    for rank in range(N):
+        assert before[(rank, "grad")].labels == names
+        assert after[(rank, "reduced_shard")].labels == [names[rank]]  # rank r keeps part r
 
 
 @pytest.mark.parametrize("name", COLLECTIVE_SCENARIOS)

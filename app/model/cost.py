@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from collviz.runtime.observation.metrics import Bandwidth, bandwidth, bus_factor
@@ -19,7 +19,10 @@ from collviz.runtime.wire.protocol import Collective, Phase
 
 from .log import EventLog
 
-__all__ = ["CallCost", "costs_at"]
+__all__ = ["CallCost", "costs_at", "MAX_CALLS"]
+
+MAX_CALLS = 8
+"""Most calls of one step whose costs the view carries (the latest ones)."""
 
 Timing = Literal["call", "phase", "unknown"]
 
@@ -77,35 +80,59 @@ def _rate(op: str, ranks: int, size: int, seconds: float | None) -> Bandwidth | 
     return bandwidth(op, ranks, size, seconds) if seconds and size else None
 
 
-def costs_at(log: EventLog, cursor: int, step: int) -> tuple[CallCost, ...]:
-    """The cost of every collective call of phase ``step`` whose end was seen before ``cursor``,
-    in the order the calls were issued."""
+def costs_at(log: EventLog, cursor: int, step: int) -> tuple[tuple[CallCost, ...], int]:
+    """The cost of the last :data:`MAX_CALLS` collective calls of phase ``step`` whose end was seen
+    before ``cursor`` (in the order they were issued), and how many calls the step has so far.
+
+    Only the shown calls' events are read (backwards from the cursor), so a phase of thousands of
+    calls costs no more per frame than one of a few.
+    """
     phase = log.phases.get(step)
     if phase is None:
-        return ()
-    ends: list[Collective] = phase.collectives.events[: phase.collectives.count_upto(cursor)]
-    calls: dict[tuple[str, int], list[Collective]] = {}
-    for event in ends:
-        calls.setdefault((event.group, event.group_seq), []).append(event)
+        return (), 0
+    calls = bisect_left(phase.call_firsts, cursor)
+    first = max(0, calls - MAX_CALLS)
+    shown = phase.call_keys[first:calls]
+    if not shown:
+        return (), 0
+    wanted = set(shown)
+    by_call: dict[tuple[str, int], list[Collective]] = {key: [] for key in shown}
+    series = phase.collectives
+    for position in range(series.count_upto(cursor) - 1, -1, -1):
+        if series.index[position] < phase.call_firsts[first]:
+            break
+        event: Collective = series.events[position]
+        key = (event.group, event.group_seq)
+        if key in wanted:
+            by_call[key].append(event)
     phase_time: float | None = None
     costs = []
-    for events in calls.values():
-        first = events[0]
-        per_iteration: dict[int, int] = {}
-        for event in events:
-            if event.duration_ns is not None:
-                per_iteration[event.iteration] = max(per_iteration.get(event.iteration, 0), event.duration_ns)
-        if per_iteration:
-            seconds, timed = statistics.median(per_iteration.values()) / 1e9, "call"
-        else:
+    for key in shown:
+        events = by_call[key]
+        cost, needs_phase_time = _cost(events, log.world_size)
+        if needs_phase_time:
             phase_time = phase_time if phase_time is not None else _phase_seconds(log, cursor, step)
-            seconds, timed = phase_time, "phase" if phase_time is not None else "unknown"
-        ranks = len(first.group_ranks) or log.world_size
-        costs.append(CallCost(
-            op=first.op, group=first.group, ranks=ranks, dtype=first.dtype,
-            bytes_in=max(e.bytes_in for e in events), bytes_out=max(e.bytes_out for e in events),
-            algo_bytes=max(e.algo_bytes for e in events), seconds=seconds, timed=timed,
-            calls=max(len(per_iteration), 1), reported=len({e.rank for e in events}),
-            rate=_rate(first.op, ranks, max(e.algo_bytes for e in events), seconds),
-        ))
-    return tuple(costs)
+            cost = replace(cost, seconds=phase_time, timed="phase" if phase_time is not None else "unknown",
+                           rate=_rate(cost.op, cost.ranks, cost.algo_bytes, phase_time))
+        costs.append(cost)
+    return tuple(costs), calls
+
+
+def _cost(events: list[Collective], world_size: int) -> tuple[CallCost, bool]:
+    """One call's cost from its ranks' end events; True when its time must come from the phase."""
+    first = events[0]
+    per_iteration: dict[int, int] = {}
+    for event in events:
+        if event.duration_ns is not None:
+            per_iteration[event.iteration] = max(per_iteration.get(event.iteration, 0), event.duration_ns)
+    seconds = statistics.median(per_iteration.values()) / 1e9 if per_iteration else None
+    ranks = len(first.group_ranks) or world_size
+    size = max(e.algo_bytes for e in events)
+    cost = CallCost(
+        op=first.op, group=first.group, ranks=ranks, dtype=first.dtype,
+        bytes_in=max(e.bytes_in for e in events), bytes_out=max(e.bytes_out for e in events),
+        algo_bytes=size, seconds=seconds, timed="call" if per_iteration else "unknown",
+        calls=max(len(per_iteration), 1), reported=len({e.rank for e in events}),
+        rate=_rate(first.op, ranks, size, seconds),
+    )
+    return cost, not per_iteration

@@ -112,6 +112,11 @@ class PhaseIndex:
     transfers: Series = field(default_factory=Series)
     checks: Series = field(default_factory=Series)
     collectives: Series = field(default_factory=Series)
+    call_firsts: list[int] = field(default_factory=list)
+    """Log index of each collective call's first end event (any rank), in order."""
+    call_keys: list[tuple[str, int]] = field(default_factory=list)
+    """(group, call number) of each call, parallel to :attr:`call_firsts`."""
+    _seen_calls: set[tuple[str, int]] = field(default_factory=set)
 
 
 class EventLog:
@@ -280,4 +285,10 @@ class EventLog:
     def _collective(self, index: int, event: Collective) -> None:
         self.rank(event.rank).collectives.add(index, event.phase, event)
         if event.edge == "end" and event.phase >= 0:
-            self.phase(event.phase).collectives.add(index, event.phase, event)
+            phase = self.phase(event.phase)
+            phase.collectives.add(index, event.phase, event)
+            key = (event.group, event.group_seq)
+            if key not in phase._seen_calls:
+                phase._seen_calls.add(key)
+                phase.call_firsts.append(index)
+                phase.call_keys.append(key)

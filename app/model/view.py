@@ -108,8 +108,8 @@ class ViewState:
     description before the first phase). ``ranks``: one view per rank. ``transfers``: the step's
     transfers so far (at most :data:`MAX_TRANSFERS`, sorted), ``transfer_count`` all of them.
     ``checks``: the step's checks. ``tail``: the last :data:`TAIL_LENGTH` events before the cursor.
-    ``last_go``: the last gate released before the cursor (-1: none). ``costs``: what each
-    collective call of the step cost. ``bench``: the busbw series of a ``collviz bench`` run (None
+    ``last_go``: the last gate released before the cursor (-1: none). ``costs``: what the step's
+    latest collective calls cost (at most :data:`~.cost.MAX_CALLS`), ``call_count`` of how many. ``bench``: the busbw series of a ``collviz bench`` run (None
     for any other run). ``phase_names``: every phase's name seen so far, by number.
     """
 
@@ -128,6 +128,7 @@ class ViewState:
     tail: tuple[AnyEvent, ...]
     last_go: int
     costs: tuple[CallCost, ...] = ()
+    call_count: int = 0
     bench: BenchView | None = None
     phase_names: dict[int, str] = field(default_factory=dict, compare=False)
 
@@ -280,6 +281,7 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
         checks = tuple(sorted(phase.checks.events[: phase.checks.count_upto(cursor)], key=lambda c: (c.rank, c.name)))
     gos = log.gos.count_upto(cursor)
     run = log.run_start
+    costs, call_count = costs_at(log, cursor, step) if shown else ((), 0)
     return ViewState(
         cursor=cursor,
         length=len(log),
@@ -295,7 +297,8 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
         checks=checks,
         tail=tuple(log.events[max(0, cursor - tail) : cursor]),
         last_go=log.gos.events[gos - 1].index if gos else -1,
-        costs=costs_at(log, cursor, step) if shown else (),
+        costs=costs,
+        call_count=call_count,
         bench=bench_at(log, cursor, step),
         phase_names=names,
     )

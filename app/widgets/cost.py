@@ -1,8 +1,8 @@
 """The cost pane: what the step's collective calls moved and what they cost.
 
-For the step's largest call (by nccl-tests' S): bytes per rank in and out, the time and what it
-measured, algbw = S/t and busbw = algbw × factor with the numbers; the step's other calls are
-listed on one line. ``b`` opens the "why this factor" explanation.
+For the step's latest call: bytes per rank in and out, the time and what it measured,
+algbw = S/t and busbw = algbw × factor with the numbers; the step's earlier calls are listed on
+one line. ``b`` opens the "why this factor" explanation.
 """
 
 from __future__ import annotations
@@ -84,26 +84,27 @@ def _factor_name(op: str) -> str:
 
 
 class CostPane(TextPane):
-    """The step's largest collective call in figures; its other calls on one line."""
+    """The step's latest collective call in figures; its earlier calls on one line."""
 
     def __init__(self, *, mask_volatile: bool = False, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.mask_volatile = mask_volatile
 
     def show(self, view: ViewState) -> None:
-        """Render the costs of ``view``'s step (hidden when the step ran no collective)."""
+        """Render the costs of ``view``'s step."""
         costs = view.costs
-        self.set_class(not costs, "-empty")
-        if not costs:
+        if not costs:  # the pane keeps its size: a frame never re-lays the screen out
             self.set_title("cost")
-            self.show_text(Text(""))
+            self.show_text(Text("no collective call in this step", "dim"))
             return
-        largest = max(costs, key=lambda c: c.algo_bytes)
-        self.set_title(f"cost · {len(costs)} collective call{'s' if len(costs) > 1 else ''}")
-        text = cost_lines(largest, self.mask_volatile)
-        others = [c for c in costs if c is not largest]
-        if others:
-            listed = ", ".join(f"{c.op} {format_bytes(c.algo_bytes)}" for c in others[:4])
-            more = f" and {len(others) - 4} more" if len(others) > 4 else ""
-            text.append(f"\nalso: {listed}{more}", "dim")
+        latest = costs[-1]
+        count = view.call_count
+        self.set_title(f"cost · {count:,} collective call{'s' if count > 1 else ''}"
+                       + (" · the latest" if count > 1 else ""))
+        text = cost_lines(latest, self.mask_volatile)
+        earlier = costs[:-1][::-1]
+        if earlier:
+            listed = ", ".join(f"{c.op} {format_bytes(c.algo_bytes)}" for c in earlier[:4])
+            more = f" and {count - 1 - len(earlier[:4]):,} more" if count - 1 > len(earlier[:4]) else ""
+            text.append(f"\nbefore it: {listed}{more}", "dim")
         self.show_text(text)

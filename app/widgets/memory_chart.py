@@ -11,13 +11,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from rich.style import Style
 
 from ..model import MemoryTrack
 
 __all__ = [
-    "CATEGORY_ORDER", "CATEGORY_COLOURS", "category_colour", "RankGroup", "group_ranks", "representative_groups",
+    "CATEGORY_ORDER", "CATEGORY_COLOURS", "category_colour", "RankGroup", "SeriesDigests", "group_ranks",
+    "representative_groups",
     "sample_columns", "stacked_cells", "phase_label", "Cell",
 ]
 
@@ -31,6 +33,7 @@ CATEGORY_COLOURS = {
 """Colour of each memory category (any other category is drawn like ``other``)."""
 
 _LOWER = " ▁▂▃▄▅▆▇█"
+_BLANK = Style()
 
 Cell = tuple[str, Style]
 """One character of the chart and its style."""
@@ -63,18 +66,43 @@ class RankGroup:
         return f"{text} {self.note}" if self.note else text
 
 
-def _signature(track: MemoryTrack) -> tuple:
-    count = track.length
-    return (count, track.upto, tuple(track.live[:count]), tuple(track.peaks[:count]),
-            tuple(tuple(sorted(c.items())) for c in track.categories[:count]), repr(track.cuda), repr(track.nvml))
+class SeriesDigests:
+    """A running digest of each rank's memory series, extended as the series grow.
+
+    The log's series only ever grow, so each rank's digest (a hash of every sample so far, and the
+    categories seen) is brought up to date with the new samples alone: grouping identical ranks
+    and listing the legend's categories cost nothing per frame, however long the run.
+    """
+
+    def __init__(self) -> None:
+        self._state: dict[int, tuple[object, int, int, frozenset[str]]] = {}
+
+    def digest(self, track: MemoryTrack) -> tuple[int, frozenset[str]]:
+        """(hash of the first ``track.length`` samples, categories seen in them)."""
+        key = id(track.live)
+        owner, done, value, seen = self._state.get(key, (None, 0, 0, frozenset()))
+        if owner is not track.live or done > track.length:  # a new series, or a shorter view of it
+            done, value, seen = 0, 0, frozenset()
+        new = set()
+        for i in range(done, track.length):
+            sample = track.categories[i]
+            value = hash((value, track.live[i], track.peaks[i], tuple(sample.items())))
+            new.update(sample)
+            if track.live[i] > sum(sample.values()):
+                new.add("other")
+        if new - seen:
+            seen = seen | new
+        self._state[key] = (track.live, track.length, value, seen)
+        return value, seen
 
 
-def group_ranks(tracks: Sequence[MemoryTrack]) -> list[RankGroup]:
+def group_ranks(tracks: Sequence[MemoryTrack], digests: SeriesDigests) -> list[RankGroup]:
     """Ranks with identical samples (bytes, categories, peaks, cursor, device figures) grouped,
     in rank order."""
     groups: dict[tuple, list[int]] = {}
     for rank, track in enumerate(tracks):
-        groups.setdefault(_signature(track), []).append(rank)
+        signature = (track.length, track.upto, digests.digest(track)[0], repr(track.cuda), repr(track.nvml))
+        groups.setdefault(signature, []).append(rank)
     return [RankGroup(tuple(ranks), tracks[ranks[0]]) for ranks in groups.values()]
 
 
@@ -98,14 +126,32 @@ def sample_columns(live: Sequence[int], count: int, width: int) -> list[int]:
     columns = []
     for column in range(width):
         low = column * count // width
-        high = max(low + 1, (column + 1) * count // width)
-        columns.append(max(range(low, min(high, count)), key=lambda i: live[i]))
+        high = min(count, max(low + 1, (column + 1) * count // width))
+        if high - low == 1:
+            columns.append(low)
+        else:  # slices, max and index run in C: a long run costs little per frame
+            span = live[low:high]
+            columns.append(low + span.index(max(span)))
     return columns
 
 
 def stacked_cells(categories: dict[str, int], top: int, rows: int, dim: bool) -> list[Cell]:
     """The ``rows`` cells (bottom first) of one column: ``categories`` stacked in
-    :data:`CATEGORY_ORDER`, ``top`` bytes being the full height; grey when ``dim``."""
+    :data:`CATEGORY_ORDER`, ``top`` bytes being the full height; grey when ``dim``.
+
+    Memoised: a run's columns repeat a few (categories, scale) pairs, and building cells and
+    their styles anew for every column of every frame would cost most of a frame."""
+    return _stacked(tuple(categories.items()), top, rows, dim)
+
+
+@lru_cache(maxsize=8192)
+def _cell_style(colour: str, background: str | None) -> Style:
+    return Style(color=colour, bgcolor=background)
+
+
+@lru_cache(maxsize=8192)
+def _stacked(items: tuple[tuple[str, int], ...], top: int, rows: int, dim: bool) -> list[Cell]:
+    categories = dict(items)
     eighths = rows * 8
     total = sum(categories.values())
     order = sorted(categories, key=lambda c: (CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else len(CATEGORY_ORDER), c))
@@ -126,7 +172,7 @@ def stacked_cells(categories: dict[str, int], top: int, rows: int, dim: bool) ->
         low, high = row * 8, row * 8 + 8
         inside = [(max(s, low), min(e, high), name) for s, e, name in bands if s < high and e > low]
         if not inside:
-            cells.append((" ", Style()))
+            cells.append((" ", _BLANK))
             continue
         first_end, first = inside[0][1], inside[0][2]
         fill = first_end - low
@@ -134,7 +180,7 @@ def stacked_cells(categories: dict[str, int], top: int, rows: int, dim: bool) ->
         above = max(rest)[1] if rest else None
         colour = "#5a5a5a" if dim else category_colour(first)
         background = None if above is None else ("#3a3a3a" if dim else category_colour(above))
-        cells.append((_LOWER[fill], Style(color=colour, bgcolor=background)))
+        cells.append((_LOWER[fill], _cell_style(colour, background)))
     return cells
 
 

@@ -18,6 +18,7 @@ from .line_widget import LineWidget
 from .memory_chart import (
     CATEGORY_ORDER,
     RankGroup,
+    SeriesDigests,
     category_colour,
     group_ranks,
     phase_label,
@@ -67,7 +68,7 @@ def _peak_sample(track: MemoryTrack) -> int:
     if not track.upto:
         return -1
     peak = track.peaks[track.upto - 1]
-    return next(i for i in range(track.upto) if track.peaks[i] == peak)
+    return track.peaks.index(peak, 0, track.upto)
 
 
 def _column_of(sample: int, count: int, width: int) -> int:
@@ -85,6 +86,8 @@ class MemoryTimeline(LineWidget):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._view: ViewState | None = None
         self._rows = -1
+        self._sized_for = (-1, -1)  # (ranks, screen height) the sticky height was found for
+        self._digests = SeriesDigests()
         self.border_title = "memory"
         self.border_subtitle = f"device: {NO_DEVICE_FIGURES}"
 
@@ -99,15 +102,17 @@ class MemoryTimeline(LineWidget):
         title = f"memory · live bytes by category · one scale: full height = {format_bytes(top)}"
         if title != self.border_title:
             self.border_title = Text(title)
-        rows = self._height(view)
-        self.lines_changed(layout=rows != self._rows)
+        same = (len(view.ranks), self.app.size.height) == self._sized_for
+        rows = max(self._rows, self._height(view)) if same else self._height(view)
+        self._sized_for = (len(view.ranks), self.app.size.height)
+        self.lines_changed(layout=rows != self._rows)  # the height only grows: no re-layout per frame
         self._rows = rows
 
     def _layout(self, view: ViewState) -> tuple[list[RankGroup], int, int]:
         """The rows to draw, the ranks left out, and the chart's text rows per row, within a
         budget of about a quarter of the screen's height."""
         budget = max(MIN_LINES, self.app.size.height // 4) - 2  # less the legend and the axis
-        groups, hidden = representative_groups(group_ranks([r.memory for r in view.ranks]), MAX_GROUPS)
+        groups, hidden = representative_groups(group_ranks([r.memory for r in view.ranks], self._digests), MAX_GROUPS)
         if len(groups) + (1 if hidden else 0) > budget:
             groups, hidden = representative_groups(groups, 3)
         room = budget - (1 if hidden else 0)
@@ -123,8 +128,9 @@ class MemoryTimeline(LineWidget):
         return 2 + len(groups) * per_group + (1 if hidden else 0)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        """Legend, each row's chart, the axis (one line for the placeholder)."""
-        return self._height(self._view) if self._view is not None else 1
+        """Legend, each row's chart, the axis (one line for the placeholder): the most lines any
+        frame of this run has needed, so rows of ranks merging and splitting never re-lay out."""
+        return max(self._rows, 1)
 
     def build_lines(self, width: int, height: int) -> list[Line]:
         """Legend, then per row a peak line and its stacked chart, then the phase axis."""
@@ -143,10 +149,8 @@ class MemoryTimeline(LineWidget):
         lines.append([Segment(" " * label_width), *self._axis(longest, view.phase_names, width - label_width)])
         return lines
 
-    @staticmethod
-    def _legend(groups: list[RankGroup]) -> Line:
-        seen = {name for g in groups for i in range(g.track.length)
-                for name in _with_rest(g.track.categories[i], g.track.live[i])}
+    def _legend(self, groups: list[RankGroup]) -> Line:
+        seen = {name for g in groups for name in self._digests.digest(g.track)[1]}
         line: Line = []
         for name in sorted(seen, key=lambda c: (CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else 99, c)):
             line += [Segment("■ ", Style(color=category_colour(name))), Segment(f"{name}  ")]

@@ -64,6 +64,8 @@ BOLD = Style(bold=True)
 DIM = Style(dim=True)
 MOMENT = Style(italic=True, dim=True)
 CYAN = Style(color="cyan")
+NAME = Style(bold=True, color="cyan")
+"""Names of a worked example's elements (A, B, C, D), above their values."""
 
 
 @lru_cache(maxsize=1024)
@@ -172,6 +174,7 @@ def buffer_lines(buffer: Buffer, width: int, max_rows: int | None = None, detail
     """A buffer as a title line and a grid of provenance-coloured value cells (or its summary).
 
     ``max_rows`` limits the grid's lines; ``detail`` adds the buffer's role and dtype to the title.
+    Named elements (``Buffer.labels``) get their names on a line above their values.
     """
     lines = [_title(buffer, detail)]
     if buffer.values is None:
@@ -185,7 +188,8 @@ def buffer_lines(buffer: Buffer, width: int, max_rows: int | None = None, detail
         return lines
     labels = [format_value(v) for v in buffer.values]
     styles = _cell_styles(buffer, len(labels))
-    cell = max(map(len, labels), default=1) + 1
+    names = buffer.labels if buffer.labels is not None and len(buffer.labels) == len(labels) else None
+    cell = max(map(len, [*labels, *(names or ())]), default=1) + 1
     columns = (buffer.shape[-1] if len(buffer.shape) >= 2 else len(labels)) or 1
     per_line = max(1, min(columns, (width - 1) // cell))
     grid_lines = -(-len(labels) // columns) * -(-columns // per_line)
@@ -197,8 +201,11 @@ def buffer_lines(buffer: Buffer, width: int, max_rows: int | None = None, detail
             if max_rows is not None and len(lines) > max_rows:
                 lines[-1].append(Segment(f" …+{prod(buffer.shape) - line_start}", DIM))
                 return lines
+            shown = range(line_start, min(row_end, line_start + per_line))
+            if names is not None:  # the elements' names above their values
+                lines.append([Segment(" " + "".join(names[i].rjust(cell - 1) + " " for i in shown), NAME)])
             line: Line = [Segment(" ")]
-            _append_cells(line, labels, styles, range(line_start, min(row_end, line_start + per_line)), cell)
+            _append_cells(line, labels, styles, shown, cell)
             lines.append(line)
     return lines
 

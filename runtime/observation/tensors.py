@@ -95,7 +95,7 @@ class TagPass:
 def tag_passes(dtype: torch.dtype, world_size: int) -> list[TagPass]:
     """The passes that observe provenance for data of ``dtype`` on ``world_size`` ranks (empty when
     no tag type matches its element size)."""
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    itemsize = dtype.itemsize
     tag, capacity = _TAG_TYPES.get(itemsize, (None, 0))
     if tag is None:
         return []

@@ -41,13 +41,16 @@ def _number(value: float | int) -> str:
 
 
 def format_values(buffer: Buffer) -> str:
-    """The buffer's values (rows split by ``|`` for 2-D), or its summary for large buffers."""
+    """The buffer's values (rows split by ``|`` for 2-D; each after its name when the elements
+    are named), or its summary for large buffers."""
     if buffer.values is None:
         if buffer.summary is None:
             return "(not shown)"
         s = buffer.summary
         return f"min {_number(s.min)} max {_number(s.max)} mean {_number(s.mean)} crc32 {s.crc32}"
     values = [_number(v) for v in buffer.values]
+    if buffer.labels is not None and len(buffer.labels) == len(values):
+        values = [f"{label} {value}" for label, value in zip(buffer.labels, values)]
     if len(values) > _SHOWN_VALUES:
         values = values[:12] + ["…"] + values[-3:]
         return "[" + ", ".join(values) + "]"

@@ -150,7 +150,7 @@ def build_bench(ops: list[str], sizes: list[int], world_size: int, *, dtype: str
         raise UsageError(f"--iters {iters}: must be at least 1")
     if warmup < 0:
         raise UsageError(f"--warmup {warmup}: must be 0 or more")
-    itemsize = torch.empty((), dtype=getattr(torch, dtype)).element_size()
+    itemsize = getattr(torch, dtype).itemsize
     cases: list[BenchCase] = []
     skipped = []
     for op in dict.fromkeys(ops):

@@ -18,7 +18,7 @@ from ..context import RankContext
 from ..errors import UsageError
 from ..observation.metrics import algo_bytes, human_bytes
 from ..observation.tensors import TagPass, observe_provenance, uniform_provenance
-from ..wire.protocol import Collective, ProvenanceRun
+from ..wire.protocol import Check, Collective, ProvenanceRun
 from .loading import COLLECTIVES, REDUCE_OPS, REDUCING, ROOTED, Followup, Scenario
 from .patterns import exact_period, pattern
 from .transfers import emit_logical_transfers
@@ -68,6 +68,21 @@ class CollectiveSpec:
     source: str
     period: int | None = None
     """Generated inputs cycle with this period to stay exact (None: no cycle, or worked-example inputs)."""
+    names: tuple[str, ...] | None = None
+    """The worked example's names of a rank's input elements, in order (None: unnamed)."""
+
+    def output_labels(self, rank: int, world_size: int) -> list[str] | None:
+        """The names of ``rank``'s output elements: the part it keeps of a split, the same names
+        for an in-place op, each source's part for all-to-all (None when unnamed or gathered)."""
+        names = self.names
+        if names is None or self.op in ("gather", "all_gather"):
+            return None
+        if self.op in IN_PLACE:
+            return list(names)
+        part = len(names) // world_size
+        if self.op == "all_to_all":
+            return [names[rank * part + i] for _ in range(world_size) for i in range(part)]
+        return list(names[rank * part:(rank + 1) * part])
 
     @property
     def display_name(self) -> str:
@@ -96,7 +111,7 @@ class CollectiveSpec:
 
     def narration_values(self, world_size: int) -> dict[str, object]:
         """Values for the scenario's narration placeholders."""
-        itemsize = torch.empty((), dtype=getattr(torch, self.dtype)).element_size()
+        itemsize = getattr(torch, self.dtype).itemsize
         return {
             "world_size": world_size,
             "op": self.reduce_op or "",
@@ -143,7 +158,7 @@ def resolve_spec(
         raise UsageError(f"--root: {op} has no root")
     if iters < 1:
         raise UsageError(f"--iters {iters}: must be at least 1")
-    itemsize = torch.empty((), dtype=torch_dtype).element_size()
+    itemsize = torch_dtype.itemsize
     period = None
     if example is not None:
         inputs = example.inputs
@@ -179,6 +194,7 @@ def resolve_spec(
         followup=scenario.followup_for(example) if example is not None else None,
         source=source,
         period=period,
+        names=example.names if example is not None else None,
     )
 
 
@@ -296,7 +312,7 @@ def collective_fields(ctx: RankContext, spec: CollectiveSpec, inp: torch.Tensor 
                       out: torch.Tensor | None) -> dict:
     """The fields of the Collective events of ``spec``'s next call on this rank (numbers it)."""
     n = ctx.world_size
-    itemsize = torch.empty((), dtype=getattr(torch, spec.dtype)).element_size()
+    itemsize = getattr(torch, spec.dtype).itemsize
     bytes_in = 0 if inp is None else inp.numel() * itemsize
     bytes_out = bytes_in if spec.op in IN_PLACE else (0 if out is None else out.numel() * itemsize)
     root_in = spec.count * itemsize
@@ -359,13 +375,14 @@ def _observe_provenance(
 def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
     """Run ``spec`` on this rank: every phase, every event."""
     rank, n = ctx.rank, ctx.world_size
-    itemsize = torch.empty((), dtype=getattr(torch, spec.dtype)).element_size()
+    itemsize = getattr(torch, spec.dtype).itemsize
     call = collective_caller(spec, rank, n)
     with ctx.phase("setup", "setup"):
         inp = allocate_input(ctx, spec)
         if inp is not None:
             own = uniform_provenance(inp.numel(), [rank] if _has_input(spec, rank) else [])
-            ctx.buffer(spec.buffer_name, "inout" if spec.op in IN_PLACE else "input", "before", inp, own)
+            ctx.buffer(spec.buffer_name, "inout" if spec.op in IN_PLACE else "input", "before", inp, own,
+                       labels=list(spec.names) if spec.names and _has_input(spec, rank) else None)
         ctx.memory("inputs allocated")
 
     input_shape = list(inp.shape) if inp is not None else [spec.count]
@@ -388,7 +405,7 @@ def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
         received = inp if spec.op in IN_PLACE else out
         if received is not None:
             ctx.buffer(out_name, "inout" if spec.op in IN_PLACE else "output", "after", received, provenance,
-                       shape=None if spec.op in IN_PLACE else out_shape)
+                       shape=None if spec.op in IN_PLACE else out_shape, labels=spec.output_labels(rank, n))
             if provenance is not None:
                 emit_logical_transfers(ctx, out_name, provenance, itemsize)
         ctx.memory(f"after {spec.op}")
@@ -421,3 +438,29 @@ def _run_followup(ctx: RankContext, spec: CollectiveSpec, gathered: torch.Tensor
         result = gathered.reshape(gathered_shape) @ right.T
     ctx.buffer(followup.right_name, "input", "before", right, uniform_provenance(right.numel(), [ctx.rank]))
     ctx.buffer(followup.name, "result", "result", result, uniform_provenance(result.numel(), [ctx.rank]))
+    if followup.note_result is not None:
+        _compare_with_note(ctx, followup, result)
+
+
+def _compare_with_note(ctx: RankContext, followup: Followup, result: torch.Tensor) -> None:
+    """Show the result as the teaching note prints it, and say whether torch's agrees with it.
+
+    The note prints two decimals, so agreement means within half a unit of the last digit printed.
+    A Check names the note, so a ✗ reads as "the note is wrong", never as a failed run.
+    """
+    with ctx.tracker.suspended():
+        printed = torch.tensor(followup.note_result, dtype=torch.float64)
+        computed = result.detach().double().cpu()
+        same_shape = printed.shape == computed.shape
+        wrong = (printed - computed).abs() > 0.0051 if same_shape else torch.ones(1, dtype=torch.bool)
+    ctx.buffer(f"{followup.name} as {followup.note_source} prints them", "note", "result", printed, None)
+    if not same_shape:
+        detail = f"the note's {list(printed.shape)} does not match torch's {list(computed.shape)}"
+    elif wrong.any():
+        first = tuple(int(i) for i in torch.nonzero(wrong)[0])
+        detail = (f"{int(wrong.sum())} of {wrong.numel()} numbers differ from torch's; e.g. {followup.name}{list(first)}: "
+                  f"the note prints {printed[first].item():g}, torch computed {computed[first].item():.4g}")
+    else:
+        detail = f"all {printed.numel()} numbers agree with torch's to the note's two decimals"
+    ctx.emitter.emit(Check, phase=ctx.phase_index, name=f"{followup.note_source}'s {followup.name}",
+                     ok=not wrong.any(), detail=detail)

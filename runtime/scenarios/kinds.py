@@ -9,6 +9,7 @@ import string
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from math import prod
 from pathlib import Path
 from types import MappingProxyType
 
@@ -41,8 +42,8 @@ __all__ = ["COMMON_KEYS", "Common", "READERS", "KINDS", "FAULTS", "DESYNC_PHASE_
 COMMON_KEYS = ("name", "description", "kind", "default_gpus")
 _COLLECTIVE_KEYS = ("collective", "root", "reduce_op", "dtype", "buffer_name", "example",
                     "followup", "narration")  # fmt: skip
-_EXAMPLE_KEYS = ("gpus", "source", "reduce_op", "inputs")
-_FOLLOWUP_KEYS = ("kind", "rank", "name", "right_name", "right")
+_EXAMPLE_KEYS = ("gpus", "source", "reduce_op", "inputs", "names")
+_FOLLOWUP_KEYS = ("kind", "rank", "name", "right_name", "right", "note_source", "note_result")
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,13 @@ def _read_example(table: Table, settings: _Settings) -> Example:
         _check_placement(inputs, settings)
     except ValueError as problem:
         raise table.error("inputs", str(problem)) from None
-    return Example(gpus, source, inputs, reduce_op)
+    names = table.value("names", is_list, "a list of short strings, one per element of a rank's input", None)
+    if names is not None:
+        elements = prod(shape_of(next(value for value in inputs if value)))
+        if len(names) != elements or not all(isinstance(n, str) and 0 < len(n) <= 8 for n in names):
+            raise table.error("names", f"expected {elements} names of 1 to 8 characters, one per element of a rank's input")
+        names = tuple(names)
+    return Example(gpus, source, inputs, reduce_op, names)
 
 
 def _check_placement(inputs: tuple[tuple, ...], settings: _Settings) -> None:
@@ -195,7 +202,17 @@ def _read_followup(top: Table, collective: str, default_gpus: int) -> Followup |
         raise table.error("right", str(problem)) from None
     if not right or len(shape_of(right)) != 2:
         raise table.error("right", "expected a non-empty 2-D list of numbers, e.g. [[1, 2]]")
-    return Followup(kind, rank, name, right_name, right)
+    note_source = table.line("note_source", None)
+    raw_note = table.value("note_result", is_list, "a 2-D list of numbers (the result the note prints)", None)
+    note = None
+    if raw_note is not None:
+        if note_source is None:
+            raise table.error("note_result", "needs note_source, the note that prints it")
+        try:
+            note = array(raw_note, "it")
+        except ValueError as problem:
+            raise table.error("note_result", str(problem)) from None
+    return Followup(kind, rank, name, right_name, right, note_source, note)
 
 
 def _read_narration(top: Table, keys: tuple[str, ...], collective: str) -> Mapping[str, str]:

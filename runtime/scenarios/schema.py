@@ -111,13 +111,15 @@ class Example:
 
     ``inputs`` has one entry per rank: a rectangular nested tuple of numbers (1-D or 2-D), or
     ``()`` for "this rank has no data" (the non-root ranks of broadcast and scatter).
-    ``reduce_op`` overrides the scenario's default op when set.
+    ``reduce_op`` overrides the scenario's default op when set; ``names`` names the elements of a
+    rank's input (``A``, ``B``… for the parameters whose gradients they are), in order.
     """
 
     gpus: int
     source: str
     inputs: tuple[tuple, ...]
     reduce_op: str | None = None
+    names: tuple[str, ...] | None = None
 
     def rank_input(self, rank: int) -> tuple:
         """What ``rank`` holds before the collective (``()`` when it holds no data)."""
@@ -142,6 +144,10 @@ class Followup:
     name: str
     right_name: str
     right: tuple[tuple, ...]
+    note_source: str | None = None
+    """The teaching note that prints this result, when ``note_result`` gives what it prints."""
+    note_result: tuple[tuple, ...] | None = None
+    """The result as the note prints it, shown beside torch's and compared (the note may be wrong)."""
 
     def check(self, input_shape: Sequence[int], gpus: int) -> str | None:
         """Why this followup cannot run on ``gpus`` ranks holding ``input_shape`` each, or None."""

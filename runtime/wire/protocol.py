@@ -71,7 +71,8 @@ __all__ = [
 
 PROTOCOL_VERSION: tuple[int, int] = (1, 2)
 """(major, minor) of the event protocol and the trace format. 1.1 added the Mismatch event,
-checksummed trace records (a header field) and time-stamped signatures; 1.2 the Freed event."""
+checksummed trace records (a header field) and time-stamped signatures; 1.2 the Freed event and
+Buffer.labels (names of a worked example's elements)."""
 
 NOTE_MARK = "Teacher's note: "
 """Introduces a teacher's note at the end of a Phase's narration (``--notes``, lessons)."""
@@ -227,7 +228,8 @@ class Buffer(Event):
     ``values`` (row-major, flattened) are present for small tensors, ``summary`` for large ones.
     ``provenance`` lists, run by run, the ranks whose data each element holds, observed from what
     really arrived; an empty ``ranks`` list means the element holds no rank's data (a placeholder).
-    ``None`` means provenance was not observed.
+    ``None`` means provenance was not observed. ``labels``, when present, name the elements in order
+    (a worked example's parameters A, B, C, D).
     """
 
     phase: int
@@ -239,6 +241,7 @@ class Buffer(Event):
     values: Union[list[Union[int, float]], None] = None
     summary: Union[BufferSummary, None] = None
     provenance: Union[list[ProvenanceRun], None] = None
+    labels: Union[list[str], None] = None
 
 
 class Transfer(Event):
