@@ -13,7 +13,8 @@ __all__ = ["cmd_compare"]
 
 EPILOG = """\
 examples:
-  collviz compare ddp fsdp --gpus 4           run both on the same model; peaks side by side
+  collviz compare ddp fsdp --gpus 4           run both on the same model; both runs' memory on one scale
+  collviz compare ddp fsdp --headless         the same as a table of peaks, measured beside the theory
   collviz compare ddp fsdp --record traces/   also keep both traces (replay them in the viewer)
   collviz compare --params 7e9 --gpus 8       analytic estimates only (16 B per parameter)
 """
@@ -34,6 +35,9 @@ def cmd_compare(argv: Sequence[str]) -> int:
     parser.add_argument("--record", type=Path, metavar="DIR", help="write SCENARIO.cvz traces into DIR")
     parser.add_argument("--force", action="store_true", help="with --record: overwrite existing SCENARIO.cvz files")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="hang report after S seconds (default 60)")
+    parser.add_argument("--headless", action="store_true",
+                        help="print the table instead of opening both runs' memory in the viewer (the default "
+                             "when the output is not a terminal)")
     args = parser.parse_args(argv)
     if args.params is None and not args.scenarios:
         raise UsageError("give two scenarios to run (compare ddp fsdp) or --params P for estimates")
@@ -71,6 +75,14 @@ def cmd_compare(argv: Sequence[str]) -> int:
     from collviz.app.cli import clean_stale_runs
 
     clean_stale_runs()
-    figures = compare_runs(scenarios, world_size, backend, args.record, args.timeout, err=sys.stderr)
-    print(render_comparison(figures, world_size, *model_sizes(scenarios[0])))
-    return 0 if all(f.status == "ok" for f in figures) else 1
+    runs = compare_runs(scenarios, world_size, backend, args.record, args.timeout, err=sys.stderr)
+    figures = [run_figures for run_figures, _ in runs]
+    table = render_comparison(figures, world_size, *model_sizes(scenarios[0]))
+    status = 0 if all(f.status == "ok" for f in figures) else 1
+    if args.headless or not sys.stdout.isatty():
+        print(table)
+        return status
+    from collviz.app.compare_view import run_compare_viewer
+
+    run_compare_viewer([(scenario.name, events) for scenario, (_, events) in zip(scenarios, runs)], table)
+    return status

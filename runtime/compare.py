@@ -39,8 +39,8 @@ def same_model_pair(names: list[str]) -> list[Scenario]:
 
 
 def compare_runs(scenarios: list[Scenario], world_size: int, backend: BackendChoice, record_dir: Path | None,
-                 timeout_s: float, err: TextIO | None = None) -> list[RunFigures]:
-    """Run both scenarios, one after the other, and return their figures.
+                 timeout_s: float, err: TextIO | None = None) -> list[tuple[RunFigures, list[AnyEvent]]]:
+    """Run both scenarios, one after the other, and return each one's figures and events.
 
     With ``err`` (a terminal), a progress bar over both runs' phases is drawn there.
     """
@@ -57,7 +57,8 @@ def compare_runs(scenarios: list[Scenario], world_size: int, backend: BackendCho
                 if isinstance(event, Phase) and event.edge == "begin" and event.rank == 0:
                     progress.update(offset + event.index + 1, f"{name}: {event.name}")
 
-            figures.append(figures_of(collect(session, on_event)))
+            events = collect(session, on_event)
+            figures.append((figures_of(events), events))
             offset += program.phase_count
     finally:
         progress.close()

@@ -12,7 +12,7 @@ from rich.color import Color
 from collviz.app.app import EXIT_INTERRUPTED, make_app
 from collviz.app.screens import HelpScreen, RankDetailScreen, SeekScreen
 from collviz.app.widgets import RankHeatmap, RankPanel
-from collviz.app.widgets.render import format_value, rank_colour
+from collviz.app.widgets.render import format_bytes, format_value, rank_colour
 from collviz.runtime.wire.protocol import Buffer, BufferSummary, Gate, Go
 
 from fixtures.synthetic import all_gather_events, write_trace
@@ -355,3 +355,29 @@ async def test_the_footer_keeps_help_and_quit_at_the_minimum_size(trace: Path):
         svg = app.export_screenshot()
     text = "".join(re.findall(r">([^<]*)</text>", svg)).replace("&#160;", " ")
     assert " ? help " in text and " q quit " in text
+
+
+async def test_compare_viewer_draws_both_runs_on_one_scale():
+    """Two runs' memory charts share the larger run's peak as full height (here the fsdp fixture
+    against a copy of itself with half its bytes)."""
+    from collviz.app.compare_view import CompareApp
+    from collviz.runtime.wire.protocol import Memory
+    from collviz.runtime.wire.trace import read_trace
+    import msgspec
+
+    events = read_trace(Path(__file__).parent / "fixtures" / "fsdp-tiny.cvz").events
+    halved = [msgspec.structs.replace(e, live_bytes=e.live_bytes // 2, peak_bytes=e.peak_bytes // 2,
+                                      by_category={k: v // 2 for k, v in e.by_category.items()})
+              if isinstance(e, Memory) else e for e in events]
+    peak = max(e.peak_bytes for e in events if isinstance(e, Memory))
+    app = CompareApp([("full", events), ("half", halved)], "the table")
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        charts = list(app.query("MemoryTimeline"))
+        assert [str(c.border_title).split(" · ")[0] for c in charts] == ["full", "half"]
+        assert all(c.shared_top == peak for c in charts)
+        assert all(format_bytes(peak) in str(c.border_title) for c in charts)
+        rows = {c.id: "".join(s.text for line in c.build_lines(140, 12) for s in line) for c in charts}
+        assert f"peak {format_bytes(peak)}" in rows["memory-0"]
+        assert f"peak {format_bytes(peak // 2)}" in rows["memory-1"]
+        await pilot.press("q")

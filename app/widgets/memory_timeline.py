@@ -43,7 +43,7 @@ MAX_CHART_ROWS = 4
 """Tallest chart (text rows) of one row of ranks; fewer when the screen is short or rows many."""
 
 MIN_LINES = 5
-"""Lines the pane may always use, however short the screen (it takes about a quarter otherwise)."""
+"""Lines the pane may always use, however short the screen (otherwise about 1/screen_share of it)."""
 
 _MARK = Style(color="white", bold=True)
 
@@ -82,8 +82,12 @@ class MemoryTimeline(LineWidget):
     Drawn from lines of segments (see :class:`LineWidget`).
     """
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, *, screen_share: int = 4, top: int | None = None, **kwargs: object) -> None:
+        """``screen_share``: the pane takes about 1/``screen_share`` of the screen's height;
+        ``top``: a scale shared with other charts (bytes at full height), else this run's peak."""
         super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.screen_share = screen_share
+        self.shared_top = top
         self._view: ViewState | None = None
         self._rows = -1
         self._sized_for = (-1, -1)  # (ranks, screen height) the sticky height was found for
@@ -98,7 +102,7 @@ class MemoryTimeline(LineWidget):
         subtitle = f"device: {WITH_DEVICE_FIGURES if device else NO_DEVICE_FIGURES}"
         if subtitle != self.border_subtitle:
             self.border_subtitle = subtitle
-        top = max((r.memory.top for r in view.ranks), default=0)
+        top = self._top(view)
         title = f"memory · live bytes by category · one scale: full height = {format_bytes(top)}"
         if title != self.border_title:
             self.border_title = Text(title)
@@ -108,10 +112,14 @@ class MemoryTimeline(LineWidget):
         self.lines_changed(layout=rows != self._rows)  # the height only grows: no re-layout per frame
         self._rows = rows
 
+    def _top(self, view: ViewState) -> int:
+        """Bytes at the chart's full height: the shared scale, else the highest peak of any rank."""
+        return self.shared_top if self.shared_top is not None else max((r.memory.top for r in view.ranks), default=0)
+
     def _layout(self, view: ViewState) -> tuple[list[RankGroup], int, int]:
         """The rows to draw, the ranks left out, and the chart's text rows per row, within a
-        budget of about a quarter of the screen's height."""
-        budget = max(MIN_LINES, self.app.size.height // 4) - 2  # less the legend and the axis
+        budget of about 1/screen_share of the screen's height."""
+        budget = max(MIN_LINES, self.app.size.height // self.screen_share) - 2  # less the legend and the axis
         groups, hidden = representative_groups(group_ranks([r.memory for r in view.ranks], self._digests), MAX_GROUPS)
         if len(groups) + (1 if hidden else 0) > budget:
             groups, hidden = representative_groups(groups, 3)
@@ -138,7 +146,7 @@ class MemoryTimeline(LineWidget):
         if view is None or not view.ranks or not any(r.memory.length for r in view.ranks):
             return [[Segment("no memory samples yet", DIM)]]
         groups, hidden, chart_rows = self._layout(view)
-        top = max((r.memory.top for r in view.ranks), default=0) or 1
+        top = self._top(view) or 1
         label_width = max(len(g.label) for g in groups) + 1
         lines: list[Line] = [self._legend(groups)]
         for group in groups:

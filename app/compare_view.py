@@ -1,0 +1,63 @@
+"""``collviz compare`` in the viewer: both runs' memory, stacked by category, on one scale.
+
+Each run's memory chart is the viewer's own (:class:`~.widgets.MemoryTimeline`), drawn from the
+run's whole event log with the scale shared, so the two heights compare directly; the measured
+peaks and the theory follow as the table ``--headless`` prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Static
+
+from collviz.runtime.wire.protocol import AnyEvent
+
+from .model import EventLog, view_at
+from .widgets import MemoryTimeline
+from .widgets.render import format_bytes
+
+__all__ = ["CompareApp", "run_compare_viewer"]
+
+
+class CompareApp(App[None]):
+    """Two runs' memory charts on one scale, above the comparison table."""
+
+    CSS = """
+    #compare-title { height: 1; padding: 0 1; background: $boost; text-style: bold; }
+    MemoryTimeline { height: auto; border: round $panel-lighten-2; border-title-align: left; padding: 0 1; }
+    #compare-table { padding: 0 1; }
+    """
+    BINDINGS = [Binding("q", "quit", "quit"), Binding("escape", "quit", "quit", show=False)]
+
+    def __init__(self, runs: Sequence[tuple[str, Sequence[AnyEvent]]], table: str) -> None:
+        super().__init__()
+        self.views = [(name, view_at(EventLog(events), len(events))) for name, events in runs]
+        self.top = max((r.memory.top for _, view in self.views for r in view.ranks), default=0)
+        self.table = table
+
+    def compose(self) -> ComposeResult:
+        """A title, one chart per run, the table, the footer."""
+        names = " vs ".join(name for name, _ in self.views)
+        yield Static(Text(f"collviz compare · {names} · the same model · one scale: full height = "
+                          f"{format_bytes(self.top)}"), id="compare-title")
+        with VerticalScroll():
+            for index, _ in enumerate(self.views):
+                yield MemoryTimeline(screen_share=3, top=self.top, id=f"memory-{index}")
+            yield Static(Text(self.table), id="compare-table")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Draw each run's memory over its whole run, naming the run in its border."""
+        for chart, (name, view) in zip(self.query(MemoryTimeline), self.views):
+            chart.show(view)
+            chart.border_title = Text(f"{name} · {chart.border_title}")
+
+
+def run_compare_viewer(runs: Sequence[tuple[str, Sequence[AnyEvent]]], table: str) -> None:
+    """Show the comparison until the user quits."""
+    CompareApp(runs, table).run()
