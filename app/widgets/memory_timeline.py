@@ -173,12 +173,14 @@ class MemoryTimeline(LineWidget):
             now += device_figures(track)
         label = Segment(group.label.ljust(label_width), Style(color=rank_colour(group.ranks[0])))
         peak_at = _peak_sample(track)
-        peak_text = ""
+        peak_texts: list[str] = []  # longest first: the marker line uses the first that fits
         if peak_at >= 0:
             phase = track.phases[peak_at]
             between = " (between samples)" if track.peak > max(track.live[: track.upto]) else ""
-            peak_text = (f"peak {format_bytes(track.peak)}{between} in "
-                         f"{view.phase_names.get(phase, f'phase {phase + 1}')}")
+            peak = f"peak {format_bytes(track.peak)}"
+            peak_texts = [f"{peak}{between} in {view.phase_names.get(phase, f'phase {phase + 1}')}",
+                          f"{peak}{between}", peak]
+        peak_text = peak_texts[0] if peak_texts else ""
         if rows == 1:  # one text row: the chart, then the figures
             figures = f" {now} · {peak_text}" if peak_text else f" {now}"
             chart_width = max(8, width - label_width - len(figures))
@@ -188,11 +190,14 @@ class MemoryTimeline(LineWidget):
         marker: Line = [label]
         if peak_at >= 0:
             column = _column_of(peak_at, track.length, chart_width)
-            text = f" {peak_text}"
-            if column + 1 + len(text) <= chart_width:
-                left, right = " " * column, text
-            else:
-                left, right = (text.strip() + " ").rjust(column)[-column:] if column else "", ""
+            left, right = " " * column, ""
+            for text in peak_texts:  # after the marker if it fits, else before it, else shorter
+                if column + 2 + len(text) <= chart_width:
+                    right = f" {text}"
+                    break
+                if len(text) + 1 <= column:
+                    left = f"{text} ".rjust(column)
+                    break
             used = len(left) + 1 + len(right)
             marker += [Segment(left), Segment("▼", _MARK), Segment(right)]
             room = chart_width - used
