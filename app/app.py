@@ -10,7 +10,8 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -37,15 +38,34 @@ from .model import (
     step_at,
     view_at,
 )
+from .model.pacing import Pacer
 from .model.quiz import Grade, Score, questions
 from .model.sources import Session, load_trace, pump_session
 from .screens import FactorScreen, HelpScreen, RankDetailScreen, SeekScreen, ViewerScreen
 from .screens.quiz import QuizScreen
+from .theme import PROJECTOR_THEME, palette_for
 
-__all__ = ["Session", "CollvizApp", "make_app", "run_viewer", "FRAME_RATE", "EXIT_INTERRUPTED"]
+__all__ = ["Session", "CollvizApp", "ViewerOptions", "make_app", "run_viewer", "FRAME_RATE", "EXIT_INTERRUPTED"]
 
 FRAME_RATE = 40.0
 """Most frames per second the app renders, however fast events arrive."""
+
+PACE_POLL = 0.1
+"""Seconds between the pacing timer's looks at the clock."""
+
+
+@dataclass
+class ViewerOptions:
+    """How the viewer runs, beyond what it shows: ``pace`` (seconds per step: a step-through run's
+    gates open by themselves, a replay plays), ``present`` (the projector layout and theme),
+    ``lesson`` ((item, items) while a lesson plays: n and p leave for the next or previous item,
+    recorded in ``navigation``), ``clock`` (the pacing clock; tests pass a fake one)."""
+
+    pace: float | None = None
+    present: bool = False
+    lesson: tuple[int, int] | None = None
+    navigation: str | None = None
+    clock: Callable[[], float] = time.monotonic
 
 READER_STOP_SECONDS = 2.0
 """How long quitting waits for the session reader to leave ``poll`` before stopping the session."""
@@ -80,6 +100,10 @@ class CollvizApp(App[int]):
         *(Binding(str(rank), f"detail({rank})", "", show=False) for rank in range(1, 10)),
         Binding("b", "factor", "why this factor", show=False,
                 tooltip="why busbw = algbw × factor, worked through with this step's latest collective"),
+        Binding("P", "toggle_present", "projector", key_display="P", show=False,
+                tooltip="the projector layout: larger cells, high contrast, colour-blind-safe rank colours"),
+        Binding("n", "lesson(1)", "next item", tooltip="lesson: leave this item for the next one"),
+        Binding("p", "lesson(-1)", "previous item", tooltip="lesson: go back to the previous item"),
         Binding("z", "toggle_quiz", "quiz", show=False,
                 tooltip="replay: predict each collective's result before it is revealed, with a score"),
         Binding("question_mark", "help", "help", key_display="?"),
@@ -108,8 +132,12 @@ class CollvizApp(App[int]):
         mask_volatile: bool = False,
         screenshot_dir: Path | None = None,
         quiz: bool = False,
+        options: ViewerOptions | None = None,
     ) -> None:
         super().__init__()
+        self.options = options or ViewerOptions()
+        pace = self.options.pace
+        self.pacer = Pacer(pace, self.options.clock) if pace and session is not None and session.step else None
         self.set_reactive(CollvizApp.quiz, quiz)
         self.score = Score()
         self.asked: set[int] = set()
@@ -136,8 +164,15 @@ class CollvizApp(App[int]):
             self._reader_done.set()
 
     def on_mount(self) -> None:
-        """Show the viewer and start reading events."""
+        """Show the viewer and start reading events (paced, in the projector layout, if asked)."""
+        self.register_theme(PROJECTOR_THEME)
         self.push_screen(self.viewer)
+        if self.options.present:
+            self.action_toggle_present()
+        if self.pacer is not None:
+            self.set_interval(PACE_POLL, self.pace_tick)
+        elif self.options.pace and self.session is None:
+            self.speed = 1.0 / self.options.pace
         if self.session is not None:
             self.read_session()
         elif self.trace is not None:
@@ -213,6 +248,8 @@ class CollvizApp(App[int]):
             self.notify(message.warning, title="trace partly read", severity="warning", timeout=15, markup=False)
         self.following = False
         self.cursor = next_boundary(self.event_log, 0)
+        if self.options.pace:
+            self.playing = True
         self.render_now()
 
     def on_trace_failed(self, message: TraceFailed) -> None:
@@ -246,6 +283,11 @@ class CollvizApp(App[int]):
         else:
             mode = "step-through" if self.session.step else "live"
             playback = "following" if self.following else "browsing history (end: follow)"
+            if self.pacer is not None:
+                remaining = self.pacer.remaining()
+                pacing = ("⏸ paused (space resumes)" if self.pacer.paused else
+                          f"next step in {remaining:.0f} s" if remaining is not None else "waiting for the ranks")
+                mode = f"paced every {self.pacer.period:g} s · {pacing}"
         if not self.mask_volatile:
             playback = f"{playback}   event {self.cursor}/{len(self.event_log)}"
         if self.status_line:
@@ -364,12 +406,34 @@ class CollvizApp(App[int]):
         self.speed = faster(self.speed) if direction > 0 else slower(self.speed)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Replay keys only in replay, the gate key only in step-through (others always)."""
+        """Replay keys only in replay, the gate key only in step-through, n/p only in a lesson
+        (others always)."""
         if action in ("toggle_play", "speed", "toggle_quiz"):
             return self.session is None
         if action == "release_gate":
             return self.session is not None and self.session.step
+        if action == "lesson":
+            return self.options.lesson is not None
         return True
+
+    def action_toggle_present(self) -> None:
+        """Switch the projector layout (and its theme) on or off."""
+        present = not self.viewer.has_class("-present")
+        self.theme = PROJECTOR_THEME.name if present else "textual-dark"
+        self.viewer.set_present(present)
+        self.render_now()
+
+    def watch_theme(self, theme: str) -> None:
+        """Rank colours follow the theme (the projector theme's are colour-blind safe)."""
+        palette_for(theme)
+        if self.viewer.is_mounted:
+            self.viewer.refresh_palette()
+            self.render_now()
+
+    async def action_lesson(self, direction: int) -> None:
+        """Lesson: leave this item for the next (1) or the previous (-1) one."""
+        self.options.navigation = "next" if direction > 0 else "previous"
+        await self.action_quit()
 
     def action_toggle_play(self) -> None:
         """Replay: play from here (from the start when at the end), or pause."""
@@ -377,8 +441,26 @@ class CollvizApp(App[int]):
             self._move(0)
         self.playing = not self.playing
 
+    def pace_tick(self) -> None:
+        """Paced step-through: open the next gate when every rank waits there and its time is up."""
+        assert self.pacer is not None
+        run = view_at(self.event_log, len(self.event_log), tail=0).state  # the run now, not the frame browsed
+        if self.pacer.due(ready=run.kind == "waiting"):
+            self.release_next_gate()
+        self.request_frame()  # the header counts down
+
     def action_release_gate(self) -> None:
-        """Step-through: release every rank at the next gate (each press advances one phase)."""
+        """Step-through: release every rank at the next gate (each press advances one phase);
+        in a paced run, pause or resume the pacing instead."""
+        if self.pacer is not None:
+            paused = self.pacer.toggle()
+            self.notify("pacing paused: space resumes" if paused else "pacing resumed")
+            self.render_now()
+            return
+        self.release_next_gate()
+
+    def release_next_gate(self) -> None:
+        """Release every rank waiting at the next gate."""
         session = self.session
         assert session is not None
         gos = self.event_log.gos.events
@@ -457,25 +539,27 @@ def make_app(
     mask_volatile: bool = False,
     screenshot_dir: Path | None = None,
     quiz: bool = False,
+    options: ViewerOptions | None = None,
 ) -> CollvizApp:
     """The viewer for one source of events: a trace file, a list of events, or a live session.
 
     ``mask_volatile`` hides what differs between two recordings of the same run (durations,
     event positions), for snapshot tests;
     ``screenshot_dir`` is where ``s`` writes SVGs (the current directory by default);
-    ``quiz`` starts a replay in predict-then-reveal mode.
+    ``quiz`` starts a replay in predict-then-reveal mode; ``options``: pacing, projector, lesson.
     """
     return CollvizApp(trace=trace, events=events, session=session, mask_volatile=mask_volatile,
-                      screenshot_dir=screenshot_dir, quiz=quiz)
+                      screenshot_dir=screenshot_dir, quiz=quiz, options=options)
 
 
-def run_viewer(*, trace: Path | None = None, session: Session | None = None, quiz: bool = False) -> int:
+def run_viewer(*, trace: Path | None = None, session: Session | None = None, quiz: bool = False,
+               options: ViewerOptions | None = None) -> int:
     """Run the viewer in the terminal until the user quits; returns the exit code.
 
     ``run_viewer(session=...)`` for live and step-through runs: the caller has already called
     ``session.start()`` (fork before the app's threads exist); the app reads the session and
     stops it when the user quits. ``run_viewer(trace=path)`` for replay.
     """
-    app = make_app(trace=trace, session=session, quiz=quiz)
+    app = make_app(trace=trace, session=session, quiz=quiz, options=options)
     code = app.run()
     return code if code is not None else (app.exit_code())

@@ -10,11 +10,14 @@ import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from collviz.runtime.errors import STOP_SIGNALS, Interrupted, UsageError, exit_status_for
 
-from .parsing import OneLineParser, parse_size, run_options, run_parser
+from .parsing import OneLineParser, add_viewer_options, parse_size, run_options, run_parser
+
+if TYPE_CHECKING:
+    from collviz.app.app import ViewerOptions
 
 __all__ = ["main", "cmd_run", "cmd_replay"]
 
@@ -98,12 +101,14 @@ def _cmd_list() -> int:
     return 0
 
 
-def cmd_replay(argv: Sequence[str]) -> int:
+def cmd_replay(argv: Sequence[str], viewer: ViewerOptions | None = None) -> int:
+    """Replay the trace ``argv`` names (viewer or summary); ``viewer`` carries a lesson's options."""
     parser = OneLineParser(prog="collviz replay", description="Replay a recorded trace.", allow_abbrev=False)
     parser.add_argument("trace", type=Path, help="a .cvz file written with --record")
     parser.add_argument("--headless", action="store_true", help="print the summary instead of opening the viewer")
     parser.add_argument("--quiz", action="store_true",
                         help="predict, then reveal: → asks what each collective produced before showing it (z toggles)")
+    add_viewer_options(parser, "play one step every S seconds (space pauses)")
     args = parser.parse_args(argv)
     from collviz.runtime.wire.trace import read_trace
 
@@ -125,12 +130,14 @@ def cmd_replay(argv: Sequence[str]) -> int:
     read_trace(args.trace)  # fail fast, with a one-line error, before the screen opens
     from collviz.app.app import run_viewer
 
-    return run_viewer(trace=args.trace, quiz=args.quiz)
+    return run_viewer(trace=args.trace, quiz=args.quiz, options=viewer_options(args, viewer))
 
 
-def cmd_run(name: str, argv: Sequence[str], notes: Mapping[str, str] | None = None, notes_from: str = "") -> int:
+def cmd_run(name: str, argv: Sequence[str], notes: Mapping[str, str] | None = None, notes_from: str = "",
+            viewer: ViewerOptions | None = None) -> int:
     """Run scenario ``name`` with its command line ``argv``; ``notes`` (a lesson item's, from
-    ``notes_from``) are added to its narration, as ``--notes FILE`` adds a teacher's."""
+    ``notes_from``) are added to its narration, as ``--notes FILE`` adds a teacher's; ``viewer``
+    carries a lesson's viewer options."""
     from collviz.runtime.launch import RunPlan, Session, choose_backend
     from collviz.runtime.scenarios.loading import find_scenario
     from collviz.runtime.scenarios.notes import load_notes, with_notes
@@ -147,11 +154,14 @@ def cmd_run(name: str, argv: Sequence[str], notes: Mapping[str, str] | None = No
     backend = choose_backend(args.backend, world_size)
     if args.step and args.headless:
         raise UsageError("--step needs the viewer (space releases each gate); drop --headless or --step")
+    if args.headless and (args.pace is not None or args.present):
+        raise UsageError("--pace and --present are for the viewer; drop --headless")
+    options = viewer_options(args, viewer)
     check_run_numbers(args, scenario.collective, world_size)
     check_record_option(args)
     program = build_program(scenario, world_size, run_options(args))
     plan = RunPlan(scenario=scenario, world_size=world_size, backend=backend, program=program,
-                   step=args.step, record=args.record, timeout_s=args.timeout)
+                   step=args.step or options.pace is not None, record=args.record, timeout_s=args.timeout)
     print(f"collviz: {backend.reason}", file=sys.stderr)
     clean_stale_runs()
     session = Session(plan)
@@ -164,7 +174,19 @@ def cmd_run(name: str, argv: Sequence[str], notes: Mapping[str, str] | None = No
     session.start()  # fork before the viewer starts its threads
     from collviz.runtime.headless import report_recording
 
-    return report_recording(session, run_viewer(session=session), sys.stderr)
+    return report_recording(session, run_viewer(session=session, options=options), sys.stderr)
+
+
+def viewer_options(args: argparse.Namespace, given: ViewerOptions | None) -> ViewerOptions:
+    """The viewer's options: ``given`` (a lesson's) with ``--pace`` and ``--present`` applied."""
+    from collviz.app.app import ViewerOptions
+    from collviz.app.limits import check_seconds
+
+    options = given or ViewerOptions()
+    if args.pace is not None:
+        options.pace = check_seconds("--pace", args.pace)
+    options.present = options.present or args.present
+    return options
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from collviz.runtime.errors import UsageError
 from collviz.runtime.scenarios.lessons import LessonItem
+
+if TYPE_CHECKING:
+    from collviz.app.app import ViewerOptions
 
 __all__ = ["cmd_lesson"]
 
@@ -45,6 +48,7 @@ def cmd_lesson(argv: Sequence[str]) -> int:
     for folder in (args.record, args.traces):
         if folder is not None and not folder.is_dir():
             raise UsageError(f"{folder}: not a folder")
+    from collviz.app.app import ViewerOptions
     from collviz.runtime.scenarios.lessons import find_lesson, list_lessons
 
     if args.list:
@@ -57,17 +61,24 @@ def cmd_lesson(argv: Sequence[str]) -> int:
         raise UsageError("give a lesson to play, or --list (see: collviz lesson --help)")
     lesson = find_lesson(args.lesson)
     status = 0
-    for number, item in enumerate(lesson.items, 1):
+    number = 1
+    while 1 <= number <= len(lesson.items):
+        item = lesson.items[number - 1]
         print(f"collviz lesson {lesson.name} — {number}/{len(lesson.items)}: {item.title}", flush=True,
               file=sys.stdout if args.headless or args.record else sys.stderr)
         if item.compare and (args.record or args.traces):
             print(f"collviz: a comparison runs both scenarios live, so it is skipped with --record/--traces "
                   f"(run: collviz compare {' '.join(item.compare)})", file=sys.stderr)
+            number += 1
             continue
         trace = item_trace(args.record or args.traces, number, item)
-        status = _play(item, args.headless or args.record is not None, lesson.name, trace, recording=args.record is not None)
-        if status >= 128:  # interrupted: the lesson ends here
+        viewer = ViewerOptions(lesson=(number, len(lesson.items)))
+        status = _play(item, args.headless or args.record is not None, lesson.name, trace,
+                       recording=args.record is not None, viewer=viewer)
+        if status >= 128 and viewer.navigation is None:  # interrupted: the lesson ends here
             return status
+        number += -1 if viewer.navigation == "previous" else 1  # n, q or the end: on; p: back
+        number = max(number, 1)
     return status
 
 
@@ -76,9 +87,10 @@ def item_trace(folder: Path | None, number: int, item: LessonItem) -> Path | Non
     return None if folder is None else folder / f"{number:02d}-{item.scenario}.cvz"
 
 
-def _play(item: LessonItem, headless: bool, lesson: str, trace: Path | None, recording: bool) -> int:
+def _play(item: LessonItem, headless: bool, lesson: str, trace: Path | None, recording: bool,
+          viewer: ViewerOptions) -> int:
     """Run one item: a scenario (step mode in the viewer; recorded to, or replayed from, ``trace``)
-    or a memory comparison."""
+    or a memory comparison; ``viewer`` records whether the user chose the next or previous item."""
     from collviz.app.cli import cmd_run
 
     if item.compare:  # never with a trace: compare items are skipped when recording or replaying
@@ -88,7 +100,8 @@ def _play(item: LessonItem, headless: bool, lesson: str, trace: Path | None, rec
     if trace is not None and not recording:
         from collviz.app.cli import cmd_replay
 
-        return cmd_replay([str(trace)] + (["--headless"] if headless else []))
+        return cmd_replay([str(trace)] + (["--headless"] if headless else []), viewer=viewer)
     mode = ["--headless"] if headless else ["--step"]
     record = ["--record", str(trace), "--force"] if recording and trace is not None else []
-    return cmd_run(item.scenario, [*item.args, *mode, *record], notes=item.notes, notes_from=f"lesson {lesson}")
+    return cmd_run(item.scenario, [*item.args, *mode, *record], notes=item.notes, notes_from=f"lesson {lesson}",
+                   viewer=viewer)

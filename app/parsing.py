@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collviz.runtime.scenarios.loading import Scenario
     from collviz.runtime.scenarios.program import RunOptions
 
-__all__ = ["OneLineParser", "parse_size", "add_record_option", "run_parser", "run_options"]
+__all__ = ["OneLineParser", "parse_size", "add_record_option", "add_viewer_options", "run_parser", "run_options"]
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
           "g": 1024**3, "gb": 1000**3, "gib": 1024**3}
@@ -68,6 +68,13 @@ def add_record_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="with --record: overwrite an existing FILE")
 
 
+def add_viewer_options(parser: argparse.ArgumentParser, pace_help: str) -> None:
+    """``--pace S`` (what it does: ``pace_help``) and ``--present`` (the projector layout)."""
+    parser.add_argument("--pace", type=float, metavar="S", help=pace_help)
+    parser.add_argument("--present", action="store_true",
+                        help="projector layout: larger cells, high-contrast colour-blind-safe theme (P toggles)")
+
+
 def _find(name: str) -> Scenario | None:
     from collviz.runtime.scenarios.loading import find_scenario
 
@@ -108,6 +115,8 @@ def run_parser(name: str) -> OneLineParser:
                         help="process-group backend (default auto: NCCL with N GPUs, else gloo on CPU)")
     parser.add_argument("--headless", action="store_true", help="no viewer: print a plain-text summary")
     parser.add_argument("--step", action="store_true", help="ranks wait at a gate before each phase (viewer: space)")
+    add_viewer_options(parser, "step-through whose gates open by themselves every S seconds; space pauses and "
+                               "resumes, ← browses back while the run goes on")
     add_record_option(parser)
     parser.add_argument("--notes", type=Path, metavar="FILE",
                         help="a teacher's notes (TOML or Markdown, keyed by scenario and phase key) added to the narration")

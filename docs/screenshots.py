@@ -4,7 +4,8 @@
 
 Each screenshot is the viewer as a user sees it at 160×50: a live fsdp run that has finished, a
 step-through all-gather waiting at a gate, a replay of the fsdp fixture at a reduce-scatter, the
-"why this factor" box, 64 ranks (synthetic events), and a bench sweep's plot.
+"why this factor" box, 64 ranks (synthetic events), a bench sweep's plot, a quiz question before
+and after its reveal, and the projector layout.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the fixtures' synthetic event builders
 
-from collviz.app.app import make_app  # noqa: E402
+from collviz.app.app import ViewerOptions, make_app  # noqa: E402
+from collviz.app.model.quiz import questions  # noqa: E402
+from collviz.runtime.wire.trace import read_trace  # noqa: E402
 from collviz.runtime.launch import RunPlan, Session, choose_backend  # noqa: E402
 from collviz.runtime.scenarios.loading import find_scenario  # noqa: E402
 from collviz.runtime.scenarios.program import RunOptions  # noqa: E402
@@ -103,6 +106,34 @@ async def main() -> None:
         await pilot.press("end")
 
     await _shoot(bench, "bench", swept)
+    await _quiz()
+    projector = make_app(trace=ROOT / "tests" / "fixtures" / "all-gather.cvz", options=ViewerOptions(present=True))
+
+    async def gathered_step(pilot) -> None:
+        await _until(pilot, lambda: projector.loaded)
+        await pilot.press("g", "2", "enter")
+
+    await _shoot(projector, "projector", gathered_step)
+
+
+async def _quiz() -> None:
+    """The all-gather fixture in quiz mode: the question with a prediction typed (one value wrong),
+    then the same question graded with the step revealed behind it."""
+    trace = ROOT / "tests" / "fixtures" / "all-gather.cvz"
+    [question] = questions(read_trace(trace).events, rank=0)
+    typed = [*" ".join(f"{v:.3g}" for v in question.values[:15]), " ", "9"]
+    for name, reveal in (("quiz-before", False), ("quiz-after", True)):
+        app = make_app(trace=trace, quiz=True)
+
+        async def asked(pilot, app=app, reveal=reveal) -> None:
+            await _until(pilot, lambda: app.loaded)
+            await pilot.press("home", "right", "right")
+            await pilot.pause(0.3)
+            await pilot.press(*typed)
+            if reveal:
+                await pilot.press("enter")
+
+        await _shoot(app, name, asked)
 
 
 if __name__ == "__main__":

@@ -148,8 +148,22 @@ class ViewerScreen(Screen[None]):
         if world > COMPACT_ABOVE:
             ranks.mount(RankHeatmap(id="heatmap"))
         else:
-            ranks.mount(*(RankPanel(r, mask_volatile=self.mask_volatile) for r in range(world)))
+            panels = [RankPanel(r, mask_volatile=self.mask_volatile) for r in range(world)]
+            for panel in panels:
+                panel.padding = 2 if self.has_class("-present") else 0
+            ranks.mount(*panels)
         self.query_one(Legend).show(world)
+
+    def set_present(self, present: bool) -> None:
+        """The projector layout: memory, cost and event log hidden, wider cells (see app.tcss)."""
+        self.set_class(present, "-present")
+        for panel in self.query(RankPanel):
+            panel.padding = 2 if present else 0
+
+    def refresh_palette(self) -> None:
+        """Redraw what caches rank colours (the legend) after the palette changed."""
+        if self._world > 0:
+            self.query_one(Legend).show(self._world)
 
     def on_rank_heatmap_selected(self, message: RankHeatmap.Selected) -> None:
         """Open the detail view of the clicked row's rank."""

@@ -70,15 +70,16 @@ def rank_lines(
     status: bool = True,
     max_rows: int | None = None,
     mask_volatile: bool = False,
+    padding: int = 0,
 ) -> list[Line]:
     """The lines of a rank panel: status, buffers (with provenance lists in ``detail``), collective.
 
-    ``status`` puts the rank's status first;
+    ``status`` puts the rank's status first; ``padding`` widens every cell (projector layout);
     ``max_rows`` limits each buffer's grid; ``mask_volatile`` hides the collective's duration.
     """
     lines: list[Line] = [[Segment(view.status, _STATE_STYLES[view.state])]] if status else []
     for buffer in view.buffers:
-        lines.extend(buffer_lines(buffer, width, max_rows=max_rows, detail=detail))
+        lines.extend(buffer_lines(buffer, width, max_rows=max_rows, detail=detail, padding=padding))
         if detail and buffer.provenance:
             lines.extend(provenance_lines(buffer))
             lines.append([])
@@ -113,6 +114,8 @@ class RankPanel(LineWidget):
     def __init__(self, rank: int, *, mask_volatile: bool = False, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.rank = rank
+        self.padding = 0
+        """Extra columns per cell: 2 in the projector layout."""
         self.mask_volatile = mask_volatile
         self._view: RankView | None = None
         self._title = f"rank {rank}"
@@ -147,14 +150,14 @@ class RankPanel(LineWidget):
         lines: list[Line] = []
         for rows in ROW_BUDGETS:
             lines = rank_lines(view, width, status=False, max_rows=rows,
-                               mask_volatile=self.mask_volatile)
+                               mask_volatile=self.mask_volatile, padding=self.padding)
             if len(lines) <= height:
                 return lines
         # Still too long: the latest step's buffers first, and say what is cut.
         latest = max((buffer.phase for buffer in view.buffers), default=0)
         ordered = sorted(view.buffers, key=lambda buffer: buffer.phase != latest)
         lines = rank_lines(replace(view, buffers=tuple(ordered)), width, status=False,
-                           max_rows=ROW_BUDGETS[-1], mask_volatile=self.mask_volatile)
+                           max_rows=ROW_BUDGETS[-1], mask_volatile=self.mask_volatile, padding=self.padding)
         if height and len(lines) > height:
             lines = [*lines[: height - 1], [Segment(f"… {len(lines) - height + 1} more lines: click for all", DIM)]]
         return lines

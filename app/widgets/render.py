@@ -21,6 +21,8 @@ from collviz.runtime.wire.protocol import Buffer
 
 __all__ = [
     "RANK_COLOURS",
+    "HIGH_CONTRAST_COLOURS",
+    "use_palette",
     "REDUCED_STYLE",
     "REDUCED_SHADES",
     "reduced_style",
@@ -68,12 +70,30 @@ NAME = Style(bold=True, color="cyan")
 """Names of a worked example's elements (A, B, C, D), above their values."""
 
 
+HIGH_CONTRAST_COLOURS: tuple[str, ...] = (
+    "#56b4e9", "#e69f00", "#f0e442", "#d55e00", "#ffffff", "#009e73", "#cc79a7", "#0072b2",
+)
+"""The first eight ranks' colours in the projector theme: Okabe and Ito's palette, chosen to stay
+apart for the common colour-vision deficiencies (white for its black, on a black background)."""
+
+_palette: tuple[str, ...] = RANK_COLOURS
+
+
+def use_palette(colours: tuple[str, ...]) -> None:
+    """Draw ranks 0–7 in ``colours`` from now on (:data:`RANK_COLOURS` or
+    :data:`HIGH_CONTRAST_COLOURS`); the cached colours and styles are dropped."""
+    global _palette
+    _palette = colours
+    rank_colour.cache_clear()
+    rank_style.cache_clear()
+
+
 @lru_cache(maxsize=1024)
 def rank_colour(rank: int) -> str:
-    """The colour of ``rank``'s data: one of :data:`RANK_COLOURS` for ranks 0–7, beyond that a hue
-    a golden angle from the previous rank's, alternating between two lightnesses."""
-    if rank < len(RANK_COLOURS):
-        return RANK_COLOURS[rank]
+    """The colour of ``rank``'s data: one of the palette's (:func:`use_palette`) for ranks 0–7,
+    beyond that a hue a golden angle from the previous rank's, alternating between two lightnesses."""
+    if rank < len(_palette):
+        return _palette[rank]
     hue = (rank * 0.6180339887) % 1.0
     red, green, blue = colorsys.hls_to_rgb(hue, 0.58 if rank % 2 else 0.70, 0.72)
     return f"#{round(red * 255):02x}{round(green * 255):02x}{round(blue * 255):02x}"
@@ -82,7 +102,7 @@ def rank_colour(rank: int) -> str:
 @lru_cache(maxsize=1024)
 def rank_style(rank: int) -> Style:
     """Cell style for data that came from exactly ``rank`` (one shared object per rank)."""
-    return Style(color="black", bgcolor=rank_colour(rank), bold=rank >= len(RANK_COLOURS))
+    return Style(color="black", bgcolor=rank_colour(rank), bold=rank >= len(_palette))
 
 
 @lru_cache(maxsize=64)
@@ -170,11 +190,13 @@ def _title(buffer: Buffer, detail: bool) -> Line:
     return [Segment(buffer.name, BOLD), Segment(f"{role} [{shape}]{dtype} "), Segment(buffer.moment, MOMENT)]
 
 
-def buffer_lines(buffer: Buffer, width: int, max_rows: int | None = None, detail: bool = False) -> list[Line]:
+def buffer_lines(buffer: Buffer, width: int, max_rows: int | None = None, detail: bool = False,
+                 padding: int = 0) -> list[Line]:
     """A buffer as a title line and a grid of provenance-coloured value cells (or its summary).
 
     ``max_rows`` limits the grid's lines; ``detail`` adds the buffer's role and dtype to the title.
-    Named elements (``Buffer.labels``) get their names on a line above their values.
+    Named elements (``Buffer.labels``) get their names on a line above their values; ``padding``
+    widens every cell (the projector layout).
     """
     lines = [_title(buffer, detail)]
     if buffer.values is None:
@@ -189,7 +211,7 @@ def buffer_lines(buffer: Buffer, width: int, max_rows: int | None = None, detail
     labels = [format_value(v) for v in buffer.values]
     styles = _cell_styles(buffer, len(labels))
     names = buffer.labels if buffer.labels is not None and len(buffer.labels) == len(labels) else None
-    cell = max(map(len, [*labels, *(names or ())]), default=1) + 1
+    cell = max(map(len, [*labels, *(names or ())]), default=1) + 1 + padding
     columns = (buffer.shape[-1] if len(buffer.shape) >= 2 else len(labels)) or 1
     per_line = max(1, min(columns, (width - 1) // cell))
     grid_lines = -(-len(labels) // columns) * -(-columns // per_line)

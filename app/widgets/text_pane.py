@@ -39,7 +39,13 @@ class TextPane(Static):
         pane's bottom (the pane scrolls)."""
         self.call_after_refresh(self._hint_overflow)
 
+    def on_resize(self) -> None:
+        """The pane's size changed: whether its text overflows may have too."""
+        self.hint_overflow()
+
     def _hint_overflow(self) -> None:
-        hint = "↓ more: scroll" if self.max_scroll_y > self.scroll_y else ""
+        width, height = self.content_size
+        lines = len(self._shown.wrap(self.app.console, width)) if self._shown is not None and width else 0
+        hint = "↓ more: scroll" if lines > height + self.scroll_y else ""
         if hint != self.border_subtitle:
             self.border_subtitle = hint

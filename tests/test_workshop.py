@@ -1,0 +1,156 @@
+"""Workshop mode: paced runs on a fake clock, the projector layout, moving between lesson items."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from collviz.app.app import ViewerOptions, make_app
+from collviz.app.model.pacing import Pacer
+from collviz.app.widgets.render import HIGH_CONTRAST_COLOURS, RANK_COLOURS, rank_colour
+
+from fixtures.synthetic import all_gather_events
+from test_app import _real_session, _until
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+class FakeClock:
+    """Time that moves only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_pacer_counts_a_full_period_from_when_the_ranks_are_ready():
+    clock = FakeClock()
+    pacer = Pacer(5.0, clock)
+    assert not pacer.due(ready=False)
+    clock.now = 10.0
+    assert not pacer.due(ready=True) and pacer.remaining() == 5.0  # ready at 10: due at 15
+    clock.now = 14.9
+    assert not pacer.due(ready=True)
+    clock.now = 15.0
+    assert pacer.due(ready=True) and not pacer.due(ready=True)  # once; the next period starts over
+    assert pacer.toggle() is True and not pacer.due(ready=True)
+    clock.now = 100.0
+    assert not pacer.due(ready=True) and pacer.remaining() is None  # paused: never due
+    assert pacer.toggle() is False
+    assert not pacer.due(ready=True)  # resumed at 100: a full period again
+    clock.now = 105.0
+    assert pacer.due(ready=True)
+
+
+async def test_a_paced_run_opens_its_gates_by_the_clock_and_space_pauses_it():
+    clock = FakeClock()
+    session = _real_session("all-gather", step=True)
+    app = make_app(session=session, options=ViewerOptions(pace=5.0, clock=clock))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await _until(pilot, lambda: app.current_view().state.kind == "waiting", tries=1500)
+        app.pace_tick()  # the ranks are ready now (t = 0): the gate opens at t = 5
+        clock.now = 4.9
+        app.pace_tick()
+        assert app.released == -1
+        assert "paced every 5 s" in app.labels()[0]
+        clock.now = 5.0
+        app.pace_tick()
+        assert app.released == 0
+        await _until(pilot, lambda: app.current_view().state.gate == 1, tries=1500)
+        await pilot.press("space")  # pause
+        assert app.pacer.paused and "paused" in app.labels()[0]
+        clock.now = 60.0
+        app.pace_tick()
+        assert app.released == 0
+        await pilot.press("left")  # browsing back does not stop the run
+        await pilot.press("space")  # resume: a full period from now
+        app.pace_tick()
+        clock.now = 65.0
+        app.pace_tick()
+        assert app.released == 1 and not app.following
+        await pilot.press("q")
+
+
+def test_projector_layout_hides_what_a_room_does_not_need_and_swaps_the_palette(snap_compare):
+    app = make_app(trace=FIXTURES / "all-gather.cvz", mask_volatile=True, options=ViewerOptions(present=True))
+
+    async def run_before(pilot) -> None:
+        await _until(pilot, lambda: app.loaded)
+        await pilot.press("g", "2", "enter")
+        await pilot.pause()
+        assert app.theme == "collviz-projector"
+        assert [rank_colour(r) for r in range(8)] == list(HIGH_CONTRAST_COLOURS)
+        assert not app.screen.query_one("#memory").display
+
+    try:
+        assert snap_compare(app, terminal_size=(160, 50), run_before=run_before)
+    finally:
+        from collviz.app.theme import palette_for
+        palette_for("textual-dark")  # the palette is module state: leave it as other tests expect
+    assert [rank_colour(r) for r in range(8)] == list(RANK_COLOURS)
+
+
+# Machado, Oliveira & Fernandes (2009) simulation matrices at full severity, on linear RGB
+_DEFICIENCIES = {
+    "protanopia": ((0.152286, 1.052583, -0.204868), (0.114503, 0.786281, 0.099216), (-0.003882, -0.048116, 1.051998)),
+    "deuteranopia": ((0.367322, 0.860646, -0.227968), (0.280085, 0.672501, 0.047413), (-0.011820, 0.042940, 0.968881)),
+    "tritanopia": ((1.255528, -0.076749, -0.178779), (-0.078411, 0.930809, 0.147602), (0.004733, 0.691367, 0.303900)),
+}
+
+
+def _linear(channel: float) -> float:
+    return channel / 12.92 if channel <= 0.04045 else ((channel + 0.055) / 1.055) ** 2.4
+
+
+def _simulated(colour: str, matrix) -> tuple[float, ...]:
+    rgb = [_linear(int(colour[i:i + 2], 16) / 255) for i in (1, 3, 5)]
+    return tuple(max(0.0, min(1.0, sum(m * c for m, c in zip(row, rgb)))) for row in matrix)
+
+
+@pytest.mark.parametrize("deficiency", sorted(_DEFICIENCIES))
+def test_projector_rank_colours_stay_apart_for_colour_blind_viewers(deficiency):
+    """Every pair of the 8 rank colours differs clearly (in linear RGB) after simulating the deficiency."""
+    seen = [_simulated(c, _DEFICIENCIES[deficiency]) for c in HIGH_CONTRAST_COLOURS]
+    closest = min(sum((a - b) ** 2 for a, b in zip(x, y)) ** 0.5 for i, x in enumerate(seen) for y in seen[i + 1:])
+    assert closest > 0.08, f"two rank colours nearly merge for {deficiency}: distance {closest:.3f}"
+
+
+async def test_n_and_p_leave_a_lesson_item_for_the_next_or_previous():
+    for key, navigation in (("n", "next"), ("p", "previous")):
+        options = ViewerOptions(lesson=(2, 3))
+        app = make_app(events=all_gather_events(), options=options)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.pause()
+            await pilot.press(key)
+            await pilot.pause()
+        assert options.navigation == navigation
+    app = make_app(events=all_gather_events())  # outside a lesson, n and p do nothing
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("n", "p")
+        assert app.is_running
+        await pilot.press("q")
+
+
+def test_the_lesson_loop_follows_n_and_p(monkeypatch):
+    """Item 1, then p on item 2 goes back to 1, then n, n, and the end."""
+    from collviz.app import lesson_cmd
+
+    played: list[str] = []
+    choices = itertools.chain(["next", "previous", "next", "next"], itertools.repeat("next"))
+
+    def play(item, headless, lesson, trace, recording, viewer):
+        played.append(item.scenario if not item.compare else "compare")
+        viewer.navigation = next(choices)
+        return 0
+
+    monkeypatch.setattr(lesson_cmd, "_play", play)
+    from collviz.runtime.scenarios.lessons import find_lesson
+
+    items = find_lesson("collectives").items
+    assert lesson_cmd.cmd_lesson(["collectives"]) == 0
+    names = [item.scenario if not item.compare else "compare" for item in items]
+    assert played == [names[0], names[1], names[0], names[1], *names[2:]]
