@@ -105,7 +105,7 @@ class CollvizApp(App[int]):
         Binding("n", "lesson(1)", "next item", tooltip="lesson: leave this item for the next one"),
         Binding("p", "lesson(-1)", "previous item", tooltip="lesson: go back to the previous item"),
         Binding("z", "toggle_quiz", "quiz", show=False,
-                tooltip="replay: predict each collective's result before it is revealed, with a score"),
+                tooltip="replay or step-through: predict each collective's result before it is revealed, with a score"),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit", tooltip="quit; a live run's workers are stopped first"),
     ]
@@ -121,7 +121,8 @@ class CollvizApp(App[int]):
     log_visible: var[bool] = var(False)
     """Whether the raw event log pane is shown."""
     quiz: var[bool] = var(False)
-    """Replay: → asks each collective's step as a question before revealing it."""
+    """Replay: → asks each collective's step as a question before revealing it; step-through:
+    space releases the step, and its question is asked before its frame is shown."""
 
     def __init__(
         self,
@@ -139,6 +140,8 @@ class CollvizApp(App[int]):
         pace = self.options.pace
         self.pacer = Pacer(pace, self.options.clock) if pace and session is not None and session.step else None
         self.set_reactive(CollvizApp.quiz, quiz)
+        self.quiz_hold: int | None = None
+        """Step-through quiz: the released step whose frame waits for its question (None: none)."""
         self.score = Score()
         self.asked: set[int] = set()
         if sum(x is not None for x in (trace, events, session)) != 1:
@@ -224,7 +227,18 @@ class CollvizApp(App[int]):
             self._frozen = self.absorbed
         if self.following:
             self.cursor = len(self.event_log)
+        if self.quiz_hold is not None and len(self.event_log.step_ends) > self.quiz_hold:
+            self._quiz_live_step()
         self.request_frame()
+
+    def _quiz_live_step(self) -> None:
+        """Step-through quiz: the held step has ended on every rank; ask its question (if it ran a
+        collective) before it is shown, else show it and follow again."""
+        target = self.event_log.step_ends[self.quiz_hold]
+        self.quiz_hold = None
+        if not self._ask(target):
+            self._move(target)
+            self.following = True
 
     def on_session_failed(self, message: SessionFailed) -> None:
         """Say that the session failed; the app stays open."""
@@ -285,7 +299,8 @@ class CollvizApp(App[int]):
             playback = "following" if self.following else "browsing history (end: follow)"
             if self.pacer is not None:
                 remaining = self.pacer.remaining()
-                pacing = ("⏸ paused (space resumes)" if self.pacer.paused else
+                pacing = ("run over" if self.event_log.run_end is not None else
+                          "⏸ paused (space resumes)" if self.pacer.paused else
                           f"next step in {remaining:.0f} s" if remaining is not None else "waiting for the ranks")
                 mode = f"paced every {self.pacer.period:g} s · {pacing}"
         if not self.mask_volatile:
@@ -365,9 +380,10 @@ class CollvizApp(App[int]):
             self._move(previous_boundary(self.event_log, self.cursor))
 
     def action_toggle_quiz(self) -> None:
-        """Replay: switch predict-then-reveal on or off."""
+        """Replay or step-through: switch predict-then-reveal on or off."""
         self.quiz = not self.quiz
-        self.notify("quiz on: → asks before each collective's step" if self.quiz else f"quiz off · {self.score.text}")
+        key = "space" if self.session is not None else "→"
+        self.notify(f"quiz on: {key} asks before each collective's step" if self.quiz else f"quiz off · {self.score.text}")
 
     def _ask(self, target: int) -> bool:
         """If the step shown at ``target`` has a question not asked yet, ask it; whether it did."""
@@ -380,6 +396,8 @@ class CollvizApp(App[int]):
         def answered(graded: Grade | None) -> None:
             """The quiz screen closed: count the grade; at the last question, the score."""
             self._move(target)
+            if self.session is not None:  # a live run: follow it again
+                self.following = True
             if graded is not None:
                 self.score.add(graded)
                 remaining = [q for q in questions(self.event_log.events) if q.step not in self.asked]
@@ -408,8 +426,10 @@ class CollvizApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Replay keys only in replay, the gate key only in step-through, n/p only in a lesson
         (others always)."""
-        if action in ("toggle_play", "speed", "toggle_quiz"):
+        if action in ("toggle_play", "speed"):
             return self.session is None
+        if action == "toggle_quiz":
+            return self.session is None or (self.session.step and self.pacer is None)
         if action == "release_gate":
             return self.session is not None and self.session.step
         if action == "lesson":
@@ -458,6 +478,9 @@ class CollvizApp(App[int]):
             self.render_now()
             return
         self.release_next_gate()
+        if self.quiz:  # hold the frame before the released step until its question is answered
+            self.quiz_hold = self.released
+            self.following = False
 
     def release_next_gate(self) -> None:
         """Release every rank waiting at the next gate."""

@@ -154,3 +154,28 @@ def test_the_lesson_loop_follows_n_and_p(monkeypatch):
     assert lesson_cmd.cmd_lesson(["collectives"]) == 0
     names = [item.scenario if not item.compare else "compare" for item in items]
     assert played == [names[0], names[1], names[0], names[1], *names[2:]]
+
+
+async def test_a_quiz_in_a_live_step_through_run_asks_before_the_step_is_shown():
+    """z, then space through the gates: once the all-gather step has run on every rank, its
+    question comes first; the gathered buffer is shown only after the answer, then the view
+    follows the run again."""
+    from collviz.app.screens.quiz import QuizScreen
+
+    session = _real_session("all-gather", step=True)
+    app = make_app(session=session)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await _until(pilot, lambda: app.current_view().state.kind == "waiting", tries=1500)
+        await pilot.press("z", "space")  # setup: no question, the frame follows
+        await _until(pilot, lambda: app.current_view().state.gate == 1, tries=1500)
+        await pilot.press("space")  # the all-gather
+        await _until(pilot, lambda: isinstance(app.screen, QuizScreen), tries=1500)
+        held = app.current_view()
+        assert held.step == 0 and not app.following  # the all-gather's result is not on screen yet
+        await pilot.press(*"1 2 3", "enter")
+        await _until(pilot, lambda: app.current_view().step == 1)
+        assert any(b.name == "gathered" and b.moment == "after" for b in app.current_view().ranks[0].buffers)
+        await pilot.press("enter")
+        await _until(pilot, lambda: not isinstance(app.screen, QuizScreen))
+        assert app.following and len(app.score.grades) == 1
+        await pilot.press("q")
