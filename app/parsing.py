@@ -75,6 +75,14 @@ def add_viewer_options(parser: argparse.ArgumentParser, pace_help: str) -> None:
                         help="projector layout: larger cells, high-contrast colour-blind-safe theme (P toggles)")
 
 
+def _algo_help(collective: str | None) -> str:
+    """``--algo``'s help: the algorithms this collective has."""
+    from collviz.runtime.scenarios.algorithms.plans import ALGORITHMS
+
+    names = ", ".join(("library", *ALGORITHMS.get(collective or "", ())))
+    return f"run it hop by hop with real send/recv: {names} (default library: the backend's own call)"
+
+
 def _find(name: str) -> Scenario | None:
     from collviz.runtime.scenarios.loading import find_scenario
 
@@ -131,6 +139,7 @@ def run_parser(name: str) -> OneLineParser:
     parser.add_argument("--root", type=int, metavar="R", help=shown(collective in ROOTED, f"root rank{root_default}"))
     parser.add_argument("--iters", type=int, default=1, metavar="N",
                         help=shown(collective is not None, "run the collective N times, timing each (default 1)"))
+    parser.add_argument("--algo", metavar="NAME", help=shown(collective is not None, _algo_help(collective)))
     parser.add_argument("--prefetch", action=argparse.BooleanOptionalAction,
                         help=shown(fsdp, "fsdp: issue the next unit's all-gather early (default: off)"))
     parser.add_argument("--reshard-after-forward", action=argparse.BooleanOptionalAction,
@@ -149,4 +158,5 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     return RunOptions(reduce_op=args.op, dtype=args.dtype, root=args.root, iters=args.iters,
                       size_bytes=None if args.size is None else parse_size(args.size),
                       prefetch=getattr(args, "prefetch", None),
-                      reshard_after_forward=getattr(args, "reshard_after_forward", None))
+                      reshard_after_forward=getattr(args, "reshard_after_forward", None),
+                      algo=getattr(args, "algo", None))

@@ -54,6 +54,8 @@ class RunOptions:
     """FSDP only: prefetch the next unit's all-gather (forward and backward)."""
     reshard_after_forward: bool | None = None
     """FSDP only: free gathered parameters after each unit's forward."""
+    algo: str | None = None
+    """Collectives only: run hop by hop with this algorithm (``library``: the backend's own call)."""
 
 
 def refuse_training_options(scenario: Scenario, options: RunOptions) -> None:

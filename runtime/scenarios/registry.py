@@ -21,10 +21,15 @@ def _build_collective(scenario: Scenario, world_size: int, options: RunOptions) 
     from .collectives import resolve_spec
 
     refuse_training_options(scenario, options)
-    return resolve_spec(
+    spec = resolve_spec(
         scenario, world_size, reduce_op=options.reduce_op, dtype=options.dtype,
         size_bytes=options.size_bytes, root=options.root, iters=options.iters,
     )
+    if options.algo in (None, "library"):
+        return spec
+    from .algorithms.program import build_algorithm
+
+    return build_algorithm(spec, options.algo, world_size)
 
 
 def _build_desync(scenario: Scenario, world_size: int, options: RunOptions) -> ScenarioProgram:

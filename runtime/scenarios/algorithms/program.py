@@ -1,0 +1,194 @@
+"""``collviz all-reduce --algo ring`` (and every collective's ``--algo``): the algorithm, hop by hop.
+
+Phases: setup (the inputs, and the buffers the algorithm works in), one phase per hop (each a
+real ``batch_isend_irecv`` round: p2p Transfers with their hop number and bytes, every buffer it
+touched with its provenance), then a check: the result against the library's own call on the same
+inputs, with the traffic this rank counted and the bus factor it implies beside nccl-tests'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ...context import RankContext
+from ...errors import UsageError
+from ...observation.metrics import algo_bytes, bus_factor_text, human_bytes
+from ...observation.tensors import provenance_from_tags
+from ...wire.protocol import Check, Transfer
+from ..collectives import OUTPUT_NAMES, CollectiveSpec, allocate_input, collective_caller, make_input, make_output
+from .execute import MAX_MASK_RANKS, RankBuffers, run_hop
+from .plans import Plan, plan
+
+__all__ = ["AlgorithmProgram", "build_algorithm"]
+
+
+@dataclass(frozen=True)
+class AlgorithmProgram:
+    """A collective scenario run by a hop-by-hop algorithm (a ScenarioProgram)."""
+
+    spec: CollectiveSpec
+    plan: Plan
+
+    @property
+    def phase_count(self) -> int:
+        """setup, one phase per hop, check."""
+        return 2 + len(self.plan.hops)
+
+    @property
+    def source(self) -> str:
+        """The inputs' source, as for the library call."""
+        return self.spec.source
+
+    def narration_values(self, world_size: int) -> dict[str, object]:
+        """The collective's own placeholders."""
+        return self.spec.narration_values(world_size)
+
+    def run_options(self) -> dict[str, str | int | float | bool]:
+        """The collective's options and the algorithm."""
+        return {**self.spec.run_options(), "algo": self.plan.algo}
+
+    def run(self, ctx: RankContext) -> None:
+        """This rank's part: every hop, every event."""
+        run_algorithm(ctx, self.spec, self.plan)
+
+
+def build_algorithm(spec: CollectiveSpec, algo: str, world_size: int) -> AlgorithmProgram:
+    """The program running ``spec`` with ``algo``; UsageError when they do not fit."""
+    if world_size > MAX_MASK_RANKS:
+        raise UsageError(f"--algo {algo}: hop-by-hop algorithms follow each element's ranks in a 64-bit mask, "
+                         f"so they run on at most {MAX_MASK_RANKS} ranks")
+    if spec.iters != 1:
+        raise UsageError(f"--algo {algo} runs the collective once, hop by hop; --iters does not apply "
+                         f"(time algorithms with collviz bench --algo)")
+    return AlgorithmProgram(spec, plan(spec.op, algo, world_size, spec.count, spec.root))
+
+
+def _names(spec: CollectiveSpec) -> dict[str, str]:
+    """How the plan's buffers are shown: the scenario's buffer name and the op's output name."""
+    output = OUTPUT_NAMES.get(spec.op, spec.buffer_name)
+    return {"x": spec.buffer_name, "in": spec.buffer_name, "out": output}
+
+
+def _working_buffers(spec: CollectiveSpec, rank: int, n: int, inp: torch.Tensor | None) -> RankBuffers:
+    """The buffers ``plan`` works in on ``rank``, own data in place (see :mod:`.plans`)."""
+    op, root = spec.op, spec.root
+    if op in ("all_reduce", "broadcast", "reduce", "reduce_scatter"):
+        return RankBuffers.of(rank, {"x": (inp.clone(), op != "broadcast" or rank == root)})
+    dtype = getattr(torch, spec.dtype)
+    if op == "all_gather":
+        out = torch.zeros(n * spec.count, dtype=dtype)
+        out[rank * spec.count:(rank + 1) * spec.count] = inp.reshape(-1)
+        buffers = RankBuffers.of(rank, {"out": (out, False)})
+        buffers.mark("out", rank * spec.count, spec.count, rank)
+        return buffers
+    if op == "all_to_all":
+        chunk = spec.count // n
+        out = torch.zeros(spec.count, dtype=dtype)
+        out[rank * chunk:(rank + 1) * chunk] = inp.reshape(-1)[rank * chunk:(rank + 1) * chunk]
+        buffers = RankBuffers.of(rank, {"in": (inp.reshape(-1).clone(), True), "out": (out, False)})
+        buffers.mark("out", rank * chunk, chunk, rank)
+        return buffers
+    if op == "gather":
+        out = torch.zeros(n * spec.count if rank == root else 0, dtype=dtype)
+        if rank == root:
+            out[rank * spec.count:(rank + 1) * spec.count] = inp.reshape(-1)
+        buffers = RankBuffers.of(rank, {"in": (inp.reshape(-1).clone(), True), "out": (out, False)})
+        if rank == root:
+            buffers.mark("out", rank * spec.count, spec.count, rank)
+        return buffers
+    chunk = spec.count // n  # scatter
+    source = inp.reshape(-1).clone() if inp is not None else torch.zeros(0, dtype=dtype)
+    out = torch.zeros(chunk, dtype=dtype)
+    if rank == root:
+        out.copy_(source[rank * chunk:(rank + 1) * chunk])
+    buffers = RankBuffers.of(rank, {"in": (source, rank == root), "out": (out, rank == root)})
+    return buffers
+
+
+def _show(ctx: RankContext, spec: CollectiveSpec, buffers: RankBuffers, moment: str, only: set[str] | None = None) -> None:
+    names = _names(spec)
+    for key, tensor in buffers.data.items():
+        if tensor.numel() and (only is None or key in only):
+            ctx.buffer(names[key], "algorithm", moment, tensor, provenance_from_tags(buffers.masks[key]))
+
+
+def _result(spec: CollectiveSpec, buffers: RankBuffers, rank: int, n: int) -> torch.Tensor | None:
+    """This rank's result, as the library call would leave it (None where it has none)."""
+    op = spec.op
+    if op == "reduce_scatter":
+        chunk = spec.count // n
+        return buffers.data["x"][rank * chunk:(rank + 1) * chunk]
+    if op in ("all_reduce", "broadcast", "reduce"):
+        return buffers.data["x"] if op != "reduce" or rank == spec.root else None
+    if op == "gather" and rank != spec.root:
+        return None
+    return buffers.data["out"]
+
+
+def _library_result(spec: CollectiveSpec, rank: int, n: int, device: torch.device) -> torch.Tensor | None:
+    """The library's own call on the same inputs (untracked), as :func:`_result` reads it."""
+    inp = make_input(spec, rank, n, device)
+    out = make_output(spec, inp, rank, n)
+    collective_caller(spec, rank, n)(inp, out, spec.reduce_op or "sum")
+    if spec.op in ("all_reduce", "broadcast", "reduce"):
+        return inp.reshape(-1) if spec.op != "reduce" or rank == spec.root else None
+    return None if out is None else out.reshape(-1)
+
+
+def _traffic_text(spec: CollectiveSpec, plan: Plan, rank: int, n: int) -> str:
+    """Hops, what this rank sent, and the bus factor the counted traffic implies beside nccl-tests'."""
+    itemsize = getattr(torch, spec.dtype).itemsize
+    root_in = spec.count * itemsize
+    root_out = (spec.count // n if spec.op in ("scatter", "reduce_scatter") else spec.count * n) * itemsize
+    size = algo_bytes(spec.op, n, root_in, root_out if spec.op != "all_to_all" else root_in)
+    sent = plan.sent(rank) * itemsize
+    return (f"{len(plan.hops)} hops; rank {rank} sent {human_bytes(sent)} = {sent / size:.3g} × S "
+            f"(S = {human_bytes(size)}); nccl-tests bus factor {bus_factor_text(spec.op, n)}")
+
+
+def run_algorithm(ctx: RankContext, spec: CollectiveSpec, plan: Plan) -> None:
+    """Run ``plan`` on this rank: setup, each hop, the check against the library."""
+    rank, n = ctx.rank, ctx.world_size
+    itemsize = getattr(torch, spec.dtype).itemsize
+    with ctx.phase("setup", f"setup: {spec.op} by {plan.algo}, {len(plan.hops)} hops"):
+        inp = allocate_input(ctx, spec)
+        with ctx.tracker.category("communication"):
+            buffers = _working_buffers(spec, rank, n, inp)
+        _show(ctx, spec, buffers, "before")
+        ctx.memory("buffers allocated")
+    for number, hop in enumerate(plan.hops):
+        senders = sorted({m.src for m in hop.messages})
+        with ctx.phase("collective", f"hop {number + 1}/{len(plan.hops)} of {plan.algo}: "
+                                     f"{len(hop.messages)} messages from {len(senders)} ranks"):
+            with ctx.tracker.category("communication"):
+                arrived = run_hop(hop, rank, buffers, spec.reduce_op or "sum")
+            for src, into, start, length in arrived:
+                ctx.emitter.emit(Transfer, phase=ctx.phase_index, src=src, dst=rank, bytes=length * itemsize,
+                                 buffer=_names(spec)[into], start=start, length=length, kind="p2p", step=number)
+            _show(ctx, spec, buffers, "after", {into for _, into, _, _ in arrived})
+            ctx.memory(f"after hop {number + 1}")
+    with ctx.phase("release", f"check: the library's {spec.op} on the same inputs"):
+        result = _result(spec, buffers, rank, n)
+        if result is not None and spec.reduce_op == "avg":
+            result.div_(n)
+        with ctx.tracker.suspended():
+            expected = _library_result(spec, rank, n, ctx.device)
+        ctx.emitter.emit(Check, phase=ctx.phase_index, name=f"{plan.algo} gives the library's {spec.op}",
+                         **_compare(result, expected, _traffic_text(spec, plan, rank, n)))
+        ctx.memory("checked")
+
+
+def _compare(result: torch.Tensor | None, expected: torch.Tensor | None, traffic: str) -> dict:
+    """Check fields: bit-identical, or within rtol 1e-5 (reduction order), or different."""
+    if result is None or expected is None:
+        return {"ok": result is None and expected is None, "detail": f"no result on this rank, as with the library; {traffic}"}
+    result, expected = result.reshape(-1).cpu(), expected.reshape(-1).cpu()
+    if torch.equal(result, expected):
+        return {"ok": True, "detail": f"bit-identical; {traffic}"}
+    if result.dtype.is_floating_point and torch.allclose(result.double(), expected.double(), rtol=1e-5, atol=1e-6):
+        worst = float((result.double() - expected.double()).abs().max())
+        return {"ok": True, "detail": f"within rtol 1e-5 (another reduction order), at most {worst:.3g} apart; {traffic}"}
+    wrong = int((result != expected).sum())
+    return {"ok": False, "detail": f"{wrong} of {result.numel()} elements differ from the library's; {traffic}"}
