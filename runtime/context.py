@@ -39,8 +39,9 @@ class RankContext:
     _group_seq: collections.Counter[str] = field(default_factory=collections.Counter)
 
     @contextmanager
-    def phase(self, key: str, name: str) -> Iterator[int]:
-        """Open phase ``name`` (narration looked up by ``key``): gate, begin, body, end."""
+    def phase(self, key: str, name: str, narration: str | None = None) -> Iterator[int]:
+        """Open phase ``name``: gate, begin, body, end. Its narration is the scenario's text for
+        ``key`` (with the teacher's notes), or ``narration`` when the program words it itself."""
         index = self._next_phase
         self._next_phase += 1
         if self.gates is not None:
@@ -48,9 +49,8 @@ class RankContext:
             self.emitter.flush()
             self.gates.wait(index)
             self.emitter.emit(Gate, index=index, edge="pass")
-        text = self.narration.get(key, "")
-        self.emitter.emit(Phase, index=index, name=name, edge="begin", narration=text.format(**self.narration_values),
-                          key=key)
+        text = self.narration.get(key, "").format(**self.narration_values) if narration is None else narration
+        self.emitter.emit(Phase, index=index, name=name, edge="begin", narration=text, key=key)
         self.phase_index = index
         yield index
         self.emitter.emit(Phase, index=index, name=name, edge="end")

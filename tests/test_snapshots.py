@@ -139,3 +139,9 @@ def test_64_ranks_compact_heatmap(snap_compare):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(160, 50), run_before=run_before)
+
+
+def test_all_gather_by_ring_hop_2(snap_compare):
+    """collviz all-gather --algo ring, hop 2 of 3: each rank forwards the block it received in
+    hop 1, coloured by the rank it came from; the transfers are real p2p sends of hop 2."""
+    assert snap_compare(_app("all-gather-ring"), terminal_size=(160, 50), run_before=_at_step(3))

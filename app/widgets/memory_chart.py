@@ -193,6 +193,7 @@ def phase_label(name: str) -> str:
     """A short axis label for a phase: the part before ``:``, words abbreviated (``block 0
     forward: all-gather`` → ``b0 fwd``, ``hop 3/6: …`` → ``hop 3``, ``AdamW step…`` → ``AdamW``)."""
     head = name.split(":")[0].strip() or name
+    head = re.split(r"\s+of\s+", head)[0]  # "hop 2/6 of ring" → "hop 2/6"
     head = re.sub(r"\bblock (\d+)", r"b\1", head)
     head = re.sub(r"(\d+)/\d+", r"\1", head)
     words = [_WORDS.get(word, word) for word in head.split()]

@@ -249,6 +249,7 @@ class Transfer(Event):
 
     ``kind="logical"`` is what a collective moved as seen from its inputs and outputs (the
     backend's own ring or tree inside the call is not observable); ``"p2p"`` is a real send/recv.
+    ``step``: the hop of a hop-by-hop algorithm the p2p transfer belongs to, from 1 (0: none).
     """
 
     phase: int

@@ -61,6 +61,8 @@ class Plan:
     count: int
     root: int
     hops: tuple[Hop, ...]
+    description: str = ""
+    """What the algorithm does, in one or two sentences (its builder's docstring)."""
 
     def sent(self, rank: int) -> int:
         """Elements ``rank`` sends over the whole plan."""
@@ -277,5 +279,7 @@ def plan(op: str, algo: str, world_size: int, count: int, root: int = 0) -> Plan
     if op in ("reduce_scatter", "all_to_all", "scatter") and count % world_size:
         raise PlanError(f"--algo {algo}: {op} splits {count} elements into {world_size} equal chunks; "
                         f"use a count that is a multiple of {world_size}")
-    hops = [hop for hop in algos[algo](world_size, count, root) if hop.messages]
-    return Plan(op, algo, world_size, count, root, tuple(hops))
+    builder = algos[algo]
+    hops = [hop for hop in builder(world_size, count, root) if hop.messages]
+    description = " ".join((builder.__doc__ or "").split())
+    return Plan(op, algo, world_size, count, root, tuple(hops), description)

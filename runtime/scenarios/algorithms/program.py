@@ -160,16 +160,23 @@ def run_algorithm(ctx: RankContext, spec: CollectiveSpec, plan: Plan) -> None:
         ctx.memory("buffers allocated")
     for number, hop in enumerate(plan.hops):
         senders = sorted({m.src for m in hop.messages})
+        elements = sum(m.length for m in hop.messages)
+        narration = (f"{plan.algo} {spec.op}: {plan.description} Hop {number + 1} of {len(plan.hops)}: "
+                     f"{len(hop.messages)} real point-to-point sends from {len(senders)} ranks, {elements} elements "
+                     f"in all; each element's colour says whose data it now holds.")
         with ctx.phase("collective", f"hop {number + 1}/{len(plan.hops)} of {plan.algo}: "
-                                     f"{len(hop.messages)} messages from {len(senders)} ranks"):
+                                     f"{len(hop.messages)} messages from {len(senders)} ranks", narration):
             with ctx.tracker.category("communication"):
                 arrived = run_hop(hop, rank, buffers, spec.reduce_op or "sum")
             for src, into, start, length in arrived:
                 ctx.emitter.emit(Transfer, phase=ctx.phase_index, src=src, dst=rank, bytes=length * itemsize,
-                                 buffer=_names(spec)[into], start=start, length=length, kind="p2p", step=number)
+                                 buffer=_names(spec)[into], start=start, length=length, kind="p2p", step=number + 1)
             _show(ctx, spec, buffers, "after", {into for _, into, _, _ in arrived})
             ctx.memory(f"after hop {number + 1}")
-    with ctx.phase("release", f"check: the library's {spec.op} on the same inputs"):
+    check = (f"The same inputs through the library's own {spec.op}: the algorithm's result must match it, "
+             f"bit for bit where the reduction order is the same. The check also gives the traffic this rank "
+             f"counted, as a multiple of S, beside the nccl-tests bus factor it explains.")
+    with ctx.phase("release", f"check: the library's {spec.op} on the same inputs", check):
         result = _result(spec, buffers, rank, n)
         if result is not None and spec.reduce_op == "avg":
             result.div_(n)

@@ -1,0 +1,221 @@
+"""Hop-by-hop algorithms: every plan gives the op's result (simulated, and on real gloo ranks of
+2, 3, 4, 5 and 8), with hop counts and traffic checked against formulas written here."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from collviz.runtime.scenarios.algorithms.execute import RankBuffers, run_hop
+from collviz.runtime.scenarios.algorithms.plans import ALGORITHMS, Plan, PlanError, plan
+
+WORLDS = (2, 3, 4, 5, 8)
+CASES = [(op, algo) for op, algos in ALGORITHMS.items() for algo in algos]
+POWER_OF_TWO_ONLY = {("all_gather", "recursive-doubling"), ("reduce_scatter", "recursive-halving")}
+ROOT = 1
+"""The root of rooted ops (rank 1 mod n: a root other than rank 0 where there is one)."""
+
+
+def _count(op: str, n: int) -> int:
+    """Elements per rank in the plan's terms (a multiple of n where the op splits)."""
+    return 3 * n if op in ("reduce_scatter", "all_to_all", "scatter") else 5
+
+
+def _inputs(n: int, count: int) -> list[list[int]]:
+    return [[r * 1000 + i for i in range(count)] for r in range(n)]
+
+
+def _expected(op: str, n: int, count: int, root: int) -> list[list[int] | None]:
+    """What each rank holds afterwards, computed from the op's definition."""
+    inputs = _inputs(n, count)
+    total = [sum(column) for column in zip(*inputs)]
+    chunk = count // n if count % n == 0 else 0
+    if op == "all_reduce":
+        return [total] * n
+    if op == "broadcast":
+        return [inputs[root]] * n
+    if op == "reduce":
+        return [total if r == root else None for r in range(n)]
+    if op == "all_gather":
+        return [[v for rank in inputs for v in rank]] * n
+    if op == "reduce_scatter":
+        return [total[r * chunk:(r + 1) * chunk] for r in range(n)]
+    if op == "all_to_all":
+        return [[v for i in range(n) for v in inputs[i][r * chunk:(r + 1) * chunk]] for r in range(n)]
+    if op == "gather":
+        return [[v for rank in inputs for v in rank] if r == root else None for r in range(n)]
+    return [inputs[root][r * chunk:(r + 1) * chunk] for r in range(n)]  # scatter
+
+
+def _start(op: str, n: int, count: int, root: int) -> list[dict[str, list[int]]]:
+    """Every rank's buffers before the plan, own data in place (as the program sets them up)."""
+    inputs = _inputs(n, count)
+    buffers = []
+    for r in range(n):
+        if op in ("all_reduce", "reduce", "reduce_scatter"):
+            buffers.append({"x": list(inputs[r])})
+        elif op == "broadcast":
+            buffers.append({"x": list(inputs[root]) if r == root else [0] * count})
+        elif op == "all_gather":
+            out = [0] * (n * count)
+            out[r * count:(r + 1) * count] = inputs[r]
+            buffers.append({"out": out})
+        elif op == "all_to_all":
+            chunk = count // n
+            out = [0] * count
+            out[r * chunk:(r + 1) * chunk] = inputs[r][r * chunk:(r + 1) * chunk]
+            buffers.append({"in": list(inputs[r]), "out": out})
+        elif op == "gather":
+            out = [0] * (n * count) if r == root else []
+            out[r * count:(r + 1) * count] = inputs[r] if r == root else []
+            buffers.append({"in": list(inputs[r]), "out": out})
+        else:  # scatter
+            chunk = count // n
+            buffers.append({"in": list(inputs[root]) if r == root else [],
+                            "out": inputs[root][r * chunk:(r + 1) * chunk] if r == root else [0] * chunk})
+    return buffers
+
+
+def _result(op: str, buffers: dict[str, list[int]], r: int, n: int, count: int, root: int) -> list[int] | None:
+    if op == "reduce_scatter":
+        chunk = count // n
+        return buffers["x"][r * chunk:(r + 1) * chunk]
+    if op in ("all_reduce", "broadcast"):
+        return buffers["x"]
+    if op == "reduce":
+        return buffers["x"] if r == root else None
+    if op == "gather":
+        return buffers["out"] if r == root else None
+    return buffers["out"]
+
+
+def simulate(p: Plan, op: str, n: int, count: int) -> list[list[int] | None]:
+    """Run ``p`` on lists: each hop's sends read the buffers as they were when the hop began."""
+    ranks = _start(op, n, count, p.root)
+    for hop in p.hops:
+        before = [{name: list(values) for name, values in buffers.items()} for buffers in ranks]
+        for m in hop.messages:
+            data = before[m.src][m.buffer][m.start:m.start + m.length]
+            target = ranks[m.dst][m.into]
+            for i, value in enumerate(data):
+                target[m.at + i] = target[m.at + i] + value if m.reduce else value
+    return [_result(op, ranks[r], r, n, count, p.root) for r in range(n)]
+
+
+def _applies(op: str, algo: str, n: int) -> bool:
+    return (op, algo) not in POWER_OF_TWO_ONLY or n & (n - 1) == 0
+
+
+@pytest.mark.parametrize("n", (1, *WORLDS))
+@pytest.mark.parametrize(("op", "algo"), CASES)
+def test_every_plan_computes_the_op(op, algo, n):
+    count, root = _count(op, n), ROOT % n
+    if not _applies(op, algo, n):
+        with pytest.raises(PlanError, match="power-of-two number of ranks"):
+            plan(op, algo, n, count, root)
+        return
+    assert simulate(plan(op, algo, n, count, root), op, n, count) == _expected(op, n, count, root)
+
+
+@pytest.mark.parametrize("n", WORLDS)
+def test_hop_counts_and_traffic_follow_the_formulas(n):
+    """Written from the algorithms' definitions: S elements per rank, n ranks."""
+    s = 4 * n
+    log2 = math.ceil(math.log2(n))
+    ring = plan("all_reduce", "ring", n, s)
+    assert len(ring.hops) == 2 * (n - 1)
+    assert all(ring.sent(r) == 2 * (n - 1) * s // n for r in range(n))  # the 2(n−1)/n of busbw
+    gather = plan("all_gather", "ring", n, s)
+    assert len(gather.hops) == n - 1 and all(gather.sent(r) == (n - 1) * s for r in range(n))
+    scatter = plan("reduce_scatter", "ring", n, s)
+    assert len(scatter.hops) == n - 1 and all(scatter.sent(r) == (n - 1) * s // n for r in range(n))
+    pairwise = plan("all_to_all", "pairwise", n, s)
+    assert len(pairwise.hops) == n - 1 and all(pairwise.sent(r) == (n - 1) * s // n for r in range(n))
+    tree = plan("all_reduce", "tree", n, s)
+    assert len(tree.hops) == 2 * log2
+    assert len(plan("broadcast", "binomial-tree", n, s, 0).hops) == log2
+    assert len(plan("all_reduce", "direct", n, s).hops) == 1
+    doubling = plan("all_reduce", "recursive-doubling", n, s)
+    p = 1 << (n.bit_length() - 1)
+    assert len(doubling.hops) == int(math.log2(p)) + (2 if p < n else 0)
+    if p == n:
+        assert all(doubling.sent(r) == int(math.log2(n)) * s for r in range(n))
+        halving = plan("reduce_scatter", "recursive-halving", n, s)
+        assert len(halving.hops) == int(math.log2(n)) and all(halving.sent(r) == (n - 1) * s // n for r in range(n))
+
+
+def test_unknown_algorithms_and_uneven_splits_are_one_line_errors():
+    with pytest.raises(PlanError, match="all_gather has library, ring, recursive-doubling"):
+        plan("all_gather", "tree", 4, 8)
+    with pytest.raises(PlanError, match="multiple of 4"):
+        plan("reduce_scatter", "ring", 4, 6)
+
+
+# -------------------------------------------------------------------------------- real ranks
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _worker(rank: int, n: int, port: int, results) -> None:
+    """Every applicable plan on real tensors (float64 integers: sums are exact in any order),
+    next to the library's result computed here on the same inputs."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=n)
+    try:
+        for op, algo in CASES:
+            if not _applies(op, algo, n):
+                continue
+            count, root = _count(op, n), ROOT % n
+            start = _start(op, n, count, root)[rank]
+            tensors = {name: (torch.tensor(values, dtype=torch.float64), name != "out")
+                       for name, values in start.items()}
+            buffers = RankBuffers.of(rank, tensors)
+            for hop in plan(op, algo, n, count, root).hops:
+                run_hop(hop, rank, buffers, "sum")
+            got = {name: [int(v) for v in t.tolist()] for name, t in buffers.data.items()}
+            results.put((n, op, algo, rank, got))
+    finally:
+        dist.barrier()
+        os._exit(0)
+
+
+@pytest.fixture(scope="module")
+def real_runs() -> dict[tuple[int, str, str, int], dict[str, list[int]]]:
+    """One 2-, 3-, 4-, 5- and 8-rank gloo group each, running every algorithm once."""
+    context = mp.get_context("fork")
+    found = {}
+    for n in WORLDS:
+        results = context.Queue()
+        port = _free_port()
+        processes = [context.Process(target=_worker, args=(r, n, port, results)) for r in range(n)]
+        for process in processes:
+            process.start()
+        expected = n * sum(_applies(op, algo, n) for op, algo in CASES)
+        for _ in range(expected):
+            n_, op, algo, rank, got = results.get(timeout=120)
+            found[(n_, op, algo, rank)] = got
+        for process in processes:
+            process.join(30)
+    return found
+
+
+@pytest.mark.parametrize("n", WORLDS)
+def test_on_real_ranks_every_algorithm_gives_the_ops_result(real_runs, n):
+    for op, algo in CASES:
+        if not _applies(op, algo, n):
+            continue
+        count, root = _count(op, n), ROOT % n
+        expected = _expected(op, n, count, root)
+        for rank in range(n):
+            got = _result(op, real_runs[(n, op, algo, rank)], rank, n, count, root)
+            assert got == expected[rank], f"{algo} {op} on {n} ranks, rank {rank}"
