@@ -72,13 +72,11 @@ def _start(op: str, n: int, count: int, root: int) -> list[dict[str, list[int]]]
             out[r * chunk:(r + 1) * chunk] = inputs[r][r * chunk:(r + 1) * chunk]
             buffers.append({"in": list(inputs[r]), "out": out})
         elif op == "gather":
-            out = [0] * (n * count) if r == root else []
-            out[r * count:(r + 1) * count] = inputs[r] if r == root else []
+            out = [0] * (n * count)
+            out[r * count:(r + 1) * count] = inputs[r]
             buffers.append({"in": list(inputs[r]), "out": out})
         else:  # scatter
-            chunk = count // n
-            buffers.append({"in": list(inputs[root]) if r == root else [],
-                            "out": inputs[root][r * chunk:(r + 1) * chunk] if r == root else [0] * chunk})
+            buffers.append({"in": list(inputs[root]) if r == root else [0] * count})
     return buffers
 
 
@@ -92,6 +90,9 @@ def _result(op: str, buffers: dict[str, list[int]], r: int, n: int, count: int, 
         return buffers["x"] if r == root else None
     if op == "gather":
         return buffers["out"] if r == root else None
+    if op == "scatter":
+        chunk = count // n
+        return buffers["in"][r * chunk:(r + 1) * chunk]
     return buffers["out"]
 
 
@@ -140,6 +141,12 @@ def test_hop_counts_and_traffic_follow_the_formulas(n):
     tree = plan("all_reduce", "tree", n, s)
     assert len(tree.hops) == 2 * log2
     assert len(plan("broadcast", "binomial-tree", n, s, 0).hops) == log2
+    assert len(plan("all_gather", "bruck", n, s).hops) == log2
+    assert all(plan("all_gather", "bruck", n, s).sent(r) == (n - 1) * s for r in range(n))
+    assert len(plan("gather", "binomial-tree", n, s, 0).hops) == log2
+    assert len(plan("scatter", "binomial-tree", n, s, 0).hops) == log2
+    pieces = min(4, s)
+    assert len(plan("broadcast", "pipelined-ring", n, s, 0).hops) == n - 1 + pieces - 1
     assert len(plan("all_reduce", "direct", n, s).hops) == 1
     doubling = plan("all_reduce", "recursive-doubling", n, s)
     p = 1 << (n.bit_length() - 1)

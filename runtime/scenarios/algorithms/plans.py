@@ -11,8 +11,10 @@ it was when the hop began) and copies or reduces it into the receiver's. The exe
   result is chunk r;
 - ``all_to_all``: ``in`` and ``out`` of ``count`` elements (n equal chunks), rank r's own chunk
   already copied; chunk j of rank i's ``in`` lands in chunk i of rank j's ``out``;
-- ``gather``: rank r's ``in`` (count) lands at r·count of the root's ``out``;
-- ``scatter``: chunk r of the root's ``in`` (n·count) lands in rank r's ``out`` (count).
+- ``gather``: rank r's ``in`` (count) lands at r·count of the root's ``out`` (n·count; every rank
+  has one, holding its own block, where a tree forwards its subtree's blocks);
+- ``scatter``: chunk r of the root's ``in`` (n equal chunks) lands at the same place in rank r's
+  ``in`` (every rank has one: a tree forwards the chunks of a subtree through it).
 """
 
 from __future__ import annotations
@@ -244,7 +246,92 @@ def _gather_direct(n: int, count: int, root: int) -> list[Hop]:
 def _scatter_direct(n: int, count: int, root: int) -> list[Hop]:
     """One hop: the root sends each other rank its chunk."""
     chunk = count // n
-    return [Hop(tuple(Message(root, r, "in", r * chunk, chunk, "out", 0, False) for r in range(n) if r != root))]
+    return [Hop(tuple(Message(root, r, "in", r * chunk, chunk, "in", r * chunk, False) for r in range(n) if r != root))]
+
+
+def _subtree(relative: int, size: int, n: int, root: int) -> list[int]:
+    """The ranks of the binomial subtree of ``size`` rooted at relative rank ``relative``."""
+    return [(relative + i + root) % n for i in range(size) if relative + i < n]
+
+
+def _gather_binomial(n: int, count: int, root: int) -> list[Hop]:
+    """ceil(log2 n) hops: in hop k each subtree of 2^k ranks hands all its blocks to the rank
+    2^k below it, so the root receives log2 n messages of growing size instead of n − 1."""
+    hops = []
+    distance = 1
+    while distance < n:
+        messages = []
+        for relative in range(distance, n, 2 * distance):
+            src, dst = (relative + root) % n, (relative - distance + root) % n
+            messages += [Message(src, dst, "out", r * count, count, "out", r * count, False)
+                         for r in _subtree(relative, distance, n, root)]
+        hops.append(Hop(tuple(messages)))
+        distance *= 2
+    return hops
+
+
+def _scatter_binomial(n: int, count: int, root: int) -> list[Hop]:
+    """ceil(log2 n) hops: each holder hands the upper half of its subtree's chunks to the rank
+    that heads it, halving the subtrees every hop."""
+    chunk = count // n
+    hops = []
+    distance = 1 << max(0, (n - 1).bit_length() - 1)
+    while distance >= 1:
+        messages = []
+        for relative in range(0, n, 2 * distance):
+            if relative + distance < n:
+                src, dst = (relative + root) % n, (relative + distance + root) % n
+                messages += [Message(src, dst, "in", r * chunk, chunk, "in", r * chunk, False)
+                             for r in _subtree(relative + distance, distance, n, root)]
+        hops.append(Hop(tuple(messages)))
+        distance //= 2
+    return hops
+
+
+def _all_gather_bruck(n: int, count: int, root: int) -> list[Hop]:
+    """ceil(log2 n) hops for any n: rank r holds blocks r, r+1, … and in hop k receives the
+    next min(2^k, n − 2^k) of them from rank r + 2^k."""
+    hops = []
+    held = 1
+    while held < n:
+        take = min(held, n - held)
+        messages = []
+        for r in range(n):
+            src = (r + held) % n
+            for block in range(src, src + take):
+                b = block % n
+                messages.append(Message(src, r, "out", b * count, count, "out", b * count, False))
+        hops.append(Hop(tuple(messages)))
+        held += take
+    return hops
+
+
+PIPELINE_CHUNKS = 4
+"""Pieces a pipelined-ring broadcast cuts the buffer into (fewer when it has fewer elements)."""
+
+
+def _broadcast_pipelined_ring(n: int, count: int, root: int) -> list[Hop]:
+    """The buffer cut into pieces that flow down the chain root → root+1 → …: while one piece
+    moves on, the next follows, so n − 1 + pieces − 1 hops carry it all."""
+    pieces = _bounds(count, min(PIPELINE_CHUNKS, max(count, 1)))
+    hops = []
+    for h in range(n - 1 + len(pieces) - 1):
+        messages = []
+        for position in range(n - 1):
+            piece = h - position
+            if 0 <= piece < len(pieces) and pieces[piece][1]:
+                start, length = pieces[piece]
+                src, dst = (root + position) % n, (root + position + 1) % n
+                messages.append(Message(src, dst, "x", start, length, "x", start, False))
+        hops.append(Hop(tuple(messages)))
+    return hops
+
+
+def _all_to_all_direct(n: int, count: int, root: int) -> list[Hop]:
+    """One hop: every rank sends each other rank its chunk, all at once."""
+    chunk = count // n
+    return [Hop(tuple(Message(r, d, "in", d * chunk, chunk, "out", r * chunk, False)
+                      for r in range(n) for d in range(n) if d != r))]
 
 
 def _need_power_of_two(op: str, algo: str, n: int) -> None:
@@ -256,13 +343,14 @@ def _need_power_of_two(op: str, algo: str, n: int) -> None:
 _BUILDERS: dict[str, dict[str, Callable[[int, int, int], list[Hop]]]] = {
     "all_reduce": {"ring": _all_reduce_ring, "recursive-doubling": _all_reduce_recursive_doubling,
                    "tree": _all_reduce_tree, "direct": _all_reduce_direct},
-    "all_gather": {"ring": _all_gather_ring, "recursive-doubling": _all_gather_recursive_doubling},
+    "all_gather": {"ring": _all_gather_ring, "recursive-doubling": _all_gather_recursive_doubling,
+                   "bruck": _all_gather_bruck},
     "reduce_scatter": {"ring": _reduce_scatter_ring, "recursive-halving": _reduce_scatter_recursive_halving},
-    "broadcast": {"binomial-tree": _binomial_broadcast},
+    "broadcast": {"binomial-tree": _binomial_broadcast, "pipelined-ring": _broadcast_pipelined_ring},
     "reduce": {"binomial-tree": _binomial_reduce},
-    "all_to_all": {"pairwise": _all_to_all_pairwise},
-    "gather": {"direct": _gather_direct},
-    "scatter": {"direct": _scatter_direct},
+    "all_to_all": {"pairwise": _all_to_all_pairwise, "direct": _all_to_all_direct},
+    "gather": {"direct": _gather_direct, "binomial-tree": _gather_binomial},
+    "scatter": {"direct": _scatter_direct, "binomial-tree": _scatter_binomial},
 }
 
 ALGORITHMS: dict[str, tuple[str, ...]] = {op: tuple(algos) for op, algos in _BUILDERS.items()}

@@ -91,20 +91,14 @@ def _working_buffers(spec: CollectiveSpec, rank: int, n: int, inp: torch.Tensor 
         buffers.mark("out", rank * chunk, chunk, rank)
         return buffers
     if op == "gather":
-        out = torch.zeros(n * spec.count if rank == root else 0, dtype=dtype)
-        if rank == root:
-            out[rank * spec.count:(rank + 1) * spec.count] = inp.reshape(-1)
+        out = torch.zeros(n * spec.count, dtype=dtype)
+        out[rank * spec.count:(rank + 1) * spec.count] = inp.reshape(-1)
         buffers = RankBuffers.of(rank, {"in": (inp.reshape(-1).clone(), True), "out": (out, False)})
-        if rank == root:
-            buffers.mark("out", rank * spec.count, spec.count, rank)
+        buffers.mark("out", rank * spec.count, spec.count, rank)
         return buffers
-    chunk = spec.count // n  # scatter
-    source = inp.reshape(-1).clone() if inp is not None else torch.zeros(0, dtype=dtype)
-    out = torch.zeros(chunk, dtype=dtype)
-    if rank == root:
-        out.copy_(source[rank * chunk:(rank + 1) * chunk])
-    buffers = RankBuffers.of(rank, {"in": (source, rank == root), "out": (out, rank == root)})
-    return buffers
+    # scatter: every rank's "in" has a place for every chunk; the root's holds them all
+    source = inp.reshape(-1).clone() if inp is not None else torch.zeros(spec.count, dtype=dtype)
+    return RankBuffers.of(rank, {"in": (source, rank == root)})
 
 
 def _show(ctx: RankContext, spec: CollectiveSpec, buffers: RankBuffers, moment: str, only: set[str] | None = None) -> None:
@@ -124,6 +118,9 @@ def _result(spec: CollectiveSpec, buffers: RankBuffers, rank: int, n: int) -> to
         return buffers.data["x"] if op != "reduce" or rank == spec.root else None
     if op == "gather" and rank != spec.root:
         return None
+    if op == "scatter":
+        chunk = spec.count // n
+        return buffers.data["in"][rank * chunk:(rank + 1) * chunk]
     return buffers.data["out"]
 
 
