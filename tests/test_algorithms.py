@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from collviz.runtime.scenarios.algorithms.execute import RankBuffers, run_hop
+from collviz.runtime.scenarios.algorithms.execute import algorithm_caller
 from collviz.runtime.scenarios.algorithms.plans import ALGORITHMS, Plan, PlanError, plan
 
 WORLDS = (2, 3, 4, 5, 8)
@@ -174,8 +174,8 @@ def _free_port() -> int:
 
 
 def _worker(rank: int, n: int, port: int, results) -> None:
-    """Every applicable plan on real tensors (float64 integers: sums are exact in any order),
-    next to the library's result computed here on the same inputs."""
+    """Every applicable plan through the caller ``bench --algo`` times (library-style input and
+    output; float64 integers, so sums are exact in any order)."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=n)
     try:
@@ -183,21 +183,32 @@ def _worker(rank: int, n: int, port: int, results) -> None:
             if not _applies(op, algo, n):
                 continue
             count, root = _count(op, n), ROOT % n
-            start = _start(op, n, count, root)[rank]
-            tensors = {name: (torch.tensor(values, dtype=torch.float64), name != "out")
-                       for name, values in start.items()}
-            buffers = RankBuffers.of(rank, tensors)
-            for hop in plan(op, algo, n, count, root).hops:
-                run_hop(hop, rank, buffers, "sum")
-            got = {name: [int(v) for v in t.tolist()] for name, t in buffers.data.items()}
-            results.put((n, op, algo, rank, got))
+            inputs = _inputs(n, count)
+            own = inputs[root] if op in ("broadcast", "scatter") else inputs[rank]
+            inp = None if op == "scatter" and rank != root else torch.tensor(own, dtype=torch.float64)
+            if op == "broadcast" and rank != root:
+                inp = torch.zeros(count, dtype=torch.float64)
+            out = _library_output(op, rank, n, count, root)
+            algorithm_caller(plan(op, algo, n, count, root), rank, "sum")(inp, out, "sum")
+            result = inp if op in ("all_reduce", "broadcast", "reduce") else out
+            defined = not (op in ("reduce", "gather") and rank != root)
+            results.put((n, op, algo, rank, [int(v) for v in result.tolist()] if defined else None))
     finally:
         dist.barrier()
         os._exit(0)
 
 
+def _library_output(op: str, rank: int, n: int, count: int, root: int) -> torch.Tensor | None:
+    """The output buffer the library call would take (written here, not collviz's)."""
+    if op in ("all_reduce", "broadcast", "reduce") or (op == "gather" and rank != root):
+        return None
+    size = {"all_gather": n * count, "gather": n * count, "reduce_scatter": count // n, "scatter": count // n,
+            "all_to_all": count}[op]
+    return torch.zeros(size, dtype=torch.float64)
+
+
 @pytest.fixture(scope="module")
-def real_runs() -> dict[tuple[int, str, str, int], dict[str, list[int]]]:
+def real_runs() -> dict[tuple[int, str, str, int], list[int] | None]:
     """One 2-, 3-, 4-, 5- and 8-rank gloo group each, running every algorithm once."""
     context = mp.get_context("fork")
     found = {}
@@ -224,5 +235,4 @@ def test_on_real_ranks_every_algorithm_gives_the_ops_result(real_runs, n):
         count, root = _count(op, n), ROOT % n
         expected = _expected(op, n, count, root)
         for rank in range(n):
-            got = _result(op, real_runs[(n, op, algo, rank)], rank, n, count, root)
-            assert got == expected[rank], f"{algo} {op} on {n} ranks, rank {rank}"
+            assert real_runs[(n, op, algo, rank)] == expected[rank], f"{algo} {op} on {n} ranks, rank {rank}"

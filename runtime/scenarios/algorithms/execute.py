@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from .plans import Hop
+from .plans import Hop, Plan
 
-__all__ = ["RankBuffers", "run_hop", "COMBINE", "MAX_MASK_RANKS"]
+__all__ = ["RankBuffers", "run_hop", "plan_buffers", "finish", "algorithm_caller", "COMBINE", "MAX_MASK_RANKS"]
 
 COMBINE: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "sum": torch.add, "avg": torch.add, "max": torch.maximum, "min": torch.minimum, "product": torch.mul,
@@ -29,27 +29,92 @@ MAX_MASK_RANKS = 63
 
 @dataclass
 class RankBuffers:
-    """One rank's named buffers for a plan and, for each, its provenance masks."""
+    """One rank's named buffers for a plan and, when provenance is followed, each one's masks."""
 
     data: dict[str, torch.Tensor]
     masks: dict[str, torch.Tensor]
 
     @classmethod
-    def of(cls, rank: int, buffers: dict[str, tuple[torch.Tensor, bool]]) -> RankBuffers:
-        """Buffers from ``{name: (tensor, holds this rank's data)}``; a buffer holding none starts
-        with empty masks (the parts a plan's setup copies in are marked by :meth:`mark`)."""
-        masks = {name: torch.full((t.numel(),), 1 << rank if own else 0, dtype=torch.int64)
-                 for name, (t, own) in buffers.items()}
-        return cls({name: t.reshape(-1) for name, (t, _) in buffers.items()}, masks)
+    def traced(cls, data: dict[str, torch.Tensor], own: dict[str, tuple[int, int]], rank: int) -> RankBuffers:
+        """``data`` with provenance masks: ``own[name] = (start, length)`` holds this rank's data,
+        everything else none yet."""
+        masks = {name: torch.zeros(t.numel(), dtype=torch.int64) for name, t in data.items()}
+        buffers = cls(data, masks)
+        for name, (start, length) in own.items():
+            buffers.mark(name, start, length, rank)
+        return buffers
 
     def mark(self, name: str, start: int, length: int, rank: int) -> None:
         """Elements ``start:start+length`` of ``name`` now hold ``rank``'s data."""
         self.masks[name][start:start + length] = 1 << rank
 
 
+def plan_buffers(op: str, rank: int, n: int, count: int, root: int, inp: torch.Tensor | None,
+                 out: torch.Tensor | None) -> tuple[dict[str, torch.Tensor], dict[str, tuple[int, int]]]:
+    """The buffers a plan works in (see :mod:`.plans`), over this rank's library-style input and
+    output, own data in place; and which range of each holds this rank's own data.
+
+    In-place ops work in ``inp`` itself; reduce-scatter in a copy (its input must survive);
+    outputs are written where the library would write them.
+    """
+    if op in ("all_reduce", "broadcast", "reduce"):
+        own = {"x": (0, count)} if op != "broadcast" or rank == root else {}
+        return {"x": inp.reshape(-1)}, own
+    if op == "reduce_scatter":
+        return {"x": inp.reshape(-1).clone()}, {"x": (0, count)}
+    if op == "scatter":
+        source = inp.reshape(-1) if inp is not None else torch.zeros(count, dtype=out.dtype, device=out.device)
+        return {"in": source}, ({"in": (0, count)} if rank == root else {})
+    flat_in = inp.reshape(-1)
+    if op == "all_to_all":
+        chunk = count // n
+        target = out.reshape(-1)
+        target[rank * chunk:(rank + 1) * chunk] = flat_in[rank * chunk:(rank + 1) * chunk]
+        return {"in": flat_in, "out": target}, {"in": (0, count), "out": (rank * chunk, chunk)}
+    target = out.reshape(-1) if out is not None else torch.zeros(n * count, dtype=inp.dtype, device=inp.device)
+    target[rank * count:(rank + 1) * count] = flat_in  # all_gather, gather (a non-root's is a tree's scratch)
+    buffers = {"out": target} if op == "all_gather" else {"in": flat_in, "out": target}
+    own = {"out": (rank * count, count)} if op == "all_gather" else {"in": (0, count), "out": (rank * count, count)}
+    return buffers, own
+
+
+def finish(op: str, rank: int, n: int, count: int, root: int, buffers: dict[str, torch.Tensor],
+           out: torch.Tensor | None, reduce_op: str | None) -> torch.Tensor | None:
+    """Put the result where the library leaves it and return it (None where a rank has none):
+    the kept chunk into ``out`` for reduce-scatter and scatter, ÷ n for avg."""
+    if op in ("reduce", "gather") and rank != root:
+        return None
+    if op in ("reduce_scatter", "scatter"):
+        chunk = count // n
+        out.reshape(-1).copy_(buffers["x" if op == "reduce_scatter" else "in"][rank * chunk:(rank + 1) * chunk])
+        result = out.reshape(-1)
+    else:
+        result = buffers["x"] if op in ("all_reduce", "broadcast", "reduce") else buffers["out"]
+    if reduce_op == "avg":
+        result.div_(n)
+    return result
+
+
+def algorithm_caller(plan: Plan, rank: int, reduce_op: str | None,
+                     group: dist.ProcessGroup | None = None) -> Callable[[torch.Tensor | None, torch.Tensor | None, str], None]:
+    """A function running ``plan`` on (input, output) like the library's call (see
+    :func:`~collviz.runtime.scenarios.collectives.collective_caller`), without provenance: what
+    ``collviz bench --algo`` times."""
+
+    def call(inp: torch.Tensor | None, out: torch.Tensor | None, _: str) -> None:
+        data, _own = plan_buffers(plan.op, rank, plan.world_size, plan.count, plan.root, inp, out)
+        buffers = RankBuffers(data, {})
+        for hop in plan.hops:
+            run_hop(hop, rank, buffers, reduce_op or "sum", group, provenance=False)
+        finish(plan.op, rank, plan.world_size, plan.count, plan.root, data, out, reduce_op)
+
+    return call
+
+
 def run_hop(hop: Hop, rank: int, buffers: RankBuffers, reduce_op: str,
-            group: dist.ProcessGroup | None = None) -> list[tuple[int, str, int, int]]:
-    """Exchange ``hop``'s messages that concern ``rank`` (all at once), then apply what arrived.
+            group: dist.ProcessGroup | None = None, provenance: bool = True) -> list[tuple[int, str, int, int]]:
+    """Exchange ``hop``'s messages that concern ``rank`` (all at once), then apply what arrived;
+    with ``provenance`` each message's masks travel too.
 
     Sends read the buffers as they were when the hop began. Returns what arrived:
     (source rank, buffer, start, length) per message, in the plan's order.
@@ -60,15 +125,18 @@ def run_hop(hop: Hop, rank: int, buffers: RankBuffers, reduce_op: str,
         tag = 2 * number
         if message.src == rank:
             data = buffers.data[message.buffer][message.start:message.start + message.length].clone()
-            mask = buffers.masks[message.buffer][message.start:message.start + message.length].clone()
-            operations += [dist.P2POp(dist.isend, data, message.dst, group, tag),
-                           dist.P2POp(dist.isend, mask, message.dst, group, tag + 1)]
+            operations.append(dist.P2POp(dist.isend, data, message.dst, group, tag))
+            if provenance:
+                mask = buffers.masks[message.buffer][message.start:message.start + message.length].clone()
+                operations.append(dist.P2POp(dist.isend, mask, message.dst, group, tag + 1))
         if message.dst == rank:
             like = buffers.data[message.into]
             data = torch.empty(message.length, dtype=like.dtype, device=like.device)
-            mask = torch.empty(message.length, dtype=torch.int64)
-            operations += [dist.P2POp(dist.irecv, data, message.src, group, tag),
-                           dist.P2POp(dist.irecv, mask, message.src, group, tag + 1)]
+            operations.append(dist.P2POp(dist.irecv, data, message.src, group, tag))
+            mask = None
+            if provenance:
+                mask = torch.empty(message.length, dtype=torch.int64)
+                operations.append(dist.P2POp(dist.irecv, mask, message.src, group, tag + 1))
             arrivals.append((message, data, mask))
     if operations:
         for request in dist.batch_isend_irecv(operations):
@@ -76,11 +144,11 @@ def run_hop(hop: Hop, rank: int, buffers: RankBuffers, reduce_op: str,
     combine = COMBINE[reduce_op]
     for message, data, mask in arrivals:
         target = buffers.data[message.into][message.at:message.at + message.length]
-        masks = buffers.masks[message.into][message.at:message.at + message.length]
-        if message.reduce:
-            target.copy_(combine(target, data))
-            masks |= mask
-        else:
-            target.copy_(data)
-            masks.copy_(mask)
+        target.copy_(combine(target, data) if message.reduce else data)
+        if mask is not None:
+            masks = buffers.masks[message.into][message.at:message.at + message.length]
+            if message.reduce:
+                masks |= mask
+            else:
+                masks.copy_(mask)
     return [(m.src, m.into, m.at, m.length) for m, _, _ in arrivals]

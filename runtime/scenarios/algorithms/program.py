@@ -18,7 +18,7 @@ from ...observation.metrics import algo_bytes, bus_factor_text, human_bytes
 from ...observation.tensors import provenance_from_tags
 from ...wire.protocol import Check, Transfer
 from ..collectives import OUTPUT_NAMES, CollectiveSpec, allocate_input, collective_caller, make_input, make_output
-from .execute import MAX_MASK_RANKS, RankBuffers, run_hop
+from .execute import MAX_MASK_RANKS, RankBuffers, finish, plan_buffers, run_hop
 from .plans import Plan, plan
 
 __all__ = ["AlgorithmProgram", "build_algorithm"]
@@ -71,34 +71,12 @@ def _names(spec: CollectiveSpec) -> dict[str, str]:
     return {"x": spec.buffer_name, "in": spec.buffer_name, "out": output}
 
 
-def _working_buffers(spec: CollectiveSpec, rank: int, n: int, inp: torch.Tensor | None) -> RankBuffers:
-    """The buffers ``plan`` works in on ``rank``, own data in place (see :mod:`.plans`)."""
-    op, root = spec.op, spec.root
-    if op in ("all_reduce", "broadcast", "reduce", "reduce_scatter"):
-        return RankBuffers.of(rank, {"x": (inp.clone(), op != "broadcast" or rank == root)})
-    dtype = getattr(torch, spec.dtype)
-    if op == "all_gather":
-        out = torch.zeros(n * spec.count, dtype=dtype)
-        out[rank * spec.count:(rank + 1) * spec.count] = inp.reshape(-1)
-        buffers = RankBuffers.of(rank, {"out": (out, False)})
-        buffers.mark("out", rank * spec.count, spec.count, rank)
-        return buffers
-    if op == "all_to_all":
-        chunk = spec.count // n
-        out = torch.zeros(spec.count, dtype=dtype)
-        out[rank * chunk:(rank + 1) * chunk] = inp.reshape(-1)[rank * chunk:(rank + 1) * chunk]
-        buffers = RankBuffers.of(rank, {"in": (inp.reshape(-1).clone(), True), "out": (out, False)})
-        buffers.mark("out", rank * chunk, chunk, rank)
-        return buffers
-    if op == "gather":
-        out = torch.zeros(n * spec.count, dtype=dtype)
-        out[rank * spec.count:(rank + 1) * spec.count] = inp.reshape(-1)
-        buffers = RankBuffers.of(rank, {"in": (inp.reshape(-1).clone(), True), "out": (out, False)})
-        buffers.mark("out", rank * spec.count, spec.count, rank)
-        return buffers
-    # scatter: every rank's "in" has a place for every chunk; the root's holds them all
-    source = inp.reshape(-1).clone() if inp is not None else torch.zeros(spec.count, dtype=dtype)
-    return RankBuffers.of(rank, {"in": (source, rank == root)})
+def _working_buffers(spec: CollectiveSpec, rank: int, n: int, inp: torch.Tensor | None) -> tuple[RankBuffers, torch.Tensor | None]:
+    """The buffers ``plan`` works in on ``rank`` (over a copy of the input), provenance marked,
+    and the library-style output the result goes to."""
+    out = make_output(spec, inp, rank, n)
+    data, own = plan_buffers(spec.op, rank, n, spec.count, spec.root, None if inp is None else inp.clone(), out)
+    return RankBuffers.traced(data, own, rank), out
 
 
 def _show(ctx: RankContext, spec: CollectiveSpec, buffers: RankBuffers, moment: str, only: set[str] | None = None) -> None:
@@ -106,22 +84,6 @@ def _show(ctx: RankContext, spec: CollectiveSpec, buffers: RankBuffers, moment: 
     for key, tensor in buffers.data.items():
         if tensor.numel() and (only is None or key in only):
             ctx.buffer(names[key], "algorithm", moment, tensor, provenance_from_tags(buffers.masks[key]))
-
-
-def _result(spec: CollectiveSpec, buffers: RankBuffers, rank: int, n: int) -> torch.Tensor | None:
-    """This rank's result, as the library call would leave it (None where it has none)."""
-    op = spec.op
-    if op == "reduce_scatter":
-        chunk = spec.count // n
-        return buffers.data["x"][rank * chunk:(rank + 1) * chunk]
-    if op in ("all_reduce", "broadcast", "reduce"):
-        return buffers.data["x"] if op != "reduce" or rank == spec.root else None
-    if op == "gather" and rank != spec.root:
-        return None
-    if op == "scatter":
-        chunk = spec.count // n
-        return buffers.data["in"][rank * chunk:(rank + 1) * chunk]
-    return buffers.data["out"]
 
 
 def _library_result(spec: CollectiveSpec, rank: int, n: int, device: torch.device) -> torch.Tensor | None:
@@ -152,7 +114,7 @@ def run_algorithm(ctx: RankContext, spec: CollectiveSpec, plan: Plan) -> None:
     with ctx.phase("setup", f"setup: {spec.op} by {plan.algo}, {len(plan.hops)} hops"):
         inp = allocate_input(ctx, spec)
         with ctx.tracker.category("communication"):
-            buffers = _working_buffers(spec, rank, n, inp)
+            buffers, out = _working_buffers(spec, rank, n, inp)
         _show(ctx, spec, buffers, "before")
         ctx.memory("buffers allocated")
     for number, hop in enumerate(plan.hops):
@@ -174,9 +136,7 @@ def run_algorithm(ctx: RankContext, spec: CollectiveSpec, plan: Plan) -> None:
              f"bit for bit where the reduction order is the same. The check also gives the traffic this rank "
              f"counted, as a multiple of S, beside the nccl-tests bus factor it explains.")
     with ctx.phase("release", f"check: the library's {spec.op} on the same inputs", check):
-        result = _result(spec, buffers, rank, n)
-        if result is not None and spec.reduce_op == "avg":
-            result.div_(n)
+        result = finish(spec.op, rank, n, spec.count, spec.root, buffers.data, out, spec.reduce_op)
         with ctx.tracker.suspended():
             expected = _library_result(spec, rank, n, ctx.device)
         ctx.emitter.emit(Check, phase=ctx.phase_index, name=f"{plan.algo} gives the library's {spec.op}",
