@@ -20,6 +20,7 @@ examples:
   collviz bench reduce-scatter --json > rs.json
   collviz bench --explain --record bench.cvz   show each busbw factor; keep the trace
   collviz bench --view                         the busbw-versus-size plot growing live in the viewer
+  collviz bench --algo ring,tree,library --sizes 1K:4M   algorithms side by side, α–β fitted, crossovers
 
 Sizes are nccl-tests' S (the whole buffer of all-reduce, broadcast, reduce and all-to-all; the
 gathered or scattered whole of the others), doubling from MIN to MAX, rounded down to whole
@@ -62,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--view", action="store_true", help="watch the sweep in the viewer: busbw versus size, live")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     parser.add_argument("--explain", action="store_true", help="show each row's busbw factor and its formula")
+    parser.add_argument("--algo", default="library", metavar="A,B,…",
+                        help="algorithms to compare, e.g. ring,tree,library (default library: the backend's own "
+                             "call); with two or more, the table fits latency α per hop and β per byte")
     add_record_option(parser)
     parser.add_argument("--timeout", type=float, default=60.0, metavar="S",
                         help="a collective some ranks entered and others did not for S seconds is reported "
@@ -90,8 +94,9 @@ def cmd_bench(argv: Sequence[str]) -> int:
     check_size("--sizes MAX", high)
     check_fits_in_memory(f"--sizes up to {args.sizes} on {args.gpus} ranks", args.gpus, high, 6)
     check_record_option(args)
+    algos = tuple(dict.fromkeys(a.strip() for a in args.algo.split(",") if a.strip())) or ("library",)
     program = build_bench(ops, sweep_sizes(low, high), args.gpus, dtype=args.dtype, iters=args.iters,
-                          warmup=args.warmup, nvml_note=nvml.nvml_unavailable_reason() or "")
+                          warmup=args.warmup, nvml_note=nvml.nvml_unavailable_reason() or "", algos=algos)
     plan = RunPlan(scenario=bench_scenario(), world_size=args.gpus, backend=backend, program=program,
                    record=args.record, timeout_s=args.timeout)
     print(f"collviz: {backend.reason}", file=sys.stderr)

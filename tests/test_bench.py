@@ -143,3 +143,37 @@ def test_sizes_that_cannot_be_measured_as_asked_are_named_with_the_reason():
     assert gather and "16 B" in gather and reduce_small and "4 B" in reduce_small and reduce_round
     assert [c.size for c in program.cases if c.op == "all_gather"] == [16, 32]
     assert [c.size for c in program.cases if c.op == "all_reduce"] == [4, 8, 16, 24, 32]
+
+
+def test_alpha_beta_fit_recovers_the_machine_and_predicts_the_crossover():
+    """Rows made from α = 50 µs/hop and β = 0.01 µs/B exactly: the fit finds both; ring (6 hops,
+    1.5 B sent per byte of S on 4 ranks) and tree (4 hops, 2 B per byte) meet where
+    50·6 + 0.01·1.5·S = 50·4 + 0.01·2·S, i.e. S = 100 / 0.005 = 20,000 B."""
+    from types import SimpleNamespace
+
+    from collviz.runtime.reports.alpha_beta import crossovers, fit_alpha_beta
+
+    rows = []
+    for size in (1024, 8192, 65536, 524288):
+        for algo, hops, per_byte in (("ring", 6, 1.5), ("tree", 4, 2.0)):
+            sent = int(per_byte * size)
+            rows.append(SimpleNamespace(op="all_reduce", algo=algo, size=size, hops=hops, sent_bytes=sent,
+                                        time_us=50 * hops + 0.01 * sent))
+    fit = fit_alpha_beta(rows)
+    assert fit.alpha_us == pytest.approx(50) and fit.beta_us_per_byte == pytest.approx(0.01)
+    (line,) = crossovers(fit, rows)
+    assert "tree (fewer hops) is faster below S ≈ 19.5 KiB, ring (less traffic per rank) above it" in line
+
+
+def test_bench_algo_times_each_algorithm_with_its_hops_and_traffic(tmp_path):
+    """2 ranks: ring all-reduce is 2(n−1) = 2 hops and each rank sends 2(n−1)/n · S = S bytes."""
+    path = tmp_path / "algo.cvz"
+    result = run_cli("bench", "all-reduce", "--algo", "ring,library", "--sizes", "1K:2K", "--gpus", "2", "--backend",
+                     "gloo", "--iters", "2", "--warmup", "0", "--record", str(path), timeout=240)
+    assert result.returncode == 0, result.stderr
+    report = bench_report(read_trace(path).events)
+    ring = [r for r in report.rows if r.algo == "ring"]
+    assert [r.size for r in ring] == [1024, 2048] and all(r.wrong == 0 for r in report.rows)
+    assert all(r.hops == 2 and r.sent_bytes == r.size for r in ring)
+    assert {r.algo for r in report.rows} == {"ring", "library"}
+    assert "α–β fit over 2 algorithm rows" in result.stdout and "ring" in result.stdout

@@ -27,7 +27,8 @@ __all__ = ["BenchSeries", "BenchView", "bench_at"]
 
 @dataclass(frozen=True)
 class BenchSeries:
-    """One operation's points so far: its rows in sweep order and its busbw factor as text."""
+    """One operation's points so far (one algorithm's, with ``bench --algo``): its rows in sweep
+    order and its busbw factor as text. ``op`` is the curve's label: ``all_reduce``, ``all_reduce ring``."""
 
     op: str
     factor_text: str
@@ -43,8 +44,8 @@ class BenchSeries:
 class BenchView:
     """What the bench plot shows at the cursor.
 
-    ``series``: one per operation of the sweep, in the order the run declared them (an operation
-    whose first size has not run yet has no points). ``rows``: every row so far, in phase order.
+    ``series``: one per operation (and algorithm) of the sweep, in the order the run declared them
+    (one whose first size has not run yet has no points). ``rows``: every row so far, in phase order.
     ``cases``: the number of (operation, size) cases the run declared; ``world_size`` the ranks.
     """
 
@@ -105,10 +106,12 @@ def bench_at(log: EventLog, cursor: int, step: int) -> BenchView | None:
     rows = tuple(row for phase in sorted(log.phases) if phase <= step
                  if (row := _phase_row(log, phase, cursor, cache)) is not None)
     declared = [op for op in str(start.options.get("ops", "")).split(",") if op]
-    ops = list(dict.fromkeys([*declared, *(row.op for row in rows)]))
+    algos = [algo for algo in str(start.options.get("algos", "library")).split(",") if algo] or ["library"]
+    keys = list(dict.fromkeys([*((op, algo) for op in declared for algo in algos), *((r.op, r.algo) for r in rows)]))
     series = tuple(
-        BenchSeries(op=op, factor_text=_factor_text(op, log.world_size), rows=tuple(r for r in rows if r.op == op))
-        for op in ops
+        BenchSeries(op=op if algo == "library" else f"{op} {algo}", factor_text=_factor_text(op, log.world_size),
+                    rows=tuple(r for r in rows if (r.op, r.algo) == (op, algo)))
+        for op, algo in keys
     )
     cases = int(start.options.get("cases", 0) or 0)
     return BenchView(world_size=log.world_size, cases=max(cases, len(rows)), rows=rows, series=series)

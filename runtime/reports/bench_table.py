@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from ..observation.metrics import bandwidth, bus_factor, bus_factor_text
+from .alpha_beta import fit_alpha_beta, fit_lines
 from ..wire.protocol import AnyEvent, Check, Collective, Memory, RankStart, RunEnd, RunStart
 
 __all__ = ["BENCH_SCENARIO_NAME", "wrong_detail", "parse_wrong_detail", "is_bench_log", "BenchRow", "DeviceFigures", "BenchReport", "bench_row", "bench_report", "render_table", "render_json"]
@@ -55,6 +56,12 @@ class BenchRow:
     bus_factor_text: str
     wrong: int | None
     """Wrong result elements summed over the ranks; None when a rank did not report its check."""
+    algo: str = "library"
+    """``library`` (the backend's own call) or the hop-by-hop algorithm that ran."""
+    hops: int = 0
+    """The algorithm's hops (0 for the library's call: not observable)."""
+    sent_bytes: int = 0
+    """The most bytes one rank sent (0 for the library's call)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,7 @@ def bench_row(phase_events: Iterable[AnyEvent], world_size: int) -> BenchRow | N
         iters=min(len(times) for times in per_rank.values()), time_us=slowest_ns / 1e3,
         algbw_gbps=bw.algbw / 1e9, busbw_gbps=bw.busbw / 1e9, bus_factor=float(bus_factor(first.op, world_size)),
         bus_factor_text=bus_factor_text(first.op, world_size), wrong=wrong,
+        algo=first.algo or "library", hops=first.hops, sent_bytes=max(c.sent_bytes for c in ends),
     )
 
 
@@ -184,12 +192,24 @@ def render_table(report: BenchReport, explain: bool = False) -> str:
         "",
         "".join(f"{title:>{width}}" for title, width, _ in _COLUMNS) + ("   busbw = algbw × factor" if explain else ""),
     ]
+    algorithms = any(row.algo != "library" for row in report.rows)
+    fit = fit_alpha_beta(report.rows) if algorithms else None
+    if algorithms:
+        lines[-1] = f"{'algo':>20}" + lines[-1] + f"{'hops':>6}{'sent/rank (B)':>15}{'model (µs)':>12}"
     for row in report.rows:
         values = (row.op, row.size, row.count, row.dtype, row.time_us, row.algbw_gbps, row.busbw_gbps,
                   "?" if row.wrong is None else str(row.wrong))
         line = "".join(f"{value:>{width}{fmt}}" for value, (_, width, fmt) in zip(values, _COLUMNS))
+        if algorithms:
+            predicted = fit.predict(row) if fit is not None and row.hops else None
+            model = "—" if predicted is None else f"{predicted:.1f}"
+            hops = str(row.hops) if row.hops else "—"
+            sent = str(row.sent_bytes) if row.hops else "—"
+            line = f"{row.algo:>20}" + line + f"{hops:>6}{sent:>15}{model:>12}"
         lines.append(line + (f"   {row.bus_factor_text}" if explain else ""))
     lines.append("")
+    if algorithms:
+        lines += [*fit_lines(fit, report.rows), ""]
     if report.rows:
         average = statistics.mean(row.busbw_gbps for row in report.rows)
         checked = "" if report.all_checked else " (some ranks did not report their check)"

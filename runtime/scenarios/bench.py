@@ -27,6 +27,8 @@ from ..reports.bench_table import BENCH_SCENARIO_NAME, wrong_detail
 from ..wire.protocol import Check
 from .collectives import IN_PLACE, CollectiveSpec, collective_caller, make_output, timed_calls
 from .loading import COLLECTIVES, DTYPES, REDUCING, Scenario, find_scenario
+from .algorithms.execute import algorithm_caller
+from .algorithms.plans import ALGORITHMS, PlanError, plan
 from .patterns import EXACT_LIMIT, pattern
 
 __all__ = [
@@ -39,6 +41,8 @@ __all__ = [
 ]
 
 _ROOT = 0
+LIBRARY = "library"
+"""The ``--algo`` name of the backend's own call."""
 _SPLIT = frozenset({"all_gather", "gather", "reduce_scatter", "scatter", "all_to_all"})
 """Operations whose size S must divide into one whole-element part per rank."""
 
@@ -76,11 +80,34 @@ class BenchCase:
     count: int
     rank_count: int
     """Elements of one rank's input (for scatter: of the root's whole input)."""
+    algo: str = LIBRARY
+    """``library`` (the backend's own call) or a hop-by-hop algorithm of :mod:`.algorithms`."""
 
     @property
     def label(self) -> str:
-        """``all_reduce 64 KiB``."""
-        return f"{self.op} {human_bytes(self.size)}"
+        """``all_reduce 64 KiB``, ``all_reduce ring 64 KiB``."""
+        algo = "" if self.algo == LIBRARY else f" {self.algo}"
+        return f"{self.op}{algo} {human_bytes(self.size)}"
+
+
+def _with_algos(op: str, cases: list[BenchCase], algos: tuple[str, ...], world_size: int,
+                skipped: list[str]) -> list[BenchCase]:
+    """Each case once per algorithm that can run it; the others are said in ``skipped``."""
+    out = []
+    for algo in algos:
+        if algo == LIBRARY:
+            out.extend(cases)
+            continue
+        if algo not in ALGORITHMS.get(op, ()):
+            raise UsageError(f"--algo {algo}: {op} has {', '.join((LIBRARY, *ALGORITHMS.get(op, ())))}")
+        for case in cases:
+            try:
+                plan(op, algo, world_size, case.rank_count, _ROOT)
+            except PlanError as why:
+                skipped.append(f"{op} {algo} {human_bytes(case.size)}: {str(why).split(': ', 1)[-1]}")
+                continue
+            out.append(dataclasses.replace(case, algo=algo))
+    return out
 
 
 def _case(op: str, requested: int, world_size: int, itemsize: int) -> BenchCase | None:
@@ -131,7 +158,8 @@ class BenchProgram:
     def run_options(self) -> dict[str, Union[str, int, float, bool]]:
         """The resolved options, as recorded in RunStart."""
         ops = ",".join(dict.fromkeys(c.op for c in self.cases))
-        return {"ops": ops, "dtype": self.dtype, "iters": self.iters, "warmup": self.warmup,
+        algos = ",".join(dict.fromkeys(c.algo for c in self.cases))
+        return {"ops": ops, "algos": algos, "dtype": self.dtype, "iters": self.iters, "warmup": self.warmup,
                 "cases": len(self.cases), "reduce_op": "sum", "root": _ROOT, "nvml": self.nvml_note or "available"}
 
     def run(self, ctx: RankContext) -> None:
@@ -142,7 +170,7 @@ class BenchProgram:
 
 
 def build_bench(ops: list[str], sizes: list[int], world_size: int, *, dtype: str = "float32", iters: int = 20,
-                warmup: int = 5, nvml_note: str = "") -> BenchProgram:
+                warmup: int = 5, nvml_note: str = "", algos: tuple[str, ...] = (LIBRARY,)) -> BenchProgram:
     """Validate the sweep and resolve its cases; UsageError names what does not fit."""
     if dtype not in DTYPES:
         raise UsageError(f"--dtype {dtype}: choose one of {', '.join(DTYPES)}")
@@ -165,7 +193,7 @@ def build_bench(ops: list[str], sizes: list[int], world_size: int, *, dtype: str
                    if case is not None and case.size != size]
         if rounded:
             skipped.append(f"{op} {', '.join(rounded)}: rounded down to whole elements per rank")
-        cases.extend(kept)
+        cases.extend(_with_algos(op, kept, algos, world_size, skipped))
     if not cases:
         raise UsageError(f"--sizes: every size is smaller than one {dtype} element per rank "
                          f"({world_size} × {itemsize} B); use a larger maximum")
@@ -224,7 +252,13 @@ def _run_case(ctx: RankContext, program: BenchProgram, case: BenchCase) -> None:
     spec = CollectiveSpec(op=op, reduce_op="sum" if op in REDUCING else None, dtype=program.dtype, root=_ROOT,
                           buffer_name="buffer", inputs=None, count=case.rank_count, iters=program.iters,
                           followup=None, source=program.source)
-    call = collective_caller(spec, rank, n)
+    if case.algo == LIBRARY:
+        call, extra = collective_caller(spec, rank, n), {"algo": LIBRARY}
+    else:
+        steps = plan(op, case.algo, n, case.rank_count, _ROOT)
+        call = algorithm_caller(steps, rank, spec.reduce_op)
+        itemsize = getattr(torch, program.dtype).itemsize
+        extra = {"algo": case.algo, "hops": len(steps.hops), "sent_bytes": steps.sent(rank) * itemsize}
     with ctx.tracker.category("inputs"):
         inp = _input(op, rank, case.rank_count, program, ctx.device)
     with ctx.tracker.category("communication"):
@@ -239,7 +273,7 @@ def _run_case(ctx: RankContext, program: BenchProgram, case: BenchCase) -> None:
             call(inp, out, "sum")
         if pristine is not None:
             inp.copy_(pristine)
-    timed_calls(ctx, spec, call, inp, out, pristine)
+    timed_calls(ctx, spec, call, inp, out, pristine, extra)
     received = inp if op in IN_PLACE else out
     with ctx.tracker.suspended():
         expected = _expected(op, rank, n, case.rank_count, program.period, ctx.device)

@@ -327,10 +327,11 @@ def collective_fields(ctx: RankContext, spec: CollectiveSpec, inp: torch.Tensor 
 
 
 def timed_calls(ctx: RankContext, spec: CollectiveSpec, call, inp: torch.Tensor | None, out: torch.Tensor | None,
-                pristine: torch.Tensor | None) -> None:
+                pristine: torch.Tensor | None, extra: dict | None = None) -> None:
     """Number the next collective, run it ``spec.iters`` times timed, then emit every call's
-    Collective events with their real timestamps (``pristine`` restores in-place inputs)."""
-    common = collective_fields(ctx, spec, inp, out)
+    Collective events with their real timestamps (``pristine`` restores in-place inputs; ``extra``
+    adds fields, e.g. an algorithm's hops and traffic)."""
+    common = {**collective_fields(ctx, spec, inp, out), **(extra or {})}
     timings = _timed_loop(ctx, spec, call, inp, out, pristine, common)
     for iteration, (started_ns, elapsed) in enumerate(timings):
         if iteration:

@@ -71,8 +71,8 @@ __all__ = [
 
 PROTOCOL_VERSION: tuple[int, int] = (1, 2)
 """(major, minor) of the event protocol and the trace format. 1.1 added the Mismatch event,
-checksummed trace records (a header field) and time-stamped signatures; 1.2 the Freed event and
-Buffer.labels (names of a worked example's elements)."""
+checksummed trace records (a header field) and time-stamped signatures; 1.2 the Freed event,
+Buffer.labels (names of a worked example's elements) and Collective.algo/hops/sent_bytes."""
 
 NOTE_MARK = "Teacher's note: "
 """Introduces a teacher's note at the end of a Phase's narration (``--notes``, lessons)."""
@@ -184,7 +184,9 @@ class Collective(Event):
 
     ``group_seq`` numbers the collectives issued on ``group`` by this rank (0, 1, …), which is how
     calls are matched across ranks. ``count`` is the element count of this rank's input.
-    ``algo_bytes`` is S of the nccl-tests bandwidth formulas (see ``runtime.metrics``).
+    ``algo_bytes`` is S of the nccl-tests bandwidth formulas (see ``runtime.metrics``). A call
+    run hop by hop (``collviz bench --algo``) names its ``algo``, its ``hops`` and the bytes this
+    rank sent (``sent_bytes``); the backend's own call leaves them empty.
     """
 
     phase: int
@@ -202,6 +204,9 @@ class Collective(Event):
     root: Union[int, None] = None
     reduce_op: Union[str, None] = None
     duration_ns: Union[int, None] = None
+    algo: str = ""
+    hops: int = 0
+    sent_bytes: int = 0
 
 
 class ProvenanceRun(msgspec.Struct, array_like=True):
