@@ -111,7 +111,7 @@ def run_parser(name: str) -> OneLineParser:
     def shown(applies: bool, text: str) -> str:
         return text if applies or scenario is None else argparse.SUPPRESS
 
-    fsdp = scenario is not None and scenario.kind == "fsdp"
+    fsdp = scenario is not None and scenario.kind in ("fsdp", "hsdp")
     epilog = (_examples(name, not training, fsdp) + ("" if training else _INPUTS)
               + (_settings_text(scenario) if scenario else "") + _BACKEND)
     parser = OneLineParser(prog=f"collviz {name}", allow_abbrev=False, epilog=epilog,

@@ -42,6 +42,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TraceContents | 
         "tp": ["tp"],
         "fsdp-prefetch": ["fsdp", "--prefetch"],
         "fsdp-keep": ["fsdp", "--no-reshard-after-forward"],
+        "hsdp": ["hsdp"],
     }.items():
         result = run_cli(*args, "--gpus", str(N), "--backend", "gloo", "--headless", "--record", str(folder / f"{key}.cvz"),
                          timeout=240)
@@ -341,6 +342,31 @@ def test_fsdp_shows_block_0s_gathered_weight_freed_by_its_reshard_only_when_it_r
         freed = sorted((e.rank, e.phase, e.name, e.bytes) for e in events(trace, Freed))
         expected = [(r, reshard, "block 0 W_query (gathered)", 4 * weight.numel()) for r in range(N)]
         assert freed == (expected if reshards else []), key
+
+
+def test_hsdp_shards_within_groups_and_all_reduces_across_them(runs, reference):
+    """2 × 2 mesh: ranks {0, 1} and {2, 3} each shard one copy; rank r holds shard r mod 2. Gathers
+    never cross groups; each reduce-scatter phase also all-reduces shard copies across groups
+    (r with r ± 2). After the step every shard equals the single-process model's."""
+    trace, model = runs["hsdp"], reference["model"]
+    group = {0: {0, 1}, 1: {0, 1}, 2: {2, 3}, 3: {2, 3}}
+    for rank in range(N):
+        assert buffers(trace, "loss", "result")[rank].values[0] == pytest.approx(reference["losses"][rank], rel=1e-5)
+    for name, expected in reference["after"].items():
+        for rank, shard in buffers(trace, name, "after").items():
+            assert_matches(shard, expected.chunk(2, dim=0)[rank % 2], f"{name} on rank {rank}")
+    names = phase_names(trace)
+    for t in events(trace, Transfer):
+        phase = names[t.phase]
+        if phase.endswith("all-gather"):
+            assert t.src in group[t.dst] and t.buffer == "gathered", (phase, t)
+        if phase.endswith("reduce-scatter"):
+            assert (t.buffer, t.src in group[t.dst]) in {("reduced_shard", True), ("summed", False)}, (phase, t)
+            assert t.buffer == "reduced_shard" or t.src == (t.dst + 2) % N
+    reduce_ops = {(c.op, tuple(c.group_ranks)) for c in events(trace, Collective, 0)
+                  if c.edge == "end" and names[c.phase] == "block 0 backward: reduce-scatter"}
+    assert reduce_ops == {("reduce_scatter", (0, 1)), ("all_reduce", (0, 2))}
+    assert sum(c.ok for c in events(trace, Check)) == N
 
 
 def test_fsdp_without_reshard_after_forward_skips_the_backward_gathers(runs):

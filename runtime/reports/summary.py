@@ -94,22 +94,38 @@ def _header(start: RunStart | None) -> list[str]:
     ]
 
 
+_SHOWN_CALLS = 4
+"""Most collective calls of one phase the summary details."""
+
+
 def _collective_lines(collectives: list[Collective], world_size: int) -> list[str]:
+    """Each timed collective call of a phase (at most :data:`_SHOWN_CALLS`): every rank's time,
+    S, and algbw/busbw with the factor of the call's own group size."""
     ends = [c for c in collectives if c.edge == "end" and c.duration_ns]
     if not ends:
         return _untimed_lines(collectives)
-    per_rank: dict[int, list[int]] = defaultdict(list)
+    calls: dict[tuple[str, int], list[Collective]] = defaultdict(list)
     for c in ends:
-        per_rank[c.rank].append(c.duration_ns)
-    medians = {rank: statistics.median(times) for rank, times in sorted(per_rank.items())}
-    first = ends[0]
-    slowest = max(medians.values())
-    iters = len(per_rank[first.rank])
-    timing = ", ".join(f"r{rank} {ns / 1e6:.3f} ms" for rank, ns in medians.items())
-    lines = [f"  time ({'median of ' + str(iters) + ' calls, ' if iters > 1 else ''}per rank): {timing}"]
-    bw = bandwidth(first.op, world_size, first.algo_bytes, slowest / 1e9)
-    lines.append(f"  t = slowest rank; S = {human_bytes(first.algo_bytes)} (nccl-tests algorithm size for {first.op})")
-    lines.append(f"  {bw.formula}")
+        calls[(c.group, c.group_seq)].append(c)
+    lines = []
+    several = len(calls) > 1
+    for events in list(calls.values())[:_SHOWN_CALLS]:
+        per_rank: dict[int, list[int]] = defaultdict(list)
+        for c in events:
+            per_rank[c.rank].append(c.duration_ns)
+        medians = {rank: statistics.median(times) for rank, times in sorted(per_rank.items())}
+        first = events[0]
+        n = len(first.group_ranks) or world_size
+        iters = len(per_rank[first.rank])
+        timing = ", ".join(f"r{rank} {ns / 1e6:.3f} ms" for rank, ns in medians.items())
+        if several:
+            lines.append(f"  {first.op} on {first.group} (ranks {', '.join(map(str, first.group_ranks))}):")
+        lines.append(f"  time ({'median of ' + str(iters) + ' calls, ' if iters > 1 else ''}per rank): {timing}")
+        bw = bandwidth(first.op, n, first.algo_bytes, max(medians.values()) / 1e9)
+        lines.append(f"  t = slowest rank; S = {human_bytes(first.algo_bytes)} (nccl-tests algorithm size for {first.op})")
+        lines.append(f"  {bw.formula}")
+    if len(calls) > _SHOWN_CALLS:
+        lines.append(f"  … {len(calls) - _SHOWN_CALLS} more collective calls in this phase")
     return lines
 
 

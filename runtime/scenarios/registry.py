@@ -56,6 +56,7 @@ BUILDERS: dict[str, Builder] = {
     "ring": _training_builder("ring"),
     "ddp": _training_builder("ddp"),
     "fsdp": _training_builder("fsdp"),
+    "hsdp": _training_builder("fsdp"),
     "tp": _training_builder("tp"),
 }
 """Scenario kind → the function that resolves it into a program."""

@@ -22,9 +22,11 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 from ...context import RankContext
+from ...errors import UsageError
 from ...observation.metrics import human_bytes
 from ...observation.tensors import uniform_provenance
 from ..loading import Scenario
@@ -49,6 +51,8 @@ class FSDPProgram(TrainingProgram):
     params: int
     prefetch: bool
     reshard_after_forward: bool
+    replicas: int = 1
+    """1: plain FSDP over every rank; r > 1: HSDP, a (replicate r × shard n/r) device mesh."""
 
     @property
     def units(self) -> int:
@@ -62,10 +66,12 @@ class FSDPProgram(TrainingProgram):
 
     def narration_values(self, world_size: int) -> dict[str, object]:
         """Values for the narration placeholders."""
+        shards = world_size // self.replicas
         return {"world_size": world_size, "params": f"{self.params:,}", "param_bytes": human_bytes(4 * self.params),
-                "shard_bytes": human_bytes(4 * self.params / world_size), "blocks": self.settings["blocks"],
+                "shard_bytes": human_bytes(4 * self.params / shards), "blocks": self.settings["blocks"],
                 "units": self.units, "prefetch": "on" if self.prefetch else "off",
-                "reshard": "on" if self.reshard_after_forward else "off", "timed_steps": self.settings["timed_steps"]}
+                "reshard": "on" if self.reshard_after_forward else "off", "timed_steps": self.settings["timed_steps"],
+                "replicas": self.replicas, "shards": shards}
 
     def run_options(self) -> dict[str, str | int | float | bool]:
         """Settings plus the two FSDP switches, as recorded in RunStart."""
@@ -82,8 +88,13 @@ def build(scenario: Scenario, world_size: int, options: Any) -> FSDPProgram:
     model = make_gpt(dict(scenario.settings))
     seed = int(scenario.settings["seed"])
     params = sum(p.numel() for p in model.parameters())
+    replicas = int(scenario.settings.get("replicas", 1))
+    if world_size % replicas or world_size == replicas and replicas > 1:
+        raise UsageError(f"{scenario.name}: {world_size} ranks do not split into {replicas} replica groups of "
+                         f"2 or more; use --gpus {2 * replicas}, {4 * replicas}, …")
+    settings = {k: v for k, v in scenario.settings.items() if k != "replicas"}
     return FSDPProgram(
-        world_size=world_size, settings=scenario.settings, params=params,
+        world_size=world_size, settings=settings, params=params, replicas=replicas,
         prefetch=bool(options.prefetch), reshard_after_forward=options.reshard_after_forward is not False,
         source=f"tiny GPT, {params:,} parameters from torch.manual_seed({seed}); "
                f"rank r's tokens from generator seed {seed} + 1 + r",
@@ -168,10 +179,14 @@ def _shard(ctx: RankContext, program: FSDPProgram) -> tuple[TinyGPT, list[tuple[
     with ctx.tracker.suspended():
         model = make_gpt(dict(program.settings))
     units = units_of(model)
+    mesh = None
+    if program.replicas > 1:  # HSDP: shard within each group of n/r ranks, replicate across the groups
+        mesh = init_device_mesh(ctx.device.type, (program.replicas, ctx.world_size // program.replicas),
+                                mesh_dim_names=("replicate", "shard"))
     with ctx.tracker.category("params"):
         for _, module in units:
-            fully_shard(module, reshard_after_forward=program.reshard_after_forward)
-        fully_shard(model, reshard_after_forward=program.reshard_after_forward)
+            fully_shard(module, mesh=mesh, reshard_after_forward=program.reshard_after_forward)
+        fully_shard(model, mesh=mesh, reshard_after_forward=program.reshard_after_forward)
     ctx.tracker.track(model.parameters(), "params")
     if program.prefetch:
         modules = [m for _, m in units]

@@ -37,15 +37,19 @@ def gathered_buffer(ctx: RankContext, param: nn.Parameter) -> None:
 
 
 def check_shards(ctx: RankContext, model: nn.Module) -> bool:
-    """Check: for every parameter, the ranks' shard sizes add up to the full parameter."""
+    """Check: for every parameter, the shard sizes of the ranks that shard it (every rank, or
+    this rank's group under HSDP: the mesh's last dimension) add up to the full parameter."""
     with ctx.tracker.suspended():
         params = list(model.parameters())
+        mesh = params[0].device_mesh
+        group = mesh.get_group(mesh.ndim - 1)
+        shards = dist.get_world_size(group)
         mine = torch.tensor([p.to_local().numel() for p in params], dtype=torch.int64, device=ctx.device)
-        everyone = torch.empty(ctx.world_size * len(params), dtype=torch.int64, device=ctx.device)
-        dist.all_gather_into_tensor(everyone, mine)
-        totals = everyone.view(ctx.world_size, -1).sum(0).tolist()
+        everyone = torch.empty(shards * len(params), dtype=torch.int64, device=ctx.device)
+        dist.all_gather_into_tensor(everyone, mine, group=group)
+        totals = everyone.view(shards, -1).sum(0).tolist()
     wrong = [i for i, p in enumerate(params) if totals[i] != p.numel()]
-    detail = (f"{len(params)} parameters, {sum(totals):,} elements in {ctx.world_size} shards each" if not wrong
+    detail = (f"{len(params)} parameters, {sum(totals):,} elements in {shards} shards each" if not wrong
               else f"{len(wrong)} parameters whose shards do not add up, first: {totals[wrong[0]]} ≠ {params[wrong[0]].numel()}")
     ctx.emitter.emit(Check, phase=ctx.phase_index, name="shards add up to every full parameter", ok=not wrong, detail=detail)
     return not wrong

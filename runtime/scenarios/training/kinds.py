@@ -75,6 +75,15 @@ TRAINING_KINDS: Mapping[str, TrainingKind] = MappingProxyType({
         frozenset({"world_size", "params", "param_bytes", "shard_bytes", "blocks", "units", "prefetch",
                    "reshard", "timed_steps"}),
     ),
+    "hsdp": TrainingKind(
+        "hsdp",
+        _MODEL + (Setting("replicas", int, 1, 2, "replica groups: the ranks split into this many groups of "
+                                                 "world_size/replicas, each sharding one copy of the model"),),
+        ("setup", "forward_all_gather", "forward_compute", "forward_reshard", "loss",
+         "backward_all_gather", "backward_gradient", "backward_reduce_scatter", "optimizer", "check", "timed"),
+        frozenset({"world_size", "params", "param_bytes", "shard_bytes", "blocks", "units", "prefetch",
+                   "reshard", "timed_steps", "replicas", "shards"}),
+    ),
     "tp": TrainingKind(
         "tp",
         (Setting("seed", int, 0, 0, "seed of the MLP's weights and of its input"),
