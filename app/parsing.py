@@ -144,6 +144,10 @@ def run_parser(name: str) -> OneLineParser:
                         help=shown(fsdp, "fsdp: issue the next unit's all-gather early (default: off)"))
     parser.add_argument("--reshard-after-forward", action=argparse.BooleanOptionalAction,
                         help=shown(fsdp, "fsdp: free gathered parameters after each unit's forward (default: on)"))
+    moe = scenario is not None and scenario.kind == "moe"
+    parser.add_argument("--top-k", type=int, metavar="K", help=shown(moe, "moe: experts per token (default: the scenario's)"))
+    parser.add_argument("--capacity-factor", type=float, metavar="C",
+                        help=shown(moe, "moe: slots per expert = ⌈C · tokens · k / n⌉; beyond, tokens are dropped"))
     parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
                         help="a collective some ranks entered and others did not for S seconds is reported "
                              "as a hang, naming who waits where (default 30); the process group gives up "
@@ -159,4 +163,5 @@ def run_options(args: argparse.Namespace) -> RunOptions:
                       size_bytes=None if args.size is None else parse_size(args.size),
                       prefetch=getattr(args, "prefetch", None),
                       reshard_after_forward=getattr(args, "reshard_after_forward", None),
-                      algo=getattr(args, "algo", None))
+                      algo=getattr(args, "algo", None), top_k=getattr(args, "top_k", None),
+                      capacity_factor=getattr(args, "capacity_factor", None))

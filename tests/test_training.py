@@ -8,6 +8,7 @@ from the same seed, one AdamW step on the concatenated batch.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -43,6 +44,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TraceContents | 
         "fsdp-prefetch": ["fsdp", "--prefetch"],
         "fsdp-keep": ["fsdp", "--no-reshard-after-forward"],
         "hsdp": ["hsdp"],
+        "moe": ["moe"],
     }.items():
         result = run_cli(*args, "--gpus", str(N), "--backend", "gloo", "--headless", "--record", str(folder / f"{key}.cvz"),
                          timeout=240)
@@ -154,6 +156,59 @@ def test_tp_output_equals_the_unsharded_mlp_and_shards_are_its_slices(runs):
     assert [c.op for c in events(trace, Collective, 0) if c.edge == "end" and c.phase == 4] == ["all_reduce"]
     assert sum(c.ok for c in events(trace, Check)) == N
     assert "✓" in runs["tp:stdout"]
+
+
+# ------------------------------------------------------------------------------------------- moe
+
+
+def _moe_expected(s: dict, n: int) -> tuple[list[torch.Tensor], list[list[list[int]]], list[list[int]]]:
+    """The layer written out here: each rank's output, its (token, slot) → expert choices (−1 for a
+    slot over capacity), and how many slots it sends each expert."""
+    torch.manual_seed(s["seed"])
+    router = torch.nn.Linear(s["d_model"], n, bias=False)
+    experts = [MLP(s["d_model"], s["hidden"]) for _ in range(n)]
+    capacity = math.ceil(s["capacity_factor"] * s["tokens"] * s["top_k"] / n)
+    outputs, choices, sends = [], [], []
+    with torch.no_grad():
+        for rank in range(n):
+            x = torch.randn(s["tokens"], s["d_model"], generator=torch.Generator().manual_seed(s["seed"] + 1 + rank))
+            probs = torch.softmax(x @ router.weight.T, dim=-1)
+            top = probs.topk(s["top_k"], dim=-1)
+            taken, chosen, y = [0] * n, [], torch.zeros_like(x)
+            for token in range(s["tokens"]):
+                row = []
+                weights = top.values[token] / top.values[token].sum()
+                for slot in range(s["top_k"]):
+                    e = int(top.indices[token, slot])
+                    if taken[e] < capacity:
+                        taken[e] += 1
+                        row.append(e)
+                        y[token] += weights[slot] * experts[e](x[token])
+                    else:
+                        row.append(-1)
+                chosen.append(row)
+            outputs.append(y)
+            choices.append(chosen)
+            sends.append(taken)
+    return outputs, choices, sends
+
+
+def test_moe_dispatches_by_uneven_all_to_all_and_equals_the_layer_on_one_rank(runs):
+    trace, s = runs["moe"], settings_of("moe")
+    outputs, choices, sends = _moe_expected(s, N)
+    for rank in range(N):
+        torch.testing.assert_close(torch.tensor(buffers(trace, "y", "result")[rank].values).reshape(s["tokens"], -1),
+                                   outputs[rank], rtol=1e-5, atol=1e-6)
+        got = buffers(trace, "chosen experts (−1: dropped)", "result")[rank].values
+        assert [int(v) for v in got] == [e for row in choices[rank] for e in row]
+    dispatch = next(i for i, name in phase_names(trace).items() if name.startswith("dispatch"))
+    rows = {(t.src, t.dst): t.bytes // (4 * s["d_model"]) for t in events(trace, Transfer)
+            if t.phase == dispatch and t.buffer == "expert input"}
+    assert rows == {(src, dst): sends[src][dst] for src in range(N) for dst in range(N)
+                    if src != dst and sends[src][dst]}
+    calls = [c for c in events(trace, Collective, 0) if c.edge == "end"]
+    assert [c.op for c in calls] == ["all_to_all"] * 3 and all(c.duration_ns for c in calls)
+    assert sum(c.ok for c in events(trace, Check)) == N
 
 
 # ------------------------------------------------------------------------------------ DDP, FSDP

@@ -56,11 +56,16 @@ class RunOptions:
     """FSDP only: free gathered parameters after each unit's forward."""
     algo: str | None = None
     """Collectives only: run hop by hop with this algorithm (``library``: the backend's own call)."""
+    top_k: int | None = None
+    """MoE only: experts per token."""
+    capacity_factor: float | None = None
+    """MoE only: token slots per expert, as a multiple of an even share."""
 
 
 def refuse_training_options(scenario: Scenario, options: RunOptions) -> None:
-    """Options only the FSDP scenario takes are a UsageError elsewhere."""
-    for flag, value in (("--prefetch/--no-prefetch", options.prefetch),
-                        ("--reshard-after-forward/--no-reshard-after-forward", options.reshard_after_forward)):
+    """Options only training scenarios take are a UsageError for a collective."""
+    for flag, value, owner in (("--prefetch/--no-prefetch", options.prefetch, "fsdp"),
+                               ("--reshard-after-forward/--no-reshard-after-forward", options.reshard_after_forward, "fsdp"),
+                               ("--top-k", options.top_k, "moe"), ("--capacity-factor", options.capacity_factor, "moe")):
         if value is not None:
-            raise UsageError(f"{flag} does not apply to {scenario.name} (only to fsdp scenarios)")
+            raise UsageError(f"{flag} does not apply to {scenario.name} (only to {owner} scenarios)")

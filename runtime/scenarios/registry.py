@@ -58,6 +58,7 @@ BUILDERS: dict[str, Builder] = {
     "fsdp": _training_builder("fsdp"),
     "hsdp": _training_builder("fsdp"),
     "tp": _training_builder("tp"),
+    "moe": _training_builder("moe"),
 }
 """Scenario kind → the function that resolves it into a program."""
 

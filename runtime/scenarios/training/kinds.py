@@ -84,6 +84,17 @@ TRAINING_KINDS: Mapping[str, TrainingKind] = MappingProxyType({
         frozenset({"world_size", "params", "param_bytes", "shard_bytes", "blocks", "units", "prefetch",
                    "reshard", "timed_steps", "replicas", "shards"}),
     ),
+    "moe": TrainingKind(
+        "moe",
+        (Setting("seed", int, 0, 0, "seed of the router and experts, and of the tokens"),
+         Setting("d_model", int, 1, 8, "token width"),
+         Setting("hidden", int, 1, 16, "hidden width of each expert's MLP"),
+         Setting("tokens", int, 1, 8, "tokens per rank (each rank draws different ones)"),
+         Setting("top_k", int, 1, 2, "experts per token (--top-k overrides)"),
+         Setting("capacity_factor", float, 0.0, 1.0, "slots per expert = ⌈factor · tokens · k / n⌉ (--capacity-factor)")),
+        ("setup", "route", "dispatch", "expert", "combine", "check"),
+        frozenset({"world_size", "tokens", "d_model", "top_k", "capacity_factor", "capacity"}),
+    ),
     "tp": TrainingKind(
         "tp",
         (Setting("seed", int, 0, 0, "seed of the MLP's weights and of its input"),
