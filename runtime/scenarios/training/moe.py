@@ -165,7 +165,7 @@ def run_moe(ctx: RankContext, program: MoEProgram) -> None:
     d = int(settings["d_model"])
     capacity = program.capacity(n)
     phases = PhaseSequence(ctx)
-    phases.next("setup", f"setup: router over {n} experts, expert {rank} on this rank", category="params")
+    phases.next("setup", f"setup: a router over {n} experts, expert r on rank r", category="params")
     router, experts = _layers(settings, n)
     expert = experts[rank]
     with ctx.tracker.category("inputs"):
@@ -194,8 +194,7 @@ def run_moe(ctx: RankContext, program: MoEProgram) -> None:
         ctx.buffer("slots received from each rank", "routing", "result", torch.tensor(receive, dtype=torch.float32),
                    [ProvenanceRun(src, 1, [src]) for src in range(n)])
 
-        phases.next("expert", f"expert {rank}: its MLP on the {sum(receive)} token slots it received",
-                    category="activations")
+        phases.next("expert", "experts: each rank's MLP on the token slots it received", category="activations")
         results = expert(incoming) if sum(receive) else torch.zeros(0, d)
         ctx.buffer("expert output", "activation", "result", results, _row_provenance(receive, d))
 
