@@ -1,4 +1,4 @@
-"""``collviz compare ddp fsdp --gpus 4`` and ``collviz compare --params 7e9 --gpus 8``."""
+"""``collviz compare ddp fsdp hsdp --gpus 4`` and ``collviz compare --params 7e9 --gpus 8``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ EPILOG = """\
 examples:
   collviz compare ddp fsdp --gpus 4           run both on the same model; both runs' memory on one scale
   collviz compare ddp fsdp --headless         the same as a table of peaks, measured beside the theory
+  collviz compare ddp fsdp hsdp --gpus 4      all three: state sharded over 1, 4 and 2 ranks
   collviz compare ddp fsdp --record traces/   also keep both traces (replay them in the viewer)
   collviz compare --params 7e9 --gpus 8       analytic estimates only (16 B per parameter)
 """
@@ -26,9 +27,10 @@ def cmd_compare(argv: Sequence[str]) -> int:
 
     from collviz.app.parsing import OneLineParser
 
-    parser = OneLineParser(prog="collviz compare", description="DDP vs FSDP memory: measured side by side, or estimated.",
+    parser = OneLineParser(prog="collviz compare", description="DDP, FSDP and HSDP memory: measured side by side, or estimated.",
                      allow_abbrev=False, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="a ddp and an fsdp scenario (e.g. ddp fsdp)")
+    parser.add_argument("scenarios", nargs="*", metavar="SCENARIO",
+                        help="two or more of the ddp, fsdp and hsdp scenarios (e.g. ddp fsdp hsdp)")
     parser.add_argument("--gpus", type=int, metavar="N", help="ranks (default 4 for runs, 8 for estimates)")
     parser.add_argument("--params", type=float, metavar="P", help="estimate for a model of P parameters (e.g. 7e9)")
     parser.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"), help="as for a run")
@@ -41,8 +43,8 @@ def cmd_compare(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     if args.params is None and not args.scenarios:
         raise UsageError("give two scenarios to run (compare ddp fsdp) or --params P for estimates")
-    if args.scenarios and len(args.scenarios) != 2:
-        raise UsageError(f"compare runs exactly two scenarios (e.g. ddp fsdp), got {len(args.scenarios)}")
+    if len(args.scenarios) == 1:
+        raise UsageError("compare runs two or more scenarios side by side (e.g. ddp fsdp hsdp), got one")
     if args.params is not None:
         from collviz.runtime.reports.estimate import render_estimates
 
@@ -58,11 +60,11 @@ def cmd_compare(argv: Sequence[str]) -> int:
     if args.record is not None and not args.record.is_dir():
         raise UsageError(f"--record {args.record}: not a folder")
     from collviz.runtime.launch import choose_backend
-    from collviz.runtime.compare import compare_runs, model_sizes, same_model_pair
+    from collviz.runtime.compare import compare_runs, model_sizes, same_model
     from collviz.app.limits import check_seconds
     from collviz.runtime.reports.compare import render_comparison
 
-    scenarios = same_model_pair(args.scenarios)
+    scenarios = same_model(args.scenarios)
     check_seconds("--timeout", args.timeout)
     if args.record is not None:
         from collviz.runtime.wire.files import check_new_output

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from collviz.runtime.launch import choose_backend
-from collviz.runtime.compare import compare_runs, model_sizes, same_model_pair
+from collviz.runtime.compare import compare_runs, model_sizes, same_model
 from collviz.runtime.reports.compare import render_comparison
 
 
@@ -21,7 +21,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=4)
     args = parser.parse_args()
-    scenarios = same_model_pair(["ddp", "fsdp"])
+    scenarios = same_model(["ddp", "fsdp"])
     figures = compare_runs(scenarios, args.gpus, choose_backend("gloo", args.gpus), None, 60.0)
     print(render_comparison(figures, args.gpus, *model_sizes(scenarios[0])))
 

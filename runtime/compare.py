@@ -1,6 +1,6 @@
 """``collviz compare``: DDP and FSDP on the same model, run one after the other (two sessions).
 
-:func:`same_model_pair` checks the two scenarios train the same model, :func:`compare_runs` runs
+:func:`same_model` checks the scenarios train the same model, :func:`compare_runs` runs
 them quietly and reduces each run's events to :class:`~.reports.compare.RunFigures`, and
 :func:`model_sizes` counts the parameters the report's theory column needs.
 """
@@ -21,20 +21,24 @@ from .scenarios.program import RunOptions
 from .scenarios.registry import build_program
 from .wire.protocol import AnyEvent, Phase
 
-__all__ = ["MODEL_KEYS", "same_model_pair", "compare_runs", "model_sizes"]
+__all__ = ["MODEL_KEYS", "COMPARABLE", "same_model", "compare_runs", "model_sizes"]
 
 MODEL_KEYS = ("seed", "vocab", "d_model", "blocks", "seq", "batch", "lr")
 """Settings that must agree for two runs to be "the same model"."""
 
-def same_model_pair(names: list[str]) -> list[Scenario]:
-    """The two scenarios, checked to be one ddp and one fsdp scenario training the same model."""
+COMPARABLE = ("ddp", "fsdp", "hsdp")
+"""Kinds of scenario ``collviz compare`` runs side by side (they train the same tiny GPT)."""
+
+
+def same_model(names: list[str]) -> list[Scenario]:
+    """The scenarios, checked to be two or more of ddp, fsdp and hsdp training the same model."""
     scenarios = [find_scenario(name) for name in names]
-    kinds = sorted(s.kind for s in scenarios)
-    if kinds != ["ddp", "fsdp"]:
-        raise UsageError(f"compare takes one ddp and one fsdp scenario, got kinds {', '.join(kinds)}")
-    a, b = (tuple(s.settings[k] for k in MODEL_KEYS) for s in scenarios)
-    if a != b:
-        raise UsageError(f"{names[0]} and {names[1]} train different models; their {', '.join(MODEL_KEYS)} must agree")
+    others = [s.name for s in scenarios if s.kind not in COMPARABLE]
+    if others:
+        raise UsageError(f"compare runs {', '.join(COMPARABLE)} scenarios, not {', '.join(others)}")
+    models = {tuple(s.settings[k] for k in MODEL_KEYS) for s in scenarios}
+    if len(models) > 1:
+        raise UsageError(f"{', '.join(names)} train different models; their {', '.join(MODEL_KEYS)} must agree")
     return scenarios
 
 
@@ -58,7 +62,7 @@ def compare_runs(scenarios: list[Scenario], world_size: int, backend: BackendCho
                     progress.update(offset + event.index + 1, f"{name}: {event.name}")
 
             events = collect(session, on_event)
-            figures.append((figures_of(events), events))
+            figures.append((figures_of(events, scenario.kind, int(scenario.settings.get("replicas", 1))), events))
             offset += program.phase_count
     finally:
         progress.close()

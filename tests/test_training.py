@@ -444,7 +444,7 @@ def test_compare_prints_the_recorded_peaks_and_the_theory(runs, reference):
 # ------------------------------------------------------------------------------- every scenario
 
 
-@pytest.mark.parametrize("key", ["ring", "tp", "ddp", "fsdp", "fsdp-prefetch", "fsdp-keep"])
+@pytest.mark.parametrize("key", ["ring", "tp", "ddp", "fsdp", "fsdp-prefetch", "fsdp-keep", "hsdp", "moe"])
 def test_every_phase_has_narration_and_the_run_is_ok(runs, key):
     trace = runs[key]
     begins = [e for e in events(trace, Phase) if e.edge == "begin"]

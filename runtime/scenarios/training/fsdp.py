@@ -75,7 +75,8 @@ class FSDPProgram(TrainingProgram):
 
     def run_options(self) -> dict[str, str | int | float | bool]:
         """Settings plus the two FSDP switches, as recorded in RunStart."""
-        return {**self.settings, "prefetch": self.prefetch, "reshard_after_forward": self.reshard_after_forward}
+        return {**self.settings, "prefetch": self.prefetch, "reshard_after_forward": self.reshard_after_forward,
+                "replicas": self.replicas}
 
     def run(self, ctx: RankContext) -> None:
         """Run this rank's part of the step."""
