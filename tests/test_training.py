@@ -421,6 +421,10 @@ def test_hsdp_shards_within_groups_and_all_reduces_across_them(runs, reference):
     reduce_ops = {(c.op, tuple(c.group_ranks)) for c in events(trace, Collective, 0)
                   if c.edge == "end" and names[c.phase] == "block 0 backward: reduce-scatter"}
     assert reduce_ops == {("reduce_scatter", (0, 1)), ("all_reduce", (0, 2))}
+    half = model.blocks[0].attn.query.weight.numel() // 2
+    for rank, gathered in buffers(trace, "block 0 W_query (gathered)", "after").items():
+        first = min(group[rank])  # rows of shard 0 from the group's first rank, shard 1 from its second
+        assert [(r.start, r.length, r.ranks) for r in gathered.provenance] == [(0, half, [first]), (half, half, [first + 1])]
     assert sum(c.ok for c in events(trace, Check)) == N
 
 

@@ -105,8 +105,11 @@ def build(scenario: Scenario, world_size: int, options: Any) -> FSDPProgram:
 class _UnitPhases:
     """Wraps one unit's FSDPParamGroup so each of its steps opens the matching phase."""
 
-    def __init__(self, ctx: RankContext, phases: PhaseSequence, name: str, module: nn.Module, prefetch: bool) -> None:
+    def __init__(self, ctx: RankContext, phases: PhaseSequence, name: str, module: nn.Module, prefetch: bool,
+                 shard_group: Any = None) -> None:
         self.ctx, self.phases, self.name, self.module, self.prefetch = ctx, phases, name, module, prefetch
+        self.shard_group = shard_group
+        """The ranks that shard this unit (None: all of them)."""
         self.reduced = False
         state = module._get_fsdp_state()
         (group,) = getattr(state, "_fsdp_param_groups", None) or [state._fsdp_param_group]  # torch ≥ 2.10 / older
@@ -128,7 +131,7 @@ class _UnitPhases:
             out = original(*args)
             self._gathered()
             if self.name == "block 0":
-                gathered_buffer(self.ctx, self.module.attn.query.weight)
+                gathered_buffer(self.ctx, self.module.attn.query.weight, self.shard_group)
             self.phases.next("forward_compute", f"{self.name} forward: compute", category="activations")
             return out
         return wrapper
@@ -175,15 +178,17 @@ class _UnitPhases:
         return wrapper
 
 
-def _shard(ctx: RankContext, program: FSDPProgram) -> tuple[TinyGPT, list[tuple[str, nn.Module]]]:
-    """Build the model (outside the accounting), shard every unit and the root."""
+def _shard(ctx: RankContext, program: FSDPProgram) -> tuple[TinyGPT, list[tuple[str, nn.Module]], Any]:
+    """Build the model (outside the accounting), shard every unit and the root; also the process
+    group that shards each unit (None: every rank)."""
     with ctx.tracker.suspended():
         model = make_gpt(dict(program.settings))
     units = units_of(model)
-    mesh = None
+    mesh, shard_group = None, None
     if program.replicas > 1:  # HSDP: shard within each group of n/r ranks, replicate across the groups
         mesh = init_device_mesh(ctx.device.type, (program.replicas, ctx.world_size // program.replicas),
                                 mesh_dim_names=("replicate", "shard"))
+        shard_group = mesh.get_group("shard")
     with ctx.tracker.category("params"):
         for _, module in units:
             fully_shard(module, mesh=mesh, reshard_after_forward=program.reshard_after_forward)
@@ -193,7 +198,7 @@ def _shard(ctx: RankContext, program: FSDPProgram) -> tuple[TinyGPT, list[tuple[
         modules = [m for _, m in units]
         for current, following in zip(modules, modules[1:]):
             current.set_modules_to_forward_prefetch([following])
-    return model, units
+    return model, units, shard_group
 
 
 def run_fsdp(ctx: RankContext, program: FSDPProgram) -> None:
@@ -202,9 +207,9 @@ def run_fsdp(ctx: RankContext, program: FSDPProgram) -> None:
     phases = PhaseSequence(ctx)
     with CollectiveObserver(ctx):
         phases.next("setup", "setup: every unit sharded over the ranks", category="params")
-        model, units = _shard(ctx, program)
+        model, units, shard_group = _shard(ctx, program)
         for name, module in units:
-            _UnitPhases(ctx, phases, name, module, program.prefetch)
+            _UnitPhases(ctx, phases, name, module, program.prefetch, shard_group)
         with ctx.tracker.suspended():  # a copy, as in emit_parameters
             shard = model.blocks[0].attn.query.weight.to_local().detach().clone()
         ctx.buffer("block 0 W_query shard", "shard", "before", shard, uniform_provenance(shard.numel(), [ctx.rank]))

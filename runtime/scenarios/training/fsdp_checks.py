@@ -8,7 +8,7 @@ from torch import nn
 
 from ...context import RankContext
 from ...observation.tensors import TagPass, observe_provenance
-from ...wire.protocol import Check
+from ...wire.protocol import Check, ProvenanceRun
 
 __all__ = ["gathered_buffer", "check_shards", "GATHERED_NAME"]
 
@@ -16,20 +16,26 @@ GATHERED_NAME = "block 0 W_query (gathered)"
 """The buffer showing block 0's unsharded W_query while FSDP holds it."""
 
 
-def gathered_buffer(ctx: RankContext, param: nn.Parameter) -> None:
+def gathered_buffer(ctx: RankContext, param: nn.Parameter, group: dist.ProcessGroup | None = None) -> None:
     """Emit the unsharded ``param`` FSDP just gathered, with provenance observed by all-gathering
-    rank tags of its shard's shape (untracked: not part of the scenario's traffic)."""
+    rank tags of its shard's shape over ``group``, the ranks that shard it (default: all; under
+    HSDP this rank's replica group), untracked: not part of the scenario's traffic."""
+    group = group or dist.group.WORLD
+    members = dist.get_process_group_ranks(group)
+    me = members.index(ctx.rank)
     with ctx.tracker.suspended():
         rows = param.shape[0]
-        like = torch.empty(-(-rows // ctx.world_size), *param.shape[1:], dtype=param.dtype, device=param.device)
+        like = torch.empty(-(-rows // len(members)), *param.shape[1:], dtype=param.dtype, device=param.device)
 
         def received(tag_pass: TagPass) -> torch.Tensor:
-            mine = tag_pass.tags(like, ctx.rank).reshape(-1)
-            everyone = torch.empty(ctx.world_size * mine.numel(), dtype=tag_pass.tag_type, device=param.device)
-            dist.all_gather_into_tensor(everyone, mine)
+            mine = tag_pass.tags(like, me).reshape(-1)
+            everyone = torch.empty(len(members) * mine.numel(), dtype=tag_pass.tag_type, device=param.device)
+            dist.all_gather_into_tensor(everyone, mine, group=group)
             return everyone[: param.numel()]
 
-        provenance = observe_provenance(param.dtype, ctx.world_size, received)
+        runs = observe_provenance(param.dtype, len(members), received)
+        provenance = None if runs is None else [
+            ProvenanceRun(run.start, run.length, [members[r] for r in run.ranks]) for run in runs]
         # a copy: summarising calls .numpy(), which makes a storage non-resizable, and FSDP resizes
         # this one to 0 when it reshards
         snapshot = param.detach().clone()
