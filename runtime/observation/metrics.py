@@ -19,11 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-__all__ = ["bus_factor", "bus_factor_text", "algo_bytes", "Bandwidth", "bandwidth", "human_bytes", "human_rate"]
+__all__ = ["BUS_FACTOR_OPS", "bus_factor", "bus_factor_text", "algo_bytes", "Bandwidth", "bandwidth", "human_bytes", "human_rate"]
 
 _TWO_WAY = {"all_reduce"}
 _ONE_WAY = {"all_gather", "gather", "reduce_scatter", "scatter", "all_to_all"}
 _ROOTED_WHOLE = {"broadcast", "reduce"}
+BUS_FACTOR_OPS = frozenset(_TWO_WAY | _ONE_WAY | _ROOTED_WHOLE)
+"""The operations nccl-tests gives a bus factor (and collviz algbw/busbw)."""
 
 
 def bus_factor(op: str, world_size: int) -> Fraction:

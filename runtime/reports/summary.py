@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from ..observation.fingerprints import disagreements
-from ..observation.metrics import bandwidth, human_bytes
+from ..observation.metrics import BUS_FACTOR_OPS, bandwidth, human_bytes
 from ..wire.protocol import (
     NOTE_MARK,
     AnyEvent,
@@ -121,6 +121,9 @@ def _collective_lines(collectives: list[Collective], world_size: int) -> list[st
         if several:
             lines.append(f"  {first.op} on {first.group} (ranks {', '.join(map(str, first.group_ranks))}):")
         lines.append(f"  time ({'median of ' + str(iters) + ' calls, ' if iters > 1 else ''}per rank): {timing}")
+        if first.op not in BUS_FACTOR_OPS:
+            lines.append(f"  ({first.op}: no nccl-tests bus factor, so no algbw/busbw)")
+            continue
         bw = bandwidth(first.op, n, first.algo_bytes, max(medians.values()) / 1e9)
         lines.append(f"  t = slowest rank; S = {human_bytes(first.algo_bytes)} (nccl-tests algorithm size for {first.op})")
         lines.append(f"  {bw.formula}")

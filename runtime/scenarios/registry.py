@@ -57,6 +57,7 @@ BUILDERS: dict[str, Builder] = {
     "ddp": _training_builder("ddp"),
     "fsdp": _training_builder("fsdp"),
     "hsdp": _training_builder("fsdp"),
+    "fsdp-tp": _training_builder("fsdp"),
     "tp": _training_builder("tp"),
     "moe": _training_builder("moe"),
 }

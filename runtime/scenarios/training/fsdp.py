@@ -24,6 +24,7 @@ import torch
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 from ...context import RankContext
 from ...errors import UsageError
@@ -53,6 +54,13 @@ class FSDPProgram(TrainingProgram):
     reshard_after_forward: bool
     replicas: int = 1
     """1: plain FSDP over every rank; r > 1: HSDP, a (replicate r × shard n/r) device mesh."""
+    tp: int = 1
+    """1: no tensor parallelism; t > 1: FSDP × TP, a (dp n/t × tp t) mesh, every block's MLP split
+    over each group of t ranks (which share their batch) and FSDP across the groups."""
+
+    def data_rank(self, rank: int) -> int:
+        """Whose batch ``rank`` trains on: its own, or under TP its tensor-parallel group's."""
+        return rank // self.tp
 
     @property
     def units(self) -> int:
@@ -66,17 +74,17 @@ class FSDPProgram(TrainingProgram):
 
     def narration_values(self, world_size: int) -> dict[str, object]:
         """Values for the narration placeholders."""
-        shards = world_size // self.replicas
+        shards = world_size // self.replicas // self.tp
         return {"world_size": world_size, "params": f"{self.params:,}", "param_bytes": human_bytes(4 * self.params),
                 "shard_bytes": human_bytes(4 * self.params / shards), "blocks": self.settings["blocks"],
                 "units": self.units, "prefetch": "on" if self.prefetch else "off",
                 "reshard": "on" if self.reshard_after_forward else "off", "timed_steps": self.settings["timed_steps"],
-                "replicas": self.replicas, "shards": shards}
+                "replicas": self.replicas, "shards": shards, "tp": self.tp}
 
     def run_options(self) -> dict[str, str | int | float | bool]:
         """Settings plus the two FSDP switches, as recorded in RunStart."""
         return {**self.settings, "prefetch": self.prefetch, "reshard_after_forward": self.reshard_after_forward,
-                "replicas": self.replicas}
+                "replicas": self.replicas, "tp": self.tp}
 
     def run(self, ctx: RankContext) -> None:
         """Run this rank's part of the step."""
@@ -89,13 +97,17 @@ def build(scenario: Scenario, world_size: int, options: Any) -> FSDPProgram:
     model = make_gpt(dict(scenario.settings))
     seed = int(scenario.settings["seed"])
     params = sum(p.numel() for p in model.parameters())
-    replicas = int(scenario.settings.get("replicas", 1))
-    if world_size % replicas or world_size == replicas and replicas > 1:
-        raise UsageError(f"{scenario.name}: {world_size} ranks do not split into {replicas} replica groups of "
-                         f"2 or more; use --gpus {2 * replicas}, {4 * replicas}, …")
-    settings = {k: v for k, v in scenario.settings.items() if k != "replicas"}
+    replicas, tp = (int(scenario.settings.get(key, 1)) for key in ("replicas", "tp"))
+    for groups, what in ((replicas, "replica groups"), (tp, "tensor-parallel groups of that size")):
+        if groups > 1 and (world_size % groups or world_size == groups):
+            raise UsageError(f"{scenario.name}: {world_size} ranks do not split into {what} ({groups}) and "
+                             f"leave 2 or more to shard over; use --gpus {2 * groups}, {4 * groups}, …")
+    if tp > 1 and 4 * int(scenario.settings["d_model"]) % tp:
+        raise UsageError(f"{scenario.name}: the MLP's hidden width {4 * int(scenario.settings['d_model'])} "
+                         f"does not split over tp = {tp}")
+    settings = {k: v for k, v in scenario.settings.items() if k not in ("replicas", "tp")}
     return FSDPProgram(
-        world_size=world_size, settings=settings, params=params, replicas=replicas,
+        world_size=world_size, settings=settings, params=params, replicas=replicas, tp=tp,
         prefetch=bool(options.prefetch), reshard_after_forward=options.reshard_after_forward is not False,
         source=f"tiny GPT, {params:,} parameters from torch.manual_seed({seed}); "
                f"rank r's tokens from generator seed {seed} + 1 + r",
@@ -189,6 +201,11 @@ def _shard(ctx: RankContext, program: FSDPProgram) -> tuple[TinyGPT, list[tuple[
         mesh = init_device_mesh(ctx.device.type, (program.replicas, ctx.world_size // program.replicas),
                                 mesh_dim_names=("replicate", "shard"))
         shard_group = mesh.get_group("shard")
+    elif program.tp > 1:  # FSDP × TP: each block's MLP split within a tp group, FSDP across the groups
+        grid = init_device_mesh(ctx.device.type, (ctx.world_size // program.tp, program.tp), mesh_dim_names=("dp", "tp"))
+        for block in model.blocks:
+            parallelize_module(block, grid["tp"], {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+        mesh, shard_group = grid["dp"], grid.get_group("dp")
     with ctx.tracker.category("params"):
         for _, module in units:
             fully_shard(module, mesh=mesh, reshard_after_forward=program.reshard_after_forward)
@@ -199,6 +216,16 @@ def _shard(ctx: RankContext, program: FSDPProgram) -> tuple[TinyGPT, list[tuple[
         for current, following in zip(modules, modules[1:]):
             current.set_modules_to_forward_prefetch([following])
     return model, units, shard_group
+
+
+def _emit_full_parameters(ctx: RankContext, model: nn.Module) -> None:
+    """Every parameter put back together (``full_tensor``, untracked: every rank takes part),
+    shown by rank 0 as ``NAME (full)``."""
+    for name, param in model.named_parameters():
+        with ctx.tracker.suspended():
+            whole = param.full_tensor().detach()
+        if ctx.rank == 0:
+            ctx.buffer(f"{name} (full)", "param", "after", whole, None)
 
 
 def run_fsdp(ctx: RankContext, program: FSDPProgram) -> None:
@@ -214,7 +241,7 @@ def run_fsdp(ctx: RankContext, program: FSDPProgram) -> None:
             shard = model.blocks[0].attn.query.weight.to_local().detach().clone()
         ctx.buffer("block 0 W_query shard", "shard", "before", shard, uniform_provenance(shard.numel(), [ctx.rank]))
         with ctx.tracker.category("inputs"):
-            inputs, targets = (t.to(ctx.device) for t in token_batch(settings, ctx.rank))
+            inputs, targets = (t.to(ctx.device) for t in token_batch(settings, program.data_rank(ctx.rank)))
         optimizer = torch.optim.AdamW(model.parameters(), lr=float(settings["lr"]))
         logits = model(inputs)
         phases.next("loss", "loss on this rank's batch", category="activations")
@@ -226,6 +253,8 @@ def run_fsdp(ctx: RankContext, program: FSDPProgram) -> None:
         optimizer.step()
         ctx.tracker.retag([p.grad for p in model.parameters() if p.grad is not None], "grads")
         emit_parameters(ctx, list(model.named_parameters()), "shard")
+        if program.tp > 1:  # 2-D shards are hard to read: rank 0 also shows each parameter whole
+            _emit_full_parameters(ctx, model)
         phases.next("check", "check: the shards partition every parameter")
         check_shards(ctx, model)
         timed_steps(ctx, phases, int(settings["timed_steps"]), lambda: train_step(model, optimizer, inputs, targets))

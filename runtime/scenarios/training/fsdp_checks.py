@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -43,19 +45,23 @@ def gathered_buffer(ctx: RankContext, param: nn.Parameter, group: dist.ProcessGr
 
 
 def check_shards(ctx: RankContext, model: nn.Module) -> bool:
-    """Check: for every parameter, the shard sizes of the ranks that shard it (every rank, or
-    this rank's group under HSDP: the mesh's last dimension) add up to the full parameter."""
+    """Check: for every parameter, the shards held by the ranks of its device mesh add up to the
+    full parameter, counting each replicated copy once (HSDP's replica groups, a bias TP keeps
+    whole on every rank of a pair)."""
     with ctx.tracker.suspended():
         params = list(model.parameters())
-        mesh = params[0].device_mesh
-        group = mesh.get_group(mesh.ndim - 1)
-        shards = dist.get_world_size(group)
         mine = torch.tensor([p.to_local().numel() for p in params], dtype=torch.int64, device=ctx.device)
-        everyone = torch.empty(shards * len(params), dtype=torch.int64, device=ctx.device)
-        dist.all_gather_into_tensor(everyone, mine, group=group)
-        totals = everyone.view(shards, -1).sum(0).tolist()
+        everyone = torch.empty(ctx.world_size * len(params), dtype=torch.int64, device=ctx.device)
+        dist.all_gather_into_tensor(everyone, mine)
+        local = everyone.view(ctx.world_size, -1).tolist()
+        holders = [p.device_mesh.mesh.flatten().tolist() for p in params]
+        copies = [math.prod(p.device_mesh.size(d) for d, place in enumerate(p.placements) if place.is_replicate())
+                  for p in params]  # mesh dimensions that hold copies rather than shards
+        totals = [sum(local[r][i] for r in ranks) // copies[i] for i, ranks in enumerate(holders)]
     wrong = [i for i, p in enumerate(params) if totals[i] != p.numel()]
-    detail = (f"{len(params)} parameters, {sum(totals):,} elements in {shards} shards each" if not wrong
+    sizes = sorted({len(ranks) // copies[i] for i, ranks in enumerate(holders)})
+    detail = (f"{len(params)} parameters, {sum(totals):,} elements in {' or '.join(map(str, sizes))} shards each"
+              if not wrong
               else f"{len(wrong)} parameters whose shards do not add up, first: {totals[wrong[0]]} ≠ {params[wrong[0]].numel()}")
     ctx.emitter.emit(Check, phase=ctx.phase_index, name="shards add up to every full parameter", ok=not wrong, detail=detail)
     return not wrong

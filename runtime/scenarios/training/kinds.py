@@ -84,6 +84,15 @@ TRAINING_KINDS: Mapping[str, TrainingKind] = MappingProxyType({
         frozenset({"world_size", "params", "param_bytes", "shard_bytes", "blocks", "units", "prefetch",
                    "reshard", "timed_steps", "replicas", "shards"}),
     ),
+    "fsdp-tp": TrainingKind(
+        "fsdp-tp",
+        _MODEL + (Setting("tp", int, 2, 2, "tensor-parallel degree: every block's MLP split over groups of this "
+                                           "many ranks, FSDP across the groups"),),
+        ("setup", "forward_all_gather", "forward_compute", "forward_reshard", "loss",
+         "backward_all_gather", "backward_gradient", "backward_reduce_scatter", "optimizer", "check", "timed"),
+        frozenset({"world_size", "params", "param_bytes", "shard_bytes", "blocks", "units", "prefetch",
+                   "reshard", "timed_steps", "tp", "shards"}),
+    ),
     "moe": TrainingKind(
         "moe",
         (Setting("seed", int, 0, 0, "seed of the router and experts, and of the tokens"),

@@ -9,12 +9,12 @@ What moved: after each all-reduce, all-gather, reduce-scatter or broadcast the o
 same collective on the same group over rank tags (untracked and unobserved, as the collective
 scenarios do) and emits the logical ``Transfer`` events its provenance implies.
 
-What is timed: a functional collective from its issue to its ``wait_tensor`` (``duration_ns``).
-A ``c10d`` op only *enqueues* work on the backend (gloo runs it on its own thread; FSDP2 waits on
-the returned Work later), so the observer waits on that Work itself, right after the issue, and
-times issue to completion. The cost: work FSDP2 would overlap with the call (with ``--prefetch``)
-now starts after it; the step's results are unchanged. The observation passes (rank tags) run
-after the timed call and are never part of its time.
+What is timed: issue to completion. A functional collective returns a tensor to wait on later
+(DTensor often waits only when the result is next used), and a ``c10d`` op only *enqueues* work
+(gloo runs it on its own thread; FSDP2 waits on the returned Work later), so the observer waits
+itself, right after the issue, and times that. The cost: work torch would overlap with the call
+(FSDP's ``--prefetch``) now starts after it; the step's results are unchanged. The observation
+passes (rank tags) run after the timed call and are never part of its time.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ _NAMES = {
     "reduce_scatter_": "reduce_scatter", "_reduce_scatter_base_": "reduce_scatter",
     "reduce_scatter_tensor": "reduce_scatter", "reduce_scatter_tensor_coalesced_": "reduce_scatter",
     "broadcast_": "broadcast", "broadcast": "broadcast", "barrier": "barrier", "allgather_coalesced_": "all_gather",
+    "scatter_": "scatter", "gather_": "gather", "reduce_": "reduce", "alltoall_base_": "all_to_all",
 }
 
 TRANSFER_NAMES = {"all_reduce": "summed", "all_gather": "gathered", "reduce_scatter": "reduced_shard",
@@ -56,8 +57,8 @@ TRANSFER_NAMES = {"all_reduce": "summed", "all_gather": "gathered", "reduce_scat
 _ALGO_OPS = set(TRANSFER_NAMES)
 
 Seen = Callable[[str, torch.Tensor, torch.Tensor, "list[ProvenanceRun] | None"], None]
-"""Called with (op, input, output, provenance of the output) when a functional collective's
-output is ready."""
+"""Called with (op, input, output, provenance of the output) when a functional collective has
+completed."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ class CollectiveObserver(TorchDispatchMode):
     dispatched while entered.
 
     ``on_result`` (optional) receives each functional collective's input, output and the output's
-    provenance when its ``wait_tensor`` completes: how the tensor-parallel scenario shows the
+    provenance once it has completed: how the tensor-parallel scenario shows the
     partial outputs an all-reduce sums. :attr:`last_provenance` holds the provenance of the last
     collective's result (``None`` where it could not be observed).
     """
@@ -145,7 +146,6 @@ class CollectiveObserver(TorchDispatchMode):
         self.count = 0
         self.last_provenance: list[ProvenanceRun] | None = None
         self._next_name: str | None = None
-        self._pending: dict[int, tuple[_Call, int]] = {}
 
     def name_next(self, buffer: str) -> None:
         """Name the buffer the next collective's transfers move (default: :data:`TRANSFER_NAMES`)."""
@@ -158,11 +158,9 @@ class CollectiveObserver(TorchDispatchMode):
         kwargs = kwargs or {}
         namespace, _, name = func._schema.name.partition("::")
         if namespace == "_c10d_functional" and name == "wait_tensor":
-            out = func(*args, **kwargs)
-            self._finish(args[0], out)
-            return out
-        if namespace not in ("c10d", "_c10d_functional"):
-            return func(*args, **kwargs)
+            return func(*args, **kwargs)  # the observer already waited (see below)
+        if namespace not in ("c10d", "_c10d_functional") or namespace == "_c10d_functional" and name not in _NAMES:
+            return func(*args, **kwargs)  # not a collective (functional helpers such as _wrap_tensor_autograd)
         op = _NAMES.get(name, name)
         started = time.monotonic_ns()
         out = func(*args, **kwargs)
@@ -180,25 +178,16 @@ class CollectiveObserver(TorchDispatchMode):
             inputs = _tensors(args[:1])
             reduce_op = args[1] if len(args) > 1 and isinstance(args[1], str) else None
             root = args[1] if op == "broadcast" and len(args) > 1 and isinstance(args[1], int) else None
-            call = self._call(op, _functional_group(args), inputs, _tensors(out), reduce_op, root)
+            outputs = [torch.ops._c10d_functional.wait_tensor(t) for t in _tensors(out)]
+            ended = time.monotonic_ns()
+            call = self._call(op, _functional_group(args), inputs, outputs, reduce_op, root)
             self.ctx.emitter.emit(Collective, t_ns=started, edge="begin", **call.fields)
-            for tensor in _tensors(out):
-                self._pending[id(tensor)] = (call, started)
+            self.ctx.emitter.emit(Collective, t_ns=ended, edge="end", duration_ns=ended - started, **call.fields)
+            provenance = self._moved(call)
+            if self.on_result is not None and outputs:
+                with self.ctx.tracker.suspended():
+                    self.on_result(op, inputs[0] if inputs else outputs[0], outputs[0], provenance)
         return out
-
-    def _finish(self, waited: Any, out: Any) -> None:
-        """A functional collective's ``wait_tensor``: emit its end with the issue-to-wait time."""
-        pending = self._pending.pop(id(waited), None) if isinstance(waited, torch.Tensor) else None
-        if pending is None:
-            return
-        call, started = pending
-        ended = time.monotonic_ns()
-        self.ctx.emitter.emit(Collective, t_ns=ended, edge="end", duration_ns=ended - started, **call.fields)
-        call = _Call(call.op, call.group, call.inputs, [out], call.root, call.fields)
-        provenance = self._moved(call)
-        if self.on_result is not None:
-            with self.ctx.tracker.suspended():
-                self.on_result(call.op, call.inputs[0] if call.inputs else out, out, provenance)
 
     def _call(self, op: str, group: dist.ProcessGroup, inputs: list[torch.Tensor], outputs: list[torch.Tensor],
               reduce_op: str | None, root: int | None) -> _Call:
