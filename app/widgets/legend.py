@@ -30,7 +30,7 @@ class Legend(Static):
             text.append("\n")
             for count in range(2, min(world_size, len(REDUCED_SHADES) + 1) + 1):
                 text.append(f"\u00a0Σ{count}\u00a0", reduced_style(count))
-            text.append(" summed over k ranks\n")
+            text.append(" summed over k ranks (named under the grid)\n")
         text.append(" · ", PLACEHOLDER_STYLE)
         text.append(" no data")
         self.update(text)

@@ -56,6 +56,28 @@ def _collective_line(view: RankView, mask_volatile: bool) -> Line:
     return line
 
 
+MAX_PARTIAL_RUNS = 4
+"""Partial sums named under a buffer's grid before the rest are counted."""
+
+
+def _partial_sums_line(buffer) -> list[Line]:
+    """Under a grid holding sums of some but not all of the ranks in it (a ring's partial sums):
+    which ranks each range holds, ``Σ [0:2] r0+r3 · [2:4] r1+r2``. The shade says how many; this
+    line says which."""
+    summed = [run for run in buffer.provenance if len(run.ranks) > 1]
+    widest = max((len(run.ranks) for run in buffer.provenance), default=0)
+    partial = [run for run in summed if len(run.ranks) < widest or len({tuple(r.ranks) for r in summed}) > 1]
+    if not partial:
+        return []
+    line: Line = [Segment(" Σ", DIM)]
+    for run in partial[:MAX_PARTIAL_RUNS]:
+        line += [Segment(f" [{run.start}:{run.start + run.length}] ", DIM),
+                 Segment("+".join(f"r{r}" for r in run.ranks), BOLD)]
+    if len(partial) > MAX_PARTIAL_RUNS:
+        line.append(Segment(f" … {len(partial) - MAX_PARTIAL_RUNS} more", DIM))
+    return [line]
+
+
 def _freed_line(freed: Freed) -> Line:
     """``gathered freed in step 4 (64 B)``, struck through: a buffer this rank released."""
     size = f" ({format_bytes(freed.bytes)})" if freed.bytes else ""
@@ -83,6 +105,8 @@ def rank_lines(
         if detail and buffer.provenance:
             lines.extend(provenance_lines(buffer))
             lines.append([])
+        elif buffer.provenance and max_rows != 1:
+            lines.extend(_partial_sums_line(buffer))
     lines.extend(_freed_line(freed) for freed in view.freed)
     if view.collective is not None:
         lines.append(_collective_line(view, mask_volatile))
