@@ -98,7 +98,7 @@ def cmd_bench(argv: Sequence[str]) -> int:
     program = build_bench(ops, sweep_sizes(low, high), args.gpus, dtype=args.dtype, iters=args.iters,
                           warmup=args.warmup, nvml_note=nvml.nvml_unavailable_reason() or "", algos=algos)
     plan = RunPlan(scenario=bench_scenario(), world_size=args.gpus, backend=backend, program=program,
-                   record=args.record, timeout_s=args.timeout)
+                   record=args.record, timeout_s=args.timeout, nccl_tuning=backend.backend == "nccl")
     print(f"collviz: {backend.reason}", file=sys.stderr)
     for line in program.adjusted:
         print(f"collviz: sizes skipped or adjusted: {line}", file=sys.stderr)

@@ -16,6 +16,7 @@ from typing import TextIO
 from .errors import EXIT_RECORDING_INCOMPLETE
 from .launch import Session
 from .remote import RemoteSession
+from .reports.nccl_log import nccl_choices
 from .reports.bench_table import bench_report, bench_row, render_json, render_table
 from .reports.progress import ProgressLine
 from .reports.summary import render_summary
@@ -130,7 +131,8 @@ def run_bench(session: Session, *, as_json: bool = False, explain: bool = False,
 
     report = bench_report(drive(session, on_event))
     progress.close()
-    print(render_json(report) if as_json else render_table(report, explain=explain), file=out, flush=True)
+    nccl = nccl_choices(session.nccl_lines)  # empty unless an NCCL run printed its choices
+    print(render_json(report) if as_json else render_table(report, explain=explain, nccl=nccl), file=out, flush=True)
     exit_code = _report_outcome(session, err)
     if session.outcome.exit_code == 0 and report.wrong_total:
         print(f"collviz: {report.wrong_total} result elements were wrong", file=err, flush=True)

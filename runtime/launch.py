@@ -34,7 +34,7 @@ from .wire.transport import Collector, Endpoints, LauncherEmitter
 from .worker import WorkerConfig, worker_main
 
 __all__ = [
-    "MAX_RANKS", "remove_stale_run_folders", "BackendChoice", "choose_backend", "RunPlan", "RunOutcome", "Session", "run_start_fields",
+    "MAX_RANKS", "remove_stale_run_folders", "BackendChoice", "choose_backend", "RunPlan", "RunOutcome", "Session", "run_start_fields", "worker_log_lines",
     "PROCESS_GROUP_GRACE_S",
 ]
 
@@ -93,6 +93,18 @@ class RunPlan:
     record: Path | None = None
     timeout_s: float = 30.0
     """Seconds before a collective some ranks entered and others did not is reported."""
+    nccl_tuning: bool = False
+    """NCCL runs: ask NCCL to print its algorithm and protocol per call (NCCL_DEBUG=INFO,
+    NCCL_DEBUG_SUBSYS=TUNING) and keep those lines of the workers' logs (:attr:`Session.nccl_lines`)."""
+
+
+def worker_log_lines(run_dir: str, marker: str) -> list[str]:
+    """The lines of the workers' logs in ``run_dir`` (``rank*.log``) that contain ``marker``."""
+    lines = []
+    for log in sorted(Path(run_dir).glob("rank*.log")):
+        with log.open(errors="replace") as text:
+            lines.extend(line.rstrip("\n") for line in text if marker in line)
+    return lines
 
 
 def run_start_fields(plan: RunPlan, pid: int) -> dict:
@@ -187,6 +199,8 @@ class Session:
     _launcher: LauncherEmitter | None = None
     _pending: list[AnyEvent] = field(default_factory=list)
     _run_dir: str = ""
+    nccl_lines: list[str] = field(default_factory=list)
+    """With ``plan.nccl_tuning``: the NCCL INFO lines of every worker's log, read as the run ended."""
     _failed: bool = False
     _interrupted: int = 0
     """The signal that interrupted the run (0: none)."""
@@ -216,6 +230,8 @@ class Session:
     def start(self) -> None:
         """Fork the workers, then open the collector and the trace; emits RunStart."""
         plan = self.plan
+        if plan.nccl_tuning:  # inherited by the forked workers, read by NCCL when it initialises
+            os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="TUNING")
         self._run_dir = tempfile.mkdtemp(prefix=RUN_FOLDER_PREFIX)
         Path(self._run_dir, LAUNCHER_PID_FILE).write_text(str(os.getpid()))
         endpoints = self.endpoints = Endpoints.in_directory(self._run_dir)
@@ -416,6 +432,8 @@ class Session:
         if self._trace is not None:
             self._trace.close()
         self._collector.close()
+        if self.plan.nccl_tuning:
+            self.nccl_lines = worker_log_lines(self._run_dir, "NCCL INFO")
         if outcome.status != "failed":  # a failed run keeps its worker logs, and says where
             shutil.rmtree(self._run_dir, ignore_errors=True)
         else:  # kept for its worker logs, on purpose: not a leftover of a killed launcher

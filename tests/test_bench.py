@@ -177,3 +177,32 @@ def test_bench_algo_times_each_algorithm_with_its_hops_and_traffic(tmp_path):
     assert all(r.hops == 2 and r.sent_bytes == r.size for r in ring)
     assert {r.algo for r in report.rows} == {"ring", "library"}
     assert "α–β fit over 2 algorithm rows" in result.stdout and "ring" in result.stdout
+
+
+def test_nccl_choices_are_read_from_its_tuning_lines_and_labelled_on_library_rows():
+    """NCCL's log format as documented, shipped as test data (no GPU here to capture one)."""
+    from collviz.runtime.reports.bench_table import BenchReport, BenchRow
+    from collviz.runtime.reports.nccl_log import NCCL_LABEL, nccl_choices
+
+    text = (Path(__file__).parent / "fixtures" / "nccl" / "tuning.log").read_text().splitlines()
+    found = nccl_choices(text)
+    assert {key: (c.algo, c.protocol) for key, c in found.items()} == {
+        ("all_reduce", 1024): ("TREE", "LL"), ("all_reduce", 1048576): ("RING", "LL128"),
+        ("all_reduce", 16777216): ("RING", "SIMPLE"), ("all_gather", 1048576): ("RING", "SIMPLE")}  # Algo 1 proto 2
+    row = BenchRow(op="all_reduce", size=1048576, count=262144, dtype="float32", iters=1, time_us=1.0,
+                   algbw_gbps=1.0, busbw_gbps=1.5, bus_factor=1.5, bus_factor_text="", wrong=0)
+    report = BenchReport(world_size=4, backend="nccl", backend_reason="4 GPUs", options={}, rows=[row],
+                         devices=[], status="ok")
+    table = render_table(report, nccl=found)
+    assert "NCCL: RING/LL128" in table and NCCL_LABEL in table
+    assert "NCCL" not in render_table(report)  # nothing claimed without NCCL's own lines
+
+
+def test_worker_log_lines_keeps_only_the_marked_lines_of_every_rank(tmp_path):
+    from collviz.runtime.launch import worker_log_lines
+
+    (tmp_path / "rank0.log").write_text("hello\nx NCCL INFO AllReduce: 8 Bytes -> Algo RING proto LL\n")
+    (tmp_path / "rank1.log").write_text("x NCCL INFO Channel 00/02\nbye\n")
+    (tmp_path / "events.sock").write_text("NCCL INFO not a log")
+    assert worker_log_lines(str(tmp_path), "NCCL INFO") == [
+        "x NCCL INFO AllReduce: 8 Bytes -> Algo RING proto LL", "x NCCL INFO Channel 00/02"]

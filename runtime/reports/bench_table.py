@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 from ..observation.metrics import bandwidth, bus_factor, bus_factor_text
 from .alpha_beta import fit_alpha_beta, fit_lines
+from .nccl_log import NCCL_LABEL, NcclChoice
 from ..wire.protocol import AnyEvent, Check, Collective, Memory, RankStart, RunEnd, RunStart
 
 __all__ = ["BENCH_SCENARIO_NAME", "wrong_detail", "parse_wrong_detail", "is_bench_log", "BenchRow", "DeviceFigures", "BenchReport", "bench_row", "bench_report", "render_table", "render_json"]
@@ -181,8 +182,11 @@ _COLUMNS = (("op", 15, "s"), ("size (B)", 12, "d"), ("count", 11, "d"), ("dtype"
             ("algbw (GB/s)", 13, ".3f"), ("busbw (GB/s)", 13, ".3f"), ("#wrong", 7, "s"))
 
 
-def render_table(report: BenchReport, explain: bool = False) -> str:
-    """The nccl-tests-style table as text; ``explain`` adds each row's busbw factor formula."""
+def render_table(report: BenchReport, explain: bool = False,
+                 nccl: Mapping[tuple[str, int], NcclChoice] | None = None) -> str:
+    """The nccl-tests-style table as text; ``explain`` adds each row's busbw factor formula;
+    ``nccl`` (from :func:`.nccl_log.nccl_choices`) adds, on library rows, the algorithm and protocol
+    NCCL reported for that op and size."""
     opts = report.options
     lines = [
         f"collviz bench — {report.world_size} ranks, {report.backend_reason}",
@@ -206,8 +210,12 @@ def render_table(report: BenchReport, explain: bool = False) -> str:
             hops = str(row.hops) if row.hops else "—"
             sent = str(row.sent_bytes) if row.hops else "—"
             line = f"{row.algo:>20}" + line + f"{hops:>6}{sent:>15}{model:>12}"
-        lines.append(line + (f"   {row.bus_factor_text}" if explain else ""))
+        chosen = _nccl_choice(nccl or {}, row, report.world_size)
+        lines.append(line + (f"   {row.bus_factor_text}" if explain else "")
+                     + (f"   NCCL: {chosen.algo}/{chosen.protocol}" if chosen else ""))
     lines.append("")
+    if nccl:
+        lines.append(f"NCCL: algorithm/protocol as {NCCL_LABEL}")
     if algorithms:
         lines += [*fit_lines(fit, report.rows), ""]
     if report.rows:
@@ -216,6 +224,14 @@ def render_table(report: BenchReport, explain: bool = False) -> str:
         lines.append(f"wrong results: {report.wrong_total}{checked} · average busbw {average:.3f} GB/s")
     lines.append(f"result: {report.status}")
     return "\n".join(lines)
+
+
+def _nccl_choice(nccl: Mapping[tuple[str, int], NcclChoice], row: BenchRow, world_size: int) -> NcclChoice | None:
+    """NCCL's reported choice for a library row: by op and S, or S / n (NCCL counts one rank's
+    part for the gathering and scattering ops)."""
+    if row.algo != "library":
+        return None
+    return nccl.get((row.op, row.size)) or nccl.get((row.op, row.size // max(world_size, 1)))
 
 
 def render_json(report: BenchReport) -> str:
