@@ -35,6 +35,7 @@ class ReplaySession:
         self.outcome = SimpleNamespace(status="ok", detail="", exit_code=0)
         self.record_path = None
         self.log_dir = None
+        self.nccl_lines: list[str] = []  # a gloo run: NCCL printed nothing
 
     @property
     def finished(self) -> bool:
