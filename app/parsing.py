@@ -24,7 +24,7 @@ __all__ = ["OneLineParser", "parse_size", "add_record_option", "add_viewer_optio
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
           "g": 1024**3, "gb": 1000**3, "gib": 1024**3}
 
-def _examples(name: str, collective: bool, fsdp: bool) -> str:
+def _examples(name: str, collective: bool, fsdp: bool, pipeline: bool = False) -> str:
     """The epilog's examples, for scenario ``name``."""
     lines = [f"collviz {name} --gpus 4                 watch it live on 4 ranks (q quits, ? keys)",
              f"collviz {name} --gpus 4 --step          space releases every rank into the next step",
@@ -33,6 +33,8 @@ def _examples(name: str, collective: bool, fsdp: bool) -> str:
         lines.append(f"collviz {name} --size 16MiB --iters 20 --headless   time a big one (median of 20)")
     if fsdp:
         lines.append(f"collviz {name} --gpus 4 --prefetch      the next unit's all-gather issued early")
+    if pipeline:
+        lines.append(f"collviz {name} --gpus 4 --schedule 1f1b --microbatches 8   the other schedule, a smaller bubble")
     return "examples:\n" + "".join(f"  {line}\n" for line in lines)
 
 
@@ -112,7 +114,7 @@ def run_parser(name: str) -> OneLineParser:
         return text if applies or scenario is None else argparse.SUPPRESS
 
     fsdp = scenario is not None and scenario.kind in ("fsdp", "hsdp")
-    epilog = (_examples(name, not training, fsdp) + ("" if training else _INPUTS)
+    epilog = (_examples(name, not training, fsdp, scenario is not None and scenario.kind == "pp") + ("" if training else _INPUTS)
               + (_settings_text(scenario) if scenario else "") + _BACKEND)
     parser = OneLineParser(prog=f"collviz {name}", allow_abbrev=False, epilog=epilog,
                            description=scenario.description if scenario else "Run a scenario on real worker processes.",
@@ -148,6 +150,13 @@ def run_parser(name: str) -> OneLineParser:
     parser.add_argument("--top-k", type=int, metavar="K", help=shown(moe, "moe: experts per token (default: the scenario's)"))
     parser.add_argument("--capacity-factor", type=float, metavar="C",
                         help=shown(moe, "moe: slots per expert = ⌈C · tokens · k / n⌉; beyond, tokens are dropped"))
+    pp = scenario is not None and scenario.kind == "pp"
+    parser.add_argument("--schedule", choices=("gpipe", "1f1b"),
+                        help=shown(pp, "pp: gpipe (all forwards, then all backwards; the default) or 1f1b "
+                                       "(a backward as soon as it can: fewer activations kept)"))
+    parser.add_argument("--microbatches", type=int, metavar="M",
+                        help=shown(pp, "pp: microbatches the batch is cut into (default: the scenario's; "
+                                       "a divisor of its batch)"))
     parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
                         help="a collective some ranks entered and others did not for S seconds is reported "
                              "as a hang, naming who waits where (default 30); the process group gives up "
@@ -164,4 +173,5 @@ def run_options(args: argparse.Namespace) -> RunOptions:
                       prefetch=getattr(args, "prefetch", None),
                       reshard_after_forward=getattr(args, "reshard_after_forward", None),
                       algo=getattr(args, "algo", None), top_k=getattr(args, "top_k", None),
-                      capacity_factor=getattr(args, "capacity_factor", None))
+                      capacity_factor=getattr(args, "capacity_factor", None),
+                      schedule=getattr(args, "schedule", None), microbatches=getattr(args, "microbatches", None))

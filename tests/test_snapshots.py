@@ -145,3 +145,8 @@ def test_all_gather_by_ring_hop_2(snap_compare):
     """collviz all-gather --algo ring, hop 2 of 3: each rank forwards the block it received in
     hop 1, coloured by the rank it came from; the transfers are real p2p sends of hop 2."""
     assert snap_compare(_app("all-gather-ring"), terminal_size=(160, 50), run_before=_at_step(3))
+
+
+def test_pp_timeline_shows_each_stage_and_the_bubble(snap_compare):
+    """GPipe on 4 stages: the pipeline pane's rows, forwards then backwards, idle between."""
+    assert snap_compare(_app("pp"), terminal_size=(160, 50), run_before=_at_step(2))

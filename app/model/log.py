@@ -8,7 +8,7 @@ answers "the latest X at or before cursor c, in phase <= s" with two bisections.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -30,6 +30,7 @@ from collviz.runtime.wire.protocol import (
     RankStart,
     RunEnd,
     RunStart,
+    Span,
     Stall,
     Transfer,
 )
@@ -102,8 +103,8 @@ class RankIndex:
 
 @dataclass
 class PhaseIndex:
-    """One phase across ranks: its name and narration, and the transfers, checks and collective
-    ends (every rank's) in it."""
+    """One phase across ranks: its name and narration, and the transfers, checks, collective ends
+    and pipeline spans (every rank's) in it."""
 
     number: int
     name: str = ""
@@ -112,6 +113,8 @@ class PhaseIndex:
     transfers: Series = field(default_factory=Series)
     checks: Series = field(default_factory=Series)
     collectives: Series = field(default_factory=Series)
+    spans: Series = field(default_factory=Series)
+    """Every rank's pipeline spans (forward or backward of one microbatch) in this phase."""
     call_firsts: list[int] = field(default_factory=list)
     """Log index of each collective call's first end event (any rank), in order."""
     call_keys: list[tuple[str, int]] = field(default_factory=list)
@@ -138,6 +141,8 @@ class EventLog:
         self.gos: Series = Series()
         self.stalls: list[tuple[int, Stall]] = []
         self.mismatches: list[tuple[int, Mismatch]] = []
+        self.span_phases: list[int] = []
+        """Phases that have pipeline spans, in order."""
         self.max_rank = -1
         self._handlers = {
             RunStart: self._run_start,
@@ -152,6 +157,7 @@ class EventLog:
             Freed: self._buffer,
             Memory: self._memory,
             Transfer: self._transfer,
+            Span: self._span,
             Check: self._check,
             Collective: self._collective,
             Stall: self._stall,
@@ -272,6 +278,12 @@ class EventLog:
 
     def _transfer(self, index: int, event: Transfer) -> None:
         self.phase(event.phase).transfers.add(index, event.phase, event)
+
+    def _span(self, index: int, event: Span) -> None:
+        spans = self.phase(event.phase).spans
+        if not spans.events:
+            insort(self.span_phases, event.phase)
+        spans.add(index, event.phase, event)
 
     def _check(self, index: int, event: Check) -> None:
         self.phase(event.phase).checks.add(index, event.phase, event)

@@ -27,6 +27,7 @@ from collviz.runtime.wire.protocol import (
     NvmlMemory,
     RankEnd,
     RunStart,
+    Span,
     Transfer,
 )
 
@@ -131,6 +132,9 @@ class ViewState:
     call_count: int = 0
     bench: BenchView | None = None
     phase_names: dict[int, str] = field(default_factory=dict, compare=False)
+    spans: tuple[Span, ...] = ()
+    """The pipeline spans, so far, of the latest phase at or before the step that has any (a
+    pipelined step stays on screen while its optimizer step and checks are shown)."""
 
 
 def _latest(series: Series, cursor: int, step: int) -> int:
@@ -282,6 +286,12 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     gos = log.gos.count_upto(cursor)
     run = log.run_start
     costs, call_count = costs_at(log, cursor, step) if shown else ((), 0)
+    spans: tuple[Span, ...] = ()
+    for number in reversed(log.span_phases[: bisect_right(log.span_phases, step)]):
+        series = log.phases[number].spans
+        spans = tuple(series.events[: series.count_upto(cursor)])
+        if spans:
+            break
     return ViewState(
         cursor=cursor,
         length=len(log),
@@ -301,4 +311,5 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
         call_count=call_count,
         bench=bench_at(log, cursor, step),
         phase_names=names,
+        spans=spans,
     )

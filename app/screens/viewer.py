@@ -17,6 +17,7 @@ from ..widgets import (
     Legend,
     MemoryTimeline,
     NarrationPane,
+    PipelineTimeline,
     RankHeatmap,
     RankPanel,
     RunHeader,
@@ -72,6 +73,7 @@ class ViewerScreen(Screen[None]):
                 yield CostPane(id="cost", mask_volatile=self.mask_volatile)
                 yield TransfersPane(id="transfers")
                 yield Legend(id="legend")
+        yield PipelineTimeline(id="pipeline")
         yield MemoryTimeline(id="memory")
         yield EventLogPane(id="log")
         yield Static(f"terminal too small (need {MIN_SIZE[0]}x{MIN_SIZE[1]})", id="too-small")
@@ -131,6 +133,7 @@ class ViewerScreen(Screen[None]):
         self.query_one(NarrationPane).show(view)
         self.query_one(CostPane).show(view)
         self.query_one(TransfersPane).show(view)
+        self.query_one(PipelineTimeline).show(view)
         self.query_one(MemoryTimeline).show(view)
         log = self.query_one(EventLogPane)
         if log.has_class("-visible"):

@@ -6,10 +6,11 @@ from .event_log import EventLogPane
 from .legend import Legend
 from .memory_timeline import MemoryTimeline
 from .narration import NarrationPane
+from .pipeline_timeline import PipelineTimeline
 from .rank_heatmap import RankHeatmap
 from .rank_panel import RankPanel
 from .run_header import RunHeader
 from .transfers import TransfersPane
 from .work_progress import WorkProgress
 
-__all__ = ["BenchPlot", "CostPane", "EventLogPane", "Legend", "MemoryTimeline", "NarrationPane", "RankHeatmap", "RankPanel", "RunHeader", "TransfersPane", "WorkProgress"]
+__all__ = ["BenchPlot", "CostPane", "EventLogPane", "Legend", "MemoryTimeline", "NarrationPane", "PipelineTimeline", "RankHeatmap", "RankPanel", "RunHeader", "TransfersPane", "WorkProgress"]

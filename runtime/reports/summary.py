@@ -27,9 +27,11 @@ from ..wire.protocol import (
     RankStart,
     RunEnd,
     RunStart,
+    Span,
     Stall,
     Transfer,
 )
+from .pipeline import pipeline_lines
 
 __all__ = ["render_summary", "format_values", "format_provenance"]
 
@@ -227,6 +229,9 @@ def _phase_lines(events: list[AnyEvent], world_size: int) -> list[str]:
     memory: dict[int, list[Memory]] = defaultdict(list)
     for m in (e for e in events if isinstance(e, Memory)):
         memory[m.rank].append(m)
+    spans = [e for e in events if isinstance(e, Span)]
+    if spans:
+        lines.extend(pipeline_lines(spans, [m for rank in sorted(memory) for m in memory[rank]]))
     for rank in sorted(memory):
         steps = "; ".join(f"{m.label}: {human_bytes(m.live_bytes)}" for m in memory[rank])
         lines.append(f"  memory r{rank} (live tensor bytes, {memory[rank][-1].source}): {steps}; peak {human_bytes(memory[rank][-1].peak_bytes)}")

@@ -60,12 +60,17 @@ class RunOptions:
     """MoE only: experts per token."""
     capacity_factor: float | None = None
     """MoE only: token slots per expert, as a multiple of an even share."""
+    schedule: str | None = None
+    """Pipeline only: ``gpipe`` or ``1f1b``."""
+    microbatches: int | None = None
+    """Pipeline only: microbatches the batch is cut into."""
 
 
 def refuse_training_options(scenario: Scenario, options: RunOptions) -> None:
     """Options only training scenarios take are a UsageError for a collective."""
     for flag, value, owner in (("--prefetch/--no-prefetch", options.prefetch, "fsdp"),
                                ("--reshard-after-forward/--no-reshard-after-forward", options.reshard_after_forward, "fsdp"),
-                               ("--top-k", options.top_k, "moe"), ("--capacity-factor", options.capacity_factor, "moe")):
+                               ("--top-k", options.top_k, "moe"), ("--capacity-factor", options.capacity_factor, "moe"),
+                               ("--schedule", options.schedule, "pp"), ("--microbatches", options.microbatches, "pp")):
         if value is not None:
             raise UsageError(f"{flag} does not apply to {scenario.name} (only to {owner} scenarios)")

@@ -60,6 +60,7 @@ BUILDERS: dict[str, Builder] = {
     "fsdp-tp": _training_builder("fsdp"),
     "tp": _training_builder("tp"),
     "moe": _training_builder("moe"),
+    "pp": _training_builder("pp"),
 }
 """Scenario kind → the function that resolves it into a program."""
 

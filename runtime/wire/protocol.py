@@ -46,6 +46,7 @@ __all__ = [
     "Buffer",
     "Transfer",
     "Freed",
+    "Span",
     "CudaMemory",
     "NvmlMemory",
     "Memory",
@@ -69,10 +70,11 @@ __all__ = [
     "version_text",
 ]
 
-PROTOCOL_VERSION: tuple[int, int] = (1, 2)
+PROTOCOL_VERSION: tuple[int, int] = (1, 3)
 """(major, minor) of the event protocol and the trace format. 1.1 added the Mismatch event,
 checksummed trace records (a header field) and time-stamped signatures; 1.2 the Freed event,
-Buffer.labels (names of a worked example's elements) and Collective.algo/hops/sent_bytes."""
+Buffer.labels (names of a worked example's elements) and Collective.algo/hops/sent_bytes; 1.3
+the Span event (a pipeline stage's forward or backward of one microbatch)."""
 
 NOTE_MARK = "Teacher's note: "
 """Introduces a teacher's note at the end of a Phase's narration (``--notes``, lessons)."""
@@ -277,6 +279,17 @@ class Freed(Event):
     bytes: int = 0
 
 
+class Span(Event):
+    """This rank computed ``kind`` (a pipeline stage's ``forward`` or ``backward``) of microbatch
+    ``microbatch`` (from 0) in phase ``phase``: from ``t_ns - duration_ns`` to ``t_ns`` (the event is
+    emitted as the work ends). The time between a rank's spans is idle: waiting for data, sending."""
+
+    phase: int
+    kind: Literal["forward", "backward"]
+    microbatch: int
+    duration_ns: int
+
+
 class CudaMemory(msgspec.Struct, kw_only=True):
     """The CUDA caching allocator's figures for one device."""
 
@@ -391,6 +404,7 @@ AnyEvent = Union[
     Buffer,
     Transfer,
     Freed,
+    Span,
     Memory,
     Check,
     RankEnd,

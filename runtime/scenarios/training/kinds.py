@@ -93,6 +93,14 @@ TRAINING_KINDS: Mapping[str, TrainingKind] = MappingProxyType({
         frozenset({"world_size", "params", "param_bytes", "shard_bytes", "blocks", "units", "prefetch",
                    "reshard", "timed_steps", "tp", "shards"}),
     ),
+    "pp": TrainingKind(
+        "pp",
+        _MODEL + (Setting("microbatches", int, 1, 4, "microbatches the batch is cut into (a divisor of batch; "
+                                                   "--microbatches overrides)"),),
+        ("setup", "schedule", "optimizer", "check", "timed"),
+        frozenset({"world_size", "params", "stages", "schedule", "microbatches", "microbatch", "batch",
+                   "bubble", "timed_steps"}),
+    ),
     "moe": TrainingKind(
         "moe",
         (Setting("seed", int, 0, 0, "seed of the router and experts, and of the tokens"),

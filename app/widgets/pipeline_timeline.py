@@ -1,0 +1,95 @@
+"""The pipeline pane: each stage's forwards and backwards over the step, so the bubble is seen.
+
+One row per rank, time left to right on one clock shared by all ranks (from the first span's
+start to the last one's end): a cell is the forward (bright, the microbatch's digit) or backward
+(dark, the same digit) of the microbatch whose colour it has, or ``·`` where the rank computed
+nothing. The title gives the measured bubble beside (p − 1)/(m + p − 1). Shown only for runs
+whose events carry pipeline spans.
+"""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.geometry import Size
+
+from collviz.runtime.reports.pipeline import ideal_bubble, timeline_cells, timeline_of
+
+from ..model import ViewState
+from .line_widget import LineWidget
+from .render import DIM, Line, rank_colour
+
+__all__ = ["PipelineTimeline", "MAX_ROWS"]
+
+MAX_ROWS = 16
+"""Most ranks drawn; beyond, a line says how many more."""
+
+_IDLE = Style(color="#5a5a5a")
+_BACKWARD_BG = "#262626"
+
+
+def _forward_style(microbatch: int) -> Style:
+    return Style(color="black", bgcolor=rank_colour(microbatch), bold=True)
+
+
+def _backward_style(microbatch: int) -> Style:
+    return Style(color=rank_colour(microbatch), bgcolor=_BACKWARD_BG, bold=True, underline=True)
+
+
+class PipelineTimeline(LineWidget):
+    """Every stage's forward and backward spans of the pipelined step, and the idle time between."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._view: ViewState | None = None
+        self._rows = 0
+        self.border_title = "pipeline"
+
+    def show(self, view: ViewState) -> None:
+        """Display ``view``'s pipeline spans (hidden when it has none)."""
+        self._view = view
+        self.set_class(bool(view.spans), "-visible")
+        timeline = timeline_of(view.spans)
+        if timeline is not None:
+            title = (f"pipeline · time → ({timeline.window_ns / 1e6:.1f} ms) · bubble measured "
+                     f"{timeline.mean_bubble():.2f} · ideal (p−1)/(m+p−1) = {ideal_bubble(timeline.stages, timeline.microbatches):.2f}")
+            if str(self.border_title) != title:
+                self.border_title = Text(title)
+        rows = min(len(view.ranks), MAX_ROWS) + (1 if len(view.ranks) > MAX_ROWS else 0) + 1
+        self.lines_changed(layout=rows != self._rows)
+        self._rows = rows
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        """The legend and a row per rank (at most :data:`MAX_ROWS`)."""
+        return max(self._rows, 1)
+
+    def build_lines(self, width: int, height: int) -> list[Line]:
+        """The legend, then each rank's row with its idle fraction."""
+        view = self._view
+        timeline = timeline_of(view.spans) if view is not None else None
+        if view is None or timeline is None:
+            return [[Segment("no pipeline spans yet", DIM)]]
+        microbatches = sorted({mb for rows in timeline.spans.values() for *_, mb in rows})
+        legend: Line = [Segment("colour: microbatch  ")]
+        for mb in microbatches[:10]:
+            legend.append(Segment(str(mb % 10), _forward_style(mb)))
+        legend += [Segment(" forward  "), Segment("0", _backward_style(0)), Segment(" backward  "),
+                   Segment("·", _IDLE), Segment(" idle (waiting for data, sending)")]
+        lines: list[Line] = [legend]
+        label_width = len(f"r{len(view.ranks) - 1}") + 1
+        chart_width = max(8, width - label_width - len(" idle 100%"))
+        for rank in range(min(len(view.ranks), MAX_ROWS)):
+            line: Line = [Segment(f"r{rank}".ljust(label_width), Style(color=rank_colour(rank), bold=True))]
+            for cell in timeline_cells(timeline, rank, chart_width):
+                if cell is None:
+                    line.append(Segment("·", _IDLE))
+                else:
+                    kind, mb = cell
+                    line.append(Segment(str(mb % 10), _forward_style(mb) if kind == "forward" else _backward_style(mb)))
+            idle = f" idle {timeline.bubble(rank):.0%}" if rank in timeline.spans else " not started"
+            line.append(Segment(idle, DIM))
+            lines.append(line)
+        if len(view.ranks) > MAX_ROWS:
+            lines.append([Segment(f"{len(view.ranks) - MAX_ROWS} more ranks not drawn", DIM)])
+        return lines

@@ -1,0 +1,194 @@
+"""Pipeline parallelism on real gloo ranks: each schedule run once, asserted on many times.
+
+Expected values are computed here: the schedules' orders from their definitions (GPipe: every
+forward, then every backward; 1F1B: p − s warm-up forwards on stage s, then one backward and one
+forward in turn, then the remaining backwards), the bytes each message carries from the model's
+shape, the losses from the whole model run on one process.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from collviz.app.cli import main
+from collviz.runtime.scenarios.training.model import make_gpt, token_batch
+from collviz.runtime.wire.protocol import Buffer, Check, Memory, RunEnd, Span, Transfer
+from collviz.runtime.wire.trace import TraceContents, read_trace
+from conftest import run_cli
+
+SCENARIO = Path(__file__).parent.parent / "scenarios" / "pp.toml"
+RUNS = {"gpipe-4": ("gpipe", 4, 8), "1f1b-4": ("1f1b", 4, 8), "1f1b-2": ("1f1b", 2, 2)}
+"""key → (schedule, stages, microbatches)."""
+
+
+@pytest.fixture(scope="module")
+def settings() -> dict:
+    return tomllib.loads(SCENARIO.read_text())["settings"] | {"timed_steps": 3}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[TraceContents, str]]:
+    """Each run recorded once: (trace, headless summary)."""
+    folder = tmp_path_factory.mktemp("pp")
+    found = {}
+    for key, (schedule, stages, microbatches) in RUNS.items():
+        path = folder / f"{key}.cvz"
+        result = run_cli("pp", "--gpus", str(stages), "--backend", "gloo", "--schedule", schedule,
+                         "--microbatches", str(microbatches), "--headless", "--record", str(path), timeout=240)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+        found[key] = (read_trace(path), result.stdout)
+    return found
+
+
+def _of(trace: TraceContents, kind: type) -> list:
+    return [e for e in trace.events if isinstance(e, kind)]
+
+
+def expected_order(schedule: str, stages: int, microbatches: int, stage: int) -> list[tuple[str, int]]:
+    """The (kind, microbatch) sequence stage ``stage`` runs, from the schedule's definition."""
+    if schedule == "gpipe":
+        return [("forward", m) for m in range(microbatches)] + [("backward", m) for m in range(microbatches)]
+    warmup = min(microbatches, stages - stage)
+    order = [("forward", m) for m in range(warmup)]
+    forwards, backwards = warmup, 0
+    while backwards < microbatches:
+        order.append(("backward", backwards))
+        backwards += 1
+        if forwards < microbatches:
+            order.append(("forward", forwards))
+            forwards += 1
+    return order
+
+
+@pytest.mark.parametrize("key", list(RUNS))
+def test_every_check_passes_and_the_run_ends_ok(runs, key):
+    trace, _ = runs[key]
+    checks = _of(trace, Check)
+    stages = RUNS[key][1]
+    assert len(checks) == stages + 1  # every stage's gradients, and the last stage's loss
+    assert all(c.ok for c in checks), [c.detail for c in checks if not c.ok]
+    assert _of(trace, RunEnd)[0].status == "ok"
+
+
+@pytest.mark.parametrize("key", list(RUNS))
+def test_each_stage_runs_its_schedule_in_order(runs, key):
+    trace, _ = runs[key]
+    schedule, stages, microbatches = RUNS[key]
+    for stage in range(stages):
+        spans = sorted((s for s in _of(trace, Span) if s.rank == stage), key=lambda s: s.t_ns)
+        assert [(s.kind, s.microbatch) for s in spans] == expected_order(schedule, stages, microbatches, stage)
+
+
+@pytest.mark.parametrize("key", list(RUNS))
+def test_data_flows_forward_then_back_through_the_stages(runs, key):
+    """A microbatch's forward on stage s+1 starts after it ended on stage s; its backward on s
+    starts after it ended on s+1 (one clock: all ranks run on this host)."""
+    trace, _ = runs[key]
+    _, stages, microbatches = RUNS[key]
+    when = {(s.rank, s.kind, s.microbatch): (s.t_ns - s.duration_ns, s.t_ns) for s in _of(trace, Span)}
+    for m in range(microbatches):
+        for s in range(stages - 1):
+            assert when[(s + 1, "forward", m)][0] >= when[(s, "forward", m)][1]
+            assert when[(s, "backward", m)][0] >= when[(s + 1, "backward", m)][1]
+
+
+@pytest.mark.parametrize("key", list(RUNS))
+def test_every_activation_and_gradient_message_is_a_transfer_of_the_right_size(runs, key, settings):
+    trace, _ = runs[key]
+    _, stages, microbatches = RUNS[key]
+    rows = settings["batch"] // microbatches
+    message = rows * settings["seq"] * settings["d_model"] * 4  # float32 activations of one microbatch
+    transfers = Counter((t.src, t.dst, t.buffer.split(" mb")[0], t.bytes, t.kind) for t in _of(trace, Transfer))
+    expected = Counter()
+    for s in range(stages - 1):
+        expected[(s, s + 1, "activations", message, "p2p")] = microbatches
+        expected[(s + 1, s, "output grad", message, "p2p")] = microbatches
+    assert transfers == expected
+
+
+@pytest.mark.parametrize("key", list(RUNS))
+def test_microbatch_losses_equal_the_whole_model_on_each_slice(runs, key, settings):
+    trace, _ = runs[key]
+    _, stages, microbatches = RUNS[key]
+    model = make_gpt(settings)
+    inputs, targets = token_batch(settings, 0)
+    with torch.no_grad():
+        expected = [float(F.cross_entropy(model(x).reshape(-1, settings["vocab"]), y.reshape(-1)))
+                    for x, y in zip(inputs.chunk(microbatches), targets.chunk(microbatches))]
+    shown = next(b for b in _of(trace, Buffer) if b.name == "microbatch losses")
+    assert shown.rank == stages - 1
+    assert shown.values == pytest.approx(expected, rel=1e-5)
+
+
+def _activation_rise(trace: TraceContents, rank: int, phase: int) -> int:
+    samples = [m for m in _of(trace, Memory) if m.rank == rank and m.phase == phase]
+    return max(m.by_category.get("activations", 0) for m in samples) - samples[0].by_category.get("activations", 0)
+
+
+def test_1f1b_keeps_fewer_microbatches_of_activations_than_gpipe(runs):
+    """On 4 stages with 8 microbatches GPipe's stages keep all 8 microbatches' activations at once
+    and 1F1B's stage s at most 4 − s, so every stage's activation memory rises less under 1F1B, and
+    on the two middle stages (one block each, the same shapes) the difference is the same number
+    of bytes per microbatch not kept: 8 − 3 of them on stage 1, 8 − 2 on stage 2."""
+    gpipe, _ = runs["gpipe-4"]
+    one, _ = runs["1f1b-4"]
+    phase = next(s.phase for s in _of(gpipe, Span))
+    rises = [(_activation_rise(gpipe, s, phase), _activation_rise(one, s, phase)) for s in range(4)]
+    assert all(g > o > 0 for g, o in rises), rises
+    per_stage1 = (rises[1][0] - rises[1][1]) / (8 - 3)
+    per_stage2 = (rises[2][0] - rises[2][1]) / (8 - 2)
+    assert per_stage1 == pytest.approx(per_stage2, rel=0.05), rises
+
+
+@pytest.mark.parametrize("key", list(RUNS))
+def test_summary_prints_the_measured_bubble_beside_the_formula(runs, key):
+    _, summary = runs[key]
+    _, p, m = RUNS[key]
+    assert f"ideal (p−1)/(m+p−1) = ({p}−1)/({m}+{p}−1) = {(p - 1) / (m + p - 1):.3f}" in summary
+    assert "bubble: measured 0." in summary
+    for rank in range(p):
+        assert f"    r{rank} " in summary
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["pp", "--gpus", "8"], "8 stages need at least 8 transformer blocks"),
+    (["pp", "--microbatches", "3"], "--microbatches 3: must divide the batch of 8"),
+    (["pp", "--schedule", "1f1b", "--microbatches", "2"], "1f1b needs at least as many microbatches as stages"),
+    (["pp", "--top-k", "2"], "--top-k does not apply to pp"),
+    (["all-reduce", "--schedule", "gpipe"], "--schedule does not apply to all-reduce"),
+])
+def test_pipeline_options_that_do_not_fit_are_one_line_errors(argv, words, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("collviz: error: ") and words in err and err.count("\n") == 1
+
+
+def test_help_names_the_schedules_and_the_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["pp", "--help"])
+    out = capsys.readouterr().out
+    assert "gpipe (all forwards, then all backwards; the default)" in " ".join(out.split())
+    assert "microbatches 4" in out  # the scenario's own default, from its file
+
+
+def test_the_view_carries_the_step_s_spans_and_keeps_them_after_it():
+    """Before the pipelined step no spans; at it every rank's 2·m spans; at the optimizer step
+    after it, still the same spans (the timeline stays on screen)."""
+    from collviz.app.model.log import EventLog
+    from collviz.app.model.view import view_at
+
+    trace = read_trace(Path(__file__).parent / "fixtures" / "pp.cvz")
+    log = EventLog(trace.events)
+    spans = [e for e in trace.events if isinstance(e, Span)]
+    schedule = spans[0].phase
+    assert view_at(log, log.step_ends[schedule - 1]).spans == ()
+    at_step = view_at(log, log.step_ends[schedule]).spans
+    assert sorted(at_step, key=lambda s: s.seq + 1000 * s.rank) == sorted(spans, key=lambda s: s.seq + 1000 * s.rank)
+    assert Counter(s.rank for s in at_step) == {r: 2 * 4 for r in range(4)}
+    assert view_at(log, log.step_ends[schedule + 1]).spans == at_step
