@@ -16,6 +16,7 @@ examples:
   collviz compare ddp fsdp --gpus 4           run both on the same model; both runs' memory on one scale
   collviz compare ddp fsdp --headless         the same as a table of peaks, measured beside the theory
   collviz compare ddp fsdp hsdp --gpus 4      all three: state sharded over 1, 4 and 2 ranks
+  collviz compare ddp fsdp fsdp-tp pp         every kind of parallelism on the same model
   collviz compare ddp fsdp --record traces/   also keep both traces (replay them in the viewer)
   collviz compare --params 7e9 --gpus 8       analytic estimates only (16 B per parameter)
 """
@@ -27,10 +28,10 @@ def cmd_compare(argv: Sequence[str]) -> int:
 
     from collviz.app.parsing import OneLineParser
 
-    parser = OneLineParser(prog="collviz compare", description="DDP, FSDP and HSDP memory: measured side by side, or estimated.",
+    parser = OneLineParser(prog="collviz compare", description="DDP, FSDP, HSDP, FSDP × TP and pipeline memory: measured side by side, or estimated.",
                      allow_abbrev=False, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scenarios", nargs="*", metavar="SCENARIO",
-                        help="two or more of the ddp, fsdp and hsdp scenarios (e.g. ddp fsdp hsdp)")
+                        help="two or more of the ddp, fsdp, hsdp, fsdp-tp and pp scenarios (e.g. ddp fsdp pp)")
     parser.add_argument("--gpus", type=int, metavar="N", help="ranks (default 4 for runs, 8 for estimates)")
     parser.add_argument("--params", type=float, metavar="P", help="estimate for a model of P parameters (e.g. 7e9)")
     parser.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"), help="as for a run")
@@ -79,7 +80,7 @@ def cmd_compare(argv: Sequence[str]) -> int:
     clean_stale_runs()
     runs = compare_runs(scenarios, world_size, backend, args.record, args.timeout, err=sys.stderr)
     figures = [run_figures for run_figures, _ in runs]
-    table = render_comparison(figures, world_size, *model_sizes(scenarios[0]))
+    table = render_comparison(figures, world_size, model_sizes(scenarios[0], world_size))
     status = 0 if all(f.status == "ok" for f in figures) else 1
     if args.headless or not sys.stdout.isatty():
         print(table)

@@ -114,6 +114,18 @@ async def main() -> None:
         await pilot.press("g", "2", "enter")
 
     await _shoot(projector, "projector", gathered_step)
+    await _pipeline()
+
+
+async def _pipeline() -> None:
+    """The pp fixture (GPipe, 4 stages) at its pipelined step: the pipeline pane under the panels."""
+    app = make_app(trace=ROOT / "tests" / "fixtures" / "pp.cvz")
+
+    async def scheduled(pilot) -> None:
+        await _until(pilot, lambda: app.loaded)
+        await pilot.press("g", "2", "enter")
+
+    await _shoot(app, "pipeline", scheduled)
 
 
 async def _quiz() -> None:

@@ -1,4 +1,5 @@
-"""``collviz compare``: DDP and FSDP on the same model, run one after the other (two sessions).
+"""``collviz compare``: DDP, FSDP, HSDP, FSDP × TP and a pipeline on the same model, run one after
+the other (one session each).
 
 :func:`same_model` checks the scenarios train the same model, :func:`compare_runs` runs
 them quietly and reduces each run's events to :class:`~.reports.compare.RunFigures`, and
@@ -14,7 +15,7 @@ from typing import TextIO
 from .errors import UsageError
 from .headless import collect
 from .launch import BackendChoice, RunPlan, Session
-from .reports.compare import RunFigures, figures_of
+from .reports.compare import ModelSizes, RunFigures, figures_of
 from .reports.progress import ProgressLine
 from .scenarios.loading import Scenario, find_scenario
 from .scenarios.program import RunOptions
@@ -23,15 +24,16 @@ from .wire.protocol import AnyEvent, Phase
 
 __all__ = ["MODEL_KEYS", "COMPARABLE", "same_model", "compare_runs", "model_sizes"]
 
-MODEL_KEYS = ("seed", "vocab", "d_model", "blocks", "seq", "batch", "lr")
-"""Settings that must agree for two runs to be "the same model"."""
+MODEL_KEYS = ("seed", "vocab", "d_model", "blocks", "seq", "lr")
+"""Settings that must agree for two runs to be "the same model" (the batch may differ: a pipeline's
+is the whole step's, a data-parallel one's each rank's; the report prints each run's)."""
 
-COMPARABLE = ("ddp", "fsdp", "hsdp")
+COMPARABLE = ("ddp", "fsdp", "hsdp", "fsdp-tp", "pp")
 """Kinds of scenario ``collviz compare`` runs side by side (they train the same tiny GPT)."""
 
 
 def same_model(names: list[str]) -> list[Scenario]:
-    """The scenarios, checked to be two or more of ddp, fsdp and hsdp training the same model."""
+    """The scenarios, checked to be two or more of :data:`COMPARABLE` training the same model."""
     scenarios = [find_scenario(name) for name in names]
     others = [s.name for s in scenarios if s.kind not in COMPARABLE]
     if others:
@@ -62,19 +64,25 @@ def compare_runs(scenarios: list[Scenario], world_size: int, backend: BackendCho
                     progress.update(offset + event.index + 1, f"{name}: {event.name}")
 
             events = collect(session, on_event)
-            figures.append((figures_of(events, scenario.kind, int(scenario.settings.get("replicas", 1))), events))
+            figures.append((figures_of(events, scenario.kind, int(scenario.settings.get("replicas", 1)),
+                                       int(scenario.settings.get("tp", 1))), events))
             offset += program.phase_count
     finally:
         progress.close()
     return figures
 
 
-def model_sizes(scenario: Scenario) -> tuple[int, int]:
-    """(parameters of the scenario's model, parameters of its largest FSDP unit)."""
+def model_sizes(scenario: Scenario, world_size: int) -> ModelSizes:
+    """The parameter counts of the scenario's model that the report's theory needs (a pipeline's
+    stage 0 as cut for ``world_size`` stages)."""
     from .scenarios.training.fsdp import units_of
     from .scenarios.training.model import make_gpt
+    from .scenarios.training.pp import stage_pieces
 
     model = make_gpt(dict(scenario.settings))
     params = sum(p.numel() for p in model.parameters())
     unit = max(sum(p.numel() for p in m.parameters()) for _, m in units_of(model))
-    return params, unit
+    split = sum(b.fc1.weight.numel() + b.fc1.bias.numel() + b.fc2.weight.numel() for b in model.blocks)
+    pieces = stage_pieces(len(model.blocks), min(world_size, len(model.blocks)), 0)
+    first = sum(p.numel() for piece in pieces for p in model.get_submodule(piece).parameters())
+    return ModelSizes(params, unit, split, first)

@@ -568,7 +568,7 @@ def test_step_mode_gates_every_hook_opened_phase_on_all_ranks_together(name):
     (["all-reduce", "--no-reshard-after-forward"], "does not apply to all-reduce"),
     (["ring-all-reduce", "--size", "6"], "multiple of 4"),
     (["ring-all-reduce", "--gpus", "3"], "multiple of 3"),
-    (["compare", "ddp", "tp"], "compare runs ddp, fsdp, hsdp scenarios, not tp"),
+    (["compare", "ddp", "tp"], "compare runs ddp, fsdp, hsdp, fsdp-tp, pp scenarios, not tp"),
     (["compare"], "two scenarios"),
 ])
 def test_options_that_do_not_apply_are_one_line_errors(argv, words, capsys):

@@ -14,7 +14,7 @@ from ..observation.metrics import human_bytes
 from ..wire.protocol import AnyEvent, Memory, Phase, RunEnd, RunStart
 from .estimate import theory_ratio
 
-__all__ = ["RunFigures", "figures_of", "render_comparison"]
+__all__ = ["RunFigures", "ModelSizes", "figures_of", "state_theory", "render_comparison"]
 
 _SPARK = " ▁▂▃▄▅▆▇█"
 TIMED_MARK = "unobserved: step time"
@@ -36,18 +36,44 @@ class RunFigures:
     state: int
     """Rank 0's params + grads + optimizer bytes when the optimizer step ended (0 if not seen)."""
     kind: str = "fsdp"
-    """The scenario's kind: ddp, fsdp or hsdp."""
+    """The scenario's kind: ddp, fsdp, hsdp, fsdp-tp or pp."""
     replicas: int = 1
     """hsdp: the replica groups (each shards one copy of the model)."""
+    tp: int = 1
+    """fsdp-tp: the tensor-parallel degree."""
+    data: str = ""
+    """What one step trains on, in words (batch per rank, per pair, or per pipeline)."""
+
+
+@dataclass(frozen=True)
+class ModelSizes:
+    """Parameter counts of the compared model that the theory needs."""
+
+    params: int
+    unit: int
+    """The largest FSDP unit (a block)."""
+    split: int
+    """Parameters tensor parallelism splits (every block's fc1 weight and bias, fc2 weight)."""
+    first_stage: int
+    """Parameters of a pipeline's stage 0 at this world size (embeddings and its blocks)."""
 
 
 STATE = ("params", "grads", "optimizer")
 """The categories that make up training state (16 B per parameter in theory)."""
 
 
-def figures_of(events: list[AnyEvent], kind: str = "fsdp", replicas: int = 1) -> RunFigures:
+def _data_text(kind: str, options: dict, world_size: int, tp: int) -> str:
+    batch = int(options.get("batch", 0) or 0)
+    if kind == "pp":
+        return f"{batch} sequences per step, in {options.get('microbatches', '?')} microbatches through the stages"
+    if kind == "fsdp-tp":
+        return f"{batch} sequences per tensor-parallel group ({batch * world_size // tp} per step)"
+    return f"{batch} sequences on each rank ({batch * world_size} per step)"
+
+
+def figures_of(events: list[AnyEvent], kind: str = "fsdp", replicas: int = 1, tp: int = 1) -> RunFigures:
     """Peaks per rank, rank 0's timeline and the step time, from one run's events (of a ``kind``
-    scenario with ``replicas`` replica groups)."""
+    scenario with ``replicas`` replica groups and tensor-parallel degree ``tp``)."""
     start = next(e for e in events if isinstance(e, RunStart))
     peaks: dict[int, int] = defaultdict(int)
     timeline, state = [], 0
@@ -70,7 +96,7 @@ def figures_of(events: list[AnyEvent], kind: str = "fsdp", replicas: int = 1) ->
     end = next((e for e in events if isinstance(e, RunEnd)), None)
     return RunFigures(start.scenario, dict(sorted(peaks.items())), timeline,
                       slowest / 1e6 / steps if steps and slowest else None, end.status if end else "unfinished", state,
-                      kind, replicas)
+                      kind, replicas, tp, _data_text(kind, start.options, start.world_size, tp))
 
 
 
@@ -80,20 +106,32 @@ def _sparkline(values: list[int], top: int) -> str:
     return "".join(_SPARK[min(8, round(8 * v / top))] if top else " " for v in values)
 
 
-def _sharded_over(fig: RunFigures, world_size: int) -> int:
-    """How many ranks share one copy of the model's state in this run (1: every rank has it all)."""
+def state_theory(fig: RunFigures, world_size: int, sizes: ModelSizes) -> tuple[int, int, str]:
+    """(rank 0's training state, the same plus what it gathers while a unit runs, the formula with
+    its numbers), at 16 B per parameter it keeps, for ``fig``'s kind of parallelism."""
+    p, n, unit = sizes.params, world_size, sizes.unit
     if fig.kind == "ddp":
-        return 1
-    return world_size // fig.replicas
+        return 16 * p, 16 * p, f"16·P = 16 × {p:,}"
+    if fig.kind == "pp":
+        return 16 * sizes.first_stage, 16 * sizes.first_stage, f"16·P_stage0 = 16 × {sizes.first_stage:,} (stage 0's own layers)"
+    if fig.kind == "fsdp-tp":
+        dp = n // fig.tp
+        state = 16 * sizes.split // n + 16 * (p - sizes.split) // dp
+        return state, state + 8 * unit // fig.tp, (f"16·(P_split/N + P_rest/{dp}) + 8·P_unit/{fig.tp} = 16 × ({sizes.split:,}/{n} + "
+                                                    f"{p - sizes.split:,}/{dp}) + 8 × {unit:,}/{fig.tp}")
+    shards = n // fig.replicas
+    state = 16 * p // shards
+    return state, state + 8 * unit, f"16·P/{shards} + 8·P_unit = 16 × {p:,}/{shards} + 8 × {unit:,}"
 
 
-def render_comparison(figures: list[RunFigures], world_size: int, params: int, unit: int) -> str:
+def render_comparison(figures: list[RunFigures], world_size: int, sizes: ModelSizes) -> str:
     """The side-by-side table, ratios with their arithmetic, step times and timelines.
 
-    ``params`` is the model's parameter count and ``unit`` the largest FSDP unit's (every run
-    trains the same model). Each run's state is estimated as 16·P over the ranks that shard it,
-    plus 8·P_unit for a gathered unit where it shards.
+    Every run trains the same model (``sizes``). Each run's state is estimated at 16 B per
+    parameter rank 0 keeps (all of them for DDP, a 1/N shard for FSDP, its stage for a pipeline),
+    plus what a sharded run gathers while a unit runs (see :func:`state_theory`).
     """
+    params = sizes.params
     names = [fig.scenario for fig in figures]
     lines = [f"MEASURED: {' then '.join(names)}, the same tiny GPT ({params:,} parameters), "
              f"{world_size} ranks; peak = highest live tensor bytes the storage tracker saw on the rank",
@@ -105,24 +143,24 @@ def render_comparison(figures: list[RunFigures], world_size: int, params: int, u
     if len(figures) == 2:
         a, b = (max(fig.peaks.values()) for fig in figures)
         lines.append(f"  measured ratio (largest peaks): {a:,} B / {b:,} B = {a / b:.2f}")
+    lines.append("DATA per step (activations grow with it): "
+                 + "; ".join(f"{fig.scenario} {fig.data}" for fig in figures if fig.data))
     lines.append(f"THEORY (from parameter counts, activations excluded): P = {params:,}, N = {world_size}, "
-                 f"largest unit P_unit = {unit:,}")
+                 f"largest unit P_unit = {sizes.unit:,}")
     kinds = [fig.kind for fig in figures]
     if "ddp" in kinds and "fsdp" in kinds:
         _, state_text = theory_ratio(params, world_size)
-        _, unit_text = theory_ratio(params, world_size, unit)
+        _, unit_text = theory_ratio(params, world_size, sizes.unit)
         lines.append(f"  state only, 16·P / (16·P/N) = N: {state_text}")
         lines.append(f"  with the gathered unit, 16·P / (16·P/N + 8·P_unit): {unit_text}")
-    for fig in figures:
-        shards = _sharded_over(fig, world_size)
-        gathered = 0 if shards == 1 else 8 * unit
-        formula = "16·P" if shards == 1 else f"16·P/{shards} + 8·P_unit"
-        lines.append(f"  {fig.scenario}: {formula} = {16 * params // shards + gathered:,} B per rank "
-                     f"(state sharded over {shards} rank{'s' if shards > 1 else ''})")
-    lines.append("  (activations are the same in every run and not sharded, so they pull the measured ratios down)")
+    theories = [state_theory(fig, world_size, sizes) for fig in figures]
+    for fig, (_, peak, formula) in zip(figures, theories):
+        lines.append(f"  {fig.scenario}: {formula} = {peak:,} B on rank 0")
+    lines.append("  (activations are not sharded by data, fully sharded or tensor parallelism, so they pull the "
+                 "measured ratios down; a pipeline keeps several microbatches' activations per stage)")
     if all(fig.state for fig in figures):
-        measured = ", ".join(f"{fig.scenario} {fig.state:,} B (theory 16·P/{_sharded_over(fig, world_size)} = "
-                             f"{16 * params // _sharded_over(fig, world_size):,} B)" for fig in figures)
+        measured = ", ".join(f"{fig.scenario} {fig.state:,} B (theory {state:,} B)"
+                             for fig, (state, _, _) in zip(figures, theories))
         lines.append(f"MEASURED state after the step (rank 0, {' + '.join(STATE)}): {measured}")
         if len(figures) == 2:
             lines[-1] += f"; ratio {figures[0].state / figures[1].state:.2f}"
@@ -131,6 +169,7 @@ def render_comparison(figures: list[RunFigures], world_size: int, params: int, u
         lines.append(f"  {fig.scenario}: {step}; run {fig.status}")
     top = max(max(f.timeline, default=0) for f in figures)
     lines.append(f"TIMELINES (rank 0 live bytes at each Memory event, full height = {human_bytes(top)})")
+    width = max(len(fig.scenario) for fig in figures)
     for fig in figures:
-        lines.append(f"  {fig.scenario:>6} |{_sparkline(fig.timeline, top)}|")
+        lines.append(f"  {fig.scenario:>{width}} |{_sparkline(fig.timeline, top)}|")
     return "\n".join(lines)

@@ -127,6 +127,7 @@ def pipeline_lines(spans: Sequence[Span], memory: Sequence[Memory], width: int =
         samples = [s for s in memory if s.rank == rank]
         base = samples[0].by_category.get("activations", 0) if samples else 0
         top = max((s.by_category.get("activations", 0) for s in samples), default=0)
-        lines.append(f"  r{rank} kept up to {timeline.most_in_flight(rank)} microbatches' activations at once: "
+        kept = timeline.most_in_flight(rank)
+        lines.append(f"  r{rank} kept the activations of up to {kept} microbatch{'es' if kept != 1 else ''} at once: "
                      f"+{human_bytes(max(0, top - base))} of activations at most")
     return lines

@@ -166,10 +166,12 @@ def run_moe(ctx: RankContext, program: MoEProgram) -> None:
     capacity = program.capacity(n)
     phases = PhaseSequence(ctx)
     phases.next("setup", f"setup: a router over {n} experts, expert r on rank r", category="params")
+    device = ctx.device
     router, experts = _layers(settings, n)
+    router, experts = router.to(device), [e.to(device) for e in experts]
     expert = experts[rank]
     with ctx.tracker.category("inputs"):
-        x = tokens_of(settings, rank)
+        x = tokens_of(settings, rank).to(device)
     ctx.buffer("tokens", "input", "before", x, uniform_provenance(x.numel(), [rank]))
     with torch.no_grad():
         phases.next("route", f"route: top-{program.top_k} experts per token, at most {capacity} slots per expert",
@@ -184,23 +186,24 @@ def run_moe(ctx: RankContext, program: MoEProgram) -> None:
 
         phases.next("dispatch", "dispatch: the counts, then the tokens, by all_to_all with uneven splits",
                     category="communication")
-        receive_counts = torch.empty(n, dtype=torch.int64)
-        _all_to_all(ctx, receive_counts, torch.tensor(send, dtype=torch.int64), [1] * n, [1] * n, 8, "slot counts")
+        receive_counts = torch.empty(n, dtype=torch.int64, device=device)
+        _all_to_all(ctx, receive_counts, torch.tensor(send, dtype=torch.int64, device=device), [1] * n, [1] * n, 8,
+                    "slot counts")
         receive = [int(c) for c in receive_counts]
-        outgoing = x[[token for token, _, _ in kept]] if kept else torch.zeros(0, d)
-        incoming = torch.empty(sum(receive), d)
+        outgoing = x[[token for token, _, _ in kept]] if kept else torch.zeros(0, d, device=device)
+        incoming = torch.empty(sum(receive), d, device=device)
         _all_to_all(ctx, incoming, outgoing, send, receive, d * x.element_size(), "expert input")
         ctx.buffer("expert input", "communication", "after", incoming, _row_provenance(receive, d))
         ctx.buffer("slots received from each rank", "routing", "result", torch.tensor(receive, dtype=torch.float32),
                    [ProvenanceRun(src, 1, [src]) for src in range(n)])
 
         phases.next("expert", "experts: each rank's MLP on the token slots it received", category="activations")
-        results = expert(incoming) if sum(receive) else torch.zeros(0, d)
+        results = expert(incoming) if sum(receive) else torch.zeros(0, d, device=device)
         ctx.buffer("expert output", "activation", "result", results, _row_provenance(receive, d))
 
         phases.next("combine", "combine: the results go back by all_to_all, each weighted by its gate",
                     category="communication")
-        returned = torch.empty(len(kept), d)
+        returned = torch.empty(len(kept), d, device=device)
         _all_to_all(ctx, returned, results, receive, send, d * x.element_size(), "expert results")
         y = torch.zeros_like(x)
         for row, (token, slot, _) in enumerate(kept):

@@ -32,7 +32,6 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 
 from ...context import RankContext
 from ...errors import UsageError
-from ...observation.metrics import human_bytes
 from ...observation.tensors import uniform_provenance
 from ...reports.pipeline import ideal_bubble
 from ...wire.protocol import Span, Transfer
@@ -219,7 +218,7 @@ def run_pp(ctx: RankContext, program: PipelineProgram) -> None:
     first, last = rank == 0, rank == stages - 1
     pieces = stage_pieces(int(settings["blocks"]), stages, rank)
     phases = PhaseSequence(ctx)
-    phases.next("setup", f"setup: stage {rank} holds {' + '.join(pieces)}", category="params")
+    phases.next("setup", f"setup: the model cut into {stages} stages, one per rank", category="params")
     module = PipelineStageModule(make_gpt(settings), pieces).to(ctx.device)
     named = module.named_model_parameters()
     with ctx.tracker.category("grads"):
@@ -230,10 +229,11 @@ def run_pp(ctx: RankContext, program: PipelineProgram) -> None:
     schedule = SCHEDULES[program.schedule](stage, n_microbatches=program.microbatches,
                                            loss_fn=_loss(int(settings["vocab"])))
     with ctx.tracker.category("inputs"):
-        inputs, targets = (t.to(ctx.device) for t in token_batch(settings, 0))
+        # contiguous: the targets are a view with the inputs' stride, which some torch versions'
+        # pipelining refuses (it checks each microbatch's strides against the first one's)
+        inputs, targets = (t.to(ctx.device).contiguous() for t in token_batch(settings, 0))
     if first:
         ctx.buffer("tokens", "input", "before", inputs, uniform_provenance(inputs.numel(), [rank]))
-    stage_bytes = sum(p.numel() * p.element_size() for _, p in named)
     ctx.buffer(f"stage {rank} parameters", "param", "before",
                torch.cat([p.detach().reshape(-1) for _, p in named]), None)
 
@@ -254,8 +254,7 @@ def run_pp(ctx: RankContext, program: PipelineProgram) -> None:
         ctx.buffer("microbatch losses", "loss", "result", torch.stack([l.detach() for l in losses]), None)
     with ctx.tracker.suspended():
         grads = {name: p.grad.detach().clone() for name, p in named}
-    phases.next("optimizer", f"AdamW on stage {rank}'s own parameters ({human_bytes(stage_bytes)})",
-                category="optimizer")
+    phases.next("optimizer", "AdamW step on each stage's own parameters", category="optimizer")
     optimizer = torch.optim.AdamW(module.parameters(), lr=float(settings["lr"]))
     optimizer.step()
     ctx.buffer(f"stage {rank} parameters", "param", "after",
@@ -266,10 +265,10 @@ def run_pp(ctx: RankContext, program: PipelineProgram) -> None:
         loss, ref_grads = reference_step(settings)
         names = [name for name, _ in named]
         if last:
-            check_close(ctx, "loss equals the unpipelined model's", torch.stack(losses).mean().detach(),
+            check_close(ctx, "loss equals the unpipelined model's", torch.stack(losses).mean().detach().cpu(),
                         torch.tensor(loss), "the whole batch's loss on one process (mean of equal microbatches)")
         check_close(ctx, f"stage {rank}'s gradients equal the unpipelined model's",
-                    torch.cat([grads[n].reshape(-1) for n in names]),
+                    torch.cat([grads[n].reshape(-1) for n in names]).cpu(),
                     torch.cat([ref_grads[n].reshape(-1) for n in names]), "the whole model's gradients")
 
     def timed_step() -> None:
