@@ -192,3 +192,26 @@ def test_the_view_carries_the_step_s_spans_and_keeps_them_after_it():
     assert sorted(at_step, key=lambda s: s.seq + 1000 * s.rank) == sorted(spans, key=lambda s: s.seq + 1000 * s.rank)
     assert Counter(s.rank for s in at_step) == {r: 2 * 4 for r in range(4)}
     assert view_at(log, log.step_ends[schedule + 1]).spans == at_step
+
+
+def test_compare_theory_counts_each_parallelism_s_own_share_of_the_state():
+    """The theory column for fsdp-tp and pp, from the model's shapes worked out here: d_model 64,
+    4 blocks, vocab 64, seq 16 (pp.toml and fsdp-tp.toml train the same model)."""
+    from collviz.runtime.compare import model_sizes
+    from collviz.runtime.reports.compare import RunFigures, state_theory
+    from collviz.runtime.scenarios.loading import find_scenario
+
+    d, vocab, seq, blocks = 64, 64, 16, 4
+    block = 4 * (d * d + d) + 2 * 2 * d + (d * 4 * d + 4 * d) + (4 * d * d + d)
+    embed, head = vocab * d + seq * d, 2 * d + d * vocab
+    params = embed + blocks * block + head
+    split = blocks * (d * 4 * d + 4 * d + 4 * d * d)  # fc1 weight and bias, fc2 weight
+    sizes = model_sizes(find_scenario("pp"), 4)
+    assert (sizes.params, sizes.unit, sizes.split, sizes.first_stage) == (params, block, split, embed + block)
+
+    def figures(kind: str, tp: int = 1) -> RunFigures:
+        return RunFigures(kind, {}, [], None, "ok", 0, kind, 1, tp)
+
+    assert state_theory(figures("pp"), 4, sizes)[0] == 16 * (embed + block)
+    assert state_theory(figures("fsdp-tp", tp=2), 4, sizes)[0] == 16 * split // 4 + 16 * (params - split) // 2
+    assert state_theory(figures("ddp"), 4, sizes)[0] == 16 * params
