@@ -215,3 +215,15 @@ def test_compare_theory_counts_each_parallelism_s_own_share_of_the_state():
     assert state_theory(figures("pp"), 4, sizes)[0] == 16 * (embed + block)
     assert state_theory(figures("fsdp-tp", tp=2), 4, sizes)[0] == 16 * split // 4 + 16 * (params - split) // 2
     assert state_theory(figures("ddp"), 4, sizes)[0] == 16 * params
+
+
+@pytest.mark.parametrize("key", list(RUNS))
+def test_every_phase_is_narrated_with_the_run_s_numbers(runs, key):
+    from collviz.runtime.wire.protocol import Phase
+
+    trace, _ = runs[key]
+    _, p, m = RUNS[key]
+    begins = {e.index: e for e in trace.events if isinstance(e, Phase) and e.edge == "begin"}
+    assert len(begins) == 5 and all(b.narration for b in begins.values())
+    schedule = next(b for b in begins.values() if b.key == "schedule")
+    assert f"= {(p - 1) / (m + p - 1):.3f} for p = {p}, m = {m}" in schedule.narration

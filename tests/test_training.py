@@ -35,7 +35,8 @@ def settings_of(name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TraceContents | str]:
-    """ring, tp, fsdp --prefetch, fsdp --no-reshard-after-forward, and compare ddp fsdp; once each."""
+    """ring, tp, fsdp --prefetch, fsdp --no-reshard-after-forward, hsdp, moe (4 and 2 ranks), fsdp-tp,
+    and compare ddp fsdp; once each."""
     folder = tmp_path_factory.mktemp("training")
     traces: dict = {}
     for key, args in {
@@ -45,9 +46,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TraceContents | 
         "fsdp-keep": ["fsdp", "--no-reshard-after-forward"],
         "hsdp": ["hsdp"],
         "moe": ["moe"],
+        "moe-2": ["moe", "--gpus", "2"],
         "fsdp-tp": ["fsdp-tp"],
     }.items():
-        result = run_cli(*args, "--gpus", str(N), "--backend", "gloo", "--headless", "--record", str(folder / f"{key}.cvz"),
+        world = [] if "--gpus" in args else ["--gpus", str(N)]
+        result = run_cli(*args, *world, "--backend", "gloo", "--headless", "--record", str(folder / f"{key}.cvz"),
                          timeout=240)
         assert result.returncode == 0, f"{key} failed:\n{result.stdout[-3000:]}\n{result.stderr}"
         traces[key] = read_trace(folder / f"{key}.cvz")
@@ -194,10 +197,11 @@ def _moe_expected(s: dict, n: int) -> tuple[list[torch.Tensor], list[list[list[i
     return outputs, choices, sends
 
 
-def test_moe_dispatches_by_uneven_all_to_all_and_equals_the_layer_on_one_rank(runs):
-    trace, s = runs["moe"], settings_of("moe")
-    outputs, choices, sends = _moe_expected(s, N)
-    for rank in range(N):
+@pytest.mark.parametrize("key, n", [("moe", N), ("moe-2", 2)])
+def test_moe_dispatches_by_uneven_all_to_all_and_equals_the_layer_on_one_rank(runs, key, n):
+    trace, s = runs[key], settings_of("moe")
+    outputs, choices, sends = _moe_expected(s, n)
+    for rank in range(n):
         torch.testing.assert_close(torch.tensor(buffers(trace, "y", "result")[rank].values).reshape(s["tokens"], -1),
                                    outputs[rank], rtol=1e-5, atol=1e-6)
         got = buffers(trace, "chosen experts (−1: dropped)", "result")[rank].values
@@ -205,11 +209,11 @@ def test_moe_dispatches_by_uneven_all_to_all_and_equals_the_layer_on_one_rank(ru
     dispatch = next(i for i, name in phase_names(trace).items() if name.startswith("dispatch"))
     rows = {(t.src, t.dst): t.bytes // (4 * s["d_model"]) for t in events(trace, Transfer)
             if t.phase == dispatch and t.buffer == "expert input"}
-    assert rows == {(src, dst): sends[src][dst] for src in range(N) for dst in range(N)
+    assert rows == {(src, dst): sends[src][dst] for src in range(n) for dst in range(n)
                     if src != dst and sends[src][dst]}
     calls = [c for c in events(trace, Collective, 0) if c.edge == "end"]
     assert [c.op for c in calls] == ["all_to_all"] * 3 and all(c.duration_ns for c in calls)
-    assert sum(c.ok for c in events(trace, Check)) == N
+    assert sum(c.ok for c in events(trace, Check)) == n
 
 
 # ------------------------------------------------------------------------------------ DDP, FSDP
@@ -488,7 +492,8 @@ def test_compare_prints_the_recorded_peaks_and_the_theory(runs, reference):
 # ------------------------------------------------------------------------------- every scenario
 
 
-@pytest.mark.parametrize("key", ["ring", "tp", "ddp", "fsdp", "fsdp-prefetch", "fsdp-keep", "hsdp", "moe", "fsdp-tp"])
+@pytest.mark.parametrize("key", ["ring", "tp", "ddp", "fsdp", "fsdp-prefetch", "fsdp-keep", "hsdp", "moe", "moe-2",
+                                 "fsdp-tp"])
 def test_every_phase_has_narration_and_the_run_is_ok(runs, key):
     trace = runs[key]
     begins = [e for e in events(trace, Phase) if e.edge == "begin"]
