@@ -207,12 +207,14 @@ def test_compare_theory_counts_each_parallelism_s_own_share_of_the_state():
     params = embed + blocks * block + head
     split = blocks * (d * 4 * d + 4 * d + 4 * d * d)  # fc1 weight and bias, fc2 weight
     sizes = model_sizes(find_scenario("pp"), 4)
-    assert (sizes.params, sizes.unit, sizes.split, sizes.first_stage) == (params, block, split, embed + block)
+    assert (sizes.params, sizes.unit, sizes.split) == (params, block, split)
+    assert sizes.stages == (embed + block, block, block, block + head)
 
     def figures(kind: str, tp: int = 1) -> RunFigures:
-        return RunFigures(kind, {}, [], None, "ok", 0, kind, 1, tp)
+        return RunFigures(kind, {}, [], None, "ok", {}, kind, 1, tp)
 
     assert state_theory(figures("pp"), 4, sizes)[0] == 16 * (embed + block)
+    assert state_theory(figures("pp"), 4, sizes, rank=3)[0] == 16 * (block + head)
     assert state_theory(figures("fsdp-tp", tp=2), 4, sizes)[0] == 16 * split // 4 + 16 * (params - split) // 2
     assert state_theory(figures("ddp"), 4, sizes)[0] == 16 * params
 

@@ -33,8 +33,8 @@ class RunFigures:
     step_ms: float | None
     """Slowest rank's "timed" phase duration ÷ timed steps, or None without that phase."""
     status: str
-    state: int
-    """Rank 0's params + grads + optimizer bytes when the optimizer step ended (0 if not seen)."""
+    state: dict[int, int]
+    """rank → its params + grads + optimizer bytes when the optimizer step ended (absent if not seen)."""
     kind: str = "fsdp"
     """The scenario's kind: ddp, fsdp, hsdp, fsdp-tp or pp."""
     replicas: int = 1
@@ -54,8 +54,9 @@ class ModelSizes:
     """The largest FSDP unit (a block)."""
     split: int
     """Parameters tensor parallelism splits (every block's fc1 weight and bias, fc2 weight)."""
-    first_stage: int
-    """Parameters of a pipeline's stage 0 at this world size (embeddings and its blocks)."""
+    stages: tuple[int, ...]
+    """Parameters of each pipeline stage at this world size (stage 0 with the embeddings, the last
+    with the head)."""
 
 
 STATE = ("params", "grads", "optimizer")
@@ -76,15 +77,16 @@ def figures_of(events: list[AnyEvent], kind: str = "fsdp", replicas: int = 1, tp
     scenario with ``replicas`` replica groups and tensor-parallel degree ``tp``)."""
     start = next(e for e in events if isinstance(e, RunStart))
     peaks: dict[int, int] = defaultdict(int)
-    timeline, state = [], 0
+    timeline: list[int] = []
+    state: dict[int, int] = {}
     optimizer = {e.index for e in events if isinstance(e, Phase) and e.name.startswith("AdamW step")}
     for event in events:
         if isinstance(event, Memory):
             peaks[event.rank] = max(peaks[event.rank], event.peak_bytes)
             if event.rank == 0:
                 timeline.append(event.live_bytes)
-                if event.phase in optimizer and event.label == "end":
-                    state = sum(event.by_category.get(c, 0) for c in STATE)
+            if event.phase in optimizer and event.label == "end":
+                state[event.rank] = sum(event.by_category.get(c, 0) for c in STATE)
     begins, slowest = {}, 0
     for event in events:
         if isinstance(event, Phase) and TIMED_MARK in event.name:
@@ -95,7 +97,8 @@ def figures_of(events: list[AnyEvent], kind: str = "fsdp", replicas: int = 1, tp
     steps = int(start.options.get("timed_steps", 0) or 0)
     end = next((e for e in events if isinstance(e, RunEnd)), None)
     return RunFigures(start.scenario, dict(sorted(peaks.items())), timeline,
-                      slowest / 1e6 / steps if steps and slowest else None, end.status if end else "unfinished", state,
+                      slowest / 1e6 / steps if steps and slowest else None, end.status if end else "unfinished",
+                      dict(sorted(state.items())),
                       kind, replicas, tp, _data_text(kind, start.options, start.world_size, tp))
 
 
@@ -106,14 +109,15 @@ def _sparkline(values: list[int], top: int) -> str:
     return "".join(_SPARK[min(8, round(8 * v / top))] if top else " " for v in values)
 
 
-def state_theory(fig: RunFigures, world_size: int, sizes: ModelSizes) -> tuple[int, int, str]:
-    """(rank 0's training state, the same plus what it gathers while a unit runs, the formula with
+def state_theory(fig: RunFigures, world_size: int, sizes: ModelSizes, rank: int = 0) -> tuple[int, int, str]:
+    """(``rank``'s training state, the same plus what it gathers while a unit runs, the formula with
     its numbers), at 16 B per parameter it keeps, for ``fig``'s kind of parallelism."""
     p, n, unit = sizes.params, world_size, sizes.unit
     if fig.kind == "ddp":
         return 16 * p, 16 * p, f"16·P = 16 × {p:,}"
     if fig.kind == "pp":
-        return 16 * sizes.first_stage, 16 * sizes.first_stage, f"16·P_stage0 = 16 × {sizes.first_stage:,} (stage 0's own layers)"
+        own = sizes.stages[rank]
+        return 16 * own, 16 * own, f"16·P_stage{rank} = 16 × {own:,} (stage {rank}'s own layers)"
     if fig.kind == "fsdp-tp":
         dp = n // fig.tp
         state = 16 * sizes.split // n + 16 * (p - sizes.split) // dp
@@ -159,11 +163,13 @@ def render_comparison(figures: list[RunFigures], world_size: int, sizes: ModelSi
     lines.append("  (activations are not sharded by data, fully sharded or tensor parallelism, so they pull the "
                  "measured ratios down; a pipeline keeps several microbatches' activations per stage)")
     if all(fig.state for fig in figures):
-        measured = ", ".join(f"{fig.scenario} {fig.state:,} B (theory {state:,} B)"
-                             for fig, (state, _, _) in zip(figures, theories))
-        lines.append(f"MEASURED state after the step (rank 0, {' + '.join(STATE)}): {measured}")
-        if len(figures) == 2:
-            lines[-1] += f"; ratio {figures[0].state / figures[1].state:.2f}"
+        lines.append(f"MEASURED state after the step ({' + '.join(STATE)}), and its theory, per rank")
+        for rank in sorted(figures[0].state):
+            cells = [f"{fig.state[rank]:,} B ({state_theory(fig, world_size, sizes, rank)[0]:,})"
+                     if rank in fig.state else "not seen" for fig in figures]
+            lines.append(f"  r{rank:<4} " + "  ".join(f"{fig.scenario} {cell}" for fig, cell in zip(figures, cells)))
+        if len(figures) == 2 and figures[1].state.get(0):
+            lines.append(f"  rank 0 ratio {figures[0].state.get(0, 0) / figures[1].state[0]:.2f}")
     for fig in figures:
         step = f"{fig.step_ms:.1f} ms per step (timed phase, slowest rank)" if fig.step_ms else "step time not measured"
         lines.append(f"  {fig.scenario}: {step}; run {fig.status}")
