@@ -6,6 +6,7 @@ Every user mistake becomes one line on stderr, ``collviz: error: …``, and exit
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import signal
 import sys
 from collections.abc import Mapping
@@ -193,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``collviz`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     _stop_on_signals()
+    if hasattr(signal, "SIGUSR1") and sys.stderr is not None:  # `kill -USR1 PID`: every thread's stack on stderr
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         if not argv or argv[0] in ("-h", "--help", "help"):
             print(TOP_HELP)

@@ -44,6 +44,19 @@ def _wait_for_collectives(trace_path, proc, timeout_s: float = 90) -> dict[int, 
     pytest.fail("workers never got going")
 
 
+def _communicate_or_dump_stacks(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """``proc.communicate(timeout)``; past the timeout, fail with every thread's stack of the
+    launcher (collviz dumps them on SIGUSR1), so a rare hang says where it hung."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"still running {timeout:g} s after the signal; its threads:\n{err[-6000:]}\n{out[-2000:]}")
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:
@@ -93,7 +106,7 @@ def test_stop_signals_end_the_run_like_ctrl_c(tmp_path, signum):
     pids = _wait_for_collectives(trace_path, proc)
     proc.send_signal(signum)
     interrupted_at = time.monotonic()
-    out, err = proc.communicate(timeout=10)
+    out, err = _communicate_or_dump_stacks(proc, timeout=10)
     assert time.monotonic() - interrupted_at < 3
     name = signal.Signals(signum).name
     assert proc.returncode == 128 + signum
