@@ -194,8 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``collviz`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     _stop_on_signals()
-    if hasattr(signal, "SIGUSR1") and sys.stderr is not None:  # `kill -USR1 PID`: every thread's stack on stderr
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    _stacks_on_sigusr1()
     try:
         if not argv or argv[0] in ("-h", "--help", "help"):
             print(TOP_HELP)
@@ -243,6 +242,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as interrupt:
         print(f"collviz: interrupted ({interrupt.args[0] if interrupt.args else 'SIGINT'})", file=sys.stderr)
         return exit_status_for(interrupt)
+
+
+def _stacks_on_sigusr1() -> None:
+    """``kill -USR1 PID`` prints every thread's Python stack on stderr (for a process that seems
+    stuck); nothing when stderr has no file descriptor (an embedding, a test capturing it)."""
+    try:
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    except (AttributeError, ValueError):  # no SIGUSR1 (Windows), or io.UnsupportedOperation: no fileno
+        pass
 
 
 def _stop_on_signals() -> None:

@@ -244,3 +244,22 @@ def test_bad_export_input(capsys, tmp_path, args, needle):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("collviz: error: ") and needle in err[0], err
+
+
+def test_pipeline_spans_become_slices_of_their_measured_length():
+    """The pp fixture: every stage's forward and backward of each microbatch is one "X" slice on
+    the rank's pipeline thread, exactly as long as measured; the document stays valid."""
+    from collviz.runtime.reports.export import PIPELINE_TID
+    from collviz.runtime.wire.protocol import Span
+
+    events = read_trace(Path(__file__).parent / "fixtures" / "pp.cvz").events
+    document = perfetto_trace(events)
+    assert check_trace_events(document) == []
+    spans = [e for e in events if isinstance(e, Span)]
+    slices = [e for e in document["traceEvents"] if e["ph"] == "X" and e["cat"] == "pipeline"]
+    expected = Counter((s.rank, f"{'F' if s.kind == 'forward' else 'B'}{s.microbatch}") for s in spans)
+    assert Counter((e["pid"], e["name"]) for e in slices) == expected and len(slices) == 2 * 4 * 4
+    assert all(e["tid"] == PIPELINE_TID for e in slices)
+    durations = {(s.rank, s.kind[0].upper(), s.microbatch): s.duration_ns for s in spans}
+    for e in slices:
+        assert e["dur"] == pytest.approx(durations[(e["pid"], e["name"][0], e["args"]["microbatch"])] / 1000, abs=1e-3)

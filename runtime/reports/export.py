@@ -39,16 +39,21 @@ from ..wire.protocol import (
     Phase,
     RankStart,
     RunStart,
+    Span,
     Transfer,
 )
 
-__all__ = ["PHASES_TID", "COLLECTIVES_TID", "perfetto_trace", "write_perfetto"]
+__all__ = ["PHASES_TID", "COLLECTIVES_TID", "PIPELINE_TID", "perfetto_trace", "write_perfetto"]
 
 PHASES_TID = 0
 """Thread of each rank's process that holds its phases and instant events."""
 
 COLLECTIVES_TID = 1
 """Thread of each rank's process that holds its collective calls."""
+
+PIPELINE_TID = 2
+"""Thread of each rank's process that holds its pipeline stage's forwards and backwards (runs with
+Span events only)."""
 
 _SHOWN_VALUES = 16
 
@@ -106,6 +111,7 @@ class _Builder:
         phases = self.phases()
         calls = self.collectives()
         self.flows(phases, calls)
+        self.spans()
         self.counters()
         self.instants()
         body = sorted(self.out, key=lambda e: e["ts"])
@@ -128,6 +134,8 @@ class _Builder:
             add("process_sort_index", rank, PHASES_TID, {"sort_index": rank})
             add("thread_name", rank, PHASES_TID, {"name": "phases"})
             add("thread_name", rank, COLLECTIVES_TID, {"name": "collectives"})
+            if any(isinstance(e, Span) and e.rank == rank for e in self.events):
+                add("thread_name", rank, PIPELINE_TID, {"name": "pipeline stage"})
         add("process_name", self.launcher_pid, 0, {"name": "launcher"})
         add("process_sort_index", self.launcher_pid, 0, {"sort_index": self.launcher_pid})
 
@@ -231,6 +239,15 @@ class _Builder:
                     flow["bp"] = "e"
                 self.out.append(flow)
 
+    def spans(self) -> None:
+        """Each pipeline stage's forward or backward of one microbatch: a complete slice of exactly
+        its measured duration (``F3``, ``B3``) on the rank's pipeline thread."""
+        for span in (e for e in self.events if isinstance(e, Span)):
+            name = f"{'F' if span.kind == 'forward' else 'B'}{span.microbatch}"
+            self.complete(_Slice(span.rank, span.t_ns - span.duration_ns, span.t_ns, name, "pipeline",
+                                 {"microbatch": span.microbatch, "duration_ns": span.duration_ns}, span.phase,
+                                 tid=PIPELINE_TID))
+
     def counters(self) -> None:
         """Memory counter tracks per rank (every category present in each sample, 0 when empty)."""
         samples = [e for e in self.events if isinstance(e, Memory)]
@@ -252,7 +269,7 @@ class _Builder:
 
     def instants(self) -> None:
         """Every other event as an instant on its rank's phases thread (the launcher's on its own)."""
-        skip = (Phase, Collective, Transfer, Memory)
+        skip = (Phase, Collective, Transfer, Memory, Span)
         for event in self.events:
             if isinstance(event, skip):
                 continue
