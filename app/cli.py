@@ -255,11 +255,17 @@ def _stacks_on_sigusr1() -> None:
 
 def _stop_on_signals() -> None:
     """SIGTERM and SIGHUP end a run as Ctrl-C does (workers stopped, summary, trace closed),
-    with exit status 128 + signal; the viewer replaces this with its own quit (see the app)."""
+    with exit status 128 + signal; the viewer replaces this with its own quit (see the app).
+
+    Ctrl-C's own handler is installed too: a process started with SIGINT ignored (a parent that
+    ignores it, a background job of a script) would otherwise inherit the ignoring and never stop
+    on SIGINT.
+    """
 
     def interrupt(signum: int, frame: object) -> None:
         raise Interrupted(signum)
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for signum in STOP_SIGNALS:
         signal.signal(signum, interrupt)
 

@@ -117,6 +117,21 @@ def test_stop_signals_end_the_run_like_ctrl_c(tmp_path, signum):
     assert list(run_folders.iterdir()) == []
 
 
+def test_ctrl_c_works_even_when_started_with_sigint_ignored(tmp_path):
+    """A parent that ignores SIGINT (this test runner, at times; a script's background job) passes
+    the ignoring on; collviz installs its own handler, so SIGINT still stops the run."""
+    trace_path = tmp_path / "ignored.cvz"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "collviz.app.cli", *LONG_RUN, "--record", str(trace_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    _wait_for_collectives(trace_path, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = _communicate_or_dump_stacks(proc, timeout=10)
+    assert proc.returncode == 128 + signal.SIGINT and "interrupted by SIGINT" in err
+
+
 def test_an_exception_in_one_rank_is_named_and_ends_the_run(tmp_path):
     """The desync scenario with fault "raise": rank 2 raises while the others enter all_reduce."""
     desync = (Path(__file__).resolve().parent.parent / "scenarios" / "desync.toml").read_text()
