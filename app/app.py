@@ -41,7 +41,7 @@ from .model import (
 from .model.pacing import Pacer
 from .model.quiz import Grade, Score, questions
 from .model.sources import Session, load_trace, pump_session
-from .screens import FactorScreen, HelpScreen, RankDetailScreen, SeekScreen, ViewerScreen
+from .screens import FactorScreen, HelpScreen, NumberPrompt, RankDetailScreen, ViewerScreen
 from .screens.quiz import QuizScreen
 from .theme import PROJECTOR_THEME, palette_for
 
@@ -98,6 +98,7 @@ class CollvizApp(App[int]):
         Binding("0", "detail(0)", "rank detail", key_display="0–9",
                 tooltip="open that rank's buffers in full (the mouse works too)", show=False),
         *(Binding(str(rank), f"detail({rank})", "", show=False) for rank in range(1, 10)),
+        Binding("r", "open_rank", "open rank…", show=False, tooltip="open any rank's detail by its number"),
         Binding("b", "factor", "why this factor", show=False,
                 tooltip="why busbw = algbw × factor, worked through with this step's latest collective"),
         Binding("P", "toggle_present", "projector", key_display="P", show=False,
@@ -502,7 +503,7 @@ class CollvizApp(App[int]):
             if number is not None:
                 self.action_seek_to(number)
 
-        self.push_screen(SeekScreen(max(self.event_log.phase_count, 1)), seek)
+        self.push_screen(NumberPrompt(f"go to step (1–{max(self.event_log.phase_count, 1)}):", "step number"), seek)
 
     def action_seek_to(self, number: int) -> None:
         """Go to the end of step ``number`` (1-based)."""
@@ -518,6 +519,22 @@ class CollvizApp(App[int]):
         name = f"collviz-{scenario}-step{self.current_view().step + 1}-{time.strftime('%Y%m%dT%H%M%S')}.svg"
         path = self.save_screenshot(filename=name, path=str(self.screenshot_dir))
         self.notify(f"screenshot saved to {path}", title="screenshot", markup=False)
+
+    def action_open_rank(self) -> None:
+        """Ask for a rank number and open its detail (any rank; the digit keys reach 0–9)."""
+        ranks = len(self.current_view().ranks)
+
+        def open_rank(number: int | None) -> None:
+            """Open the rank typed, or say which ranks exist."""
+            if number is None:
+                return
+            if 0 <= number < ranks:
+                self.action_detail(number)
+            else:
+                self.notify(f"no rank {number}: this run has ranks 0–{ranks - 1}", timeout=3)
+
+        if ranks:
+            self.push_screen(NumberPrompt(f"open rank (0–{ranks - 1}):", "rank number"), open_rank)
 
     def action_detail(self, rank: int) -> None:
         """Open rank ``rank``'s detail (digit keys; beyond the world size, nothing happens)."""

@@ -10,7 +10,7 @@ import pytest
 from rich.color import Color
 
 from collviz.app.app import EXIT_INTERRUPTED, make_app
-from collviz.app.screens import HelpScreen, RankDetailScreen, SeekScreen
+from collviz.app.screens import HelpScreen, NumberPrompt, RankDetailScreen
 from collviz.app.widgets import RankHeatmap, RankPanel
 from collviz.app.widgets.render import format_bytes, format_value, rank_colour
 from collviz.runtime.wire.protocol import Buffer, BufferSummary, Gate, Go
@@ -97,7 +97,7 @@ async def test_replay_keys_move_the_cursor_and_speed(trace: Path):
         await pilot.press("minus", "minus")
         assert app.speed == speed / 2
         await pilot.press("g")
-        assert isinstance(app.screen, SeekScreen)
+        assert isinstance(app.screen, NumberPrompt)
         await pilot.press("2", "enter")
         assert app.cursor == ends[1]
         await pilot.press("q")
@@ -380,4 +380,21 @@ async def test_compare_viewer_draws_both_runs_on_one_scale():
         rows = {c.id: "".join(s.text for line in c.build_lines(140, 12) for s in line) for c in charts}
         assert f"peak {format_bytes(peak)}" in rows["memory-0"]
         assert f"peak {format_bytes(peak // 2)}" in rows["memory-1"]
+        await pilot.press("q")
+
+
+async def test_r_opens_any_rank_s_detail_by_number_beyond_the_digit_keys():
+    """Above ten ranks the digit keys cannot reach rank 12: r asks for its number; a rank that
+    does not exist is refused with a notice and nothing opens."""
+    app = make_app(events=all_gather_events(16))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        await pilot.press("r")
+        assert isinstance(app.screen, NumberPrompt)
+        await pilot.press("1", "2", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, RankDetailScreen) and app.screen.rank == 12
+        await pilot.press("escape", "r", "4", "0", "enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, (RankDetailScreen, NumberPrompt))
         await pilot.press("q")

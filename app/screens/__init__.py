@@ -3,7 +3,7 @@
 from .factor import FactorScreen
 from .help import HelpScreen
 from .rank_detail import RankDetailScreen
-from .seek import SeekScreen
+from .number_prompt import NumberPrompt
 from .viewer import ViewerScreen
 
-__all__ = ["FactorScreen", "HelpScreen", "RankDetailScreen", "SeekScreen", "ViewerScreen"]
+__all__ = ["FactorScreen", "HelpScreen", "NumberPrompt", "RankDetailScreen", "ViewerScreen"]

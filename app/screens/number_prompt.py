@@ -1,4 +1,4 @@
-"""The g dialog: ask for a step number and return it."""
+"""A small dialog that asks for one whole number (g: a step; r: a rank) and returns it."""
 
 from __future__ import annotations
 
@@ -8,23 +8,25 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
-__all__ = ["SeekScreen"]
+__all__ = ["NumberPrompt"]
 
 
-class SeekScreen(ModalScreen[int | None]):
-    """Dismisses with the step number typed (1-based), or ``None`` when cancelled."""
+class NumberPrompt(ModalScreen[int | None]):
+    """Dismisses with the number typed, or ``None`` when cancelled (or nothing was typed)."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, step_count: int) -> None:
+    def __init__(self, question: str, placeholder: str) -> None:
+        """``question`` labels the input (e.g. ``go to step (1–41):``); ``placeholder`` fills it empty."""
         super().__init__()
-        self.step_count = step_count
+        self.question = question
+        self.placeholder = placeholder
 
     def compose(self) -> ComposeResult:
         """A label and an integer input."""
-        with Vertical(id="seek-box"):
-            yield Label(f"go to step (1–{self.step_count}):")
-            yield Input(placeholder="step number", type="integer", id="seek-input")
+        with Vertical(id="number-box"):
+            yield Label(self.question)
+            yield Input(placeholder=self.placeholder, type="integer", id="number-input")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Return the number typed, if any."""
@@ -33,5 +35,5 @@ class SeekScreen(ModalScreen[int | None]):
         self.dismiss(int(value) if value.lstrip("-").isdigit() else None)
 
     def action_cancel(self) -> None:
-        """Close without seeking."""
+        """Close without an answer."""
         self.dismiss(None)
