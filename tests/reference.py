@@ -7,7 +7,11 @@ tomllib) or from the documented generation rule.
 from __future__ import annotations
 
 import os
-import socket
+import queue
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.distributed as dist
@@ -55,8 +59,8 @@ def _scatter(inputs: list, rank: int, n: int, root: int, dtype: torch.dtype) -> 
     return out
 
 
-def _worker(rank: int, n: int, port: int, cases: list, results) -> None:
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n)
+def _reference_cases(rank: int, n: int, cases: list):
+    """Yield ``(name, flattened buffer or None)`` for every case, as this rank holds it afterwards."""
     for name, op, inputs, dtype_name, root, reduce_op in cases:
         dtype = getattr(torch, dtype_name)
         if op == "scatter":
@@ -64,12 +68,7 @@ def _worker(rank: int, n: int, port: int, cases: list, results) -> None:
         else:
             inp = torch.tensor(inputs[rank], dtype=dtype).reshape(-1)
             after = _plain(op, inp, rank, n, root, reduce_op)
-        results.put((name, rank, None if after is None else after.tolist()))
-    dist.barrier()
-    results.put(("done", rank, None))
-    results.close()
-    results.join_thread()  # the queue's feeder thread must flush before os._exit
-    os._exit(0)
+        yield name, None if after is None else after.tolist()
 
 
 def run_reference(cases: list, n: int = 4) -> dict[str, dict[int, list | None]]:
@@ -77,22 +76,65 @@ def run_reference(cases: list, n: int = 4) -> dict[str, dict[int, list | None]]:
 
     Returns name → rank → the flattened buffer the rank holds afterwards (None: no output).
     """
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    out: dict[str, dict[int, list | None]] = {}
+    for rank, (name, values) in run_on_gloo_ranks(_reference_cases, n, cases):
+        out.setdefault(name, {})[rank] = values
+    return out
+
+
+def _rank_main(body: Callable[..., Iterable], rank: int, n: int, init_method: str, args: tuple, results) -> None:
+    """One forked rank: join the group, send every record ``body`` yields, then ``done`` (or the error)."""
+    try:
+        dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=n)
+        for record in body(rank, n, *args):
+            results.put(("record", rank, record))
+        dist.barrier()
+        results.put(("done", rank, None))
+    except BaseException:  # noqa: BLE001 - the parent reports it; a forked child has nowhere else to say it
+        results.put(("error", rank, traceback.format_exc()))
+    finally:
+        results.close()
+        results.join_thread()  # the queue's feeder thread must flush before os._exit, or records are lost
+        os._exit(0)
+
+
+def run_on_gloo_ranks(body: Callable[..., Iterable], n: int, *args, timeout_s: float = 120) -> list[tuple[int, object]]:
+    """Fork ``n`` gloo ranks, each running ``body(rank, n, *args)``; return every ``(rank, record)`` it yields.
+
+    The group meets through a fresh file (no port to race for). A rank that raises fails the caller
+    with its traceback; a rank that dies or a group that runs past ``timeout_s`` fails it naming the ranks.
+    """
     ctx = mp.get_context("fork")
     results = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, n, port, cases, results)) for r in range(n)]
-    for p in procs:
-        p.start()
-    out: dict[str, dict[int, list | None]] = {}
-    done = 0
-    while done < n:
-        name, rank, values = results.get(timeout=120)
-        if name == "done":
-            done += 1
-        else:
-            out.setdefault(name, {})[rank] = values
-    for p in procs:
-        p.join(30)
-    return out
+    with tempfile.TemporaryDirectory(prefix="collviz-ref-") as meeting:
+        init_method = f"file://{os.path.join(meeting, 'store')}"
+        procs = [ctx.Process(target=_rank_main, args=(body, r, n, init_method, args, results)) for r in range(n)]
+        for proc in procs:
+            proc.start()
+        records: list[tuple[int, object]] = []
+        done: set[int] = set()
+        deadline = time.monotonic() + timeout_s
+        try:
+            while len(done) < n:
+                try:
+                    kind, rank, payload = results.get(timeout=1)
+                except queue.Empty:
+                    dead = [r for r, proc in enumerate(procs) if r not in done and proc.exitcode is not None]
+                    if dead or time.monotonic() > deadline:
+                        missing = sorted(set(range(n)) - done)
+                        raise AssertionError(f"{n} gloo ranks: ranks {missing} did not finish "
+                                             f"({'died: ' + str(dead) if dead else f'over {timeout_s:g} s'})") from None
+                    continue
+                if kind == "error":
+                    raise AssertionError(f"rank {rank} of {n} failed:\n{payload}")
+                if kind == "done":
+                    done.add(rank)
+                else:
+                    records.append((rank, payload))
+        finally:
+            for proc in procs:
+                proc.join(5)
+                if proc.exitcode is None:
+                    proc.kill()
+                    proc.join()
+    return records

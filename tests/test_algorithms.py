@@ -4,13 +4,10 @@
 from __future__ import annotations
 
 import math
-import os
-import socket
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
+from reference import run_on_gloo_ranks
 
 from collviz.runtime.scenarios.algorithms.execute import algorithm_caller
 from collviz.runtime.scenarios.algorithms.plans import ALGORITHMS, Plan, PlanError, plan
@@ -167,35 +164,23 @@ def test_unknown_algorithms_and_uneven_splits_are_one_line_errors():
 # -------------------------------------------------------------------------------- real ranks
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _worker(rank: int, n: int, port: int, results) -> None:
-    """Every applicable plan through the caller ``bench --algo`` times (library-style input and
-    output; float64 integers, so sums are exact in any order)."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=n)
-    try:
-        for op, algo in CASES:
-            if not _applies(op, algo, n):
-                continue
-            count, root = _count(op, n), ROOT % n
-            inputs = _inputs(n, count)
-            own = inputs[root] if op in ("broadcast", "scatter") else inputs[rank]
-            inp = None if op == "scatter" and rank != root else torch.tensor(own, dtype=torch.float64)
-            if op == "broadcast" and rank != root:
-                inp = torch.zeros(count, dtype=torch.float64)
-            out = _library_output(op, rank, n, count, root)
-            algorithm_caller(plan(op, algo, n, count, root), rank, "sum")(inp, out, "sum")
-            result = inp if op in ("all_reduce", "broadcast", "reduce") else out
-            defined = not (op in ("reduce", "gather") and rank != root)
-            results.put((n, op, algo, rank, [int(v) for v in result.tolist()] if defined else None))
-    finally:
-        dist.barrier()
-        os._exit(0)
+def _every_algorithm(rank: int, n: int):
+    """Yield ``((op, algo), result)`` for every applicable plan through the caller ``bench --algo``
+    times (library-style input and output; float64 integers, so sums are exact in any order)."""
+    for op, algo in CASES:
+        if not _applies(op, algo, n):
+            continue
+        count, root = _count(op, n), ROOT % n
+        inputs = _inputs(n, count)
+        own = inputs[root] if op in ("broadcast", "scatter") else inputs[rank]
+        inp = None if op == "scatter" and rank != root else torch.tensor(own, dtype=torch.float64)
+        if op == "broadcast" and rank != root:
+            inp = torch.zeros(count, dtype=torch.float64)
+        out = _library_output(op, rank, n, count, root)
+        algorithm_caller(plan(op, algo, n, count, root), rank, "sum")(inp, out, "sum")
+        result = inp if op in ("all_reduce", "broadcast", "reduce") else out
+        defined = not (op in ("reduce", "gather") and rank != root)
+        yield (op, algo), [int(v) for v in result.tolist()] if defined else None
 
 
 def _library_output(op: str, rank: int, n: int, count: int, root: int) -> torch.Tensor | None:
@@ -210,20 +195,10 @@ def _library_output(op: str, rank: int, n: int, count: int, root: int) -> torch.
 @pytest.fixture(scope="module")
 def real_runs() -> dict[tuple[int, str, str, int], list[int] | None]:
     """One 2-, 3-, 4-, 5- and 8-rank gloo group each, running every algorithm once."""
-    context = mp.get_context("fork")
     found = {}
     for n in WORLDS:
-        results = context.Queue()
-        port = _free_port()
-        processes = [context.Process(target=_worker, args=(r, n, port, results)) for r in range(n)]
-        for process in processes:
-            process.start()
-        expected = n * sum(_applies(op, algo, n) for op, algo in CASES)
-        for _ in range(expected):
-            n_, op, algo, rank, got = results.get(timeout=120)
-            found[(n_, op, algo, rank)] = got
-        for process in processes:
-            process.join(30)
+        for rank, ((op, algo), got) in run_on_gloo_ranks(_every_algorithm, n):
+            found[(n, op, algo, rank)] = got
     return found
 
 
