@@ -297,7 +297,7 @@ class CollvizApp(App[int]):
             playback = f"replay {'▶ playing' if self.playing else '⏸ paused'} {self.speed:g}x"
         else:
             mode = "step-through" if self.session.step else "live"
-            playback = "following" if self.following else "browsing history (end: follow)"
+            playback = "following" if self.following else f"browsing history · {self._run_now()} (end: follow)"
             if self.pacer is not None:
                 remaining = self.pacer.remaining()
                 pacing = ("run over" if self.event_log.run_end is not None else
@@ -309,6 +309,13 @@ class CollvizApp(App[int]):
         if self.status_line:
             playback = f"{playback}   {self.status_line}"
         return mode, playback
+
+    def _run_now(self) -> str:
+        """Where a live run stands now, for a header that shows an earlier moment of it."""
+        if self.event_log.run_end is None:
+            return "the run goes on"
+        status = self.event_log.run_end[1].status
+        return f"the run has {'finished' if status == 'ok' else status}"
 
     def render_now(self) -> None:
         """Render a frame now on every screen that shows the view."""

@@ -77,6 +77,8 @@ async def _until(pilot, predicate, tries: int = 500) -> None:
 @pytest.fixture
 def trace(tmp_path: Path) -> Path:
     return write_trace(tmp_path / "ag.cvz", all_gather_events())
+
+
 async def test_replay_keys_move_the_cursor_and_speed(trace: Path):
     app = make_app(trace=trace)
     async with app.run_test(size=SIZE) as pilot:
@@ -102,6 +104,8 @@ async def test_replay_keys_move_the_cursor_and_speed(trace: Path):
         assert app.cursor == ends[1]
         await pilot.press("q")
     assert app.return_value == 0
+
+
 async def test_replay_plays_to_the_end_and_stops(trace: Path):
     app = make_app(trace=trace)
     async with app.run_test(size=SIZE) as pilot:
@@ -112,6 +116,8 @@ async def test_replay_plays_to_the_end_and_stops(trace: Path):
         assert app.playing
         await _until(pilot, lambda: not app.playing)
         assert app.cursor == len(app.event_log)
+
+
 async def test_bad_trace_is_reported_and_the_app_stays_open(tmp_path: Path):
     bad = tmp_path / "bad.cvz"
     bad.write_bytes(b"not a trace")
@@ -119,6 +125,8 @@ async def test_bad_trace_is_reported_and_the_app_stays_open(tmp_path: Path):
     async with app.run_test(size=SIZE) as pilot:
         await _until(pilot, lambda: "not a collviz trace" in app.status_line)
         assert app.is_running
+
+
 async def test_live_session_reaches_the_end_and_quit_stops_it():
     session = FakeSession(all_gather_events())
     app = make_app(session=session)
@@ -132,11 +140,14 @@ async def test_live_session_reaches_the_end_and_quit_stops_it():
         # stepping back stops following; end resumes it
         await pilot.press("left")
         assert not app.following and app.cursor < len(app.event_log)
+        assert "browsing history · the run has finished" in app.labels()[1]  # not only the moment shown
         await pilot.press("end")
         assert app.following
         await pilot.press("q")
     assert session.stopped >= 1
     assert app.return_value == 0
+
+
 async def test_step_mode_space_releases_one_gate_per_press():
     session = FakeSession(all_gather_events(step=True), step=True)
     app = make_app(session=session)
@@ -156,6 +167,8 @@ async def test_step_mode_space_releases_one_gate_per_press():
         await pilot.press("space")  # no gate left: nothing released
         await pilot.pause()
         assert session.released == [0, 1, 2]
+
+
 async def test_quitting_a_live_run_early_is_interrupted():
     session = FakeSession(all_gather_events(step=True), step=True)
     app = make_app(session=session)
@@ -164,6 +177,8 @@ async def test_quitting_a_live_run_early_is_interrupted():
         await pilot.press("q")
     assert session.stopped >= 1
     assert app.return_value == EXIT_INTERRUPTED
+
+
 async def test_failed_rank_is_shown():
     app = make_app(events=all_gather_events(fail_rank=1))
     async with app.run_test(size=SIZE) as pilot:
@@ -171,6 +186,8 @@ async def test_failed_rank_is_shown():
         assert app.current_view().state.kind == "failed"
         panel = app.screen.query(RankPanel)[1]
         assert panel.has_class("-error")
+
+
 async def test_help_detail_log_and_screenshot(tmp_path: Path):
     app = make_app(events=all_gather_events(), screenshot_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -186,6 +203,8 @@ async def test_help_detail_log_and_screenshot(tmp_path: Path):
         await pilot.press("s")
         await pilot.pause()
         assert len(list(tmp_path.glob("*.svg"))) == 1
+
+
 async def test_large_buffers_show_their_summary_and_picture():
     events = all_gather_events()
     big = Buffer(run="synthetic", rank=0, seq=999, t_ns=1, phase=0, name="weights", role="param", moment="before",
@@ -199,6 +218,8 @@ async def test_large_buffers_show_their_summary_and_picture():
         assert "weights [1048576] before" in body
         assert "min -1 max 2 mean 0.5 crc deadbeef" in body
         assert any(bar in body for bar in "▁▂▃▄▅▆▇█")
+
+
 async def test_a_panel_too_short_for_its_buffers_says_what_is_cut():
     events = all_gather_events()
     extra = [Buffer(run="synthetic", rank=0, seq=900 + i, t_ns=1, phase=0, name=f"param{i}", role="param",
@@ -210,6 +231,8 @@ async def test_a_panel_too_short_for_its_buffers_says_what_is_cut():
         body = app.screen.query(RankPanel)[0].body().plain
         assert body.splitlines()[0].startswith("output")  # the latest step's buffer comes first
         assert "more lines: click for all" in body.splitlines()[-1]
+
+
 async def test_many_ranks_share_one_heatmap_with_a_row_per_rank():
     """16 ranks: no panels, one heatmap; after the all-gather each rank's row runs through the 16
     source ranks' colours in order; clicking a row opens that rank's detail."""
@@ -254,6 +277,8 @@ def _real_session(name: str, *, step: bool = False, record: Path | None = None):
     session = Session(plan)
     session.start()
     return session
+
+
 async def test_live_all_reduce_on_real_ranks_shows_the_sum():
     session = _real_session("all-reduce")
     app = make_app(session=session)
@@ -284,6 +309,8 @@ async def test_live_all_reduce_on_real_ranks_shows_the_sum():
 def _gate_passes(events, gate: int) -> list[int]:
     """Log positions of the ranks' passes through ``gate``."""
     return [i for i, e in enumerate(events) if isinstance(e, Gate) and e.index == gate and e.edge == "pass"]
+
+
 async def test_step_mode_on_real_ranks_no_rank_passes_a_gate_before_space():
     session = _real_session("all-gather", step=True)
     app = make_app(session=session)
@@ -310,6 +337,8 @@ async def test_step_mode_on_real_ranks_no_rank_passes_a_gate_before_space():
             assert len(passes) == 4 and min(passes) > go
         await pilot.press("q")
     assert app.return_value == 0
+
+
 async def test_q_during_a_live_run_ends_every_worker_within_3s_and_keeps_the_trace(tmp_path: Path):
     import time
 

@@ -35,6 +35,8 @@ def bench_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 async def _loaded(pilot) -> None:
     await _until(pilot, lambda: pilot.app.loaded)
+
+
 async def test_replayed_bench_plots_one_series_per_op_from_bench_report(bench_trace: Path):
     expected = bench_report(read_trace(bench_trace).events).rows
     assert len(expected) == len(OPS) * len(SIZES)
@@ -56,6 +58,8 @@ async def test_replayed_bench_plots_one_series_per_op_from_bench_report(bench_tr
         text = "\n".join("".join(segment.text for segment in line) for line in plot.build_lines(80, 24))
         for label in ("busbw (GB/s", "message size S (bytes", "1K", "16K", "× 2(n−1)/n = 2·3/4 = 1.5"):
             assert label in text
+
+
 async def test_the_plot_grows_step_by_step_with_the_rows_of_the_events_up_to_the_cursor(bench_trace: Path):
     app = make_app(trace=bench_trace)
     async with app.run_test(size=SIZE) as pilot:
@@ -99,6 +103,8 @@ def test_axis_helpers():
     assert [short_bytes(n) for n in (512, 1024, 65536, 1536, 16 * 2**20, 2**30)] == \
         ["512", "1K", "64K", "1.5K", "16M", "1G"]
     assert [nice_top(v) for v in (0.0, 0.0024, 0.003, 0.7, 1.0, 3.2, 11)] == [1.0, 0.0025, 0.005, 1.0, 1.0, 5.0, 20]
+
+
 async def test_cpu_trace_memory_pane_says_device_figures_are_na():
     app = make_app(trace=FIXTURES / "all-gather.cvz")
     async with app.run_test(size=SIZE) as pilot:
@@ -108,6 +114,8 @@ async def test_cpu_trace_memory_pane_says_device_figures_are_na():
         pane = app.screen.query_one(MemoryTimeline)
         assert pane.border_subtitle == "device: CUDA allocator N/A · NVML N/A"
         assert not app.screen.has_class("-bench") and not app.screen.query_one(BenchPlot).display
+
+
 async def test_memory_pane_shows_cuda_and_nvml_figures_where_the_run_has_them():
     app = make_app(events=bench_events(gpu=True))
     async with app.run_test(size=(140, 40)) as pilot:
