@@ -228,14 +228,16 @@ class CollvizApp(App[int]):
             self._frozen = self.absorbed
         if self.following:
             self.cursor = len(self.event_log)
-        if self.quiz_hold is not None and len(self.event_log.step_ends) > self.quiz_hold:
+        hold = self.quiz_hold
+        if hold is not None and (self.event_log.ended_on_every_rank(hold) or self.event_log.run_end is not None):
             self._quiz_live_step()
         self.request_frame()
 
     def _quiz_live_step(self) -> None:
-        """Step-through quiz: the held step has ended on every rank; ask its question (if it ran a
-        collective) before it is shown, else show it and follow again."""
-        target = self.event_log.step_ends[self.quiz_hold]
+        """Step-through quiz: the held step has ended on every rank (or the run has ended); ask its
+        question (if it ran a collective) before it is shown, else show it and follow again."""
+        ends = self.event_log.step_ends
+        target = ends[self.quiz_hold] if self.quiz_hold < len(ends) else len(self.event_log)
         self.quiz_hold = None
         if not self._ask(target):
             self._move(target)

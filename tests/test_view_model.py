@@ -70,6 +70,17 @@ def test_later_phases_are_hidden_even_when_interleaved():
     assert _buffers(view, 0)["input"].values == [0.0, 1.0]
 
 
+def test_a_step_has_ended_on_every_rank_only_after_the_last_ranks_end_of_it():
+    events = all_gather_events()
+    log = EventLog()
+    for event in events:
+        log.append(event)
+        for phase in range(len(PHASES)):
+            ended = {e.rank for e in log.events if isinstance(e, Phase) and e.edge == "end" and e.index >= phase}
+            assert log.ended_on_every_rank(phase) == (ended == {0, 1, 2, 3}), (len(log), phase)
+    assert log.ended_on_every_rank(len(PHASES) - 1)
+
+
 def test_step_navigation_and_seek():
     log = EventLog(all_gather_events())
     stops = [0, *log.step_ends, len(log)]

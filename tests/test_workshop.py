@@ -171,7 +171,9 @@ async def test_a_quiz_in_a_live_step_through_run_asks_before_the_step_is_shown()
         await pilot.press("space")  # the all-gather
         await _until(pilot, lambda: isinstance(app.screen, QuizScreen), tries=1500)
         held = app.current_view()
-        assert held.step == 0 and not app.following  # the all-gather's result is not on screen yet
+        assert not app.following and app.event_log.ended_on_every_rank(1)  # asked once every rank has it
+        assert held.cursor < app.event_log.step_ends[1]  # the all-gather's result is not on screen yet
+        assert not any(b.name == "gathered" and b.moment == "after" for r in held.ranks for b in r.buffers)
         await pilot.press(*"1 2 3", "enter")
         await _until(pilot, lambda: app.current_view().step == 1)
         assert any(b.name == "gathered" and b.moment == "after" for b in app.current_view().ranks[0].buffers)

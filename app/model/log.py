@@ -211,6 +211,19 @@ class EventLog:
             found = self.phases[number] = PhaseIndex(number)
         return found
 
+    def ended_on_every_rank(self, phase: int) -> bool:
+        """Whether every rank of the run has ended ``phase`` (a rank that ended its run counts)."""
+        for rank in range(self.world_size):
+            found = self.ranks.get(rank)
+            if found is None:
+                return False
+            if found.end is not None:
+                continue
+            last = found.phases.events[-1] if found.phases.events else None
+            if last is None or (last.index, last.edge == "end") < (phase, True):
+                return False
+        return self.world_size > 0
+
     def exit_code(self) -> int:
         """The run's exit status: 0 it ended ok, 1 it failed, 130 interrupted or not ended yet."""
         if self.run_end is None:
