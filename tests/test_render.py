@@ -25,3 +25,21 @@ def test_the_detail_width_keeps_each_matrix_row_on_one_line():
     lines = buffer_lines(buffer, _row_width(buffer), detail=True)
     rows = ["".join(segment.text for segment in line).split() for line in lines[1:]]
     assert rows == [[str(i) for i in range(64)], [str(i) for i in range(64, 128)]]
+
+
+def test_a_memory_column_is_as_tall_as_its_bytes_even_where_categories_share_a_cell():
+    """Full height 1000 B in 8 eighths per text row; heights worked out here by hand."""
+    from collviz.app.widgets.memory_chart import category_colour, stacked_cells
+
+    # 600 of 1000 B in one row: 4.8 → 5 eighths (params 3.2 → 3, grads 2): ▅ in params' colour, no
+    # colour behind it (a background would draw the cell full height)
+    (cell,) = stacked_cells({"params": 400, "grads": 200}, 1000, 1, dim=False)
+    assert cell[0] == "▅" and cell[1].color.name == category_colour("params") and cell[1].bgcolor is None
+    # a full cell: params' half as the glyph, grads behind it
+    (cell,) = stacked_cells({"params": 500, "grads": 500}, 1000, 1, dim=False)
+    assert cell[0] == "▄" and cell[1].color.name == category_colour("params")
+    assert cell[1].bgcolor.name == category_colour("grads")
+    # two rows, 1500 of 2000 B: 12 of 16 eighths, params filling the lower row, grads half the upper
+    lower, upper = stacked_cells({"params": 1000, "grads": 500}, 2000, 2, dim=False)
+    assert lower[0] == "█" and lower[1].color.name == category_colour("params")
+    assert upper[0] == "▄" and upper[1].color.name == category_colour("grads") and upper[1].bgcolor is None

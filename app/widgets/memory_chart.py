@@ -174,13 +174,19 @@ def _stacked(items: tuple[tuple[str, int], ...], top: int, rows: int, dim: bool)
         if not inside:
             cells.append((" ", _BLANK))
             continue
+        top_end = inside[-1][1]
+        if top_end < high:  # the stack ends in this cell: its height, in the colour filling most of it
+            main = max(inside, key=lambda band: band[1] - band[0])[2]
+            colour = "#5a5a5a" if dim else category_colour(main)
+            cells.append((_LOWER[top_end - low], _cell_style(colour, None)))
+            continue
+        # a full cell: the lowest category's share as the glyph, the largest other one behind it
         first_end, first = inside[0][1], inside[0][2]
-        fill = first_end - low
         rest = [(e - s, name) for s, e, name in inside[1:]]
         above = max(rest)[1] if rest else None
         colour = "#5a5a5a" if dim else category_colour(first)
         background = None if above is None else ("#3a3a3a" if dim else category_colour(above))
-        cells.append((_LOWER[fill], _cell_style(colour, background)))
+        cells.append((_LOWER[first_end - low], _cell_style(colour, background)))
     return cells
 
 

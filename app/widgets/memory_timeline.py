@@ -148,13 +148,16 @@ class MemoryTimeline(LineWidget):
         groups, hidden, chart_rows = self._layout(view)
         top = self._top(view) or 1
         label_width = max(len(g.label) for g in groups) + 1
+        # one text row per rank leaves the figures beside the chart: every chart (and the axis
+        # under them) keeps the same share of the width, and the figures fit in the rest
+        chart_width = max(8, width - label_width if chart_rows > 1 else (width - label_width) * 3 // 5)
         lines: list[Line] = [self._legend(groups)]
         for group in groups:
-            lines.extend(self._group_lines(group, view, top, chart_rows, label_width, width))
+            lines.extend(self._group_lines(group, view, top, chart_rows, label_width, chart_width, width))
         if hidden:
             lines.append([Segment(f"{hidden} more ranks between the min and max shown", DIM)])
         longest = max(groups, key=lambda g: g.track.length).track
-        lines.append([Segment(" " * label_width), *self._axis(longest, view.phase_names, width - label_width)])
+        lines.append([Segment(" " * label_width), *self._axis(longest, view.phase_names, chart_width)])
         return lines
 
     def _legend(self, groups: list[RankGroup]) -> Line:
@@ -166,7 +169,7 @@ class MemoryTimeline(LineWidget):
         return line
 
     def _group_lines(self, group: RankGroup, view: ViewState, top: int, rows: int, label_width: int,
-                     width: int) -> list[Line]:
+                     chart_width: int, width: int) -> list[Line]:
         track = group.track
         now = f"now {format_bytes(track.current)}"
         if track.cuda is not None or track.nvml is not None:
@@ -180,13 +183,12 @@ class MemoryTimeline(LineWidget):
             peak = f"peak {format_bytes(track.peak)}"
             peak_texts = [f"{peak}{between} in {view.phase_names.get(phase, f'phase {phase + 1}')}",
                           f"{peak}{between}", peak]
-        peak_text = peak_texts[0] if peak_texts else ""
-        if rows == 1:  # one text row: the chart, then the figures
-            figures = f" {now} · {peak_text}" if peak_text else f" {now}"
-            chart_width = max(8, width - label_width - len(figures))
+        if rows == 1:  # one text row: the chart, then the longest figures that fit beside it
+            room = width - label_width - chart_width
+            choices = [f" {now} · {text}" for text in peak_texts] + [f" {now}"]
+            figures = next((f for f in choices if len(f) <= room), choices[-1][:max(room, 0)])
             cells = self._cells(track, top, 1, chart_width)
             return [[label, *cells[0], Segment(figures)]]
-        chart_width = max(8, width - label_width)
         marker: Line = [label]
         if peak_at >= 0:
             column = _column_of(peak_at, track.length, chart_width)
