@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from collviz.runtime.reports.pipeline import ideal_bubble, timeline_of
+from collviz.runtime.reports.pipeline import activation_rise, ideal_bubble, timeline_of
 from collviz.runtime.wire.protocol import Memory, Span
 from collviz.runtime.wire.trace import read_trace
 
@@ -47,14 +47,9 @@ def measure(target: str, gpus: int, schedule: str, microbatches: int, folder: Pa
         raise SystemExit(f"pp --schedule {schedule} --microbatches {microbatches} failed: {run.stderr.strip()}")
     events = read_trace(trace_path).events
     spans = [e for e in events if isinstance(e, Span)]
-    timeline = timeline_of(spans)
-    phase = spans[0].phase
-    rises = []
-    for rank in range(gpus):
-        samples = [m for m in events if isinstance(m, Memory) and m.rank == rank and m.phase == phase]
-        rises.append(max(m.by_category.get("activations", 0) for m in samples)
-                     - samples[0].by_category.get("activations", 0))
-    return timeline.mean_bubble(), rises
+    memory = [e for e in events if isinstance(e, Memory)]
+    rises = [activation_rise(memory, rank, spans[0].phase) for rank in range(gpus)]
+    return timeline_of(spans).mean_bubble(), rises
 
 
 def main() -> None:

@@ -220,7 +220,7 @@ class EventLog:
             if found.end is not None:
                 continue
             last = found.phases.events[-1] if found.phases.events else None
-            if last is None or (last.index, last.edge == "end") < (phase, True):
+            if last is None or last.index < phase or (last.index == phase and last.edge != "end"):
                 return False
         return self.world_size > 0
 

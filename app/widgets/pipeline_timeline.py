@@ -14,6 +14,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
 
+from collviz.runtime.reports.pipeline import PipelineTimeline as Timeline
 from collviz.runtime.reports.pipeline import ideal_bubble, timeline_cells, timeline_of
 
 from ..model import ViewState
@@ -43,6 +44,7 @@ class PipelineTimeline(LineWidget):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._view: ViewState | None = None
+        self._timeline: Timeline | None = None
         self._rows = 0
         self.border_title = "pipeline"
 
@@ -50,7 +52,7 @@ class PipelineTimeline(LineWidget):
         """Display ``view``'s pipeline spans (hidden when it has none)."""
         self._view = view
         self.set_class(bool(view.spans), "-visible")
-        timeline = timeline_of(view.spans)
+        self._timeline = timeline = timeline_of(view.spans)
         if timeline is not None:
             title = (f"pipeline · time → ({timeline.window_ns / 1e6:.1f} ms) · bubble measured "
                      f"{timeline.mean_bubble():.2f} · ideal (p−1)/(m+p−1) = {ideal_bubble(timeline.stages, timeline.microbatches):.2f}")
@@ -66,8 +68,7 @@ class PipelineTimeline(LineWidget):
 
     def build_lines(self, width: int, height: int) -> list[Line]:
         """The legend, then each rank's row with its idle fraction."""
-        view = self._view
-        timeline = timeline_of(view.spans) if view is not None else None
+        view, timeline = self._view, self._timeline
         if view is None or timeline is None:
             return [[Segment("no pipeline spans yet", DIM)]]
         microbatches = sorted({mb for rows in timeline.spans.values() for *_, mb in rows})

@@ -123,6 +123,7 @@ class _Builder:
     def metadata(self) -> None:
         """Process and thread names and their order."""
         devices = {e.rank: e.device for e in self.events if isinstance(e, RankStart)}
+        pipelined = {e.rank for e in self.events if isinstance(e, Span)}
         self.meta: list[dict] = []
 
         def add(name: str, pid: int, tid: int, args: dict) -> None:
@@ -134,7 +135,7 @@ class _Builder:
             add("process_sort_index", rank, PHASES_TID, {"sort_index": rank})
             add("thread_name", rank, PHASES_TID, {"name": "phases"})
             add("thread_name", rank, COLLECTIVES_TID, {"name": "collectives"})
-            if any(isinstance(e, Span) and e.rank == rank for e in self.events):
+            if rank in pipelined:
                 add("thread_name", rank, PIPELINE_TID, {"name": "pipeline stage"})
         add("process_name", self.launcher_pid, 0, {"name": "launcher"})
         add("process_sort_index", self.launcher_pid, 0, {"sort_index": self.launcher_pid})

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from ..observation.metrics import human_bytes
 from ..wire.protocol import Memory, Span
 
-__all__ = ["PipelineTimeline", "timeline_of", "ideal_bubble", "timeline_cells", "pipeline_lines", "Cell"]
+__all__ = ["PipelineTimeline", "timeline_of", "ideal_bubble", "timeline_cells", "activation_rise", "pipeline_lines",
+           "Cell"]
 
 Cell = tuple[str, int] | None
 """One column of a rank's timeline row: (kind, microbatch) of the span drawn there, or None: idle."""
@@ -108,9 +109,16 @@ def _text_row(cells: Sequence[Cell]) -> str:
                    for c in cells)
 
 
+def activation_rise(memory: Iterable[Memory], rank: int, phase: int) -> int:
+    """How far ``rank``'s activation bytes rose in ``phase`` above its first sample there (0: no samples)."""
+    samples = [m.by_category.get("activations", 0) for m in memory if m.rank == rank and m.phase == phase]
+    return max(0, max(samples) - samples[0]) if samples else 0
+
+
 def pipeline_lines(spans: Sequence[Span], memory: Sequence[Memory], width: int = 64) -> list[str]:
-    """The summary's account of one pipelined phase: a text timeline per rank, the measured bubble
-    beside (p − 1)/(m + p − 1), and each stage's activations kept at once."""
+    """The summary's account of one pipelined phase (``spans``'; ``memory``: the run's samples): a
+    text timeline per rank, the measured bubble beside (p − 1)/(m + p − 1), and each stage's
+    activations kept at once."""
     timeline = timeline_of(spans)
     if timeline is None:
         return []
@@ -123,11 +131,9 @@ def pipeline_lines(spans: Sequence[Span], memory: Sequence[Memory], width: int =
     lines.append(f"  bubble: measured {timeline.mean_bubble():.3f} (mean over {p} stages of the time not "
                  f"computing, collviz's own events included) · ideal (p−1)/(m+p−1) = ({p}−1)/({m}+{p}−1) = "
                  f"{ideal_bubble(p, m):.3f}")
+    phase = spans[0].phase
     for rank in timeline.spans:
-        samples = [s for s in memory if s.rank == rank]
-        base = samples[0].by_category.get("activations", 0) if samples else 0
-        top = max((s.by_category.get("activations", 0) for s in samples), default=0)
         kept = timeline.most_in_flight(rank)
         lines.append(f"  r{rank} kept the activations of up to {kept} microbatch{'es' if kept != 1 else ''} at once: "
-                     f"+{human_bytes(max(0, top - base))} of activations at most")
+                     f"+{human_bytes(activation_rise(memory, rank, phase))} of activations at most")
     return lines

@@ -231,7 +231,7 @@ def _phase_lines(events: list[AnyEvent], world_size: int) -> list[str]:
         memory[m.rank].append(m)
     spans = [e for e in events if isinstance(e, Span)]
     if spans:
-        lines.extend(pipeline_lines(spans, [m for rank in sorted(memory) for m in memory[rank]]))
+        lines.extend(pipeline_lines(spans, [m for samples in memory.values() for m in samples]))
     for rank in sorted(memory):
         steps = "; ".join(f"{m.label}: {human_bytes(m.live_bytes)}" for m in memory[rank])
         lines.append(f"  memory r{rank} (live tensor bytes, {memory[rank][-1].source}): {steps}; peak {human_bytes(memory[rank][-1].peak_bytes)}")
