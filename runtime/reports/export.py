@@ -89,7 +89,10 @@ class _Builder:
         self.world_size = start.world_size if start else 1 + max(ranks, default=0)
         self.launcher_pid = self.world_size
         self.out: list[dict] = []
-        self.last_ns = {rank: max(e.t_ns for e in events if e.rank == rank) for rank in ranks}
+        self.last_ns: dict[int, int] = {}
+        for event in events:  # one pass: each rank's last timestamp
+            if event.rank != LAUNCHER_RANK:
+                self.last_ns[event.rank] = max(event.t_ns, self.last_ns.get(event.rank, event.t_ns))
         self._next_id = 1
 
     def us(self, t_ns: int) -> float:
