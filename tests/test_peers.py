@@ -15,7 +15,8 @@ import pytest
 import zmq
 
 from collviz.runtime.remote import RemoteSession
-from collviz.runtime.wire.protocol import SIGNATURE_WINDOW_S, WIRE_HEADER, Phase, encode_frames
+from collviz.runtime.wire.frames import SIGNATURE_WINDOW_S, encode_frames
+from collviz.runtime.wire.protocol import WIRE_HEADER, Phase
 
 from test_remote import SECRET, _free_port
 
@@ -48,7 +49,7 @@ def test_a_frame_signed_for_an_earlier_session_is_refused():
     session = RemoteSession(host="127.0.0.1", port=port, secret=SECRET.encode(), timeout_s=5)
     session.start()
     earlier = time.time_ns() - int((SIGNATURE_WINDOW_S + 60) * 1e9)
-    with mock.patch("collviz.runtime.wire.protocol.time.time_ns", return_value=earlier):
+    with mock.patch("collviz.runtime.wire.frames.time.time_ns", return_value=earlier):
         replayed = encode_frames(_phase(0), SECRET.encode())
     fresh = encode_frames(_phase(1), SECRET.encode())
     _send(f"tcp://127.0.0.1:{port}", [replayed, fresh])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from collviz.runtime.wire.frames import decode_frames, encode_frames
 from collviz.runtime.wire.protocol import (
     PROTOCOL_VERSION,
     Buffer,
@@ -15,9 +16,7 @@ from collviz.runtime.wire.protocol import (
     RunEnd,
     UnknownEventType,
     decode,
-    decode_frames,
     encode,
-    encode_frames,
     version_text,
 )
 from collviz.runtime.wire.trace import TRACE_MAGIC, TraceError, TraceWriter, read_trace

@@ -21,22 +21,16 @@ from dataclasses import dataclass, field
 
 import zmq
 
+from .frames import GateMessage, Stale, Unauthenticated, decode_control, decode_frames, encode_control, encode_frames
 from .protocol import (
     LAUNCHER_RANK,
     MAX_FRAME_BYTES,
     AnyEvent,
     Event,
-    GateMessage,
     IncompatibleVersion,
     ProtocolError,
-    Stale,
-    Unauthenticated,
     UnknownEventType,
-    decode_control,
-    decode_frames,
     encode,
-    encode_control,
-    encode_frames,
 )
 
 __all__ = ["Endpoints", "EventEmitter", "GateClient", "GateAborted", "Collector", "LauncherEmitter"]
