@@ -240,8 +240,7 @@ class CollvizApp(App[int]):
         target = ends[self.quiz_hold] if self.quiz_hold < len(ends) else len(self.event_log)
         self.quiz_hold = None
         if not self._ask(target):
-            self._move(target)
-            self.following = True
+            self._move(len(self.event_log))  # follow again: the end, which may already be the next gate's wait
 
     def on_session_failed(self, message: SessionFailed) -> None:
         """Say that the session failed; the app stays open."""
@@ -405,9 +404,8 @@ class CollvizApp(App[int]):
 
         def answered(graded: Grade | None) -> None:
             """The quiz screen closed: count the grade; at the last question, the score."""
-            self._move(target)
-            if self.session is not None:  # a live run: follow it again
-                self.following = True
+            # a live run: follow it again from its end (the ranks may already wait at the next gate)
+            self._move(len(self.event_log) if self.session is not None else target)
             if graded is not None:
                 self.score.add(graded)
                 remaining = [q for q in questions(self.event_log.events) if q.step not in self.asked]

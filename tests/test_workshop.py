@@ -12,7 +12,7 @@ from collviz.app.model.pacing import Pacer
 from collviz.app.widgets.render import HIGH_CONTRAST_COLOURS, RANK_COLOURS, rank_colour
 
 from fixtures.synthetic import all_gather_events
-from test_app import _real_session, _until
+from test_app import FakeSession, _real_session, _until
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -154,6 +154,28 @@ def test_the_lesson_loop_follows_n_and_p(monkeypatch):
     assert lesson_cmd.cmd_lesson(["collectives"]) == 0
     names = [item.scenario if not item.compare else "compare" for item in items]
     assert played == [names[0], names[1], names[0], names[1], *names[2:]]
+
+
+async def test_a_live_quiz_follows_to_the_next_gate_when_it_arrives_with_the_step_end():
+    """The ranks end a step and wait at the next gate in one batch (the fake session hands out
+    everything up to the next release at once): a step without a question, and a step once its
+    question is answered, are followed to the wait at the next gate, not left at the step's end."""
+    from collviz.app.screens.quiz import QuizScreen
+
+    session = FakeSession(all_gather_events(step=True), step=True)
+    app = make_app(session=session)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await _until(pilot, lambda: app.current_view().state.kind == "waiting")
+        await pilot.press("z", "space")  # setup: no question
+        await _until(pilot, lambda: app.current_view().state.gate == 1)
+        assert app.following and app.cursor == len(app.event_log)
+        await pilot.press("space")  # the all-gather: asked first
+        await _until(pilot, lambda: isinstance(app.screen, QuizScreen))
+        await pilot.press(*"1 2 3", "enter", "enter")
+        await _until(pilot, lambda: not isinstance(app.screen, QuizScreen))
+        await _until(pilot, lambda: app.current_view().state.gate == 2)
+        assert app.following and app.cursor == len(app.event_log)
+        await pilot.press("q")
 
 
 async def test_a_quiz_in_a_live_step_through_run_asks_before_the_step_is_shown():
