@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from collviz.runtime.wire.trace import TraceContents, read_trace
+from training_support import N, single_process_step
 
 COLLECTIVE_SCENARIOS = (
     "broadcast", "reduce", "all-reduce", "gather", "all-gather", "scatter", "reduce-scatter", "all-to-all",
@@ -39,3 +40,41 @@ def collective_traces(traces_dir: Path) -> dict[str, TraceContents]:
         assert result.returncode == 0, f"{name} failed:\n{result.stdout}\n{result.stderr}"
         traces[name] = read_trace(path)
     return traces
+
+
+@pytest.fixture(scope="session")
+def training_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TraceContents | str]:
+    """The training scenarios on 4 gloo ranks, recorded and read back, once each: ring, tp,
+    fsdp --prefetch, fsdp --no-reshard-after-forward, hsdp, moe (4 and 2 ranks), fsdp-tp, and
+    compare ddp fsdp (which records ddp and fsdp)."""
+    folder = tmp_path_factory.mktemp("training")
+    traces: dict = {}
+    for key, args in {
+        "ring": ["ring-all-reduce"],
+        "tp": ["tp"],
+        "fsdp-prefetch": ["fsdp", "--prefetch"],
+        "fsdp-keep": ["fsdp", "--no-reshard-after-forward"],
+        "hsdp": ["hsdp"],
+        "moe": ["moe"],
+        "moe-2": ["moe", "--gpus", "2"],
+        "fsdp-tp": ["fsdp-tp"],
+    }.items():
+        world = [] if "--gpus" in args else ["--gpus", str(N)]
+        result = run_cli(*args, *world, "--backend", "gloo", "--headless", "--record", str(folder / f"{key}.cvz"),
+                         timeout=240)
+        assert result.returncode == 0, f"{key} failed:\n{result.stdout[-3000:]}\n{result.stderr}"
+        traces[key] = read_trace(folder / f"{key}.cvz")
+        traces[f"{key}:stdout"] = result.stdout
+    result = run_cli("compare", "ddp", "fsdp", "--gpus", str(N), "--backend", "gloo", "--record", str(folder), timeout=300)
+    assert result.returncode == 0, f"compare failed:\n{result.stdout}\n{result.stderr}"
+    traces["compare:stdout"] = result.stdout
+    for name in ("ddp", "fsdp"):
+        traces[name] = read_trace(folder / f"{name}.cvz")
+    traces["paths"] = {key: folder / f"{key}.cvz" for key in ("ring", "tp", "ddp", "fsdp")}
+    return traces
+
+
+@pytest.fixture(scope="session")
+def trained_reference() -> dict:
+    """The tiny GPT after one AdamW step on every rank's batch at once, on one process."""
+    return single_process_step()
