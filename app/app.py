@@ -39,7 +39,7 @@ from .model import (
     view_at,
 )
 from .model.pacing import Pacer
-from .model.quiz import Grade, Score, questions
+from .model.quiz import Grade, QuizRound
 from .model.sources import Session, load_trace, pump_session
 from .screens import FactorScreen, HelpScreen, NumberPrompt, RankDetailScreen, ViewerScreen
 from .screens.quiz import QuizScreen
@@ -141,10 +141,7 @@ class CollvizApp(App[int]):
         pace = self.options.pace
         self.pacer = Pacer(pace, self.options.clock) if pace and session is not None and session.step else None
         self.set_reactive(CollvizApp.quiz, quiz)
-        self.quiz_hold: int | None = None
-        """Step-through quiz: the released step whose frame waits for its question (None: none)."""
-        self.score = Score()
-        self.asked: set[int] = set()
+        self.quizzes = QuizRound()
         if sum(x is not None for x in (trace, events, session)) != 1:
             raise ValueError("give exactly one of trace=, events= or session=")
         self.trace = trace
@@ -228,7 +225,7 @@ class CollvizApp(App[int]):
             self._frozen = self.absorbed
         if self.following:
             self.cursor = len(self.event_log)
-        hold = self.quiz_hold
+        hold = self.quizzes.hold
         if hold is not None and (self.event_log.ended_on_every_rank(hold) or self.event_log.run_end is not None):
             self._quiz_live_step()
         self.request_frame()
@@ -236,9 +233,9 @@ class CollvizApp(App[int]):
     def _quiz_live_step(self) -> None:
         """Step-through quiz: the held step has ended on every rank (or the run has ended); ask its
         question (if it ran a collective) before it is shown, else show it and follow again."""
-        ends = self.event_log.step_ends
-        target = ends[self.quiz_hold] if self.quiz_hold < len(ends) else len(self.event_log)
-        self.quiz_hold = None
+        hold, ends = self.quizzes.hold, self.event_log.step_ends
+        target = ends[hold] if hold is not None and hold < len(ends) else len(self.event_log)
+        self.quizzes.hold = None
         if not self._ask(target):
             self._move(len(self.event_log))  # follow again: the end, which may already be the next gate's wait
 
@@ -392,25 +389,23 @@ class CollvizApp(App[int]):
         """Replay or step-through: switch predict-then-reveal on or off."""
         self.quiz = not self.quiz
         key = "space" if self.session is not None else "→"
-        self.notify(f"quiz on: {key} asks before each collective's step" if self.quiz else f"quiz off · {self.score.text}")
+        self.notify(f"quiz on: {key} asks before each collective's step" if self.quiz
+                    else f"quiz off · {self.quizzes.score.text}")
 
     def _ask(self, target: int) -> bool:
         """If the step shown at ``target`` has a question not asked yet, ask it; whether it did."""
-        step = step_at(self.event_log, target)
-        question = next((q for q in questions(self.event_log.events) if q.step == step), None)
-        if question is None or step in self.asked:
+        question = self.quizzes.ask(self.event_log.events, step_at(self.event_log, target))
+        if question is None:
             return False
-        self.asked.add(step)
 
         def answered(graded: Grade | None) -> None:
             """The quiz screen closed: count the grade; at the last question, the score."""
             # a live run: follow it again from its end (the ranks may already wait at the next gate)
             self._move(len(self.event_log) if self.session is not None else target)
             if graded is not None:
-                self.score.add(graded)
-                remaining = [q for q in questions(self.event_log.events) if q.step not in self.asked]
-                if not remaining:
-                    self.notify(f"quiz over: {self.score.text}", title="quiz", timeout=30)
+                self.quizzes.score.add(graded)
+                if self.quizzes.over(self.event_log.events):
+                    self.notify(f"quiz over: {self.quizzes.score.text}", title="quiz", timeout=30)
 
         self.push_screen(QuizScreen(question), answered)
         return True
@@ -487,7 +482,7 @@ class CollvizApp(App[int]):
             return
         self.release_next_gate()
         if self.quiz:  # hold the frame before the released step until its question is answered
-            self.quiz_hold = self.released
+            self.quizzes.hold = self.released
             self.following = False
 
     def release_next_gate(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collviz.app.model.quiz import Score, grade, questions
+from collviz.app.model.quiz import QuizRound, Score, grade, questions
 from collviz.runtime.wire.protocol import Buffer
 from collviz.runtime.wire.trace import read_trace
 
@@ -24,6 +24,16 @@ def test_the_all_gather_question_is_rank_0s_gathered_buffer():
     assert question.values == tuple(expected)
     assert question.provenance == tuple(frozenset({i // 4}) for i in range(16))
 
+
+
+def test_a_round_asks_each_step_once_and_is_over_when_all_were_asked():
+    events = read_trace(FIXTURES / "all-gather.cvz").events
+    quizzes = QuizRound()
+    assert quizzes.ask(events, 0) is None and not quizzes.over(events)  # setup ran no collective
+    question = quizzes.ask(events, 1)
+    assert question is not None and question.step == 1 and question.op == "all_gather"
+    assert quizzes.ask(events, 1) is None  # asked once only
+    assert quizzes.over(events)
 
 def test_values_are_graded_to_the_precision_shown():
     events = read_trace(FIXTURES / "all-gather.cvz").events
@@ -83,5 +93,5 @@ async def test_a_quiz_round_in_the_viewer_predict_reveal_score():
         assert app.current_view().step == question.step
         await pilot.press("enter")
         await _until(pilot, lambda: not isinstance(app.screen, QuizScreen))
-    assert app.score.text == "0 of 1 questions right (15 of 16 elements)"
+    assert app.quizzes.score.text == "0 of 1 questions right (15 of 16 elements)"
     assert notes[-1] == "quiz over: 0 of 1 questions right (15 of 16 elements)"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from collviz.runtime.wire.protocol import AnyEvent, Buffer, Collective, Phase
 
-__all__ = ["Question", "Grade", "Score", "questions", "grade", "expand_provenance"]
+__all__ = ["Question", "Grade", "Score", "QuizRound", "questions", "grade", "expand_provenance"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,30 @@ class Score:
         right = sum(sum(g.right) for g in self.grades)
         return (f"{sum(g.all_right for g in self.grades)} of {len(self.grades)} questions right "
                 f"({right} of {elements} elements)")
+
+
+
+@dataclass
+class QuizRound:
+    """One viewer's quizzes: the steps already asked, the score, and in a live step-through run the
+    released step whose frame waits for its question (``hold``; None: none waits)."""
+
+    score: Score = field(default_factory=Score)
+    asked: set[int] = field(default_factory=set)
+    hold: int | None = None
+
+    def ask(self, events: Sequence[AnyEvent], step: int) -> Question | None:
+        """The question of ``step`` if it has one not asked yet (from now on it counts as asked)."""
+        if step in self.asked:
+            return None
+        question = next((q for q in questions(events) if q.step == step), None)
+        if question is not None:
+            self.asked.add(step)
+        return question
+
+    def over(self, events: Sequence[AnyEvent]) -> bool:
+        """Whether every question the run has so far was asked."""
+        return all(q.step in self.asked for q in questions(events))
 
 
 def expand_provenance(buffer: Buffer) -> tuple[frozenset[int], ...]:

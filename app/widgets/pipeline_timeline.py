@@ -14,8 +14,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
 
-from collviz.runtime.reports.pipeline import PipelineTimeline as Timeline
-from collviz.runtime.reports.pipeline import ideal_bubble, timeline_cells, timeline_of
+from collviz.runtime.reports.pipeline import PipelineTimeline as Timeline, ideal_bubble, timeline_cells, timeline_of
 
 from ..model import ViewState
 from .line_widget import LineWidget
