@@ -254,7 +254,16 @@ def test_gates_are_numbered_like_steps():
     log = EventLog(all_gather_events(step=True))
     gate_wait = next(i for i, e in enumerate(log.events) if type(e).__name__ == "Go" and e.index == 1)
     state = view_at(log, gate_wait).state
-    assert state.kind == "waiting" and state.text.startswith("waiting at gate 2 before step 2")
+    assert state.kind == "waiting" and state.text == "waiting at gate 2 before step 2 (all 4 ranks)"
+
+
+def test_rank_lists_shorten_runs_of_three_or_more():
+    from collviz.app.model.view import rank_list
+
+    assert rank_list([0, 1, 3]) == "0, 1, 3"
+    assert rank_list([*range(32), *range(33, 64)]) == "0–31, 33–63"
+    assert rank_list([2, 4, 5, 6, 9]) == "2, 4–6, 9"
+    assert rank_list([]) == ""
 
 
 def test_a_freed_buffer_leaves_the_live_buffers_and_says_when():

@@ -35,7 +35,7 @@ from .bench import BenchView, bench_at
 from .cost import CallCost, costs_at
 from .log import EventLog, RankIndex, Series
 
-__all__ = ["BenchView", "CallCost", "MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "TAIL_LENGTH", "MAX_TRANSFERS"]
+__all__ = ["BenchView", "CallCost", "MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "rank_list", "TAIL_LENGTH", "MAX_TRANSFERS"]
 
 TAIL_LENGTH = 200
 """How many events before the cursor the view carries for the raw event log pane."""
@@ -218,13 +218,25 @@ def _run_state(log: EventLog, cursor: int, ranks: tuple[RankView, ...]) -> RunSt
     waiting = tuple(r.rank for r in ranks if r.state == "waiting")
     if waiting:
         gate = min(r.phase or 0 for r in ranks if r.state == "waiting")
-        who = ", ".join(map(str, waiting))
+        who = f"all {len(ranks)} ranks" if len(waiting) == len(ranks) else f"ranks {rank_list(waiting)}"
         # gates are numbered like steps: gate k opens step k (1-based on screen)
-        return RunState("waiting", f"waiting at gate {gate + 1} before step {gate + 1} (ranks {who})", gate, waiting)
+        return RunState("waiting", f"waiting at gate {gate + 1} before step {gate + 1} ({who})", gate, waiting)
     if all(r.state == "pending" for r in ranks):
         return RunState("starting", "starting")
     return RunState("running", "running")
 
+
+
+def rank_list(ranks: Sequence[int]) -> str:
+    """Ranks in ascending order with runs of three or more as ranges: ``0, 1, 3`` or ``0–31, 33–63``."""
+    parts: list[str] = []
+    start = 0
+    for i in range(1, len(ranks) + 1):
+        if i == len(ranks) or ranks[i] != ranks[i - 1] + 1:
+            run = ranks[start:i]
+            parts.extend([f"{run[0]}–{run[-1]}"] if len(run) >= 3 else map(str, run))
+            start = i
+    return ", ".join(parts)
 
 def _first_failure(log: EventLog, cursor: int) -> str:
     """A sentence about the first failed rank before ``cursor``, or ''."""
