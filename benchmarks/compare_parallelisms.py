@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from collviz.runtime.compare import COMPARABLE, compare_runs, model_sizes, same_model
-from collviz.runtime.launch import choose_backend
+from collviz.runtime.compare import COMPARABLE, compare_runs, model_sizes, plan_comparison, same_model
 from collviz.runtime.reports.compare import render_comparison
 
 
@@ -23,7 +22,7 @@ def main() -> None:
     parser.add_argument("scenarios", nargs="*", default=list(COMPARABLE))
     args = parser.parse_args()
     scenarios = same_model(args.scenarios)
-    figures = compare_runs(scenarios, args.gpus, choose_backend("gloo", args.gpus), None, 60.0)
+    figures = compare_runs(plan_comparison(scenarios, args.gpus, "gloo", None, 60.0))
     print(render_comparison([fig for fig, _ in figures], args.gpus, model_sizes(scenarios[0], args.gpus)))
 
 

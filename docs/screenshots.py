@@ -20,10 +20,9 @@ sys.path.insert(0, str(ROOT / "tests"))  # the fixtures' synthetic event builder
 from collviz.app.app import ViewerOptions, make_app  # noqa: E402
 from collviz.app.model.quiz import questions  # noqa: E402
 from collviz.runtime.wire.trace import read_trace  # noqa: E402
-from collviz.runtime.launch import RunPlan, Session, choose_backend  # noqa: E402
+from collviz.runtime.launch import Session  # noqa: E402
+from collviz.runtime.plan import plan_run  # noqa: E402
 from collviz.runtime.scenarios.loading import find_scenario  # noqa: E402
-from collviz.runtime.scenarios.program import RunOptions  # noqa: E402
-from collviz.runtime.scenarios.registry import build_program  # noqa: E402
 from fixtures.synthetic import all_gather_events  # noqa: E402
 from fixtures.synthetic_bench import bench_events  # noqa: E402
 
@@ -32,10 +31,7 @@ SIZE = (160, 50)
 
 
 def _session(name: str, step: bool = False) -> Session:
-    scenario = find_scenario(name)
-    plan = RunPlan(scenario=scenario, world_size=4, backend=choose_backend("gloo", 4),
-                   program=build_program(scenario, 4, RunOptions()), step=step)
-    session = Session(plan)
+    session = Session(plan_run(find_scenario(name), 4, backend="gloo", step=step))
     session.start()
     return session
 

@@ -1,8 +1,8 @@
 """``collviz compare``: DDP, FSDP, HSDP, FSDP × TP and a pipeline on the same model, run one after
 the other (one session each).
 
-:func:`same_model` checks the scenarios train the same model, :func:`compare_runs` runs
-them quietly and reduces each run's events to :class:`~.reports.compare.RunFigures`, and
+:func:`same_model` checks the scenarios train the same model, :func:`plan_comparison` plans
+their runs on the same ranks, :func:`compare_runs` runs them quietly and reduces each run's events to :class:`~.reports.compare.RunFigures`, and
 :func:`model_sizes` counts the parameters the report's theory column needs.
 """
 
@@ -14,15 +14,14 @@ from typing import TextIO
 
 from .errors import UsageError
 from .headless import collect
-from .launch import BackendChoice, RunPlan, Session
+from .launch import Session
+from .plan import RunPlan, plan_run
 from .reports.compare import ModelSizes, RunFigures, figures_of
 from .reports.progress import ProgressLine
 from .scenarios.loading import Scenario, find_scenario
-from .scenarios.program import RunOptions
-from .scenarios.registry import build_program
 from .wire.protocol import AnyEvent, Phase
 
-__all__ = ["MODEL_KEYS", "COMPARABLE", "same_model", "compare_runs", "model_sizes"]
+__all__ = ["MODEL_KEYS", "COMPARABLE", "same_model", "plan_comparison", "compare_runs", "model_sizes"]
 
 MODEL_KEYS = ("seed", "vocab", "d_model", "blocks", "seq", "lr")
 """Settings that must agree for two runs to be "the same model" (the batch may differ: a pipeline's
@@ -44,20 +43,26 @@ def same_model(names: list[str]) -> list[Scenario]:
     return scenarios
 
 
-def compare_runs(scenarios: list[Scenario], world_size: int, backend: BackendChoice, record_dir: Path | None,
-                 timeout_s: float, err: TextIO | None = None) -> list[tuple[RunFigures, list[AnyEvent]]]:
-    """Run both scenarios, one after the other, and return each one's figures and events.
+def plan_comparison(scenarios: list[Scenario], world_size: int, backend: str, record_dir: Path | None,
+                    timeout_s: float) -> list[RunPlan]:
+    """One plan per scenario, all on the same ranks and backend (each recorded as
+    ``record_dir/SCENARIO.cvz`` when a folder is given)."""
+    return [plan_run(scenario, world_size, backend=backend, timeout_s=timeout_s,
+                     record=None if record_dir is None else record_dir / f"{scenario.name}.cvz")
+            for scenario in scenarios]
 
-    With ``err`` (a terminal), a progress bar over both runs' phases is drawn there.
+
+def compare_runs(plans: list[RunPlan], err: TextIO | None = None) -> list[tuple[RunFigures, list[AnyEvent]]]:
+    """Run the planned scenarios one after the other; each one's figures and events.
+
+    With ``err`` (a terminal), a progress bar over every run's phases is drawn there.
     """
-    programs = [build_program(scenario, world_size, RunOptions()) for scenario in scenarios]
-    progress = ProgressLine(err or io.StringIO(), "compare", sum(p.phase_count for p in programs))
+    progress = ProgressLine(err or io.StringIO(), "compare", sum(plan.program.phase_count for plan in plans))
     figures, offset = [], 0
     try:
-        for scenario, program in zip(scenarios, programs):
-            record = None if record_dir is None else record_dir / f"{scenario.name}.cvz"
-            session = Session(RunPlan(scenario=scenario, world_size=world_size, backend=backend, program=program,
-                                      record=record, timeout_s=timeout_s))
+        for plan in plans:
+            scenario, program = plan.scenario, plan.program
+            session = Session(plan)
 
             def on_event(event: AnyEvent, offset: int = offset, name: str = scenario.name) -> None:
                 if isinstance(event, Phase) and event.edge == "begin" and event.rank == 0:

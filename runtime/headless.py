@@ -7,6 +7,7 @@ summary, :func:`run_bench` a bench table, :func:`collect` returns the events sil
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from collections import Counter, defaultdict
@@ -20,9 +21,10 @@ from .reports.nccl_log import nccl_choices
 from .reports.bench_table import bench_report, bench_row, render_json, render_table
 from .reports.progress import ProgressLine
 from .reports.summary import render_summary
+from .reports.summary_json import summary_document
 from .wire.protocol import AnyEvent, Check, Collective, Phase, RunStart, Stall
 
-__all__ = ["drive", "collect", "run_headless", "run_bench", "report_recording"]
+__all__ = ["drive", "collect", "run_headless", "run_bench", "report_outcome", "report_recording"]
 
 AnySession = Session | RemoteSession
 
@@ -57,13 +59,14 @@ def collect(session: Session, on_event: Callable[[AnyEvent], None] | None = None
     return events
 
 
-def _report_outcome(session: AnySession, err: TextIO) -> int:
-    """Say how the run ended and where its trace is; the exit status, counting an incomplete recording."""
+def report_outcome(session: AnySession, exit_code: int, err: TextIO) -> int:
+    """Say how the run ended (why it failed, and where the workers' logs were kept) and where its
+    trace is; ``exit_code`` (the viewer's, or the run's), counting an incomplete recording."""
     outcome = session.outcome
-    if outcome.status != "ok":
+    if outcome is not None and outcome.status != "ok":
         hint = f" (worker logs: {session.log_dir})" if outcome.status == "failed" and session.log_dir else ""
         print(f"collviz: {outcome.detail}{hint}", file=err, flush=True)
-    return report_recording(session, outcome.exit_code, err)
+    return report_recording(session, exit_code, err)
 
 
 def report_recording(session: AnySession, exit_code: int, err: TextIO) -> int:
@@ -79,8 +82,10 @@ def report_recording(session: AnySession, exit_code: int, err: TextIO) -> int:
     return EXIT_RECORDING_INCOMPLETE if exit_code == 0 else exit_code
 
 
-def run_headless(session: AnySession, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Start ``session``, collect every event, print the summary; return the exit status.
+def run_headless(session: AnySession, out: TextIO | None = None, err: TextIO | None = None, *,
+                 as_json: bool = False) -> int:
+    """Start ``session``, collect every event, print the summary (``as_json``: its JSON document);
+    return the exit status.
 
     Ctrl-C stops every worker and still prints what was collected. Progress (a bar over the phases,
     as rank 0 enters each) goes to ``err`` when it is a terminal. ``out`` and ``err`` default to
@@ -100,8 +105,9 @@ def run_headless(session: AnySession, out: TextIO | None = None, err: TextIO | N
 
     events = drive(session, on_event)
     progress.close()
-    print(render_summary(events), file=out, flush=True)
-    return _report_outcome(session, err)
+    text = json.dumps(summary_document(events), indent=2, ensure_ascii=False) if as_json else render_summary(events)
+    print(text, file=out, flush=True)
+    return report_outcome(session, session.outcome.exit_code, err)
 
 
 def run_bench(session: Session, *, as_json: bool = False, explain: bool = False,
@@ -133,7 +139,7 @@ def run_bench(session: Session, *, as_json: bool = False, explain: bool = False,
     progress.close()
     nccl = nccl_choices(session.nccl_lines)  # empty unless an NCCL run printed its choices
     print(render_json(report) if as_json else render_table(report, explain=explain, nccl=nccl), file=out, flush=True)
-    exit_code = _report_outcome(session, err)
+    exit_code = report_outcome(session, session.outcome.exit_code, err)
     if session.outcome.exit_code == 0 and report.wrong_total:
         print(f"collviz: {report.wrong_total} result elements were wrong", file=err, flush=True)
         return 1

@@ -1,4 +1,4 @@
-"""Launching a run: choose the backend, fork the workers, collect their events, tear down.
+"""Launching a planned run (:mod:`.plan`): fork the workers, collect their events, tear down.
 
 :class:`Session` is the one object every consumer drives — the headless summary, the recorder and
 the Textual viewer all call ``start``, then ``poll`` until ``finished``, and ``stop`` to interrupt.
@@ -9,7 +9,6 @@ interpreters); this process therefore never touches CUDA — GPUs are counted th
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -20,82 +19,21 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
-from .errors import UsageError
-from .observation import nvml
 from .observation.fingerprints import Disagreement, FingerprintCheck
 from .observation.watchdog import CollectiveWatch, Stalled
-from .scenarios.loading import Scenario
-from .scenarios.program import ScenarioProgram
+from .plan import RunPlan, run_start_fields, worker_config
 from .wire.protocol import AnyEvent, Dropped, Go, Mismatch, Phase, ProcessExit, RankEnd, RunEnd, RunStart, Stall
 from .wire.trace import TraceWriter
 from .wire.transport import Collector, Endpoints, LauncherEmitter
-from .worker import WorkerConfig, worker_main
+from .worker import worker_main
 
-__all__ = [
-    "MAX_RANKS", "remove_stale_run_folders", "BackendChoice", "choose_backend", "RunPlan", "RunOutcome", "Session", "run_start_fields", "worker_log_lines",
-    "PROCESS_GROUP_GRACE_S",
-]
-
-MAX_RANKS = 64
-"""Most ranks one machine runs (each is a process; provenance tags hold at most 63 ranks)."""
+__all__ = ["remove_stale_run_folders", "RunOutcome", "Session", "worker_log_lines"]
 
 FLUSH_GRACE_S = 0.25
 """When a run fails, how long survivors get to deliver events already sent before SIGTERM."""
 
 TEARDOWN_GRACE_S = 2.0
 """How long survivors get after SIGTERM before SIGKILL."""
-
-PROCESS_GROUP_GRACE_S = 3.0
-"""The process group's own timeout is the hang timeout plus this: the hang is reported first,
-then the backend gives up and the run ends as a failure."""
-
-
-@dataclass(frozen=True)
-class BackendChoice:
-    """The process-group backend, the device kind it runs on, and why (shown as a banner)."""
-
-    backend: str
-    device_kind: str
-    reason: str
-
-
-def choose_backend(requested: str, world_size: int) -> BackendChoice:
-    """``auto``: NCCL on CUDA when ``world_size`` GPUs are visible, else gloo on CPU.
-
-    ``nccl`` with fewer GPUs than ranks is a UsageError: NCCL refuses two ranks on one GPU.
-    """
-    if not 1 <= world_size <= MAX_RANKS:
-        raise UsageError(f"--gpus {world_size}: must be between 1 and {MAX_RANKS} (one process per rank on this machine)")
-    if requested not in ("auto", "gloo", "nccl"):
-        raise UsageError(f"--backend {requested}: choose auto, gloo or nccl")
-    gpus = nvml.gpu_count()
-    if requested == "gloo":
-        return BackendChoice("gloo", "cpu", "gloo on CPU (--backend gloo)")
-    if gpus >= world_size:
-        return BackendChoice("nccl", "cuda", f"NCCL on {world_size} of {gpus} visible GPUs")
-    why = "no GPU is visible" if gpus == 0 else f"{gpus} GPU(s) visible for {world_size} ranks and NCCL refuses two ranks on one GPU"
-    if requested == "nccl":
-        raise UsageError(f"--backend nccl needs {world_size} GPUs but {why}; use --backend gloo (CPU) or fewer --gpus")
-    return BackendChoice("gloo", "cpu", f"gloo on CPU: {why}")
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """A validated run: scenario, ranks, backend, what each rank does, and how to run it."""
-
-    scenario: Scenario
-    world_size: int
-    backend: BackendChoice
-    program: ScenarioProgram
-    step: bool = False
-    record: Path | None = None
-    timeout_s: float = 30.0
-    """Seconds before a collective some ranks entered and others did not is reported."""
-    nccl_tuning: bool = False
-    """NCCL runs: ask NCCL to print its algorithm and protocol per call (NCCL_DEBUG=INFO,
-    NCCL_DEBUG_SUBSYS=TUNING) and keep those lines of the workers' logs (:attr:`Session.nccl_lines`)."""
 
 
 def worker_log_lines(run_dir: str, marker: str) -> list[str]:
@@ -105,17 +43,6 @@ def worker_log_lines(run_dir: str, marker: str) -> list[str]:
         with log.open(errors="replace") as text:
             lines.extend(line.rstrip("\n") for line in text if marker in line)
     return lines
-
-
-def run_start_fields(plan: RunPlan, pid: int) -> dict:
-    """The fields of the RunStart event describing ``plan`` (run/rank/seq/t_ns excluded)."""
-    return dict(
-        scenario=plan.scenario.name, world_size=plan.world_size, backend=plan.backend.backend,
-        device_kind=plan.backend.device_kind, backend_reason=plan.backend.reason,
-        mode="step" if plan.step else "live", description=plan.scenario.description,
-        example=plan.program.source, torch_version=str(torch.__version__), host=platform.node(),
-        pid=pid, phase_count=plan.program.phase_count, options=plan.program.run_options(),
-    )
 
 
 @dataclass(frozen=True)
@@ -235,12 +162,8 @@ class Session:
         self._run_dir = tempfile.mkdtemp(prefix=RUN_FOLDER_PREFIX)
         Path(self._run_dir, LAUNCHER_PID_FILE).write_text(str(os.getpid()))
         endpoints = self.endpoints = Endpoints.in_directory(self._run_dir)
-        config = WorkerConfig(
-            run=self.run_id, world_size=plan.world_size, backend=plan.backend.backend,
-            device_kind=plan.backend.device_kind, init_method=f"tcp://127.0.0.1:{_free_port()}", endpoints=endpoints,
-            step=plan.step, timeout_s=plan.timeout_s + PROCESS_GROUP_GRACE_S, program=plan.program,
-            narration=dict(plan.scenario.narration), log_dir=self._run_dir,
-        )
+        config = worker_config(plan, run=self.run_id, init_method=f"tcp://127.0.0.1:{_free_port()}",
+                               endpoints=endpoints, log_dir=self._run_dir)
         if plan.record is not None:
             self._trace = TraceWriter(plan.record)
         sys.stdout.flush()

@@ -10,25 +10,30 @@ collviz launcher exists; the viewer adopts the run id of the first signed event.
 from __future__ import annotations
 
 import ipaddress
-import secrets
 import os
+import secrets
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import zmq
 
 from .errors import UsageError
 from .observation.fingerprints import Disagreement, FingerprintCheck
 from .observation.watchdog import CollectiveWatch
+from .plan import MemoryNeed, plan_run, run_start_fields, worker_config
+from .scenarios.loading import Scenario
+from .scenarios.program import RunOptions
 from .wire.files import read_regular_file
 from .wire.protocol import AnyEvent, Dropped, Mismatch, RankEnd, RunEnd, RunStart, Stall
 from .wire.trace import TraceWriter
 from .wire.transport import Collector, Endpoints, LauncherEmitter
+from .worker import worker_main
 
 __all__ = ["SECRET_ENV", "load_secret", "generated_secret", "check_listen_address", "parse_listen", "RemoteOutcome",
-           "RemoteSession"]
+           "RemoteSession", "TorchrunRank", "torchrun_rank", "run_torchrun_worker"]
 
 SECRET_ENV = "COLLVIZ_SECRET"
 """Environment variable holding the shared secret (or use --secret-file)."""
@@ -141,7 +146,9 @@ class RemoteSession:
         return self._trace.error if self._trace is not None else None
 
     def start(self) -> None:
-        """Bind the listening sockets and open the trace."""
+        """Bind the listening sockets and open the trace (once: a started session stays as it is)."""
+        if self._collector is not None:
+            return
         if self.record is not None:
             self._trace = TraceWriter(self.record)
         try:
@@ -232,3 +239,47 @@ class RemoteSession:
     def dropped(self) -> dict[str, int]:
         """Frames refused so far, by reason (unauthenticated peers among them)."""
         return dict(self._collector.dropped) if self._collector else {}
+
+
+@dataclass(frozen=True)
+class TorchrunRank:
+    """This process's place in a torchrun job, from the environment torchrun sets."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    run: str
+    """The run id every rank shares: torchrun's run id and rendezvous address."""
+
+
+def _env_int(name: str) -> int:
+    value = os.environ.get(name)
+    if value is None or not value.isdigit():
+        raise UsageError(f"${name} is not set: collviz worker runs under torchrun (see: collviz worker SCENARIO --help)")
+    return int(value)
+
+
+def torchrun_rank() -> TorchrunRank:
+    """This process's rank, world and run id from torchrun's variables (a UsageError without them)."""
+    rank, world_size, local_rank = _env_int("RANK"), _env_int("WORLD_SIZE"), _env_int("LOCAL_RANK")
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    run = f"{run}-{os.environ.get('MASTER_ADDR', '')}-{os.environ.get('MASTER_PORT', '')}".strip("-")
+    return TorchrunRank(rank, world_size, local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", world_size)), run)
+
+
+def run_torchrun_worker(scenario: Scenario, options: RunOptions, *, backend: str, timeout_s: float, viewer: str,
+                        secret: bytes | None, memory: MemoryNeed | None = None) -> NoReturn:
+    """Run this torchrun process's rank of ``scenario``, streaming signed events to ``viewer``.
+
+    The run is planned as a local one is (:func:`~.plan.plan_run`), for the ranks on this machine:
+    NCCL whenever this node has a GPU (its ranks sharing GPUs when there are fewer), gloo on CPU
+    otherwise. Rank 0 emits the RunStart, since no collviz launcher exists.
+    """
+    me = torchrun_rank()
+    ranks_here = None if me.local_world_size == me.world_size else me.local_world_size
+    plan = plan_run(scenario, me.world_size, backend=backend, options=options, timeout_s=timeout_s, memory=memory,
+                    ranks_here=ranks_here)
+    config = worker_config(plan, run=me.run, init_method="env://", endpoints=Endpoints(events=viewer, control=""),
+                           log_dir=None, secret=secret, run_start=run_start_fields(plan, os.getpid()))
+    worker_main(config, me.rank, me.local_rank)

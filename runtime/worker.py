@@ -20,6 +20,7 @@ from typing import NoReturn
 import torch
 import torch.distributed as dist
 
+from .backends import BackendChoice
 from .context import RankContext
 from .observation.memory import StorageTracker
 from .scenarios.program import ScenarioProgram
@@ -37,8 +38,8 @@ class WorkerConfig:
 
     run: str
     world_size: int
-    backend: str
-    device_kind: str
+    backend: BackendChoice
+    """The backend row and the machine it was chosen for: where each rank runs."""
     init_method: str
     endpoints: Endpoints
     step: bool
@@ -47,8 +48,6 @@ class WorkerConfig:
     narration: dict[str, str]
     log_dir: str | None
     """Where stdout/stderr go (``rank<r>.log``); None leaves them alone (torchrun collects them)."""
-    local_world_size: int | None = None
-    """Ranks on this machine (sets the intra-op thread count); None: all of them."""
     secret: bytes | None = None
     """Shared secret signing every event (remote viewers)."""
     run_start: dict | None = None
@@ -100,7 +99,9 @@ def _error_text(exc: BaseException) -> str:
 def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) -> NoReturn:
     """Run rank ``rank`` of the run described by ``config``, then exit the process.
 
-    ``local_rank`` picks the GPU on this machine (defaults to ``rank``: one machine).
+    ``local_rank`` is the rank's number on this machine (defaults to ``rank``: one machine); the
+    backend's placement turns it into a device, and sets the environment the rank needs (NCCL's
+    host id where ranks share a GPU) before it joins the process group.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -112,12 +113,13 @@ def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) 
     if config.run_start is not None and rank == 0:
         emitter.emit(RunStart, **config.run_start)
     gates = GateClient(config.endpoints.control, config.run, rank) if config.step else None
-    local = rank if local_rank is None else local_rank
-    device = torch.device("cuda", local) if config.device_kind == "cuda" else torch.device("cpu")
+    placement = config.backend.placement(rank, local_rank)
+    os.environ.update(placement.environment)
+    device = torch.device("cpu") if placement.device_index is None else torch.device("cuda", placement.device_index)
     ctx = RankContext(
         rank=rank,
         world_size=config.world_size,
-        backend=config.backend,
+        backend=config.backend.backend,
         device=device,
         emitter=emitter,
         tracker=StorageTracker(device),
@@ -127,12 +129,13 @@ def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) 
     )
     exit_code = 0
     if "OMP_NUM_THREADS" not in os.environ:  # torchrun's rule: ranks must not oversubscribe the cores
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // (config.local_world_size or config.world_size)))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // config.backend.ranks))
     try:
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        init_distributed(config.backend, rank, config.world_size, config.init_method, config.timeout_s, device)
-        emitter.emit(RankStart, device=str(device), backend=config.backend, host=socket.gethostname(), pid=os.getpid())
+        init_distributed(config.backend.backend, rank, config.world_size, config.init_method, config.timeout_s, device)
+        emitter.emit(RankStart, device=str(device), backend=config.backend.backend, host=socket.gethostname(),
+                     pid=os.getpid())
         with ctx.tracker:
             config.program.run(ctx)
         emitter.emit(RankEnd, status="ok", phase=ctx.phase_index, dropped=emitter.dropped)

@@ -265,16 +265,11 @@ async def test_too_small_terminal_says_so():
 
 def _real_session(name: str, *, step: bool = False, record: Path | None = None):
     """A started session of the real runtime: ``name`` on 4 gloo ranks, built as ``collviz NAME`` does."""
-    from collviz.runtime.launch import RunPlan, Session, choose_backend
-    from collviz.runtime.scenarios.program import RunOptions
-    from collviz.runtime.scenarios.registry import build_program
+    from collviz.runtime.launch import Session
+    from collviz.runtime.plan import plan_run
     from collviz.runtime.scenarios.loading import find_scenario
 
-    scenario = find_scenario(name)
-    program = build_program(scenario, 4, RunOptions())
-    plan = RunPlan(scenario=scenario, world_size=4, backend=choose_backend("gloo", 4), program=program, step=step,
-                   record=record)
-    session = Session(plan)
+    session = Session(plan_run(find_scenario(name), 4, backend="gloo", step=step, record=record))
     session.start()
     return session
 

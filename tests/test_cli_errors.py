@@ -31,7 +31,7 @@ CASES = [
     ("gpus too many", ["all-reduce", "--gpus", "1000", "--headless"], "--gpus 1000"),
     ("gpus not a number", ["all-reduce", "--gpus", "four", "--headless"], "invalid int value"),
     ("unknown scenario", ["all-reduse", "--headless"], "unknown scenario 'all-reduse'"),
-    ("nccl without gpu", ["all-reduce", "--gpus", "2", "--backend", "nccl", "--headless"], "--backend nccl needs 2 GPUs"),
+    ("nccl without gpu", ["all-reduce", "--gpus", "2", "--backend", "nccl", "--headless"], "--backend nccl needs a GPU, but none is visible"),
     ("op on non-reducing", ["all-gather", "--op", "max", "--headless"], "all_gather has no reduce op"),
     ("avg on integers", ["all-reduce", "--op", "avg", "--dtype", "int32", "--headless"], "--op avg needs a floating-point dtype"),
     ("bad size", ["all-reduce", "--size", "lots", "--headless"], "--size 'lots'"),

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import msgspec
 import zmq
-from collviz.runtime.launch import RunPlan, Session, choose_backend
+from collviz.runtime.launch import Session
+from collviz.runtime.plan import plan_run
 from collviz.runtime.scenarios.loading import find_scenario
-from collviz.runtime.scenarios.program import RunOptions
-from collviz.runtime.scenarios.registry import build_program
 from collviz.runtime.wire.protocol import (
     WIRE_HEADER,
     Buffer,
@@ -31,10 +30,7 @@ from test_trace import FutureEvent
 
 
 def _session(name: str, world: int = 4, timeout_s: float = 30.0) -> Session:
-    scenario = find_scenario(name)
-    program = build_program(scenario, world, RunOptions())
-    return Session(RunPlan(scenario=scenario, world_size=world, backend=choose_backend("gloo", world),
-                           program=program, timeout_s=timeout_s))
+    return Session(plan_run(find_scenario(name), world, backend="gloo", timeout_s=timeout_s))
 
 
 def test_hostile_frames_are_dropped_and_counted_and_the_run_is_unaffected():

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from collviz.app import serve_cmd
-from collviz.app.serve_cmd import tab_command
+from collviz.app.commands import serve_slot
+from collviz.app.commands.serve import tab_command
 
 FIXTURE = Path(__file__).parent / "fixtures" / "all-gather.cvz"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -41,13 +41,13 @@ def test_each_target_has_its_tab_command(tmp_path):
 def test_a_live_tab_beyond_the_limit_gets_a_notice(tmp_path, monkeypatch):
     notices, runs = [], []
     monkeypatch.setattr("collviz.app.notice.show_notice", lambda message: notices.append(message) or 0)
-    monkeypatch.setattr("collviz.app.cli.cmd_run", lambda name, argv: runs.append((name, argv)) or 0)
-    held = serve_cmd._take_slot(tmp_path, 1)  # another tab's live run holds the only slot
-    assert serve_cmd.cmd_serve_slot([str(tmp_path), "1", "all-reduce"]) == 0
+    monkeypatch.setattr(serve_slot, "run_scenario", lambda name, args: runs.append((name, args.step)) or 0)
+    held = serve_slot._take_slot(tmp_path, 1)  # another tab's live run holds the only slot
+    assert serve_slot.main([str(tmp_path), "1", "all-reduce"]) == 0
     assert runs == [] and "already has 1 live runs going" in notices[0]
     held.close()
-    assert serve_cmd.cmd_serve_slot([str(tmp_path), "1", "all-reduce"]) == 0
-    assert runs == [("all-reduce", ["--step"])]
+    assert serve_slot.main([str(tmp_path), "1", "all-reduce"]) == 0
+    assert runs == [("all-reduce", True)]
 
 
 def _free_port() -> int:

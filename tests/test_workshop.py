@@ -137,7 +137,7 @@ async def test_n_and_p_leave_a_lesson_item_for_the_next_or_previous():
 
 def test_the_lesson_loop_follows_n_and_p(monkeypatch):
     """Item 1, then p on item 2 goes back to 1, then n, n, and the end."""
-    from collviz.app import lesson_cmd
+    from collviz.app.commands import lesson as lesson_cmd
 
     played: list[str] = []
     choices = itertools.chain(["next", "previous", "next", "next"], itertools.repeat("next"))
@@ -151,7 +151,7 @@ def test_the_lesson_loop_follows_n_and_p(monkeypatch):
     from collviz.runtime.scenarios.lessons import find_lesson
 
     items = find_lesson("collectives").items
-    assert lesson_cmd.cmd_lesson(["collectives"]) == 0
+    assert lesson_cmd.main(["collectives"]) == 0
     names = [item.scenario if not item.compare else "compare" for item in items]
     assert played == [names[0], names[1], names[0], names[1], *names[2:]]
 

@@ -14,7 +14,7 @@ from ..observation.metrics import human_bytes
 from ..wire.protocol import AnyEvent, Memory, Phase, RunEnd, RunStart
 from .estimate import theory_ratio
 
-__all__ = ["RunFigures", "ModelSizes", "figures_of", "state_theory", "render_comparison"]
+__all__ = ["RunFigures", "ModelSizes", "figures_of", "state_theory", "render_comparison", "comparison_document"]
 
 _SPARK = " ▁▂▃▄▅▆▇█"
 TIMED_MARK = "unobserved: step time"
@@ -179,3 +179,21 @@ def render_comparison(figures: list[RunFigures], world_size: int, sizes: ModelSi
     for fig in figures:
         lines.append(f"  {fig.scenario:>{width}} |{_sparkline(fig.timeline, top)}|")
     return "\n".join(lines)
+
+
+def comparison_document(figures: list[RunFigures], world_size: int, sizes: ModelSizes) -> dict:
+    """The comparison as a JSON-ready dict: per run, each rank's measured peak and state after the
+    step beside its theory (:func:`state_theory`), the step time and the outcome."""
+    runs = []
+    for fig in figures:
+        state, with_unit, formula = state_theory(fig, world_size, sizes)
+        runs.append({
+            "scenario": fig.scenario, "kind": fig.kind, "status": fig.status, "step_ms": fig.step_ms, "data": fig.data,
+            "peak_live_bytes": fig.peaks, "state_bytes": fig.state,
+            "state_theory_bytes": {rank: state_theory(fig, world_size, sizes, rank)[0] for rank in fig.state},
+            "theory_rank0": {"state_bytes": state, "with_gathered_unit_bytes": with_unit, "formula": formula},
+        })
+    return {"format": "collviz-compare", "version": 1, "world_size": world_size,
+            "model": {"params": sizes.params, "largest_unit": sizes.unit, "tensor_parallel_split": sizes.split,
+                      "stage_params": list(sizes.stages)},
+            "runs": runs}

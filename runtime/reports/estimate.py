@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..observation.metrics import human_bytes
 
-__all__ = ["BYTES_PER_PARAM", "Estimate", "estimate", "render_estimates", "theory_ratio"]
+__all__ = ["BYTES_PER_PARAM", "Estimate", "estimate", "render_estimates", "estimate_document", "theory_ratio"]
 
 BYTES_PER_PARAM = 16
 """4 (fp32 weight) + 4 (gradient) + 8 (AdamW m and v)."""
@@ -62,3 +62,13 @@ def render_estimates(params: float, gpus: int) -> str:
     lines.append("  not included: activations, FSDP's gathered unit while it runs (+8 B per parameter of the "
                  "largest unit), communication buffers, framework overhead")
     return "\n".join(lines)
+
+
+def estimate_document(params: float, gpus: int) -> dict:
+    """The estimates as a JSON-ready dict, labelled as estimates (nothing was run)."""
+    ratio, arithmetic = theory_ratio(params, gpus)
+    return {"format": "collviz-estimates", "version": 1, "estimates_only": True, "params": params, "ranks": gpus,
+            "bytes_per_param": BYTES_PER_PARAM,
+            "per_rank": [{"label": item.label, "bytes": item.bytes, "formula": item.formula}
+                         for item in estimate(params, gpus)],
+            "ddp_over_fsdp": ratio, "ratio_arithmetic": arithmetic}

@@ -337,7 +337,7 @@ def timed_calls(ctx: RankContext, spec: CollectiveSpec, call, inp: torch.Tensor 
         if iteration:
             ctx.emitter.emit(Collective, t_ns=started_ns, edge="begin", iteration=iteration, **common)
         ctx.emitter.emit(Collective, t_ns=started_ns + elapsed, edge="end", iteration=iteration,
-                         duration_ns=elapsed, **common)
+                         duration_ns=elapsed, clock="host", **common)
 
 
 def _timed_loop(ctx: RankContext, spec: CollectiveSpec, call, inp, out, pristine, common: dict) -> list[tuple[int, int]]:

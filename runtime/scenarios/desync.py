@@ -88,7 +88,7 @@ def _issue(ctx: RankContext, spec: CollectiveSpec, inp: torch.Tensor) -> None:
     ctx.emitter.flush()
     call = collective_caller(spec, ctx.rank, ctx.world_size)
     elapsed = timed_ns(call, ctx.device, (inp, out, spec.reduce_op or "sum"))
-    ctx.emitter.emit(Collective, edge="end", duration_ns=elapsed, **fields)
+    ctx.emitter.emit(Collective, edge="end", duration_ns=elapsed, clock="host", **fields)
 
 
 def build_desync(scenario: Scenario, world_size: int, options: RunOptions) -> DesyncProgram:

@@ -57,11 +57,12 @@ __all__ = [
     "version_text",
 ]
 
-PROTOCOL_VERSION: tuple[int, int] = (1, 3)
+PROTOCOL_VERSION: tuple[int, int] = (1, 4)
 """(major, minor) of the event protocol and the trace format. 1.1 added the Mismatch event,
 checksummed trace records (a header field) and time-stamped signatures; 1.2 the Freed event,
 Buffer.labels (names of a worked example's elements) and Collective.algo/hops/sent_bytes; 1.3
-the Span event (a pipeline stage's forward or backward of one microbatch)."""
+the Span event (a pipeline stage's forward or backward of one microbatch); 1.4 Collective.clock
+(how a call's duration was measured: on the host or by CUDA events on the GPU)."""
 
 NOTE_MARK = "Teacher's note: "
 """Introduces a teacher's note at the end of a Phase's narration (``--notes``, lessons)."""
@@ -175,7 +176,10 @@ class Collective(Event):
     calls are matched across ranks. ``count`` is the element count of this rank's input.
     ``algo_bytes`` is S of the nccl-tests bandwidth formulas (see ``runtime.metrics``). A call
     run hop by hop (``collviz bench --algo``) names its ``algo``, its ``hops`` and the bytes this
-    rank sent (``sent_bytes``); the backend's own call leaves them empty.
+    rank sent (``sent_bytes``); the backend's own call leaves them empty. ``clock`` says how
+    ``duration_ns`` was measured: ``host`` (issue to completion, seen by the calling thread),
+    ``gpu`` (CUDA events around the call on the GPU: its own time, however the host overlapped
+    it), or empty where no duration was observed.
     """
 
     phase: int
@@ -196,6 +200,7 @@ class Collective(Event):
     algo: str = ""
     hops: int = 0
     sent_bytes: int = 0
+    clock: Literal["host", "gpu", ""] = ""
 
 
 class ProvenanceRun(msgspec.Struct, array_like=True):

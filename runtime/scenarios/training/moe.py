@@ -12,7 +12,6 @@ layer computed on one rank, with every expert local and the same routing rule.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +21,7 @@ import torch.distributed as dist
 from ...context import RankContext
 from ...observation.metrics import algo_bytes
 from ...observation.tensors import uniform_provenance
+from ...observation.timing import CallClock
 from ...wire.protocol import Collective, ProvenanceRun, Transfer
 from ..loading import Scenario
 from .common import PhaseSequence, TrainingProgram, check_close, refuse_options
@@ -135,11 +135,13 @@ def _all_to_all(ctx: RankContext, out: torch.Tensor, inp: torch.Tensor, send: li
                   count=inp.numel(), bytes_in=inp.numel() * inp.element_size(),
                   bytes_out=out.numel() * out.element_size())
     fields["algo_bytes"] = algo_bytes("all_to_all", n, fields["bytes_in"], fields["bytes_out"])
-    started = time.monotonic_ns()
-    ctx.emitter.emit(Collective, t_ns=started, edge="begin", **fields)
+    clock = CallClock(ctx.device)
+    ctx.emitter.emit(Collective, t_ns=clock.started_ns, edge="begin", **fields)
     dist.all_to_all_single(out, inp, output_split_sizes=receive, input_split_sizes=send)
-    ended = time.monotonic_ns()
-    ctx.emitter.emit(Collective, t_ns=ended, edge="end", duration_ns=ended - started, **fields)
+    clock.issued()
+    took = clock.read()
+    ctx.emitter.emit(Collective, t_ns=took.ended_ns, edge="end", duration_ns=took.duration_ns, clock=took.clock,
+                     **fields)
     offset = 0
     per_row = out.numel() // max(out.shape[0], 1) if out.dim() > 1 else 1
     for src, rows in enumerate(receive):

@@ -9,17 +9,18 @@ What moved: after each all-reduce, all-gather, reduce-scatter or broadcast the o
 same collective on the same group over rank tags (untracked and unobserved, as the collective
 scenarios do) and emits the logical ``Transfer`` events its provenance implies.
 
-What is timed: issue to completion. A functional collective returns a tensor to wait on later
-(DTensor often waits only when the result is next used), and a ``c10d`` op only *enqueues* work
-(gloo runs it on its own thread; FSDP2 waits on the returned Work later), so the observer waits
-itself, right after the issue, and times that. The cost: work torch would overlap with the call
-(FSDP's ``--prefetch``) now starts after it; the step's results are unchanged. The observation
-passes (rank tags) run after the timed call and are never part of its time.
+What is timed: the call itself (:class:`~...observation.timing.CallClock`). On CPU, issue to
+completion: a ``c10d`` op only *enqueues* work (gloo runs it on its own thread; FSDP2 waits on
+the returned Work later) and a functional collective returns a tensor to wait on later (DTensor
+often waits only when the result is next used), so the observer waits itself, right after the
+issue, and times that; work torch would overlap with the call (FSDP's ``--prefetch``) then starts
+after it, and the step's results are unchanged. On CUDA, the issuing stream is made to wait for
+the call (the host is not) and CUDA events on that stream give the call's GPU time. The
+observation passes (rank tags) run after the call and are never part of its time.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper
 from ...context import RankContext
 from ...observation.metrics import algo_bytes
 from ...observation.tensors import TagPass, dtype_name, observe_provenance
+from ...observation.timing import CallClock
 from ...wire.protocol import Collective, ProvenanceRun
 from ..transfers import emit_logical_transfers
 
@@ -50,9 +52,12 @@ _NAMES = {
     "scatter_": "scatter", "gather_": "gather", "reduce_": "reduce", "alltoall_base_": "all_to_all",
 }
 
-TRANSFER_NAMES = {"all_reduce": "summed", "all_gather": "gathered", "reduce_scatter": "reduced_shard",
-                  "broadcast": "broadcast"}
-"""The buffer name transfers of each op carry unless the scenario names the next call."""
+TRANSFER_NAMES = {"all_reduce": "summed", "all_gather": "flat params (gathered)",
+                  "reduce_scatter": "flat grads (reduced shard)", "broadcast": "broadcast"}
+"""The buffer name transfers of each op carry unless the scenario names the next call. Inside
+torch's own code an all-gather or reduce-scatter moves a unit's parameters or gradients as one
+flat buffer, so their transfers' element ranges are offsets in that flat buffer (every parameter
+of the unit, one after another), not in any one tensor shown on screen; the name says so."""
 
 _ALGO_OPS = set(TRANSFER_NAMES)
 
@@ -105,17 +110,20 @@ def _functional_group(args: tuple) -> dist.ProcessGroup:
     return _resolve_process_group(names[-1]) if names else dist.group.WORLD
 
 
-def _wait_for(out: Any) -> bool:
-    """Wait for the Work a ``c10d`` op returned (boxed as a script object); False if it had none."""
+def _work_of(out: Any) -> dist.Work | None:
+    """The Work a ``c10d`` op returned (boxed as a script object), or None.
+
+    NCCL returns no Work object for some calls (``Work.unbox`` gives None: coalesced collectives,
+    ``batch_isend_irecv``); their time is not observed."""
     for item in out if isinstance(out, (tuple, list)) else (out,):
         if type(item).__name__ == "ScriptObject":
             try:
                 work = dist.Work.unbox(item)
             except RuntimeError:
                 continue
-            work.wait()
-            return True
-    return False
+            if work is not None:
+                return work
+    return None
 
 
 def _group_label(group: dist.ProcessGroup) -> str:
@@ -162,31 +170,34 @@ class CollectiveObserver(TorchDispatchMode):
         if namespace not in ("c10d", "_c10d_functional") or namespace == "_c10d_functional" and name not in _NAMES:
             return func(*args, **kwargs)  # not a collective (functional helpers such as _wrap_tensor_autograd)
         op = _NAMES.get(name, name)
-        started = time.monotonic_ns()
+        clock = CallClock(self.ctx.device)
         out = func(*args, **kwargs)
         if namespace == "c10d":
-            waited = _wait_for(out)
-            ended = time.monotonic_ns()
+            work = _work_of(out)
+            if work is not None:
+                work.wait()  # CPU: until it completes; CUDA: the issuing stream waits, the host does not
+            clock.issued()
             outputs, inputs = _tensors(args[:1]), _tensors(args[1:2]) or _tensors(args[:1])
             root = args[2] if op == "broadcast" and len(args) > 2 and isinstance(args[2], int) else None
             call = self._call(op, _c10d_group(args), inputs, outputs, None, root)
-            self.ctx.emitter.emit(Collective, t_ns=started, edge="begin", **call.fields)
-            self.ctx.emitter.emit(Collective, t_ns=ended, edge="end", duration_ns=ended - started if waited else None,
-                                  **call.fields)
-            self._moved(call)
+            timed = work is not None
         else:
             inputs = _tensors(args[:1])
             reduce_op = args[1] if len(args) > 1 and isinstance(args[1], str) else None
             root = args[1] if op == "broadcast" and len(args) > 1 and isinstance(args[1], int) else None
             outputs = [torch.ops._c10d_functional.wait_tensor(t) for t in _tensors(out)]
-            ended = time.monotonic_ns()
+            clock.issued()
             call = self._call(op, _functional_group(args), inputs, outputs, reduce_op, root)
-            self.ctx.emitter.emit(Collective, t_ns=started, edge="begin", **call.fields)
-            self.ctx.emitter.emit(Collective, t_ns=ended, edge="end", duration_ns=ended - started, **call.fields)
-            provenance = self._moved(call)
-            if self.on_result is not None and outputs:
-                with self.ctx.tracker.suspended():
-                    self.on_result(op, inputs[0] if inputs else outputs[0], outputs[0], provenance)
+            timed = True
+        provenance = self._observe(call)
+        took = clock.read()
+        self.ctx.emitter.emit(Collective, t_ns=took.started_ns, edge="begin", **call.fields)
+        self.ctx.emitter.emit(Collective, t_ns=took.ended_ns, edge="end", duration_ns=took.duration_ns if timed else None,
+                              clock=took.clock if timed else "", **call.fields)
+        self._moved(call, provenance)
+        if namespace == "_c10d_functional" and self.on_result is not None and outputs:
+            with self.ctx.tracker.suspended():
+                self.on_result(op, inputs[0] if inputs else outputs[0], outputs[0], provenance)
         return out
 
     def _call(self, op: str, group: dist.ProcessGroup, inputs: list[torch.Tensor], outputs: list[torch.Tensor],
@@ -207,14 +218,17 @@ class CollectiveObserver(TorchDispatchMode):
         )
         return _Call(op, group, inputs, outputs, root, fields)
 
-    def _moved(self, call: _Call) -> list[ProvenanceRun] | None:
-        """Observe the provenance of ``call``'s result and emit the logical transfers it implies."""
-        name, self._next_name = self._next_name or TRANSFER_NAMES.get(call.op, call.op), None
+    def _observe(self, call: _Call) -> list[ProvenanceRun] | None:
+        """The provenance of ``call``'s result, observed over rank tags (untracked)."""
         with self.ctx.tracker.suspended():
             provenance = self.last_provenance = _observed_provenance(call, self.ctx.rank)
+        return provenance
+
+    def _moved(self, call: _Call, provenance: list[ProvenanceRun] | None) -> None:
+        """Emit the logical transfers ``call``'s observed ``provenance`` implies."""
+        name, self._next_name = self._next_name or TRANSFER_NAMES.get(call.op, call.op), None
         if provenance is not None:
             emit_logical_transfers(self.ctx, name, provenance, call.outputs[0].element_size())
-        return provenance
 
 
 def _observed_provenance(call: _Call, rank: int) -> list[ProvenanceRun] | None:

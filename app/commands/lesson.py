@@ -7,18 +7,23 @@ are part of the narration); quitting an item (q) goes on to the next; Ctrl-C end
 
 from __future__ import annotations
 
-import argparse
+import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from collviz.runtime.errors import UsageError
 from collviz.runtime.scenarios.lessons import LessonItem
 
+from .options import OneLineParser, command_parser
+from .playing import replay_trace, run_scenario
+from .scenario_args import run_parser
+
 if TYPE_CHECKING:
     from collviz.app.app import ViewerOptions
 
-__all__ = ["cmd_lesson"]
+__all__ = ["build_parser", "main", "item_trace"]
 
 EPILOG = """\
 examples:
@@ -31,20 +36,29 @@ examples:
 """
 
 
-def cmd_lesson(argv: Sequence[str]) -> int:
-    """List the lessons, or play one; the exit status of the last item played."""
-    from collviz.app.parsing import OneLineParser
-
-    parser = OneLineParser(prog="collviz lesson", description="Play a lesson: scenarios in order, with notes.",
-                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+def build_parser() -> OneLineParser:
+    """``collviz lesson --list | NAME [--headless] [--record DIR | --traces DIR]``."""
+    parser = command_parser("collviz lesson", "Play a lesson: scenarios in order, with notes.", EPILOG)
     parser.add_argument("lesson", nargs="?", metavar="NAME", help="a shipped lesson's name, or a lesson file")
     parser.add_argument("--list", action="store_true", help="list the shipped lessons and exit")
     parser.add_argument("--headless", action="store_true", help="print each item's summary instead of the viewer")
     parser.add_argument("--record", type=Path, metavar="DIR",
-                        help="run every item headless, keeping its trace in DIR (NN-SCENARIO.cvz), for --traces")
+                        help="run every item headless, keeping its trace in DIR (NN-SCENARIO.cvz, DIR made if "
+                             "missing), for --traces")
     parser.add_argument("--traces", type=Path, metavar="DIR",
                         help="replay each item from DIR's recorded traces instead of starting workers")
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    """List the lessons, or play one; the exit status of the last item played."""
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if args.record is not None:
+        try:
+            args.record.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--record {args.record}: cannot make the folder ({exc.strerror})") from None
     for folder in (args.record, args.traces):
         if folder is not None and not folder.is_dir():
             raise UsageError(f"{folder}: not a folder")
@@ -91,17 +105,11 @@ def _play(item: LessonItem, headless: bool, lesson: str, trace: Path | None, rec
           viewer: ViewerOptions) -> int:
     """Run one item: a scenario (step mode in the viewer; recorded to, or replayed from, ``trace``)
     or a memory comparison; ``viewer`` records whether the user chose the next or previous item."""
-    from collviz.app.cli import cmd_run
-
     if item.compare:  # never with a trace: compare items are skipped when recording or replaying
-        from collviz.app.compare_cmd import cmd_compare
-
-        return cmd_compare([*item.compare, *item.args])
+        return subprocess.call([sys.executable, "-m", "collviz", "compare", *item.compare, *item.args])
     if trace is not None and not recording:
-        from collviz.app.cli import cmd_replay
-
-        return cmd_replay([str(trace)] + (["--headless"] if headless else []), viewer=viewer)
+        return replay_trace(trace, headless=headless, viewer=viewer)
     mode = ["--headless"] if headless else ["--step"]
     record = ["--record", str(trace), "--force"] if recording and trace is not None else []
-    return cmd_run(item.scenario, [*item.args, *mode, *record], notes=item.notes, notes_from=f"lesson {lesson}",
-                   viewer=viewer)
+    args = run_parser(item.scenario).parse_args([*item.args, *mode, *record])
+    return run_scenario(item.scenario, args, notes=item.notes, notes_from=f"lesson {lesson}", viewer=viewer)

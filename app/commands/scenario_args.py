@@ -1,4 +1,4 @@
-"""Command lines: a parser whose errors are one line, byte sizes, and a scenario run's options.
+"""A scenario run's command line (``collviz SCENARIO``, ``collviz worker SCENARIO``).
 
 A run's ``--help`` is written for that scenario: its description, its real defaults (ranks,
 dtype, reduce op, root, the settings of a training scenario's file), and only the options it
@@ -9,20 +9,33 @@ takes; options it does not take are still parsed (hidden), so giving one is the 
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from collviz.runtime.errors import UsageError
 
+from .options import (
+    OneLineParser,
+    add_backend_option,
+    add_gpus_option,
+    add_headless_option,
+    add_json_option,
+    add_record_option,
+    add_timeout_option,
+    add_viewer_options,
+    parse_size,
+)
+
 if TYPE_CHECKING:
+    from collviz.runtime.plan import MemoryNeed
     from collviz.runtime.scenarios.loading import Scenario
     from collviz.runtime.scenarios.program import RunOptions
 
-__all__ = ["OneLineParser", "parse_size", "add_record_option", "add_viewer_options", "run_parser", "run_options"]
+__all__ = ["run_parser", "run_options", "memory_need", "GATHERING"]
 
-_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
-          "g": 1024**3, "gb": 1000**3, "gib": 1024**3}
+GATHERING = frozenset({"all_gather", "gather"})
+"""Collectives whose output on a rank is world size × its input."""
+
 
 def _examples(name: str, collective: bool, fsdp: bool, pipeline: bool = False) -> str:
     """The epilog's examples, for scenario ``name``."""
@@ -44,37 +57,8 @@ otherwise inputs are generated (element i of rank r is r*count + i + 1, or cycli
 largest period that keeps every value and result exact in the dtype; the inputs line says which).
 """
 
-_BACKEND = "With N GPUs visible the backend is NCCL; otherwise gloo on CPU, and a banner says why.\n"
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one-line UsageErrors instead of usage dumps."""
-
-    def error(self, message: str) -> NoReturn:
-        """Raise the one-line error, pointing at ``--help``."""
-        raise UsageError(f"{message} (see: {self.prog} --help)")
-
-
-def parse_size(text: str) -> int:
-    """``"16MiB"`` → 16777216; accepts B, KiB/MiB/GiB (binary), KB/MB/GB (decimal), K/M/G (binary)."""
-    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
-    if not match or match.group(2).lower() not in _UNITS:
-        raise UsageError(f"--size {text!r}: expected a byte count such as 4, 64KiB, 1MiB or 16MiB")
-    return int(match.group(1)) * _UNITS[match.group(2).lower()]
-
-
-def add_record_option(parser: argparse.ArgumentParser) -> None:
-    """``--record FILE`` (the trace, created 0600) and ``--force`` (overwrite an existing FILE)."""
-    parser.add_argument("--record", type=Path, metavar="FILE",
-                        help="write the trace to FILE while running (refused if FILE exists, unless --force)")
-    parser.add_argument("--force", action="store_true", help="with --record: overwrite an existing FILE")
-
-
-def add_viewer_options(parser: argparse.ArgumentParser, pace_help: str) -> None:
-    """``--pace S`` (what it does: ``pace_help``) and ``--present`` (the projector layout)."""
-    parser.add_argument("--pace", type=float, metavar="S", help=pace_help)
-    parser.add_argument("--present", action="store_true",
-                        help="projector layout: larger cells, high-contrast colour-blind-safe theme (P toggles)")
+_BACKEND = ("With a GPU visible the backend is NCCL (ranks share GPUs when there are fewer than ranks, over NCCL's\n"
+            "socket transport); otherwise gloo on CPU. A banner says which, and why.\n")
 
 
 def _algo_help(collective: str | None) -> str:
@@ -102,6 +86,18 @@ def _settings_text(scenario: Scenario) -> str:
     return f"\nsettings (from {scenario.path.name}; edit a copy and run `collviz FILE`): {listed}\n"
 
 
+def _note_keys_text(scenario: Scenario) -> str:
+    """The phase keys a teacher's ``--notes`` may use for this scenario (and its units, if any)."""
+    from collviz.runtime.scenarios.notes import note_units
+
+    text = f"\nphase keys for --notes: {', '.join(scenario.narration)}\n"
+    units = note_units(scenario)
+    if units:
+        text += (f"one unit's phase only: UNIT.KEY, UNIT one of {', '.join(units)} "
+                 f"(e.g. {units[1]}.forward_all_gather)\n")
+    return text
+
+
 def run_parser(name: str) -> OneLineParser:
     """The parser of ``collviz NAME``: every run option, described for scenario NAME."""
     from collviz.runtime.scenarios.loading import DTYPES, REDUCE_OPS, REDUCING, ROOTED
@@ -115,15 +111,14 @@ def run_parser(name: str) -> OneLineParser:
 
     fsdp = scenario is not None and scenario.kind in ("fsdp", "hsdp")
     epilog = (_examples(name, not training, fsdp, scenario is not None and scenario.kind == "pp") + ("" if training else _INPUTS)
-              + (_settings_text(scenario) if scenario else "") + _BACKEND)
+              + (_settings_text(scenario) + _note_keys_text(scenario) if scenario else "") + _BACKEND)
     parser = OneLineParser(prog=f"collviz {name}", allow_abbrev=False, epilog=epilog,
                            description=scenario.description if scenario else "Run a scenario on real worker processes.",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    gpus = f"default {scenario.default_gpus}" if scenario else "default: the scenario's"
-    parser.add_argument("--gpus", type=int, metavar="N", help=f"number of ranks ({gpus})")
-    parser.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
-                        help="process-group backend (default auto: NCCL with N GPUs, else gloo on CPU)")
-    parser.add_argument("--headless", action="store_true", help="no viewer: print a plain-text summary")
+    add_gpus_option(parser, f"default {scenario.default_gpus}" if scenario else "default: the scenario's")
+    add_backend_option(parser)
+    add_headless_option(parser)
+    add_json_option(parser, "the headless summary")
     parser.add_argument("--step", action="store_true", help="ranks wait at a gate before each phase (viewer: space)")
     add_viewer_options(parser, "step-through whose gates open by themselves every S seconds; space pauses and "
                                "resumes, ← browses back while the run goes on")
@@ -157,10 +152,7 @@ def run_parser(name: str) -> OneLineParser:
     parser.add_argument("--microbatches", type=int, metavar="M",
                         help=shown(pp, "pp: microbatches the batch is cut into (default: the scenario's; "
                                        "a divisor of its batch)"))
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                        help="a collective some ranks entered and others did not for S seconds is reported "
-                             "as a hang, naming who waits where (default 30); the process group gives up "
-                             "3 s later and the run ends")
+    add_timeout_option(parser, float(scenario.settings.get("timeout", 30)) if scenario else 30.0)
     return parser
 
 
@@ -175,3 +167,18 @@ def run_options(args: argparse.Namespace) -> RunOptions:
                       algo=getattr(args, "algo", None), top_k=getattr(args, "top_k", None),
                       capacity_factor=getattr(args, "capacity_factor", None),
                       schedule=getattr(args, "schedule", None), microbatches=getattr(args, "microbatches", None))
+
+
+def memory_need(args: argparse.Namespace, collective: str, world_size: int) -> MemoryNeed | None:
+    """``--iters`` and ``--size`` checked within their bounds; what the run's buffers take per rank
+    when ``--size`` is given (for the plan's memory check), else None."""
+    from collviz.runtime.limits import MAX_ITERS, check_count, check_size
+    from collviz.runtime.plan import MemoryNeed
+
+    check_count("--iters", args.iters, 1, MAX_ITERS)
+    if args.size is None:
+        return None
+    size = check_size("--size", parse_size(args.size))
+    # input, output, tag input and output, before/after snapshots; gathering outputs are world × input
+    buffers = 4 + (world_size if collective in GATHERING else 1)
+    return MemoryNeed(f"--size {args.size} on {world_size} ranks", size, buffers)

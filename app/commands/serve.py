@@ -13,18 +13,19 @@ Binds 127.0.0.1 unless told otherwise, with a one-line warning when it does not.
 
 from __future__ import annotations
 
-import argparse
-import fcntl
 import ipaddress
 import shlex
+import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Sequence
 
 from collviz.runtime.errors import UsageError
 
-__all__ = ["cmd_serve", "cmd_serve_slot", "tab_command", "DEFAULT_MAX_LIVE"]
+from .options import OneLineParser, command_parser
+
+__all__ = ["build_parser", "main", "tab_command", "DEFAULT_MAX_LIVE"]
 
 DEFAULT_MAX_LIVE = 4
 """Live runs one server allows at once by default (each is a launcher and its ranks)."""
@@ -58,28 +59,29 @@ def tab_command(target: str, *, lesson: bool, live: bool, prepared: Path, max_li
 
 
 def prepare(target: str, *, lesson: bool, live: bool, folder: Path) -> None:
-    """Record what the tabs will replay (nothing for a trace or live runs); UsageError if it fails."""
-    from collviz.app.cli import cmd_replay, cmd_run
-    from collviz.app.lesson_cmd import cmd_lesson
-
+    """Record what the tabs will replay (nothing for a trace or live runs), with collviz's own
+    command in a child process; a UsageError if it fails."""
     if lesson:
-        status = cmd_lesson([target, "--record", str(folder)])
+        command = ["lesson", target, "--record", str(folder)]
     elif target.endswith(".cvz"):
-        status = cmd_replay([target, "--headless"]) if not Path(target).is_file() else 0
+        command = None if Path(target).is_file() else ["replay", target, "--headless"]
     elif live:
-        status = 0
+        command = None
     else:
-        status = cmd_run(target, ["--headless", "--record", str(folder / f"{Path(target).stem}.cvz")])
-    if status != 0:
-        raise UsageError(f"could not prepare {target} for serving (exit status {status}); see above")
+        command = [target, "--headless", "--record", str(folder / f"{Path(target).stem}.cvz")]
+    if command is None:
+        return
+    print(f"collviz: preparing {target} for the tabs (recording it once) …", file=sys.stderr, flush=True)
+    done = subprocess.run([sys.executable, "-m", "collviz", *command], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, errors="replace")
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr)
+        raise UsageError(f"could not prepare {target} for serving (exit status {done.returncode}); see above")
 
 
-def cmd_serve(argv: Sequence[str]) -> int:
-    """Serve the viewer to browsers until Ctrl-C."""
-    from collviz.app.parsing import OneLineParser
-
-    parser = OneLineParser(prog="collviz serve", description="Serve the viewer to a class's browsers.", epilog=EPILOG,
-                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+def build_parser() -> OneLineParser:
+    """``collviz serve TARGET [--lesson] [--live] [--max-live N] [--host H] [--port P]``."""
+    parser = command_parser("collviz serve", "Serve the viewer to a class's browsers.", EPILOG)
     parser.add_argument("target", metavar="TARGET", help="a trace (.cvz), a scenario, or with --lesson a lesson")
     parser.add_argument("--lesson", action="store_true", help="TARGET is a lesson (its items replayed)")
     parser.add_argument("--live", action="store_true", help="a scenario: each tab runs its own live run (step mode)")
@@ -87,8 +89,13 @@ def cmd_serve(argv: Sequence[str]) -> int:
                         help=f"with --live: live runs at once (default {DEFAULT_MAX_LIVE})")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    args = parser.parse_args(argv)
-    from collviz.app.limits import check_count
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    """Serve the viewer to browsers until Ctrl-C."""
+    args = build_parser().parse_args(argv)
+    from collviz.runtime.limits import check_count
 
     check_count("--port", args.port, 1, 65535)
     check_count("--max-live", args.max_live, 1, 64)
@@ -106,7 +113,8 @@ def cmd_serve(argv: Sequence[str]) -> int:
         prepare(args.target, lesson=args.lesson, live=args.live, folder=prepared)
         command = tab_command(args.target, lesson=args.lesson, live=args.live, prepared=prepared,
                               max_live=args.max_live)
-        print(f"collviz: serving http://{args.host}:{args.port} (each tab runs: {command})", file=sys.stderr, flush=True)
+        print(f"collviz: serving http://{args.host}:{args.port} — open it in a browser, one viewer per tab "
+              f"(Ctrl-C stops)", file=sys.stderr, flush=True)
         Server(command, host=args.host, port=args.port, title="collviz").serve()
     return 0
 
@@ -116,32 +124,3 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def cmd_serve_slot(argv: Sequence[str]) -> int:
-    """``collviz serve-slot FOLDER MAX SCENARIO``: one tab's live run, if one of MAX slots is free."""
-    if len(argv) != 3 or not argv[1].isdigit():
-        raise UsageError("usage: collviz serve-slot FOLDER MAX SCENARIO (started by collviz serve)")
-    folder, limit, scenario = Path(argv[0]), int(argv[1]), argv[2]
-    slot = _take_slot(folder, limit)
-    if slot is None:
-        from collviz.app.notice import show_notice
-
-        return show_notice(f"This class already has {limit} live runs going, the most this server allows. "
-                           f"Close another tab, or ask for the replay of {scenario}.")
-    from collviz.app.cli import cmd_run
-
-    with slot:
-        return cmd_run(scenario, ["--step"])
-
-
-def _take_slot(folder: Path, limit: int) -> IO[bytes] | None:
-    """An open, exclusively locked slot file (held until closed), or None when all are taken."""
-    for index in range(limit):
-        handle = open(folder / f"live-slot-{index}.lock", "ab")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return handle
-        except BlockingIOError:
-            handle.close()
-    return None

@@ -2,22 +2,22 @@
 
 Each check raises a one-line UsageError naming the option, the value and the range it must lie
 in, so nonsense (``--iters 10^22``, ``--timeout nan``, ``--size 99999999999999GiB``) never reaches
-a worker, and a run that cannot fit in memory is refused with the arithmetic shown.
+a worker. Whether a run fits in memory depends on where its ranks run: the run plan checks it
+(:func:`collviz.runtime.plan.plan_run`).
 """
 
 from __future__ import annotations
 
 import math
 
-from collviz.runtime.errors import UsageError
-from collviz.runtime.observation.environment import available_memory
-from collviz.runtime.observation.metrics import human_bytes
+from .errors import UsageError
+from .observation.metrics import human_bytes
 
-__all__ = ["MAX_SIZE_BYTES", "MAX_ITERS", "MIN_TIMEOUT_S", "MAX_TIMEOUT_S", "check_count", "check_seconds",
-           "check_size", "check_fits_in_memory", "MEMORY_HEADROOM"]
+__all__ = ["MAX_SIZE_BYTES", "MAX_ITERS", "MIN_TIMEOUT_S", "MAX_TIMEOUT_S", "MEMORY_HEADROOM", "check_count",
+           "check_seconds", "check_size"]
 
 MAX_SIZE_BYTES = 1 << 40
-"""Largest ``--size`` per rank (1 TiB); the memory check below usually refuses far less."""
+"""Largest ``--size`` per rank (1 TiB); the run plan's memory check usually refuses far less."""
 
 MAX_ITERS = 100_000
 """Most timed calls (``--iters``) or warm-up calls one run may ask for."""
@@ -52,16 +52,3 @@ def check_size(option: str, value: int) -> int:
     if not 1 <= value <= MAX_SIZE_BYTES:
         raise UsageError(f"{option} {value:,} B: must be between 1 B and {human_bytes(MAX_SIZE_BYTES)}")
     return value
-
-
-def check_fits_in_memory(what: str, ranks: int, per_rank_bytes: int, buffers: float) -> None:
-    """Refuse a run whose tensors (``ranks × per_rank_bytes × buffers``) cannot fit in
-    :data:`MEMORY_HEADROOM` of the memory available now (MemAvailable; skipped where unknown)."""
-    available = available_memory()
-    if available is None:
-        return
-    estimate = int(ranks * per_rank_bytes * buffers)
-    if estimate > MEMORY_HEADROOM * available:
-        raise UsageError(
-            f"{what} needs about {human_bytes(estimate)} ({ranks} ranks × {human_bytes(per_rank_bytes)} × "
-            f"{buffers:g} buffers) but {human_bytes(available)} is available; use smaller sizes or fewer ranks")

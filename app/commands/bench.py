@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import Sequence
 
 from collviz.runtime.errors import UsageError
 
-__all__ = ["cmd_bench", "parse_sweep", "DEFAULT_SIZES"]
+from .options import (
+    OneLineParser,
+    add_backend_option,
+    add_gpus_option,
+    add_json_option,
+    add_record_option,
+    add_timeout_option,
+    check_record_option,
+    clean_stale_runs,
+    command_parser,
+    no_terminal,
+    parse_size,
+)
+
+__all__ = ["build_parser", "main", "parse_sweep", "DEFAULT_SIZES"]
 
 DEFAULT_SIZES = "1K:16M"
 """The default sweep: quick on CPU (gloo), still reaching the sizes where bandwidth settles."""
@@ -30,13 +43,11 @@ elements per rank. Inputs are small integers, so each result is checked exactly 
 
 def parse_sweep(text: str) -> tuple[int, int]:
     """``"8:64M"`` → (8, 67108864); sizes take B, K/M/G (binary) and the units of ``--size``."""
-    from collviz.app.parsing import parse_size
-
     parts = text.split(":")
     if len(parts) != 2:
         raise UsageError(f"--sizes {text!r}: expected MIN:MAX such as 8:64M or 1K:16M")
     try:
-        low, high = (parse_size(part) for part in parts)
+        low, high = (parse_size(part, "--sizes") for part in parts)
     except UsageError:
         raise UsageError(f"--sizes {text!r}: expected MIN:MAX byte counts such as 8:64M or 1K:16M") from None
     if low <= 0 or high < low:
@@ -44,73 +55,69 @@ def parse_sweep(text: str) -> tuple[int, int]:
     return low, high
 
 
-def _parser() -> argparse.ArgumentParser:
-    from collviz.app.parsing import OneLineParser, add_record_option
+def build_parser() -> OneLineParser:
+    """``collviz bench [OPS] [options]``."""
     from collviz.runtime.scenarios.loading import DTYPES
 
-    parser = OneLineParser(prog="collviz bench", description="Sweep sizes of real collectives, nccl-tests style.",
-                     allow_abbrev=False, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("collviz bench", "Sweep sizes of real collectives, nccl-tests style.", EPILOG)
     parser.add_argument("ops", nargs="*", metavar="OP", help="all-reduce (default), all-gather, reduce-scatter, "
                         "all-to-all, broadcast, reduce, gather, scatter")
-    parser.add_argument("--gpus", type=int, default=4, metavar="N", help="number of ranks (default 4)")
-    parser.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
-                        help="process-group backend (default auto: NCCL with N GPUs, else gloo on CPU)")
+    add_gpus_option(parser, "default 4", default=4)
+    add_backend_option(parser)
     parser.add_argument("--sizes", default=DEFAULT_SIZES, metavar="MIN:MAX",
                         help=f"sizes S in bytes, doubling from MIN to MAX (default {DEFAULT_SIZES})")
     parser.add_argument("--dtype", default="float32", choices=DTYPES, help="element type (default float32)")
     parser.add_argument("--iters", type=int, default=20, metavar="N", help="timed calls per size (default 20)")
     parser.add_argument("--warmup", type=int, default=5, metavar="N", help="untimed calls before them (default 5)")
     parser.add_argument("--view", action="store_true", help="watch the sweep in the viewer: busbw versus size, live")
-    parser.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    add_json_option(parser, "the table")
     parser.add_argument("--explain", action="store_true", help="show each row's busbw factor and its formula")
     parser.add_argument("--algo", default="library", metavar="A,B,…",
                         help="algorithms to compare, e.g. ring,tree,library (default library: the backend's own "
                              "call); with two or more, the table fits latency α per hop and β per byte")
     add_record_option(parser)
-    parser.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                        help="a collective some ranks entered and others did not for S seconds is reported "
-                             "as a hang (default 60: large sizes on a busy CPU are slow)")
+    add_timeout_option(parser, 60.0, ": large sizes on a busy CPU are slow")
     return parser
 
 
-def cmd_bench(argv: Sequence[str]) -> int:
+def main(argv: Sequence[str]) -> int:
     """Run the sweep headless (table or JSON on stdout, progress on stderr) or, with --view, in
     the viewer, where the busbw-versus-size plot grows as each size completes."""
-    from collviz.runtime.observation import nvml
-    from collviz.runtime.scenarios.bench import bench_scenario, build_bench, op_name, sweep_sizes
     from collviz.runtime.headless import run_bench
-    from collviz.runtime.launch import RunPlan, Session, choose_backend
+    from collviz.runtime.launch import Session
+    from collviz.runtime.limits import MAX_ITERS, check_count, check_size
+    from collviz.runtime.observation import nvml
+    from collviz.runtime.plan import MemoryNeed, check_world_size, plan_run
+    from collviz.runtime.scenarios.bench import bench_scenario, build_bench, op_name, sweep_sizes
 
-    from collviz.app.cli import check_record_option, clean_stale_runs
-    from collviz.app.limits import MAX_ITERS, check_count, check_fits_in_memory, check_seconds, check_size
-
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
+    if args.view and (args.json or args.explain):
+        raise UsageError("--view shows the plot; --json and --explain print the table (leave out one side)")
+    check_world_size(args.gpus)
     ops = [op_name(op) for op in args.ops] or ["all_reduce"]
     low, high = parse_sweep(args.sizes)
-    backend = choose_backend(args.backend, args.gpus)
-    check_seconds("--timeout", args.timeout)
     check_count("--iters", args.iters, 1, MAX_ITERS)
     check_count("--warmup", args.warmup, 0, MAX_ITERS)
     check_size("--sizes MAX", high)
-    check_fits_in_memory(f"--sizes up to {args.sizes} on {args.gpus} ranks", args.gpus, high, 6)
     check_record_option(args)
     algos = tuple(dict.fromkeys(a.strip() for a in args.algo.split(",") if a.strip())) or ("library",)
     program = build_bench(ops, sweep_sizes(low, high), args.gpus, dtype=args.dtype, iters=args.iters,
                           warmup=args.warmup, nvml_note=nvml.nvml_unavailable_reason() or "", algos=algos)
-    plan = RunPlan(scenario=bench_scenario(), world_size=args.gpus, backend=backend, program=program,
-                   record=args.record, timeout_s=args.timeout, nccl_tuning=backend.backend == "nccl")
-    print(f"collviz: {backend.reason}", file=sys.stderr)
+    plan = plan_run(bench_scenario(), args.gpus, backend=args.backend, program=program, record=args.record,
+                    timeout_s=args.timeout, nccl_tuning=True,
+                    memory=MemoryNeed(f"--sizes up to {args.sizes} on {args.gpus} ranks", high, 6))
+    print(f"collviz: {plan.banner}", file=sys.stderr)
     for line in program.adjusted:
         print(f"collviz: sizes skipped or adjusted: {line}", file=sys.stderr)
     clean_stale_runs()
-    if args.view:
-        if args.json or args.explain:
-            raise UsageError("--view shows the plot; --json and --explain print the table (leave out one side)")
+    view = args.view and no_terminal() is None
+    if args.view and not view:
+        print(f"collviz: {no_terminal()}: printing the table instead of the plot", file=sys.stderr)
+    if view:
         from collviz.app.app import run_viewer
+        from collviz.runtime.headless import report_outcome
 
         session = Session(plan)
         session.start()  # fork before the viewer starts its threads
-        from collviz.runtime.headless import report_recording
-
-        return report_recording(session, run_viewer(session=session), sys.stderr)
+        return report_outcome(session, run_viewer(session=session), sys.stderr)
     return run_bench(Session(plan), as_json=args.json, explain=args.explain)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-__all__ = ["cmd_export"]
+from .options import OneLineParser, command_parser
+
+__all__ = ["build_parser", "main"]
 
 EPILOG = """\
 Open the file at https://ui.perfetto.dev (Open trace file) or in Chrome at chrome://tracing (Load).
@@ -16,19 +17,23 @@ memory as counter tracks.
 """
 
 
-def cmd_export(argv: Sequence[str]) -> int:
-    """Read a trace and write its Chrome trace-event JSON export."""
-    from collviz.app.parsing import OneLineParser
-    from collviz.runtime.reports.export import write_perfetto
-    from collviz.runtime.wire.files import check_new_output
-    from collviz.runtime.wire.trace import read_trace
-
-    parser = OneLineParser(prog="collviz export", description="Export a recorded trace for other tools.",
-                     allow_abbrev=False, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> OneLineParser:
+    """``collviz export TRACE --perfetto OUT.json [--force]``."""
+    parser = command_parser("collviz export", "Export a recorded trace for other tools.", EPILOG)
     parser.add_argument("trace", type=Path, help="a .cvz file written with --record")
     parser.add_argument("--perfetto", type=Path, metavar="OUT.json", required=True,
                         help="write Chrome trace-event JSON (Perfetto, chrome://tracing) to OUT.json")
     parser.add_argument("--force", action="store_true", help="overwrite an existing OUT.json")
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    """Read a trace and write its Chrome trace-event JSON export."""
+    from collviz.runtime.reports.export import write_perfetto
+    from collviz.runtime.wire.files import check_new_output
+    from collviz.runtime.wire.trace import read_trace
+
+    parser = build_parser()
     args = parser.parse_args(argv)
     check_new_output(args.perfetto, "--perfetto", force=args.force, reading=args.trace)
     contents = read_trace(args.trace)

@@ -1,0 +1,140 @@
+"""Playing a scenario or a trace, in the viewer or headless: what ``run``, ``replay``, ``lesson``
+and ``serve`` share.
+
+A command parses its own command line and calls :func:`run_scenario` or :func:`replay_trace`;
+the run is planned by the runtime (:func:`collviz.runtime.plan.plan_run`). Without a terminal
+(stdin or stdout not a tty: a pipe, a file, a CI job) the viewer cannot run, so the run goes
+headless and says so in one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from collviz.runtime.errors import UsageError
+
+from .options import check_record_option, clean_stale_runs, no_terminal, print_json
+from .scenario_args import memory_need, run_options
+
+if TYPE_CHECKING:
+    from collviz.app.app import ViewerOptions
+
+__all__ = ["run_scenario", "replay_trace", "viewer_options", "headless_instead"]
+
+
+def headless_instead(headless: bool, json_output: bool = False) -> bool:
+    """Whether to run without the viewer: asked for (``--headless``, ``--json``), or no terminal
+    (then a one-line notice on stderr says so)."""
+    if headless or json_output:
+        return True
+    why = no_terminal()
+    if why is not None:
+        print(f"collviz: {why}: running headless (the summary follows; --headless says so on purpose)",
+              file=sys.stderr)
+        return True
+    return False
+
+
+def notes_for(notes: Mapping[str, Mapping[str, str]], scenario: str, file: str) -> Mapping[str, str]:
+    """The notes of ``scenario`` in a notes file; a section naming no scenario is a UsageError."""
+    from collviz.runtime.scenarios.loading import find_scenario
+
+    for name in notes:
+        if name != scenario:
+            try:
+                find_scenario(name)
+            except UsageError as exc:
+                raise UsageError(f"{file}: section [{name}]: {exc}") from None
+    return notes.get(scenario, {})
+
+
+def viewer_options(args: argparse.Namespace, given: ViewerOptions | None) -> ViewerOptions:
+    """The viewer's options: ``given`` (a lesson's) with ``--pace`` and ``--present`` applied."""
+    from collviz.app.app import ViewerOptions
+    from collviz.runtime.limits import check_seconds
+
+    options = given or ViewerOptions()
+    if args.pace is not None:
+        options.pace = check_seconds("--pace", args.pace)
+    options.present = options.present or args.present
+    return options
+
+
+def run_scenario(name: str, args: argparse.Namespace, notes: Mapping[str, str] | None = None, notes_from: str = "",
+                 viewer: ViewerOptions | None = None) -> int:
+    """Run scenario ``name`` with its parsed command line ``args``; ``notes`` (a lesson item's,
+    from ``notes_from``) are added to its narration, as ``--notes FILE`` adds a teacher's;
+    ``viewer`` carries a lesson's viewer options. Returns the exit status."""
+    from collviz.runtime.launch import Session
+    from collviz.runtime.plan import plan_run
+    from collviz.runtime.scenarios.loading import find_scenario
+    from collviz.runtime.scenarios.notes import load_notes, with_notes
+
+    scenario = find_scenario(name)
+    if notes:
+        scenario = with_notes(scenario, notes, notes_from)
+    if args.notes is not None:
+        scenario = with_notes(scenario, notes_for(load_notes(args.notes), scenario.name, str(args.notes)),
+                              str(args.notes))
+    if args.step and (args.headless or args.json):
+        raise UsageError("--step needs the viewer (space releases each gate); drop --headless or --step")
+    if (args.headless or args.json) and (args.pace is not None or args.present):
+        raise UsageError("--pace and --present are for the viewer; drop --headless")
+    options = viewer_options(args, viewer)
+    world_size = scenario.default_gpus if args.gpus is None else args.gpus
+    memory = memory_need(args, scenario.collective, world_size)
+    check_record_option(args)
+    plan = plan_run(scenario, world_size, backend=args.backend, options=run_options(args),
+                    step=args.step or options.pace is not None, record=args.record, timeout_s=args.timeout,
+                    memory=memory)
+    headless = headless_instead(args.headless, args.json)
+    if headless and plan.step:
+        raise UsageError(f"--step and --pace need the viewer, and {no_terminal()}")
+    print(f"collviz: {plan.banner}", file=sys.stderr)
+    clean_stale_runs()
+    session = Session(plan)
+    if headless:
+        from collviz.runtime.headless import run_headless
+
+        return run_headless(session, as_json=args.json)
+    from collviz.app.app import run_viewer
+
+    session.start()  # fork before the viewer starts its threads
+    from collviz.runtime.headless import report_outcome
+
+    return report_outcome(session, run_viewer(session=session, options=options), sys.stderr)
+
+
+def replay_trace(trace: Path, *, headless: bool = False, json_output: bool = False, quiz: bool = False,
+                 viewer: ViewerOptions | None = None) -> int:
+    """Replay ``trace``: in the viewer, or headless (its summary, bench table, or their JSON)."""
+    from collviz.runtime.wire.trace import read_trace
+
+    if headless_instead(headless, json_output):
+        from collviz.runtime.observation.metrics import human_bytes
+        from collviz.runtime.reports.bench_table import bench_report, is_bench_log, render_json, render_table
+        from collviz.runtime.reports.progress import ProgressLine
+        from collviz.runtime.reports.summary import render_summary
+        from collviz.runtime.reports.summary_json import summary_document
+
+        progress = ProgressLine(sys.stderr, f"reading {trace}", 0, count_text=human_bytes)
+        contents = read_trace(trace, lambda done, total: progress.update(done, total=total))
+        progress.close()
+        if contents.warning:
+            print(f"collviz: warning: {contents.warning}", file=sys.stderr)
+        if is_bench_log(contents.events):
+            report = bench_report(contents.events)
+            print(render_json(report) if json_output else render_table(report))
+        elif json_output:
+            print_json(summary_document(contents.events))
+        else:
+            print(render_summary(contents.events))
+        return 0
+    read_trace(trace)  # fail fast, with a one-line error, before the screen opens
+    from collviz.app.app import run_viewer
+
+    return run_viewer(trace=trace, quiz=quiz, options=viewer)

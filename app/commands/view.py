@@ -1,0 +1,72 @@
+"""``collviz view --listen HOST:PORT``: receive the events of workers started by torchrun
+(``collviz worker``), in the viewer or headless."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .options import (
+    OneLineParser,
+    add_headless_option,
+    add_json_option,
+    add_record_option,
+    add_timeout_option,
+    check_record_option,
+    command_parser,
+)
+from .playing import headless_instead
+from .worker import WORKER_EPILOG
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> OneLineParser:
+    """``collviz view --listen HOST:PORT [--headless] [--record FILE] [--secret-file FILE]``."""
+    parser = command_parser("collviz view", "Receive the events of workers started by torchrun.", WORKER_EPILOG)
+    parser.add_argument("--listen", required=True, metavar="HOST:PORT",
+                        help="address to listen on (PORT and PORT+1); beyond loopback a shared secret is required")
+    add_headless_option(parser, "the summary")
+    add_json_option(parser, "the headless summary")
+    add_record_option(parser)
+    parser.add_argument("--secret-file", type=Path, metavar="FILE", help="shared secret (default: $COLLVIZ_SECRET)")
+    add_timeout_option(parser, 30.0)
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    """Listen for remote workers; show them in the viewer, or headless with a summary."""
+    args = build_parser().parse_args(argv)
+    from collviz.runtime.limits import check_seconds
+    from collviz.runtime.remote import (
+        SECRET_ENV,
+        RemoteSession,
+        check_listen_address,
+        generated_secret,
+        load_secret,
+        parse_listen,
+    )
+
+    host, port = parse_listen(args.listen)
+    check_seconds("--timeout", args.timeout)
+    check_record_option(args)
+    secret = load_secret(args.secret_file)
+    check_listen_address(host, secret)
+    if secret is None:  # loopback: a secret all the same, so that no other local process can claim the viewer
+        secret = generated_secret()
+        print(f"collviz: no shared secret given; start the workers with this in their environment:\n"
+              f"export {SECRET_ENV}={secret.decode()}", file=sys.stderr, flush=True)
+    session = RemoteSession(host=host, port=port, secret=secret, record=args.record, timeout_s=args.timeout)
+    url = f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
+    session.start()  # binds now: a port in use is one line, before anything waits
+    print(f"collviz: listening on {host}:{port} for torchrun workers (collviz worker … --viewer {url})",
+          file=sys.stderr, flush=True)
+    if headless_instead(args.headless, args.json):
+        from collviz.runtime.headless import run_headless
+
+        return run_headless(session, as_json=args.json)
+    from collviz.app.app import run_viewer
+    from collviz.runtime.headless import report_outcome
+
+    return report_outcome(session, run_viewer(session=session), sys.stderr)

@@ -1,0 +1,144 @@
+"""The backends a run can use: one row per way of placing ranks on devices.
+
+A row says which ``torch.distributed`` backend it uses, on which kind of device, when it applies
+(how many GPUs are visible for how many ranks on one machine), which device rank r uses, what
+environment rank r needs before it joins the process group, and how the banner describes it.
+:func:`choose_backend` picks the first row that applies to ``--backend``; nothing else in collviz
+decides a backend. Adding one is a row in :data:`BACKENDS` (and a test that runs it); the
+command line's ``--backend`` choices, the banner and the workers' placement follow from the row.
+
+Nothing here initialises CUDA: GPUs are counted through NVML, so the launcher may still fork.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .errors import UsageError
+from .observation import nvml
+
+__all__ = ["Backend", "BACKENDS", "BACKEND_NAMES", "RankPlacement", "BackendChoice", "choose_backend"]
+
+
+@dataclass(frozen=True)
+class RankPlacement:
+    """Where one rank runs: its CUDA device index (None on CPU) and the environment variables it
+    sets before joining the process group."""
+
+    device_index: int | None
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+
+def _no_environment(rank: int, one_machine: bool) -> dict[str, str]:
+    return {}
+
+
+def _own_host_id(rank: int, one_machine: bool) -> dict[str, str]:
+    """NCCL refuses two ranks on one GPU by comparing host id and bus id; a rank with its own host
+    id passes, and NCCL then connects the ranks through its socket transport as if each were on
+    its own host. On one machine that transport runs over loopback unless the user chose an
+    interface; across machines the user's network setting is left alone."""
+    environment = {"NCCL_HOSTID": f"collviz-rank{rank}"}
+    if one_machine and "NCCL_SOCKET_IFNAME" not in os.environ:
+        environment["NCCL_SOCKET_IFNAME"] = "lo"
+    return environment
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One row of the backend table."""
+
+    name: str
+    """The row's own name (shown in ``collviz doctor`` and in tests)."""
+    process_group: str
+    """What ``init_process_group`` is given; also the ``--backend`` value that selects the row."""
+    device_kind: Literal["cpu", "cuda"]
+    applies: Callable[[int, int], bool]
+    """(GPUs visible on this machine, ranks on this machine) → whether the row can run them."""
+    banner: Callable[[int, int, bool], str]
+    """(GPUs visible, ranks on this machine, whether ``auto`` chose it) → the one line saying what
+    the run runs on (and, when ``auto`` chose it, why)."""
+    environment: Callable[[int, bool], dict[str, str]] = _no_environment
+    """(global rank, whole job on one machine) → environment rank r sets before joining."""
+    shares_gpus: bool = False
+    """Whether several ranks use one GPU (the screen says times are not a many-GPU machine's)."""
+
+    def device_index(self, local_rank: int, gpus: int) -> int | None:
+        """The CUDA device of the rank ``local_rank`` of this machine: GPU ``local_rank mod gpus``."""
+        return None if self.device_kind == "cpu" else local_rank % gpus
+
+
+BACKENDS: tuple[Backend, ...] = (
+    Backend("nccl", "nccl", "cuda", applies=lambda gpus, ranks: gpus >= ranks,
+            banner=lambda gpus, ranks, auto: f"NCCL on {ranks} of {gpus} visible GPUs"),
+    Backend("nccl-shared", "nccl", "cuda", applies=lambda gpus, ranks: 0 < gpus < ranks,
+            banner=lambda gpus, ranks, auto: (f"{ranks} ranks share {_plural(gpus, 'GPU')}: NCCL over its socket "
+                                        f"transport, not NVLink — times are not a {ranks}-GPU machine's"),
+            environment=_own_host_id, shares_gpus=True),
+    Backend("gloo", "gloo", "cpu", applies=lambda gpus, ranks: True,
+            banner=lambda gpus, ranks, auto: "gloo on CPU" + (": no GPU is visible" if auto else "")),
+)
+"""Every backend, in the order ``--backend auto`` tries them."""
+
+BACKEND_NAMES: tuple[str, ...] = ("auto", *dict.fromkeys(row.process_group for row in BACKENDS))
+"""The values ``--backend`` takes."""
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """The row chosen for a run, the GPUs and ranks it was chosen for, and why (the banner)."""
+
+    row: Backend
+    gpus: int
+    """GPUs visible on this machine when the run was planned (0 on CPU)."""
+    ranks: int
+    """Ranks on this machine."""
+    reason: str
+    one_machine: bool = True
+    """Whether every rank of the job runs on this machine (a local session; torchrun may span several)."""
+
+    @property
+    def backend(self) -> str:
+        """The ``torch.distributed`` backend name: ``gloo`` or ``nccl``."""
+        return self.row.process_group
+
+    @property
+    def device_kind(self) -> Literal["cpu", "cuda"]:
+        """``cpu`` or ``cuda``."""
+        return self.row.device_kind
+
+    def placement(self, rank: int, local_rank: int | None = None) -> RankPlacement:
+        """Where global rank ``rank`` (``local_rank`` on its machine; default ``rank``) runs."""
+        local = rank if local_rank is None else local_rank
+        return RankPlacement(self.row.device_index(local, self.gpus), self.row.environment(rank, self.one_machine))
+
+    def ranks_on_device(self, index: int) -> int:
+        """How many of this machine's ranks use CUDA device ``index`` (0 on CPU)."""
+        if self.device_kind == "cpu":
+            return 0
+        return sum(1 for local in range(self.ranks) if self.row.device_index(local, self.gpus) == index)
+
+
+def choose_backend(requested: str, ranks: int, *, gpus: int | None = None, one_machine: bool = True) -> BackendChoice:
+    """The backend for ``ranks`` ranks on this machine: ``auto`` takes the first row of
+    :data:`BACKENDS` that applies (NCCL whenever a GPU is visible, sharing GPUs when there are
+    fewer than ranks; gloo on CPU otherwise); ``gloo`` or ``nccl`` the first row of that backend
+    that applies, or a UsageError saying why none does. ``gpus`` defaults to NVML's count."""
+    if requested not in BACKEND_NAMES:
+        raise UsageError(f"--backend {requested}: choose {', '.join(BACKEND_NAMES[:-1])} or {BACKEND_NAMES[-1]}")
+    visible = nvml.gpu_count() if gpus is None else gpus
+    rows = [row for row in BACKENDS if requested in ("auto", row.process_group)]
+    for row in rows:
+        if row.applies(visible, ranks):
+            auto = requested == "auto"
+            reason = row.banner(visible, ranks, auto) + ("" if auto else f" (--backend {requested})")
+            return BackendChoice(row, visible if row.device_kind == "cuda" else 0, ranks, reason, one_machine)
+    why = nvml.nvml_unavailable_reason() or "NVML sees no GPU"
+    raise UsageError(f"--backend {requested} needs a GPU, but none is visible ({why}); use --backend gloo (CPU)")

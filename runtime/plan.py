@@ -1,0 +1,172 @@
+"""One validated run plan, built in one place: :func:`plan_run`.
+
+Every command that starts workers (a scenario run, bench, compare, a lesson, the torchrun worker)
+plans its run here: the scenario and its program for that many ranks, the backend row and where
+each rank runs (:mod:`.backends`), whether the run's tensors fit in the memory of the devices it
+runs on, and how it is driven (gates, recording, the hang timeout). A plan that exists is valid:
+:class:`RunPlan` checks itself when built, naming every offending value, as torchtitan's
+``ParallelDims`` does.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .backends import BackendChoice, choose_backend
+from .errors import UsageError
+from .limits import MAX_TIMEOUT_S, MEMORY_HEADROOM, MIN_TIMEOUT_S, check_seconds
+from .observation import nvml
+from .observation.environment import available_memory
+from .observation.metrics import human_bytes
+from .scenarios.loading import Scenario
+from .scenarios.program import RunOptions, ScenarioProgram
+from .scenarios.registry import build_program
+from .wire.transport import Endpoints
+from .worker import WorkerConfig
+
+__all__ = ["MAX_RANKS", "PROCESS_GROUP_GRACE_S", "MemoryNeed", "RunPlan", "check_world_size", "plan_run",
+           "run_start_fields", "worker_config"]
+
+MAX_RANKS = 64
+"""Most ranks one machine runs (each is a process; provenance tags hold at most 63 ranks)."""
+
+PROCESS_GROUP_GRACE_S = 3.0
+"""The process group's own timeout is the hang timeout plus this: the hang is reported first,
+then the backend gives up and the run ends as a failure."""
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    """What a run's tensors take on each rank: ``buffers`` tensors of ``per_rank_bytes`` each,
+    described for the error message as ``what`` (e.g. ``--size 1GiB on 4 ranks``)."""
+
+    what: str
+    per_rank_bytes: int
+    buffers: float
+
+    @property
+    def bytes_per_rank(self) -> int:
+        """The estimate for one rank."""
+        return int(self.per_rank_bytes * self.buffers)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A validated run: scenario, ranks, backend and placement, what each rank does, how it is driven."""
+
+    scenario: Scenario
+    world_size: int
+    backend: BackendChoice
+    program: ScenarioProgram
+    step: bool = False
+    """Ranks wait at a gate before each phase."""
+    record: Path | None = None
+    timeout_s: float = 30.0
+    """Seconds before a collective some ranks entered and others did not is reported."""
+    nccl_tuning: bool = False
+    """NCCL runs: ask NCCL to print its algorithm and protocol per call (NCCL_DEBUG=INFO,
+    NCCL_DEBUG_SUBSYS=TUNING) and keep those lines of the workers' logs."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.world_size < 1 or self.backend.one_machine and self.world_size > MAX_RANKS:
+            problems.append(f"world size {self.world_size} (1 to {MAX_RANKS} ranks on one machine)")
+        if self.backend.one_machine and self.backend.ranks != self.world_size:
+            problems.append(f"backend chosen for {self.backend.ranks} ranks, run has {self.world_size}")
+        if not MIN_TIMEOUT_S <= self.timeout_s <= MAX_TIMEOUT_S:
+            problems.append(f"timeout {self.timeout_s:g} s ({MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g})")
+        if self.nccl_tuning and self.backend.backend != "nccl":
+            problems.append("NCCL's tuning report asked for on a gloo run")
+        if problems:
+            raise ValueError(f"invalid run plan for {self.scenario.name}: {'; '.join(problems)}")
+
+    @property
+    def banner(self) -> str:
+        """What the run runs on, in one line (printed before it starts, recorded in RunStart)."""
+        return self.backend.reason
+
+
+def check_world_size(ranks: int) -> int:
+    """``ranks`` if one machine can run that many ranks; else a UsageError naming the range."""
+    if not 1 <= ranks <= MAX_RANKS:
+        raise UsageError(f"--gpus {ranks}: must be between 1 and {MAX_RANKS} (one process per rank on this machine)")
+    return ranks
+
+
+def plan_run(scenario: Scenario, world_size: int | None = None, *, backend: str = "auto",
+             options: RunOptions | None = None, program: ScenarioProgram | None = None, step: bool = False,
+             record: Path | None = None, timeout_s: float = 30.0, nccl_tuning: bool = False,
+             memory: MemoryNeed | None = None, ranks_here: int | None = None, gpus: int | None = None) -> RunPlan:
+    """The plan of one run of ``scenario`` on ``world_size`` ranks (default: the scenario's).
+
+    ``program`` is the program every rank runs, or None to build it from ``options`` (the command
+    line's overrides). ``backend`` is ``--backend`` (see :func:`~.backends.choose_backend`);
+    ``ranks_here`` the ranks on this machine when not all of them are (torchrun across machines);
+    ``gpus`` overrides NVML's count (tests). ``memory`` is checked against the memory of the
+    devices the ranks run on: MemAvailable on CPU, each GPU's free memory (NVML) shared among the
+    ranks on it. ``nccl_tuning`` asks NCCL for its per-call choices when the run is on NCCL.
+    Any mistake is a one-line UsageError.
+    """
+    size = scenario.default_gpus if world_size is None else world_size
+    here = size if ranks_here is None else ranks_here
+    if ranks_here is None:
+        check_world_size(size)
+    check_seconds("--timeout", timeout_s)
+    choice = choose_backend(backend, here, gpus=gpus, one_machine=ranks_here is None)
+    if program is None:
+        program = build_program(scenario, size, options or RunOptions())
+    if memory is not None:
+        _check_fits(memory, choice)
+    return RunPlan(scenario=scenario, world_size=size, backend=choice, program=program, step=step, record=record,
+                   timeout_s=timeout_s, nccl_tuning=nccl_tuning and choice.backend == "nccl")
+
+
+def _check_fits(need: MemoryNeed, choice: BackendChoice) -> None:
+    """UsageError when the run's tensors cannot fit in :data:`MEMORY_HEADROOM` of what is free
+    where its ranks run (skipped where that is unknown), with the arithmetic shown."""
+    if choice.device_kind == "cpu":
+        available = available_memory()
+        if available is not None and choice.ranks * need.bytes_per_rank > MEMORY_HEADROOM * available:
+            raise UsageError(
+                f"{need.what} needs about {human_bytes(choice.ranks * need.bytes_per_rank)} ({choice.ranks} ranks × "
+                f"{human_bytes(need.per_rank_bytes)} × {need.buffers:g} buffers) but {human_bytes(available)} "
+                f"is available; use smaller sizes or fewer ranks")
+        return
+    for index in range(min(choice.gpus, choice.ranks)):
+        device = nvml.device_memory(index)
+        sharing = choice.ranks_on_device(index)
+        if device is None or not sharing:
+            continue
+        free = device.total - device.used
+        if sharing * need.bytes_per_rank > MEMORY_HEADROOM * free:
+            raise UsageError(
+                f"{need.what} needs about {human_bytes(sharing * need.bytes_per_rank)} on GPU {index} ({sharing} "
+                f"rank{'s' if sharing > 1 else ''} × {human_bytes(need.per_rank_bytes)} × {need.buffers:g} buffers) "
+                f"but {human_bytes(free)} of it is free; use smaller sizes or fewer ranks")
+
+
+def run_start_fields(plan: RunPlan, pid: int) -> dict:
+    """The fields of the RunStart event describing ``plan`` (run/rank/seq/t_ns excluded)."""
+    return dict(
+        scenario=plan.scenario.name, world_size=plan.world_size, backend=plan.backend.backend,
+        device_kind=plan.backend.device_kind, backend_reason=plan.banner,
+        mode="step" if plan.step else "live", description=plan.scenario.description,
+        example=plan.program.source, torch_version=str(torch.__version__), host=platform.node(),
+        pid=pid, phase_count=plan.program.phase_count, options=plan.program.run_options(),
+    )
+
+
+def worker_config(plan: RunPlan, *, run: str, init_method: str, endpoints: Endpoints, log_dir: str | None,
+                  secret: bytes | None = None, run_start: dict | None = None) -> WorkerConfig:
+    """What every worker of ``plan`` receives; the transport (``run`` id, rendezvous, endpoints,
+    log folder, secret) is the session's."""
+    return WorkerConfig(
+        run=run, world_size=plan.world_size, backend=plan.backend, init_method=init_method, endpoints=endpoints,
+        step=plan.step, timeout_s=plan.timeout_s + PROCESS_GROUP_GRACE_S, program=plan.program,
+        narration=dict(plan.scenario.narration), log_dir=log_dir, secret=secret, run_start=run_start,
+    )
+

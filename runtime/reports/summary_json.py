@@ -1,0 +1,87 @@
+"""The headless summary as one JSON document (``--json`` on a headless run and on ``replay``).
+
+The same facts as :func:`~.summary.render_summary`, for a script: the run, its outcome, every
+phase with its slowest-rank duration, every collective call (each rank's time, the slowest,
+S, algbw and busbw where the op has an nccl-tests bus factor), every check, each rank's peak live
+bytes, hangs and mismatches. Buffer values are not repeated (the trace has them).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from ..observation.fingerprints import disagreements
+from ..observation.metrics import BUS_FACTOR_OPS, bandwidth
+from ..wire.protocol import AnyEvent, Check, Collective, Memory, Phase, RunEnd, RunStart, Stall
+
+__all__ = ["SUMMARY_FORMAT", "summary_document"]
+
+SUMMARY_FORMAT = {"format": "collviz-summary", "version": 1}
+"""Names the document and its version (a later version only adds keys)."""
+
+
+def _calls(collectives: list[Collective], world_size: int) -> list[dict]:
+    """One entry per call (group, sequence number, iteration), from its ranks' end events."""
+    by_call: dict[tuple[str, int, int], list[Collective]] = defaultdict(list)
+    for event in collectives:
+        if event.edge == "end":
+            by_call[(event.group, event.group_seq, event.iteration)].append(event)
+    calls = []
+    for (group, seq, iteration), ends in by_call.items():
+        first = ends[0]
+        times = {e.rank: e.duration_ns / 1e9 for e in ends if e.duration_ns is not None}
+        slowest = max(times.values()) if times else None
+        ranks = len(first.group_ranks) or world_size
+        entry = {
+            "phase": first.phase, "op": first.op, "group": group, "group_ranks": first.group_ranks, "group_seq": seq,
+            "iteration": iteration, "dtype": first.dtype, "bytes_in": {e.rank: e.bytes_in for e in ends},
+            "bytes_out": {e.rank: e.bytes_out for e in ends}, "algo_bytes": max(e.algo_bytes for e in ends),
+            "seconds": times, "slowest_seconds": slowest, "clock": first.clock or None,
+        }
+        if slowest and first.op in BUS_FACTOR_OPS and entry["algo_bytes"]:
+            rate = bandwidth(first.op, ranks, entry["algo_bytes"], slowest)
+            entry.update(algbw=rate.algbw, busbw=rate.busbw)
+        calls.append(entry)
+    return calls
+
+
+def summary_document(events: Iterable[AnyEvent]) -> dict:
+    """The run described by ``events`` as a JSON-ready dict (see the module's docstring)."""
+    events = list(events)
+    start = next((e for e in events if isinstance(e, RunStart)), None)
+    world_size = start.world_size if start else 1 + max((e.rank for e in events), default=0)
+    begins: dict[tuple[int, int], int] = {}
+    phases: dict[int, dict] = {}
+    for event in events:
+        if not isinstance(event, Phase):
+            continue
+        phase = phases.setdefault(event.index, {"index": event.index, "name": event.name, "key": event.key,
+                                                "slowest_seconds": None})
+        if event.edge == "begin":
+            begins[(event.rank, event.index)] = event.t_ns
+        elif (event.rank, event.index) in begins:
+            took = (event.t_ns - begins[(event.rank, event.index)]) / 1e9
+            phase["slowest_seconds"] = max(phase["slowest_seconds"] or 0.0, took)
+    peaks: dict[int, int] = {}
+    for memory in (e for e in events if isinstance(e, Memory)):
+        peaks[memory.rank] = max(peaks.get(memory.rank, 0), memory.peak_bytes)
+    end = next((e for e in events if isinstance(e, RunEnd)), None)
+    run = None if start is None else {
+        "run": start.run, "scenario": start.scenario, "world_size": start.world_size, "backend": start.backend,
+        "device_kind": start.device_kind, "banner": start.backend_reason, "mode": start.mode,
+        "inputs": start.example, "torch": start.torch_version, "options": start.options,
+    }
+    return {
+        **SUMMARY_FORMAT,
+        "run": run,
+        "outcome": None if end is None else {"status": end.status, "detail": end.detail, "events": end.events,
+                                             "dropped": end.dropped},
+        "phases": [phases[index] for index in sorted(phases)],
+        "calls": _calls([e for e in events if isinstance(e, Collective)], world_size),
+        "checks": [{"phase": c.phase, "rank": c.rank, "name": c.name, "ok": c.ok, "detail": c.detail}
+                   for c in events if isinstance(c, Check)],
+        "peak_live_bytes": peaks,
+        "hangs": [stall.text for stall in events if isinstance(stall, Stall)],
+        "mismatches": [found.text for found in disagreements(events)],
+    }
