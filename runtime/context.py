@@ -39,9 +39,11 @@ class RankContext:
     _group_seq: collections.Counter[str] = field(default_factory=collections.Counter)
 
     @contextmanager
-    def phase(self, key: str, name: str, narration: str | None = None) -> Iterator[int]:
+    def phase(self, key: str, name: str, narration: str | None = None, unit: str | None = None) -> Iterator[int]:
         """Open phase ``name``: gate, begin, body, end. Its narration is the scenario's text for
-        ``key`` (with the teacher's notes), or ``narration`` when the program words it itself."""
+        ``key`` (with the teacher's notes; for a phase of one ``unit`` of the model, the text for
+        ``UNIT.KEY`` where notes were given for that unit), or ``narration`` when the program
+        words it itself."""
         index = self._next_phase
         self._next_phase += 1
         if self.gates is not None:
@@ -49,7 +51,11 @@ class RankContext:
             self.emitter.flush()
             self.gates.wait(index)
             self.emitter.emit(Gate, index=index, edge="pass")
-        text = self.narration.get(key, "").format(**self.narration_values) if narration is None else narration
+        if narration is None:
+            template = self.narration.get(f"{unit}.{key}") if unit else None
+            narration = (template if template is not None else self.narration.get(key, "")).format(
+                **self.narration_values)
+        text = narration
         self.emitter.emit(Phase, index=index, name=name, edge="begin", narration=text, key=key)
         self.phase_index = index
         yield index

@@ -6,6 +6,8 @@ test builds itself from the scenario files or the documented generation rule.
 
 from __future__ import annotations
 
+import math
+
 import tomllib
 from pathlib import Path
 
@@ -151,9 +153,13 @@ def test_reduce_scatter_names_each_parameter_and_the_part_each_rank_keeps(collec
     names = next(e for e in data["example"] if e["gpus"] == N)["names"]
     trace = collective_traces["reduce-scatter"]
     before, after = _buffers(trace, "before"), _buffers(trace, "after")
+    inputs = next(e for e in data["example"] if e["gpus"] == N)["inputs"]
+    sums = [math.fsum(inputs[r][part] for r in range(N)) for part in range(N)]
+    assert len({round(total, 6) for total in sums}) == N, "every part's sum differs, so the screen shows who kept which"
     for rank in range(N):
         assert before[(rank, "grad")].labels == names
         assert after[(rank, "reduced_shard")].labels == [names[rank]]  # rank r keeps part r
+        assert after[(rank, "reduced_shard")].values == pytest.approx([sums[rank]], rel=1e-6)
 
 
 @pytest.mark.parametrize("name", COLLECTIVE_SCENARIOS)

@@ -51,6 +51,44 @@ def test_a_note_for_a_phase_the_scenario_lacks_is_one_line_naming_it():
         with_notes(find_scenario("all-gather"), {"colective": "x"}, "n.md")
 
 
+def test_a_note_for_one_unit_follows_the_phase_keys_own_note_in_that_units_phase_only():
+    import torch
+
+    from collviz.runtime.context import RankContext
+    from collviz.runtime.observation.memory import StorageTracker
+    from collviz.runtime.wire.protocol import Phase
+
+    scenario = find_scenario("fsdp")
+    noted = with_notes(scenario, {"block0.forward_all_gather": "Only block 0", "forward_all_gather": "Every unit"}, "n.md")
+    base = scenario.narration["forward_all_gather"]
+    assert noted.narration["forward_all_gather"] == f"{base}\n\n{NOTE_MARK}Every unit"
+    assert noted.narration["block0.forward_all_gather"] == f"{base}\n\n{NOTE_MARK}Every unit\n\n{NOTE_MARK}Only block 0"
+
+    class Emitted:
+        def __init__(self):
+            self.events = []
+
+        def emit(self, kind, **fields):
+            self.events.append((kind, fields))
+
+    emitted = Emitted()
+    ctx = RankContext(rank=0, world_size=1, backend="gloo", device=torch.device("cpu"), emitter=emitted,
+                      tracker=StorageTracker(torch.device("cpu")), narration=noted.narration,
+                      narration_values={"world_size": 4, "shard_bytes": "1 KiB", "param_bytes": "4 KiB", "params": "1",
+                                        "units": 6, "blocks": 4, "prefetch": "off", "reshard": "on", "timed_steps": 3,
+                                        "replicas": 1, "shards": 4, "tp": 1})
+    for unit in ("block0", "block1"):
+        with ctx.phase("forward_all_gather", f"{unit} forward: all-gather", unit=unit):
+            pass
+    texts = [fields["narration"] for kind, fields in emitted.events if kind is Phase and fields["edge"] == "begin"]
+    assert texts[0].endswith("Only block 0") and "Every unit" in texts[0]
+    assert texts[1].endswith("Every unit") and "Only block 0" not in texts[1]
+    with pytest.raises(UsageError, match=r"has no phase 'block9.forward_all_gather' .*UNIT one of embed, block0, block1"):
+        with_notes(scenario, {"block9.forward_all_gather": "x"}, "n.md")
+    with pytest.raises(UsageError, match=r"all-gather has no phase 'block0.setup'"):
+        with_notes(find_scenario("all-gather"), {"block0.setup": "x"}, "n.md")
+
+
 def test_markdown_phase_before_any_scenario_is_refused():
     with pytest.raises(UsageError, match="line 1: phase 'setup' comes before any '## scenario' heading"):
         parse_notes("### setup\nx\n", "n.md", markdown=True)

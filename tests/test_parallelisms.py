@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from collviz.runtime.scenarios.training.model import MLP, TinyGPT
 from collviz.runtime.wire.protocol import Check, Collective, Transfer
-from training_support import N, assert_matches, buffers, events, phase_names, settings_of
+from training_support import N, assert_matches, buffers, events, per_rank_gradients, phase_names, settings_of
 
 
 # ------------------------------------------------------------------------------------------- moe
@@ -86,13 +86,18 @@ def test_hsdp_shards_within_groups_and_all_reduces_across_them(training_runs, tr
     for t in events(trace, Transfer):
         phase = names[t.phase]
         if phase.endswith("all-gather"):
-            assert t.src in group[t.dst] and t.buffer == "gathered", (phase, t)
+            assert t.src in group[t.dst] and t.buffer == "flat params (gathered)", (phase, t)
         if phase.endswith("reduce-scatter"):
-            assert (t.buffer, t.src in group[t.dst]) in {("reduced_shard", True), ("summed", False)}, (phase, t)
-            assert t.buffer == "reduced_shard" or t.src == (t.dst + 2) % N
+            assert (t.buffer, t.src in group[t.dst]) in {("flat grads (reduced shard)", True), ("summed", False)}, (phase, t)
+            assert t.buffer == "flat grads (reduced shard)" or t.src == (t.dst + 2) % N
     reduce_ops = {(c.op, tuple(c.group_ranks)) for c in events(trace, Collective, 0)
                   if c.edge == "end" and names[c.phase] == "block 0 backward: reduce-scatter"}
     assert reduce_ops == {("reduce_scatter", (0, 1)), ("all_reduce", (0, 2))}
+    average = sum(per_rank_gradients("blocks.0.attn.query.weight")) / N
+    for rank, kept in buffers(trace, "block 0 W_query grad shard (averaged)", "after").items():
+        # averaged within the pair by the reduce-scatter, then across the pairs by the all-reduce
+        assert_matches(kept, average.chunk(2, dim=0)[rank % 2], f"rank {rank}'s averaged gradient shard")
+        assert [run.ranks for run in kept.provenance] == [list(range(N))]
     half = model.blocks[0].attn.query.weight.numel() // 2
     for rank, gathered in buffers(trace, "block 0 W_query (gathered)", "after").items():
         first = min(group[rank])  # rows of shard 0 from the group's first rank, shard 1 from its second

@@ -177,6 +177,29 @@ def test_help_names_the_schedules_and_the_default(capsys):
     assert "microbatches 4" in out  # the scenario's own default, from its file
 
 
+def test_unequal_stages_explain_part_of_the_bubble_and_the_rest_is_named():
+    """Two stages, two microbatches; stage 0 computes 1 ms per microbatch (forward + backward),
+    stage 1 3 ms. With nothing else taking time the step lasts (m−1)·3 + (1 + 3) = 7 ms while each
+    stage computes 2 and 6 ms: idle 1 − (2 + 6)/2/7 = 3/7, above (p−1)/(m+p−1) = 1/3."""
+    from collviz.runtime.reports.pipeline import bubble_reasons, paced_bubble, timeline_of
+
+    ms = 1_000_000
+    durations = {0: (ms // 2, ms // 2), 1: (ms, 2 * ms)}  # (forward, backward) per microbatch
+    spans, clock = [], 0
+    for rank, (forward, backward) in durations.items():
+        for seq, (kind, took) in enumerate([("forward", forward)] * 2 + [("backward", backward)] * 2):
+            clock += took + ms  # a gap between computations: the measured bubble exceeds the paced one
+            spans.append(Span(run="r", rank=rank, seq=seq, t_ns=clock, phase=1, kind=kind, microbatch=seq % 2,
+                              duration_ns=took))
+    timeline = timeline_of(spans)
+    paced, per_microbatch = paced_bubble(timeline)
+    assert per_microbatch == {0: 1 * ms, 1: 3 * ms}
+    assert paced == pytest.approx(3 / 7)
+    reasons = bubble_reasons(timeline)
+    assert "r0 1.00, r1 3.00 ms" in reasons[0] and "slowest stage (r1)" in reasons[0] and "would be 0.429" in reasons[0]
+    assert f"the other {timeline.mean_bubble() - 3 / 7:.3f} went between computations" in reasons[1]
+
+
 def test_the_view_carries_the_step_s_spans_and_keeps_them_after_it():
     """Before the pipelined step no spans; at it every rank's 2·m spans; at the optimizer step
     after it, still the same spans (the timeline stays on screen)."""

@@ -15,7 +15,7 @@ import torch
 from collviz.runtime.scenarios.training.model import MLP
 from collviz.runtime.wire.protocol import Buffer, Check, Collective, Freed, Memory, Phase, RunEnd, RunStart, Transfer
 from collviz.runtime.wire.trace import TraceContents
-from training_support import N, assert_matches, buffers, events, phase_names, settings_of
+from training_support import N, assert_matches, buffers, events, per_rank_gradients, phase_names, settings_of
 
 
 # ------------------------------------------------------------------------------------------- ring
@@ -145,6 +145,28 @@ def test_fsdp_loss_and_updated_shards_equal_the_reference(training_runs, trained
     assert sum(c.ok for c in events(trace, Check)) == N
 
 
+def test_fsdp_backward_shows_each_ranks_own_gradient_then_the_averaged_shard_it_keeps(training_runs):
+    """At block 0's gradients phase every rank shows its own full gradient of W_query (its batch
+    alone: four different gradients); after the reduce-scatter, the shard of their average it owns
+    (rows r·16 … r·16+15), every element holding data of all four ranks."""
+    trace = training_runs["fsdp"]
+    own = per_rank_gradients("blocks.0.attn.query.weight")
+    average = sum(own) / N
+    names = phase_names(trace)
+    before = buffers(trace, "block 0 W_query grad (this rank's)", "before")
+    after = buffers(trace, "block 0 W_query grad shard (averaged)", "after")
+    assert sorted(before) == sorted(after) == list(range(N))
+    for rank in range(N):
+        assert names[before[rank].phase] == "block 0 backward: gradients"
+        assert names[after[rank].phase] == "block 0 backward: reduce-scatter"
+        assert before[rank].shape == list(own[rank].shape)
+        assert_matches(before[rank], own[rank], f"rank {rank}'s own gradient")
+        assert [run.ranks for run in before[rank].provenance] == [[rank]]
+        assert_matches(after[rank], average.chunk(N, dim=0)[rank], f"rank {rank}'s averaged shard")
+        assert [run.ranks for run in after[rank].provenance] == [list(range(N))]
+    assert len({b.summary.crc32 for b in before.values()}) == N, "different data, different gradients"
+
+
 def _memory(trace: TraceContents, phase: int, rank: int, label: str) -> Memory:
     return next(m for m in events(trace, Memory, rank) if m.phase == phase and m.label == label)
 
@@ -204,11 +226,11 @@ def test_fsdp_gathers_and_reduce_scatters_show_logical_transfers_and_are_timed(t
     moved = events(trace, Transfer)
     for name, module in units:
         count = _shard_count(module)
-        for phase_name, buffer in ((f"{name} forward: all-gather", "gathered"),
-                                   (f"{name} backward: reduce-scatter", "reduced_shard")):
+        for phase_name, buffer in ((f"{name} forward: all-gather", "flat params (gathered)"),
+                                   (f"{name} backward: reduce-scatter", "flat grads (reduced shard)")):
             into = sorted((t.dst, t.src, t.start, t.length, t.bytes, t.buffer, t.kind)
                           for t in moved if t.phase == index[phase_name])
-            start = (lambda s: s * count) if buffer == "gathered" else (lambda s: 0)
+            start = (lambda s: s * count) if buffer == "flat params (gathered)" else (lambda s: 0)
             assert into == [(d, s, start(s), count, 4 * count, buffer, "logical")
                             for d in range(N) for s in range(N) if s != d], phase_name
     timed = [c for c in events(trace, Collective) if c.edge == "end" and c.op in ("all_gather", "reduce_scatter")]
@@ -311,15 +333,12 @@ async def test_trace_replays_in_the_viewer_to_the_end(training_runs, key):
 
 STEP_SCRIPT = """
 import json, sys, time
-from collviz.runtime.launch import RunPlan, Session, choose_backend
-from collviz.runtime.scenarios.program import RunOptions
-from collviz.runtime.scenarios.registry import build_program
+from collviz.runtime.launch import Session
+from collviz.runtime.plan import plan_run
 from collviz.runtime.wire.protocol import Gate
 from collviz.runtime.scenarios.loading import find_scenario
-scenario = find_scenario(sys.argv[1])
-program = build_program(scenario, 4, RunOptions())
-session = Session(RunPlan(scenario=scenario, world_size=4, backend=choose_backend("gloo", 4), program=program,
-                          step=True, timeout_s=60))
+plan = plan_run(find_scenario(sys.argv[1]), 4, backend="gloo", step=True, timeout_s=60)
+session = Session(plan)
 session.start()
 released, passed, deadline = -1, [], time.monotonic() + 240
 while not session.finished and time.monotonic() < deadline:
@@ -330,7 +349,7 @@ while not session.finished and time.monotonic() < deadline:
     if len(waiting) == 4 and len(set(waiting.values())) == 1 and min(waiting.values()) > released:
         released = min(waiting.values())
         session.release(released)
-print(session.outcome.status if session.outcome else "unfinished", program.phase_count, json.dumps(passed))
+print(session.outcome.status if session.outcome else "unfinished", plan.program.phase_count, json.dumps(passed))
 """
 
 

@@ -64,6 +64,21 @@ def single_process_step() -> dict:
     return {"losses": losses, "before": before, "after": dict(model.named_parameters()), "model": model}
 
 
+def per_rank_gradients(name: str) -> list[torch.Tensor]:
+    """The gradient of parameter ``name`` of the freshly built tiny GPT on each rank's own batch,
+    computed on one process (rank r's loss alone, as rank r computes it before any reduction)."""
+    s = settings_of("fsdp")
+    gradients = []
+    for rank in range(N):
+        torch.manual_seed(s["seed"])
+        model = TinyGPT(s["vocab"], s["d_model"], s["blocks"], s["seq"])
+        tokens = torch.randint(s["vocab"], (s["batch"], s["seq"] + 1), generator=torch.Generator().manual_seed(s["seed"] + 1 + rank))
+        logits = model(tokens[:, :-1])
+        F.cross_entropy(logits.reshape(-1, s["vocab"]), tokens[:, 1:].reshape(-1)).backward()
+        gradients.append(model.get_parameter(name).grad.detach().clone())
+    return gradients
+
+
 def assert_matches(buffer: Buffer, expected: torch.Tensor, what: str) -> None:
     """Values when the buffer ships them, else its min/max/mean."""
     expected = expected.detach().reshape(-1).double()

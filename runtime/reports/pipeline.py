@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from ..observation.metrics import human_bytes
 from ..wire.protocol import Memory, Span
 
-__all__ = ["PipelineTimeline", "timeline_of", "ideal_bubble", "timeline_cells", "activation_rise", "pipeline_lines",
-           "Cell"]
+__all__ = ["PipelineTimeline", "timeline_of", "ideal_bubble", "paced_bubble", "bubble_reasons", "timeline_cells",
+           "activation_rise", "pipeline_lines", "Cell"]
 
 Cell = tuple[str, int] | None
 """One column of a rank's timeline row: (kind, microbatch) of the span drawn there, or None: idle."""
@@ -70,6 +70,37 @@ class PipelineTimeline:
             level += 1 if kind == "forward" else -1
             most = max(most, level)
         return most
+
+
+def paced_bubble(timeline: PipelineTimeline) -> tuple[float, dict[int, float]]:
+    """The idle fraction this step would have had if nothing but its stages' own computing took
+    time, and each stage's computing per microbatch (forward + backward, ns, averaged).
+
+    Stages with unequal costs idle more than (p − 1)/(m + p − 1): the slowest stage sets the pace,
+    and a schedule that waited for nothing else would take (m − 1) × the slowest stage's time per
+    microbatch plus one microbatch's way through every stage (``Σ stages``)."""
+    m = max(1, timeline.microbatches)
+    per_microbatch = {rank: timeline.busy_ns(rank) / m for rank in timeline.spans}
+    ideal_window = (m - 1) * max(per_microbatch.values()) + sum(per_microbatch.values())
+    busy = sum(m * t for t in per_microbatch.values()) / max(1, timeline.stages)
+    return (1.0 - busy / ideal_window if ideal_window else 0.0), per_microbatch
+
+
+def bubble_reasons(timeline: PipelineTimeline) -> list[str]:
+    """Why the measured bubble exceeds (p − 1)/(m + p − 1), in the step's own figures: the part
+    unequal stages explain, and the rest, spent between computations."""
+    paced, per_microbatch = paced_bubble(timeline)
+    p, m = timeline.stages, timeline.microbatches
+    slowest = max(per_microbatch, key=per_microbatch.get)
+    stages = ", ".join(f"r{rank} {ns / 1e6:.2f}" for rank, ns in per_microbatch.items())
+    measured = timeline.mean_bubble()
+    return [
+        f"why more than ({p}−1)/({m}+{p}−1): the formula assumes equal stages and free messages. Forward + "
+        f"backward per microbatch took {stages} ms: the slowest stage (r{slowest}) sets the pace, so with "
+        f"these stages and nothing else the bubble would be {paced:.3f}.",
+        f"the other {max(0.0, measured - paced):.3f} went between computations: activations and gradients in "
+        f"flight between stages, collviz's own events and memory samples, and ranks waiting for a free core.",
+    ]
 
 
 def timeline_of(spans: Iterable[Span]) -> PipelineTimeline | None:
@@ -131,6 +162,7 @@ def pipeline_lines(spans: Sequence[Span], memory: Sequence[Memory], width: int =
     lines.append(f"  bubble: measured {timeline.mean_bubble():.3f} (mean over {p} stages of the time not "
                  f"computing, collviz's own events included) · ideal (p−1)/(m+p−1) = ({p}−1)/({m}+{p}−1) = "
                  f"{ideal_bubble(p, m):.3f}")
+    lines.extend(f"  {reason}" for reason in bubble_reasons(timeline))
     phase = spans[0].phase
     for rank in timeline.spans:
         kept = timeline.most_in_flight(rank)

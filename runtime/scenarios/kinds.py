@@ -250,7 +250,7 @@ def _narration_problem(text: str, collective: str, known: frozenset[str] = PLACE
 FAULTS = ("swap", "skip", "raise")
 """How the odd rank of a desync scenario misbehaves: call another collective, none, or raise."""
 
-_DESYNC_KEYS = ("collective", "odd_rank", "fault", "swap_with", "narration")
+_DESYNC_KEYS = ("collective", "odd_rank", "fault", "swap_with", "timeout", "narration")
 DESYNC_PHASE_KEYS = ("setup", "agree", "desync")
 
 
@@ -268,11 +268,13 @@ def _read_desync(top: Table, common: Common) -> Scenario:
         swap_with = top.choice("swap_with", tuple(c for c in COLLECTIVES if c not in ROOTED and c != collective))
     elif "swap_with" in top.data:
         raise top.error("swap_with", "only fault = \"swap\" takes it")
+    timeout = top.integer("timeout", 1, default=None)  # the hang report's default --timeout, in seconds
     return Scenario(
         **vars(common), collective=collective, root=0, reduce_op="sum" if collective in REDUCING else None,
         dtype="float32", buffer_name="x", examples=(), followup=None,
         narration=_read_narration(top, DESYNC_PHASE_KEYS, collective),
-        settings=MappingProxyType({"fault": fault, "odd_rank": odd_rank, "swap_with": swap_with}),
+        settings=MappingProxyType({"fault": fault, "odd_rank": odd_rank, "swap_with": swap_with,
+                                   **({} if timeout is None else {"timeout": timeout})}),
     )
 
 

@@ -15,8 +15,11 @@ Markdown (``.md``): a ``##`` heading per scenario, a ``###`` heading per phase k
     ### setup
     Ask: how much of W_query does each rank hold?
 
-A note for a scenario or phase key that does not exist is a one-line error naming it, with the
-keys that do; notes are appended to that phase's narration, marked as the teacher's.
+A phase key holds for every phase of that kind (FSDP's ``forward_all_gather`` opens once per
+unit); ``UNIT.KEY`` (``block0.forward_all_gather``, ``embed.…``, ``head.…``) holds for one unit's
+phase only, after the key's own note. A note for a scenario, unit or phase key that does not
+exist is a one-line error naming it, with the keys that do; notes are appended to that phase's
+narration, marked as the teacher's.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from ..wire.files import read_regular_file
 from ..wire.protocol import NOTE_MARK
 from .schema import Scenario
 
-__all__ = ["MAX_NOTES_BYTES", "load_notes", "parse_notes", "with_notes"]
+__all__ = ["MAX_NOTES_BYTES", "load_notes", "parse_notes", "with_notes", "note_units"]
 
 MAX_NOTES_BYTES = 1 << 20
 """A notes file larger than this is refused unread."""
@@ -93,18 +96,37 @@ def _from_markdown(text: str, file: str) -> Notes:
     return notes
 
 
-def with_notes(scenario: Scenario, notes: Mapping[str, str], file: str) -> Scenario:
-    """``scenario`` with each note appended to the narration of its phase key.
+def note_units(scenario: Scenario) -> list[str]:
+    """The units of the scenario's model that notes may address one by one (``UNIT.KEY``): FSDP's
+    units (``embed``, ``block0`` …, ``head``) for the fully sharded kinds; none for the others."""
+    if scenario.kind not in ("fsdp", "hsdp", "fsdp-tp"):
+        return []
+    return ["embed", *(f"block{i}" for i in range(int(scenario.settings["blocks"]))), "head"]
 
-    A key the scenario has no narration for is a UsageError naming it and the keys there are.
-    """
+
+def _with_note(text: str, note: str) -> str:
+    """``text`` with ``note`` appended as the teacher's (braces in a note are literal)."""
+    if not note:
+        return text
+    return f"{text}\n\n{NOTE_MARK}{note.replace('{', '{{').replace('}', '}}')}"
+
+
+def with_notes(scenario: Scenario, notes: Mapping[str, str], file: str) -> Scenario:
+    """``scenario`` with each note appended to the narration of its phase key (or of one unit's
+    phase, ``UNIT.KEY``). A key the scenario has no narration or unit for is a UsageError naming
+    it and the keys there are."""
+    units = note_units(scenario)
     for key in notes:
-        if key not in scenario.narration:
+        unit, _, base = key.rpartition(".")
+        if base not in scenario.narration or (unit and unit not in units):
+            per_unit = f"; per unit: UNIT.KEY with UNIT one of {', '.join(units)}" if units else ""
             raise UsageError(f"{file}: {scenario.name} has no phase '{key}' "
-                             f"(its phases: {', '.join(scenario.narration)})")
+                             f"(its phases: {', '.join(scenario.narration)}{per_unit})")
     narration = dict(scenario.narration)
     for key, note in notes.items():
-        if note:  # braces are literal in a note, not narration placeholders
-            escaped = note.replace("{", "{{").replace("}", "}}")
-            narration[key] = f"{narration[key]}\n\n{NOTE_MARK}{escaped}"
+        if "." not in key:
+            narration[key] = _with_note(narration[key], note)
+    for key, note in notes.items():
+        if "." in key:
+            narration[key] = _with_note(narration.get(key, narration[key.rpartition(".")[2]]), note)
     return dataclasses.replace(scenario, narration=narration)

@@ -33,11 +33,16 @@ from ...observation.tensors import uniform_provenance
 from ..loading import Scenario
 from .common import PhaseSequence, TrainingProgram, refuse_options, timed_steps
 from .ddp import emit_parameters, train_step
-from .fsdp_checks import GATHERED_NAME, check_shards, gathered_buffer
+from .fsdp_checks import GATHERED_NAME, check_shards, gathered_buffer, own_gradient_buffer, reduced_gradient_buffer
 from .model import TinyGPT, make_gpt, token_batch
 from .observer import CollectiveObserver
 
-__all__ = ["FSDPProgram", "build", "units_of"]
+__all__ = ["FSDPProgram", "build", "units_of", "unit_key"]
+
+
+def unit_key(name: str) -> str:
+    """A unit's display name as a notes key: ``block 0`` → ``block0``."""
+    return name.replace(" ", "")
 
 
 def units_of(model: TinyGPT) -> list[tuple[str, nn.Module]]:
@@ -118,10 +123,11 @@ class _UnitPhases:
     """Wraps one unit's FSDPParamGroup so each of its steps opens the matching phase."""
 
     def __init__(self, ctx: RankContext, phases: PhaseSequence, name: str, module: nn.Module, prefetch: bool,
-                 shard_group: Any = None) -> None:
+                 groups: _MeshGroups) -> None:
         self.ctx, self.phases, self.name, self.module, self.prefetch = ctx, phases, name, module, prefetch
-        self.shard_group = shard_group
-        """The ranks that shard this unit (None: all of them)."""
+        self.groups = groups
+        self.unit = unit_key(name)
+        """The unit's key in a teacher's notes (``block0``: notes for ``block0.forward_all_gather``)."""
         self.reduced = False
         state = module._get_fsdp_state()
         (group,) = getattr(state, "_fsdp_param_groups", None) or [state._fsdp_param_group]  # torch ≥ 2.10 / older
@@ -139,12 +145,14 @@ class _UnitPhases:
             """FSDP2's step, inside its phase."""
             if self.phases.paused:
                 return original(*args)
-            self.phases.next("forward_all_gather", f"{self.name} forward: all-gather", category="communication")
+            self.phases.next("forward_all_gather", f"{self.name} forward: all-gather", category="communication",
+                             unit=self.unit)
             out = original(*args)
             self._gathered()
             if self.name == "block 0":
-                gathered_buffer(self.ctx, self.module.attn.query.weight, self.shard_group)
-            self.phases.next("forward_compute", f"{self.name} forward: compute", category="activations")
+                gathered_buffer(self.ctx, self.module.attn.query.weight, self.groups.shard)
+            self.phases.next("forward_compute", f"{self.name} forward: compute", category="activations",
+                             unit=self.unit)
             return out
         return wrapper
 
@@ -153,7 +161,8 @@ class _UnitPhases:
         shown as freed when the reshard really dropped the unsharded parameters."""
         def wrapper(*args: Any) -> Any:
             """FSDP2's step, inside its phase."""
-            self.phases.next("forward_reshard", f"{self.name} forward: reshard", category="activations")
+            self.phases.next("forward_reshard", f"{self.name} forward: reshard", category="activations",
+                             unit=self.unit)
             out = original(*args)
             if self.name == "block 0" and not self.phases.paused and not self.group.is_unsharded:
                 weight = self.module.attn.query.weight
@@ -167,10 +176,12 @@ class _UnitPhases:
             """FSDP2's step, inside its phase (prefetch only when asked for)."""
             if self.group._training_state.name == "PRE_BACKWARD" or self.phases.paused:
                 return original(default_prefetch and self.prefetch, *unused)
-            self.phases.next("backward_all_gather", f"{self.name} backward: all-gather", category="communication")
+            self.phases.next("backward_all_gather", f"{self.name} backward: all-gather", category="communication",
+                             unit=self.unit)
             out = original(default_prefetch and self.prefetch, *unused)
             self._gathered()
-            self.phases.next("backward_gradient", f"{self.name} backward: gradients", category="grads")
+            self.phases.next("backward_gradient", f"{self.name} backward: gradients", category="grads",
+                             unit=self.unit)
             return out
         return wrapper
 
@@ -180,32 +191,50 @@ class _UnitPhases:
             """FSDP2's step, inside its phase."""
             if not self.reduced and not self.phases.paused:
                 self.reduced = True
+                followed = self.name == "block 0"
+                if followed:  # still in the gradients phase: this rank's own, full gradient
+                    own_gradient_buffer(self.ctx, self.module.attn.query.weight)
                 self.phases.next("backward_reduce_scatter", f"{self.name} backward: reduce-scatter",
-                                 category="communication")
+                                 category="communication", unit=self.unit)
                 out = original(*unused)
                 grads = [p.grad for p in self.module.parameters() if p.grad is not None]
                 self.ctx.tracker.retag(grads, "grads")  # the sharded gradients this rank now keeps
+                if followed:
+                    reduced_gradient_buffer(self.ctx, self.module.attn.query.weight, self.groups.shard,
+                                            self.groups.replicate)
                 return out
             return original(*unused)
         return wrapper
 
 
-def _shard(ctx: RankContext, program: FSDPProgram) -> tuple[TinyGPT, list[tuple[str, nn.Module]], Any]:
+@dataclass(frozen=True)
+class _MeshGroups:
+    """The process groups a unit's gradients are reduced over: ``shard`` (the reduce-scatter's;
+    None: every rank) and, under HSDP, ``replicate`` (the all-reduce across replica groups)."""
+
+    shard: Any = None
+    replicate: Any = None
+
+
+def _shard(ctx: RankContext, program: FSDPProgram) -> tuple[TinyGPT, list[tuple[str, nn.Module]], _MeshGroups]:
     """Build the model (outside the accounting), shard every unit and the root; also the process
-    group that shards each unit (None: every rank)."""
+    groups each unit's gradients are reduced over."""
     with ctx.tracker.suspended():
         model = make_gpt(dict(program.settings))
     units = units_of(model)
-    mesh, shard_group = None, None
+    # Always an explicit mesh on the rank's own device type: FSDP2's default mesh is on the
+    # machine's accelerator even when the process group is gloo on CPU (the loss then meets
+    # CUDA logits with CPU targets on a GPU machine run with --backend gloo).
+    mesh, groups = init_device_mesh(ctx.device.type, (ctx.world_size,)), _MeshGroups()
     if program.replicas > 1:  # HSDP: shard within each group of n/r ranks, replicate across the groups
         mesh = init_device_mesh(ctx.device.type, (program.replicas, ctx.world_size // program.replicas),
                                 mesh_dim_names=("replicate", "shard"))
-        shard_group = mesh.get_group("shard")
+        groups = _MeshGroups(mesh.get_group("shard"), mesh.get_group("replicate"))
     elif program.tp > 1:  # FSDP × TP: each block's MLP split within a tp group, FSDP across the groups
         grid = init_device_mesh(ctx.device.type, (ctx.world_size // program.tp, program.tp), mesh_dim_names=("dp", "tp"))
         for block in model.blocks:
             parallelize_module(block, grid["tp"], {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
-        mesh, shard_group = grid["dp"], grid.get_group("dp")
+        mesh, groups = grid["dp"], _MeshGroups(grid.get_group("dp"))
     with ctx.tracker.category("params"):
         for _, module in units:
             fully_shard(module, mesh=mesh, reshard_after_forward=program.reshard_after_forward)
@@ -215,7 +244,7 @@ def _shard(ctx: RankContext, program: FSDPProgram) -> tuple[TinyGPT, list[tuple[
         modules = [m for _, m in units]
         for current, following in zip(modules, modules[1:]):
             current.set_modules_to_forward_prefetch([following])
-    return model, units, shard_group
+    return model, units, groups
 
 
 def _emit_full_parameters(ctx: RankContext, model: nn.Module) -> None:
@@ -234,9 +263,9 @@ def run_fsdp(ctx: RankContext, program: FSDPProgram) -> None:
     phases = PhaseSequence(ctx)
     with CollectiveObserver(ctx):
         phases.next("setup", "setup: every unit sharded over the ranks", category="params")
-        model, units, shard_group = _shard(ctx, program)
+        model, units, groups = _shard(ctx, program)
         for name, module in units:
-            _UnitPhases(ctx, phases, name, module, program.prefetch, shard_group)
+            _UnitPhases(ctx, phases, name, module, program.prefetch, groups)
         with ctx.tracker.suspended():  # a copy, as in emit_parameters
             shard = model.blocks[0].attn.query.weight.to_local().detach().clone()
         ctx.buffer("block 0 W_query shard", "shard", "before", shard, uniform_provenance(shard.numel(), [ctx.rank]))

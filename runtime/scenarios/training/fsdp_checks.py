@@ -9,13 +9,20 @@ import torch.distributed as dist
 from torch import nn
 
 from ...context import RankContext
-from ...observation.tensors import TagPass, observe_provenance
+from ...observation.tensors import TagPass, observe_provenance, uniform_provenance
 from ...wire.protocol import Check, ProvenanceRun
 
-__all__ = ["gathered_buffer", "check_shards", "GATHERED_NAME"]
+__all__ = ["gathered_buffer", "own_gradient_buffer", "reduced_gradient_buffer", "check_shards", "GATHERED_NAME",
+           "OWN_GRADIENT_NAME", "REDUCED_GRADIENT_NAME"]
 
 GATHERED_NAME = "block 0 W_query (gathered)"
 """The buffer showing block 0's unsharded W_query while FSDP holds it."""
+
+OWN_GRADIENT_NAME = "block 0 W_query grad (this rank's)"
+"""This rank's own full gradient of block 0's W_query, before the reduce-scatter."""
+
+REDUCED_GRADIENT_NAME = "block 0 W_query grad shard (averaged)"
+"""The averaged gradient shard of block 0's W_query this rank keeps after the reduce-scatter."""
 
 
 def gathered_buffer(ctx: RankContext, param: nn.Parameter, group: dist.ProcessGroup | None = None) -> None:
@@ -42,6 +49,44 @@ def gathered_buffer(ctx: RankContext, param: nn.Parameter, group: dist.ProcessGr
         # this one to 0 when it reshards
         snapshot = param.detach().clone()
     ctx.buffer(GATHERED_NAME, "gathered", "after", snapshot, provenance)
+
+
+def own_gradient_buffer(ctx: RankContext, param: nn.Parameter) -> None:
+    """Emit this rank's own full gradient of the unsharded ``param`` (computed from its batch
+    alone), before FSDP reduce-scatters it."""
+    if param.grad is None:
+        return
+    with ctx.tracker.suspended():
+        grad = param.grad.detach()
+        snapshot = (grad.full_tensor() if hasattr(grad, "full_tensor") else grad).clone()
+    ctx.buffer(OWN_GRADIENT_NAME, "grad", "before", snapshot, uniform_provenance(snapshot.numel(), [ctx.rank]))
+
+
+def reduced_gradient_buffer(ctx: RankContext, param: nn.Parameter, shard_group: dist.ProcessGroup | None,
+                            replicate_group: dist.ProcessGroup | None) -> None:
+    """Emit the averaged gradient shard of ``param`` this rank keeps after FSDP's reduce-scatter
+    over ``shard_group`` (and, under HSDP, the all-reduce over ``replicate_group``), with its
+    provenance observed by running the same reduction over rank tags (untracked)."""
+    if param.grad is None:
+        return
+    shard_group = shard_group or dist.group.WORLD
+    members = dist.get_process_group_ranks(shard_group)
+    with ctx.tracker.suspended():
+        local = param.grad.to_local() if hasattr(param.grad, "to_local") else param.grad
+        rows = -(-param.shape[0] // len(members))
+        whole = torch.empty(rows * len(members), *param.shape[1:], dtype=param.dtype, device=local.device)
+
+        def received(tag_pass: TagPass) -> torch.Tensor:
+            tags = tag_pass.tags(whole, ctx.rank).reshape(-1)  # tags by global rank: no translation needed
+            kept = torch.empty(tags.numel() // len(members), dtype=tag_pass.tag_type, device=local.device)
+            dist.reduce_scatter_tensor(kept, tags, group=shard_group)
+            if replicate_group is not None:
+                dist.all_reduce(kept, group=replicate_group)
+            return kept[: local.numel()]
+
+        runs = observe_provenance(param.dtype, ctx.world_size, received)
+        snapshot = local.detach().clone()
+    ctx.buffer(REDUCED_GRADIENT_NAME, "grad", "after", snapshot, runs)
 
 
 def check_shards(ctx: RankContext, model: nn.Module) -> bool:
