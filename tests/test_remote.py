@@ -99,3 +99,20 @@ def test_workers_without_the_right_secret_are_rejected_and_counted():
     assert received == []
     session.stop()
     assert session.outcome.status == "interrupted"
+
+
+def test_a_second_viewer_on_a_port_in_use_says_so_at_once():
+    """The port is bound before anything waits: a second ``collviz view --listen`` on a taken
+    port is one line and exit 2, not a viewer waiting for workers that reach the first one."""
+    port = _free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        started = time.monotonic()
+        result = subprocess.run([sys.executable, "-m", "collviz.app.cli", "view", "--listen", f"127.0.0.1:{port}",
+                                 "--headless"], capture_output=True, text=True, timeout=60,
+                                env={**os.environ, "COLLVIZ_SECRET": SECRET}, stdin=subprocess.DEVNULL)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"collviz: error: cannot listen on 127.0.0.1:{port}: ")
+    assert "Address already in use" in result.stderr and "Traceback" not in result.stderr
+    assert time.monotonic() - started < 30

@@ -113,7 +113,7 @@ _collviz() {{
 {option_cases}
     esac
     if [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "$opts --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "$opts" -- "$cur"))
         return
     fi
     words=""
