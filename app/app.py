@@ -45,7 +45,8 @@ from .screens import FactorScreen, HelpScreen, NumberPrompt, RankDetailScreen, V
 from .screens.quiz import QuizScreen
 from .theme import PROJECTOR_THEME, palette_for
 
-__all__ = ["Session", "CollvizApp", "ViewerOptions", "make_app", "run_viewer", "FRAME_RATE", "EXIT_INTERRUPTED"]
+__all__ = ["Session", "CollvizApp", "LessonPlace", "ViewerOptions", "make_app", "run_viewer", "FRAME_RATE",
+           "EXIT_INTERRUPTED"]
 
 FRAME_RATE = 40.0
 """Most frames per second the app renders, however fast events arrive."""
@@ -54,16 +55,30 @@ PACE_POLL = 0.1
 """Seconds between the pacing timer's looks at the clock."""
 
 
+@dataclass(frozen=True)
+class LessonPlace:
+    """Where a lesson stands: its name, the item playing (``number`` of ``total``) and its title."""
+
+    name: str
+    number: int
+    total: int
+    title: str
+
+    def __str__(self) -> str:
+        return f"lesson {self.name} · {self.number}/{self.total} {self.title}"
+
+
 @dataclass
 class ViewerOptions:
     """How the viewer runs, beyond what it shows: ``pace`` (seconds per step: a step-through run's
     gates open by themselves, a replay plays), ``present`` (the projector layout and theme),
-    ``lesson`` ((item, items) while a lesson plays: n and p leave for the next or previous item,
-    recorded in ``navigation``), ``clock`` (the pacing clock; tests pass a fake one)."""
+    ``lesson`` (while a lesson plays, which item: q and n leave it for the next item, p for the
+    previous one, Q ends the lesson, recorded in ``navigation``: ``next``, ``previous`` or
+    ``end``), ``clock`` (the pacing clock; tests pass a fake one)."""
 
     pace: float | None = None
     present: bool = False
-    lesson: tuple[int, int] | None = None
+    lesson: LessonPlace | None = None
     navigation: str | None = None
     clock: Callable[[], float] = time.monotonic
 
@@ -105,6 +120,7 @@ class CollvizApp(App[int]):
                 tooltip="the projector layout: larger cells, high contrast, colour-blind-safe rank colours"),
         Binding("n", "lesson(1)", "next item", tooltip="lesson: leave this item for the next one"),
         Binding("p", "lesson(-1)", "previous item", tooltip="lesson: go back to the previous item"),
+        Binding("Q", "end_lesson", "end lesson", key_display="Q", tooltip="lesson: end the whole lesson here"),
         Binding("z", "toggle_quiz", "quiz", show=False,
                 tooltip="replay or step-through: predict each collective's result before it is revealed, with a score"),
         Binding("question_mark", "help", "help", key_display="?"),
@@ -306,6 +322,8 @@ class CollvizApp(App[int]):
             playback = f"{playback}   event {self.cursor}/{len(self.event_log)}"
         if self.status_line:
             playback = f"{playback}   {self.status_line}"
+        if self.options.lesson is not None:
+            mode = f"{self.options.lesson} · {mode}"
         return mode, playback
 
     def _run_now(self) -> str:
@@ -435,7 +453,7 @@ class CollvizApp(App[int]):
             return self.session is None or (self.session.step and self.pacer is None)
         if action == "release_gate":
             return self.session is not None and self.session.step
-        if action == "lesson":
+        if action in ("lesson", "end_lesson"):
             return self.options.lesson is not None
         return True
 
@@ -456,6 +474,11 @@ class CollvizApp(App[int]):
     async def action_lesson(self, direction: int) -> None:
         """Lesson: leave this item for the next (1) or the previous (-1) one."""
         self.options.navigation = "next" if direction > 0 else "previous"
+        await self.action_quit()
+
+    async def action_end_lesson(self) -> None:
+        """Lesson: end the whole lesson (q only leaves this item)."""
+        self.options.navigation = "end"
         await self.action_quit()
 
     def action_toggle_play(self) -> None:
@@ -557,7 +580,10 @@ class CollvizApp(App[int]):
         self.push_screen(HelpScreen())
 
     async def action_quit(self) -> None:
-        """Stop the session's workers (in a thread), then exit with the run's code."""
+        """Stop the session's workers (in a thread), then exit with the run's code; in a lesson,
+        go on to the next item (unless n, p or Q chose otherwise)."""
+        if self.options.lesson is not None and self.options.navigation is None:
+            self.options.navigation = "next"
         if self.session is not None:
             self.status_line = "stopping the workers…"
             self.render_now()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from collviz.app.app import ViewerOptions, make_app
+from collviz.app.app import LessonPlace, ViewerOptions, make_app
 from collviz.app.model.pacing import Pacer
 from collviz.app.widgets.render import HIGH_CONTRAST_COLOURS, RANK_COLOURS, rank_colour
 
@@ -119,12 +119,13 @@ def test_projector_rank_colours_stay_apart_for_colour_blind_viewers(deficiency):
     assert closest > 0.08, f"two rank colours nearly merge for {deficiency}: distance {closest:.3f}"
 
 
-async def test_n_and_p_leave_a_lesson_item_for_the_next_or_previous():
-    for key, navigation in (("n", "next"), ("p", "previous")):
-        options = ViewerOptions(lesson=(2, 3))
+async def test_n_q_p_and_shift_q_leave_a_lesson_item_the_header_says_which_plays():
+    for key, navigation in (("n", "next"), ("q", "next"), ("p", "previous"), ("Q", "end")):
+        options = ViewerOptions(lesson=LessonPlace("collectives", 7, 8, "reduce-scatter"))
         app = make_app(events=all_gather_events(), options=options)
         async with app.run_test(size=(120, 36)) as pilot:
             await pilot.pause()
+            assert app.labels()[0].startswith("lesson collectives · 7/8 reduce-scatter · replay")
             await pilot.press(key)
             await pilot.pause()
         assert options.navigation == navigation
@@ -154,6 +155,23 @@ def test_the_lesson_loop_follows_n_and_p(monkeypatch):
     assert lesson_cmd.main(["collectives"]) == 0
     names = [item.scenario if not item.compare else "compare" for item in items]
     assert played == [names[0], names[1], names[0], names[1], *names[2:]]
+
+
+def test_the_lesson_ends_on_shift_q_and_goes_on_after_an_interrupted_item_left_with_q(monkeypatch):
+    """Item 1 left with q while its run was stopped (status 130, navigation next): the lesson goes
+    on; item 2 ended with Q: the lesson ends there, with item 2's status."""
+    from collviz.app.commands import lesson as lesson_cmd
+
+    played: list[int] = []
+
+    def play(item, headless, lesson, trace, recording, viewer):
+        played.append(viewer.lesson.number)
+        viewer.navigation = "next" if viewer.lesson.number == 1 else "end"
+        return 130
+
+    monkeypatch.setattr(lesson_cmd, "_play", play)
+    assert lesson_cmd.main(["collectives"]) == 130
+    assert played == [1, 2]
 
 
 async def test_a_live_quiz_follows_to_the_next_gate_when_it_arrives_with_the_step_end():

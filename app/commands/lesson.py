@@ -1,7 +1,8 @@
 """``collviz lesson``: play a lesson — an ordered list of scenarios with a teacher's notes.
 
 In the viewer every item runs in step mode (space advances every rank one phase; the item's notes
-are part of the narration); quitting an item (q) goes on to the next; Ctrl-C ends the lesson.
+are part of the narration; the header says which item plays); q (or n) leaves an item for the
+next one, p goes back, Q or Ctrl-C ends the lesson.
 ``--headless`` prints each item's summary in turn. A ``compare`` item prints its memory table.
 """
 
@@ -21,7 +22,7 @@ from .playing import replay_trace, run_scenario
 from .scenario_args import run_parser
 
 if TYPE_CHECKING:
-    from collviz.app.app import ViewerOptions
+    from collviz.app.app import LessonPlace, ViewerOptions
 
 __all__ = ["build_parser", "main", "item_trace"]
 
@@ -62,7 +63,7 @@ def main(argv: Sequence[str]) -> int:
     for folder in (args.record, args.traces):
         if folder is not None and not folder.is_dir():
             raise UsageError(f"{folder}: not a folder")
-    from collviz.app.app import ViewerOptions
+    from collviz.app.app import LessonPlace, ViewerOptions
     from collviz.runtime.scenarios.lessons import find_lesson, list_lessons
 
     if args.list:
@@ -86,11 +87,11 @@ def main(argv: Sequence[str]) -> int:
             number += 1
             continue
         trace = item_trace(args.record or args.traces, number, item)
-        viewer = ViewerOptions(lesson=(number, len(lesson.items)))
+        viewer = ViewerOptions(lesson=LessonPlace(lesson.name, number, len(lesson.items), item.title))
         status = _play(item, args.headless or args.record is not None, lesson.name, trace,
                        recording=args.record is not None, viewer=viewer)
-        if status >= 128 and viewer.navigation is None:  # interrupted: the lesson ends here
-            return status
+        if viewer.navigation == "end" or (status >= 128 and viewer.navigation is None):
+            return status  # Q in the viewer, or Ctrl-C: the lesson ends here
         number += -1 if viewer.navigation == "previous" else 1  # n, q or the end: on; p: back
         number = max(number, 1)
     return status
