@@ -29,6 +29,10 @@ from .worker import worker_main
 
 __all__ = ["remove_stale_run_folders", "RunOutcome", "Session", "worker_log_lines"]
 
+ENDING_POLL_S = 0.005
+"""How long a poll waits for events once every rank has said its last word (RankEnd): the
+processes are about to exit, and their exits, not events, are what the session waits for."""
+
 FLUSH_GRACE_S = 0.25
 """When a run fails, how long survivors get to deliver events already sent before SIGTERM."""
 
@@ -109,6 +113,8 @@ class _RankState:
     phase: tuple[int, str] | None = None
     error: str = ""
     error_t_ns: int | None = None
+    ended: bool = False
+    """The rank's RankEnd arrived: every event it sent before it has arrived too (one ordered stream)."""
     killed_externally: bool = False
     reaped_order: int = 0
 
@@ -197,6 +203,8 @@ class Session:
         if self.finished:
             pending, self._pending = self._pending, []
             return pending
+        if all(state.ended for state in self._ranks.values()):
+            timeout = min(timeout, ENDING_POLL_S)
         for event, payload in self._collector.receive(timeout):
             self._absorb(event, payload)
         self._reap()
@@ -251,9 +259,11 @@ class Session:
         if state is not None:
             if isinstance(event, Phase) and event.edge == "begin":
                 state.phase = (event.index, event.name)
-            elif isinstance(event, RankEnd) and event.status == "error":
-                state.error, state.error_t_ns = event.error, event.t_ns
-                self._fail()
+            elif isinstance(event, RankEnd):
+                state.ended = True
+                if event.status == "error":
+                    state.error, state.error_t_ns = event.error, event.t_ns
+                    self._fail()
         self._pending.append(event)
 
     def _reap(self) -> None:
@@ -339,8 +349,9 @@ class Session:
     def _finish(self) -> None:
         for event, payload in self._collector.receive(0):
             self._absorb(event, payload)
-        for event, payload in self._collector.receive(0.05):
-            self._absorb(event, payload)
+        if not all(state.ended for state in self._ranks.values()):  # a rank died mid-stream: stragglers
+            for event, payload in self._collector.receive(0.05):
+                self._absorb(event, payload)
         dropped = sum(self._collector.dropped.values())
         if dropped:
             self._emit(Dropped, counts=dict(self._collector.dropped))

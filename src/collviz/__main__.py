@@ -1,5 +1,5 @@
 """``python -m collviz …``: the same command line as the ``collviz`` console script."""
 
-from collviz.app.cli import main
+from collviz.app.cli import entry
 
-raise SystemExit(main())
+entry()
