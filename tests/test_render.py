@@ -43,3 +43,49 @@ def test_a_memory_column_is_as_tall_as_its_bytes_even_where_categories_share_a_c
     lower, upper = stacked_cells({"params": 1000, "grads": 500}, 2000, 2, dim=False)
     assert lower[0] == "█" and lower[1].color.name == category_colour("params")
     assert upper[0] == "▄" and upper[1].color.name == category_colour("grads") and upper[1].bgcolor is None
+
+
+def _oklab_via_xyz(colour: str) -> tuple[float, float, float]:
+    """OKLab by way of CIE XYZ (D65): the sRGB → XYZ matrix of IEC 61966-2-1 and Ottosson's
+    XYZ → LMS and LMS → Lab matrices, a route the code under test does not take."""
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(int(colour[i:i + 2], 16) / 255) for i in (1, 3, 5))
+    x = 0.4124564 * r + 0.3575761 * g + 0.1804375 * b
+    y = 0.2126729 * r + 0.7151522 * g + 0.0721750 * b
+    z = 0.0193339 * r + 0.1191920 * g + 0.9503041 * b
+    lms = [0.8189330101 * x + 0.3618667424 * y - 0.1288597137 * z,
+           0.0329845436 * x + 0.9293118715 * y + 0.0361456387 * z,
+           0.0482003018 * x + 0.2643662691 * y + 0.6338517070 * z]
+    l_, m_, s_ = (v ** (1 / 3) for v in lms)
+    return (0.2104542553 * l_ + 0.7936177850 * m_ - 0.0040720468 * s_,
+            1.9779984951 * l_ - 2.4285922050 * m_ + 0.4505937099 * s_,
+            0.0259040371 * l_ + 0.7827717662 * m_ - 0.8086757660 * s_)
+
+
+def _closest(colours: list[str]) -> float:
+    points = [_oklab_via_xyz(c) for c in colours]
+    return min(sum((a - b) ** 2 for a, b in zip(p, q)) ** 0.5 for i, p in enumerate(points) for q in points[i + 1:])
+
+
+def test_colours_beyond_eight_ranks_stay_apart_at_16_and_64_ranks():
+    """Ranks 8 and up used hues a golden angle apart: at 64 ranks two were 0.008 apart in OKLab
+    (indistinguishable; about 0.02 is just noticeable). Each added colour now keeps its distance
+    from every earlier one, in both themes."""
+    from collviz.app.widgets.render import HIGH_CONTRAST_COLOURS, RANK_COLOURS, extended_palette
+
+    for base in (RANK_COLOURS, HIGH_CONTRAST_COLOURS):
+        colours = list(extended_palette(base))
+        assert colours[:8] == list(base) and len(colours) == len(set(colours)) == 64
+        added = colours[8:]
+        # every pair with at least one added colour (the first eight are the theme's own palette)
+        closest16 = min(_closest([a, b]) for i, a in enumerate(colours[:16]) for b in colours[i + 1:16]
+                        if i >= 8 or colours.index(b) >= 8)
+        closest64 = min(_closest([a, b]) for i, a in enumerate(colours) for b in colours[i + 1:]
+                        if i >= 8 or colours.index(b) >= 8)
+        assert closest16 >= 0.12, closest16
+        assert closest64 >= 0.06, closest64
+        assert all(_oklab_via_xyz(c)[0] >= 0.59 for c in added), "black digits stay readable"
+        greys = ["#6e6e6e", "#858585", "#9c9c9c", "#b3b3b3", "#cacaca", "#e0e0e0", "#f5f5f5"]
+        assert min(_closest([c, g]) for c in added for g in greys) >= 0.05, "reduced sums are grey"

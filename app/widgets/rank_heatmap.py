@@ -26,7 +26,7 @@ from .render import DIM, PLACEHOLDER_STYLE, Line, provenance_style, rank_colour
 
 __all__ = ["RankHeatmap", "shown_buffer", "heatmap_cells"]
 
-_STATE_MARKS = {"pending": ("·", DIM), "running": ("●", Style(color="green")), "waiting": ("⏸", Style(color="yellow")),
+_STATE_MARKS = {"pending": ("·", DIM), "running": ("●", Style(color="green")), "waiting": ("⏸", Style(bold=True)),
                 "done": ("✓", Style(color="cyan")), "error": ("✗", Style(color="red", bold=True))}
 _NOT_OBSERVED = Style(color="#9a9a9a", bgcolor="#3a3a3a")
 _GAP = 2

@@ -33,7 +33,7 @@ ROW_BUDGETS: tuple[int, ...] = (8, 4, 2, 1)
 _STATE_STYLES = {
     "pending": Style(dim=True),
     "running": Style(color="green"),
-    "waiting": Style(color="yellow"),
+    "waiting": Style(bold=True, italic=True),  # neutral: every hue is some rank's
     "done": Style(color="cyan"),
     "error": Style(color="red", bold=True),
 }
