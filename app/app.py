@@ -39,7 +39,7 @@ from .model import (
     view_at,
 )
 from .model.pacing import Pacer
-from .model.quiz import Grade, QuizRound
+from .model.quiz import Grade, QuizRound, nothing_to_ask
 from .model.sources import Session, load_trace, pump_session
 from .screens import FactorScreen, HelpScreen, NumberPrompt, RankDetailScreen, ViewerScreen
 from .screens.quiz import QuizScreen
@@ -406,15 +406,21 @@ class CollvizApp(App[int]):
     def action_toggle_quiz(self) -> None:
         """Replay or step-through: switch predict-then-reveal on or off."""
         self.quiz = not self.quiz
+        self.status_line = ""
         key = "space" if self.session is not None else "→"
         self.notify(f"quiz on: {key} asks before each collective's step" if self.quiz
                     else f"quiz off · {self.quizzes.score.text}")
 
     def _ask(self, target: int) -> bool:
-        """If the step shown at ``target`` has a question not asked yet, ask it; whether it did."""
-        question = self.quizzes.ask(self.event_log.events, step_at(self.event_log, target))
+        """If the step shown at ``target`` has a question not asked yet, ask it; whether it did.
+        A step with nothing to ask says why in the header."""
+        step = step_at(self.event_log, target)
+        question = self.quizzes.ask(self.event_log.events, step)
         if question is None:
+            if step not in self.quizzes.asked:
+                self.status_line = f"quiz: {nothing_to_ask(self.event_log.events, step)}"
             return False
+        self.status_line = ""
 
         def answered(graded: Grade | None) -> None:
             """The quiz screen closed: count the grade; at the last question, the score."""

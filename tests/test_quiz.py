@@ -95,3 +95,29 @@ async def test_a_quiz_round_in_the_viewer_predict_reveal_score():
         await _until(pilot, lambda: not isinstance(app.screen, QuizScreen))
     assert app.quizzes.score.text == "0 of 1 questions right (15 of 16 elements)"
     assert notes[-1] == "quiz over: 0 of 1 questions right (15 of 16 elements)"
+
+
+def test_training_steps_are_asked_about_one_part_of_a_large_buffer(training_runs):
+    """fsdp on 4 ranks: W_query has d_model = 64 rows, 16 per rank. Block 0's forward all-gather
+    asks whose data row 17 of rank 0's gathered W_query holds (rank 1's: rows 16-31); the
+    reduce-scatter asks about a row of the averaged gradient shard rank 0 keeps (every rank's)."""
+    from collviz.app.model.quiz import nothing_to_ask
+    from collviz.runtime.wire.protocol import Phase
+    from training_support import settings_of
+
+    events = training_runs["fsdp"].events
+    names = {e.index: e.name for e in events if isinstance(e, Phase) and e.edge == "begin" and e.rank == 0}
+    asked = {names[q.step]: q for q in questions(events, rank=0)}
+    rows_per_rank = settings_of("fsdp")["d_model"] // 4
+    gather = asked["block 0 forward: all-gather"]
+    assert gather.part == f"row {rows_per_rank + 1}" and gather.buffer == "block 0 W_query (gathered)"
+    assert set(gather.provenance) == {frozenset({1})}
+    assert grade(gather, "who: 1").all_right and grade(gather, "1").all_right and not grade(gather, "who: 0").all_right
+    kept = asked["block 0 backward: reduce-scatter"]
+    assert kept.buffer == "block 0 W_query grad shard (averaged)" and set(kept.provenance) == {frozenset(range(4))}
+    assert grade(kept, "who: 0+1+2+3").all_right
+    assert f"Whose data does row {rows_per_rank + 1} of rank 0" in gather.text
+    compute = next(i for i, name in names.items() if name == "block 0 forward: compute")
+    assert nothing_to_ask(events, compute) == f"step {compute + 1} ran no collective: nothing to predict"
+    other = next(i for i, name in names.items() if name == "block 1 forward: all-gather")
+    assert "rank 0 showed no buffer after it" in nothing_to_ask(events, other)

@@ -1,9 +1,12 @@
 """Predict, then reveal: quiz questions made from a run's own events, and their grading.
 
 At each step that ran a collective, the question is what one rank's buffer holds afterwards: its
-values, or which ranks' data each element holds (its provenance). The answer is what that rank
-really reported after the call — nothing here knows what a collective "should" produce. Pure
-functions of the event list, so a recorded trace quizzes exactly as its live run would.
+values, or which ranks' data each element holds (its provenance). A buffer too large to type
+(a training step's gathered weight, a gradient shard) is asked about one part of it: whose data
+does row 17 of the gathered W_query hold? The answer is what that rank really reported after the
+call — nothing here knows what a collective "should" produce. A step with nothing to ask says why
+(:func:`nothing_to_ask`). Pure functions of the event list, so a recorded trace quizzes exactly as
+its live run would.
 """
 
 from __future__ import annotations
@@ -15,7 +18,12 @@ from dataclasses import dataclass, field
 
 from collviz.runtime.wire.protocol import AnyEvent, Buffer, Collective, Phase
 
-__all__ = ["Question", "Grade", "Score", "QuizRound", "questions", "grade", "expand_provenance"]
+__all__ = ["Question", "Grade", "Score", "QuizRound", "questions", "grade", "expand_provenance", "nothing_to_ask",
+           "TYPED_ELEMENTS"]
+
+TYPED_ELEMENTS = 16
+"""The most elements a question asks to type (values, or ranks element by element); a larger
+buffer is asked about one part of it, by provenance only."""
 
 
 @dataclass(frozen=True)
@@ -28,17 +36,24 @@ class Question:
     buffer: str
     shape: tuple[int, ...]
     values: tuple[float, ...]
-    """The values the rank reported after the call."""
+    """The values the rank reported after the call (empty for a question about a part)."""
     provenance: tuple[frozenset[int], ...]
-    """Per element, the ranks whose data it holds (observed); empty where none was observed."""
+    """Per element asked about, the ranks whose data it holds (observed); empty where none was."""
+    part: str = ""
+    """The part of the buffer asked about (``row 17``, ``elements 512–1023``); empty: all of it."""
 
     @property
     def text(self) -> str:
         """The question as the screen asks it."""
         size = "×".join(map(str, self.shape)) or "1"
+        if self.part:
+            return (f"Step {self.step + 1}: {self.op}. Whose data does {self.part} of rank {self.rank}'s "
+                    f"{self.buffer} [{size}] hold afterwards? Type 'who:' and the ranks (e.g. who: 1, or "
+                    f"who: 0+1+2+3 for a sum of theirs).")
+        count = len(self.values)
         return (f"Step {self.step + 1}: {self.op}. What does rank {self.rank}'s {self.buffer} [{size}] hold "
-                f"afterwards? Type its {len(self.values)} values, or start with 'who:' and give, element by "
-                f"element, the ranks whose data it holds (e.g. who: 0+1, 2, 3).")
+                f"afterwards? Type its {count} value{'s' if count != 1 else ''}, or start with 'who:' and give, "
+                f"element by element, the ranks whose data it holds (e.g. who: 0+1, 2, 3).")
 
 
 @dataclass(frozen=True)
@@ -110,26 +125,70 @@ def expand_provenance(buffer: Buffer) -> tuple[frozenset[int], ...]:
     return tuple(ranks)
 
 
-def questions(events: Sequence[AnyEvent], rank: int = 0) -> list[Question]:
-    """One question per step in which a collective ran and ``rank`` reported a buffer after it
-    (with values: large tensors reported as summaries are not asked about)."""
-    collective_ops: dict[int, str] = {}
-    after: dict[int, Buffer] = {}
-    names: dict[int, str] = {}
+def _part(buffer: Buffer, ranks: tuple[frozenset[int], ...]) -> tuple[str, range] | None:
+    """The part of a large buffer to ask about: the row (2-D) or the element run (1-D) where the
+    second rank's data begins, one row or element in (the first rank's part is often the asked
+    rank's own); None when its provenance is uniform or not observed."""
+    if not any(ranks) or len(set(ranks)) < 1:
+        return None
+    changes = [i for i in range(1, len(ranks)) if ranks[i] != ranks[i - 1]]
+    at = changes[0] if changes else len(ranks) // 2
+    if len(buffer.shape) == 2 and buffer.shape[1]:
+        width = buffer.shape[1]
+        row = min(at // width + 1, buffer.shape[0] - 1)
+        return f"row {row}", range(row * width, (row + 1) * width)
+    end = next((i for i in changes if i > at), len(ranks))
+    return f"elements {at}–{end - 1}", range(at, end)
+
+
+def _question(step: int, op: str, buffer: Buffer) -> Question | None:
+    """The question about ``buffer`` (one rank's, after the step's collective), or None."""
+    ranks = expand_provenance(buffer)
+    if buffer.values is not None and len(buffer.values) <= TYPED_ELEMENTS:
+        return Question(step, op, buffer.rank, buffer.name, tuple(buffer.shape),
+                        tuple(float(v) for v in buffer.values), ranks)
+    part = _part(buffer, ranks) if buffer.provenance else None
+    if part is None:
+        return None
+    name, elements = part
+    return Question(step, op, buffer.rank, buffer.name, tuple(buffer.shape), (),
+                    tuple(ranks[i] for i in elements), name)
+
+
+def _collective_steps(events: Sequence[AnyEvent], rank: int) -> tuple[dict[int, str], dict[int, list[Buffer]]]:
+    """The op of each step that ran a collective, and ``rank``'s after-buffers of each step."""
+    ops: dict[int, str] = {}
+    after: dict[int, list[Buffer]] = {}
     for event in events:
-        if isinstance(event, Phase) and event.edge == "begin":
-            names.setdefault(event.index, event.name)
-        elif isinstance(event, Collective) and event.edge == "begin":
-            collective_ops.setdefault(event.phase, event.op)
-        elif (isinstance(event, Buffer) and event.rank == rank and event.moment == "after"
-              and event.values is not None and event.phase not in after):
-            after[event.phase] = event
+        if isinstance(event, Collective) and event.edge == "begin":
+            ops.setdefault(event.phase, event.op)
+        elif isinstance(event, Buffer) and event.rank == rank and event.moment == "after":
+            after.setdefault(event.phase, []).append(event)
+    return ops, after
+
+
+def questions(events: Sequence[AnyEvent], rank: int = 0) -> list[Question]:
+    """One question per step in which a collective ran and ``rank`` reported a buffer after it:
+    its first such buffer small enough to type, else its first whose provenance was observed (asked
+    about one part)."""
+    ops, after = _collective_steps(events, rank)
     found = []
-    for step in sorted(set(collective_ops) & set(after)):
-        buffer = after[step]
-        found.append(Question(step, collective_ops[step], rank, buffer.name, tuple(buffer.shape),
-                              tuple(float(v) for v in buffer.values), expand_provenance(buffer)))
+    for step in sorted(set(ops) & set(after)):
+        asked = [q for q in (_question(step, ops[step], b) for b in after[step]) if q is not None]
+        typed = [q for q in asked if not q.part]
+        if typed or asked:
+            found.append((typed or asked)[0])
     return found
+
+
+def nothing_to_ask(events: Sequence[AnyEvent], step: int, rank: int = 0) -> str:
+    """Why step ``step`` has no question for ``rank``'s buffers, in one line."""
+    ops, after = _collective_steps(events, rank)
+    if step not in ops:
+        return f"step {step + 1} ran no collective: nothing to predict"
+    if step not in after:
+        return f"step {step + 1}'s {ops[step]}: rank {rank} showed no buffer after it"
+    return f"step {step + 1}'s {ops[step]}: rank {rank}'s buffers after it are not observed element by element"
 
 
 _RANKS = re.compile(r"r?(\d+)")
@@ -139,9 +198,13 @@ def grade(question: Question, prediction: str) -> Grade:
     """Mark ``prediction``: values (within the precision the screen shows them: 3 significant
     digits) or, after ``who:``, rank sets like ``0+1`` or ``r0+r1`` per element."""
     text = prediction.strip()
-    if text.lower().startswith("who:"):
-        parts = tuple(p.strip() for p in re.split(r"[,;]", text[4:]) if p.strip())
+    if text.lower().startswith("who:") or question.part:
+        body = text[4:] if text.lower().startswith("who:") else text
+        parts = tuple(p.strip() for p in re.split(r"[,;]", body) if p.strip())
         sets = [frozenset(int(m) for m in _RANKS.findall(p)) for p in parts]
+        if question.part and len(sets) == 1:  # one answer for the whole part
+            sets = sets * len(question.provenance)
+            parts = parts * len(question.provenance)
         right = tuple(i < len(sets) and sets[i] == actual for i, actual in enumerate(question.provenance))
         return Grade(question, "who", parts, right)
     parts = tuple(p for p in re.split(r"[\s,;]+", text) if p)
