@@ -37,7 +37,7 @@ def test_contracts_hold(tmp_path: Path):
     assemble(tmp_path)
     result = lint_imports(tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Contracts: 3 kept, 0 broken." in result.stdout
+    assert "Contracts: 4 kept, 0 broken." in result.stdout
 
 
 def test_contracts_catch_violations(tmp_path: Path):
@@ -45,9 +45,11 @@ def test_contracts_catch_violations(tmp_path: Path):
     (package / "runtime" / "wire" / "bad_wire.py").write_text("from ..scenarios import loading\n")
     (package / "runtime" / "reports" / "bad_report.py").write_text("import torch\nimport subprocess\n")
     (package / "runtime" / "observation" / "bad_view.py").write_text("import textual\n")
+    (package / "runtime" / "sources" / "bad_source.py").write_text("import torch\n")
     result = lint_imports(tmp_path)
     assert result.returncode == 1
-    assert "Contracts: 0 kept, 3 broken." in result.stdout
+    assert "Contracts: 0 kept, 4 broken." in result.stdout
     assert "collviz.runtime.wire.bad_wire -> collviz.runtime.scenarios.loading" in result.stdout
     assert "collviz.runtime.reports.bad_report -> torch" in result.stdout
     assert "collviz.runtime.observation.bad_view -> textual" in result.stdout
+    assert "collviz.runtime.sources.bad_source -> torch" in result.stdout
