@@ -308,3 +308,36 @@ def test_names_of_ops_and_types():
         "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_gather", "send"]
     assert [dtype_name(n) for n in ("Float", "c10::BFloat16", "long int", "Weird")] == ["float32", "bfloat16", "int64",
                                                                                         "Weird"]
+
+
+def _gpu_trace(rank: int) -> dict:
+    """A 2-rank NCCL trace as torch documents it: each call's record_param_comms row and its NCCL
+    kernel, linked by External id (no GPU here to record one: not verified on real output)."""
+    def comms(ext: int, ts: float, name: str, nelems_in: int, nelems_out: int) -> dict:
+        return {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": ts, "dur": 5.0, "pid": 1, "tid": 1,
+                "args": {"External id": ext, "Collective name": name, "dtype": "BFloat16", "In msg nelems": nelems_in,
+                         "Out msg nelems": nelems_out, "Group size": 2, "Process Group Name": "0",
+                         "Process Group Description": "default_pg", "Process Group Ranks": "[0, 1]", "Rank": rank}}
+
+    def kernel(ext: int, ts: float, dur: float, name: str) -> dict:
+        return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur, "pid": 0, "tid": 7,
+                "args": {"External id": ext, "correlation": ext + 100}}
+
+    return {"distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2,
+                                "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "ranks": [0, 1]}]},
+            "traceEvents": [comms(10, 100.0, "allreduce", 4096, 4096), comms(11, 300.0, "_allgather_base", 1024, 2048),
+                            kernel(11, 320.0, 40.0 + rank, "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, ...)"),
+                            kernel(10, 110.0, 80.0 + rank, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(...)")]}
+
+
+def test_gpu_profiler_traces_take_each_calls_kernel_time(tmp_path):
+    for rank in range(2):
+        (tmp_path / f"gpu_{rank}.json").write_text(json.dumps(_gpu_trace(rank)))
+    run = open_artifacts([tmp_path])
+    assert run.exit_status == 0 and not run.warnings
+    ends = [e for e in run.events if isinstance(e, Collective) and e.edge == "end"]
+    found = {(e.rank, e.op): (e.dtype, e.count, e.bytes_in, e.bytes_out, e.duration_ns, e.group) for e in ends}
+    for rank in range(2):
+        assert found[(rank, "all_reduce")] == ("bfloat16", 4096, 8192, 8192, (80 + rank) * 1000, WORLD_GROUP)
+        assert found[(rank, "all_gather")] == ("bfloat16", 1024, 2048, 4096, (40 + rank) * 1000, WORLD_GROUP)
+    assert "not verified here (no GPU)" in _only(run.events, RunStart)[0].description
