@@ -55,3 +55,25 @@ def test_completed_collectives_never_stall():
     for rank in range(4):
         watch.observe(_coll(rank, "end", "all_reduce", 0, 0.5))
     assert watch.check(100 * S) == []
+
+
+def test_check_at_end_reports_without_a_clock_and_names_ranks_without_events():
+    """A Flight Recorder import: no wait to measure, and rank 3 left no dump."""
+    watch = CollectiveWatch(timeout_s=30)
+    watch.unknown(3, "no dump of this rank")
+    watch.observe(Phase(run="r", rank=2, seq=0, t_ns=0, index=4, name="all_gather #2", edge="begin"))
+    for rank in (0, 1):
+        watch.observe(_coll(rank, "begin", "all_reduce", 3, 10))
+    [stall] = watch.check_at_end()
+    assert stall.waited_s is None and stall.waiting == [0, 1]
+    assert stall.text == ("all_reduce #3 on group world: ranks 0, 1 waiting; rank 2 never arrived "
+                          "(last seen in phase 4 'all_gather #2'); rank 3: no dump of this rank")
+    assert watch.check_at_end() == [] and watch.check(10**12) == []  # reported once
+
+
+def test_a_rank_never_seen_is_said_so_plainly():
+    watch = CollectiveWatch(timeout_s=1)
+    for rank in (0, 1, 2):
+        watch.observe(_coll(rank, "begin", "all_reduce", 0, 0))
+    [stall] = watch.check(5 * S)
+    assert stall.elsewhere == {3: "rank 3 never arrived (before its first phase)"}

@@ -4,6 +4,9 @@ Every rank numbers the collectives it issues on each group (``Collective.group_s
 ranks have entered collective #k of a group and others have not within the timeout, the watch
 says precisely who waits where — "all_reduce #1 on world: ranks 0, 1, 3 waiting 6 s; rank 2 is in
 all_gather #1" — or that a rank never arrived, naming the phase it was last seen in.
+
+A log with no clock for the wait (a Flight Recorder dump records when each call was issued, not
+when the dump was taken) is checked once, at its end, by :meth:`CollectiveWatch.check_at_end`.
 """
 
 from __future__ import annotations
@@ -17,14 +20,17 @@ __all__ = ["Stalled", "CollectiveWatch"]
 
 @dataclass(frozen=True)
 class Stalled:
-    """A collective some ranks entered and others did not, with its one-line explanation."""
+    """A collective some ranks entered and others did not, with its one-line explanation.
+
+    ``waited_s``: how long the first rank inside had waited, or None where the log cannot say.
+    """
 
     group: str
     group_seq: int
     op: str
     waiting: list[int]
     elsewhere: dict[int, str]
-    waited_s: float
+    waited_s: float | None
     text: str
 
 
@@ -44,6 +50,7 @@ class CollectiveWatch:
     _inside: dict[int, dict[str, _Entered]] = field(default_factory=dict)
     _phase: dict[int, str] = field(default_factory=dict)
     _gone: set[int] = field(default_factory=set)
+    _unknown: dict[int, str] = field(default_factory=dict)
     _reported: set[tuple[str, int]] = field(default_factory=set)
 
     def observe(self, event: AnyEvent) -> None:
@@ -63,21 +70,36 @@ class CollectiveWatch:
         elif isinstance(event, ProcessExit):
             self._gone.add(event.target)
 
+    def unknown(self, rank: int, why: str) -> None:
+        """Say what is known of a rank that left no events (``why``: "no dump of rank 3"), so a
+        stall names it so rather than as a rank that never arrived."""
+        self._unknown[rank] = why
+
     def check(self, now_ns: int) -> list[Stalled]:
         """Collectives that have waited longer than the timeout for missing ranks, each once.
 
         Per group only the root cause is reported: the lowest sequence number some ranks wait
         in, and among ranks that disagree about what collective #k is, the largest party.
         """
+        return self._stalled(now_ns)
+
+    def check_at_end(self) -> list[Stalled]:
+        """Every collective some ranks were inside and others were not when the log ended, each
+        once and as :meth:`check` picks them, for a log with no clock for the wait: the timeout
+        does not apply, ``waited_s`` is None and the text says only that the ranks wait."""
+        return self._stalled(None)
+
+    def _stalled(self, now_ns: int | None) -> list[Stalled]:
         stalled = []
         for group, parties in self._parties_by_group().items():
             seq = min(key[0] for key in parties)
             (_, op), (entered, waiting) = max(
                 ((key, party) for key, party in parties.items() if key[0] == seq), key=lambda kv: len(kv[1][1])
             )
-            waited_s = (now_ns - entered.t_ns) / 1e9
+            waited_s = None if now_ns is None else (now_ns - entered.t_ns) / 1e9
             missing = [r for r in entered.group_ranks if r not in waiting]
-            if not missing or waited_s < self.timeout_s or (group, seq) in self._reported:
+            overdue = waited_s is None or waited_s >= self.timeout_s
+            if not missing or not overdue or (group, seq) in self._reported:
                 continue
             self._reported.add((group, seq))
             stalled.append(self._describe(group, entered, waiting, missing, waited_s))
@@ -95,7 +117,7 @@ class CollectiveWatch:
         return found
 
     def _describe(self, group: str, entered: _Entered, waiting: list[int], missing: list[int],
-                  waited_s: float) -> Stalled:
+                  waited_s: float | None) -> Stalled:
         seq, op = entered.group_seq, entered.op
         elsewhere = {}
         for rank in missing:
@@ -104,11 +126,15 @@ class CollectiveWatch:
                 elsewhere[rank] = f"rank {rank} is in {there.op} #{there.group_seq}"
             elif rank in self._gone:
                 elsewhere[rank] = f"rank {rank} has exited"
+            elif rank in self._unknown:
+                elsewhere[rank] = f"rank {rank}: {self._unknown[rank]}"
+            elif rank in self._phase:
+                elsewhere[rank] = f"rank {rank} never arrived (last seen in {self._phase[rank]})"
             else:
-                where = self._phase.get(rank, "before its first phase")
-                elsewhere[rank] = f"rank {rank} never arrived (last seen in {where})"
+                elsewhere[rank] = f"rank {rank} never arrived (before its first phase)"
         ranks = ", ".join(str(r) for r in waiting)
         plural = "ranks" if len(waiting) > 1 else "rank"
-        text = (f"{op} #{seq} on group {group}: {plural} {ranks} waiting {waited_s:.0f} s; "
+        how_long = "" if waited_s is None else f" {waited_s:.0f} s"
+        text = (f"{op} #{seq} on group {group}: {plural} {ranks} waiting{how_long}; "
                 + "; ".join(elsewhere[r] for r in missing))
         return Stalled(group, seq, op, waiting, elsewhere, waited_s, text)

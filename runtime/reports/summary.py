@@ -33,9 +33,15 @@ from ..wire.protocol import (
 )
 from .pipeline import pipeline_lines
 
-__all__ = ["render_summary", "format_values", "format_provenance"]
+__all__ = ["UNTIMED_OPTION", "render_summary", "format_values", "format_provenance"]
 
 _SHOWN_VALUES = 16
+
+UNTIMED_OPTION = "untimed"
+"""A RunStart option saying why the run's collectives carry no duration (an imported artifact that
+records none); without it, untimed calls are those collviz's observer saw issued asynchronously."""
+
+_UNTIMED_DEFAULT = "issued asynchronously, waited on outside the dispatcher"
 
 
 def _number(value: float | int) -> str:
@@ -100,12 +106,12 @@ _SHOWN_CALLS = 4
 """Most collective calls of one phase the summary details."""
 
 
-def _collective_lines(collectives: list[Collective], world_size: int) -> list[str]:
+def _collective_lines(collectives: list[Collective], world_size: int, untimed: str) -> list[str]:
     """Each timed collective call of a phase (at most :data:`_SHOWN_CALLS`): every rank's time,
     S, and algbw/busbw with the factor of the call's own group size."""
     ends = [c for c in collectives if c.edge == "end" and c.duration_ns]
     if not ends:
-        return _untimed_lines(collectives)
+        return _untimed_lines(collectives, untimed)
     calls: dict[tuple[str, int], list[Collective]] = defaultdict(list)
     for c in ends:
         calls[(c.group, c.group_seq)].append(c)
@@ -134,15 +140,16 @@ def _collective_lines(collectives: list[Collective], world_size: int) -> list[st
     return lines
 
 
-def _untimed_lines(collectives: list[Collective]) -> list[str]:
-    """Collectives whose end carries no duration (issued asynchronously inside torch's own code)."""
+def _untimed_lines(collectives: list[Collective], why: str) -> list[str]:
+    """Collectives whose end carries no duration (``why``: issued asynchronously inside torch's own
+    code, or the run's source records no durations)."""
     calls = [c for c in collectives if c.edge == "end" and c.duration_ns is None]
     calls = [c for c in calls if c.rank == calls[0].rank] if calls else []
     if not calls:
         return []
     text = ", ".join(f"{c.op} {human_bytes(c.bytes_in)} → {human_bytes(c.bytes_out)}" for c in calls[:6])
     more = f" … {len(calls) - 6} more" if len(calls) > 6 else ""
-    return [f"  collectives (r{calls[0].rank}, not timed: issued asynchronously, waited on outside the dispatcher): {text}{more}"]
+    return [f"  collectives (r{calls[0].rank}, not timed: {why}): {text}{more}"]
 
 
 def render_summary(events: Iterable[AnyEvent]) -> str:
@@ -162,6 +169,7 @@ def render_summary(events: Iterable[AnyEvent]) -> str:
         if isinstance(phase, int) and not isinstance(event, RankEnd):
             by_phase[phase].append(event)
     durations = _phase_durations(events)
+    untimed = str(start.options.get(UNTIMED_OPTION, _UNTIMED_DEFAULT)) if start else _UNTIMED_DEFAULT
     lines = [line for line in _header(start) if line]
     devices = sorted({(e.rank, e.device) for e in events if isinstance(e, RankStart)})
     if devices:
@@ -175,7 +183,7 @@ def render_summary(events: Iterable[AnyEvent]) -> str:
         lines.append(f"phase {index}  {phases[index]}" + (f"  ({took / 1e6:.1f} ms, slowest rank)" if took else ""))
         if index in notes:
             lines.append(f"  {NOTE_MARK}{notes[index]}")
-        lines.extend(_phase_lines(by_phase[index], world_size))
+        lines.extend(_phase_lines(by_phase[index], world_size, untimed))
     lines.append("")
     lines.extend(_ending_lines(events))
     return "\n".join(lines)
@@ -205,7 +213,7 @@ def _device_figures_line(memory: list[Memory]) -> str:
     return f"memory: exact live tensor bytes from the storage tracker; {cuda_text}; {nvml_text}"
 
 
-def _phase_lines(events: list[AnyEvent], world_size: int) -> list[str]:
+def _phase_lines(events: list[AnyEvent], world_size: int, untimed: str) -> list[str]:
     lines: list[str] = []
     buffers = sorted((e for e in events if isinstance(e, Buffer)), key=lambda b: (b.rank, b.seq))
     width = max((len(b.name) for b in buffers), default=0)
@@ -225,7 +233,7 @@ def _phase_lines(events: list[AnyEvent], world_size: int) -> list[str]:
             lines.append(f"    r{t.src} → r{t.dst}  {t.buffer}[{t.start}:{t.start + t.length}]  {human_bytes(t.bytes)}")
         if len(shown) > 24:
             lines.append(f"    … {len(shown) - 24} more")
-    lines.extend(_collective_lines([e for e in events if isinstance(e, Collective)], world_size))
+    lines.extend(_collective_lines([e for e in events if isinstance(e, Collective)], world_size, untimed))
     memory: dict[int, list[Memory]] = defaultdict(list)
     for m in (e for e in events if isinstance(e, Memory)):
         memory[m.rank].append(m)

@@ -1,0 +1,19 @@
+"""Sources: a user's own artifacts become the events collviz's own runs emit.
+
+:mod:`.detect` (:func:`open_artifacts`, the one entry point: files or a folder, sorted by what they
+hold), :mod:`.flight_recorder` (per-rank Flight Recorder dumps, JSON or pickle: calls, states, and
+which ranks hang or disagree), :mod:`.profiler` (per-rank torch.profiler Chrome traces: calls with
+sizes, groups and their own times), :mod:`.nccl_log` (an ``NCCL_DEBUG=INFO`` log: per-call
+algorithm and protocol, the rings and trees NCCL built), :mod:`.run` (the events every source
+builds, and the live run's own hang and mismatch checks over them), :mod:`.reading` (bounded reads,
+a pickle loader that builds plain values only), :mod:`.names` (element types and op names).
+
+May import :mod:`collviz.runtime.observation`, :mod:`collviz.runtime.reports`, the wire and the
+errors; never torch, zmq, textual or a process (import-linter contracts), so a dump from a
+cluster opens on a laptop without torch doing anything.
+"""
+
+from .detect import open_artifacts
+from .run import ImportedRun
+
+__all__ = ["open_artifacts", "ImportedRun"]

@@ -1,0 +1,145 @@
+"""The one entry point: files or a folder of a user's artifacts, sorted by what they hold, opened
+as a collviz run.
+
+``collviz replay PATH`` calls :func:`open_artifacts` for anything that is not a collviz trace (the
+caller checks a trace's magic first). Each file is read whole, bounded (:mod:`.reading`), and
+recognised by its content, never its name: per-rank Flight Recorder dumps (JSON or pickle),
+per-rank torch.profiler Chrome traces (``distributedInfo`` names the rank), or an
+``NCCL_DEBUG=INFO`` log. One kind at a time. A file named on the command line that is none of
+these is a one-line :class:`~..errors.UsageError` saying what was expected; in a folder such a
+file is skipped with a warning, so a dump folder with a README still opens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+from .flight_recorder import Dump, import_dumps, is_dump, rank_from_name
+from .nccl_log import import_nccl_log, is_nccl_log
+from .profiler import ProfilerTrace, import_traces, is_profiler_trace
+from .reading import MAX_FILES, MAX_TOTAL_BYTES, load_json, load_plain_pickle, read_artifact, sniff
+from .run import ImportedRun
+
+__all__ = ["EXPECTED", "open_artifacts"]
+
+EXPECTED = ("Flight Recorder dumps (JSON or pickle, one per rank), torch.profiler traces (one per rank) "
+            "or an NCCL_DEBUG=INFO log")
+"""What :func:`open_artifacts` opens, as its errors say it."""
+
+_KIND_NAMES = {"flight-recorder": "Flight Recorder dumps", "profiler": "profiler traces", "nccl-log": "NCCL logs"}
+
+
+@dataclass(frozen=True)
+class _Found:
+    """One recognised file: its kind and what was decoded from it."""
+
+    path: Path
+    kind: str
+    content: object
+
+
+def _files(paths: Sequence[Path], warnings: list[str]) -> list[tuple[Path, bool]]:
+    """Every file to look at, each with whether the user named it (True) or it lay in a folder."""
+    files: list[tuple[Path, bool]] = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(p for p in path.iterdir() if not p.name.startswith(".") and p.is_file())
+            if not inside:
+                raise UsageError(f"{path}: an empty folder; expected {EXPECTED}")
+            skipped = [p.name for p in path.iterdir() if not p.name.startswith(".") and not p.is_file()]
+            if skipped:
+                warnings.append(f"{path}: {len(skipped)} subfolders not opened ({', '.join(sorted(skipped)[:3])}…)")
+            files += [(p, False) for p in inside]
+        elif path.exists():
+            files.append((path, True))
+        else:
+            raise UsageError(f"{path}: no such file or folder")
+    if len(files) > MAX_FILES:
+        raise UsageError(f"{len(files):,} files, more than the {MAX_FILES:,} one import opens")
+    return files
+
+
+def _recognise(path: Path, data: bytes) -> _Found | str:
+    """The file's kind and content, or why it is none of the expected kinds."""
+    kind = sniff(data)
+    if kind == "pickle":
+        content = load_plain_pickle(data, path)
+        return _Found(path, "flight-recorder", content) if is_dump(content) else "a pickle that is not a Flight Recorder dump"
+    if kind == "json":
+        content = load_json(data, path)
+        if is_dump(content):
+            return _Found(path, "flight-recorder", content)
+        if is_profiler_trace(content):
+            return _Found(path, "profiler", content)
+        if isinstance(content, dict) and "traceEvents" in content:
+            return "a Chrome trace without torch.profiler's distributedInfo (not a distributed torch.profiler trace)"
+        return "JSON that is neither a Flight Recorder dump nor a torch.profiler trace"
+    if kind == "text":
+        text = data.decode("utf-8", "replace")
+        return _Found(path, "nccl-log", text) if is_nccl_log(text) else "text without NCCL INFO lines"
+    return "neither JSON, a pickle nor text"
+
+
+def _refuse_or_skip(path: Path, named: bool, why: str, warnings: list[str]) -> None:
+    if named:
+        raise UsageError(f"{path}: {why}; expected {EXPECTED}")
+    warnings.append(f"skipped {path.name}: {why}")
+
+
+def open_artifacts(paths: Sequence[Path]) -> ImportedRun:
+    """Open ``paths`` (files, or folders of them) as one imported run: events as collviz's own runs
+    emit them, warnings about what could not be read, matched or shown, and the exit status (1
+    for a hung or mismatched job, 0 otherwise). Raises :class:`~..errors.UsageError` (one line)
+    for anything that cannot be opened."""
+    warnings: list[str] = []
+    found: list[_Found] = []
+    total = 0
+    for path, named in _files([Path(p) for p in paths], warnings):
+        try:
+            data = read_artifact(path)
+            total += len(data)
+            if total > MAX_TOTAL_BYTES:
+                raise UsageError(f"the artifacts hold more than {MAX_TOTAL_BYTES:,} bytes, the most one import reads")
+            recognised = _recognise(path, data)
+        except UsageError as exc:
+            if named or str(exc).startswith("the artifacts hold"):
+                raise
+            warnings.append(f"skipped {exc}")
+            continue
+        if isinstance(recognised, str):
+            _refuse_or_skip(path, named, recognised, warnings)
+        else:
+            found.append(recognised)
+    kinds = sorted({f.kind for f in found})
+    if not found:
+        where = ", ".join(str(p) for p in paths)
+        raise UsageError(f"{where}: nothing to open; expected {EXPECTED}")
+    if len(kinds) > 1:
+        raise UsageError("the artifacts mix " + " and ".join(
+            f"{_KIND_NAMES[k]} ({', '.join(f.path.name for f in found if f.kind == k)[:60]})" for k in kinds)
+            + ": open one kind at a time")
+    kind = kinds[0]
+    if kind == "flight-recorder":
+        return import_dumps(_dumps(found, warnings), warnings)
+    if kind == "profiler":
+        return import_traces([ProfilerTrace(f.path, f.content) for f in found], warnings)
+    return import_nccl_log([(f.path, f.content) for f in found], warnings)
+
+
+def _dumps(found: Sequence[_Found], warnings: list[str]) -> list[Dump]:
+    """One dump per rank, its rank from the file's name; a second dump of a rank is left out."""
+    dumps: dict[int, Dump] = {}
+    for item in found:
+        rank = rank_from_name(item.path)
+        if rank is None:
+            raise UsageError(f"{item.path}: cannot tell which rank wrote this dump (a dump does not say): "
+                             "end its name with the rank, as torch does (nccl_trace_rank_3)")
+        if rank in dumps:
+            warnings.append(f"rank {rank} has two dumps ({dumps[rank].path.name}, {item.path.name}): "
+                            f"{item.path.name} left out")
+            continue
+        dumps[rank] = Dump(item.path, rank, item.content)
+    return [dumps[r] for r in sorted(dumps)]

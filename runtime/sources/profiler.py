@@ -1,0 +1,371 @@
+"""torch.profiler traces, one per rank: every collective call with its sizes, group and own time.
+
+``prof.export_chrome_trace(f"trace_{rank}.json")`` (or ``tensorboard_trace_handler``, gzip or not)
+writes Chrome trace-event JSON whose ``distributedInfo`` names the backend, the rank, the world size
+and the process groups the rank belongs to (``pg_config``: name, description, ranks). Its calls:
+
+- every backend: the dispatcher's ``c10d::allreduce_``, ``c10d::_allgather_base_`` … slices with
+  ``Input Dims`` and ``Input type`` (``record_shapes=True``). They time only the enqueueing, and on
+  gloo they do not name their group, so a rank in several groups has its calls shown on the default
+  group, with a warning, and calls are then not compared across ranks;
+- gloo: its worker threads' ``gloo:all_reduce`` … slices, the work itself (which includes waiting
+  for the other ranks): paired in order with the calls they execute, they give each call's time and
+  element type. On torch 2.13 gloo runs ``reduce_scatter_tensor`` as an all-reduce, named so;
+- NCCL: ``record_param_comms`` rows (``Collective name``, ``dtype``, ``In msg nelems``, ``Out msg
+  nelems``, ``Process Group Name``/``Description``/``Ranks``, ``Seq``) and the NCCL kernels
+  (``ncclDevKernel_…``), paired by ``External id`` (else by group and ``Seq``, else in order), whose
+  own GPU time is the call's. That path is written from torch's documented trace format and
+  labelled *not verified here (no GPU)*: the machines this was built on have none.
+
+Each call's ``algo_bytes`` is S of the nccl-tests formulas for its group's size, so the summary and
+the cost pane give algbw and busbw with the formula (:mod:`~..observation.metrics`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from math import prod
+from pathlib import Path
+
+from ..errors import UsageError
+from ..observation.metrics import BUS_FACTOR_OPS
+from .names import P2P_OPS, dtype_name, itemsize, op_name, parse_ranks
+from .run import Call, ImportedRun, Origin, Step, build_run, group_label, order_steps
+
+__all__ = ["ProfilerTrace", "GPU_LABEL", "is_profiler_trace", "import_traces"]
+
+GPU_LABEL = "not verified here (no GPU)"
+"""How every figure read from ``record_param_comms`` rows and NCCL kernels is labelled."""
+
+_C10D_ARGS: dict[str, tuple[int | None, int | None, int | None]] = {
+    # c10d op → positions of (its input tensors, its output tensors, its root) in the op's schema;
+    # None: not recorded (a list of lists) or not there
+    "c10d::allreduce_": (0, 0, None), "c10d::allreduce_coalesced_": (0, 0, None),
+    "c10d::broadcast_": (0, 0, 2), "c10d::reduce_": (0, 0, 3),
+    "c10d::allgather_": (1, None, None), "c10d::allgather_coalesced_": (1, None, None),
+    "c10d::_allgather_base_": (1, 0, None), "c10d::allgather_into_tensor_coalesced_": (1, 0, None),
+    "c10d::reduce_scatter_": (None, 0, None), "c10d::_reduce_scatter_base_": (1, 0, None),
+    "c10d::reduce_scatter_tensor_coalesced_": (1, 0, None),
+    "c10d::alltoall_base_": (1, 0, None), "c10d::alltoall_": (1, 0, None),
+    "c10d::gather_": (1, None, 3), "c10d::scatter_": (None, 0, 3), "c10d::barrier": (0, None, None),
+    "c10d::send": (0, None, None), "c10d::recv_": (0, None, None),
+}
+
+_RUNS_AS = {"reduce_scatter": {"reduce_scatter", "all_reduce"}}
+"""Work a call may run as on gloo, beyond its own op (torch 2.13's gloo reduce-scatters by all-reducing)."""
+
+_KNOWN_OPS = BUS_FACTOR_OPS | {"barrier"}
+
+
+@dataclass(frozen=True)
+class ProfilerTrace:
+    """One rank's trace: the file it came from and its decoded JSON."""
+
+    path: Path
+    content: dict
+
+
+def is_profiler_trace(content: object) -> bool:
+    """Whether decoded JSON is a torch.profiler trace of a distributed job."""
+    return (isinstance(content, dict) and isinstance(content.get("traceEvents"), list)
+            and isinstance(content.get("distributedInfo"), dict))
+
+
+@dataclass
+class _Pending:
+    """One call as first read, before its time and element type are settled: ``call`` has no byte
+    counts yet, ``out_count`` its output elements; ``external_id`` and ``seq_key`` pair it with its
+    NCCL kernel; ``timed_by`` names what timed it."""
+
+    call: Call
+    ts_us: float
+    out_count: int
+    external_id: object = None
+    seq_key: tuple[str, int] | None = None
+    timed_by: str = ""
+
+    def settle(self, dtype: str | None = None) -> None:
+        """Take ``dtype`` where the call's own is unknown, and count its bytes."""
+        chosen = dtype if dtype and self.call.dtype == "unknown" else self.call.dtype
+        size = itemsize(chosen) or 0
+        self.call = replace(self.call, dtype=chosen, bytes_in=self.call.count * size, bytes_out=self.out_count * size)
+
+
+@dataclass
+class _Rank:
+    """What one rank's trace gave: its calls in issue order and how they were timed."""
+
+    rank: int
+    world: int
+    backend: str
+    calls: list[_Pending] = field(default_factory=list)
+    gpu: bool = False
+
+
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _slices(content: dict) -> list[dict]:
+    """Complete events (``ph: X``) with a name, a start and a duration, by start time."""
+    found = [e for e in content["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"
+             and isinstance(e.get("name"), str) and _num(e.get("ts")) is not None and _num(e.get("dur")) is not None]
+    return sorted(found, key=lambda e: e["ts"])
+
+
+def _groups(info: dict) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """The rank's groups from ``distributedInfo.pg_config``: name → (label, ranks)."""
+    groups = {}
+    for config in info.get("pg_config") or []:
+        if isinstance(config, dict) and isinstance(config.get("pg_name"), str):
+            ranks = parse_ranks(config.get("ranks")) or ()
+            groups[config["pg_name"]] = (group_label(config["pg_name"], str(config.get("pg_desc") or "")), ranks)
+    return groups
+
+
+def _tensor_count(dims: object, kind: object) -> tuple[int | None, str]:
+    """(elements, element type) of one recorded argument: a tensor, a tensor list, or unrecorded."""
+    if kind == "TensorList" and isinstance(dims, list) and all(isinstance(d, list) for d in dims):
+        return sum(prod(d) for d in dims), ""
+    if isinstance(kind, str) and kind and kind not in ("Scalar", "ScalarList", "TensorList") and isinstance(dims, list):
+        return prod(dims), dtype_name(kind)
+    return None, ""
+
+
+def _c10d_call(rank: _Rank, event: dict, group: tuple[str, tuple[int, ...]], seq: int) -> _Pending | None:
+    """The call a ``c10d::`` slice made, its sizes from ``Input Dims``."""
+    inputs, outputs, root_at = _C10D_ARGS[event["name"]]
+    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    dims, kinds = args.get("Input Dims") or [], args.get("Input type") or []
+    concrete = args.get("Concrete Inputs") or []
+
+    def argument(at: int | None) -> tuple[int | None, str]:
+        return _tensor_count(dims[at], kinds[at]) if at is not None and at < min(len(dims), len(kinds)) else (None, "")
+
+    op = op_name(event["name"])
+    n = len(group[1]) or rank.world
+    count, dtype = argument(inputs)
+    out, out_dtype = argument(outputs)
+    if count is None and out is not None:
+        count = out * n if op in ("reduce_scatter", "scatter") else out
+    if out is None and count is not None:
+        out = count * n if op in ("all_gather", "gather") else count
+    if count is None:
+        return None
+    root = concrete[root_at] if root_at is not None and root_at < len(concrete) else None
+    call = Call(rank=rank.rank, group=group[0], group_ranks=group[1], group_seq=seq, op=op,
+                dtype=dtype or out_dtype or "unknown", count=count, bytes_in=0, bytes_out=0,
+                t_ns=int(event["ts"] * 1000), root=int(root) if isinstance(root, str) and root.isdigit() else None)
+    return _Pending(call, event["ts"], out if out is not None else count)
+
+
+def _param_comms_call(rank: _Rank, args: dict, groups: dict, counters: Counter, ts: float) -> _Pending | None:
+    """The call a ``record_param_comms`` row describes (GPU path, not verified here)."""
+    op = op_name(str(args.get("Collective name", "")))
+    name = str(args.get("Process Group Name", ""))
+    label, ranks = groups.get(name, (group_label(name, str(args.get("Process Group Description") or "")), ()))
+    ranks = parse_ranks(args.get("Process Group Ranks")) or ranks
+    if not ranks and _num(args.get("Group size")) and _num(args.get("Global rank start")) is not None:
+        start, stride = int(args["Global rank start"]), int(_num(args.get("Global rank stride")) or 1)
+        ranks = tuple(start + i * stride for i in range(int(args["Group size"])))
+    seq = args.get("Seq")
+    if not isinstance(seq, int) or isinstance(seq, bool):
+        seq = counters[name]
+    counters[name] += 1
+    count, out = _num(args.get("In msg nelems")), _num(args.get("Out msg nelems"))
+    if count is None:
+        return None
+    call = Call(rank=rank.rank, group=label, group_ranks=ranks, group_seq=seq, op=op,
+                dtype=dtype_name(str(args.get("dtype") or "unknown")), count=int(count), bytes_in=0, bytes_out=0,
+                t_ns=int(ts * 1000))
+    pending = _Pending(call, ts, int(out if out is not None else count), args.get("External id"), (name, seq))
+    pending.settle()
+    return pending
+
+
+def _read_param_comms(rank: _Rank, slices: list[dict], groups: dict, skipped: Counter) -> None:
+    counters: Counter[str] = Counter()
+    for event in slices:
+        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        if event["name"] != "record_param_comms" or op_name(str(args.get("Collective name", ""))) not in _KNOWN_OPS:
+            if event["name"] == "record_param_comms" and op_name(str(args.get("Collective name", ""))) in P2P_OPS:
+                skipped["point-to-point"] += 1
+            continue
+        pending = _param_comms_call(rank, args, groups, counters, event["ts"])
+        if pending is None:
+            skipped["without sizes"] += 1
+            continue
+        rank.calls.append(pending)
+
+
+def _time_by_kernels(rank: _Rank, slices: list[dict]) -> None:
+    """Each call's own GPU time from its NCCL kernel (GPU path, not verified here)."""
+    kernels = [e for e in slices if e.get("cat") == "kernel" and e["name"].lower().startswith("nccl")]
+    by_external = {p.external_id: p for p in rank.calls if p.external_id is not None}
+    by_seq = {p.seq_key: p for p in rank.calls if p.seq_key is not None}
+    unpaired = []
+    for kernel in kernels:
+        args = kernel.get("args") if isinstance(kernel.get("args"), dict) else {}
+        pending = by_external.get(args.get("External id"))
+        if pending is None and isinstance(args.get("Seq"), int):
+            pending = by_seq.get((str(args.get("Process Group Name", "")), args["Seq"]))
+        if pending is None or pending.timed_by:
+            unpaired.append(kernel)
+            continue
+        _time(pending, kernel, "NCCL kernel")
+    untimed = [p for p in rank.calls if not p.timed_by]
+    if untimed and len(unpaired) == len(untimed):
+        for pending, kernel in zip(untimed, unpaired):
+            _time(pending, kernel, "NCCL kernel")
+
+
+def _time(pending: _Pending, work: dict, source: str) -> None:
+    pending.call = replace(pending.call, t_ns=int(work["ts"] * 1000), duration_ns=max(1, int(work["dur"] * 1000)))
+    pending.timed_by = source
+
+
+def _read_c10d(rank: _Rank, slices: list[dict], groups: dict, skipped: Counter, warnings: list[str]) -> bool:
+    """Calls from ``c10d::`` slices; returns whether their groups were known (not assumed)."""
+    default = next((g for name, g in groups.items() if name == "0" or g[0].endswith("(default_pg)")),
+                   ("0 (default_pg)", tuple(range(rank.world))))
+    known = len(groups) <= 1
+    group = next(iter(groups.values())) if len(groups) == 1 else default
+    if not known:
+        warnings.append(f"rank {rank.rank} belongs to groups {', '.join(g[0] for g in groups.values())} and its "
+                        f"c10d slices do not name theirs ({rank.backend} records no record_param_comms): its calls "
+                        f"are shown on group {default[0]}, and calls are not compared across ranks")
+    seq = 0
+    for event in slices:
+        if event["name"] not in _C10D_ARGS:
+            continue
+        if op_name(event["name"]) in P2P_OPS:
+            skipped["point-to-point"] += 1
+            continue
+        pending = _c10d_call(rank, event, group, seq)
+        if pending is None:
+            skipped["without recorded shapes (record_shapes=True records them)"] += 1
+            continue
+        seq += 1
+        rank.calls.append(pending)
+    return known
+
+
+def _time_by_gloo_work(rank: _Rank, slices: list[dict]) -> None:
+    """Pair each call, in issue order, with the first unused gloo work slice of a compatible op that
+    starts after it: its time and element type are the call's. (Calls and slices both go by start
+    time, so a slice passed over for one call is earlier than every later call too.)"""
+    works: dict[str, list[dict]] = defaultdict(list)
+    for event in slices:
+        if event["name"].startswith("gloo:"):
+            works[op_name(event["name"])].append(event)
+    next_of = Counter()
+    for pending in rank.calls:
+        heads = []
+        for op in _RUNS_AS.get(pending.call.op, {pending.call.op}):
+            queue = works.get(op, [])
+            while next_of[op] < len(queue) and queue[next_of[op]]["ts"] < pending.ts_us:
+                next_of[op] += 1
+            if next_of[op] < len(queue):
+                heads.append((queue[next_of[op]]["ts"], op))
+        if not heads:
+            pending.settle()
+            continue
+        op = min(heads)[1]
+        work = works[op][next_of[op]]
+        next_of[op] += 1
+        args = work.get("args") if isinstance(work.get("args"), dict) else {}
+        kinds = args.get("Input type") or []
+        _time(pending, work, "gloo work slice")
+        pending.settle(dtype_name(kinds[0]) if kinds and isinstance(kinds[0], str) and kinds[0] else None)
+
+
+def _read_rank(trace: ProfilerTrace, warnings: list[str]) -> tuple[_Rank, bool]:
+    info = trace.content["distributedInfo"]
+    rank_number, world = info.get("rank"), info.get("world_size")
+    if not isinstance(rank_number, int) or not isinstance(world, int) or not 0 <= rank_number < world:
+        raise UsageError(f"{trace.path}: distributedInfo has no valid rank and world_size")
+    rank = _Rank(rank_number, world, str(info.get("backend") or "unknown"))
+    slices = _slices(trace.content)
+    groups = _groups(info)
+    skipped: Counter[str] = Counter()
+    known = True
+    if any(e["name"] == "record_param_comms" for e in slices):
+        rank.gpu = True
+        _read_param_comms(rank, slices, groups, skipped)
+        _time_by_kernels(rank, slices)
+    else:
+        known = _read_c10d(rank, slices, groups, skipped, warnings)
+        _time_by_gloo_work(rank, slices)
+    untimed = sum(1 for p in rank.calls if not p.timed_by)
+    if untimed and rank.calls:
+        warnings.append(f"rank {rank.rank}: {untimed} of {len(rank.calls)} calls have no time of their own in the trace "
+                        "(their work slice or kernel was not found)")
+    for why, n in skipped.items():
+        warnings.append(f"rank {rank.rank}: {n} calls {why} are not shown")
+    return rank, known
+
+
+def _narration(key: tuple[str, int], calls: list[Call], sources: dict[int, str], gpu: bool) -> str:
+    members = calls[0].group_ranks
+    lines = [f"torch.profiler: call #{key[1]} on group {key[0]} (ranks {', '.join(map(str, members))})."]
+    for call in sorted(calls, key=lambda c: c.rank):
+        took = f"{call.duration_ns / 1e6:.3f} ms ({sources[call.rank]})" if call.duration_ns else "not timed"
+        lines.append(f"r{call.rank}: {call.op}({call.dtype} ×{call.count:,}, {call.bytes_in:,} B in) {took}")
+    lines.append("A trace holds sizes and times: no values, no provenance."
+                 + (f" Read from record_param_comms and NCCL kernels: {GPU_LABEL}." if gpu else ""))
+    return "\n".join(lines)
+
+
+def import_traces(traces: Sequence[ProfilerTrace], warnings: list[str]) -> ImportedRun:
+    """The run these per-rank profiler traces describe (``warnings`` gains what could not be shown)."""
+    ranks: dict[int, _Rank] = {}
+    known = True
+    for trace in traces:
+        rank, rank_known = _read_rank(trace, warnings)
+        known = known and rank_known
+        if rank.rank in ranks:
+            warnings.append(f"rank {rank.rank} has two traces: {trace.path.name} left out")
+            continue
+        ranks[rank.rank] = rank
+    if not any(r.calls for r in ranks.values()):
+        raise UsageError(f"{traces[0].path}: the traces hold no collective calls (c10d:: slices or record_param_comms rows)")
+    world = max(r.world for r in ranks.values())
+    calls = {r.rank: [p.call for p in r.calls] for r in ranks.values()}
+    sources = {r.rank: next((p.timed_by for p in r.calls if p.timed_by), "") for r in ranks.values()}
+    by_key: dict[tuple[str, int], list[Call]] = defaultdict(list)
+    for found in calls.values():
+        for call in found:
+            by_key[(call.group, call.group_seq)].append(call)
+    counts = {r: Counter(c.group for c in found) for r, found in calls.items()}
+    for group in sorted({g for c in counts.values() for g in c}):
+        per_rank = {r: c[group] for r, c in counts.items() if c[group]}
+        if len(set(per_rank.values())) > 1:
+            warnings.append(f"the ranks' traces hold different numbers of calls on group {group} ("
+                            + ", ".join(f"r{r}: {n}" for r, n in sorted(per_rank.items())) + "): calls are matched in order")
+    first_seen = {key: min(c.t_ns for c in found) for key, found in by_key.items()}
+    order = order_steps({r: [(c.group, c.group_seq) for c in found] for r, found in calls.items()}, first_seen)
+    gpu = any(r.gpu for r in ranks.values())
+    steps = []
+    for key in order:
+        found = by_key[key]
+        op = Counter(c.op for c in found).most_common(1)[0][0]
+        steps.append(Step(name=f"{op} #{key[1]} on group {key[0]}", narration=_narration(key, found, sources, gpu),
+                          calls=found, t_ns=min(c.t_ns for c in found)))
+    missing = {r: "no trace of this rank" for r in range(world) if r not in ranks}
+    if missing:
+        warnings.append(f"no trace of rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, sorted(missing)))}"
+                        f" ({world} in the job)")
+    backend = Counter(r.backend for r in ranks.values()).most_common(1)[0][0]
+    timing = (f"each call's NCCL kernel time ({GPU_LABEL})" if gpu else
+              "each call's gloo work slice (the work on gloo's thread, waiting for the other ranks included)")
+    origin = Origin(
+        scenario="profiler",
+        description=(f"torch.profiler traces of ranks {', '.join(map(str, sorted(ranks)))} ({world} in the job): one "
+                     f"step per collective call, matched across ranks by group and call number; times are {timing}. "
+                     "A trace holds sizes and times: no values and no provenance."),
+        reason=f"{backend}, imported from torch.profiler traces: sizes and times, no values or provenance",
+        backend=backend, device_kind="cuda" if gpu or backend == "nccl" else "cpu", world_size=world,
+        device="cuda" if gpu else "cpu", untimed="the trace holds no work slice or kernel for it", check_calls=known)
+    return build_run(origin, steps, warnings, sorted(ranks), missing)

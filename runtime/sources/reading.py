@@ -1,0 +1,140 @@
+"""Reading a user's artifact files safely: bounded sizes, gzip, JSON, and pickles of plain values only.
+
+Every artifact is read whole through :func:`~..wire.files.read_regular_file` (a regular file of at
+most :data:`MAX_FILE_BYTES`; gzip is inflated up to the same bound) and sorted by what it holds
+(:func:`sniff`), never by its name. A pickle (the Flight Recorder dump torch writes on a timeout)
+is loaded by an unpickler that refuses every global, so loading it can construct nothing but
+dicts, lists, tuples, strings, numbers, booleans and None; whatever else is in it is refused with
+one line. Anything unreadable is a :class:`~..errors.UsageError` naming the file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import pickle
+import zlib
+from pathlib import Path
+from typing import Literal
+
+from ..errors import UsageError
+from ..wire.files import read_regular_file
+
+__all__ = ["MAX_FILE_BYTES", "MAX_TOTAL_BYTES", "MAX_FILES", "Kind", "read_artifact", "sniff", "load_json",
+           "load_plain_pickle"]
+
+MAX_FILE_BYTES = 256 * 1024 * 1024
+"""The largest artifact file read (after gzip is inflated): a Flight Recorder dump of 20,000 entries
+with stack frames is tens of MiB, a profiler trace of a few training steps a few hundred MiB at most."""
+
+MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+"""The most bytes read over all the files of one import."""
+
+MAX_FILES = 4096
+"""The most files one import opens (one per rank)."""
+
+Kind = Literal["pickle", "json", "text", "other"]
+"""What a file's bytes look like: a pickle, JSON, text, or none of these."""
+
+_PLAIN = (dict, list, tuple, str, int, float, bool, type(None))
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_artifact(path: Path) -> bytes:
+    """The bytes of ``path`` (inflated when gzip-compressed), at most :data:`MAX_FILE_BYTES`."""
+    try:
+        data = read_regular_file(path, MAX_FILE_BYTES, "artifact")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not data.startswith(_GZIP_MAGIC):
+        return data
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as inflating:
+            inflated = inflating.read(MAX_FILE_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UsageError(f"{path}: damaged gzip data ({exc})") from None
+    if len(inflated) > MAX_FILE_BYTES:
+        raise UsageError(f"{path}: inflates to more than {MAX_FILE_BYTES:,} bytes, the most an artifact may have")
+    return inflated
+
+
+def sniff(data: bytes) -> Kind:
+    """What ``data`` looks like, from its first bytes: a pickle (protocol 2 or later), JSON (an
+    object or array), text (UTF-8 without NUL bytes), or other."""
+    if data[:1] == b"\x80":
+        return "pickle"
+    head = data[:4096]
+    stripped = head.lstrip()
+    if stripped[:1] in (b"{", b"["):
+        return "json"
+    if not head or b"\x00" in head:
+        return "other"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # a multi-byte character cut at the end of the window is fine
+            return "other"
+    return "text"
+
+
+def load_json(data: bytes, path: Path) -> object:
+    """The JSON value in ``data``; a UsageError naming ``path`` and the fault if it is not JSON."""
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: damaged JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except (UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise UsageError(f"{path}: not readable JSON ({type(exc).__name__})") from None
+
+
+class _Refused(Exception):
+    """The pickle asked for something other than a plain value."""
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """An unpickler that refuses every global (so no class, function or reducer can be reached) and
+    every persistent id: the opcodes left build only containers, strings, bytes and numbers."""
+
+    def find_class(self, module: str, name: str) -> object:
+        raise _Refused(f"it refers to {module}.{name}")
+
+    def persistent_load(self, pid: object) -> object:
+        raise _Refused("it refers to a persistent object")
+
+
+def load_plain_pickle(data: bytes, path: Path) -> object:
+    """The value pickled in ``data``, which may hold only dicts, lists, tuples, strings, integers,
+    floats, booleans and None; anything else (a class, a function, a set, bytes) is a UsageError."""
+    try:
+        value = _PlainUnpickler(io.BytesIO(data)).load()
+    except _Refused as exc:
+        raise UsageError(f"{path}: refused pickle: {exc}; a Flight Recorder dump holds only plain values") from None
+    except (EOFError, pickle.UnpicklingError) as exc:
+        raise UsageError(f"{path}: damaged or truncated pickle ({exc or 'ran out of input'})") from None
+    except (RecursionError, MemoryError):
+        raise UsageError(f"{path}: pickle nested too deeply or too large to load") from None
+    except Exception as exc:  # noqa: BLE001 - the unpickler surfaces malformed input as many types
+        raise UsageError(f"{path}: damaged pickle ({type(exc).__name__}: {exc})") from None
+    odd = _first_foreign(value)
+    if odd is not None:
+        raise UsageError(f"{path}: refused pickle: it holds a {odd}; a Flight Recorder dump holds only plain values")
+    return value
+
+
+def _first_foreign(value: object) -> str | None:
+    """The type name of the first value in ``value`` that is not a plain one, or None. Iterative and
+    visiting each container once, so neither deep nesting nor shared references can blow it up."""
+    seen: set[int] = set()
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if type(item) not in _PLAIN:
+            return type(item).__name__
+        if isinstance(item, (dict, list, tuple)):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            pending.extend(item.keys() if isinstance(item, dict) else ())
+            pending.extend(item.values() if isinstance(item, dict) else item)
+    return None

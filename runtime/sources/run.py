@@ -1,0 +1,352 @@
+"""Imported calls become a collviz run: the events every artifact source builds, and their analysis.
+
+A source (Flight Recorder dumps, profiler traces, an NCCL log) reduces its artifacts to
+:class:`Step` s, in an order every rank's own order agrees with (:func:`order_steps`): each is one
+collective call seen from the ranks that made it (a :class:`Call` per rank), or links NCCL reported
+(:class:`Hop` s). :func:`build_run` turns them into the events collviz's own runs emit — RunStart,
+RankStart per rank, per step and rank a Phase begin/end around Collective begin/end and Transfers —
+then feeds the Collective events to the live run's own checks: the watchdog
+(:class:`~..observation.watchdog.CollectiveWatch`, at the log's end) names who waits where and who
+never came, the fingerprint check (:class:`~..observation.fingerprints.FingerprintCheck`) names
+ranks that called something else at the same place. What they find becomes Stall and Mismatch
+events and the RunEnd, whose status gives the exit status (1 for a hung or mismatched job, as for
+a live run). A rank gets a RankEnd once it had finished: a rank still inside a call, one the others
+waited for, or one that called something else than the others, gets none (it was still running
+when the artifact was taken, or its last call is the fault), and its lane says where it was.
+
+Times are the artifact's own (``t_ns``); a call whose duration the artifact does not hold ends
+when it begins and carries ``duration_ns=None``, so no report invents a duration.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..observation.fingerprints import Disagreement, FingerprintCheck
+from ..observation.metrics import BUS_FACTOR_OPS, algo_bytes
+from ..observation.watchdog import CollectiveWatch, Stalled
+from ..reports.summary import UNTIMED_OPTION
+from ..wire.protocol import (
+    LAUNCHER_RANK,
+    AnyEvent,
+    Collective,
+    Event,
+    Mismatch,
+    Phase,
+    RankEnd,
+    RankStart,
+    RunEnd,
+    RunStart,
+    Stall,
+    Transfer,
+)
+
+__all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "group_label", "call_text", "order_steps", "build_run"]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One collective call as an artifact recorded it on one rank.
+
+    ``group_seq`` numbers the call on its group (the artifact's own number where it has one);
+    ``count`` is this rank's input elements; ``bytes_in``/``bytes_out`` are 0 where the element
+    type's size is unknown. ``t_ns``: when the rank issued it, on the artifact's clock.
+    ``duration_ns``: its own time where the artifact measured one, else None. ``completed``: False
+    for a call the rank was still inside when the artifact was taken. ``where``: the user's code
+    that made the call, where the artifact says (``train.py:31 in step``).
+    """
+
+    rank: int
+    group: str
+    group_ranks: tuple[int, ...]
+    group_seq: int
+    op: str
+    dtype: str
+    count: int
+    bytes_in: int
+    bytes_out: int
+    t_ns: int
+    duration_ns: int | None = None
+    completed: bool = True
+    root: int | None = None
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Hop:
+    """A link an artifact reported rather than data it observed: ``src`` sends to ``dst`` in hop
+    ``step`` (from 1) of the algorithm drawn; ``label`` names it (``NCCL ring 00 via P2P/IPC``)."""
+
+    src: int
+    dst: int
+    step: int
+    label: str
+
+
+@dataclass
+class Step:
+    """One viewer step: a collective call across its ranks, or reported links, or both.
+
+    ``t_ns`` places a step without calls; ``took_ns`` gives ranks that take part without a call
+    (NCCL's init, say) and how long their part took (0: not known).
+    """
+
+    name: str
+    narration: str
+    calls: list[Call] = field(default_factory=list)
+    hops: list[Hop] = field(default_factory=list)
+    t_ns: int = 0
+    took_ns: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where an imported run came from, as its RunStart says it.
+
+    ``scenario`` names the source (``flight-recorder``); ``reason`` is the header's line about the
+    backend and what the source cannot show; ``description`` the narration before the first step;
+    ``device`` each RankStart's device text; ``untimed`` why a call may have no duration (the
+    summary says it). ``check_calls``: whether calls are compared across ranks (only where the
+    source names every call's group).
+    """
+
+    scenario: str
+    description: str
+    reason: str
+    backend: str
+    device_kind: Literal["cpu", "cuda"]
+    world_size: int
+    device: str
+    untimed: str
+    nccl_version: str = ""
+    host: str = ""
+    check_calls: bool = True
+
+
+@dataclass(frozen=True)
+class ImportedRun:
+    """Events as collviz's own runs emit them, the warnings met while reading the artifacts, and
+    the exit status a run with these events has (1: hung or mismatched; 0 otherwise)."""
+
+    kind: str
+    events: list[AnyEvent]
+    warnings: list[str]
+    exit_status: int
+
+
+def group_label(name: str, description: str = "") -> str:
+    """How a process group is named in steps and sentences: ``0 (default_pg)``, or ``1`` when torch
+    gave it no description."""
+    return f"{name} ({description})" if description and description != "undefined" else name
+
+
+def call_text(call: Call) -> str:
+    """``all_reduce #3 on group 0 (default_pg)``."""
+    return f"{call.op} #{call.group_seq} on group {call.group}"
+
+
+def order_steps(sequences: Mapping[int, Sequence[Hashable]], first_seen: Mapping[Hashable, int]) -> list[Hashable]:
+    """Every key of ``sequences`` (each rank's calls in its own order) in one order that keeps each
+    rank's, earliest ``first_seen`` first among those free to go next. Where ranks disagree (a
+    cycle: rank 0 did A then B, rank 1 B then A) the earliest key left goes next regardless; the
+    caller skips a call that would then run backwards on its rank."""
+    after: dict[Hashable, set[Hashable]] = {key: set() for seq in sequences.values() for key in seq}
+    waiting_on = dict.fromkeys(after, 0)
+    for seq in sequences.values():
+        for before, then in zip(seq, seq[1:]):
+            if before != then and then not in after[before]:
+                after[before].add(then)
+                waiting_on[then] += 1
+    rank_of = {key: n for n, key in enumerate(sorted(after, key=lambda k: (first_seen.get(k, 0), repr(k))))}
+    ready = [(rank_of[key], key) for key, count in waiting_on.items() if count == 0]
+    heapq.heapify(ready)
+    order: list[Hashable] = []
+    placed: set[Hashable] = set()
+    while len(order) < len(after):
+        if not ready:  # a cycle: let the earliest remaining key go
+            key = min((k for k in after if k not in placed), key=rank_of.__getitem__)
+            heapq.heappush(ready, (rank_of[key], key))
+        _, key = heapq.heappop(ready)
+        if key in placed:
+            continue
+        placed.add(key)
+        order.append(key)
+        for then in after[key]:
+            waiting_on[then] -= 1
+            if waiting_on[then] == 0 and then not in placed:
+                heapq.heappush(ready, (rank_of[then], then))
+    return order
+
+
+class _Stamper:
+    """Gives each emitter's events a gap-free ``seq``, the run id and a time."""
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+        self.events: list[AnyEvent] = []
+        self._seq: dict[int, int] = {}
+
+    def __call__(self, event_type: type[Event], rank: int, t_ns: int, **fields) -> AnyEvent:
+        seq = self._seq.get(rank, 0)
+        self._seq[rank] = seq + 1
+        event = event_type(run=self.run, rank=rank, seq=seq, t_ns=t_ns, **fields)
+        self.events.append(event)
+        return event
+
+
+def _algo_bytes(call: Call) -> int:
+    """S of the nccl-tests formulas for ``call`` on its group, or its input bytes where the op has none."""
+    if call.op not in BUS_FACTOR_OPS:
+        return call.bytes_in
+    return algo_bytes(call.op, len(call.group_ranks) or 1, call.bytes_in, call.bytes_out)
+
+
+def _collective(stamp: _Stamper, call: Call, phase: int, edge: Literal["begin", "end"], t_ns: int) -> None:
+    stamp(Collective, call.rank, t_ns, phase=phase, edge=edge, op=call.op, group=call.group,
+          group_ranks=list(call.group_ranks), group_seq=call.group_seq, dtype=call.dtype, count=call.count,
+          bytes_in=call.bytes_in, bytes_out=call.bytes_out, algo_bytes=_algo_bytes(call), root=call.root,
+          duration_ns=call.duration_ns if edge == "end" else None)
+
+
+def _emit_steps(stamp: _Stamper, steps: Sequence[Step], warnings: list[str]) -> dict[int, tuple[int, Call | None]]:
+    """Phase, Collective and Transfer events of every step; returns each rank's last step and call."""
+    last: dict[int, tuple[int, Call | None]] = {}
+    for index, step in enumerate(steps):
+        calls = {call.rank: call for call in step.calls}
+        ranks = sorted(set(calls) | {h.src for h in step.hops} | {h.dst for h in step.hops} | set(step.took_ns))
+        for rank in ranks:
+            call = calls.get(rank)
+            if rank in last and last[rank][0] >= index:
+                warnings.append(f"rank {rank}: {step.name} is out of order with the other ranks' calls: not shown")
+                continue
+            begin = call.t_ns if call is not None else step.t_ns
+            stamp(Phase, rank, begin, index=index, name=step.name, edge="begin", narration=step.narration)
+            if call is not None:
+                _collective(stamp, call, index, "begin", begin)
+            for hop in step.hops:
+                if hop.dst == rank:
+                    stamp(Transfer, rank, begin, phase=index, src=hop.src, dst=hop.dst, bytes=0, buffer=hop.label,
+                          start=0, length=0, kind="p2p", step=hop.step)
+            last[rank] = (index, call if call is not None else last.get(rank, (0, None))[1])
+            if call is not None and not call.completed:
+                continue
+            took = step.took_ns.get(rank, 0) if call is None else call.duration_ns or 0
+            end = begin + took
+            if call is not None:
+                _collective(stamp, call, index, "end", end)
+            stamp(Phase, rank, end, index=index, name=step.name, edge="end")
+    return last
+
+
+@dataclass
+class _Findings:
+    """What the checks found: stalls, mismatches, the ranks they implicate, and a sentence about
+    the last call of each rank that was not where the others waited."""
+
+    stalls: list[Stalled]
+    mismatches: list[Disagreement]
+    implicated: set[int]
+    last_calls: list[str]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.stalls or self.mismatches)
+
+    def detail(self) -> str:
+        """The RunEnd's account: the first mismatch, else who caused the first hang and what each
+        of those ranks called last."""
+        if self.mismatches:
+            more = f" (and {len(self.mismatches) - 1} more mismatches)" if len(self.mismatches) > 1 else ""
+            return self.mismatches[0].text + more
+        if self.stalls:
+            stall = self.stalls[0]
+            culprits = ", ".join(str(r) for r in sorted(stall.elsewhere))
+            more = f" (and {len(self.stalls) - 1} more groups hung)" if len(self.stalls) > 1 else ""
+            return (f"hang caused by rank{'s' if len(stall.elsewhere) > 1 else ''} {culprits}: {stall.text}{more}"
+                    + "".join(f"; {line}" for line in self.last_calls))
+        return ""
+
+
+def _analyse(origin: Origin, events: list[AnyEvent], last: Mapping[int, tuple[int, Call | None]],
+             missing: Mapping[int, str], warnings: list[str]) -> _Findings:
+    """The live run's own checks over the imported Collective events, at the log's end. A call that
+    every rank not inside it has completed is no hang: the ranks inside had not yet recorded its
+    completion (gloo's Flight Recorder retires a call a moment after it returns)."""
+    watch = CollectiveWatch(timeout_s=0)
+    for rank, why in missing.items():
+        watch.unknown(rank, why)
+    check = FingerprintCheck()
+    for event in events:
+        watch.observe(event)
+        if origin.check_calls:
+            check.observe(event)
+    completed = {(e.rank, e.group, e.group_seq) for e in events if isinstance(e, Collective) and e.edge == "end"}
+    stalls = []
+    for stall in watch.check_at_end():
+        if all((rank, stall.group, stall.group_seq) in completed for rank in stall.elsewhere):
+            warnings.append(f"{stall.op} #{stall.group_seq} on group {stall.group}: every other rank completed it, "
+                            f"but rank{'s' if len(stall.waiting) > 1 else ''} {', '.join(map(str, stall.waiting))} had "
+                            "not yet recorded it completed: not a hang")
+            continue
+        stalls.append(stall)
+    findings = _Findings(stalls, check.check() if origin.check_calls else [], set(), [])
+    for stall in findings.stalls:
+        findings.implicated.update(stall.waiting)
+        for rank in sorted(stall.elsewhere):
+            findings.implicated.add(rank)
+            previous = last.get(rank, (0, None))[1]
+            if previous is not None and stall is findings.stalls[0]:
+                findings.last_calls.append(f"rank {rank}'s last call: {_last_call_text(previous)}")
+    for found in findings.mismatches:
+        findings.implicated.update(found.odd_ranks)
+    return findings
+
+
+def _last_call_text(call: Call) -> str:
+    state = "completed" if call.completed else "not completed"
+    return f"{call_text(call)}, {state}" + (f", called at {call.where}" if call.where else "")
+
+
+def _waited_at_least(stall: Stalled, events: list[AnyEvent]) -> float:
+    """Seconds from the first waiter's call to the last time the artifacts recorded: how long the
+    waiters had waited at least (the artifacts do not say when they were taken)."""
+    entered = [e.t_ns for e in events if isinstance(e, Collective) and e.edge == "begin" and e.group == stall.group
+               and e.group_seq == stall.group_seq and e.rank in stall.waiting]
+    latest = max(e.t_ns for e in events)
+    return max(0, latest - min(entered)) / 1e9 if entered else 0.0
+
+
+def build_run(origin: Origin, steps: Sequence[Step], warnings: list[str], ranks: Sequence[int],
+              missing: Mapping[int, str] | None = None) -> ImportedRun:
+    """The events of an imported run: ``ranks`` are those the artifacts describe, ``missing`` the
+    ranks of the world they do not (rank → why, e.g. "no dump of this rank"); ``warnings`` gains
+    what could not be shown."""
+    missing = dict(missing or {})
+    stamp = _Stamper(f"import-{origin.scenario}")
+    times = [c.t_ns for s in steps for c in s.calls] + [s.t_ns for s in steps if not s.calls]
+    start = min(times, default=0)
+    stamp(RunStart, LAUNCHER_RANK, start, scenario=origin.scenario, world_size=origin.world_size,
+          backend=origin.backend, device_kind=origin.device_kind, backend_reason=origin.reason, mode="live",
+          options={UNTIMED_OPTION: origin.untimed}, description=origin.description, torch_version="not recorded",
+          nccl_version=origin.nccl_version, host=origin.host, phase_count=len(steps))
+    for rank in ranks:
+        stamp(RankStart, rank, start, device=origin.device, backend=origin.backend, host=origin.host, pid=0)
+    last = _emit_steps(stamp, steps, warnings)
+    findings = _analyse(origin, stamp.events, last, missing, warnings)
+    end = max((e.t_ns for e in stamp.events), default=start)
+    for stall in findings.stalls:
+        stamp(Stall, LAUNCHER_RANK, end, group=stall.group, group_seq=stall.group_seq, op=stall.op,
+              waiting=stall.waiting, elsewhere=list(stall.elsewhere.values()),
+              waited_s=_waited_at_least(stall, stamp.events), text=stall.text)
+    for found in findings.mismatches:
+        stamp(Mismatch, LAUNCHER_RANK, end, group=found.group, group_ranks=list(found.group_ranks),
+              group_seq=found.group_seq, calls=found.calls, odd_ranks=found.odd_ranks, text=found.text)
+    for rank in ranks:  # see the module's docstring: who gets a RankEnd
+        if rank not in findings.implicated and all(c.completed for s in steps for c in s.calls if c.rank == rank):
+            stamp(RankEnd, rank, end, status="ok", phase=last.get(rank, (None,))[0])
+    status = "failed" if findings.failed else "ok"
+    stamp(RunEnd, LAUNCHER_RANK, end, status=status, detail=findings.detail(), events=len(stamp.events) + 1)
+    return ImportedRun(origin.scenario, stamp.events, warnings, 1 if findings.failed else 0)
