@@ -626,14 +626,15 @@ def make_app(
                       screenshot_dir=screenshot_dir, quiz=quiz, options=options)
 
 
-def run_viewer(*, trace: Path | None = None, session: Session | None = None, quiz: bool = False,
-               options: ViewerOptions | None = None) -> int:
+def run_viewer(*, trace: Path | None = None, session: Session | None = None, events: Sequence[AnyEvent] | None = None,
+               quiz: bool = False, options: ViewerOptions | None = None) -> int:
     """Run the viewer in the terminal until the user quits; returns the exit code.
 
     ``run_viewer(session=...)`` for live and step-through runs: the caller has already called
     ``session.start()`` (fork before the app's threads exist); the app reads the session and
-    stops it when the user quits. ``run_viewer(trace=path)`` for replay.
+    stops it when the user quits. ``run_viewer(trace=path)`` for replay; ``events=`` for a run
+    made from a user's artifacts.
     """
-    app = make_app(trace=trace, session=session, quiz=quiz, options=options)
+    app = make_app(trace=trace, session=session, events=events, quiz=quiz, options=options)
     code = app.run()
     return code if code is not None else (app.exit_code())

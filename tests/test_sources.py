@@ -341,3 +341,23 @@ def test_gpu_profiler_traces_take_each_calls_kernel_time(tmp_path):
         assert found[(rank, "all_reduce")] == ("bfloat16", 4096, 8192, 8192, (80 + rank) * 1000, WORLD_GROUP)
         assert found[(rank, "all_gather")] == ("bfloat16", 1024, 2048, 4096, (40 + rank) * 1000, WORLD_GROUP)
     assert "not verified here (no GPU)" in _only(run.events, RunStart)[0].description
+
+
+def test_collviz_replay_and_export_open_a_jobs_artifacts_from_the_command_line(made, tmp_path):
+    """As a user runs it: the hang's dumps headless (the culprit named, exit 1 as for a live run),
+    the healthy job's profiler traces as JSON (every call timed), and their Perfetto export."""
+    import json
+
+    from conftest import run_cli
+
+    hang = run_cli("replay", str(made["hang"] / "fr" / "json"), "--headless")
+    assert hang.returncode == 1, hang.stderr
+    assert f"hang caused by rank {jobs.SKIPPER}" in hang.stdout and "Traceback" not in hang.stderr
+    profiled = run_cli("replay", str(made["healthy"] / "profile"), "--json")
+    assert profiled.returncode == 0, profiled.stderr
+    calls = json.loads(profiled.stdout)["calls"]
+    assert calls and all(call["slowest_seconds"] for call in calls)
+    out = tmp_path / "job.json"
+    exported = run_cli("export", str(made["healthy"] / "profile"), "--perfetto", str(out))
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(out.read_text())["traceEvents"]

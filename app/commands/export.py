@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .options import OneLineParser, command_parser
+from .playing import is_collviz_trace, open_artifacts
 
 __all__ = ["build_parser", "main"]
 
@@ -20,7 +21,8 @@ memory as counter tracks.
 def build_parser() -> OneLineParser:
     """``collviz export TRACE --perfetto OUT.json [--force]``."""
     parser = command_parser("collviz export", "Export a recorded trace for other tools.", EPILOG)
-    parser.add_argument("trace", type=Path, help="a .cvz file written with --record")
+    parser.add_argument("paths", type=Path, nargs="+", metavar="PATH",
+                        help="a .cvz file written with --record, or a job's artifacts as collviz replay opens them")
     parser.add_argument("--perfetto", type=Path, metavar="OUT.json", required=True,
                         help="write Chrome trace-event JSON (Perfetto, chrome://tracing) to OUT.json")
     parser.add_argument("--force", action="store_true", help="overwrite an existing OUT.json")
@@ -35,10 +37,15 @@ def main(argv: Sequence[str]) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    check_new_output(args.perfetto, "--perfetto", force=args.force, reading=args.trace)
-    contents = read_trace(args.trace)
-    if contents.warning:
-        print(f"collviz: warning: {contents.warning}", file=sys.stderr)
-    count = write_perfetto(contents.events, args.perfetto)
+    for path in args.paths:
+        check_new_output(args.perfetto, "--perfetto", force=args.force, reading=path)
+    if len(args.paths) == 1 and (is_collviz_trace(args.paths[0]) or args.paths[0].suffix == ".cvz"):
+        contents = read_trace(args.paths[0])
+        if contents.warning:
+            print(f"collviz: warning: {contents.warning}", file=sys.stderr)
+        events = contents.events
+    else:
+        events = open_artifacts(args.paths).events
+    count = write_perfetto(events, args.perfetto)
     print(f"collviz: wrote {count} trace events to {args.perfetto} (open it at ui.perfetto.dev)", file=sys.stderr)
     return 0

@@ -22,8 +22,10 @@ from .scenario_args import memory_need, run_options
 
 if TYPE_CHECKING:
     from collviz.app.app import ViewerOptions
+    from collviz.runtime.sources.run import ImportedRun
 
-__all__ = ["run_scenario", "replay_trace", "viewer_options", "headless_instead"]
+__all__ = ["run_scenario", "replay_trace", "replay_paths", "open_artifacts", "is_collviz_trace", "viewer_options",
+           "headless_instead"]
 
 
 def headless_instead(headless: bool, json_output: bool = False) -> bool:
@@ -107,6 +109,56 @@ def run_scenario(name: str, args: argparse.Namespace, notes: Mapping[str, str] |
     from collviz.runtime.headless import report_outcome
 
     return report_outcome(session, run_viewer(session=session, options=options), sys.stderr)
+
+
+def is_collviz_trace(path: Path) -> bool:
+    """Whether ``path`` is a regular file that starts with the collviz trace magic (read without
+    blocking: a fifo or a device is not one)."""
+    import os
+    import stat
+
+    from collviz.runtime.wire.trace import TRACE_MAGIC
+
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(handle).st_mode) and os.read(handle, len(TRACE_MAGIC)) == TRACE_MAGIC
+    finally:
+        os.close(handle)
+
+
+def open_artifacts(paths: list[Path]) -> ImportedRun:
+    """A user's own artifacts (Flight Recorder dumps, profiler traces, an NCCL log) as a run's
+    events, its warnings said on stderr."""
+    from collviz.runtime.sources.detect import open_artifacts as open_sources
+
+    imported = open_sources(paths)
+    for warning in imported.warnings:
+        print(f"collviz: warning: {warning}", file=sys.stderr)
+    return imported
+
+
+def replay_paths(paths: list[Path], *, headless: bool = False, json_output: bool = False, quiz: bool = False,
+                 viewer: ViewerOptions | None = None) -> int:
+    """Replay a collviz trace, or open a user's artifacts as one (the exit status is then the
+    job's own: 1 when it hung or its ranks' calls disagreed, as for a live run)."""
+    if len(paths) == 1 and (is_collviz_trace(paths[0]) or paths[0].suffix == ".cvz"):  # a damaged .cvz: its own error
+        return replay_trace(paths[0], headless=headless, json_output=json_output, quiz=quiz, viewer=viewer)
+    imported = open_artifacts(paths)
+    if headless_instead(headless, json_output):
+        from collviz.runtime.reports.summary import render_summary
+        from collviz.runtime.reports.summary_json import summary_document
+
+        if json_output:
+            print_json(summary_document(imported.events))
+        else:
+            print(render_summary(imported.events))
+        return imported.exit_status
+    from collviz.app.app import run_viewer
+
+    return run_viewer(events=imported.events, quiz=quiz, options=viewer) or imported.exit_status
 
 
 def replay_trace(trace: Path, *, headless: bool = False, json_output: bool = False, quiz: bool = False,
