@@ -136,7 +136,7 @@ async def test_live_session_reaches_the_end_and_quit_stops_it():
         assert app.cursor == len(app.event_log)
         view = app.current_view()
         assert view.state.kind == "finished"
-        assert view.ranks[3].buffers[-1].values == [0.0, 1.0, 10.0, 11.0, 20.0, 21.0, 30.0, 31.0]
+        assert view.ranks[3].buffers[0].values == [0.0, 1.0, 10.0, 11.0, 20.0, 21.0, 30.0, 31.0]  # the latest step's first
         # stepping back stops following; end resumes it
         await pilot.press("left")
         assert not app.following and app.cursor < len(app.event_log)

@@ -68,6 +68,30 @@ def test_moe_dispatches_by_uneven_all_to_all_and_equals_the_layer_on_one_rank(tr
     assert sum(c.ok for c in events(trace, Check)) == n
 
 
+def test_moe_cost_gives_each_ranks_bytes_and_time_and_whose_figures_lead(training_runs):
+    """Uneven splits have no "per rank" figure: the cost of the dispatch's token all-to-all lists
+    each rank's bytes in and out (the rows it sent and received, from the layer written out here)
+    and time, and its headline time and S are the slowest rank's, named."""
+    from collviz.app.model import EventLog, costs_at
+    from collviz.app.widgets.cost import cost_lines
+
+    trace, s = training_runs["moe"], settings_of("moe")
+    _, _, sends = _moe_expected(s, N)
+    log = EventLog(trace.events)
+    dispatch = next(i for i, name in phase_names(trace).items() if name.startswith("dispatch"))
+    tokens = costs_at(log, len(log), dispatch)[0][-1]
+    row = 4 * s["d_model"]
+    assert {r.rank: (r.bytes_in, r.bytes_out) for r in tokens.by_rank} == {
+        rank: (row * sum(sends[rank]), row * sum(sends[src][rank] for src in range(N))) for rank in range(N)}
+    assert not tokens.even
+    slowest = max(tokens.by_rank, key=lambda r: r.seconds)
+    assert tokens.slowest == slowest.rank and tokens.algo_bytes == slowest.algo_bytes
+    text = cost_lines(tokens).plain
+    assert "per rank" not in text and f"r{slowest.rank}'s" in text and "slowest" in text
+    for r in tokens.by_rank:
+        assert f"r{r.rank} " in text
+
+
 # ------------------------------------------------------------------------------- 2-D meshes
 
 

@@ -22,7 +22,7 @@ from .playing import replay_trace, run_scenario
 from .scenario_args import run_parser
 
 if TYPE_CHECKING:
-    from collviz.app.app import LessonPlace, ViewerOptions
+    from collviz.app.app import ViewerOptions
 
 __all__ = ["build_parser", "main", "item_trace"]
 

@@ -5,7 +5,7 @@ Live, step-through and replay all feed an :class:`EventLog`; the screen shows
 """
 
 from .bench import BenchSeries, BenchView, bench_at
-from .cost import CallCost, costs_at
+from .cost import CallCost, RankCost, costs_at
 from .log import EXIT_INTERRUPTED, EventLog, MemorySeries, PhaseIndex, RankIndex, Series
 from .navigation import SPEEDS, faster, next_boundary, previous_boundary, seek_step, slower
 from .sources import Session, load_trace, pump_session
@@ -16,6 +16,7 @@ __all__ = [
     "BenchView",
     "bench_at",
     "CallCost",
+    "RankCost",
     "costs_at",
     "EventLog",
     "EXIT_INTERRUPTED",

@@ -1,9 +1,11 @@
 """What each collective of a step cost: bytes per rank, time, algbw and busbw.
 
 Every figure comes from the run's events. A call's time is the slowest rank's measured duration
-(the median over repeated calls of ``--iters``); where the backend only *enqueued* the work (the
-``c10d`` ops FSDP2 issues: their Collective events carry no duration) it is the slowest rank's
-time for the whole phase, and :attr:`CallCost.timed` says so. algbw and busbw follow nccl-tests'
+(the median over repeated calls of ``--iters``), and the cost names that rank; where the backend
+only *enqueued* the work (its Collective events carry no duration) it is the slowest rank's time
+for the whole phase, and :attr:`CallCost.timed` says so. Each rank's own bytes and time are kept
+(:attr:`CallCost.by_rank`): with uneven splits (all-to-all in a mixture of experts) there is no
+"per rank" figure, so S is then the slowest rank's own. algbw and busbw follow nccl-tests'
 definitions (:mod:`collviz.runtime.observation.metrics`).
 """
 
@@ -19,7 +21,7 @@ from collviz.runtime.wire.protocol import Collective, Phase
 
 from .log import EventLog
 
-__all__ = ["CallCost", "costs_at", "MAX_CALLS"]
+__all__ = ["CallCost", "RankCost", "costs_at", "MAX_CALLS"]
 
 MAX_CALLS = 8
 """Most calls of one step whose costs the view carries (the latest ones)."""
@@ -28,14 +30,29 @@ Timing = Literal["call", "phase", "unknown"]
 
 
 @dataclass(frozen=True)
+class RankCost:
+    """One rank's part of a call: its bytes in and out, S as it counts it, and its own time (the
+    median of its repetitions; None where not measured)."""
+
+    rank: int
+    bytes_in: int
+    bytes_out: int
+    algo_bytes: int
+    seconds: float | None
+
+
+@dataclass(frozen=True)
 class CallCost:
     """One collective call of a step, across the ranks that reported it.
 
     ``bytes_in``/``bytes_out``: the largest per-rank input and output (a root's, for rooted ops).
-    ``algo_bytes``: S of nccl-tests. ``seconds``/``timed``: the time and what it measured ("call":
-    the slowest rank's call; "phase": the slowest rank's phase, the call having only been enqueued;
-    "unknown": not yet). ``calls``: timed repetitions (the median is used). ``reported``: ranks
-    whose end event arrived. ``rate``: algbw/busbw where an op has a bus factor and a time.
+    ``algo_bytes``: S of nccl-tests (with uneven splits, the slowest rank's own). ``seconds``/
+    ``timed``: the time and what it measured ("call": the slowest rank's call; "phase": the slowest
+    rank's phase, the call having only been enqueued; "unknown": not yet). ``calls``: timed
+    repetitions (the median is used). ``reported``: ranks whose end event arrived. ``rate``:
+    algbw/busbw where an op has a bus factor and a time. ``by_rank``: each rank's own figures;
+    ``slowest``: the rank whose time is ``seconds`` (None: not timed per call); ``clock``: how the
+    time was measured (``host``, ``gpu``, or empty).
     """
 
     op: str
@@ -50,6 +67,14 @@ class CallCost:
     calls: int
     reported: int
     rate: Bandwidth | None
+    by_rank: tuple[RankCost, ...] = ()
+    slowest: int | None = None
+    clock: str = ""
+
+    @property
+    def even(self) -> bool:
+        """Whether every rank moved the same bytes (so "per rank" means something)."""
+        return len({(r.bytes_in, r.bytes_out) for r in self.by_rank}) <= 1
 
 
 def _phase_seconds(log: EventLog, cursor: int, step: int) -> float | None:
@@ -121,18 +146,31 @@ def costs_at(log: EventLog, cursor: int, step: int) -> tuple[tuple[CallCost, ...
 def _cost(events: list[Collective], world_size: int) -> tuple[CallCost, bool]:
     """One call's cost from its ranks' end events; True when its time must come from the phase."""
     first = events[0]
+    mine: dict[int, list[Collective]] = {}
+    for event in events:
+        mine.setdefault(event.rank, []).append(event)
+    by_rank = []
+    for rank, own in sorted(mine.items()):
+        durations = [e.duration_ns for e in own if e.duration_ns is not None]
+        by_rank.append(RankCost(rank, max(e.bytes_in for e in own), max(e.bytes_out for e in own),
+                                max(e.algo_bytes for e in own),
+                                statistics.median(durations) / 1e9 if durations else None))
     per_iteration: dict[int, int] = {}
     for event in events:
         if event.duration_ns is not None:
             per_iteration[event.iteration] = max(per_iteration.get(event.iteration, 0), event.duration_ns)
     seconds = statistics.median(per_iteration.values()) / 1e9 if per_iteration else None
+    timed_ranks = [r for r in by_rank if r.seconds is not None]
+    slowest = max(timed_ranks, key=lambda r: r.seconds) if timed_ranks else None
     ranks = len(first.group_ranks) or world_size
-    size = max(e.algo_bytes for e in events)
+    even = len({(r.bytes_in, r.bytes_out) for r in by_rank}) <= 1
+    size = max(r.algo_bytes for r in by_rank) if even or slowest is None else slowest.algo_bytes
     cost = CallCost(
         op=first.op, group=first.group, ranks=ranks, dtype=first.dtype,
-        bytes_in=max(e.bytes_in for e in events), bytes_out=max(e.bytes_out for e in events),
+        bytes_in=max(r.bytes_in for r in by_rank), bytes_out=max(r.bytes_out for r in by_rank),
         algo_bytes=size, seconds=seconds, timed="call" if per_iteration else "unknown",
-        calls=max(len(per_iteration), 1), reported=len({e.rank for e in events}),
-        rate=_rate(first.op, ranks, size, seconds),
+        calls=max(len(per_iteration), 1), reported=len(by_rank), rate=_rate(first.op, ranks, size, seconds),
+        by_rank=tuple(by_rank), slowest=None if slowest is None else slowest.rank,
+        clock=next((e.clock for e in events if e.clock), ""),
     )
     return cost, not per_iteration

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from collviz.runtime.wire.protocol import AnyEvent, Buffer, Collective, Phase
+from collviz.runtime.wire.protocol import AnyEvent, Buffer, Collective
 
 __all__ = ["Question", "Grade", "Score", "QuizRound", "questions", "grade", "expand_provenance", "nothing_to_ask",
            "TYPED_ELEMENTS"]

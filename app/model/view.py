@@ -75,8 +75,9 @@ class MemoryTrack:
 
 @dataclass(frozen=True)
 class RankView:
-    """What one rank holds and does at the cursor: ``buffers`` live, ``freed`` released (each
-    the Freed event that released it)."""
+    """What one rank holds and does at the cursor: ``buffers`` live (this step's first, in the
+    order the rank reported them, then earlier steps', latest first), ``freed`` released (each the
+    Freed event that released it); ``step`` is the viewer step shown."""
 
     rank: int
     device: str
@@ -88,6 +89,7 @@ class RankView:
     collective: Collective | None
     memory: MemoryTrack
     freed: tuple[Freed, ...] = ()
+    step: int = -1
 
 
 @dataclass(frozen=True)
@@ -278,10 +280,11 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
                 state=state,
                 status=status,
                 phase=phase,
-                buffers=tuple(buffers),
+                buffers=tuple(sorted(buffers, key=lambda b: (b.phase != step, -b.phase))),
                 collective=collective,
                 memory=_memory(index, cursor, step),
                 freed=tuple(freed),
+                step=step,
             )
         )
     rank_views = tuple(ranks)

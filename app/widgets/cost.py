@@ -49,19 +49,49 @@ def cost_lines(cost: CallCost, mask_volatile: bool = False) -> Text:
     text.append(f"{group} · {cost.ranks} ranks · {cost.dtype}")
     if cost.reported < cost.ranks:
         text.append(f" · {cost.reported} of {cost.ranks} ranks so far", "dim")
-    text.append(f"\n{format_bytes(cost.bytes_in)} in → {format_bytes(cost.bytes_out)} out per rank")
+    if cost.even:
+        text.append(f"\n{format_bytes(cost.bytes_in)} in → {format_bytes(cost.bytes_out)} out per rank")
+    else:
+        text.append("\nuneven: each rank's in → out", "dim")
+        text.append_text(_per_rank_text(cost, seconds))
     if cost.seconds is None:
         text.append("\ntime: not yet measured", "dim")
         return text
     repeats = f", median of {cost.calls}" if cost.calls > 1 else ""
+    whose = f" (r{cost.slowest})" if cost.slowest is not None and cost.timed == "call" else ""
+    clock = {"gpu": ", GPU time (CUDA events)", "host": ""}.get(cost.clock, "")
     text.append(f"\nt = {seconds(cost.seconds)}")
-    text.append(f" {TIMED_LABELS[cost.timed]}{repeats}", "dim")
+    text.append(f" {TIMED_LABELS[cost.timed]}{whose}{repeats}{clock}", "dim")
     if cost.rate is None:
         return text
-    text.append(f"\nalgbw = S/t = {format_bytes(cost.algo_bytes)}/{seconds(cost.seconds)}"
+    own = f" (r{cost.slowest}'s)" if not cost.even and cost.slowest is not None else ""
+    text.append(f"\nalgbw = S/t = {format_bytes(cost.algo_bytes)}{own}/{seconds(cost.seconds)}"
                 f" = {rate(cost.rate.algbw)}")
     text.append(f"\nbusbw = algbw × {_factor(cost.op, cost.ranks)} = {rate(cost.rate.busbw)}")
     text.append(f"\n{_factor_name(cost.op)}, n = {cost.ranks} · b: why", "dim italic")
+    return text
+
+
+MAX_RANKS_LISTED = 8
+"""Ranks an uneven call lists one by one; beyond, the range of their figures."""
+
+
+def _per_rank_text(cost: CallCost, seconds) -> Text:
+    """Each rank's bytes in → out and its own time (uneven calls), the slowest marked."""
+    text = Text()
+    ranks = cost.by_rank
+    if len(ranks) > MAX_RANKS_LISTED:
+        low_in, high_in = min(r.bytes_in for r in ranks), max(r.bytes_in for r in ranks)
+        low_out, high_out = min(r.bytes_out for r in ranks), max(r.bytes_out for r in ranks)
+        text.append(f"\n{format_bytes(low_in)}–{format_bytes(high_in)} in → "
+                    f"{format_bytes(low_out)}–{format_bytes(high_out)} out ({len(ranks)} ranks)")
+        return text
+    for r in ranks:
+        took = f" {seconds(r.seconds)}" if r.seconds is not None else ""
+        text.append(f"\nr{r.rank} {format_bytes(r.bytes_in)} → {format_bytes(r.bytes_out)}{took}",
+                    "bold" if r.rank == cost.slowest else "")
+        if r.rank == cost.slowest:
+            text.append(" slowest", "dim")
     return text
 
 

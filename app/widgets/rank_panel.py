@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -101,7 +99,10 @@ def rank_lines(
     """
     lines: list[Line] = [[Segment(view.status, _STATE_STYLES[view.state])]] if status else []
     for buffer in view.buffers:
-        lines.extend(buffer_lines(buffer, width, max_rows=max_rows, detail=detail, padding=padding))
+        shown = buffer_lines(buffer, width, max_rows=max_rows, detail=detail, padding=padding)
+        if view.step >= 0 and buffer.phase != view.step:  # held since an earlier step: say which
+            shown[0] = [*shown[0], Segment(f" · step {buffer.phase + 1}", DIM)]
+        lines.extend(shown)
         if detail and buffer.provenance:
             lines.extend(provenance_lines(buffer))
             lines.append([])
@@ -177,11 +178,9 @@ class RankPanel(LineWidget):
                                mask_volatile=self.mask_volatile, padding=self.padding)
             if len(lines) <= height:
                 return lines
-        # Still too long: the latest step's buffers first, and say what is cut.
-        latest = max((buffer.phase for buffer in view.buffers), default=0)
-        ordered = sorted(view.buffers, key=lambda buffer: buffer.phase != latest)
-        lines = rank_lines(replace(view, buffers=tuple(ordered)), width, status=False,
-                           max_rows=ROW_BUDGETS[-1], mask_volatile=self.mask_volatile, padding=self.padding)
+        # Still too long: this step's buffers come first (see RankView), so say what is cut.
+        lines = rank_lines(view, width, status=False, max_rows=ROW_BUDGETS[-1], mask_volatile=self.mask_volatile,
+                           padding=self.padding)
         if height and len(lines) > height:
             lines = [*lines[: height - 1], [Segment(f"… {len(lines) - height + 1} more lines: click for all", DIM)]]
         return lines
