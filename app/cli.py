@@ -51,6 +51,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("worker", "worker", "collviz worker SCENARIO --viewer URL", "a torchrun entry point streaming to a viewer"),
     Command("view", "view", "collviz view --listen HOST:PORT", "show the events of workers started by torchrun"),
     Command("doctor", "doctor", "collviz doctor", "what collviz runs on: versions, backends, GPUs"),
+    Command("schema", "schema", "collviz schema [--lesson]", "the JSON Schema of scenario (lesson) files"),
     Command("completion", "completion", "collviz completion bash|zsh|fish", "a shell completion script"),
     Command("serve-slot", "serve_slot", "collviz serve-slot FOLDER MAX SCENARIO", "one tab's live run", listed=False),
 )

@@ -4,7 +4,10 @@ Runs the scenarios one after the other on 4 gloo ranks (as ``collviz compare ddp
 pp --gpus 4 --headless`` does) and prints the side-by-side peaks, each run's state after the step
 and the figure its parameter counts predict, with the arithmetic.
 
-    python benchmarks/compare_parallelisms.py [--gpus 4] [SCENARIO ...]
+    python benchmarks/compare_parallelisms.py [--gpus 4] [--quick] [SCENARIO ...]
+
+``--quick`` compares ddp and fsdp on 2 ranks (the test suite runs it so the benchmark cannot break
+silently).
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ def main() -> None:
     """Run the scenarios and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=4)
+    parser.add_argument("--quick", action="store_true", help="ddp and fsdp on 2 ranks: a fast check that it runs")
     parser.add_argument("scenarios", nargs="*", default=list(COMPARABLE))
     args = parser.parse_args()
+    if args.quick:
+        args.gpus, args.scenarios = 2, ["ddp", "fsdp"]
     scenarios = same_model(args.scenarios)
     figures = compare_runs(plan_comparison(scenarios, args.gpus, "gloo", None, 60.0))
     print(render_comparison([fig for fig, _ in figures], args.gpus, model_sizes(scenarios[0], args.gpus)))

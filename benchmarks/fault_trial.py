@@ -9,7 +9,10 @@ finished), 128 + N for a signal N to the launcher (130, 143, 129; 0 when it came
 and for SIGKILL of the launcher, no worker left within 5 s (they die with it) and its run folder
 removed by the next run (``remove_stale_run_folders``). Prints one table row per (run, fault).
 
-    python benchmarks/fault_trial.py [--trials 3] [--seed 1]
+    python benchmarks/fault_trial.py [--trials 3] [--seed 1] [--quick]
+
+``--quick`` runs one trial of all-reduce with a rank killed (the test suite runs it so the benchmark
+cannot break silently).
 """
 
 from __future__ import annotations
@@ -118,13 +121,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=3, help="trials per (run, fault)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="one trial, a rank of all-reduce killed: a fast check")
     args = parser.parse_args()
+    runs, faults = (["all-reduce"], FAULTS[:1]) if args.quick else (list(RUNS), FAULTS)
+    if args.quick:
+        args.trials = 1
     rng = random.Random(args.seed)
     rows: dict[tuple[str, str], collections.Counter[str]] = collections.defaultdict(collections.Counter)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as scratch:
-        for run in RUNS:
-            for fault in FAULTS:
+        for run in runs:
+            for fault in faults:
                 for _ in range(args.trials):
                     seen = trial(run, fault, rng, Path(scratch))
                     row = rows[(run, fault)]

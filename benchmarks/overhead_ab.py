@@ -6,7 +6,10 @@ Runs the bare loop of ``_bare.py`` (barrier, time one all_reduce; 4 gloo ranks f
 the storage tracker entered and suspended around the loop, and all three. Prints the slowest
 rank's median per variant and round (µs, 1 MiB).
 
-    python benchmarks/overhead_ab.py [--rounds 3]
+    python benchmarks/overhead_ab.py [--rounds 3] [--quick]
+
+``--quick`` runs one round of 5 calls of the bare loop and of all three additions together (the test
+suite runs it so the benchmark cannot break silently).
 """
 
 from __future__ import annotations
@@ -47,11 +50,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iters", type=int, default=150)
+    parser.add_argument("--quick", action="store_true", help="one round of 5 calls, bare and all three: a fast check")
     args = parser.parse_args()
-    print("round  " + "  ".join(f"{v:>16}" for v in VARIANTS) + "   (µs, 1 MiB all_reduce, 4 ranks)")
+    variants = (VARIANTS[0], VARIANTS[-1]) if args.quick else VARIANTS
+    if args.quick:
+        args.rounds, args.iters = 1, 5
+    print("round  " + "  ".join(f"{v:>16}" for v in variants) + "   (µs, 1 MiB all_reduce, 4 ranks)")
     for round_index in range(args.rounds):
         medians = []
-        for variant in VARIANTS:
+        for variant in variants:
             with tempfile.TemporaryDirectory() as out_dir:
                 median, _ = all_reduce_loop(4, NUMEL, args.iters, out_dir, setup=partial(_setup, variant))
             medians.append(median / 1e3)

@@ -7,7 +7,10 @@ trace. ``--wide`` runs a heavier model (d_model 256, 64 tokens, 32 sequences), s
 rather than message latency and Python overhead dominates and the measurement approaches the
 formula's assumptions.
 
-    python benchmarks/pipeline_bubble.py [--gpus 4] [--microbatches 4 8] [--wide]
+    python benchmarks/pipeline_bubble.py [--gpus 4] [--microbatches 4 8] [--wide] [--quick]
+
+``--quick`` runs 1F1B once on 2 ranks with 2 microbatches (the test suite runs it so the benchmark
+cannot break silently).
 """
 
 from __future__ import annotations
@@ -58,13 +61,17 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=4)
     parser.add_argument("--microbatches", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--wide", action="store_true", help="a heavier model: compute dominates")
+    parser.add_argument("--quick", action="store_true", help="1F1B on 2 ranks, 2 microbatches: a fast check that it runs")
     args = parser.parse_args()
+    schedules = ("1f1b",) if args.quick else ("gpipe", "1f1b")
+    if args.quick:
+        args.gpus, args.microbatches = 2, [2]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         target = str(_wide_scenario(folder)) if args.wide else "pp"
         print(f"pp on {args.gpus} gloo ranks ({'wide model' if args.wide else 'pp.toml'}), {os.cpu_count()} CPU cores")
         print(f"{'schedule':>8} {'m':>3} {'bubble measured':>16} {'(p−1)/(m+p−1)':>14}  activation rise per stage (KiB)")
-        for schedule in ("gpipe", "1f1b"):
+        for schedule in schedules:
             for m in args.microbatches:
                 bubble, rises = measure(target, args.gpus, schedule, m, folder)
                 print(f"{schedule:>8} {m:>3} {bubble:>16.3f} {ideal_bubble(args.gpus, m):>14.3f}  "

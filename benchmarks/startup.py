@@ -4,7 +4,9 @@ The bare launcher starts 4 fresh interpreters that each import torch, join a glo
 all_reduce and exit — the floor for "4 processes with torch.distributed". collviz imports torch
 once and forks its workers, so it can beat that floor. Target ≤ 1.0.
 
-    python benchmarks/startup.py [--rounds 5]
+    python benchmarks/startup.py [--rounds 5] [--quick]
+
+``--quick`` is one round (the test suite runs it so the benchmark cannot break silently).
 """
 
 from __future__ import annotations
@@ -43,7 +45,10 @@ def collviz_headless() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="one round: a fast check that it runs")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds = 1
     bare, ours = [], []
     for _ in range(args.rounds):
         bare.append(bare_launcher())

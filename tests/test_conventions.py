@@ -129,3 +129,10 @@ def test_doctor_reports_versions_and_which_backend_runs_here():
     assert result.stdout.startswith("collviz ") and "torch " in result.stdout
     assert "backend table (--backend auto takes the first row that applies): nccl" in result.stdout
     assert "  --gpus 4: " in result.stdout and "  --gpus 1: " in result.stdout
+
+
+def test_schema_prints_the_json_schema_that_ships_beside_the_scenarios():
+    shipped = json.loads((ROOT / "scenarios" / "collviz-scenario.schema.json").read_text())
+    assert json.loads(run_cli("schema").stdout) == shipped
+    lesson = json.loads((ROOT / "scenarios" / "collviz-lesson.schema.json").read_text())
+    assert json.loads(run_cli("schema", "--lesson").stdout) == lesson

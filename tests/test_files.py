@@ -54,6 +54,32 @@ def test_export_is_private_atomic_and_never_overwrites_its_input(tmp_path, capsy
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ag.cvz", "ag.json"]  # no temporary left
 
 
+NAME_MAX = os.pathconf("/", "PC_NAME_MAX")  # 255 bytes on Linux filesystems
+
+
+@pytest.mark.parametrize("argv", [
+    ["all-reduce", "--headless", "--record", "{long}.cvz"],
+    ["bench", "--sizes", "1K:1K", "--record", "{long}.cvz"],
+    ["export", str(FIXTURE), "--perfetto", "{long}.json"],
+    ["export", str(FIXTURE), "--perfetto", "{long}/out.json"],
+])
+def test_a_file_name_longer_than_the_filesystem_allows_is_one_line(tmp_path, capsys, argv):
+    argv = [arg.format(long=tmp_path / ("a" * (NAME_MAX + 45))) for arg in argv]
+    longest = max(len(part) for part in Path(argv[-1]).parts)  # ASCII: one byte a character
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("collviz: error: --") and "Traceback" not in err
+    assert f"cannot write there: file name too long ({longest} bytes in one name)" in err
+
+
+def test_a_trace_writer_given_a_name_too_long_says_so_in_one_line(tmp_path):
+    from collviz.runtime.errors import UsageError
+
+    with pytest.raises(UsageError) as caught:
+        TraceWriter(tmp_path / ("a" * (NAME_MAX + 1)))
+    assert str(caught.value).endswith(": file name too long") and "\n" not in str(caught.value)
+
+
 @pytest.mark.parametrize("command", [["all-reduce"], ["bench", "--sizes", "1K:1K"]])
 def test_record_refuses_an_existing_file_without_force(tmp_path, capsys, command):
     existing = tmp_path / "t.cvz"

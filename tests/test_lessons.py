@@ -111,6 +111,12 @@ def test_shipped_lessons_load_and_name_real_scenarios():
      "reduce has no phase 'sertup'"),
     ('name = "bad"\ntitle = "t"\ndescription = "d"\n[[item]]\n', "give either scenario = NAME or compare = [A, B]"),
     ('name = "other"\ntitle = "t"\ndescription = "d"\n[[item]]\nscenario = "reduce"\n', "must equal the file name"),
+    ('name = "bad"\ntitle = "t"\ndescription = "d"\n[[item]]\nscenario = "reduce"\nnotes = { setup = "x", collective = 3 }\n',
+     "key 'item[0].notes.collective': expected a string, got an integer (3)"),
+    ('name = "bad"\ntitle = "t"\ndescription = "d"\n[[item]]\ncompare = ["ddp"]\n',
+     "key 'item[0].compare': expected two scenario names, got a list of 1"),
+    ('name = "bad"\ntitle = "t"\ndescription = "d"\n[[item]]\nscenaro = "reduce"\n',
+     "key 'item[0].scenaro': unknown key (probably a typo for 'scenario')"),
 ])
 def test_a_broken_lesson_is_one_line_naming_file_and_key(tmp_path, body, needle):
     path = tmp_path / "bad.toml"

@@ -316,6 +316,19 @@ BROKEN = {
         ).replace('release = "Done."', 'release = "Done."\nfollowup = "Multiply."'),
         ["key 'followup.right'", "gathered buffer has 2 columns but e has 3"],
     ),
+    "missing kind": (scenario_text(top="kind = DELETE"), ["key 'kind'", "missing (required: one of collective, desync"]),
+    "blank narration": (
+        scenario_text().replace('release = "Done."', 'release = "   "'),
+        ["key 'narration.release'", "is empty"],
+    ),
+    "element name too long": (
+        scenario_text(example='gpus = 2\nsource = "s"\ninputs = [[1, 2], [3, 4]]\nnames = ["A", "gradients"]'),
+        ["key 'example[0].names[1]'", "9 characters; keep it to 8"],
+    ),
+    "element names miscounted": (
+        scenario_text(example='gpus = 2\nsource = "s"\ninputs = [[1, 2], [3, 4]]\nnames = ["A"]'),
+        ["key 'example[0].names'", "one name per element of a rank's input (2), got 1"],
+    ),
     "followup kind": (
         scenario_text(
             top='collective = "all_gather"\nreduce_op = DELETE',
@@ -339,6 +352,15 @@ def test_broken_scenario_is_refused_with_a_clear_message(
     assert message.startswith(f"{path}: ") and "\n" not in message
     for part in expected:
         assert part in message
+
+
+@pytest.mark.parametrize("swap_line, got", [("", "nothing"), ('swap_with = "all_reduce"', "all_reduce, the collective itself")])
+def test_a_desync_swap_needs_another_collective(tmp_path: Path, swap_line: str, got: str) -> None:
+    desync = (builtin_scenario_dir() / "desync.toml").read_text()
+    path = write(tmp_path, desync.replace('name = "desync"', 'name = "NAME"').replace('swap_with = "all_gather"', swap_line))
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert str(caught.value) == f"{path}: key 'swap_with': fault = \"swap\" needs another collective to call instead (got {got})"
 
 
 def test_catalogue_is_large_enough() -> None:

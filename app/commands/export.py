@@ -43,9 +43,9 @@ def main(argv: Sequence[str]) -> int:
         contents = read_trace(args.paths[0])
         if contents.warning:
             print(f"collviz: warning: {contents.warning}", file=sys.stderr)
-        events = contents.events
+        events, clock = contents.events, contents.clock
     else:
-        events = open_artifacts(args.paths).events
-    count = write_perfetto(events, args.perfetto)
+        events, clock = open_artifacts(args.paths).events, None
+    count = write_perfetto(events, args.perfetto, clock)
     print(f"collviz: wrote {count} trace events to {args.perfetto} (open it at ui.perfetto.dev)", file=sys.stderr)
     return 0

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 from ..observation.metrics import bandwidth, bus_factor, bus_factor_text
-from .alpha_beta import fit_alpha_beta, fit_lines
+from .alpha_beta import fit_alpha_beta, fit_lines, fitted_rows
 from .nccl_log import NCCL_LABEL, NcclChoice
 from ..wire.protocol import AnyEvent, Check, Collective, Memory, RankStart, RunEnd, RunStart
 
@@ -198,18 +198,19 @@ def render_table(report: BenchReport, explain: bool = False,
     ]
     algorithms = any(row.algo != "library" for row in report.rows)
     fit = fit_alpha_beta(report.rows) if algorithms else None
+    fitted = fitted_rows(report.rows) if fit is not None else []
     if algorithms:
-        lines[-1] = f"{'algo':>20}" + lines[-1] + f"{'hops':>6}{'sent/rank (B)':>15}{'model (µs)':>12}"
+        lines[-1] = f"{'algo':>20}" + lines[-1] + f"{'hops':>6}{'sent/rank (B)':>15}{'model (µs)':>12}{'resid':>8}"
     for row in report.rows:
         values = (row.op, row.size, row.count, row.dtype, row.time_us, row.algbw_gbps, row.busbw_gbps,
                   "?" if row.wrong is None else str(row.wrong))
         line = "".join(f"{value:>{width}{fmt}}" for value, (_, width, fmt) in zip(values, _COLUMNS))
         if algorithms:
-            predicted = fit.predict(row) if fit is not None and row.hops else None
-            model = "—" if predicted is None else f"{predicted:.1f}"
+            model = f"{fit.predict(row):.1f}" if row in fitted else "—"
+            residual = f"{fit.residual(row):+.0%}" if row in fitted else "—"
             hops = str(row.hops) if row.hops else "—"
             sent = str(row.sent_bytes) if row.hops else "—"
-            line = f"{row.algo:>20}" + line + f"{hops:>6}{sent:>15}{model:>12}"
+            line = f"{row.algo:>20}" + line + f"{hops:>6}{sent:>15}{model:>12}{residual:>8}"
         chosen = _nccl_choice(nccl or {}, row, report.world_size)
         lines.append(line + (f"   {row.bus_factor_text}" if explain else "")
                      + (f"   NCCL: {chosen.algo}/{chosen.protocol}" if chosen else ""))

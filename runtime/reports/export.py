@@ -13,13 +13,22 @@ Layout of the exported timeline:
 - memory as counter tracks (``ph: "C"``): live tensor bytes per category, peak, and the CUDA
   allocator's and NVML's figures where the run had them.
 
-Timestamps are microseconds from the log's first event (``t_ns`` is monotonic and shared by the
-processes of one machine).
+Timestamps are microseconds from the log's first moment: ``t_ns`` is CLOCK_MONOTONIC
+(``time.monotonic_ns()``), shared by the processes of one machine. ``otherData.clock`` says so and
+gives the ``t_ns`` of timestamp 0; with the trace's :class:`~..wire.trace.ClockAnchor` (when every
+rank ran on the host that wrote the trace) it also gives that moment's Unix time, as the top-level
+``baseTimeNanoseconds`` too: the key torch.profiler's traces carry, with the same meaning (Unix time
+= baseTimeNanoseconds + ts µs), so the two line up by the difference of their bases.
+
+Whatever a damaged trace holds, the export is strict JSON (non-finite numbers become the strings
+``"nan"``, ``"inf"``, ``"-inf"``) that keeps the format's rules: a slice that would overlap another
+on its track without nesting becomes an async slice, an end before its begin a zero-length slice.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable
@@ -29,6 +38,7 @@ from pathlib import Path
 import msgspec
 
 from ..wire.files import write_atomically
+from ..wire.trace import ClockAnchor
 from ..wire.protocol import (
     LAUNCHER_RANK,
     AnyEvent,
@@ -43,7 +53,7 @@ from ..wire.protocol import (
     Transfer,
 )
 
-__all__ = ["PHASES_TID", "COLLECTIVES_TID", "PIPELINE_TID", "perfetto_trace", "write_perfetto"]
+__all__ = ["PHASES_TID", "COLLECTIVES_TID", "PIPELINE_TID", "CLOCK_NAME", "perfetto_trace", "write_perfetto"]
 
 PHASES_TID = 0
 """Thread of each rank's process that holds its phases and instant events."""
@@ -54,6 +64,9 @@ COLLECTIVES_TID = 1
 PIPELINE_TID = 2
 """Thread of each rank's process that holds its pipeline stage's forwards and backwards (runs with
 Span events only)."""
+
+CLOCK_NAME = "CLOCK_MONOTONIC (Python's time.monotonic_ns()) of the host that ran each rank"
+"""What every event's ``t_ns`` counts, as the export's metadata names it."""
 
 _SHOWN_VALUES = 16
 
@@ -72,17 +85,21 @@ class _Slice:
     tid: int = PHASES_TID
     async_id: int | None = None
 
+    def __post_init__(self) -> None:
+        self.end_ns = max(self.end_ns, self.start_ns)  # a damaged trace can end a call before it began
+
     def mid_ns(self) -> int:
-        """A moment strictly inside the slice (its middle) where a flow can bind."""
+        """A moment inside the slice (its middle) where a flow can bind."""
         return (self.start_ns + self.end_ns) // 2
 
 
 class _Builder:
     """Accumulates trace events for one log; :meth:`document` returns the JSON object."""
 
-    def __init__(self, events: list[AnyEvent]) -> None:
+    def __init__(self, events: list[AnyEvent], clock: ClockAnchor | None) -> None:
         self.events = events
-        self.t0 = min((e.t_ns for e in events), default=0)
+        self.clock = clock
+        self.t0 = min((_first_ns(e) for e in events), default=0)
         start = next((e for e in events if isinstance(e, RunStart)), None)
         ranks = {e.rank for e in events if e.rank != LAUNCHER_RANK}
         self.start = start
@@ -90,9 +107,8 @@ class _Builder:
         self.launcher_pid = self.world_size
         self.out: list[dict] = []
         self.last_ns: dict[int, int] = {}
-        for event in events:  # one pass: each rank's last timestamp
-            if event.rank != LAUNCHER_RANK:
-                self.last_ns[event.rank] = max(event.t_ns, self.last_ns.get(event.rank, event.t_ns))
+        for event in events:  # one pass: each emitter's last timestamp (the launcher's too)
+            self.last_ns[event.rank] = max(event.t_ns, self.last_ns.get(event.rank, event.t_ns))
         self._next_id = 1
 
     def us(self, t_ns: int) -> float:
@@ -118,10 +134,31 @@ class _Builder:
         self.counters()
         self.instants()
         body = sorted(self.out, key=lambda e: e["ts"])
-        other = {"exporter": "collviz", "world_size": self.world_size}
+        clock, base_unix_ns = self.clock_metadata()
+        other = {"exporter": "collviz", "world_size": self.world_size, "clock": clock}
         if self.start is not None:
             other.update(run=self.start.run, scenario=self.start.scenario, backend=self.start.backend)
-        return {"traceEvents": self.meta + body, "displayTimeUnit": "ms", "otherData": other}
+        document = {"traceEvents": self.meta + body, "displayTimeUnit": "ms", "otherData": other}
+        if base_unix_ns is not None:
+            document["baseTimeNanoseconds"] = base_unix_ns
+        return document
+
+    def clock_metadata(self) -> tuple[dict, int | None]:
+        """What ``ts`` counts, and the Unix time of ts 0 (None where the trace cannot know it)."""
+        hosts = {e.host for e in self.events if isinstance(e, (RunStart, RankStart)) and e.host}
+        clock = {"t_ns": CLOCK_NAME, "ts": "µs since t_ns = ts_0_t_ns", "ts_0_t_ns": self.t0}
+        if self.clock is None:
+            why = "the trace has no clock anchor (recorded before collviz wrote one, or not given to the export)"
+        elif hosts - {self.clock.host}:
+            why = (f"ranks ran on {', '.join(sorted(hosts))} and the anchor was read on {self.clock.host}: "
+                   "monotonic clocks of different hosts do not compare")
+        else:
+            base = self.clock.unix_ns_of(self.t0)
+            clock.update(ts_0_unix_ns=base, anchor=msgspec.to_builtins(self.clock),
+                         unix_time="baseTimeNanoseconds + ts µs, as in torch.profiler's traces")
+            return clock, base
+        clock.update(ts_0_unix_ns=None, why_no_unix_time=why)
+        return clock, None
 
     def metadata(self) -> None:
         """Process and thread names and their order."""
@@ -158,15 +195,14 @@ class _Builder:
                 slices[key] = self._phase_slice(begin, event.t_ns)
         for key, begin in open_.items():
             slices[key] = self._phase_slice(begin, self.last_ns[begin.rank])
-        for item in slices.values():
-            self.complete(item)
+        self.lay_out(slices.values())
         return slices
 
     def _phase_slice(self, begin: Phase, end_ns: int) -> _Slice:
         args = {"index": begin.index}
         if begin.narration:
             args["narration"] = begin.narration
-        return _Slice(begin.rank, begin.t_ns, max(end_ns, begin.t_ns), begin.name, "phase", args, begin.index)
+        return _Slice(begin.rank, begin.t_ns, end_ns, begin.name, "phase", args, begin.index)
 
     def collectives(self) -> list[_Slice]:
         """Collective call slices: complete events while they do not overlap, else async slices."""
@@ -186,16 +222,10 @@ class _Builder:
             start = event.t_ns - event.duration_ns if measured else begin.t_ns if begin is not None else event.t_ns
             calls.append(self._call_slice(event, start, event.t_ns))
         for begin in begins.values():  # entered, never left (the run failed inside it)
-            calls.append(self._call_slice(begin, begin.t_ns, max(begin.t_ns, self.last_ns[begin.rank])))
-        lane_end: dict[int, int] = defaultdict(lambda: -1)
-        for call in sorted(calls, key=lambda c: (c.rank, c.start_ns, c.end_ns)):
+            calls.append(self._call_slice(begin, begin.t_ns, self.last_ns[begin.rank]))
+        for call in calls:
             call.tid = COLLECTIVES_TID
-            if call.start_ns >= lane_end[call.rank]:
-                lane_end[call.rank] = call.end_ns
-                self.complete(call)
-            else:
-                call.async_id = self.new_id()
-                self.async_slice(call)
+        self.lay_out(calls)
         return calls
 
     def _call_slice(self, event: Collective, start_ns: int, end_ns: int) -> _Slice:
@@ -207,15 +237,30 @@ class _Builder:
                 args[name] = getattr(event, name)
         return _Slice(event.rank, start_ns, end_ns, event.op, "collective", args, event.phase)
 
+    def lay_out(self, items: Iterable[_Slice]) -> None:
+        """Each slice as a complete event where it follows or nests inside the ones before it on its
+        track, else (it overlaps one without nesting: asynchronous calls, a damaged trace) as an async slice."""
+        open_: dict[tuple[int, int], list[_Slice]] = defaultdict(list)  # per track, the slices enclosing now
+        for item in sorted(items, key=lambda i: (i.rank, i.tid, i.start_ns, -i.end_ns)):
+            stack = open_[(item.rank, item.tid)]
+            while stack and stack[-1].end_ns <= item.start_ns:
+                stack.pop()
+            if stack and item.end_ns > stack[-1].end_ns:
+                item.async_id = self.new_id()
+                self.async_slice(item)
+            else:
+                stack.append(item)
+                self.complete(item)
+
     def complete(self, item: _Slice) -> None:
         """A complete event ("X") for ``item`` on its rank's thread ``item.tid``."""
-        self.out.append({"ph": "X", "name": item.name, "cat": item.cat, "pid": item.rank, "tid": item.tid,
+        self.out.append({"ph": "X", "name": item.name, "cat": item.cat, "pid": self.pid(item.rank), "tid": item.tid,
                          "ts": self.us(item.start_ns), "dur": round(self.us(item.end_ns) - self.us(item.start_ns), 3),
                          "args": item.args})
 
     def async_slice(self, item: _Slice) -> None:
         """An async slice ("b" … "e", same cat, name and id) for ``item``."""
-        common = {"name": item.name, "cat": item.cat, "id": item.async_id, "pid": item.rank, "tid": item.tid}
+        common = {"name": item.name, "cat": item.cat, "id": item.async_id, "pid": self.pid(item.rank), "tid": item.tid}
         self.out.append({"ph": "b", "ts": self.us(item.start_ns), "args": item.args, **common})
         self.out.append({"ph": "e", "ts": self.us(item.end_ns), **common})
 
@@ -225,17 +270,18 @@ class _Builder:
         for call in sorted(calls, key=lambda c: c.start_ns):
             if call.async_id is None and call.phase is not None:
                 last_call[(call.rank, call.phase)] = call
+        complete_phases = {key: item for key, item in phases.items() if item.async_id is None}
         for transfer in (e for e in self.events if isinstance(e, Transfer)):
-            ends = [last_call.get((r, transfer.phase)) or phases.get((r, transfer.phase))
+            ends = [last_call.get((r, transfer.phase)) or complete_phases.get((r, transfer.phase))
                     for r in (transfer.src, transfer.dst)]
             if ends[0] is None or ends[1] is None:
-                continue  # a rank that never reached the phase: nothing to bind the flow to
+                continue  # a rank that never reached the phase (or drew it async): nothing to bind the flow to
             flow_id = self.new_id()
             name = f"{transfer.buffer}[{transfer.start}:{transfer.start + transfer.length}]"
             args = {"src": transfer.src, "dst": transfer.dst, "bytes": transfer.bytes, "kind": transfer.kind,
                     "step": transfer.step}
             for ph, bound in zip(("s", "f"), ends):
-                flow = {"ph": ph, "name": name, "cat": f"transfer.{transfer.kind}", "id": flow_id, "pid": bound.rank,
+                flow = {"ph": ph, "name": name, "cat": f"transfer.{transfer.kind}", "id": flow_id, "pid": self.pid(bound.rank),
                         "tid": bound.tid, "ts": self.us(bound.mid_ns())}
                 if ph == "s":
                     flow["args"] = args
@@ -246,11 +292,10 @@ class _Builder:
     def spans(self) -> None:
         """Each pipeline stage's forward or backward of one microbatch: a complete slice of exactly
         its measured duration (``F3``, ``B3``) on the rank's pipeline thread."""
-        for span in (e for e in self.events if isinstance(e, Span)):
-            name = f"{'F' if span.kind == 'forward' else 'B'}{span.microbatch}"
-            self.complete(_Slice(span.rank, span.t_ns - span.duration_ns, span.t_ns, name, "pipeline",
-                                 {"microbatch": span.microbatch, "duration_ns": span.duration_ns}, span.phase,
-                                 tid=PIPELINE_TID))
+        self.lay_out(_Slice(span.rank, span.t_ns - span.duration_ns, span.t_ns,
+                            f"{'F' if span.kind == 'forward' else 'B'}{span.microbatch}", "pipeline",
+                            {"microbatch": span.microbatch, "duration_ns": span.duration_ns}, span.phase, tid=PIPELINE_TID)
+                     for span in self.events if isinstance(span, Span))
 
     def counters(self) -> None:
         """Memory counter tracks per rank (every category present in each sample, 0 when empty)."""
@@ -282,6 +327,24 @@ class _Builder:
                              "args": _instant_args(event)})
 
 
+def _first_ns(event: AnyEvent) -> int:
+    """The earliest moment ``event`` draws: a measured call or span starts its duration before it."""
+    duration = event.duration_ns if isinstance(event, (Collective, Span)) else None
+    return event.t_ns - max(duration or 0, 0)
+
+
+def _json_safe(value: object) -> object:
+    """``value`` (builtins) with non-finite floats as the strings ``nan``, ``inf``, ``-inf``: strict
+    JSON has no NaN, and Perfetto's reader refuses it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, list):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    return value
+
+
 def _instant_name(event: AnyEvent) -> str:
     if isinstance(event, Check):
         return f"{'✓' if event.ok else '✗'} {event.name}"
@@ -298,20 +361,23 @@ def _instant_args(event: AnyEvent) -> dict:
     values = fields.get("values")
     if isinstance(values, list) and len(values) > _SHOWN_VALUES:
         fields["values"] = values[:_SHOWN_VALUES] + [f"… {len(values) - _SHOWN_VALUES} more"]
-    return fields
+    return _json_safe(fields)
 
 
-def perfetto_trace(events: Iterable[AnyEvent]) -> dict:
-    """The Chrome trace-event JSON object (``{"traceEvents": [...], …}``) of an event log."""
-    return _Builder(list(events)).document()
+def perfetto_trace(events: Iterable[AnyEvent], clock: ClockAnchor | None = None) -> dict:
+    """The Chrome trace-event JSON object (``{"traceEvents": [...], …}``) of a checked event log (as
+    :func:`~..wire.trace.read_trace` gives it); ``clock``, the trace's anchor, puts it on Unix time."""
+    return _Builder(list(events), clock).document()
 
 
-def write_perfetto(events: Iterable[AnyEvent], path: str | os.PathLike[str]) -> int:
-    """Write the export of ``events`` to ``path``; return how many trace events it holds.
+def write_perfetto(events: Iterable[AnyEvent], path: str | os.PathLike[str], clock: ClockAnchor | None = None) -> int:
+    """Write the export of ``events`` (``clock``: the trace's :attr:`~..wire.trace.TraceContents.clock`)
+    to ``path``; return how many trace events it holds.
 
     The file is created 0600 and written atomically (a temporary file renamed over ``path``), so
     a failed export leaves nothing behind; UsageError (one line) when it cannot be written.
     """
-    document = perfetto_trace(events)
-    write_atomically(Path(path), [json.dumps(document, separators=(",", ":")).encode()], "--perfetto")
+    document = perfetto_trace(events, clock)
+    text = json.dumps(document, separators=(",", ":"), allow_nan=False)
+    write_atomically(Path(path), [text.encode()], "--perfetto")
     return len(document["traceEvents"])

@@ -26,7 +26,8 @@ from ..observation.metrics import human_bytes
 from ..reports.bench_table import BENCH_SCENARIO_NAME, wrong_detail
 from ..wire.protocol import Check
 from .collectives import IN_PLACE, CollectiveSpec, collective_caller, make_output, timed_calls
-from .loading import COLLECTIVES, DTYPES, REDUCING, Scenario, find_scenario
+from .loading import find_scenario
+from .schema import COLLECTIVES, DTYPES, REDUCING, Scenario
 from .algorithms.execute import algorithm_caller
 from .algorithms.plans import ALGORITHMS, PlanError, plan
 from .patterns import EXACT_LIMIT, pattern

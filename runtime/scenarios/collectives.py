@@ -19,7 +19,7 @@ from ..errors import UsageError
 from ..observation.metrics import algo_bytes, human_bytes
 from ..observation.tensors import TagPass, observe_provenance, uniform_provenance
 from ..wire.protocol import Check, Collective, ProvenanceRun
-from .loading import COLLECTIVES, REDUCE_OPS, REDUCING, ROOTED, Followup, Scenario
+from .schema import COLLECTIVES, REDUCE_OPS, REDUCING, ROOTED, Followup, Scenario
 from .patterns import exact_period, pattern
 from .transfers import emit_logical_transfers
 

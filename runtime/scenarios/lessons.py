@@ -19,17 +19,18 @@ by the command line when the item runs.
 from __future__ import annotations
 
 import importlib.resources
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from msgspec import UNSET
+
 from ..errors import UsageError
-from ..wire.files import read_regular_file
+from .decoding import decode_document, read_toml
+from .documents import LessonDocument, LessonItemDocument
 from .loading import find_scenario
 from .notes import with_notes
 from .schema import ScenarioError
-from .tables import Table, is_list, is_str
 
 __all__ = ["LessonItem", "Lesson", "load_lesson", "find_lesson", "list_lessons", "lessons_dir"]
 
@@ -66,44 +67,29 @@ def lessons_dir() -> Path:
 def load_lesson(path: Path) -> Lesson:
     """Read and validate one lesson file: every scenario exists, every note names a phase key."""
     file = path.name
-    try:
-        data = tomllib.loads(read_regular_file(path, MAX_LESSON_BYTES, "lesson file").decode("utf-8"))
-    except FileNotFoundError:
-        raise ScenarioError(file, "no such file") from None
-    except (tomllib.TOMLDecodeError, RecursionError, UnicodeDecodeError) as exc:
-        raise ScenarioError(file, f"invalid TOML ({exc})") from None
-    top = Table(file, data)
-    top.only(["name", "title", "description", "item"])
-    name = top.line("name")
-    if name != path.stem:
-        raise top.error("name", f"{name!r} must equal the file name without .toml ({path.stem!r})")
-    items = tuple(_item(table) for table in top.tables("item"))
-    if not items:
-        raise top.error("item", "a lesson needs at least one [[item]]")
-    return Lesson(name, top.line("title"), top.line("description"), items)
+    document = decode_document(read_toml(path, file, MAX_LESSON_BYTES, "lesson file"), LessonDocument, file)
+    if document.name != path.stem:
+        raise ScenarioError(file, f"{document.name!r} must equal the file name without .toml ({path.stem!r})",
+                            key="name")
+    items = tuple(_item(item, f"item[{i}].", file) for i, item in enumerate(document.item))
+    return Lesson(document.name, document.title, document.description, items)
 
 
-def _item(table: Table) -> LessonItem:
-    table.only(["scenario", "compare", "args", "notes", "title"])
-    scenario = table.value("scenario", is_str, "a scenario name", None)
-    compare = table.value("compare", lambda v: is_list(v) and len(v) == 2 and all(map(is_str, v)),
-                          "two scenario names", None)
-    if (scenario is None) == (compare is None):
-        raise table.error("scenario", "give either scenario = NAME or compare = [A, B]")
-    args = table.value("args", lambda v: is_list(v) and all(map(is_str, v)), "a list of strings", [])
-    notes_table = table.table("notes", None)
-    notes = dict(notes_table.data) if notes_table is not None else {}
-    if not all(isinstance(v, str) for v in notes.values()):
-        raise table.error("notes", "every note must be a string")
+def _item(item: LessonItemDocument, prefix: str, file: str) -> LessonItem:
+    """One ``[[item]]``: exactly one of scenario and compare, naming scenarios that load."""
+    scenario = None if item.scenario is UNSET else item.scenario
+    compare = () if item.compare is UNSET else tuple(item.compare)
+    if (scenario is None) == (not compare):
+        raise ScenarioError(file, "give either scenario = NAME or compare = [A, B]", key=f"{prefix}scenario")
     try:
         for name in [scenario] if scenario else compare:
             checked = find_scenario(name)
             if scenario:
-                with_notes(checked, notes, table.file)
+                with_notes(checked, item.notes, file)
     except UsageError as exc:
-        raise table.error("scenario" if scenario else "compare", str(exc)) from None
-    title = table.line("title", scenario or f"compare {' and '.join(compare)}")
-    return LessonItem(title, scenario, tuple(compare or ()), tuple(args), notes)
+        raise ScenarioError(file, str(exc), key=f"{prefix}{'scenario' if scenario else 'compare'}") from None
+    title = (scenario or f"compare {' and '.join(compare)}") if item.title is UNSET else item.title
+    return LessonItem(title, scenario, compare, tuple(item.args), item.notes)
 
 
 def list_lessons() -> list[Lesson]:

@@ -3,8 +3,10 @@
 A scenario says which collective runs, on how many ranks by default, with which inputs (the worked
 examples of the teaching notes, one per world size) and what the narration says in each phase.
 Everything is checked when the file is loaded, so a worker never starts on a scenario that cannot
-run: every problem raises :class:`ScenarioError`, a one-line :class:`UsageError` that names the
-file, the key (``example[1].inputs``: arrays of tables count from 0) and what is wrong.
+run: the file's TOML is decoded into a typed document (:mod:`.documents`, whose JSON Schema editors
+read), then checked by its kind (:mod:`.kinds`). Every problem raises :class:`ScenarioError`, a
+one-line :class:`UsageError` that names the file, the key (``example[1].inputs``: arrays of tables
+count from 0) and what is wrong.
 
 Only the *inputs* live here. Results are never written down: they come from the real run.
 """
@@ -13,14 +15,12 @@ from __future__ import annotations
 
 import difflib
 import importlib.resources
-import re
-import tomllib
 from pathlib import Path
-from typing import Any
 
 from ..errors import UsageError
-from ..wire.files import read_regular_file
-from .kinds import COMMON_KEYS, KINDS, READERS, Common
+from .decoding import decode_document, read_toml
+from .documents import KINDS, ScenarioDocument
+from .kinds import scenario_from
 from .schema import (
     COLLECTIVES,
     DTYPES,
@@ -38,7 +38,6 @@ from .schema import (
     Scenario,
     ScenarioError,
 )
-from .tables import Table
 
 MAX_SCENARIO_BYTES = 1 << 20
 """A scenario file larger than this is refused unread (the shipped ones are a few KiB)."""
@@ -66,10 +65,6 @@ __all__ = [
     "find_scenario",
 ]
 
-_NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
-_TOML_WHERE = re.compile(r"^(?P<msg>.*) \(at line (?P<line>\d+), column (?P<col>\d+)\)$", re.S)
-
-
 # ----------------------------------------------------------------------------------- loading
 
 
@@ -81,39 +76,15 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-def _parse(path: Path, file: str) -> dict[str, Any]:
-    """The file's TOML, or a ScenarioError for a missing, unreadable or malformed file."""
-    try:
-        return tomllib.loads(read_regular_file(path, MAX_SCENARIO_BYTES, "scenario file").decode("utf-8"))
-    except RecursionError:
-        raise ScenarioError(file, "invalid TOML (nested too deeply)") from None
-    except FileNotFoundError:
-        raise ScenarioError(file, "no such file") from None
-    except (OSError, UnicodeDecodeError) as problem:
-        raise ScenarioError(file, f"cannot be read ({problem})") from None
-    except tomllib.TOMLDecodeError as problem:
-        where = _TOML_WHERE.match(str(problem))
-        if where is None:
-            raise ScenarioError(file, f"invalid TOML ({problem})") from None
-        detail = f"{where['msg']}, column {where['col']}"
-        raise ScenarioError(file, f"invalid TOML ({detail})", line=int(where["line"])) from None
-
-
 def load_scenario(path: Path | str) -> Scenario:
     """Read and validate one scenario file; every problem raises :class:`ScenarioError`."""
     path = Path(path)
     file = _display(path)
-    top = Table(file, _parse(path, file))
-    kind = top.choice("kind", KINDS)
-    kind_keys, read = READERS[kind]
-    top.only(COMMON_KEYS + kind_keys)
-    name = top.line("name")
-    if name != path.stem:
-        raise top.error("name", f"{name!r} must equal the file name without .toml ({path.stem!r})")
-    if not _NAME.fullmatch(name):
-        raise top.error("name", f"{name!r} is not kebab-case (lower-case words joined by '-')")
-    common = Common(name, path, top.line("description"), kind, top.integer("default_gpus", 1))
-    return read(top, common)
+    document = decode_document(read_toml(path, file, MAX_SCENARIO_BYTES, "scenario file"), ScenarioDocument, file)
+    if document.name != path.stem:
+        raise ScenarioError(file, f"{document.name!r} must equal the file name without .toml ({path.stem!r})",
+                            key="name")
+    return scenario_from(document, path, file)
 
 
 def builtin_scenario_dir() -> Path:

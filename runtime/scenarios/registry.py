@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import UsageError
-from .loading import Scenario
+from .schema import Scenario
 from .program import RunOptions, ScenarioProgram, refuse_training_options
 
 __all__ = ["BUILDERS", "build_program"]

@@ -1,5 +1,5 @@
 """Scenario data: the names collectives and dtypes go by, the validated dataclasses, and
-:class:`ScenarioError`. Nothing here reads files (see :mod:`runtime.scenario`)."""
+:class:`ScenarioError`. Nothing here reads files (see :mod:`.loading`)."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ class ScenarioError(UsageError):
             where = f"key '{key}': "
         elif line is not None:
             where = f"line {line}: "
-        super().__init__(f"{file}: {where}{problem}")
+        super().__init__(_one_line(f"{file}: {where}{problem}"))
         self.file = file
         self.key = key
         self.line = line
@@ -90,6 +90,11 @@ class ScenarioError(UsageError):
     def __reduce__(self) -> tuple:
         """Pickle by the constructor's arguments, so the error can cross process boundaries."""
         return (_scenario_error, (self.file, self.problem, self.key, self.line))
+
+
+def _one_line(text: str) -> str:
+    """``text`` with control characters escaped (a key or a placeholder can hold a newline)."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def _scenario_error(file: str, problem: str, key: str | None, line: int | None) -> ScenarioError:

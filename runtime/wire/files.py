@@ -82,14 +82,20 @@ def write_atomically(path: Path, chunks: list[bytes], option: str) -> None:
 
 def check_new_output(path: Path, option: str, *, force: bool = False, reading: Path | None = None) -> None:
     """Refuse to write ``path`` when it is the file being read (``reading``), when its folder does
-    not exist, or when it is an existing regular file and ``force`` is not set (devices such as
-    /dev/null are fine)."""
-    if reading is not None and path.exists() and reading.exists() and path.samefile(reading):
-        raise UsageError(f"{option} {path}: that is the trace being read; write the output elsewhere")
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise UsageError(f"{option} {path}: folder {folder} does not exist")
-    if path.is_file() and not force:
-        raise UsageError(f"{option} {path}: the file exists; choose another name or add --force to overwrite it")
-    if path.is_dir():
-        raise UsageError(f"{option} {path}: is a folder, not a file")
+    not exist, when it is an existing regular file and ``force`` is not set (devices such as
+    /dev/null are fine), or when the system refuses to look it up (a name longer than the
+    filesystem allows, a folder that cannot be searched): each one UsageError line."""
+    try:
+        if reading is not None and path.exists() and reading.exists() and path.samefile(reading):
+            raise UsageError(f"{option} {path}: that is the trace being read; write the output elsewhere")
+        folder = path.parent if str(path.parent) else Path(".")
+        if not folder.is_dir():
+            raise UsageError(f"{option} {path}: folder {folder} does not exist")
+        if path.is_file() and not force:
+            raise UsageError(f"{option} {path}: the file exists; choose another name or add --force to overwrite it")
+        if path.is_dir():
+            raise UsageError(f"{option} {path}: is a folder, not a file")
+    except OSError as exc:
+        longest = max((len(os.fsencode(part)) for part in path.parts), default=0)
+        detail = f" ({longest} bytes in one name)" if exc.errno == errno.ENAMETOOLONG else ""
+        raise UsageError(f"{option} {path}: cannot write there: {write_error_text(exc)}{detail}") from None

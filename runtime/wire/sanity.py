@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from .protocol import LAUNCHER_RANK, AnyEvent, Collective, ProtocolError, RunStart
+from .protocol import LAUNCHER_RANK, AnyEvent, Collective, ProtocolError, RunStart, Span
 
 __all__ = ["MAX_WORLD_SIZE", "Skipped", "checked_events"]
 
@@ -55,7 +55,7 @@ def checked_events(events: list[AnyEvent | Skipped]) -> tuple[list[AnyEvent], li
             gaps += 1
         last_seq[rank] = seq
         kind = type(event)
-        if kind is Collective and event.duration_ns is not None and event.duration_ns < 0:
+        if kind in (Collective, Span) and event.duration_ns is not None and event.duration_ns < 0:
             dropped["with negative durations"] += 1
         elif kind is not Skipped:
             keep(event)

@@ -4,9 +4,11 @@ Layout (all integers little-endian)::
 
     b"COLLVIZ\\0"                        8-byte magic
     u32 length, header payload          msgpack map {"format": "collviz-trace", "version": [1, 1],
-                                                     "records": "crc32"}
+                                                     "records": "crc32", "clock": {…}}
     u32 length, u32 crc32, payload      repeated; each payload is ``protocol.encode(event)``
 
+The header's ``clock`` (a :class:`ClockAnchor`, absent from older traces) ties the events' ``t_ns``
+(CLOCK_MONOTONIC of the host that ran them) to the Unix time torch.profiler's traces count in.
 Traces written before per-record checksums (no ``records`` in the header) frame records as
 ``u32 length, payload`` and are read as before. The writer creates the file 0600 and flushes after
 every batch, so a file being written can be read. The reader (see :mod:`.records` and
@@ -22,8 +24,10 @@ import collections
 import errno
 import mmap
 import os
+import platform
 import stat
 import struct
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +51,7 @@ from .protocol import (
 from .records import CHECKSUM_NAME, Damage, describe_damage, frame, scan_records
 from .sanity import Skipped, checked_events
 
-__all__ = ["TRACE_MAGIC", "TraceError", "TraceWriter", "TraceContents", "read_trace"]
+__all__ = ["TRACE_MAGIC", "TraceError", "ClockAnchor", "TraceWriter", "TraceContents", "read_trace"]
 
 LARGE_PAYLOAD = 1 << 20
 """A record larger than this (collviz's own stay far below) is decoded with its values bounded."""
@@ -67,11 +71,34 @@ class TraceError(UsageError, ProtocolError):
     """A trace file that cannot be read: missing, not a trace, a newer major version, corrupt."""
 
 
+class ClockAnchor(msgspec.Struct, kw_only=True, frozen=True):
+    """Two clocks of one host read at one moment: CLOCK_MONOTONIC (``time.monotonic_ns()``, what
+    every event's ``t_ns`` counts on the host that emitted it) and CLOCK_REALTIME (``time.time_ns()``,
+    nanoseconds since the Unix epoch: what torch.profiler's traces count in)."""
+
+    host: str
+    monotonic_ns: int
+    unix_ns: int
+
+    @classmethod
+    def now(cls) -> ClockAnchor:
+        """This host's clocks now (the monotonic one read on both sides of the other, halved)."""
+        before = time.monotonic_ns()
+        unix_ns = time.time_ns()
+        return cls(host=platform.node(), monotonic_ns=(before + time.monotonic_ns()) // 2, unix_ns=unix_ns)
+
+    def unix_ns_of(self, t_ns: int) -> int:
+        """The Unix time of monotonic time ``t_ns`` on :attr:`host` (exact to the clocks' drift since)."""
+        return self.unix_ns + (t_ns - self.monotonic_ns)
+
+
 class _Header(msgspec.Struct):
     format: str
     version: tuple[int, int]
     records: str | None = None
     """How records are framed: None (length, payload) or :data:`CHECKSUM_NAME` (length, CRC, payload)."""
+    clock: ClockAnchor | None = None
+    """The writer's clocks when it started (None in traces written before collviz recorded them)."""
 
 
 class TraceWriter:
@@ -92,7 +119,8 @@ class TraceWriter:
             self._file: BinaryIO | None = open_private(self.path)
         except OSError as exc:
             raise UsageError(f"cannot write trace {self.path}: {write_error_text(exc)}") from None
-        header = msgspec.msgpack.encode(_Header(format=_FORMAT_NAME, version=PROTOCOL_VERSION, records=CHECKSUM_NAME))
+        header = msgspec.msgpack.encode(_Header(format=_FORMAT_NAME, version=PROTOCOL_VERSION, records=CHECKSUM_NAME,
+                                                clock=ClockAnchor.now()))
         self._write(TRACE_MAGIC + _LENGTH.pack(len(header)) + header)
 
     def _write(self, data: bytes) -> bool:
@@ -155,6 +183,8 @@ class TraceContents:
     version: tuple[int, int]
     events: list[AnyEvent] = field(default_factory=list)
     warning: str = ""
+    clock: ClockAnchor | None = None
+    """The writer's clocks when it started, where the trace recorded them."""
 
 
 def _open(path: str | os.PathLike[str]) -> mmap.mmap | bytes:
@@ -302,4 +332,4 @@ def read_trace(path: str | os.PathLike[str], progress: Progress | None = None) -
                         f"({max(unloaded):,} values at most; collviz ships at most {MAX_LOADED_VALUES:,})")
     if problems:
         notes.append(f"{name}: " + "; ".join(problems))
-    return TraceContents(version=header.version, events=kept, warning="; ".join(filter(None, notes)))
+    return TraceContents(version=header.version, events=kept, warning="; ".join(filter(None, notes)), clock=header.clock)

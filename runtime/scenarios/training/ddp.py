@@ -21,7 +21,7 @@ from ...context import RankContext
 from ...observation.metrics import human_bytes
 from ...observation.tensors import uniform_provenance
 from ...wire.protocol import ProvenanceRun
-from ..loading import Scenario
+from ..schema import Scenario
 from .common import PhaseSequence, TrainingProgram, check_identical, refuse_options, timed_steps
 from .model import TinyGPT, make_gpt, token_batch
 from .observer import CollectiveObserver

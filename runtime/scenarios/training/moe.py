@@ -23,7 +23,7 @@ from ...observation.metrics import algo_bytes
 from ...observation.tensors import uniform_provenance
 from ...observation.timing import CallClock
 from ...wire.protocol import Collective, ProvenanceRun, Transfer
-from ..loading import Scenario
+from ..schema import Scenario
 from .common import PhaseSequence, TrainingProgram, check_close, refuse_options
 from .model import MLP
 

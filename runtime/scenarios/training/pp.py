@@ -35,7 +35,7 @@ from ...errors import UsageError
 from ...observation.tensors import uniform_provenance
 from ...reports.pipeline import ideal_bubble
 from ...wire.protocol import Span, Transfer
-from ..loading import Scenario
+from ..schema import Scenario
 from .common import PhaseSequence, TrainingProgram, check_close, refuse_options, timed_steps
 from .model import TinyGPT, make_gpt, token_batch
 

@@ -19,7 +19,7 @@ from ...context import RankContext
 from ...errors import UsageError
 from ...observation.metrics import human_bytes
 from ...wire.protocol import ProvenanceRun, Transfer
-from ..loading import Scenario
+from ..schema import Scenario
 from .common import TrainingProgram, check_close, refuse_options
 from .observer import CollectiveObserver
 

@@ -22,7 +22,7 @@ from ...context import RankContext
 from ...errors import UsageError
 from ...observation.tensors import uniform_provenance
 from ...wire.protocol import ProvenanceRun
-from ..loading import Scenario
+from ..schema import Scenario
 from .common import PhaseSequence, TrainingProgram, check_close, refuse_options
 from .model import MLP
 from .observer import CollectiveObserver
