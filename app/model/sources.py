@@ -13,9 +13,11 @@ from collections.abc import Callable
 from typing import Protocol
 
 from collviz.runtime.wire.protocol import AnyEvent
+from collviz.runtime.wire.scan import NotIntact
 from collviz.runtime.wire.trace import read_trace
 
 from .log import EventLog
+from .trace_index import index_trace
 
 __all__ = ["Session", "pump_session", "load_trace", "POLL_SECONDS", "COALESCE_SECONDS", "MAX_BATCH", "LOAD_CHUNK"]
 
@@ -77,14 +79,25 @@ def pump_session(session: Session, emit: Callable[[list[AnyEvent]], None], stopp
 def load_trace(path: str | os.PathLike[str], progress: Callable[[str, int, int], None]) -> tuple[EventLog, str]:
     """Read and index a trace file; returns the log and the reader's warning (a truncated tail).
 
+    An intact trace is indexed a chunk at a time and its events are left in the file
+    (:func:`.trace_index.index_trace`: about a second per million events, a few bytes each);
+    any other goes through ``read_trace``, which keeps what it can and says what it skipped.
     ``progress(stage, done, total)`` follows large traces: ``"reading"`` bytes as records are
-    decoded, then ``"indexing"`` events every :data:`LOAD_CHUNK` of them. Raises
-    ``TraceError`` for a file that cannot be read. The cyclic garbage collector is paused while a
-    million new objects are created, and they are then frozen out of its reach (the log lives as
+    read, then ``"indexing"`` events every :data:`LOAD_CHUNK` of them (an intact trace's chunks
+    are indexed as they are read: its one ``"indexing"`` report says all are).
+    Raises ``TraceError`` for a file that cannot be read. The cyclic garbage collector is paused
+    while new objects are created, and they are then frozen out of its reach (the log lives as
     long as the viewer), which makes opening a large trace several times faster.
     """
     gc.disable()
     try:
+        try:
+            log, warning = index_trace(path, lambda done, total: progress("reading", done, total))
+            if len(log) > LOAD_CHUNK:
+                progress("indexing", len(log), len(log))  # each chunk was indexed as it was read
+            return log, warning
+        except NotIntact:
+            pass  # damaged, foreign or from another version: the careful reader says what it found
         contents = read_trace(path, lambda done, total: progress("reading", done, total))
         log = EventLog()
         events = contents.events
