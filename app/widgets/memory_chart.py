@@ -195,9 +195,11 @@ _WORDS = {"forward": "fwd", "backward": "bwd", "embed": "emb", "optimizer": "opt
           "reshard": "reshard", "check": "check"}
 
 
+@lru_cache(maxsize=4096)
 def phase_label(name: str) -> str:
     """A short axis label for a phase: the part before ``:``, words abbreviated (``block 0
-    forward: all-gather`` → ``b0 fwd``, ``hop 3/6: …`` → ``hop 3``, ``AdamW step…`` → ``AdamW``)."""
+    forward: all-gather`` → ``b0 fwd``, ``hop 3/6: …`` → ``hop 3``, ``AdamW step…`` → ``AdamW``).
+    Memoised: the axis asks for a label per column, every frame."""
     head = name.split(":")[0].strip() or name
     head = re.split(r"\s+of\s+", head)[0]  # "hop 2/6 of ring" → "hop 2/6"
     head = re.sub(r"\bblock (\d+)", r"b\1", head)

@@ -92,6 +92,7 @@ class MemoryTimeline(LineWidget):
         self._rows = -1
         self._sized_for = (-1, -1)  # (ranks, screen height) the sticky height was found for
         self._digests = SeriesDigests()
+        self._columns: dict[tuple[int, int, int], tuple[object, list[int]]] = {}
         self.border_title = "memory"
         self.border_subtitle = f"device: {NO_DEVICE_FIGURES}"
 
@@ -160,6 +161,17 @@ class MemoryTimeline(LineWidget):
         lines.append([Segment(" " * label_width), *self._axis(longest, view.phase_names, chart_width)])
         return lines
 
+    def _sample_columns(self, track: MemoryTrack, width: int) -> list[int]:
+        """:func:`sample_columns` of ``track``, memoised per series, length and width: the chart
+        and its axis ask for it every frame, and a replay's series never change length."""
+        key = (id(track.live), track.length, width)
+        found = self._columns.get(key)
+        if found is None or found[0] is not track.live:
+            if len(self._columns) > 256:
+                self._columns.clear()
+            found = self._columns[key] = (track.live, sample_columns(track.live, track.length, width))
+        return found[1]
+
     def _legend(self, groups: list[RankGroup]) -> Line:
         seen = {name for g in groups for name in self._digests.digest(g.track)[1]}
         line: Line = []
@@ -187,7 +199,7 @@ class MemoryTimeline(LineWidget):
             room = width - label_width - chart_width
             choices = [f" {now} · {text}" for text in peak_texts] + [f" {now}"]
             figures = next((f for f in choices if len(f) <= room), choices[-1][:max(room, 0)])
-            cells = self._cells(track, top, 1, chart_width)
+            cells = self._cells(track, top, 1, self._sample_columns(track, chart_width))
             return [[label, *cells[0], Segment(figures)]]
         marker: Line = [label]
         if peak_at >= 0:
@@ -207,13 +219,13 @@ class MemoryTimeline(LineWidget):
                 marker.append(Segment(now.rjust(room), DIM))
         else:
             marker.append(Segment(now.rjust(chart_width), DIM))
-        chart = self._cells(track, top, rows, chart_width)
+        chart = self._cells(track, top, rows, self._sample_columns(track, chart_width))
         return [marker, *([Segment(" " * label_width), *row] for row in chart)]
 
     @staticmethod
-    def _cells(track: MemoryTrack, top: int, rows: int, width: int) -> list[Line]:
-        """The chart's text rows, top first: one stacked column per chart column."""
-        columns = sample_columns(track.live, track.length, width)
+    def _cells(track: MemoryTrack, top: int, rows: int, columns: list[int]) -> list[Line]:
+        """The chart's text rows, top first: one stacked column per chart column (``columns``:
+        the sample each draws)."""
         stacks = [stacked_cells(_with_rest(track.categories[i], track.live[i]), top, rows, dim=i >= track.upto)
                   for i in columns]
         lines = []
@@ -228,10 +240,9 @@ class MemoryTimeline(LineWidget):
             lines.append(line)
         return lines
 
-    @staticmethod
-    def _axis(track: MemoryTrack, names: dict[int, str], width: int) -> Line:
+    def _axis(self, track: MemoryTrack, names: dict[int, str], width: int) -> Line:
         """Phase labels under the chart, each at the column where its run of phases begins."""
-        columns = sample_columns(track.live, track.length, width)
+        columns = self._sample_columns(track, width)
         text = [" "] * width
         previous = None
         next_free = 0

@@ -1,7 +1,7 @@
 """Values, buffers, provenance colours and sparklines as lines of segments, shared by the widgets.
 
 A :data:`Line` is a list of Rich segments; line-API widgets turn lines into strips directly
-(:func:`lines_to_strips`, much cheaper per frame than laying out text), ``Static`` widgets into
+(:func:`line_to_strip`, much cheaper per frame than laying out text), ``Static`` widgets into
 ``Text`` (:func:`lines_to_text`).
 """
 
@@ -23,6 +23,7 @@ __all__ = [
     "RANK_COLOURS",
     "HIGH_CONTRAST_COLOURS",
     "use_palette",
+    "palette",
     "REDUCED_STYLE",
     "REDUCED_SHADES",
     "reduced_style",
@@ -37,7 +38,7 @@ __all__ = [
     "buffer_lines",
     "provenance_lines",
     "lines_to_text",
-    "lines_to_strips",
+    "line_to_strip",
 ]
 
 RANK_COLOURS: tuple[str, ...] = (
@@ -77,6 +78,11 @@ HIGH_CONTRAST_COLOURS: tuple[str, ...] = (
 apart for the common colour-vision deficiencies (white for its black, on a black background)."""
 
 _palette: tuple[str, ...] = RANK_COLOURS
+
+
+def palette() -> tuple[str, ...]:
+    """The colours ranks 0–7 are drawn in now (what memoised drawings are keyed on)."""
+    return _palette
 
 
 def use_palette(colours: tuple[str, ...]) -> None:
@@ -258,6 +264,6 @@ def lines_to_text(lines: list[Line]) -> Text:
     return text
 
 
-def lines_to_strips(lines: list[Line], width: int, base: Style) -> list[Strip]:
-    """Lines of segments as strips exactly ``width`` cells wide, over the ``base`` style."""
-    return [Strip(line).crop(0, width).adjust_cell_length(width).apply_style(base) for line in lines]
+def line_to_strip(line: Line, width: int, base: Style) -> Strip:
+    """One line of segments as a strip exactly ``width`` cells wide, over the ``base`` style."""
+    return Strip(line).crop(0, width).adjust_cell_length(width).apply_style(base)

@@ -50,7 +50,7 @@ CHUNK_BYTES = 16 << 20
 _HEAD = 5
 """Bytes kept in front of each chunk for the msgpack array header that makes it one document."""
 
-_RECORD_HEADER = struct.Struct("<II")
+_LENGTH = struct.Struct("<I")
 _RANK = attrgetter("rank")
 _SEQ = attrgetter("seq")
 
@@ -143,9 +143,12 @@ def _decoder(thin: Mapping[type[Event], Iterable[str]]) -> tuple[msgspec.msgpack
 def _chunks(file: BinaryIO, offset: int, room: int, decoder: msgspec.msgpack.Decoder,
             codes: dict[type, int]) -> Iterable[tuple[ScanChunk, array, int]]:
     """(chunk, file offsets of its records, file offset after them) for every chunk of records
-    from ``offset``, the file's position, on, read ``room`` bytes at a time. Each chunk is read behind :data:`_HEAD` spare bytes; once its checksums hold,
-    every 8-byte record header is overwritten with two msgpack zeros (``uint32 0, uint16 0``) and
-    an array header goes in front, so the chunk is one msgpack array that msgspec decodes at once."""
+    from ``offset``, the file's position, on, read ``room`` bytes at a time.
+
+    Each chunk is read behind :data:`_HEAD` spare bytes; once its checksums hold, every 8-byte
+    record header is overwritten with two msgpack zeros (``uint32 0, uint16 0``) and an array
+    header goes in front, so the chunk is one msgpack array that msgspec decodes in one call.
+    A record cut by the chunk's end moves to the front of the next."""
     buffer = bytearray(_HEAD + max(room, 16))
     view = memoryview(buffer)
     words = [np.frombuffer(buffer, "<u4", count=(len(buffer) - k) // 4, offset=k) for k in range(4)]
@@ -155,12 +158,15 @@ def _chunks(file: BinaryIO, offset: int, room: int, decoder: msgspec.msgpack.Dec
         filled = held + file.readinto(view[_HEAD + held :])
         if not filled:
             return
-        relative, checksums, used = _walk(view[_HEAD : _HEAD + filled])
+        relative, used = _walk(view[_HEAD : _HEAD + filled])
         if not relative.size:
-            raise NotIntact(f"its last record is cut short at byte {offset + filled:,}")
+            raise NotIntact(f"its record at byte {offset:,} is cut short, or larger than collviz writes")
         at = relative + _HEAD
+        lengths = np.diff(at, append=_HEAD + used) - 8
+        if lengths.max() > LARGE_PAYLOAD:
+            raise NotIntact("a record is larger than collviz writes")
         slots = _Slots(words, at)
-        if not _checksums_hold(view[_HEAD : _HEAD + used], slots, checksums, np.diff(at, append=_HEAD + used) - 8):
+        if not _checksums_hold(view[_HEAD : _HEAD + used], slots, lengths):
             raise NotIntact("a record does not match its checksum")
         slots.write(0xCE, 0xCD00)
         count = relative.size
@@ -181,26 +187,21 @@ def _chunks(file: BinaryIO, offset: int, room: int, decoder: msgspec.msgpack.Dec
         offset += used
 
 
-def _walk(records: memoryview) -> tuple[np.ndarray, np.ndarray, int]:
-    """(offsets, checksums, bytes used) of the complete records at the start of ``records``."""
+def _walk(records: memoryview) -> tuple[np.ndarray, int]:
+    """(offsets, bytes used) of the complete records at the start of ``records``."""
     offsets = array("q")
-    checksums = array("I")
-    add_offset, add_checksum = offsets.append, checksums.append
-    unpack = _RECORD_HEADER.unpack_from
+    add = offsets.append
+    unpack = _LENGTH.unpack_from
     size = len(records)
-    last = size - _RECORD_HEADER.size
+    last = size - 8
     at = 0
     while at <= last:
-        length, checksum = unpack(records, at)
-        if length > LARGE_PAYLOAD:
-            raise NotIntact(f"a record of {length:,} bytes is larger than collviz writes")
-        end = at + 8 + length
+        end = at + 8 + unpack(records, at)[0]
         if end > size:
             break
-        add_offset(at)
-        add_checksum(checksum)
+        add(at)
         at = end
-    return np.frombuffer(offsets, np.int64), np.frombuffer(checksums, np.uint32), at
+    return np.frombuffer(offsets, np.int64), at
 
 
 class _Slots:
@@ -217,6 +218,13 @@ class _Slots:
             if chosen.size:
                 self._groups.append((view, chosen, (at[chosen] - alignment) >> 2))
 
+    def read(self, word: int) -> np.ndarray:
+        """Every header's first (0) or second (1) word, in record order."""
+        found = np.empty(sum(chosen.size for _, chosen, _ in self._groups), np.uint32)
+        for view, chosen, at in self._groups:
+            found[chosen] = view[at + word]
+        return found
+
     def write(self, first: np.ndarray | int, second: np.ndarray | int) -> None:
         """Set every header's first and second word (one value for all, or one per record)."""
         for view, chosen, word in self._groups:
@@ -228,7 +236,7 @@ _zero_checksums = np.zeros(LARGE_PAYLOAD + 1, np.uint32)
 _zero_known = np.zeros(LARGE_PAYLOAD + 1, bool)
 
 
-def _checksums_hold(records: memoryview, slots: _Slots, checksums: np.ndarray, lengths: np.ndarray) -> bool:
+def _checksums_hold(records: memoryview, slots: _Slots, lengths: np.ndarray) -> bool:
     """Whether every record's CRC-32 matches its payload, from one pass of zlib over ``records``,
     the chunk's records back to back (it overwrites their headers; the walk has read them).
 
@@ -243,6 +251,7 @@ def _checksums_hold(records: memoryview, slots: _Slots, checksums: np.ndarray, l
     exactly when every checksum matches: one damaged record can never cancel out (several could,
     with odds of 2^-32, as one CRC-32 can be fooled).
     """
+    checksums = slots.read(1)
     missing = np.unique(lengths[~_zero_known[lengths]]).tolist()
     for length in missing:
         _zero_checksums[length] = zlib.crc32(bytes(length))
