@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import gt
 
 from rich.style import Style
 
@@ -69,9 +70,11 @@ class RankGroup:
 class SeriesDigests:
     """A running digest of each rank's memory series, extended as the series grow.
 
-    The log's series only ever grow, so each rank's digest (a hash of every sample so far, and the
-    categories seen) is brought up to date with the new samples alone: grouping identical ranks
-    and listing the legend's categories cost nothing per frame, however long the run.
+    The log's series only ever grow, so each rank's digest (the sum of every sample's hash, each
+    salted with its position: the same whichever frames the samples arrived in, and the same for
+    two ranks exactly when their samples are, bar a 64-bit collision; and the categories seen) is
+    brought up to date with the new samples alone, in C-level passes over them: grouping identical
+    ranks and listing the legend's categories cost nothing per frame, however long the run.
     """
 
     def __init__(self) -> None:
@@ -83,15 +86,16 @@ class SeriesDigests:
         owner, done, value, seen = self._state.get(key, (None, 0, 0, frozenset()))
         if owner is not track.live or done > track.length:  # a new series, or a shorter view of it
             done, value, seen = 0, 0, frozenset()
-        new = set()
-        for i in range(done, track.length):
-            sample = track.categories[i]
-            value = hash((value, track.live[i], track.peaks[i], tuple(sample.items())))
-            new.update(sample)
-            if track.live[i] > sum(sample.values()):
+        if done < track.length:
+            live = track.live[done : track.length]
+            samples = track.categories[done : track.length]
+            shapes = map(tuple, map(dict.items, samples))
+            value += sum(map(hash, zip(range(done, track.length), live, track.peaks[done : track.length], shapes)))
+            new = set().union(*samples)
+            if any(map(gt, live, map(sum, map(dict.values, samples)))):
                 new.add("other")
-        if new - seen:
-            seen = seen | new
+            if new - seen:
+                seen = seen | new
         self._state[key] = (track.live, track.length, value, seen)
         return value, seen
 

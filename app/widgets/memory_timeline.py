@@ -8,6 +8,8 @@ axis under the rows names the phases (abbreviated); samples after the cursor are
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -64,11 +66,11 @@ def _with_rest(categories: dict[str, int], live: int) -> dict[str, int]:
 
 
 def _peak_sample(track: MemoryTrack) -> int:
-    """The first sample at or before the cursor whose running peak is the peak so far (-1: none)."""
+    """The first sample at or before the cursor whose running peak is the peak so far (-1: none;
+    a bisection, the running peaks never decreasing)."""
     if not track.upto:
         return -1
-    peak = track.peaks[track.upto - 1]
-    return track.peaks.index(peak, 0, track.upto)
+    return bisect_left(track.peaks, track.peaks[track.upto - 1], 0, track.upto)
 
 
 def _column_of(sample: int, count: int, width: int) -> int:
@@ -93,6 +95,7 @@ class MemoryTimeline(LineWidget):
         self._sized_for = (-1, -1)  # (ranks, screen height) the sticky height was found for
         self._digests = SeriesDigests()
         self._columns: dict[tuple[int, int, int], tuple[object, list[int]]] = {}
+        self._live_tops: dict[int, tuple[object, int, int]] = {}
         self.border_title = "memory"
         self.border_subtitle = f"device: {NO_DEVICE_FIGURES}"
 
@@ -161,6 +164,17 @@ class MemoryTimeline(LineWidget):
         lines.append([Segment(" " * label_width), *self._axis(longest, view.phase_names, chart_width)])
         return lines
 
+    def _live_top(self, track: MemoryTrack) -> int:
+        """The most live bytes of any sample up to the cursor, kept per series and extended as
+        the cursor moves on (a live run's series are long, and asked every frame)."""
+        owner, upto, top = self._live_tops.get(id(track.live), (None, 0, 0))
+        if owner is not track.live or upto > track.upto:
+            upto, top = 0, 0
+        if upto < track.upto:
+            top = max(top, max(track.live[upto : track.upto]))
+        self._live_tops[id(track.live)] = (track.live, track.upto, top)
+        return top
+
     def _sample_columns(self, track: MemoryTrack, width: int) -> list[int]:
         """:func:`sample_columns` of ``track``, memoised per series, length and width: the chart
         and its axis ask for it every frame, and a replay's series never change length."""
@@ -191,7 +205,7 @@ class MemoryTimeline(LineWidget):
         peak_texts: list[str] = []  # longest first: the marker line uses the first that fits
         if peak_at >= 0:
             phase = track.phases[peak_at]
-            between = " (between samples)" if track.peak > max(track.live[: track.upto]) else ""
+            between = " (between samples)" if track.peak > self._live_top(track) else ""
             peak = f"peak {format_bytes(track.peak)}"
             peak_texts = [f"{peak}{between} in {view.phase_names.get(phase, f'phase {phase + 1}')}",
                           f"{peak}{between}", peak]
