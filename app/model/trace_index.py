@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from array import array
 from collections.abc import Callable, Iterator
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 
 import numpy as np
 
@@ -91,13 +91,22 @@ def _file_collectives(log: EventLog, chunk: ScanChunk) -> None:
         log.rank(rank).collectives.extend(_ints(positions[where]), _ints(phases[where]))
     ends = np.fromiter(map("end".__eq__, map(_EDGE, events)), bool, len(events)) & (phases >= 0)
     chosen = np.flatnonzero(ends)
+    if not chosen.size:
+        return
     for phase, where in _groups(phases[chosen]):
         log.phase(phase).collectives.extend(_ints(positions[chosen[where]]), _ints(phases[chosen[where]]))
     ended = list(map(events.__getitem__, chosen.tolist()))
-    calls = zip(phases[chosen].tolist(), map(_GROUP, ended), map(_GROUP_SEQ, ended))
-    first_end = dict(zip(reversed(list(calls)), reversed(positions[chosen].tolist())))  # the earliest wins
-    for (phase, group, number), position in sorted(first_end.items(), key=itemgetter(1)):
-        log.phase(phase).add_call(position, (group, number))
+    groups, names = _numbered(list(map(_GROUP, ended)))
+    numbers = np.fromiter(map(_GROUP_SEQ, ended), np.int64, len(ended))
+    phases, at = phases[chosen], positions[chosen]
+    order = np.lexsort((at, numbers, groups, phases))  # each call's ends together, the earliest first
+    first = np.concatenate(([True], (np.diff(phases[order]) != 0) | (np.diff(groups[order]) != 0)
+                            | (np.diff(numbers[order]) != 0)))
+    firsts = order[first]
+    firsts = firsts[np.argsort(at[firsts])]
+    for phase, group, number, position in zip(phases[firsts].tolist(), groups[firsts].tolist(),
+                                              numbers[firsts].tolist(), at[firsts].tolist()):
+        log.phase(phase).add_call(position, (names[group], number))
 
 
 def _file_buffers(log: EventLog, chunk: ScanChunk) -> None:
@@ -105,13 +114,13 @@ def _file_buffers(log: EventLog, chunk: ScanChunk) -> None:
     positions, events = chunk.select(Buffer, Freed)
     if not events:
         return
-    keys = list(zip(chunk.ranks[positions - chunk.first].tolist(), map(_NAME, events)))
-    distinct = list(dict.fromkeys(keys))
-    number = {key: n for n, key in enumerate(distinct)}
+    codes, names = _numbered(list(map(_NAME, events)))
+    keys = chunk.ranks[positions - chunk.first] * len(names) + codes  # one number per (rank, name)
     phases = np.fromiter(map(_PHASE, events), np.int64, len(events))
-    for code, where in _groups(np.fromiter(map(number.__getitem__, keys), np.int64, len(keys))):
-        rank, name = distinct[code]
-        log.rank(rank).buffer(name).extend(_ints(positions[where]), _ints(phases[where]))
+    # in order of each buffer's first event: a rank's buffers are shown in the order they appeared
+    for key, where in sorted(_groups(keys), key=lambda group: group[1][0]):
+        rank, name = divmod(key, len(names))
+        log.rank(rank).buffer(names[name]).extend(_ints(positions[where]), _ints(phases[where]))
 
 
 def _file_memory(log: EventLog, chunk: ScanChunk) -> None:
@@ -132,6 +141,14 @@ def _groups(keys: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     ordered = keys[order]
     for part in np.split(order, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1):
         yield int(keys[part[0]]), part
+
+
+def _numbered(values: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Each value's number among the distinct values (numbered in order of first appearance), and
+    those values."""
+    distinct = list(dict.fromkeys(values))
+    number = {value: n for n, value in enumerate(distinct)}
+    return np.fromiter(map(number.__getitem__, values), np.int64, len(values)), distinct
 
 
 def _ints(values: np.ndarray) -> array:

@@ -292,7 +292,7 @@ class _Sequences:
             seqs = np.fromiter(map(_SEQ, decoded), np.int64, len(decoded))
         except OverflowError:
             raise NotIntact("a sequence number is out of range") from None
-        order = np.argsort(ranks, kind="stable")
+        order = np.argsort(ranks.astype(np.int16) if self.highest < 2**15 else ranks, kind="stable")  # int16: a radix sort
         rank, seq = ranks[order], seqs[order]
         heads = np.flatnonzero(np.concatenate(([True], rank[1:] != rank[:-1])))
         before = np.concatenate(([0], seq[:-1]))
