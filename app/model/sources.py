@@ -19,7 +19,8 @@ from collviz.runtime.wire.trace import read_trace
 from .log import EventLog
 from .trace_index import index_trace
 
-__all__ = ["Session", "pump_session", "load_trace", "POLL_SECONDS", "COALESCE_SECONDS", "MAX_BATCH", "LOAD_CHUNK"]
+__all__ = ["Session", "pump_session", "load_trace", "POLL_SECONDS", "COALESCE_SECONDS", "MAX_BATCH",
+           "READY_POLL_SECONDS", "LOAD_CHUNK"]
 
 POLL_SECONDS = 0.05
 """How long the pump waits in ``Session.poll`` while nothing is pending."""
@@ -28,7 +29,10 @@ COALESCE_SECONDS = 0.01
 """Events arriving within this long of the first pending one travel in one batch."""
 
 MAX_BATCH = 50_000
-"""The most events one batch carries."""
+"""Events past which a batch is sent even before the consumer has taken the last one."""
+
+READY_POLL_SECONDS = 0.002
+"""How often the pump looks again whether the consumer has taken the last batch."""
 
 LOAD_CHUNK = 100_000
 """Events indexed between two progress reports while a trace loads."""
@@ -53,23 +57,31 @@ class Session(Protocol):
         """Tear down every worker and close the trace (idempotent)."""
 
 
-def pump_session(session: Session, emit: Callable[[list[AnyEvent]], None], stopped: Callable[[], bool]) -> None:
+def pump_session(session: Session, emit: Callable[[list[AnyEvent]], None], stopped: Callable[[], bool],
+                 ready: Callable[[], bool] = lambda: True) -> None:
     """Poll ``session`` and ``emit`` its events in batches until it has finished or ``stopped()``.
 
-    Events arriving within :data:`COALESCE_SECONDS` of each other share a batch (at most
-    :data:`MAX_BATCH`), so a flood becomes a few large batches; none is ever dropped.
+    Events arriving within :data:`COALESCE_SECONDS` of each other share a batch, so a flood
+    becomes a few large batches; none is ever dropped. ``ready()`` says whether the consumer
+    has taken the last batch: until it has, new events join the next batch rather than queue
+    up as batches of their own (up to :data:`MAX_BATCH`, past which batches are sent anyway), so
+    a consumer that falls behind catches up in one step instead of working through a backlog:
+    the viewer paints only when its message queue runs dry.
     """
     pending: list[AnyEvent] = []
     deadline = 0.0
     while not stopped():
-        wait = max(0.0, deadline - time.monotonic()) if pending else POLL_SECONDS
+        waiting = bool(pending) and not ready()
+        wait = READY_POLL_SECONDS if waiting else max(0.0, deadline - time.monotonic()) if pending else POLL_SECONDS
         batch = session.poll(wait)
         if batch:
             if not pending:
                 deadline = time.monotonic() + COALESCE_SECONDS
             pending.extend(batch)
-        due = time.monotonic() >= deadline or len(pending) >= MAX_BATCH or session.finished
-        if pending and due:
+        elif waiting:
+            time.sleep(READY_POLL_SECONDS)  # a finished session answers at once
+        due = time.monotonic() >= deadline or session.finished
+        if pending and (due and ready() or len(pending) >= MAX_BATCH):
             emit(pending)
             pending = []
         elif not pending and not batch and session.finished:
