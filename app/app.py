@@ -199,7 +199,8 @@ class CollvizApp(App[int]):
             self.post_message(EventsArrived(batch))
 
         try:
-            pump_session(session, emit, lambda: worker.is_cancelled or self._stopping.is_set(), self._batch_taken.is_set)
+            pump_session(session, emit, lambda: worker.is_cancelled or self._stopping.is_set(),
+                         self._batch_taken.is_set)
         except Exception as exc:  # the session's own failure is shown, not raised into Textual
             self.post_message(SessionFailed(f"{type(exc).__name__}: {exc}"))
         finally:

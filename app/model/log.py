@@ -196,7 +196,8 @@ class PhaseIndex:
 
     def __post_init__(self) -> None:
         store = self.store
-        self.transfers, self.checks, self.collectives, self.spans = Series(store), Series(store), Series(store), Series(store)
+        self.transfers, self.checks = Series(store), Series(store)
+        self.collectives, self.spans = Series(store), Series(store)
 
     def add_call(self, index: int, key: tuple[str, int]) -> None:
         """Note collective call ``key`` (group, call number) if it is new: its first end is at ``index``."""

@@ -44,7 +44,8 @@ _GROUP_SEQ = attrgetter("group_seq")
 _NAME = attrgetter("name")
 
 
-def index_trace(path: str | os.PathLike[str], progress: Callable[[int, int], None] | None = None) -> tuple[EventLog, str]:
+def index_trace(path: str | os.PathLike[str],
+                progress: Callable[[int, int], None] | None = None) -> tuple[EventLog, str]:
     """The indexed log of the intact trace at ``path`` and the reader's warning (sequence gaps).
 
     ``progress(bytes read, bytes in the file)`` follows it. Raises ``TraceError`` as

@@ -92,7 +92,8 @@ class TraceScan:
     ``thin`` names, per event type, the fields the caller needs (``rank`` and ``seq`` are always
     there); types it does not name arrive as full events. :attr:`events` holds every event
     scanned so far (decoded when read). ``progress(bytes read, bytes in the file)`` follows the
-    reading of large traces (after each chunk, once :data:`~.trace.PROGRESS_RECORDS` events are in). Raises :class:`~.trace.TraceError` where :func:`~.trace.read_trace` would, and
+    reading of large traces (after each chunk, once :data:`~.trace.PROGRESS_RECORDS` events are
+    in). Raises :class:`~.trace.TraceError` where :func:`~.trace.read_trace` would, and
     :class:`NotIntact` (from :meth:`chunks`, possibly after some chunks) where the trace needs it.
     """
 
@@ -292,7 +293,8 @@ class _Sequences:
             seqs = np.fromiter(map(_SEQ, decoded), np.int64, len(decoded))
         except OverflowError:
             raise NotIntact("a sequence number is out of range") from None
-        order = np.argsort(ranks.astype(np.int16) if self.highest < 2**15 else ranks, kind="stable")  # int16: a radix sort
+        narrow = -(2**15) <= self.lowest and self.highest < 2**15  # int16 ranks sort by radix
+        order = np.argsort(ranks.astype(np.int16) if narrow else ranks, kind="stable")
         rank, seq = ranks[order], seqs[order]
         heads = np.flatnonzero(np.concatenate(([True], rank[1:] != rank[:-1])))
         before = np.concatenate(([0], seq[:-1]))

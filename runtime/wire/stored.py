@@ -108,7 +108,8 @@ class StoredEvents(Sequence[AnyEvent]):
         try:
             return decode(payload)
         except ProtocolError:
-            raise TraceError(f"{self.path} changed on disk since it was opened (event {index} no longer decodes)") from None
+            raise TraceError(f"{self.path} changed on disk since it was opened "
+                             f"(event {index} no longer decodes)") from None
 
     def _read(self, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the file, or fewer where it no longer reaches ``end``."""
