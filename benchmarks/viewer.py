@@ -259,10 +259,23 @@ def open_in_child(path: Path) -> dict[str, float]:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def peak_resident_bytes() -> int:
+    """This process's peak resident set: Linux's VmHWM, which starts afresh at exec (getrusage's
+    ru_maxrss does not: it keeps the forking parent's peak), else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _open_only(path: Path) -> None:
     """The child side of :func:`open_in_child`: one JSON line."""
     measured = asyncio.run(measure_trace(path, 0))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = peak_resident_bytes()
     print(json.dumps({"open_s": measured["open_s"], "open_cpu_s": measured["open_cpu_s"], "peak_rss": peak,
                       "seek_ms_median": measured["seek_ms_median"]}))
 

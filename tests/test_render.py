@@ -43,3 +43,25 @@ def test_a_memory_column_is_as_tall_as_its_bytes_even_where_categories_share_a_c
     lower, upper = stacked_cells({"params": 1000, "grads": 500}, 2000, 2, dim=False)
     assert lower[0] == "█" and lower[1].color.name == category_colour("params")
     assert upper[0] == "▄" and upper[1].color.name == category_colour("grads") and upper[1].bgcolor is None
+
+
+def test_heatmap_cells_follow_the_provenance_and_the_palette_they_are_memoised_on():
+    from collviz.app.widgets.rank_heatmap import heatmap_cells
+    from collviz.app.widgets.render import HIGH_CONTRAST_COLOURS, RANK_COLOURS, use_palette
+    from collviz.runtime.wire.protocol import ProvenanceRun
+
+    def buffer(runs):
+        return Buffer(run="r", rank=0, seq=0, t_ns=0, phase=0, name="b", role="x", moment="after", shape=[4],
+                      dtype="float32", values=[0.0] * 4, provenance=runs)
+
+    halves = buffer([ProvenanceRun(0, 2, [0]), ProvenanceRun(2, 2, [1])])
+    cells = heatmap_cells(halves, 8)  # two cells per element
+    assert [(s.text, s.style.bgcolor.name) for s in cells] == [("    ", RANK_COLOURS[0]), ("    ", RANK_COLOURS[1])]
+    assert heatmap_cells(buffer([ProvenanceRun(0, 2, [0]), ProvenanceRun(2, 2, [1])]), 8) == cells  # same provenance
+    swapped = heatmap_cells(buffer([ProvenanceRun(0, 2, [1]), ProvenanceRun(2, 2, [0])]), 8)
+    assert [s.style.bgcolor.name for s in swapped] == [RANK_COLOURS[1], RANK_COLOURS[0]]
+    use_palette(HIGH_CONTRAST_COLOURS)
+    try:
+        assert [s.style.bgcolor.name for s in heatmap_cells(halves, 8)] == list(HIGH_CONTRAST_COLOURS[:2])
+    finally:
+        use_palette(RANK_COLOURS)
