@@ -218,3 +218,9 @@ def test_a_trace_without_checksums_is_left_to_the_careful_reader(tmp_path):
     log, warning = load_trace(path, lambda *_: None)
     assert warning == "" and list(log.events) == events
     assert isinstance(log.events[0], RunStart)
+
+
+def test_a_trace_with_no_events_opens_empty(tmp_path):
+    path = write_trace(tmp_path / "empty.cvz", [])
+    fast, warning = index_trace(path)
+    assert len(fast) == 0 and warning == "" and view_at(fast, 0) == view_at(EventLog([]), 0)
