@@ -19,7 +19,7 @@ from rich.style import Style
 from ..model import MemoryTrack
 
 __all__ = [
-    "CATEGORY_ORDER", "CATEGORY_COLOURS", "category_colour", "RankGroup", "SeriesDigests", "group_ranks",
+    "CATEGORY_ORDER", "CATEGORY_COLOURS", "category_colour", "category_style", "RankGroup", "SeriesDigests", "group_ranks",
     "representative_groups",
     "sample_columns", "stacked_cells", "phase_label", "Cell",
 ]
@@ -43,6 +43,13 @@ Cell = tuple[str, Style]
 def category_colour(name: str) -> str:
     """The colour of category ``name``."""
     return CATEGORY_COLOURS.get(name, CATEGORY_COLOURS["other"])
+
+
+@lru_cache(maxsize=256)
+def category_style(name: str) -> Style:
+    """Text in category ``name``'s colour, one shared object per category (line widgets key
+    strips on style identity)."""
+    return Style(color=category_colour(name))
 
 
 @dataclass(frozen=True)

@@ -21,14 +21,14 @@ from .memory_chart import (
     CATEGORY_ORDER,
     RankGroup,
     SeriesDigests,
-    category_colour,
+    category_style,
     group_ranks,
     phase_label,
     representative_groups,
     sample_columns,
     stacked_cells,
 )
-from .render import DIM, Line, format_bytes, rank_colour
+from .render import DIM, Line, format_bytes, rank_label_style
 
 __all__ = ["MemoryTimeline", "device_figures", "NO_DEVICE_FIGURES", "MAX_GROUPS"]
 
@@ -190,7 +190,7 @@ class MemoryTimeline(LineWidget):
         seen = {name for g in groups for name in self._digests.digest(g.track)[1]}
         line: Line = []
         for name in sorted(seen, key=lambda c: (CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else 99, c)):
-            line += [Segment("■ ", Style(color=category_colour(name))), Segment(f"{name}  ")]
+            line += [Segment("■ ", category_style(name)), Segment(f"{name}  ")]
         line += [Segment("▼ ", _MARK), Segment("peak  "), Segment("grey: after the cursor", DIM)]
         return line
 
@@ -200,7 +200,7 @@ class MemoryTimeline(LineWidget):
         now = f"now {format_bytes(track.current)}"
         if track.cuda is not None or track.nvml is not None:
             now += device_figures(track)
-        label = Segment(group.label.ljust(label_width), Style(color=rank_colour(group.ranks[0])))
+        label = Segment(group.label.ljust(label_width), rank_label_style(group.ranks[0], bold=False))
         peak_at = _peak_sample(track)
         peak_texts: list[str] = []  # longest first: the marker line uses the first that fits
         if peak_at >= 0:
@@ -243,14 +243,19 @@ class MemoryTimeline(LineWidget):
         stacks = [stacked_cells(_with_rest(track.categories[i], track.live[i]), top, rows, dim=i >= track.upto)
                   for i in columns]
         lines = []
-        for row in range(rows - 1, -1, -1):
+        for row in range(rows - 1, -1, -1):  # neighbouring cells of one style share a segment
             line: Line = []
+            chars: list[str] = []
+            current = None
             for stack in stacks:
                 char, style = stack[row]
-                if line and line[-1].style == style:
-                    line[-1] = Segment(line[-1].text + char, style)
-                else:
-                    line.append(Segment(char, style))
+                if style is not current:  # the cells' styles are shared objects (memoised)
+                    if chars:
+                        line.append(Segment("".join(chars), current))
+                    chars, current = [], style
+                chars.append(char)
+            if chars:
+                line.append(Segment("".join(chars), current))
             lines.append(line)
         return lines
 

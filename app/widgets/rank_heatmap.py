@@ -24,7 +24,7 @@ from collviz.runtime.wire.protocol import Buffer, ProvenanceRun
 
 from ..model import RankView, ViewState
 from .line_widget import LineWidget
-from .render import DIM, PLACEHOLDER_STYLE, Line, palette, provenance_style, rank_colour
+from .render import DIM, PLACEHOLDER_STYLE, Line, palette, provenance_style, rank_label_style
 
 __all__ = ["RankHeatmap", "shown_buffer", "heatmap_cells"]
 
@@ -154,7 +154,7 @@ class RankHeatmap(LineWidget):
     def _row(rank: RankView, name: str | None, label_width: int, width: int) -> Line:
         """``r12 ●`` then the heatmap, within ``width`` columns."""
         mark, style = _STATE_MARKS[rank.state]
-        row: Line = [Segment(f"r{rank.rank}".ljust(label_width), Style(color=rank_colour(rank.rank), bold=True)),
+        row: Line = [Segment(f"r{rank.rank}".ljust(label_width), rank_label_style(rank.rank)),
                      Segment(mark + " ", style)]
         room = width - label_width - 2
         buffer = next((b for b in rank.buffers if b.name == name), None)

@@ -30,6 +30,7 @@ __all__ = [
     "PLACEHOLDER_STYLE",
     "rank_colour",
     "rank_style",
+    "rank_label_style",
     "provenance_style",
     "format_bytes",
     "format_value",
@@ -92,6 +93,7 @@ def use_palette(colours: tuple[str, ...]) -> None:
     _palette = colours
     rank_colour.cache_clear()
     rank_style.cache_clear()
+    rank_label_style.cache_clear()
 
 
 @lru_cache(maxsize=1024)
@@ -109,6 +111,13 @@ def rank_colour(rank: int) -> str:
 def rank_style(rank: int) -> Style:
     """Cell style for data that came from exactly ``rank`` (one shared object per rank)."""
     return Style(color="black", bgcolor=rank_colour(rank), bold=rank >= len(_palette))
+
+
+@lru_cache(maxsize=1024)
+def rank_label_style(rank: int, bold: bool = True) -> Style:
+    """Text in ``rank``'s colour (a rank's label: ``r12``), one shared object per rank: line
+    widgets keep a line's strip by its styles' identities."""
+    return Style(color=rank_colour(rank), bold=bold or None)
 
 
 @lru_cache(maxsize=64)
