@@ -89,3 +89,25 @@ def test_colours_beyond_eight_ranks_stay_apart_at_16_and_64_ranks():
         assert all(_oklab_via_xyz(c)[0] >= 0.59 for c in added), "black digits stay readable"
         greys = ["#6e6e6e", "#858585", "#9c9c9c", "#b3b3b3", "#cacaca", "#e0e0e0", "#f5f5f5"]
         assert min(_closest([c, g]) for c in added for g in greys) >= 0.05, "reduced sums are grey"
+
+
+def test_heatmap_cells_follow_the_provenance_and_the_palette_they_are_memoised_on():
+    from collviz.app.widgets.rank_heatmap import heatmap_cells
+    from collviz.app.widgets.render import HIGH_CONTRAST_COLOURS, RANK_COLOURS, use_palette
+    from collviz.runtime.wire.protocol import ProvenanceRun
+
+    def buffer(runs):
+        return Buffer(run="r", rank=0, seq=0, t_ns=0, phase=0, name="b", role="x", moment="after", shape=[4],
+                      dtype="float32", values=[0.0] * 4, provenance=runs)
+
+    halves = buffer([ProvenanceRun(0, 2, [0]), ProvenanceRun(2, 2, [1])])
+    cells = heatmap_cells(halves, 8)  # two cells per element
+    assert [(s.text, s.style.bgcolor.name) for s in cells] == [("    ", RANK_COLOURS[0]), ("    ", RANK_COLOURS[1])]
+    assert heatmap_cells(buffer([ProvenanceRun(0, 2, [0]), ProvenanceRun(2, 2, [1])]), 8) == cells  # same provenance
+    swapped = heatmap_cells(buffer([ProvenanceRun(0, 2, [1]), ProvenanceRun(2, 2, [0])]), 8)
+    assert [s.style.bgcolor.name for s in swapped] == [RANK_COLOURS[1], RANK_COLOURS[0]]
+    use_palette(HIGH_CONTRAST_COLOURS)
+    try:
+        assert [s.style.bgcolor.name for s in heatmap_cells(halves, 8)] == list(HIGH_CONTRAST_COLOURS[:2])
+    finally:
+        use_palette(RANK_COLOURS)

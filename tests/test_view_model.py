@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from collviz.app.model import sources
 from collviz.app.model import (
     EventLog,
     faster,
@@ -205,6 +206,30 @@ def test_pump_coalesces_batches_and_loses_nothing():
     pump_session(session, emitted.append, lambda: False)
     assert [e for batch in emitted for e in batch] == events
     assert len(emitted) < len(events) / 4
+
+
+def test_pump_holds_batches_back_until_the_consumer_has_taken_the_last(monkeypatch):
+    monkeypatch.setattr(sources, "MAX_BATCH", 40)
+    monkeypatch.setattr(sources, "READY_POLL_SECONDS", 0.0)
+    monkeypatch.setattr(sources, "COALESCE_SECONDS", 0.0)  # without flow control: a batch per poll
+    events = all_gather_events()  # one per poll
+    session = _ListSession([[e] for e in events])
+    emitted: list[list] = []
+    asked = {"since_emit": 100}
+
+    def emit(batch):
+        emitted.append(batch)
+        asked["since_emit"] = 0
+
+    def ready():  # the consumer takes a batch once it has been asked about it 25 times
+        asked["since_emit"] += 1
+        return asked["since_emit"] > 25
+
+    pump_session(session, emit, lambda: False, ready)
+    assert [e for batch in emitted for e in batch] == events
+    sizes = [len(batch) for batch in emitted]
+    assert sizes[0] == 1  # ready at first: the first event goes at once
+    assert all(1 < size <= 40 for size in sizes[1:-1]), sizes  # then events gather while the consumer is busy
 
 
 def test_pump_stops_when_asked():

@@ -8,9 +8,13 @@ answers "the latest X at or before cursor c, in phase <= s" with two bisections.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, insort
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
+from operator import attrgetter
+from typing import Any, Callable, overload
 
 from collviz.runtime.wire.protocol import (
     AnyEvent,
@@ -41,23 +45,63 @@ EXIT_INTERRUPTED = 130
 """Exit status of a run that was interrupted, or left before it ended."""
 
 
-@dataclass
 class Series:
-    """Events of one kind in log order: their log indexes, phases and the events themselves."""
+    """Events of one kind in log order: their log positions (:attr:`index`) and phases, both
+    non-decreasing. The events themselves stay in the log's store (its list, or a trace's
+    :class:`~collviz.runtime.wire.stored.StoredEvents`) and :attr:`events` reads them from there."""
 
-    index: list[int] = field(default_factory=list)
-    phase: list[int] = field(default_factory=list)
-    events: list[AnyEvent] = field(default_factory=list)
+    __slots__ = ("index", "phase", "_store")
 
-    def add(self, index: int, phase: int, event: AnyEvent) -> None:
-        """Append one event (indexes and phases must not decrease)."""
+    def __init__(self, store: Sequence[AnyEvent] = ()) -> None:
+        self.index = array("q")
+        self.phase = array("q")
+        self._store = store
+
+    @property
+    def events(self) -> Sequence[AnyEvent]:
+        """The series' events in order: a view that reads each from the store when indexed."""
+        return _Picked(self._store, self.index)
+
+    def add(self, index: int, phase: int) -> None:
+        """Append the event at log position ``index`` (positions and phases must not decrease)."""
         self.index.append(index)
         self.phase.append(phase)
-        self.events.append(event)
+
+    def extend(self, index: array, phase: array) -> None:
+        """Append events by position and phase, in order (int64 arrays of equal length)."""
+        self.index.extend(index)
+        self.phase.extend(phase)
 
     def count_upto(self, cursor: int) -> int:
         """How many events lie before ``cursor`` (log indexes ``< cursor``)."""
         return bisect_left(self.index, cursor)
+
+
+class _Picked(Sequence[AnyEvent]):
+    """The events of ``store`` at ``positions``, read when indexed (slices are lists)."""
+
+    __slots__ = ("_store", "_positions")
+
+    def __init__(self, store: Sequence[AnyEvent], positions: Sequence[int]) -> None:
+        self._store = store
+        self._positions = positions
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, at: int) -> AnyEvent: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> list[AnyEvent]: ...
+
+    def __getitem__(self, at: int | slice) -> AnyEvent | list[AnyEvent]:
+        if isinstance(at, slice):
+            return list(map(self._store.__getitem__, self._positions[at]))
+        return self._store[self._positions[at]]
+
+    def __iter__(self) -> Iterator[AnyEvent]:
+        return map(self._store.__getitem__, self._positions)
 
 
 @dataclass
@@ -66,8 +110,8 @@ class MemorySeries:
     category, and the device figures each sample carried (``None`` where the run had no CUDA
     allocator or NVML)."""
 
-    index: list[int] = field(default_factory=list)
-    phase: list[int] = field(default_factory=list)
+    index: array = field(default_factory=lambda: array("q"))
+    phase: array = field(default_factory=lambda: array("q"))
     live: list[int] = field(default_factory=list)
     peak: list[int] = field(default_factory=list)
     categories: list[dict[str, int]] = field(default_factory=list)
@@ -85,20 +129,48 @@ class MemorySeries:
         self.cuda.append(event.cuda)
         self.nvml.append(event.nvml)
 
+    def extend(self, index: array, events: Sequence[Memory]) -> None:
+        """Append samples in order: ``events`` at log positions ``index`` (what :meth:`add`
+        does for each, a column at a time)."""
+        self.index.extend(index)
+        self.phase.extend(array("q", [event.phase for event in events]))
+        live = [event.live_bytes for event in events]
+        tops = map(max, map(attrgetter("peak_bytes"), events), live)
+        peaks = accumulate(tops, max, initial=self.peak[-1]) if self.peak else accumulate(tops, max)
+        if self.peak:
+            next(peaks)  # the running peak so far, already held
+        self.live.extend(live)
+        self.peak.extend(peaks)
+        self.categories.extend([event.by_category for event in events])
+        self.cuda.extend([event.cuda for event in events])
+        self.nvml.extend([event.nvml for event in events])
+
 
 @dataclass
 class RankIndex:
-    """Everything the log knows about one rank, indexed by log position."""
+    """Everything the log knows about one rank, indexed by log position (its series read their
+    events from ``store``, the log's)."""
 
     rank: int
+    store: Sequence[AnyEvent] = field(default=(), repr=False, compare=False)
     start: tuple[int, RankStart] | None = None
     end: tuple[int, RankEnd] | None = None
     exit: tuple[int, ProcessExit] | None = None
     buffers: dict[str, Series] = field(default_factory=dict)
     memory: MemorySeries = field(default_factory=MemorySeries)
-    phases: Series = field(default_factory=Series)
-    gates: Series = field(default_factory=Series)
-    collectives: Series = field(default_factory=Series)
+    phases: Series = field(init=False)
+    gates: Series = field(init=False)
+    collectives: Series = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.phases, self.gates, self.collectives = Series(self.store), Series(self.store), Series(self.store)
+
+    def buffer(self, name: str) -> Series:
+        """The series of buffer ``name`` (its Buffer and Freed events), created on first use."""
+        found = self.buffers.get(name)
+        if found is None:
+            found = self.buffers[name] = Series(self.store)
+        return found
 
 
 @dataclass
@@ -107,19 +179,32 @@ class PhaseIndex:
     and pipeline spans (every rank's) in it."""
 
     number: int
+    store: Sequence[AnyEvent] = field(default=(), repr=False, compare=False)
     name: str = ""
     narration: str = ""
     begin: int = -1
-    transfers: Series = field(default_factory=Series)
-    checks: Series = field(default_factory=Series)
-    collectives: Series = field(default_factory=Series)
-    spans: Series = field(default_factory=Series)
+    transfers: Series = field(init=False)
+    checks: Series = field(init=False)
+    collectives: Series = field(init=False)
+    spans: Series = field(init=False)
     """Every rank's pipeline spans (forward or backward of one microbatch) in this phase."""
     call_firsts: list[int] = field(default_factory=list)
     """Log index of each collective call's first end event (any rank), in order."""
     call_keys: list[tuple[str, int]] = field(default_factory=list)
     """(group, call number) of each call, parallel to :attr:`call_firsts`."""
     _seen_calls: set[tuple[str, int]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        store = self.store
+        self.transfers, self.checks = Series(store), Series(store)
+        self.collectives, self.spans = Series(store), Series(store)
+
+    def add_call(self, index: int, key: tuple[str, int]) -> None:
+        """Note collective call ``key`` (group, call number) if it is new: its first end is at ``index``."""
+        if key not in self._seen_calls:
+            self._seen_calls.add(key)
+            self.call_firsts.append(index)
+            self.call_keys.append(key)
 
 
 class EventLog:
@@ -128,23 +213,28 @@ class EventLog:
     A cursor ``c`` means "the first ``c`` events have happened" (``0 <= c <= len(log)``).
     ``step_ends[i]`` is the cursor at which every rank that ended phase ``i`` (and every earlier
     phase) has done so: the step boundaries that ←/→ move between.
+
+    The events are held in a list that :meth:`extend` grows, or, for a trace opened whole, in the
+    ``store`` given (a :class:`~collviz.runtime.wire.stored.StoredEvents` decodes them from the
+    file when read); such a log is filled by :mod:`.trace_index` through :meth:`index_event` and
+    the series' ``extend``, and does not grow.
     """
 
-    def __init__(self, events: Iterable[AnyEvent] = ()) -> None:
-        self.events: list[AnyEvent] = []
+    def __init__(self, events: Iterable[AnyEvent] = (), *, store: Sequence[AnyEvent] | None = None) -> None:
+        self.events: Sequence[AnyEvent] = store if store is not None else []
         self.run_start: RunStart | None = None
         self.run_end: tuple[int, RunEnd] | None = None
         self.ranks: dict[int, RankIndex] = {}
         self.phases: dict[int, PhaseIndex] = {}
         self.step_ends: list[int] = []
         self.failures: list[tuple[int, RankEnd | ProcessExit]] = []
-        self.gos: Series = Series()
+        self.gos: Series = Series(self.events)
         self.stalls: list[tuple[int, Stall]] = []
         self.mismatches: list[tuple[int, Mismatch]] = []
         self.span_phases: list[int] = []
         """Phases that have pipeline spans, in order."""
         self.max_rank = -1
-        self._handlers = {
+        self._handlers: dict[type, Callable[[int, Any], None]] = {
             RunStart: self._run_start,
             RunEnd: self._run_end,
             RankStart: self._rank_start,
@@ -163,7 +253,10 @@ class EventLog:
             Stall: self._stall,
             Mismatch: self._mismatch,
         }
-        self.extend(events)
+        if store is None:
+            self.extend(events)
+        elif events != ():
+            raise ValueError("a log holds given events or a store's, not both")
 
     def __len__(self) -> int:
         return len(self.events)
@@ -185,12 +278,21 @@ class EventLog:
         """Absorb events in order (O(1) amortised each)."""
         handlers = self._handlers
         log = self.events
+        if not isinstance(log, list):
+            raise TypeError("the log of a stored trace does not grow")
         for event in events:
             index = len(log)
             log.append(event)
             handler = handlers.get(type(event))
             if handler is not None:
                 handler(index, event)
+
+    def index_event(self, index: int, event: AnyEvent) -> None:
+        """File ``event``, which the store already holds at position ``index``, into the indexes
+        (what :meth:`extend` does after appending it); events must come in log order."""
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(index, event)
 
     def append(self, event: AnyEvent) -> None:
         """Absorb one event."""
@@ -200,7 +302,7 @@ class EventLog:
         """The index of ``rank``, created on first use."""
         found = self.ranks.get(rank)
         if found is None:
-            found = self.ranks[rank] = RankIndex(rank)
+            found = self.ranks[rank] = RankIndex(rank, self.events)
             self.max_rank = max(self.max_rank, rank)
         return found
 
@@ -208,7 +310,7 @@ class EventLog:
         """The index of phase ``number``, created on first use."""
         found = self.phases.get(number)
         if found is None:
-            found = self.phases[number] = PhaseIndex(number)
+            found = self.phases[number] = PhaseIndex(number, self.events)
         return found
 
     def ended_on_every_rank(self, phase: int) -> bool:
@@ -257,7 +359,7 @@ class EventLog:
             self.failures.append((index, event))
 
     def _phase(self, index: int, event: Phase) -> None:
-        self.rank(event.rank).phases.add(index, event.index, event)
+        self.rank(event.rank).phases.add(index, event.index)
         phase = self.phase(event.index)
         if event.edge == "begin":
             if phase.begin < 0:
@@ -273,33 +375,29 @@ class EventLog:
                 ends[number] = index + 1
 
     def _gate(self, index: int, event: Gate) -> None:
-        self.rank(event.rank).gates.add(index, event.index, event)
+        self.rank(event.rank).gates.add(index, event.index)
 
     def _go(self, index: int, event: Go) -> None:
-        self.gos.add(index, event.index, event)
+        self.gos.add(index, event.index)
 
     def _buffer(self, index: int, event: Buffer | Freed) -> None:
         """A buffer's series holds its Buffer events and the Freed events that end its life."""
-        buffers = self.rank(event.rank).buffers
-        series = buffers.get(event.name)
-        if series is None:
-            series = buffers[event.name] = Series()
-        series.add(index, event.phase, event)
+        self.rank(event.rank).buffer(event.name).add(index, event.phase)
 
     def _memory(self, index: int, event: Memory) -> None:
         self.rank(event.rank).memory.add(index, event)
 
     def _transfer(self, index: int, event: Transfer) -> None:
-        self.phase(event.phase).transfers.add(index, event.phase, event)
+        self.phase(event.phase).transfers.add(index, event.phase)
 
     def _span(self, index: int, event: Span) -> None:
         spans = self.phase(event.phase).spans
-        if not spans.events:
+        if not spans.index:
             insort(self.span_phases, event.phase)
-        spans.add(index, event.phase, event)
+        spans.add(index, event.phase)
 
     def _check(self, index: int, event: Check) -> None:
-        self.phase(event.phase).checks.add(index, event.phase, event)
+        self.phase(event.phase).checks.add(index, event.phase)
 
     def _stall(self, index: int, event: Stall) -> None:
         self.stalls.append((index, event))
@@ -308,12 +406,8 @@ class EventLog:
         self.mismatches.append((index, event))
 
     def _collective(self, index: int, event: Collective) -> None:
-        self.rank(event.rank).collectives.add(index, event.phase, event)
+        self.rank(event.rank).collectives.add(index, event.phase)
         if event.edge == "end" and event.phase >= 0:
             phase = self.phase(event.phase)
-            phase.collectives.add(index, event.phase, event)
-            key = (event.group, event.group_seq)
-            if key not in phase._seen_calls:
-                phase._seen_calls.add(key)
-                phase.call_firsts.append(index)
-                phase.call_keys.append(key)
+            phase.collectives.add(index, event.phase)
+            phase.add_call(index, (event.group, event.group_seq))

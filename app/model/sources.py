@@ -13,11 +13,14 @@ from collections.abc import Callable
 from typing import Protocol
 
 from collviz.runtime.wire.protocol import AnyEvent
+from collviz.runtime.wire.scan import NotIntact
 from collviz.runtime.wire.trace import read_trace
 
 from .log import EventLog
+from .trace_index import index_trace
 
-__all__ = ["Session", "pump_session", "load_trace", "POLL_SECONDS", "COALESCE_SECONDS", "MAX_BATCH", "LOAD_CHUNK"]
+__all__ = ["Session", "pump_session", "load_trace", "POLL_SECONDS", "COALESCE_SECONDS", "MAX_BATCH",
+           "READY_POLL_SECONDS", "LOAD_CHUNK"]
 
 POLL_SECONDS = 0.05
 """How long the pump waits in ``Session.poll`` while nothing is pending."""
@@ -26,7 +29,10 @@ COALESCE_SECONDS = 0.01
 """Events arriving within this long of the first pending one travel in one batch."""
 
 MAX_BATCH = 50_000
-"""The most events one batch carries."""
+"""Events past which a batch is sent even before the consumer has taken the last one."""
+
+READY_POLL_SECONDS = 0.002
+"""How often the pump looks again whether the consumer has taken the last batch."""
 
 LOAD_CHUNK = 100_000
 """Events indexed between two progress reports while a trace loads."""
@@ -51,23 +57,31 @@ class Session(Protocol):
         """Tear down every worker and close the trace (idempotent)."""
 
 
-def pump_session(session: Session, emit: Callable[[list[AnyEvent]], None], stopped: Callable[[], bool]) -> None:
+def pump_session(session: Session, emit: Callable[[list[AnyEvent]], None], stopped: Callable[[], bool],
+                 ready: Callable[[], bool] = lambda: True) -> None:
     """Poll ``session`` and ``emit`` its events in batches until it has finished or ``stopped()``.
 
-    Events arriving within :data:`COALESCE_SECONDS` of each other share a batch (at most
-    :data:`MAX_BATCH`), so a flood becomes a few large batches; none is ever dropped.
+    Events arriving within :data:`COALESCE_SECONDS` of each other share a batch, so a flood
+    becomes a few large batches; none is ever dropped. ``ready()`` says whether the consumer
+    has taken the last batch: until it has, new events join the next batch rather than queue
+    up as batches of their own (up to :data:`MAX_BATCH`, past which batches are sent anyway), so
+    a consumer that falls behind catches up in one step instead of working through a backlog:
+    the viewer paints only when its message queue runs dry.
     """
     pending: list[AnyEvent] = []
     deadline = 0.0
     while not stopped():
-        wait = max(0.0, deadline - time.monotonic()) if pending else POLL_SECONDS
+        waiting = bool(pending) and not ready()
+        wait = READY_POLL_SECONDS if waiting else max(0.0, deadline - time.monotonic()) if pending else POLL_SECONDS
         batch = session.poll(wait)
         if batch:
             if not pending:
                 deadline = time.monotonic() + COALESCE_SECONDS
             pending.extend(batch)
-        due = time.monotonic() >= deadline or len(pending) >= MAX_BATCH or session.finished
-        if pending and due:
+        elif waiting:
+            time.sleep(READY_POLL_SECONDS)  # a finished session answers at once
+        due = time.monotonic() >= deadline or session.finished
+        if pending and (due and ready() or len(pending) >= MAX_BATCH):
             emit(pending)
             pending = []
         elif not pending and not batch and session.finished:
@@ -77,14 +91,25 @@ def pump_session(session: Session, emit: Callable[[list[AnyEvent]], None], stopp
 def load_trace(path: str | os.PathLike[str], progress: Callable[[str, int, int], None]) -> tuple[EventLog, str]:
     """Read and index a trace file; returns the log and the reader's warning (a truncated tail).
 
+    An intact trace is indexed a chunk at a time and its events are left in the file
+    (:func:`.trace_index.index_trace`: about a second per million events, a few bytes each);
+    any other goes through ``read_trace``, which keeps what it can and says what it skipped.
     ``progress(stage, done, total)`` follows large traces: ``"reading"`` bytes as records are
-    decoded, then ``"indexing"`` events every :data:`LOAD_CHUNK` of them. Raises
-    ``TraceError`` for a file that cannot be read. The cyclic garbage collector is paused while a
-    million new objects are created, and they are then frozen out of its reach (the log lives as
+    read, then ``"indexing"`` events every :data:`LOAD_CHUNK` of them (an intact trace's chunks
+    are indexed as they are read: its one ``"indexing"`` report says all are).
+    Raises ``TraceError`` for a file that cannot be read. The cyclic garbage collector is paused
+    while new objects are created, and they are then frozen out of its reach (the log lives as
     long as the viewer), which makes opening a large trace several times faster.
     """
     gc.disable()
     try:
+        try:
+            log, warning = index_trace(path, lambda done, total: progress("reading", done, total))
+            if len(log) > LOAD_CHUNK:
+                progress("indexing", len(log), len(log))  # each chunk was indexed as it was read
+            return log, warning
+        except NotIntact:
+            pass  # damaged, foreign or from another version: the careful reader says what it found
         contents = read_trace(path, lambda done, total: progress("reading", done, total))
         log = EventLog()
         events = contents.events

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 from rich.segment import Segment
 from rich.style import Style
@@ -49,7 +50,9 @@ def nice_top(value: float) -> float:
     return 10 * magnitude
 
 
+@lru_cache(maxsize=64)
 def _colour(number: int) -> Style:
+    """Series ``number``'s style (one shared object: line widgets key strips on style identity)."""
     return Style(color=SERIES_COLOURS[number % len(SERIES_COLOURS)])
 
 

@@ -12,13 +12,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import gt
 
 from rich.style import Style
 
 from ..model import MemoryTrack
 
 __all__ = [
-    "CATEGORY_ORDER", "CATEGORY_COLOURS", "category_colour", "RankGroup", "SeriesDigests", "group_ranks",
+    "CATEGORY_ORDER", "CATEGORY_COLOURS", "category_colour", "category_style", "RankGroup", "SeriesDigests", "group_ranks",
     "representative_groups",
     "sample_columns", "stacked_cells", "phase_label", "Cell",
 ]
@@ -42,6 +43,13 @@ Cell = tuple[str, Style]
 def category_colour(name: str) -> str:
     """The colour of category ``name``."""
     return CATEGORY_COLOURS.get(name, CATEGORY_COLOURS["other"])
+
+
+@lru_cache(maxsize=256)
+def category_style(name: str) -> Style:
+    """Text in category ``name``'s colour, one shared object per category (line widgets key
+    strips on style identity)."""
+    return Style(color=category_colour(name))
 
 
 @dataclass(frozen=True)
@@ -69,9 +77,11 @@ class RankGroup:
 class SeriesDigests:
     """A running digest of each rank's memory series, extended as the series grow.
 
-    The log's series only ever grow, so each rank's digest (a hash of every sample so far, and the
-    categories seen) is brought up to date with the new samples alone: grouping identical ranks
-    and listing the legend's categories cost nothing per frame, however long the run.
+    The log's series only ever grow, so each rank's digest (the sum of every sample's hash, each
+    salted with its position: the same whichever frames the samples arrived in, and the same for
+    two ranks exactly when their samples are, bar a 64-bit collision; and the categories seen) is
+    brought up to date with the new samples alone, in C-level passes over them: grouping identical
+    ranks and listing the legend's categories cost nothing per frame, however long the run.
     """
 
     def __init__(self) -> None:
@@ -83,15 +93,16 @@ class SeriesDigests:
         owner, done, value, seen = self._state.get(key, (None, 0, 0, frozenset()))
         if owner is not track.live or done > track.length:  # a new series, or a shorter view of it
             done, value, seen = 0, 0, frozenset()
-        new = set()
-        for i in range(done, track.length):
-            sample = track.categories[i]
-            value = hash((value, track.live[i], track.peaks[i], tuple(sample.items())))
-            new.update(sample)
-            if track.live[i] > sum(sample.values()):
+        if done < track.length:
+            live = track.live[done : track.length]
+            samples = track.categories[done : track.length]
+            shapes = map(tuple, map(dict.items, samples))
+            value += sum(map(hash, zip(range(done, track.length), live, track.peaks[done : track.length], shapes)))
+            new = set().union(*samples)
+            if any(map(gt, live, map(sum, map(dict.values, samples)))):
                 new.add("other")
-        if new - seen:
-            seen = seen | new
+            if new - seen:
+                seen = seen | new
         self._state[key] = (track.live, track.length, value, seen)
         return value, seen
 
@@ -195,9 +206,11 @@ _WORDS = {"forward": "fwd", "backward": "bwd", "embed": "emb", "optimizer": "opt
           "reshard": "reshard", "check": "check"}
 
 
+@lru_cache(maxsize=4096)
 def phase_label(name: str) -> str:
     """A short axis label for a phase: the part before ``:``, words abbreviated (``block 0
-    forward: all-gather`` → ``b0 fwd``, ``hop 3/6: …`` → ``hop 3``, ``AdamW step…`` → ``AdamW``)."""
+    forward: all-gather`` → ``b0 fwd``, ``hop 3/6: …`` → ``hop 3``, ``AdamW step…`` → ``AdamW``).
+    Memoised: the axis asks for a label per column, every frame."""
     head = name.split(":")[0].strip() or name
     head = re.split(r"\s+of\s+", head)[0]  # "hop 2/6 of ring" → "hop 2/6"
     head = re.sub(r"\bblock (\d+)", r"b\1", head)

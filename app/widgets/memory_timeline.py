@@ -8,6 +8,8 @@ axis under the rows names the phases (abbreviated); samples after the cursor are
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -19,14 +21,14 @@ from .memory_chart import (
     CATEGORY_ORDER,
     RankGroup,
     SeriesDigests,
-    category_colour,
+    category_style,
     group_ranks,
     phase_label,
     representative_groups,
     sample_columns,
     stacked_cells,
 )
-from .render import DIM, Line, format_bytes, rank_colour
+from .render import DIM, Line, format_bytes, rank_label_style
 
 __all__ = ["MemoryTimeline", "device_figures", "NO_DEVICE_FIGURES", "MAX_GROUPS"]
 
@@ -64,11 +66,11 @@ def _with_rest(categories: dict[str, int], live: int) -> dict[str, int]:
 
 
 def _peak_sample(track: MemoryTrack) -> int:
-    """The first sample at or before the cursor whose running peak is the peak so far (-1: none)."""
+    """The first sample at or before the cursor whose running peak is the peak so far (-1: none;
+    a bisection, the running peaks never decreasing)."""
     if not track.upto:
         return -1
-    peak = track.peaks[track.upto - 1]
-    return track.peaks.index(peak, 0, track.upto)
+    return bisect_left(track.peaks, track.peaks[track.upto - 1], 0, track.upto)
 
 
 def _column_of(sample: int, count: int, width: int) -> int:
@@ -92,6 +94,8 @@ class MemoryTimeline(LineWidget):
         self._rows = -1
         self._sized_for = (-1, -1)  # (ranks, screen height) the sticky height was found for
         self._digests = SeriesDigests()
+        self._columns: dict[tuple[int, int, int], tuple[object, list[int]]] = {}
+        self._live_tops: dict[int, tuple[object, int, int]] = {}
         self.border_title = "memory"
         self.border_subtitle = f"device: {NO_DEVICE_FIGURES}"
 
@@ -160,11 +164,33 @@ class MemoryTimeline(LineWidget):
         lines.append([Segment(" " * label_width), *self._axis(longest, view.phase_names, chart_width)])
         return lines
 
+    def _live_top(self, track: MemoryTrack) -> int:
+        """The most live bytes of any sample up to the cursor, kept per series and extended as
+        the cursor moves on (a live run's series are long, and asked every frame)."""
+        owner, upto, top = self._live_tops.get(id(track.live), (None, 0, 0))
+        if owner is not track.live or upto > track.upto:
+            upto, top = 0, 0
+        if upto < track.upto:
+            top = max(top, max(track.live[upto : track.upto]))
+        self._live_tops[id(track.live)] = (track.live, track.upto, top)
+        return top
+
+    def _sample_columns(self, track: MemoryTrack, width: int) -> list[int]:
+        """:func:`sample_columns` of ``track``, memoised per series, length and width: the chart
+        and its axis ask for it every frame, and a replay's series never change length."""
+        key = (id(track.live), track.length, width)
+        found = self._columns.get(key)
+        if found is None or found[0] is not track.live:
+            if len(self._columns) > 256:
+                self._columns.clear()
+            found = self._columns[key] = (track.live, sample_columns(track.live, track.length, width))
+        return found[1]
+
     def _legend(self, groups: list[RankGroup]) -> Line:
         seen = {name for g in groups for name in self._digests.digest(g.track)[1]}
         line: Line = []
         for name in sorted(seen, key=lambda c: (CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else 99, c)):
-            line += [Segment("■ ", Style(color=category_colour(name))), Segment(f"{name}  ")]
+            line += [Segment("■ ", category_style(name)), Segment(f"{name}  ")]
         line += [Segment("▼ ", _MARK), Segment("peak  "), Segment("grey: after the cursor", DIM)]
         return line
 
@@ -174,12 +200,12 @@ class MemoryTimeline(LineWidget):
         now = f"now {format_bytes(track.current)}"
         if track.cuda is not None or track.nvml is not None:
             now += device_figures(track)
-        label = Segment(group.label.ljust(label_width), Style(color=rank_colour(group.ranks[0])))
+        label = Segment(group.label.ljust(label_width), rank_label_style(group.ranks[0], bold=False))
         peak_at = _peak_sample(track)
         peak_texts: list[str] = []  # longest first: the marker line uses the first that fits
         if peak_at >= 0:
             phase = track.phases[peak_at]
-            between = " (between samples)" if track.peak > max(track.live[: track.upto]) else ""
+            between = " (between samples)" if track.peak > self._live_top(track) else ""
             peak = f"peak {format_bytes(track.peak)}"
             peak_texts = [f"{peak}{between} in {view.phase_names.get(phase, f'phase {phase + 1}')}",
                           f"{peak}{between}", peak]
@@ -187,7 +213,7 @@ class MemoryTimeline(LineWidget):
             room = width - label_width - chart_width
             choices = [f" {now} · {text}" for text in peak_texts] + [f" {now}"]
             figures = next((f for f in choices if len(f) <= room), choices[-1][:max(room, 0)])
-            cells = self._cells(track, top, 1, chart_width)
+            cells = self._cells(track, top, 1, self._sample_columns(track, chart_width))
             return [[label, *cells[0], Segment(figures)]]
         marker: Line = [label]
         if peak_at >= 0:
@@ -207,31 +233,35 @@ class MemoryTimeline(LineWidget):
                 marker.append(Segment(now.rjust(room), DIM))
         else:
             marker.append(Segment(now.rjust(chart_width), DIM))
-        chart = self._cells(track, top, rows, chart_width)
+        chart = self._cells(track, top, rows, self._sample_columns(track, chart_width))
         return [marker, *([Segment(" " * label_width), *row] for row in chart)]
 
     @staticmethod
-    def _cells(track: MemoryTrack, top: int, rows: int, width: int) -> list[Line]:
-        """The chart's text rows, top first: one stacked column per chart column."""
-        columns = sample_columns(track.live, track.length, width)
+    def _cells(track: MemoryTrack, top: int, rows: int, columns: list[int]) -> list[Line]:
+        """The chart's text rows, top first: one stacked column per chart column (``columns``:
+        the sample each draws)."""
         stacks = [stacked_cells(_with_rest(track.categories[i], track.live[i]), top, rows, dim=i >= track.upto)
                   for i in columns]
         lines = []
-        for row in range(rows - 1, -1, -1):
+        for row in range(rows - 1, -1, -1):  # neighbouring cells of one style share a segment
             line: Line = []
+            chars: list[str] = []
+            current = None
             for stack in stacks:
                 char, style = stack[row]
-                if line and line[-1].style == style:
-                    line[-1] = Segment(line[-1].text + char, style)
-                else:
-                    line.append(Segment(char, style))
+                if style is not current:  # the cells' styles are shared objects (memoised)
+                    if chars:
+                        line.append(Segment("".join(chars), current))
+                    chars, current = [], style
+                chars.append(char)
+            if chars:
+                line.append(Segment("".join(chars), current))
             lines.append(line)
         return lines
 
-    @staticmethod
-    def _axis(track: MemoryTrack, names: dict[int, str], width: int) -> Line:
+    def _axis(self, track: MemoryTrack, names: dict[int, str], width: int) -> Line:
         """Phase labels under the chart, each at the column where its run of phases begins."""
-        columns = sample_columns(track.live, track.length, width)
+        columns = self._sample_columns(track, width)
         text = [" "] * width
         previous = None
         next_free = 0

@@ -9,6 +9,8 @@ whose events carry pipeline spans.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -18,7 +20,7 @@ from collviz.runtime.reports.pipeline import PipelineTimeline as Timeline, ideal
 
 from ..model import ViewState
 from .line_widget import LineWidget
-from .render import DIM, Line, rank_colour
+from .render import DIM, Line, palette, rank_colour, rank_label_style
 
 __all__ = ["PipelineTimeline", "MAX_ROWS"]
 
@@ -30,10 +32,18 @@ _BACKWARD_BG = "#262626"
 
 
 def _forward_style(microbatch: int) -> Style:
-    return Style(color="black", bgcolor=rank_colour(microbatch), bold=True)
+    return _span_style(microbatch, "forward", palette())
 
 
 def _backward_style(microbatch: int) -> Style:
+    return _span_style(microbatch, "backward", palette())
+
+
+@lru_cache(maxsize=256)
+def _span_style(microbatch: int, kind: str, colours: tuple[str, ...]) -> Style:
+    """One shared style per microbatch, kind and palette (line widgets key strips on style identity)."""
+    if kind == "forward":
+        return Style(color="black", bgcolor=rank_colour(microbatch), bold=True)
     return Style(color=rank_colour(microbatch), bgcolor=_BACKWARD_BG, bold=True, underline=True)
 
 
@@ -80,7 +90,7 @@ class PipelineTimeline(LineWidget):
         label_width = len(f"r{len(view.ranks) - 1}") + 1
         chart_width = max(8, width - label_width - len(" idle 100%"))
         for rank in range(min(len(view.ranks), MAX_ROWS)):
-            line: Line = [Segment(f"r{rank}".ljust(label_width), Style(color=rank_colour(rank), bold=True))]
+            line: Line = [Segment(f"r{rank}".ljust(label_width), rank_label_style(rank))]
             for cell in timeline_cells(timeline, rank, chart_width):
                 if cell is None:
                     line.append(Segment("·", _IDLE))

@@ -1,7 +1,7 @@
 """Values, buffers, provenance colours and sparklines as lines of segments, shared by the widgets.
 
 A :data:`Line` is a list of Rich segments; line-API widgets turn lines into strips directly
-(:func:`lines_to_strips`, much cheaper per frame than laying out text), ``Static`` widgets into
+(:func:`line_to_strip`, much cheaper per frame than laying out text), ``Static`` widgets into
 ``Text`` (:func:`lines_to_text`).
 """
 
@@ -26,6 +26,7 @@ __all__ = [
     "RANK_COLOURS",
     "HIGH_CONTRAST_COLOURS",
     "use_palette",
+    "palette",
     "REDUCED_STYLE",
     "REDUCED_SHADES",
     "reduced_style",
@@ -35,6 +36,7 @@ __all__ = [
     "oklab",
     "MAX_COLOURED_RANKS",
     "rank_style",
+    "rank_label_style",
     "provenance_style",
     "format_bytes",
     "format_value",
@@ -43,7 +45,7 @@ __all__ = [
     "buffer_lines",
     "provenance_lines",
     "lines_to_text",
-    "lines_to_strips",
+    "line_to_strip",
 ]
 
 RANK_COLOURS: tuple[str, ...] = (
@@ -88,6 +90,11 @@ apart for the common colour-vision deficiencies (white for its black, on a black
 _palette: tuple[str, ...] = RANK_COLOURS
 
 
+def palette() -> tuple[str, ...]:
+    """The colours ranks 0–7 are drawn in now (what memoised drawings are keyed on)."""
+    return _palette
+
+
 def use_palette(colours: tuple[str, ...]) -> None:
     """Draw ranks 0–7 in ``colours`` from now on (:data:`RANK_COLOURS` or
     :data:`HIGH_CONTRAST_COLOURS`); the cached colours and styles are dropped."""
@@ -95,6 +102,7 @@ def use_palette(colours: tuple[str, ...]) -> None:
     _palette = colours
     rank_colour.cache_clear()
     rank_style.cache_clear()
+    rank_label_style.cache_clear()
 
 
 def oklab(colour: str) -> tuple[float, float, float]:
@@ -156,6 +164,13 @@ def rank_colour(rank: int) -> str:
 def rank_style(rank: int) -> Style:
     """Cell style for data that came from exactly ``rank`` (one shared object per rank)."""
     return Style(color="black", bgcolor=rank_colour(rank), bold=rank >= len(_palette))
+
+
+@lru_cache(maxsize=1024)
+def rank_label_style(rank: int, bold: bool = True) -> Style:
+    """Text in ``rank``'s colour (a rank's label: ``r12``), one shared object per rank: line
+    widgets keep a line's strip by its styles' identities."""
+    return Style(color=rank_colour(rank), bold=bold or None)
 
 
 @lru_cache(maxsize=64)
@@ -311,6 +326,6 @@ def lines_to_text(lines: list[Line]) -> Text:
     return text
 
 
-def lines_to_strips(lines: list[Line], width: int, base: Style) -> list[Strip]:
-    """Lines of segments as strips exactly ``width`` cells wide, over the ``base`` style."""
-    return [Strip(line).crop(0, width).adjust_cell_length(width).apply_style(base) for line in lines]
+def line_to_strip(line: Line, width: int, base: Style) -> Strip:
+    """One line of segments as a strip exactly ``width`` cells wide, over the ``base`` style."""
+    return Strip(line).crop(0, width).adjust_cell_length(width).apply_style(base)

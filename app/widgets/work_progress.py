@@ -27,17 +27,26 @@ class WorkProgress(Horizontal):
     WorkProgress Label { width: auto; margin-right: 2; }
     """
 
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._label = ""
+
     def compose(self) -> ComposeResult:
         """A label, then the bar (with percentage and ETA)."""
         yield Label(id="work-label")
         yield ProgressBar(id="work-bar", show_eta=True)
 
     def show(self, label: str, done: float, total: float) -> None:
-        """Show ``label`` and ``done`` of ``total`` steps."""
+        """Show ``label`` and ``done`` of ``total`` steps (the label is laid out again only when
+        it changes: a trace opening reports ten times a second, and a new layout repaints the
+        whole screen while the reader needs the processor)."""
         self.add_class("-active")
-        self.query_one("#work-label", Label).update(Text(label))
+        if label != self._label:
+            self._label = label
+            self.query_one("#work-label", Label).update(Text(label))
         self.query_one("#work-bar", ProgressBar).update(total=max(total, 1), progress=done)
 
     def hide(self) -> None:
         """The work is done: take the line away."""
         self.remove_class("-active")
+        self._label = ""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .protocol import MAX_FRAME_BYTES
 
-__all__ = ["CHECKSUM_NAME", "BATCH", "Damage", "frame", "scan_records", "describe_damage"]
+__all__ = ["CHECKSUM_NAME", "BATCH", "Damage", "frame", "frame_header", "scan_records", "describe_damage"]
 
 CHECKSUM_NAME = "crc32"
 """The header's ``records`` value for checksummed records (zlib's CRC-32 of the payload)."""
@@ -30,6 +30,11 @@ _U32_PAIR = struct.Struct("<II")
 def frame(payload: bytes) -> bytes:
     """One checksummed record: length, CRC-32 of the payload, payload."""
     return _U32_PAIR.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def frame_header(record: bytes) -> tuple[int, int] | None:
+    """(payload length, CRC-32) from a checksummed record's first 8 bytes; None if it is shorter."""
+    return _U32_PAIR.unpack_from(record) if len(record) >= _U32_PAIR.size else None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .protocol import LAUNCHER_RANK, AnyEvent, Collective, ProtocolError, RunStart, Span
 
-__all__ = ["MAX_WORLD_SIZE", "Skipped", "checked_events"]
+__all__ = ["MAX_WORLD_SIZE", "Skipped", "checked_events", "gaps_note"]
 
 MAX_WORLD_SIZE = 16_384
 """The largest world size a trace may claim (far beyond any run collviz records)."""
@@ -61,5 +61,10 @@ def checked_events(events: list[AnyEvent | Skipped]) -> tuple[list[AnyEvent], li
             keep(event)
     notes = [f"dropped {count} event{'s' if count > 1 else ''} {why}" for why, count in sorted(dropped.items())]
     if gaps:
-        notes.append(f"{gaps} gap{'s' if gaps > 1 else ''} in ranks' event sequences (events lost before recording)")
+        notes.append(gaps_note(gaps))
     return kept, notes
+
+
+def gaps_note(gaps: int) -> str:
+    """The phrase for ``gaps`` (≥ 1) places where a rank's sequence numbers skip."""
+    return f"{gaps} gap{'s' if gaps > 1 else ''} in ranks' event sequences (events lost before recording)"

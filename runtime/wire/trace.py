@@ -51,7 +51,8 @@ from .protocol import (
 from .records import CHECKSUM_NAME, Damage, describe_damage, frame, scan_records
 from .sanity import Skipped, checked_events
 
-__all__ = ["TRACE_MAGIC", "TraceError", "ClockAnchor", "TraceWriter", "TraceContents", "read_trace"]
+__all__ = ["TRACE_MAGIC", "LARGE_PAYLOAD", "PROGRESS_RECORDS", "Progress", "TraceError", "ClockAnchor", "TraceWriter",
+           "TraceContents", "TraceLayout", "trace_layout", "read_trace"]
 
 LARGE_PAYLOAD = 1 << 20
 """A record larger than this (collviz's own stay far below) is decoded with its values bounded."""
@@ -235,6 +236,30 @@ def _header(data: mmap.mmap | bytes, name: str) -> tuple[_Header, int]:
     if header.records not in (None, CHECKSUM_NAME):
         raise TraceError(f"{name} frames its records as {header.records!r}; this collviz reads only {CHECKSUM_NAME!r}")
     return header, offset + length
+
+
+@dataclass(frozen=True)
+class TraceLayout:
+    """Where a trace's records are: its version, whether they carry checksums, the offset of the
+    first one and the file's size when it was looked at."""
+
+    version: tuple[int, int]
+    checksummed: bool
+    first_record: int
+    size: int
+
+
+def trace_layout(path: str | os.PathLike[str]) -> TraceLayout:
+    """The layout of the trace at ``path``, after the checks :func:`read_trace` makes first (it
+    raises the same :class:`TraceError` for a missing file, a non-trace, a damaged header or a
+    different major version)."""
+    data = _open(path)
+    try:
+        header, start = _header(data, str(path))
+        return TraceLayout(header.version, header.records == CHECKSUM_NAME, start, len(data))
+    finally:
+        if isinstance(data, mmap.mmap):
+            data.close()
 
 
 def _decodes(payload: bytes) -> bool:

@@ -1,0 +1,315 @@
+"""Opening an intact trace fast: its records located, checksummed and decoded a chunk at a time.
+
+:func:`~.trace.read_trace` decodes every record into a full event, one call each, and checks the
+events one by one: two microseconds and a few hundred bytes per event, all of them held (a
+10-million-event trace: 20 s and several GB). A viewer must index every event but shows a few
+hundred at a time. :class:`TraceScan` reads the file in chunks of :data:`CHUNK_BYTES` and, per
+chunk:
+
+1. walks the records' length fields (the one step that visits each record from Python);
+2. checks every record's CRC-32 with one pass of zlib over the chunk (:func:`_checksums_hold`);
+3. decodes every payload with one msgspec call: the event types the caller names into *thin*
+   events (:func:`~.protocol.thin_event_type`: only the fields it names, plus ``rank`` and
+   ``seq``), the others in full;
+4. makes :func:`~.sanity.checked_events`' checks on whole columns (numpy);
+
+and hands each :class:`ScanChunk` to the caller to index. The events stay in the file:
+:class:`~.stored.StoredEvents` decodes any of them when it is read.
+
+A trace that the careful reader would report on in any way but sequence gaps — a damaged or
+truncated record, a type this collviz does not know, an inconsistent event, a record too large
+to load whole, a trace without checksums or from a newer minor version — raises
+:class:`NotIntact`, and the caller reads it with :func:`~.trace.read_trace` instead, which keeps
+what it can and says what was wrong. For an intact trace both give the same events.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import BinaryIO, Union
+
+import msgspec
+import numpy as np
+
+from .protocol import EVENT_TYPES, LAUNCHER_RANK, PROTOCOL_VERSION, Collective, Event, RunStart, thin_event_type
+from .sanity import MAX_WORLD_SIZE, gaps_note
+from .stored import StoredEvents
+from .trace import LARGE_PAYLOAD, PROGRESS_RECORDS, Progress, trace_layout
+
+__all__ = ["CHUNK_BYTES", "NotIntact", "ScanChunk", "TraceScan"]
+
+CHUNK_BYTES = 16 << 20
+"""Bytes read and decoded at a time (about 100,000 events)."""
+
+_HEAD = 5
+"""Bytes kept in front of each chunk for the msgpack array header that makes it one document."""
+
+_LENGTH = struct.Struct("<I")
+_RANK = attrgetter("rank")
+_SEQ = attrgetter("seq")
+
+
+class NotIntact(Exception):
+    """The trace needs the careful reader (:func:`~.trace.read_trace`); the message says why."""
+
+
+@dataclass
+class ScanChunk:
+    """Consecutive events of a trace: ``decoded[i]`` is event ``first + i``, thin or full;
+    ``kinds[i]`` the position of its type in :data:`~.protocol.EVENT_TYPES`; ``ranks[i]`` its rank."""
+
+    first: int
+    decoded: list[object]
+    kinds: np.ndarray
+    ranks: np.ndarray
+    _selected: dict[tuple[type[Event], ...], tuple[np.ndarray, list[object]]] = field(default_factory=dict, repr=False)
+
+    def select(self, *types: type[Event]) -> tuple[np.ndarray, list[object]]:
+        """The log positions (int64) and decoded events of ``types``, in log order."""
+        found = self._selected.get(types)
+        if found is None:
+            codes = [EVENT_TYPES.index(event_type) for event_type in types]
+            mask = self.kinds == codes[0] if len(codes) == 1 else np.isin(self.kinds, codes)
+            where = np.flatnonzero(mask)
+            found = self._selected[types] = (where + self.first, list(map(self.decoded.__getitem__, where.tolist())))
+        return found
+
+
+class TraceScan:
+    """One pass over an intact trace, a chunk at a time::
+
+        scan = TraceScan(path, {Transfer: ("phase",)})
+        for chunk in scan.chunks():
+            ...  # index the chunk
+        scan.events, scan.warning
+
+    ``thin`` names, per event type, the fields the caller needs (``rank`` and ``seq`` are always
+    there); types it does not name arrive as full events. :attr:`events` holds every event
+    scanned so far (decoded when read). ``progress(bytes read, bytes in the file)`` follows the
+    reading of large traces (after each chunk, once :data:`~.trace.PROGRESS_RECORDS` events are
+    in). Raises :class:`~.trace.TraceError` where :func:`~.trace.read_trace` would, and
+    :class:`NotIntact` (from :meth:`chunks`, possibly after some chunks) where the trace needs it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], thin: Mapping[type[Event], Iterable[str]],
+                 progress: Progress | None = None) -> None:
+        self.path = path
+        self.layout = trace_layout(path)
+        if not self.layout.checksummed:
+            raise NotIntact("its records carry no checksums (a trace from before collviz 0.2)")
+        if self.layout.version > PROTOCOL_VERSION:
+            raise NotIntact(f"it is from a newer minor version ({self.layout.version[0]}.{self.layout.version[1]})")
+        self.events = StoredEvents(path)
+        self.warning = ""
+        """What the careful reader would warn about once :meth:`chunks` is done (sequence gaps only)."""
+        self._thin = thin
+        self._progress = progress
+
+    def chunks(self) -> Iterator[ScanChunk]:
+        """Every chunk of events, in order; checks the whole trace when the last has been taken."""
+        decoder, codes = _decoder(self._thin)
+        sequences = _Sequences()
+        size = self.layout.size
+        with open(self.path, "rb") as file:
+            file.seek(self.layout.first_record)
+            room = min(CHUNK_BYTES, size - self.layout.first_record)
+            for chunk, starts, end in _chunks(file, self.layout.first_record, room, decoder, codes):
+                sequences.check(chunk)
+                self.events.add_records(starts, end)
+                yield chunk
+                if self._progress is not None and len(self.events) >= PROGRESS_RECORDS:
+                    self._progress(end, size)
+        gaps = sequences.finish()
+        self.warning = f"{self.path}: {gaps_note(gaps)}" if gaps else ""
+
+
+def _decoder(thin: Mapping[type[Event], Iterable[str]]) -> tuple[msgspec.msgpack.Decoder, dict[type, int]]:
+    """A decoder of a chunk (``[0, 0, event, 0, 0, event, …]``, see :func:`_chunks`) and the
+    position in EVENT_TYPES of each type it produces."""
+    members: list[type] = []
+    for event_type in EVENT_TYPES:
+        fields = thin.get(event_type)
+        if fields is not None and event_type is Collective:
+            fields = {*fields, "duration_ns"}  # the sanity checks read it
+        members.append(thin_event_type(event_type, fields) if fields is not None else event_type)
+    return msgspec.msgpack.Decoder(list[Union[(int, *members)]]), {member: code for code, member in enumerate(members)}
+
+
+def _chunks(file: BinaryIO, offset: int, room: int, decoder: msgspec.msgpack.Decoder,
+            codes: dict[type, int]) -> Iterable[tuple[ScanChunk, array, int]]:
+    """(chunk, file offsets of its records, file offset after them) for every chunk of records
+    from ``offset``, the file's position, on, read ``room`` bytes at a time.
+
+    Each chunk is read behind :data:`_HEAD` spare bytes; once its checksums hold, every 8-byte
+    record header is overwritten with two msgpack zeros (``uint32 0, uint16 0``) and an array
+    header goes in front, so the chunk is one msgpack array that msgspec decodes in one call.
+    A record cut by the chunk's end moves to the front of the next."""
+    buffer = bytearray(_HEAD + max(room, 16))
+    view = memoryview(buffer)
+    words = [np.frombuffer(buffer, "<u4", count=(len(buffer) - k) // 4, offset=k) for k in range(4)]
+    held = 0  # bytes of a record begun in the previous chunk, moved to the front
+    first = 0  # log position of the chunk's first event
+    while True:
+        filled = held + file.readinto(view[_HEAD + held :])
+        if not filled:
+            return
+        relative, used = _walk(view[_HEAD : _HEAD + filled])
+        if not relative.size:
+            raise NotIntact(f"its record at byte {offset:,} is cut short, or larger than collviz writes")
+        at = relative + _HEAD
+        lengths = np.diff(at, append=_HEAD + used) - 8
+        if lengths.max() > LARGE_PAYLOAD:
+            raise NotIntact("a record is larger than collviz writes")
+        slots = _Slots(words, at)
+        if not _checksums_hold(view[_HEAD : _HEAD + used], slots, lengths):
+            raise NotIntact("a record does not match its checksum")
+        slots.write(0xCE, 0xCD00)
+        count = relative.size
+        buffer[:_HEAD] = b"\xdd" + (3 * count).to_bytes(4, "big")
+        try:
+            decoded = decoder.decode(view[: _HEAD + used])[2::3]
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise NotIntact(f"a record is not an event this collviz knows ({exc})") from None
+        try:
+            kinds = np.fromiter(map(codes.__getitem__, map(type, decoded)), np.uint8, count)
+            ranks = np.fromiter(map(_RANK, decoded), np.int64, count)
+        except OverflowError:
+            raise NotIntact("an event's rank is out of range") from None
+        yield ScanChunk(first, decoded, kinds, ranks), array("q", (at - _HEAD + offset).tobytes()), offset + used
+        first += count
+        held = filled - used
+        view[_HEAD : _HEAD + held] = view[_HEAD + used : _HEAD + filled]
+        offset += used
+
+
+def _walk(records: memoryview) -> tuple[np.ndarray, int]:
+    """(offsets, bytes used) of the complete records at the start of ``records``."""
+    offsets = array("q")
+    add = offsets.append
+    unpack = _LENGTH.unpack_from
+    size = len(records)
+    last = size - 8
+    at = 0
+    while at <= last:
+        end = at + 8 + unpack(records, at)[0]
+        if end > size:
+            break
+        add(at)
+        at = end
+    return np.frombuffer(offsets, np.int64), at
+
+
+class _Slots:
+    """The 8-byte record headers of a chunk, each written as two little-endian 32-bit words.
+
+    Headers sit at any byte offset; numpy writes them through four word views of the buffer, one
+    per alignment, so each write is a handful of scatters whatever the number of records.
+    """
+
+    def __init__(self, words: Sequence[np.ndarray], at: np.ndarray) -> None:
+        self._groups = []
+        for alignment, view in enumerate(words):
+            chosen = np.flatnonzero((at & 3) == alignment)
+            if chosen.size:
+                self._groups.append((view, chosen, (at[chosen] - alignment) >> 2))
+
+    def read(self, word: int) -> np.ndarray:
+        """Every header's first (0) or second (1) word, in record order."""
+        found = np.empty(sum(chosen.size for _, chosen, _ in self._groups), np.uint32)
+        for view, chosen, at in self._groups:
+            found[chosen] = view[at + word]
+        return found
+
+    def write(self, first: np.ndarray | int, second: np.ndarray | int) -> None:
+        """Set every header's first and second word (one value for all, or one per record)."""
+        for view, chosen, word in self._groups:
+            view[word] = first[chosen] if isinstance(first, np.ndarray) else first
+            view[word + 1] = second[chosen] if isinstance(second, np.ndarray) else second
+
+
+_zero_checksums = np.zeros(LARGE_PAYLOAD + 1, np.uint32)
+_zero_known = np.zeros(LARGE_PAYLOAD + 1, bool)
+
+
+def _checksums_hold(records: memoryview, slots: _Slots, lengths: np.ndarray) -> bool:
+    """Whether every record's CRC-32 matches its payload, from one pass of zlib over ``records``,
+    the chunk's records back to back (it overwrites their headers; the walk has read them).
+
+    CRC-32 is linear over GF(2) but for its initial and final inversions. Write Lin(M) for the
+    register zlib reaches over M from a zero register: ``zlib.crc32(M, 0xFFFFFFFF) == ~Lin(M)``.
+    For a payload P of L bytes with checksum c, ``crc32(P) == c`` is equivalent to
+    ``Lin(P + w) == 0`` with ``w = le32(c ^ crc32(bytes(L)))`` (the textbook identity that a message
+    followed by its own CRC leaves a constant, the inversions folded into w). Lin of a
+    concatenation is the XOR of each part's Lin carried through the bytes after it; zero bytes
+    add nothing, and carrying through bytes is invertible. So with each payload's w written into
+    the header after it, zeros elsewhere in the headers and the last w appended, Lin(chunk) is 0
+    exactly when every checksum matches: one damaged record can never cancel out (several could,
+    with odds of 2^-32, as one CRC-32 can be fooled).
+    """
+    checksums = slots.read(1)
+    missing = np.unique(lengths[~_zero_known[lengths]]).tolist()
+    for length in missing:
+        _zero_checksums[length] = zlib.crc32(bytes(length))
+        _zero_known[length] = True
+    after = checksums ^ _zero_checksums[lengths]
+    slots.write(np.concatenate(([0], after[:-1])).astype(np.uint32), 0)
+    register = zlib.crc32(int(after[-1]).to_bytes(4, "little"), zlib.crc32(records, 0xFFFFFFFF))
+    return register == 0xFFFFFFFF
+
+
+class _Sequences:
+    """:func:`~.sanity.checked_events`' checks, made chunk by chunk on whole columns: any event it
+    would drop raises :class:`NotIntact`; gaps are counted."""
+
+    def __init__(self) -> None:
+        self.last: dict[int, int] = {}
+        self.gaps = 0
+        self.lowest = LAUNCHER_RANK
+        self.highest = LAUNCHER_RANK
+        self.world: int | None = None
+
+    def check(self, chunk: ScanChunk) -> None:
+        """Check one chunk's events, following on from the chunks before."""
+        decoded, ranks = chunk.decoded, chunk.ranks
+        if not decoded:
+            return
+        self.lowest = min(self.lowest, int(ranks.min()))
+        self.highest = max(self.highest, int(ranks.max()))
+        if self.world is None:
+            _, starts = chunk.select(RunStart)
+            if starts:
+                self.world = starts[0].world_size
+        _, collectives = chunk.select(Collective)
+        durations = np.array([c.duration_ns for c in collectives], float)  # None → nan, never negative
+        if (durations < 0).any():
+            raise NotIntact("a collective has a negative duration")
+        try:
+            seqs = np.fromiter(map(_SEQ, decoded), np.int64, len(decoded))
+        except OverflowError:
+            raise NotIntact("a sequence number is out of range") from None
+        narrow = -(2**15) <= self.lowest and self.highest < 2**15  # int16 ranks sort by radix
+        order = np.argsort(ranks.astype(np.int16) if narrow else ranks, kind="stable")
+        rank, seq = ranks[order], seqs[order]
+        heads = np.flatnonzero(np.concatenate(([True], rank[1:] != rank[:-1])))
+        before = np.concatenate(([0], seq[:-1]))
+        before[heads] = [self.last.get(r, -1) for r in rank[heads].tolist()]
+        if not (seq > before).all():
+            raise NotIntact("a rank repeats a sequence number")
+        self.gaps += int(((seq > before + 1) & (before >= 0)).sum())
+        tails = np.concatenate((heads[1:] - 1, [len(seq) - 1]))
+        self.last.update(zip(rank[heads].tolist(), seq[tails].tolist()))
+
+    def finish(self) -> int:
+        """The gaps counted, once the world size (from the first RunStart) fits every rank seen."""
+        world = self.world if self.world is not None else MAX_WORLD_SIZE
+        if not 1 <= world <= MAX_WORLD_SIZE:
+            raise NotIntact("its RunStart claims an impossible world size")
+        if self.lowest < LAUNCHER_RANK or self.highest >= world:
+            raise NotIntact("an event comes from a rank outside the world")
+        return self.gaps

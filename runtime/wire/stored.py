@@ -1,0 +1,126 @@
+"""A trace's events left in its file and decoded when read: the store behind a large trace's log.
+
+A viewer indexes every event of a trace but shows a few hundred at a time; holding millions of
+decoded events costs gigabytes (a 64-rank Buffer is several KB as Python objects). A
+:class:`StoredEvents` keeps where each record starts (8 bytes an event) and reads, checks and
+decodes an event when it is asked for, from a read-only memory map of the file: a frame's events
+lie scattered over megabytes (a 64-rank step's latest calls), which a map reads at the cost of a
+page fault where ``pread`` paid a system call and a copy per block (40 µs each here). Only the
+pages read count towards the process's memory, and the kernel may drop them again.
+
+A map has one hazard: touching a page that a truncation removed kills the process (SIGBUS).
+Before reading, the store makes sure the file still reaches the record (its size is looked up
+again at most every :data:`SIZE_CHECK_SECONDS`), so a file cut short while open gives a
+:class:`~.trace.TraceError`; only a cut within that window of a read could still end the viewer.
+A file rewritten in place fails the record's checksum: again a TraceError, never a wrong event.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+import weakref
+import zlib
+from array import array
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from typing import overload
+
+from .protocol import AnyEvent, ProtocolError, decode
+from .records import frame_header
+from .trace import TraceError
+
+__all__ = ["StoredEvents", "CACHED_EVENTS", "SIZE_CHECK_SECONDS"]
+
+CACHED_EVENTS = 16384
+"""Decoded events kept: a frame reads up to a thousand (64 ranks), the next mostly the same ones,
+and going back to a step seen a moment ago should not decode it again."""
+
+SIZE_CHECK_SECONDS = 0.1
+"""How long the file's size, looked up before reading from the map, is trusted."""
+
+
+class StoredEvents(Sequence[AnyEvent]):
+    """The events of an intact, checksummed trace, read from its file on access.
+
+    Its reader adds records as it finds them (:meth:`add_records`: where each starts, and where
+    the last ends; records lie back to back). Each read checks the record's length and checksum
+    again before decoding it, so a file changed on disk since it was opened is said to be so
+    (:class:`~.trace.TraceError`), never misread.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+        self._starts = array("q")
+        self._end = 0
+        self._fd = os.open(path, os.O_RDONLY)
+        self._map: mmap.mmap | None = None
+        self._size = 0
+        self._size_checked = float("-inf")
+        self._closer = weakref.finalize(self, os.close, self._fd)  # the map, a copy of it, closes itself
+        self._event = lru_cache(maxsize=CACHED_EVENTS)(self._decode)
+
+    def add_records(self, starts: array, end: int) -> None:
+        """Add events whose records start at file offsets ``starts`` (int64), the last ending at ``end``."""
+        self._starts.extend(starts)
+        self._end = end
+
+    def close(self) -> None:
+        """Unmap and close the file (reading afterwards raises ``OSError``)."""
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        self._closer()
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @overload
+    def __getitem__(self, at: int) -> AnyEvent: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> list[AnyEvent]: ...
+
+    def __getitem__(self, at: int | slice) -> AnyEvent | list[AnyEvent]:
+        if isinstance(at, slice):
+            return [self._event(index) for index in range(*at.indices(len(self)))]
+        count = len(self)
+        if at < 0:
+            at += count
+        if not 0 <= at < count:
+            raise IndexError("event index out of range")
+        return self._event(at)
+
+    def __iter__(self) -> Iterator[AnyEvent]:
+        return map(self._event, range(len(self)))
+
+    def _decode(self, index: int) -> AnyEvent:
+        """Event ``index``, read, checked and decoded."""
+        starts = self._starts
+        start = starts[index]
+        end = starts[index + 1] if index + 1 < len(starts) else self._end
+        record = self._read(start, end)
+        header = frame_header(record)
+        payload = record[8:]
+        if header is None or header != (len(payload), zlib.crc32(payload)):
+            raise TraceError(f"{self.path} changed on disk since it was opened (event {index} no longer reads back)")
+        try:
+            return decode(payload)
+        except ProtocolError:
+            raise TraceError(f"{self.path} changed on disk since it was opened "
+                             f"(event {index} no longer decodes)") from None
+
+    def _read(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the file, or fewer where it no longer reaches ``end``."""
+        now = time.monotonic()
+        if end > self._size or now - self._size_checked > SIZE_CHECK_SECONDS:
+            self._size = os.fstat(self._fd).st_size
+            self._size_checked = now
+        if end > self._size:
+            return b""
+        if self._map is None or len(self._map) < end:  # not mapped yet, or the file has grown
+            if self._map is not None:
+                self._map.close()
+            self._map = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ)
+        return self._map[start:end]
