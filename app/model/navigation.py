@@ -7,7 +7,7 @@ from bisect import bisect_left, bisect_right
 from .log import EventLog
 from .view import step_at
 
-__all__ = ["SPEEDS", "next_boundary", "previous_boundary", "seek_step", "faster", "slower"]
+__all__ = ["SPEEDS", "next_boundary", "previous_boundary", "seek_step", "first_collective", "faster", "slower"]
 
 SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """Replay speeds in steps per second, slowest first."""
@@ -39,6 +39,17 @@ def seek_step(log: EventLog, number: int) -> int:
     if number <= len(ends):
         return ends[number - 1]
     return len(log)
+
+
+def first_collective(log: EventLog) -> int | None:
+    """The cursor at the end of the first step that ran a collective call (None: no step did):
+    where a finished run opens, since a run's last step (its unobserved timed steps, its checks)
+    is its emptiest."""
+    ends = log.step_ends
+    for number in sorted(log.phases):
+        if log.phases[number].call_firsts and number < len(ends):
+            return ends[number]
+    return None
 
 
 def faster(speed: float) -> float:
