@@ -94,10 +94,13 @@ def work_of(out: Any) -> dist.Work | None:
 
 
 def group_label(group: dist.ProcessGroup) -> str:
-    """How ``group`` is named in events: ``world``, else its description or name."""
+    """How ``group`` is named in events: ``world``; else its description (a device mesh's
+    ``mesh_dp``), or ``group N`` after its name when it has none (``new_group()`` says
+    ``undefined`` for every group, which would merge them)."""
     if group is dist.group.WORLD or group == dist.group.WORLD:
         return WORLD
-    return getattr(group, "group_desc", "") or group.group_name
+    description = getattr(group, "group_desc", "")
+    return description if description and description != "undefined" else f"group {group.group_name}"
 
 
 def call_fields(op: str, group: dist.ProcessGroup, inputs: list[torch.Tensor], outputs: list[torch.Tensor],
