@@ -195,14 +195,23 @@ def _phase_durations(events: list[AnyEvent]) -> dict[int, int]:
     return slowest
 
 
+_MEMORY_SOURCES = {
+    "tracker": "exact live tensor bytes from the storage tracker",
+    "watched": "the parameters, gradients and optimizer state the script named with collviz.watch (not activations)",
+    "cuda allocator": "the CUDA caching allocator's allocated bytes",
+}
+"""What each ``Memory.source`` measures, as the summary says it."""
+
+
 def _device_figures_line(memory: list[Memory]) -> str:
-    """What the memory figures are: the tracker's, plus CUDA allocator and NVML peaks, or N/A."""
+    """What the memory figures are (their sources), plus CUDA allocator and NVML peaks, or N/A."""
     cuda = [m.cuda for m in memory if m.cuda is not None]
     nvml = [m.nvml for m in memory if m.nvml is not None]
     cuda_text = f"CUDA allocator peak {human_bytes(max(c.max_allocated for c in cuda))}" if cuda else "CUDA allocator N/A"
     nvml_text = (f"NVML device used up to {human_bytes(max(n.used for n in nvml))} of {human_bytes(nvml[0].total)}"
                  if nvml else "NVML N/A")
-    return f"memory: exact live tensor bytes from the storage tracker; {cuda_text}; {nvml_text}"
+    sources = "; ".join(_MEMORY_SOURCES.get(source, source) for source in dict.fromkeys(m.source for m in memory))
+    return f"memory: {sources}; {cuda_text}; {nvml_text}"
 
 
 def _phase_lines(events: list[AnyEvent], world_size: int) -> list[str]:
