@@ -8,7 +8,8 @@ Runs as it is under torchrun, or under collviz to watch its collectives:
 
 CPU with gloo when no GPU is visible; one GPU per rank with NCCL otherwise (the GPU path is
 torch's own and has not been run by collviz's tests). ``collviz.step`` marks each training step
-(one step in collviz's viewer); without collviz installed it is a no-op.
+(one step in collviz's viewer) and ``collviz.watch`` names what its memory chart counts; without
+collviz installed, or outside ``collviz run``, both do nothing.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 try:
-    from collviz import step
-except ImportError:  # not installed: the same script, unobserved
-    step = nullcontext
+    from collviz import step, watch
+except ImportError:  # collviz is not installed: the same script, unobserved
+    step, watch = nullcontext, lambda *objects: None
 
 
 def build_model(dim: int, layers: int) -> nn.Sequential:
@@ -61,6 +62,7 @@ def main() -> None:
     model = DistributedDataParallel(build_model(args.dim, args.layers).to(device),
                                     device_ids=[local_rank] if device.type == "cuda" else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    watch(model, optimizer)
     data = torch.Generator(device=device).manual_seed(1000 + rank)  # each rank its own batches
 
     times = []

@@ -9,7 +9,8 @@ Runs as it is under torchrun, or under collviz to watch its collectives:
 
 CPU with gloo when no GPU is visible; one GPU per rank with NCCL otherwise (the GPU path is
 torch's own and has not been run by collviz's tests). ``collviz.step`` marks each training step
-(one step in collviz's viewer); without collviz installed it is a no-op.
+(one step in collviz's viewer) and ``collviz.watch`` names what its memory chart counts; without
+collviz installed, or outside ``collviz run``, both do nothing.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from torch import nn
 from torch.distributed.fsdp import fully_shard
 
 try:
-    from collviz import step
-except ImportError:  # not installed: the same script, unobserved
-    step = nullcontext
+    from collviz import step, watch
+except ImportError:  # collviz is not installed: the same script, unobserved
+    step, watch = nullcontext, lambda *objects: None
 
 
 class Block(nn.Module):
@@ -74,6 +75,7 @@ def main() -> None:
         fully_shard(block)
     fully_shard(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    watch(model, optimizer)
     data = torch.Generator(device=device).manual_seed(1000 + rank)  # each rank its own batches
 
     times = []

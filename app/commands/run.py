@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from collviz.runtime.errors import UsageError
 
@@ -18,6 +19,9 @@ from .options import OneLineParser, check_record_option, clean_stale_runs
 from .playing import headless_instead, run_scenario
 from .scenario_args import run_parser
 from .script_args import is_script_run, script_parser
+
+if TYPE_CHECKING:
+    from collviz.runtime.userjob.script import UserScript
 
 __all__ = ["build_parser", "main"]
 
@@ -69,7 +73,7 @@ def _run_script(args: argparse.Namespace) -> int:
     return report_outcome(session, run_viewer(session=session), sys.stderr)
 
 
-def _run_under_torchrun(args: argparse.Namespace, script: object) -> None:
+def _run_under_torchrun(args: argparse.Namespace, script: UserScript) -> None:
     """This torchrun process's rank of ``script``, streaming to ``--viewer`` (never returns)."""
     if args.nproc is not None or args.headless or args.json or args.record is not None:
         raise UsageError("with --viewer, torchrun starts the ranks and the viewer records: drop --nproc, --headless, "

@@ -7,7 +7,7 @@ tells exactly what the run told.
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 
 from ..observation.fingerprints import disagreements
@@ -130,7 +130,9 @@ def _collective_lines(collectives: list[Collective], world_size: int) -> list[st
         lines.append(f"  t = slowest rank; S = {human_bytes(first.algo_bytes)} (nccl-tests algorithm size for {first.op})")
         lines.append(f"  {bw.formula}")
     if len(calls) > _SHOWN_CALLS:
-        lines.append(f"  … {len(calls) - _SHOWN_CALLS} more collective calls in this phase")
+        rest = Counter(events[0].op for events in list(calls.values())[_SHOWN_CALLS:])
+        tally = ", ".join(f"{op} ×{count}" for op, count in rest.items())
+        lines.append(f"  … {len(calls) - _SHOWN_CALLS} more collective calls in this phase: {tally}")
     return lines
 
 
