@@ -10,7 +10,7 @@ calls (the training scenarios' dispatch mode, the observer of a user's script).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -18,8 +18,8 @@ import torch.distributed as dist
 from .metrics import BUS_FACTOR_OPS, algo_bytes
 from .tensors import dtype_name
 
-__all__ = ["WORLD", "OP_NAMES", "tensors_in", "nbytes", "c10d_group", "c10d_tensors", "c10d_root", "work_of",
-           "group_label", "call_fields"]
+__all__ = ["WORLD", "OP_NAMES", "CallSizes", "tensors_in", "nbytes", "c10d_group", "c10d_tensors", "c10d_root",
+           "work_of", "group_label", "call_sizes", "call_fields"]
 
 WORLD = "world"
 """The name the default (world) group goes by in Collective events."""
@@ -66,8 +66,12 @@ def c10d_group(args: tuple) -> dist.ProcessGroup:
 def c10d_tensors(args: tuple) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """(inputs, outputs) of a ``c10d`` op: its first argument is written (the outputs, or the
     tensors reduced in place); a second tensor argument, when there is one, is read."""
-    outputs = tensors_in(args[:1])
-    return tensors_in(args[1:2]) or outputs, outputs
+    first = args[0] if args else None
+    outputs = [first] if isinstance(first, torch.Tensor) else tensors_in(first)
+    second = args[1] if len(args) > 1 else None
+    if isinstance(second, torch.Tensor):
+        return [second], outputs
+    return tensors_in(second) or outputs, outputs
 
 
 def c10d_root(op: str, args: tuple) -> int | None:
@@ -103,17 +107,31 @@ def group_label(group: dist.ProcessGroup) -> str:
     return description if description and description != "undefined" else f"group {group.group_name}"
 
 
-def call_fields(op: str, group: dist.ProcessGroup, inputs: list[torch.Tensor], outputs: list[torch.Tensor],
-                reduce_op: str | None, root: int | None) -> dict:
-    """The fields of a ``Collective`` event describing one call, but its phase and number: op,
-    group (label and global ranks), dtype, element count, bytes in and out, S of the nccl-tests
-    formulas, reduce op and root (a global rank)."""
-    members = dist.get_process_group_ranks(group)
-    bytes_in, bytes_out = nbytes(inputs), nbytes(outputs)
+class CallSizes(NamedTuple):
+    """What one call moves, read from its tensors: this rank's input element count, bytes in and
+    out, and the dtype (of the first tensor)."""
+
+    count: int
+    bytes_in: int
+    bytes_out: int
+    dtype: str
+
+
+def call_sizes(inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> CallSizes:
+    """The sizes of a call reading ``inputs`` and writing ``outputs``."""
     sample = (inputs or outputs or [torch.empty(0)])[0]
+    return CallSizes(sum(t.numel() for t in inputs), nbytes(inputs), nbytes(outputs), dtype_name(sample.dtype))
+
+
+def call_fields(op: str, group: str, members: list[int], sizes: CallSizes, reduce_op: str | None,
+                root: int | None) -> dict:
+    """The fields of a ``Collective`` event describing one call, but its phase and number: op,
+    group (its label and global ranks, ``members``), dtype, element count, bytes in and out, S of
+    the nccl-tests formulas, reduce op and root (given as a rank of the group; a global rank)."""
     return dict(
-        op=op, group=group_label(group), group_ranks=members, dtype=dtype_name(sample.dtype),
-        count=sum(t.numel() for t in inputs), bytes_in=bytes_in, bytes_out=bytes_out,
-        algo_bytes=algo_bytes(op, len(members), bytes_in, bytes_out) if op in BUS_FACTOR_OPS else bytes_in,
+        op=op, group=group, group_ranks=members, dtype=sizes.dtype, count=sizes.count, bytes_in=sizes.bytes_in,
+        bytes_out=sizes.bytes_out,
+        algo_bytes=(algo_bytes(op, len(members), sizes.bytes_in, sizes.bytes_out) if op in BUS_FACTOR_OPS
+                    else sizes.bytes_in),
         reduce_op=reduce_op, root=None if root is None else members[root],
     )

@@ -18,10 +18,13 @@ observed (they are not matched across a group as collectives are).
   (``TORCH_NCCL_ENABLE_TIMING``, set before the script creates its group); ``Work._get_duration``
   reads their time once the call is seen complete — polled at the next call, step mark or the
   script's end, never waited for. Clock ``gpu``. (Not yet run by collviz's tests: no GPU.)
-- *a completion future* (gloo's calls): its done-callback stamps the time on the backend's
-  thread. Python runs the callback once that thread holds the interpreter lock, so while the
-  script's own thread runs pure Python the stamp can be late, by at most the switch interval
-  (5 ms). Clock ``host``.
+- *its completion, on CPU* (gloo's calls): one watcher thread per rank waits on each call's
+  ``Work`` in issue order (the interpreter lock released while it waits) and stamps the time
+  it wakes. The backend's own threads run nothing of collviz's (a done-callback on the call's
+  future would: it runs on gloo's thread before the call's waiters are woken, delaying them).
+  The stamp is late by the time the watcher takes to get the interpreter lock (at most the
+  switch interval, 5 ms, while the script's thread runs pure Python), or, for a call that
+  completes before an earlier one, until the earlier one has. Clock ``host``.
 - *the caller's wait* (gloo's ``reduce_scatter_tensor``: an all-reduce it finishes inside the
   ``wait``, with no future): the end of the first ``Work.wait`` called from Python on it. FSDP2
   waits at once, so this is the call's time; a wait called from C++ is not seen, and the call is
@@ -29,6 +32,12 @@ observed (they are not matched across a group as collectives are).
 
 **Steps.** ``collviz.step(name)`` opens a step (one viewer step); outside any step each call is a
 step of its own, so every rank's k-th call outside steps is step k everywhere.
+
+**Event delivery.** The script's thread only records each call (its sizes, group, step and
+issue time) under the observer's lock; a thread of the observer's own turns what is recorded
+into events and hands them to the rank's emitter every :data:`HAND_OVER_S` (and at the script's
+end). Waking the emitter's sender, and formatting, for each event cost the script's thread far
+more on a busy machine (BENCHMARKS.md). A hang is still reported, within that delay.
 
 **Event order.** The viewer indexes each rank's events by phase, which must never decrease along
 a rank's stream: a step's end, and anything after it, is emitted only once every call issued
@@ -52,12 +61,22 @@ import torch.distributed as dist
 
 from collviz import marks
 from ..observation import nvml
-from ..observation.c10d_calls import OP_NAMES, c10d_group, c10d_root, c10d_tensors, call_fields, work_of
+from ..observation.c10d_calls import (
+    OP_NAMES,
+    c10d_group,
+    c10d_root,
+    c10d_tensors,
+    CallSizes,
+    call_fields,
+    call_sizes,
+    group_label,
+    work_of,
+)
 from ..observation.memory import storages_of
 from ..wire.protocol import Collective, CudaMemory, Memory, Phase, RankStart
 from ..wire.transport import EventEmitter
 
-__all__ = ["OBSERVED_OPS", "NOT_CAPTURED", "ScriptObserver"]
+__all__ = ["OBSERVED_OPS", "NOT_CAPTURED", "HAND_OVER_S", "ScriptObserver"]
 
 OBSERVED_OPS = ("allreduce_", "allreduce_coalesced_", "allgather_", "_allgather_base_", "allgather_coalesced_",
                 "allgather_into_tensor_coalesced_", "reduce_scatter_", "_reduce_scatter_base_",
@@ -69,6 +88,9 @@ NOT_CAPTURED = ("values and provenance not captured: collviz run observes your s
                 "or extra collectives")
 """What a script's run does not show, said in its RunStart and in every step's narration."""
 
+HAND_OVER_S = 0.1
+"""How often the observed events are handed to the emitter (seconds)."""
+
 _PER_CALL = "Outside collviz.step each collective is a step of its own. "
 
 _AFTER_BACKEND_SELECT = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.BackendSelect)
@@ -76,21 +98,34 @@ _AFTER_BACKEND_SELECT = torch._C._dispatch_keyset_full_after(torch._C.DispatchKe
 
 @dataclass
 class _Call:
-    """One observed call: its event fields, when it was issued and ended, and how far its events
-    have gone out."""
+    """One observed call: what it was (its event fields are made when first sent, off the
+    script's thread), when it was issued and ended, and how far its events have gone out."""
 
-    fields: dict
+    name: str
+    group: str
+    members: list[int]
+    sizes: CallSizes
+    root: int | None
+    phase: int
+    group_seq: int
     issued_ns: int
     ended_ns: int | None = None
     duration_ns: int | None = None
     clock: str = ""
     begin_sent: bool = False
+    fields_sent: dict = field(default_factory=dict)
     sent: bool = False
     """Its end event went out."""
 
     def end(self, now_ns: int, duration_ns: int | None, clock: str) -> None:
         """Record that the call ended at ``now_ns`` (``duration_ns`` None: not timed)."""
         self.ended_ns, self.duration_ns, self.clock = now_ns, duration_ns, clock if duration_ns is not None else ""
+
+    @property
+    def fields(self) -> dict:
+        """The fields its begin and end events share."""
+        return {**call_fields(self.name, self.group, self.members, self.sizes, None, self.root), "phase": self.phase,
+                "group_seq": self.group_seq}
 
 
 @dataclass
@@ -120,7 +155,8 @@ class ScriptObserver:
     receives the script's marks (:class:`collviz.marks.Recorder`); emits events through ``emitter``.
 
     Calls may be issued, and complete, on any thread; everything the observer holds is guarded by
-    one lock, under which every event is emitted (the emitter numbers events as they come).
+    one lock. Events wait in an outbox until handed to the emitter (by one thread at a time: the
+    emitter numbers events as they come).
     """
 
     def __init__(self, emitter: EventEmitter) -> None:
@@ -134,6 +170,7 @@ class ScriptObserver:
         self._waited: dict[int, tuple[dist.Work, _Call]] = {}
         """id(Work) → (Work, call) for calls whose end is the caller's wait."""
         self._group_seq: Counter[str] = Counter()
+        self._groups: dict[int, tuple[dist.ProcessGroup, str, list[int]]] = {}
         self._next_phase = 0
         self._phase_name = ""
         self._step_open = False
@@ -144,6 +181,10 @@ class ScriptObserver:
         self._wait_code: Any = None
         self._watched = _Watched()
         self._peak = 0
+        self._watcher = _Watcher(self._original_wait, self._completed)
+        self._outbox: list[tuple[type, dict]] = []
+        self._hand_over = threading.Event()
+        self._courier: threading.Thread | None = None
 
     # ---- lifetime ------------------------------------------------------------------------------
 
@@ -153,7 +194,8 @@ class ScriptObserver:
         for name in OBSERVED_OPS:
             packet = getattr(torch.ops.c10d, name, None)
             if packet is not None:
-                self._library.impl(name, partial(self._kernel, packet.default), "BackendSelect", with_keyset=True)
+                self._library.impl(name, partial(self._kernel, packet.default, OP_NAMES.get(name, name)),
+                                   "BackendSelect", with_keyset=True)
         original, waited = self._original_wait, self._waited_on
 
         def wait(work: dist.Work, *args: Any, **kwargs: Any) -> Any:
@@ -163,12 +205,17 @@ class ScriptObserver:
 
         self._wait_code = wait.__code__
         dist.Work.wait = wait  # type: ignore[method-assign]
+        self._watcher.start()
+        self._hand_over.clear()
+        self._courier = threading.Thread(target=self._carry, name="collviz-courier", daemon=True)
+        self._courier.start()
         marks.attach(self)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         marks.detach()
         dist.Work.wait = self._original_wait  # type: ignore[method-assign]
+        self._watcher.stop()
         with self._lock:
             now = time.monotonic_ns()
             if self._step_open:
@@ -179,69 +226,74 @@ class ScriptObserver:
             if not self._started:
                 self._announce_locked(None)
             self._closed = True
+        self._hand_over.set()
+        if self._courier is not None:
+            self._courier.join()
+        self._deliver()
         if self._library is not None:
             self._library._destroy()
             self._library = None
 
     # ---- calls ---------------------------------------------------------------------------------
 
-    def _kernel(self, op: torch._ops.OpOverload, keyset: torch._C.DispatchKeySet, *args: Any, **kwargs: Any) -> Any:
-        """Issue the call (the real kernel, at once), then record it; returns what the call returned."""
+    def _kernel(self, op: torch._ops.OpOverload, name: str, keyset: torch._C.DispatchKeySet, *args: Any,
+                **kwargs: Any) -> Any:
+        """Issue the call (the real kernel, at once), then record it as ``name``; returns what the
+        call returned."""
         issued_ns = time.monotonic_ns()
         out = op.redispatch(keyset & _AFTER_BACKEND_SELECT, *args, **kwargs)
         if not self._closed:
-            self._issued(op, args, out, issued_ns)
+            self._issued(name, args, out, issued_ns)
         return out
 
-    def _issued(self, op: torch._ops.OpOverload, args: tuple, out: Any, issued_ns: int) -> None:
+    def _group(self, group: dist.ProcessGroup) -> tuple[str, list[int]]:
+        """``group``'s label and global ranks (looked up once per group)."""
+        known = self._groups.get(id(group))
+        if known is None or known[0] is not group:
+            known = self._groups[id(group)] = (group, group_label(group), dist.get_process_group_ranks(group))
+        return known[1], known[2]
+
+    def _issued(self, name: str, args: tuple, out: Any, issued_ns: int) -> None:
         """Record a call just issued: its events, and where its end will come from."""
-        name = OP_NAMES.get(op._schema.name.partition("::")[2], op._schema.name)
         inputs, outputs = c10d_tensors(args)
         group = c10d_group(args)
-        fields = call_fields(name, group, inputs, outputs, None, c10d_root(name, args))
+        label, members = self._group(group)
+        sizes = call_sizes(inputs, outputs)
         sample = (outputs or inputs or [None])[0]
+        on_gpu = sample is not None and sample.is_cuda
         work = work_of(out)
-        future = None
-        if work is not None and not (sample is not None and sample.is_cuda):
+        watchable = work is not None and not on_gpu
+        if watchable and name == "reduce_scatter":
             try:
-                future = work.get_future()
-            except RuntimeError:  # no future (gloo's reduce_scatter_tensor): its end is the caller's wait
-                pass
-        call = _Call(fields, issued_ns)
+                work.get_future()  # a work of its own: waiting on it has no effect but waiting
+            except RuntimeError:  # gloo's reduce_scatter_tensor, finished inside its wait: timed by the caller's
+                watchable = False
         with self._lock:
             if not self._started:
                 self._announce_locked(sample, group)
             self._poll_locked()
-            label = fields["group"]
+            seq = self._group_seq[label]
             if not self._step_open:
-                self._open_locked(f"{name} #{self._group_seq[label]} ({label})", issued_ns, _PER_CALL + NOT_CAPTURED)
-            fields.update(phase=self.phase_index, group_seq=self._group_seq[label])
-            self._group_seq[label] += 1
+                self._open_locked(f"{name} #{seq} ({label})", issued_ns, _PER_CALL + NOT_CAPTURED)
+            call = _Call(name, label, members, sizes, c10d_root(name, args), self.phase_index, seq, issued_ns)
+            self._group_seq[label] = seq + 1
             self._queue.append(call)
             if not self._step_open:  # a step of one call: it ends when the call does
                 self._queue.append(_Edge(self.phase_index, self._phase_name, "end", None, after=call))
             if work is None:
                 call.end(issued_ns, None, "")  # nothing to time (NCCL's coalesced calls return no Work)
-            elif sample is not None and sample.is_cuda:
+            elif on_gpu:
                 self._polled.append((work, call))
-            elif future is None:
+            elif not watchable:
                 self._waited[id(work)] = (work, call)
-            self._flush_locked()
-        if future is not None:  # outside the lock: a future already done runs the callback here
-            future.add_done_callback(partial(self._completed, call))
+        if watchable:
+            self._watcher.watch(work, call)
 
-    def _completed(self, call: _Call, future: torch.futures.Future) -> None:
-        """The call's future is done: stamp the call (untimed if it failed), emit what that releases."""
-        now = time.monotonic_ns()
-        try:
-            future.value()
-            failed = False
-        except Exception:  # the call failed (a peer died): it has no time of its own
-            failed = True
+    def _completed(self, call: _Call, now_ns: int, ok: bool) -> None:
+        """The watcher saw ``call`` complete at ``now_ns`` (``ok`` False: it failed, so it has no
+        time of its own): stamp it; what that releases goes out at the next hand-over."""
         with self._lock:
-            call.end(now, None if failed else now - call.issued_ns, "host")
-            if not self._closed:
-                self._flush_locked()
+            call.end(now_ns, now_ns - call.issued_ns if ok else None, "host")
 
     def _waited_on(self, work: dist.Work) -> None:
         """A ``Work.wait`` called from Python returned: the end of a call timed by its wait."""
@@ -254,8 +306,6 @@ class ScriptObserver:
                 return
             del self._waited[id(work)]
             entry[1].end(now, now - entry[1].issued_ns, "host")
-            if not self._closed:
-                self._flush_locked()
 
     def hide_wait(self, exc: BaseException) -> None:
         """Drop the observer's ``Work.wait`` wrapper from the end of ``exc``'s traceback, so that an
@@ -299,7 +349,6 @@ class ScriptObserver:
             self._give_up_waits_locked(now)
             self._open_locked(name, now, NOT_CAPTURED)
             self._step_open = True
-            self._flush_locked()
             return self.phase_index
 
     def end_step(self, number: int) -> None:
@@ -310,7 +359,6 @@ class ScriptObserver:
                 self._end_step_locked(now)
                 self._poll_locked()
                 self._give_up_waits_locked(now)
-                self._flush_locked()
 
     def watch(self, objects: tuple[Any, ...]) -> None:
         """Account these modules and optimizers in each step's memory (TypeError for anything else)."""
@@ -348,9 +396,9 @@ class ScriptObserver:
             return
         live = cuda.allocated if cuda is not None else sum(categories.values())
         self._peak = max(self._peak, cuda.max_allocated if cuda is not None else live)
-        self.emitter.emit(Memory, phase=self.phase_index, label="step end", live_bytes=live, peak_bytes=self._peak,
-                          by_category=categories, source="cuda allocator" if cuda is not None else "watched",
-                          cuda=cuda, nvml=device_totals)
+        self._send(Memory, phase=self.phase_index, label="step end", live_bytes=live, peak_bytes=self._peak,
+                   by_category=categories, source="cuda allocator" if cuda is not None else "watched", cuda=cuda,
+                   nvml=device_totals)
 
     def _announce_locked(self, sample: torch.Tensor | None, group: dist.ProcessGroup | None = None) -> None:
         """RankStart (once): the device of the first call's tensors and its group's backend."""
@@ -362,7 +410,7 @@ class ScriptObserver:
             except (RuntimeError, ValueError):
                 pass
         device = str(sample.device) if sample is not None else "(no collective)"
-        self.emitter.emit(RankStart, device=device, backend=backend, host=socket.gethostname(), pid=os.getpid())
+        self._send(RankStart, device=device, backend=backend, host=socket.gethostname(), pid=os.getpid())
 
     # ---- emission in order ---------------------------------------------------------------------
 
@@ -377,24 +425,94 @@ class ScriptObserver:
                     self._send_edge(item)
                 continue
             if not item.begin_sent:
-                self.emitter.emit(Collective, t_ns=item.issued_ns, edge="begin", **item.fields)
+                item.fields_sent = item.fields
+                self._send(Collective, t_ns=item.issued_ns, edge="begin", **item.fields_sent)
                 item.begin_sent = True
             if item.ended_ns is not None and not item.sent:
-                self.emitter.emit(Collective, t_ns=item.ended_ns, edge="end", duration_ns=item.duration_ns,
-                                  clock=item.clock, **item.fields)
+                self._send(Collective, t_ns=item.ended_ns, edge="end", duration_ns=item.duration_ns,
+                           clock=item.clock, **item.fields_sent)
                 item.sent = True
             all_ended = all_ended and item.sent
         while self._queue and self._queue[0].sent:
             self._queue.popleft()
 
+    def _send(self, event_type: type, **fields: Any) -> None:
+        """Put an event in the outbox (the lock is held), stamped now unless ``t_ns`` says when."""
+        fields.setdefault("t_ns", time.monotonic_ns())
+        self._outbox.append((event_type, fields))
+
+    def _carry(self) -> None:
+        """The courier: hand the outbox to the emitter every :data:`HAND_OVER_S` until closed."""
+        while not self._hand_over.wait(HAND_OVER_S):
+            self._deliver()
+
+    def _deliver(self) -> None:
+        with self._lock:
+            self._flush_locked()
+            batch, self._outbox = self._outbox, []
+        for event_type, fields in batch:
+            self.emitter.emit(event_type, **fields)
+
     def _send_edge(self, edge: _Edge) -> None:
         if edge.edge == "begin":
-            self.emitter.emit(Phase, t_ns=edge.t_ns, index=edge.index, name=edge.name, edge="begin",
-                              narration=edge.narration)
+            self._send(Phase, t_ns=edge.t_ns, index=edge.index, name=edge.name, edge="begin",
+                       narration=edge.narration)
         else:
             t_ns = edge.t_ns if edge.t_ns is not None else edge.after.ended_ns
-            self.emitter.emit(Phase, t_ns=t_ns, index=edge.index, name=edge.name, edge="end")
+            self._send(Phase, t_ns=t_ns, index=edge.index, name=edge.name, edge="end")
         edge.sent = True
+
+
+class _Watcher:
+    """A thread that waits on each watched call's Work, in issue order, and reports when it woke
+    (with ``wait``, the original ``Work.wait``: no side effect on a CPU work but waiting)."""
+
+    def __init__(self, wait: Any, completed: Any) -> None:
+        self._wait = wait
+        self._completed = completed
+        self._pending: deque[tuple[dist.Work, _Call]] = deque()
+        self._ready = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    def start(self) -> None:
+        """Start watching (again, after :meth:`stop`)."""
+        self._stopping = False
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="collviz-watcher", daemon=True)
+            self._thread.start()
+
+    def watch(self, work: dist.Work, call: _Call) -> None:
+        """Report ``call``'s completion once ``work`` has completed."""
+        with self._ready:
+            self._pending.append((work, call))
+            self._ready.notify()
+
+    def stop(self, timeout_s: float = 1.0) -> None:
+        """Report what completes within ``timeout_s``, then stop (a call that never completes, as
+        when the script failed, stays unreported; the thread is a daemon)."""
+        with self._ready:
+            self._stopping = True
+            self._ready.notify()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._pending and not self._stopping:
+                    self._ready.wait()
+                if not self._pending:
+                    return
+                work, call = self._pending[0]
+            try:
+                self._wait(work)
+                ok = True
+            except Exception:  # the call failed (a peer died): no time of its own
+                ok = False
+            self._completed(call, time.monotonic_ns(), ok)
+            with self._ready:
+                self._pending.popleft()
 
 
 def _watched_bytes(watched: _Watched) -> dict[str, int]:

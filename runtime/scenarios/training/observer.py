@@ -38,6 +38,7 @@ from ...observation.c10d_calls import (
     c10d_root,
     c10d_tensors,
     call_fields,
+    call_sizes,
     group_label,
     tensors_in,
     work_of,
@@ -155,8 +156,10 @@ class CollectiveObserver(TorchDispatchMode):
               reduce_op: str | None, root: int | None) -> _Call:
         """The observed call, with the fields shared by its begin and end events (numbers it)."""
         self.count += 1
-        fields = call_fields(op, group, inputs, outputs, reduce_op, root)
-        fields.update(phase=self.ctx.phase_index, group_seq=self.ctx.next_group_seq(group_label(group)))
+        label = group_label(group)
+        fields = call_fields(op, label, dist.get_process_group_ranks(group), call_sizes(inputs, outputs), reduce_op,
+                             root)
+        fields.update(phase=self.ctx.phase_index, group_seq=self.ctx.next_group_seq(label))
         return _Call(op, group, inputs, outputs, root, fields)
 
     def _observe(self, call: _Call) -> list[ProvenanceRun] | None:
