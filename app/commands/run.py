@@ -38,6 +38,7 @@ def main(argv: Sequence[str]) -> int:
     if not argv or argv[0].startswith("-"):
         if argv and argv[0] in ("-h", "--help"):
             build_parser().print_help()
+            print(f"\nOr your own script:\n\n{script_parser().format_help()}")
             return 0
         raise UsageError("give a scenario to run first (collviz list shows them; see: collviz SCENARIO --help)")
     name, rest = argv[0], argv[1:]

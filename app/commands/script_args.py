@@ -16,7 +16,6 @@ from .options import (
     add_headless_option,
     add_json_option,
     add_record_option,
-    add_timeout_option,
     command_parser,
 )
 
@@ -53,7 +52,10 @@ def script_parser() -> OneLineParser:
     add_headless_option(parser, "the summary: every step's collectives, their sizes and times")
     add_json_option(parser, "the headless summary")
     add_record_option(parser)
-    add_timeout_option(parser, 30.0, "; then the run waits for the script's own process-group timeout, or Ctrl-C")
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                        help="a collective some ranks entered and others did not for S seconds is reported as a "
+                             "hang, naming who waits where (default 30); the run then waits for the script's own "
+                             "process-group timeout, or Ctrl-C")
     parser.add_argument("--viewer", metavar="URL",
                         help="under torchrun: run this process's rank and stream its events to collviz view --listen "
                              "at tcp://HOST:PORT")
