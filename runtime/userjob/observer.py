@@ -63,10 +63,10 @@ from collviz import marks
 from ..observation import nvml
 from ..observation.c10d_calls import (
     OP_NAMES,
+    CallSizes,
     c10d_group,
     c10d_root,
     c10d_tensors,
-    CallSizes,
     call_fields,
     call_sizes,
     group_label,
