@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
+from collviz.runtime.reports.bench_table import is_bench_log
+
 from .log import EventLog
 from .view import step_at
 
@@ -42,9 +44,11 @@ def seek_step(log: EventLog, number: int) -> int:
 
 
 def first_collective(log: EventLog) -> int | None:
-    """The cursor at the end of the first step that ran a collective call (None: no step did):
-    where a finished run opens, since a run's last step (its unobserved timed steps, its checks)
-    is its emptiest."""
+    """The cursor at the end of the first step that ran a collective call (None: no step did, or
+    the run is a bench sweep, whose plot is the whole sweep): where a finished run opens, since a
+    run's last step (its unobserved timed steps, its checks) is its emptiest."""
+    if log.run_start is not None and is_bench_log((log.run_start,)):
+        return None
     ends = log.step_ends
     for number in sorted(log.phases):
         if log.phases[number].call_firsts and number < len(ends):
