@@ -26,7 +26,8 @@ def narration_text(narration: str) -> Text:
 
 
 class NarrationPane(TextPane):
-    """What just happened, in words, under the phase's name (ctrl+↑/↓ scroll it)."""
+    """What just happened, in words, under the phase's name (ctrl+↑/↓ scroll it); a failed or
+    stalled run's whole reason first."""
 
     def show(self, view: ViewState) -> None:
         """Render the narration and checks of ``view``'s step."""
@@ -34,7 +35,10 @@ class NarrationPane(TextPane):
         if view.run is None:
             self.show_text(Text("waiting for the run to start…", "dim"))
             return
-        text = narration_text(view.narration or "")
+        text = Text()
+        if view.state.kind in ("failed", "stalled"):  # the whole reason, which the header's line cuts
+            text.append(f"{view.state.text}\n\n", "bold red")
+        text.append_text(narration_text(view.narration or ""))
         for check in view.checks:
             mark, style = ("✓", "green") if check.ok else ("✗", "bold red")
             text.append(f"\n{mark} r{check.rank} {check.name}", style)

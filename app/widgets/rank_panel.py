@@ -39,19 +39,26 @@ _IN_FLIGHT = Style(color="yellow")
 _FREED = Style(dim=True, strike=True)
 
 
-def _collective_line(view: RankView, mask_volatile: bool) -> Line:
+def _collective_line(view: RankView, mask_volatile: bool, width: int | None = None) -> Line:
+    """``op (reduce op) bytes-in→bytes-out time`` of the rank's collective in this step; where
+    ``width`` is too narrow, whole parts are left out (reduce op, then time, then bytes), so no
+    number ever loses its unit to the panel's edge."""
     collective = view.collective
     assert collective is not None
-    line: Line = [Segment(collective.op, BOLD)]
-    if collective.reduce_op:
-        line.append(Segment(f" ({collective.reduce_op})"))
-    line.append(Segment(f" {format_bytes(collective.bytes_in)}→{format_bytes(collective.bytes_out)}"))
+    reduce_op = [Segment(f" ({collective.reduce_op})")] if collective.reduce_op else []
+    sizes = [Segment(f" {format_bytes(collective.bytes_in)}→{format_bytes(collective.bytes_out)}")]
     if collective.edge == "begin":
-        line.append(Segment(" in flight…", _IN_FLIGHT))
+        timing = [Segment(" in flight…", _IN_FLIGHT)]
     elif collective.duration_ns is not None:
         took = "‒.‒‒ ms" if mask_volatile else f"{collective.duration_ns / 1e6:.2f} ms"
-        line.append(Segment(f" {took}", DIM))
-    return line
+        timing = [Segment(f" {took}", DIM)]
+    else:
+        timing = []
+    op = [Segment(collective.op, BOLD)]
+    for line in ([*op, *reduce_op, *sizes, *timing], [*op, *sizes, *timing], [*op, *sizes], op):
+        if width is None or sum(len(segment.text) for segment in line) <= width:
+            return line
+    return op
 
 
 MAX_PARTIAL_RUNS = 4
@@ -110,7 +117,7 @@ def rank_lines(
             lines.extend(_partial_sums_line(buffer))
     lines.extend(_freed_line(freed) for freed in view.freed)
     if view.collective is not None:
-        lines.append(_collective_line(view, mask_volatile))
+        lines.append(_collective_line(view, mask_volatile, width))
     if detail and view.memory.upto:
         memory = view.memory
         lines.append([Segment(f"memory {format_bytes(memory.current)} live, peak {format_bytes(memory.peak)}")])

@@ -25,6 +25,17 @@ _UNREMARKABLE = frozenset({"empty", "starting", "running"})
 """Run states a replay's header does not repeat (the replay's own status says enough)."""
 
 
+def _fitting(text: str, room: int) -> str:
+    """``text``, or as many of its words as fit in ``room`` columns followed by "…" (never half a
+    word: a number keeps its unit). Unknown room (0 or less before the first layout): all of it."""
+    if room <= 0 or len(text) <= room:
+        return text
+    words = text.split(" ")
+    while words and len(" ".join(words)) + 1 > room:
+        words.pop()
+    return " ".join(words) + "…"
+
+
 class RunHeader(TextPane):
     """Two lines: scenario, backend, device, world size, mode, step k/n; run state and playback."""
 
@@ -37,7 +48,7 @@ class RunHeader(TextPane):
         total = max(view.step_count, 1)
         line.append(f" · step {min(view.step + 1, total)}/{total}", "bold")
         if view.phase_name:
-            line.append(f" {view.phase_name}", "italic")
+            line.append(f" {_fitting(view.phase_name, self.size.width - len(line.plain) - 1)}", "italic")
         style = _STATE_STYLES[view.state.kind]
         if mode.startswith("replay"):
             # one status: the replay's own; the run's state at the cursor only where it says something

@@ -68,7 +68,7 @@ class DesyncProgram:
             ctx.memory("inputs allocated")
         with ctx.phase("agree", f"{self.agreed.op} #0 on every rank"):
             _issue(ctx, self.agreed, inp.clone())
-        with ctx.phase("desync", f"desync: {self.fault_text}"):
+        with ctx.phase("desync", f"{'hang' if self.fault == 'skip' else 'desync'}: {self.fault_text}"):
             if ctx.rank != self.odd_rank:
                 _issue(ctx, self.agreed, inp.clone())
             elif self.fault == "raise":
