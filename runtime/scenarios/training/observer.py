@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.distributed_c10d import _resolve_process_group
+from torch.distributed.distributed_c10d import GroupName, _resolve_process_group
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass_type
 
 from ...context import RankContext
@@ -36,6 +36,7 @@ from ...observation.tensors import TagPass, dtype_name, observe_provenance
 from ...observation.timing import CallClock
 from ...wire.protocol import Collective, ProvenanceRun
 from ..transfers import emit_logical_transfers
+from .common import world_group
 
 __all__ = ["CollectiveObserver", "WORLD", "TRANSFER_NAMES"]
 
@@ -101,13 +102,13 @@ def _c10d_group(args: tuple) -> dist.ProcessGroup:
                 return dist.ProcessGroup.unbox(arg)
             except RuntimeError:  # another script object: a ReduceOp
                 continue
-    return dist.group.WORLD
+    return world_group()
 
 
 def _functional_group(args: tuple) -> dist.ProcessGroup:
     """The process group a functional collective names (its last string argument)."""
     names = [arg for arg in args if isinstance(arg, str)]
-    return _resolve_process_group(names[-1]) if names else dist.group.WORLD
+    return _resolve_process_group(GroupName(names[-1])) if names else world_group()
 
 
 def _work_of(out: Any) -> dist.Work | None:
@@ -241,6 +242,7 @@ def _observed_provenance(call: _Call, rank: int) -> list[ProvenanceRun] | None:
     members = dist.get_process_group_ranks(call.group)
     me = members.index(rank)
     source, result = call.inputs[0], call.outputs[0]
+    src = None if call.root is None else members[call.root]  # a broadcast's root, as a global rank
 
     def received(tag_pass: TagPass) -> torch.Tensor:
         if call.op == "all_reduce":
@@ -248,7 +250,7 @@ def _observed_provenance(call: _Call, rank: int) -> list[ProvenanceRun] | None:
             dist.all_reduce(tags, group=call.group)
         elif call.op == "broadcast":
             tags = tag_pass.tags(result, me, placeholder=me != call.root)
-            dist.broadcast(tags, src=members[call.root], group=call.group)
+            dist.broadcast(tags, src=src, group=call.group)
         else:
             mine = tag_pass.tags(source, me).reshape(-1)
             tags = tag_pass.tags(result, me, placeholder=True).reshape(-1)
