@@ -31,6 +31,7 @@ from .model import (
     EventLog,
     ViewState,
     faster,
+    first_collective,
     next_boundary,
     previous_boundary,
     seek_step,
@@ -123,6 +124,10 @@ class CollvizApp(App[int]):
         Binding("Q", "end_lesson", "end lesson", key_display="Q", tooltip="lesson: end the whole lesson here"),
         Binding("z", "toggle_quiz", "quiz", show=False,
                 tooltip="replay or step-through: predict each collective's result before it is revealed, with a score"),
+        Binding("ctrl+down", "scroll_narration(3)", "narration ↓", show=False, key_display="ctrl+↓",
+                tooltip="scroll the narration down (a teacher's notes come first)"),
+        Binding("ctrl+up", "scroll_narration(-3)", "narration ↑", show=False, key_display="ctrl+↑",
+                tooltip="scroll the narration up"),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit", tooltip="quit; a live run's workers are stopped first"),
     ]
@@ -171,6 +176,9 @@ class CollvizApp(App[int]):
         self._frozen = 0
         self.released = -1
         self.status_line = ""
+        self.opening_note = ""
+        """Why the view is not where the user left it (a finished run opened at its first
+        collective); gone at the user's first move."""
         self._last_frame = 0.0
         self._frame_timer: Timer | None = None
         self._play_timer: Timer | None = None
@@ -256,12 +264,25 @@ class CollvizApp(App[int]):
                 self._frozen = self.absorbed
             if self.following:
                 self.cursor = len(self.event_log)
+                if self.event_log.run_end is not None:
+                    self._show_first_collective()
             hold = self.quizzes.hold
             if hold is not None and (self.event_log.ended_on_every_rank(hold) or self.event_log.run_end is not None):
                 self._quiz_live_step()
             self.request_frame()
         finally:
             self._batch_taken.set()
+
+    def _show_first_collective(self) -> None:
+        """A live run (not step-through, no quiz) has just finished well while the view followed
+        it: its last step is its emptiest, so show its first collective instead, and say so."""
+        first = first_collective(self.event_log)
+        ended_well = self.event_log.run_end is not None and self.event_log.run_end[1].status == "ok"
+        if first is None or not ended_well or self.session is None or self.session.step or self.quiz:
+            return  # a failed run stays at its end, where the failure is
+        self.following = False
+        self.cursor = first
+        self.opening_note = "run finished: showing its first collective (→ steps on · end: the last step)"
 
     def _quiz_live_step(self) -> None:
         """Step-through quiz: the held step has ended on every rank (or the run has ended); ask its
@@ -293,7 +314,12 @@ class CollvizApp(App[int]):
         if message.warning:
             self.notify(message.warning, title="trace partly read", severity="warning", timeout=15, markup=False)
         self.following = False
-        self.cursor = next_boundary(self.event_log, 0)
+        first = first_collective(self.event_log)
+        if self.options.pace or self.quiz or first is None:  # play or quiz from the start
+            self.cursor = next_boundary(self.event_log, 0)
+        else:
+            self.cursor = first
+            self.opening_note = "opened at the first collective (home: the start · end: the last step)"
         if self.options.pace:
             self.playing = True
         self.render_now()
@@ -339,6 +365,8 @@ class CollvizApp(App[int]):
             playback = f"{playback}   event {self.cursor}/{len(self.event_log)}"
         if self.status_line:
             playback = f"{playback}   {self.status_line}"
+        if self.opening_note:
+            playback = f"{playback}   {self.opening_note}"
         if self.options.lesson is not None:
             mode = f"{self.options.lesson} · {mode}"
         return mode, playback
@@ -406,6 +434,7 @@ class CollvizApp(App[int]):
     def _move(self, cursor: int) -> None:
         """Put the cursor at ``cursor`` for the user and draw the frame at once (no throttling)."""
         cursor = max(0, min(cursor, len(self.event_log)))
+        self.opening_note = ""
         self.set_reactive(CollvizApp.cursor, cursor)
         self.set_reactive(CollvizApp.following, cursor >= len(self.event_log))
         self.render_now()
@@ -498,6 +527,11 @@ class CollvizApp(App[int]):
         """Lesson: leave this item for the next (1) or the previous (-1) one."""
         self.options.navigation = "next" if direction > 0 else "previous"
         await self.action_quit()
+
+    def action_scroll_narration(self, lines: int) -> None:
+        """Scroll the narration pane by ``lines`` (down when positive)."""
+        pane = self.viewer.query_one("#narration")
+        pane.scroll_relative(y=lines, animate=False)
 
     async def action_end_lesson(self) -> None:
         """Lesson: end the whole lesson (q only leaves this item)."""

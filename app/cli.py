@@ -35,10 +35,13 @@ class Command:
     summary: str
     listed: bool = True
     """False for commands other commands start (serve's tabs), kept out of the help."""
+    more: tuple[tuple[str, str], ...] = ()
+    """Further (usage, summary) lines of the same command (another form it takes)."""
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command("run", "run", "collviz [run] SCENARIO [options]", "run a scenario live (collviz SCENARIO --help)"),
+    Command("run", "run", "collviz [run] SCENARIO [options]", "run a scenario live (collviz SCENARIO --help)",
+            more=(("collviz run --nproc N SCRIPT.py [args]", "your own script on N ranks, every collective timed"),)),
     Command("list", "listing", "collviz list [--json]", "the scenarios, one line each"),
     Command("replay", "replay", "collviz replay TRACE [--headless]", "replay a recorded trace"),
     Command("bench", "bench", "collviz bench [OPS] --sizes 1K:16M", "nccl-tests-style size sweep (table, --json)"),
@@ -79,9 +82,9 @@ def find_command(name: str) -> Command | None:
 
 def top_help() -> str:
     """``collviz --help``: every command's usage and summary, then a quick start."""
-    shown = [c for c in COMMANDS if c.listed]
-    width = max(len(c.usage) for c in shown)
-    lines = [f"{'usage:' if i == 0 else '      '} {c.usage:<{width}}  {c.summary}" for i, c in enumerate(shown)]
+    shown = [form for c in COMMANDS if c.listed for form in ((c.usage, c.summary), *c.more)]
+    width = max(len(usage) for usage, _ in shown)
+    lines = [f"{'usage:' if i == 0 else '      '} {usage:<{width}}  {summary}" for i, (usage, summary) in enumerate(shown)]
     lines.append(f"       {'collviz --version':<{width}}  collviz's version, in one line")
     return "\n".join(lines) + "\n\n" + _INTRO + "\n" + _QUICK_START
 

@@ -11,10 +11,13 @@ test command checks them):
   collectives, desync, bench, training; they never start processes.
 - :mod:`.reports` — pure functions from events to text or JSON: summary, bench table, Perfetto
   export, compare table, analytic estimates; they never launch processes nor import torch.
+- :mod:`.userjob` — a user's own script as a run (``collviz run --nproc N train.py``): the light
+  observer of its collectives, the marks it may call (``collviz.step``), one rank running it.
 - Beside them: :mod:`.errors` (UsageError), :mod:`.context` (what a rank uses to emit),
   :mod:`.worker` (one rank), :mod:`.launch` (the local session that forks the workers),
-  :mod:`.remote` (a session fed by remote workers), :mod:`.headless` and :mod:`.compare` (drive
-  sessions without a screen).
+  :mod:`.remote` (a session fed by remote workers), :mod:`.torchrun_script` (a user's script
+  under torchrun, streaming to one), :mod:`.headless` and :mod:`.compare` (drive sessions without
+  a screen).
 
 Never imports textual or :mod:`collviz.app`: this package runs on cluster nodes without a screen.
 """

@@ -20,7 +20,8 @@ from typing import Literal
 from .errors import UsageError
 from .observation import nvml
 
-__all__ = ["Backend", "BACKENDS", "BACKEND_NAMES", "RankPlacement", "BackendChoice", "choose_backend"]
+__all__ = ["Backend", "BACKENDS", "BACKEND_NAMES", "SCRIPT_ROWS", "RankPlacement", "BackendChoice", "choose_backend",
+           "script_backend"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ class Backend:
     """(global rank, whole job on one machine) → environment rank r sets before joining."""
     shares_gpus: bool = False
     """Whether several ranks use one GPU (the screen says times are not a many-GPU machine's)."""
+    program_joins: bool = False
+    """Whether the program picks its backend and device and joins the process group itself (a
+    user's script): the worker then leaves the group, the device and memory tracking to it."""
 
     def device_index(self, local_rank: int, gpus: int) -> int | None:
         """The CUDA device of the rank ``local_rank`` of this machine: GPU ``local_rank mod gpus``."""
@@ -89,6 +93,21 @@ BACKENDS: tuple[Backend, ...] = (
 
 BACKEND_NAMES: tuple[str, ...] = ("auto", *dict.fromkeys(row.process_group for row in BACKENDS))
 """The values ``--backend`` takes."""
+
+
+def _script_banner(gpus: int, ranks: int, auto: bool) -> str:
+    visible = f"{_plural(gpus, 'GPU')} visible" if gpus else "no GPU visible"
+    return f"the script picks its own backend and devices ({visible})"
+
+
+SCRIPT_ROWS: tuple[Backend, ...] = (
+    Backend("script-cuda", "script's own", "cuda", applies=lambda gpus, ranks: gpus > 0, banner=_script_banner,
+            program_joins=True),
+    Backend("script-cpu", "script's own", "cpu", applies=lambda gpus, ranks: True, banner=_script_banner,
+            program_joins=True),
+)
+"""The rows of a user's script (``collviz run train.py``), which joins the process group itself;
+not choices of ``--backend``. Their device kind is what the script will find: GPUs, or none."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +143,14 @@ class BackendChoice:
         if self.device_kind == "cpu":
             return 0
         return sum(1 for local in range(self.ranks) if self.row.device_index(local, self.gpus) == index)
+
+
+def script_backend(ranks: int, *, gpus: int | None = None, one_machine: bool = True) -> BackendChoice:
+    """The row of a script's run on ``ranks`` ranks of this machine (``gpus`` defaults to NVML's
+    count): the script chooses its backend and devices, the banner says so."""
+    visible = nvml.gpu_count() if gpus is None else gpus
+    row = next(row for row in SCRIPT_ROWS if row.applies(visible, ranks))
+    return BackendChoice(row, visible, ranks, row.banner(visible, ranks, True), one_machine)
 
 
 def choose_backend(requested: str, ranks: int, *, gpus: int | None = None, one_machine: bool = True) -> BackendChoice:

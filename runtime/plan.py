@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .backends import BackendChoice, choose_backend
+from .backends import BackendChoice, choose_backend, script_backend
 from .errors import UsageError
 from .limits import MAX_TIMEOUT_S, MEMORY_HEADROOM, MIN_TIMEOUT_S, check_seconds
 from .observation import nvml
@@ -25,11 +25,13 @@ from .observation.metrics import human_bytes
 from .scenarios.loading import Scenario
 from .scenarios.program import RunOptions, ScenarioProgram
 from .scenarios.registry import build_program
+from .userjob.program import ScriptProgram
+from .userjob.script import UserScript
 from .wire.transport import Endpoints
 from .worker import WorkerConfig
 
 __all__ = ["MAX_RANKS", "PROCESS_GROUP_GRACE_S", "MemoryNeed", "RunPlan", "check_world_size", "plan_run",
-           "run_start_fields", "worker_config"]
+           "plan_script", "run_start_fields", "worker_config"]
 
 MAX_RANKS = 64
 """Most ranks one machine runs (each is a process; provenance tags hold at most 63 ranks)."""
@@ -90,10 +92,10 @@ class RunPlan:
         return self.backend.reason
 
 
-def check_world_size(ranks: int) -> int:
-    """``ranks`` if one machine can run that many ranks; else a UsageError naming the range."""
+def check_world_size(ranks: int, option: str = "--gpus") -> int:
+    """``ranks`` if one machine can run that many ranks; else a UsageError naming ``option`` and the range."""
     if not 1 <= ranks <= MAX_RANKS:
-        raise UsageError(f"--gpus {ranks}: must be between 1 and {MAX_RANKS} (one process per rank on this machine)")
+        raise UsageError(f"{option} {ranks}: must be between 1 and {MAX_RANKS} (one process per rank on this machine)")
     return ranks
 
 
@@ -123,6 +125,28 @@ def plan_run(scenario: Scenario, world_size: int | None = None, *, backend: str 
         _check_fits(memory, choice)
     return RunPlan(scenario=scenario, world_size=size, backend=choice, program=program, step=step, record=record,
                    timeout_s=timeout_s, nccl_tuning=nccl_tuning and choice.backend == "nccl")
+
+
+def plan_script(script: UserScript, nproc: int, *, record: Path | None = None, timeout_s: float = 30.0,
+                ranks_here: int | None = None, gpus: int | None = None) -> RunPlan:
+    """The plan of a run of the user's ``script`` on ``nproc`` ranks (``collviz run --nproc N
+    train.py``), all on this machine unless ``ranks_here`` says how many are (torchrun).
+
+    The script picks its backend and devices and joins the process group itself, so the plan's
+    backend row only says so (:func:`~.backends.script_backend`; ``gpus`` overrides NVML's count)
+    and no memory is checked. ``timeout_s`` is the hang report's threshold; the process group's
+    own timeout is the script's. Any mistake is a one-line UsageError.
+    """
+    here = nproc if ranks_here is None else ranks_here
+    if ranks_here is None:
+        check_world_size(nproc, "--nproc")
+    check_seconds("--timeout", timeout_s)
+    program = ScriptProgram(script)
+    scenario = Scenario(name=script.name, path=script.path, description=f"your script {script.name}, observed",
+                        kind="script", collective="", default_gpus=nproc, root=0, reduce_op=None, dtype="",
+                        buffer_name="", examples=(), followup=None, narration={})
+    return RunPlan(scenario=scenario, world_size=nproc, backend=script_backend(here, gpus=gpus,
+                   one_machine=ranks_here is None), program=program, record=record, timeout_s=timeout_s)
 
 
 def _check_fits(need: MemoryNeed, choice: BackendChoice) -> None:

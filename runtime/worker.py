@@ -27,7 +27,7 @@ from .scenarios.program import ScenarioProgram
 from .wire.protocol import RankEnd, RankStart, RunStart
 from .wire.transport import Endpoints, EventEmitter, GateClient
 
-__all__ = ["WorkerConfig", "init_distributed", "worker_main"]
+__all__ = ["WorkerConfig", "init_distributed", "torchrun_environment", "worker_main"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -70,6 +70,25 @@ def init_distributed(backend: str, rank: int, world_size: int, init_method: str,
         timeout=datetime.timedelta(seconds=timeout_s),
         device_id=device if device.type == "cuda" else None,
     )
+
+
+def torchrun_environment(config: WorkerConfig, rank: int, local_rank: int | None = None) -> dict[str, str]:
+    """The variables torchrun gives rank ``rank``, for a program that joins the process group
+    itself (``init_process_group()`` reads them): ranks and sizes, the rendezvous address of a
+    ``tcp://`` init method, and ``OMP_NUM_THREADS=1`` where unset and several ranks share the
+    machine. Under torchrun (``env://``) they are set already: nothing is returned."""
+    if not config.init_method.startswith("tcp://"):
+        return {}
+    host, _, port = config.init_method.removeprefix("tcp://").rpartition(":")
+    local = rank if local_rank is None else local_rank
+    environment = {
+        "RANK": str(rank), "WORLD_SIZE": str(config.world_size), "LOCAL_RANK": str(local),
+        "LOCAL_WORLD_SIZE": str(config.backend.ranks), "GROUP_RANK": "0", "ROLE_RANK": str(rank),
+        "ROLE_WORLD_SIZE": str(config.world_size), "MASTER_ADDR": host, "MASTER_PORT": port,
+    }
+    if "OMP_NUM_THREADS" not in os.environ and config.backend.ranks > 1:
+        environment["OMP_NUM_THREADS"] = "1"
+    return environment
 
 
 def _die_with_parent() -> None:
@@ -131,16 +150,25 @@ def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) 
         narration_values=config.program.narration_values(config.world_size),
     )
     exit_code = 0
+    if config.backend.row.program_joins:  # a user's script: torchrun's environment, then the script does the rest
+        environment = torchrun_environment(config, rank, local_rank)
+        os.environ.update(environment)
+        if "OMP_NUM_THREADS" in environment:  # torch was imported before it was set
+            torch.set_num_threads(int(environment["OMP_NUM_THREADS"]))
     if "OMP_NUM_THREADS" not in os.environ:  # torchrun's rule: ranks must not oversubscribe the cores
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // config.backend.ranks))
     try:
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-        init_distributed(config.backend.backend, rank, config.world_size, config.init_method, config.timeout_s, device)
-        emitter.emit(RankStart, device=str(device), backend=config.backend.backend, host=socket.gethostname(),
-                     pid=os.getpid())
-        with ctx.tracker:
-            config.program.run(ctx)
+        if config.backend.row.program_joins:
+            config.program.run(ctx)  # joins the process group, picks its device, says RankStart itself
+        else:
+            if device.type == "cuda":
+                torch.cuda.set_device(device)
+            init_distributed(config.backend.backend, rank, config.world_size, config.init_method, config.timeout_s,
+                             device)
+            emitter.emit(RankStart, device=str(device), backend=config.backend.backend, host=socket.gethostname(),
+                         pid=os.getpid())
+            with ctx.tracker:
+                config.program.run(ctx)
         emitter.emit(RankEnd, status="ok", phase=ctx.phase_index, dropped=emitter.dropped)
     except BaseException as exc:  # everything a rank can die of is reported, then the process ends
         exit_code = 1

@@ -84,11 +84,12 @@ async def test_replay_keys_move_the_cursor_and_speed(trace: Path):
     async with app.run_test(size=SIZE) as pilot:
         await _until(pilot, lambda: app.loaded)
         ends = app.event_log.step_ends
-        assert app.cursor == ends[0]
+        assert app.cursor == ends[1]  # a finished run opens at its first collective (step 2: the all-gather)
+        assert "opened at the first collective" in app.labels()[1]
+        await pilot.press("left")
+        assert app.cursor == ends[0] and "opened at" not in app.labels()[1]
         await pilot.press("right")
         assert app.cursor == ends[1]
-        await pilot.press("left")
-        assert app.cursor == ends[0]
         await pilot.press("end")
         assert app.cursor == len(app.event_log)
         await pilot.press("home")
@@ -132,8 +133,11 @@ async def test_live_session_reaches_the_end_and_quit_stops_it():
     app = make_app(session=session)
     async with app.run_test(size=SIZE) as pilot:
         await _until(pilot, lambda: app.event_log.run_end is not None)
-        assert app.following
-        assert app.cursor == len(app.event_log)
+        # a live run that finished well is shown at its first collective, not its emptiest last step
+        assert not app.following and app.cursor == app.event_log.step_ends[1]
+        assert "showing its first collective" in app.labels()[1]
+        await pilot.press("end")
+        assert app.following and app.cursor == len(app.event_log)
         view = app.current_view()
         assert view.state.kind == "finished"
         assert view.ranks[3].buffers[0].values == [0.0, 1.0, 10.0, 11.0, 20.0, 21.0, 30.0, 31.0]  # the latest step's first
@@ -279,6 +283,7 @@ async def test_live_all_reduce_on_real_ranks_shows_the_sum():
     app = make_app(session=session)
     async with app.run_test(size=SIZE) as pilot:
         await _until(pilot, lambda: app.event_log.run_end is not None, tries=1500)
+        await pilot.press("end")  # it opened at its first collective; the end shows what the run released
         view = app.current_view()
         assert view.state.kind == "finished"
         assert view.step == view.step_count - 1

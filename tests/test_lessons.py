@@ -148,3 +148,13 @@ def test_a_run_with_notes_prints_them_under_their_phases(tmp_path):
     assert lines[setup + 1] == f"  {NOTE_MARK}Ask: how much of {{W_query}} does each rank hold?\nThen step.".split("\n")[0]
     release = next(i for i, line in enumerate(lines) if line.startswith("phase 3  release"))
     assert lines[release + 1] == f"  {NOTE_MARK}Memory drops."
+
+
+def test_a_teachers_notes_are_pinned_above_the_scenarios_text():
+    from collviz.app.widgets.narration import narration_text
+
+    scenario = find_scenario("all-gather")
+    noted = with_notes(scenario, {"setup": "Ask: who holds row 3?"}, "n.md").narration["setup"]
+    shown = narration_text(noted).plain
+    assert shown.startswith(f"{NOTE_MARK.strip()} Ask: who holds row 3?\n\n")
+    assert shown.endswith(scenario.narration["setup"])

@@ -1,15 +1,27 @@
 """``collviz SCENARIO [options]`` (or ``collviz run SCENARIO``): run a scenario, live in the
-viewer or headless. ``SCENARIO`` is a shipped scenario's name or a scenario file (``.toml``)."""
+viewer or headless. ``SCENARIO`` is a shipped scenario's name or a scenario file (``.toml``).
+
+``collviz run [options] SCRIPT.py [args…]`` runs the user's own script on N ranks instead (its
+command line: :mod:`.script_args`), or, with ``--viewer``, this torchrun process's rank of it.
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
+import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from collviz.runtime.errors import UsageError
 
-from .options import OneLineParser
-from .playing import run_scenario
+from .options import OneLineParser, check_record_option, clean_stale_runs
+from .playing import headless_instead, run_scenario
 from .scenario_args import run_parser
+from .script_args import is_script_run, script_parser
+
+if TYPE_CHECKING:
+    from collviz.runtime.userjob.script import UserScript
 
 __all__ = ["build_parser", "main"]
 
@@ -20,11 +32,64 @@ def build_parser(name: str = "SCENARIO") -> OneLineParser:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Run the scenario ``argv`` names with the options that follow it."""
+    """Run the scenario ``argv`` names with the options that follow it, or a script (see above)."""
+    if is_script_run(argv):
+        return _run_script(script_parser().parse_args(argv))
     if not argv or argv[0].startswith("-"):
         if argv and argv[0] in ("-h", "--help"):
             build_parser().print_help()
+            print(f"\nOr your own script:\n\n{script_parser().format_help()}")
             return 0
         raise UsageError("give a scenario to run first (collviz list shows them; see: collviz SCENARIO --help)")
     name, rest = argv[0], argv[1:]
     return run_scenario(name, run_parser(name).parse_args(rest))
+
+
+def _run_script(args: argparse.Namespace) -> int:
+    """Run the user's script on ``--nproc`` ranks (viewer or headless), or under torchrun (``--viewer``)."""
+    from collviz.runtime.userjob.script import check_script
+
+    script = check_script(args.script, args.script_args)
+    if args.viewer is not None:
+        _run_under_torchrun(args, script)
+    from collviz.runtime.launch import Session
+    from collviz.runtime.plan import plan_script
+
+    if args.secret_file is not None:
+        raise UsageError("--secret-file goes with --viewer (a rank under torchrun streaming to a viewer)")
+    check_record_option(args)
+    plan = plan_script(script, 1 if args.nproc is None else args.nproc, record=args.record, timeout_s=args.timeout)
+    headless = headless_instead(args.headless, args.json)
+    print(f"collviz: {plan.banner}", file=sys.stderr)
+    clean_stale_runs()
+    session = Session(plan)
+    if headless:
+        from collviz.runtime.headless import run_headless
+
+        return run_headless(session, as_json=args.json)
+    from collviz.app.app import run_viewer
+    from collviz.runtime.headless import report_outcome
+
+    session.start()  # fork before the viewer starts its threads
+    return report_outcome(session, run_viewer(session=session), sys.stderr)
+
+
+def _run_under_torchrun(args: argparse.Namespace, script: UserScript) -> None:
+    """This torchrun process's rank of ``script``, streaming to ``--viewer`` (never returns)."""
+    if args.nproc is not None or args.headless or args.json or args.record is not None:
+        raise UsageError("with --viewer, torchrun starts the ranks and the viewer records: drop --nproc, --headless, "
+                         "--json and --record")
+    if not args.viewer.startswith("tcp://"):
+        raise UsageError(f"--viewer {args.viewer!r}: expected tcp://HOST:PORT")
+    if "RANK" not in os.environ:
+        raise UsageError("--viewer runs under torchrun, which sets RANK and WORLD_SIZE: torchrun --nproc-per-node N "
+                         "-m collviz.app.cli run --viewer tcp://HOST:PORT SCRIPT.py")
+    from collviz.runtime.limits import check_seconds
+    from collviz.runtime.remote import SECRET_ENV, load_secret
+    from collviz.runtime.torchrun_script import run_torchrun_script
+
+    check_seconds("--timeout", args.timeout)
+    secret = load_secret(args.secret_file)
+    if secret is None:
+        raise UsageError(f"--viewer needs the viewer's shared secret: ${SECRET_ENV} or --secret-file")
+    run_torchrun_script(script, viewer=args.viewer, secret=secret, timeout_s=args.timeout)

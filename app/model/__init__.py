@@ -7,7 +7,7 @@ Live, step-through and replay all feed an :class:`EventLog`; the screen shows
 from .bench import BenchSeries, BenchView, bench_at
 from .cost import CallCost, RankCost, costs_at
 from .log import EXIT_INTERRUPTED, EventLog, MemorySeries, PhaseIndex, RankIndex, Series
-from .navigation import SPEEDS, faster, next_boundary, previous_boundary, seek_step, slower
+from .navigation import SPEEDS, faster, first_collective, next_boundary, previous_boundary, seek_step, slower
 from .sources import Session, load_trace, pump_session
 from .view import TAIL_LENGTH, MemoryTrack, RankView, RunState, ViewState, step_at, view_at
 
@@ -32,6 +32,7 @@ __all__ = [
     "view_at",
     "step_at",
     "next_boundary",
+    "first_collective",
     "previous_boundary",
     "seek_step",
     "Session",

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
+from collviz.runtime.reports.bench_table import is_bench_log
+
 from .log import EventLog
 from .view import step_at
 
-__all__ = ["SPEEDS", "next_boundary", "previous_boundary", "seek_step", "faster", "slower"]
+__all__ = ["SPEEDS", "next_boundary", "previous_boundary", "seek_step", "first_collective", "faster", "slower"]
 
 SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """Replay speeds in steps per second, slowest first."""
@@ -39,6 +41,19 @@ def seek_step(log: EventLog, number: int) -> int:
     if number <= len(ends):
         return ends[number - 1]
     return len(log)
+
+
+def first_collective(log: EventLog) -> int | None:
+    """The cursor at the end of the first step that ran a collective call (None: no step did, or
+    the run is a bench sweep, whose plot is the whole sweep): where a finished run opens, since a
+    run's last step (its unobserved timed steps, its checks) is its emptiest."""
+    if log.run_start is not None and is_bench_log((log.run_start,)):
+        return None
+    ends = log.step_ends
+    for number in sorted(log.phases):
+        if log.phases[number].call_firsts and number < len(ends):
+            return ends[number]
+    return None
 
 
 def faster(speed: float) -> float:

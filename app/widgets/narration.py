@@ -1,17 +1,32 @@
-"""The narration pane: the scenario's text for the current phase, and the run's own checks."""
+"""The narration pane: a teacher's notes for the current phase first, then the scenario's text,
+then the run's own checks."""
 
 from __future__ import annotations
 
 from rich.text import Text
 
+from collviz.runtime.wire.protocol import NOTE_MARK
+
 from ..model import ViewState
 from .text_pane import TextPane
 
-__all__ = ["NarrationPane"]
+__all__ = ["NarrationPane", "narration_text"]
+
+
+def narration_text(narration: str) -> Text:
+    """The phase's narration with the teacher's notes (after :data:`NOTE_MARK`) pinned on top, in
+    bold, so a class sees the teacher's question before the scenario's explanation."""
+    scenario, *notes = narration.split(f"\n\n{NOTE_MARK}")
+    text = Text()
+    for note in notes:
+        text.append(NOTE_MARK.strip(), "bold reverse")
+        text.append(f" {note.strip()}\n\n", "bold")
+    text.append(scenario)
+    return text
 
 
 class NarrationPane(TextPane):
-    """What just happened, in words, under the phase's name."""
+    """What just happened, in words, under the phase's name (ctrl+↑/↓ scroll it)."""
 
     def show(self, view: ViewState) -> None:
         """Render the narration and checks of ``view``'s step."""
@@ -19,7 +34,7 @@ class NarrationPane(TextPane):
         if view.run is None:
             self.show_text(Text("waiting for the run to start…", "dim"))
             return
-        text = Text(view.narration or "")
+        text = narration_text(view.narration or "")
         for check in view.checks:
             mark, style = ("✓", "green") if check.ok else ("✗", "bold red")
             text.append(f"\n{mark} r{check.rank} {check.name}", style)

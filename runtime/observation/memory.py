@@ -29,7 +29,7 @@ from torch.utils._python_dispatch import (
 from ..wire.protocol import CudaMemory
 from . import nvml
 
-__all__ = ["DEFAULT_CATEGORY", "MemorySnapshot", "StorageTracker", "memory_figures"]
+__all__ = ["DEFAULT_CATEGORY", "MemorySnapshot", "StorageTracker", "memory_figures", "storages_of"]
 
 DEFAULT_CATEGORY = "other"
 """Category of storages allocated outside any :meth:`StorageTracker.category` block."""
@@ -189,7 +189,7 @@ class StorageTracker(TorchDispatchMode):
         if type(out) is torch.Tensor and out.layout is torch.strided:  # the common case, fast
             storages: Any = (out.untyped_storage(),)
         else:
-            storages = list(_storages(out))
+            storages = list(storages_of(out))
         if storages:
             with self._lock:
                 self._drain()
@@ -200,7 +200,7 @@ class StorageTracker(TorchDispatchMode):
     # ---- bookkeeping (callers hold the lock) ---------------------------------------------------
 
     def _record(self, tensors: Tensors, category: str, *, retag: bool) -> None:
-        storages = list(_storages(tensors if isinstance(tensors, torch.Tensor) else list(tensors)))
+        storages = list(storages_of(tensors if isinstance(tensors, torch.Tensor) else list(tensors)))
         with self._lock:
             self._drain()
             for storage in storages:
@@ -261,13 +261,13 @@ class StorageTracker(TorchDispatchMode):
             self._forget(self._dead.popleft())
 
 
-def _storages(obj: Any) -> Iterator[torch.UntypedStorage]:
+def storages_of(obj: Any) -> Iterator[torch.UntypedStorage]:
     """The storages of every tensor in ``obj`` (a tensor or nested lists/tuples of outputs)."""
     if isinstance(obj, torch.Tensor):
         if is_traceable_wrapper_subclass(obj):
             names, _ = obj.__tensor_flatten__()
             for name in names:
-                yield from _storages(getattr(obj, name))
+                yield from storages_of(getattr(obj, name))
             return
         try:
             yield obj.untyped_storage()
@@ -275,7 +275,7 @@ def _storages(obj: Any) -> Iterator[torch.UntypedStorage]:
             return
     elif isinstance(obj, (list, tuple)):
         for item in obj:
-            yield from _storages(item)
+            yield from storages_of(item)
 
 
 # ---- UntypedStorage.resize_ is not dispatched: wrap it while any tracker is active --------------

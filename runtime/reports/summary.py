@@ -7,7 +7,7 @@ tells exactly what the run told.
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 
 from ..observation.fingerprints import disagreements
@@ -137,7 +137,9 @@ def _collective_lines(collectives: list[Collective], world_size: int, untimed: s
         lines.append(f"  t = slowest rank; S = {human_bytes(first.algo_bytes)} (nccl-tests algorithm size for {first.op})")
         lines.append(f"  {bw.formula}")
     if len(calls) > _SHOWN_CALLS:
-        lines.append(f"  … {len(calls) - _SHOWN_CALLS} more collective calls in this phase")
+        rest = Counter(events[0].op for events in list(calls.values())[_SHOWN_CALLS:])
+        tally = ", ".join(f"{op} ×{count}" for op, count in rest.items())
+        lines.append(f"  … {len(calls) - _SHOWN_CALLS} more collective calls in this phase: {tally}")
     return lines
 
 
@@ -204,14 +206,23 @@ def _phase_durations(events: list[AnyEvent]) -> dict[int, int]:
     return slowest
 
 
+_MEMORY_SOURCES = {
+    "tracker": "exact live tensor bytes from the storage tracker",
+    "watched": "the parameters, gradients and optimizer state the script named with collviz.watch (not activations)",
+    "cuda allocator": "the CUDA caching allocator's allocated bytes",
+}
+"""What each ``Memory.source`` measures, as the summary says it."""
+
+
 def _device_figures_line(memory: list[Memory]) -> str:
-    """What the memory figures are: the tracker's, plus CUDA allocator and NVML peaks, or N/A."""
+    """What the memory figures are (their sources), plus CUDA allocator and NVML peaks, or N/A."""
     cuda = [m.cuda for m in memory if m.cuda is not None]
     nvml = [m.nvml for m in memory if m.nvml is not None]
     cuda_text = f"CUDA allocator peak {human_bytes(max(c.max_allocated for c in cuda))}" if cuda else "CUDA allocator N/A"
     nvml_text = (f"NVML device used up to {human_bytes(max(n.used for n in nvml))} of {human_bytes(nvml[0].total)}"
                  if nvml else "NVML N/A")
-    return f"memory: exact live tensor bytes from the storage tracker; {cuda_text}; {nvml_text}"
+    sources = "; ".join(_MEMORY_SOURCES.get(source, source) for source in dict.fromkeys(m.source for m in memory))
+    return f"memory: {sources}; {cuda_text}; {nvml_text}"
 
 
 def _phase_lines(events: list[AnyEvent], world_size: int, untimed: str) -> list[str]:

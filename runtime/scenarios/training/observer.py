@@ -31,27 +31,25 @@ from torch.distributed.distributed_c10d import GroupName, _resolve_process_group
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass_type
 
 from ...context import RankContext
-from ...observation.metrics import algo_bytes
-from ...observation.tensors import TagPass, dtype_name, observe_provenance
+from ...observation.c10d_calls import (
+    OP_NAMES,
+    WORLD,
+    c10d_group,
+    c10d_root,
+    c10d_tensors,
+    call_fields,
+    call_sizes,
+    group_label,
+    tensors_in,
+    work_of,
+)
+from ...observation.tensors import TagPass, observe_provenance
 from ...observation.timing import CallClock
 from ...wire.protocol import Collective, ProvenanceRun
 from ..transfers import emit_logical_transfers
 from .common import world_group
 
 __all__ = ["CollectiveObserver", "WORLD", "TRANSFER_NAMES"]
-
-WORLD = "world"
-"""The name the default (world) group goes by in Collective events."""
-
-_NAMES = {
-    "allreduce_": "all_reduce", "all_reduce": "all_reduce", "all_reduce_": "all_reduce",
-    "allgather_": "all_gather", "_allgather_base_": "all_gather", "all_gather_into_tensor": "all_gather",
-    "allgather_into_tensor_coalesced_": "all_gather",
-    "reduce_scatter_": "reduce_scatter", "_reduce_scatter_base_": "reduce_scatter",
-    "reduce_scatter_tensor": "reduce_scatter", "reduce_scatter_tensor_coalesced_": "reduce_scatter",
-    "broadcast_": "broadcast", "broadcast": "broadcast", "barrier": "barrier", "allgather_coalesced_": "all_gather",
-    "scatter_": "scatter", "gather_": "gather", "reduce_": "reduce", "alltoall_base_": "all_to_all",
-}
 
 TRANSFER_NAMES = {"all_reduce": "summed", "all_gather": "flat params (gathered)",
                   "reduce_scatter": "flat grads (reduced shard)", "broadcast": "broadcast"}
@@ -60,7 +58,8 @@ torch's own code an all-gather or reduce-scatter moves a unit's parameters or gr
 flat buffer, so their transfers' element ranges are offsets in that flat buffer (every parameter
 of the unit, one after another), not in any one tensor shown on screen; the name says so."""
 
-_ALGO_OPS = set(TRANSFER_NAMES)
+_PROVENANCE_OPS = set(TRANSFER_NAMES)
+"""The ops whose provenance the observer observes (over rank tags) and moves as transfers."""
 
 Seen = Callable[[str, torch.Tensor, torch.Tensor, "list[ProvenanceRun] | None"], None]
 """Called with (op, input, output, provenance of the output) when a functional collective has
@@ -80,57 +79,10 @@ class _Call:
     fields: dict
 
 
-def _tensors(obj: Any) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for item in obj for t in _tensors(item)]
-    return []
-
-
-def _nbytes(tensors: list[torch.Tensor]) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
-def _c10d_group(args: tuple) -> dist.ProcessGroup:
-    """The process group among a ``c10d`` op's arguments (boxed as a script object)."""
-    for arg in args:
-        if isinstance(arg, dist.ProcessGroup):
-            return arg
-        if type(arg).__name__ == "ScriptObject":
-            try:
-                return dist.ProcessGroup.unbox(arg)
-            except RuntimeError:  # another script object: a ReduceOp
-                continue
-    return world_group()
-
-
 def _functional_group(args: tuple) -> dist.ProcessGroup:
     """The process group a functional collective names (its last string argument)."""
     names = [arg for arg in args if isinstance(arg, str)]
     return _resolve_process_group(GroupName(names[-1])) if names else world_group()
-
-
-def _work_of(out: Any) -> dist.Work | None:
-    """The Work a ``c10d`` op returned (boxed as a script object), or None.
-
-    NCCL returns no Work object for some calls (``Work.unbox`` gives None: coalesced collectives,
-    ``batch_isend_irecv``); their time is not observed."""
-    for item in out if isinstance(out, (tuple, list)) else (out,):
-        if type(item).__name__ == "ScriptObject":
-            try:
-                work = dist.Work.unbox(item)
-            except RuntimeError:
-                continue
-            if work is not None:
-                return work
-    return None
-
-
-def _group_label(group: dist.ProcessGroup) -> str:
-    if group is dist.group.WORLD or group == dist.group.WORLD:
-        return WORLD
-    return getattr(group, "group_desc", "") or group.group_name
 
 
 class CollectiveObserver(TorchDispatchMode):
@@ -168,25 +120,25 @@ class CollectiveObserver(TorchDispatchMode):
         namespace, _, name = func._schema.name.partition("::")
         if namespace == "_c10d_functional" and name == "wait_tensor":
             return func(*args, **kwargs)  # the observer already waited (see below)
-        if namespace not in ("c10d", "_c10d_functional") or namespace == "_c10d_functional" and name not in _NAMES:
+        if namespace not in ("c10d", "_c10d_functional") or namespace == "_c10d_functional" and name not in OP_NAMES:
             return func(*args, **kwargs)  # not a collective (functional helpers such as _wrap_tensor_autograd)
-        op = _NAMES.get(name, name)
+        op = OP_NAMES.get(name, name)
         clock = CallClock(self.ctx.device)
         out = func(*args, **kwargs)
         if namespace == "c10d":
-            work = _work_of(out)
+            work = work_of(out)
             if work is not None:
                 work.wait()  # CPU: until it completes; CUDA: the issuing stream waits, the host does not
             clock.issued()
-            outputs, inputs = _tensors(args[:1]), _tensors(args[1:2]) or _tensors(args[:1])
-            root = args[2] if op == "broadcast" and len(args) > 2 and isinstance(args[2], int) else None
-            call = self._call(op, _c10d_group(args), inputs, outputs, None, root)
+            inputs, outputs = c10d_tensors(args)
+            root = c10d_root(op, args)
+            call = self._call(op, c10d_group(args), inputs, outputs, None, root)
             timed = work is not None
         else:
-            inputs = _tensors(args[:1])
+            inputs = tensors_in(args[:1])
             reduce_op = args[1] if len(args) > 1 and isinstance(args[1], str) else None
             root = args[1] if op == "broadcast" and len(args) > 1 and isinstance(args[1], int) else None
-            outputs = [torch.ops._c10d_functional.wait_tensor(t) for t in _tensors(out)]
+            outputs = [torch.ops._c10d_functional.wait_tensor(t) for t in tensors_in(out)]
             clock.issued()
             call = self._call(op, _functional_group(args), inputs, outputs, reduce_op, root)
             timed = True
@@ -204,19 +156,11 @@ class CollectiveObserver(TorchDispatchMode):
     def _call(self, op: str, group: dist.ProcessGroup, inputs: list[torch.Tensor], outputs: list[torch.Tensor],
               reduce_op: str | None, root: int | None) -> _Call:
         """The observed call, with the fields shared by its begin and end events (numbers it)."""
-        members = dist.get_process_group_ranks(group)
-        label = _group_label(group)
-        n = len(members)
-        bytes_in, bytes_out = _nbytes(inputs), _nbytes(outputs)
-        sample = (inputs or outputs or [torch.empty(0)])[0]
         self.count += 1
-        fields = dict(
-            phase=self.ctx.phase_index, op=op, group=label, group_ranks=members,
-            group_seq=self.ctx.next_group_seq(label), dtype=dtype_name(sample.dtype),
-            count=sum(t.numel() for t in inputs), bytes_in=bytes_in, bytes_out=bytes_out,
-            algo_bytes=algo_bytes(op, n, bytes_in, bytes_out) if op in _ALGO_OPS else bytes_in,
-            reduce_op=reduce_op, root=None if root is None else members[root],
-        )
+        label = group_label(group)
+        fields = call_fields(op, label, dist.get_process_group_ranks(group), call_sizes(inputs, outputs), reduce_op,
+                             root)
+        fields.update(phase=self.ctx.phase_index, group_seq=self.ctx.next_group_seq(label))
         return _Call(op, group, inputs, outputs, root, fields)
 
     def _observe(self, call: _Call) -> list[ProvenanceRun] | None:
@@ -235,7 +179,7 @@ class CollectiveObserver(TorchDispatchMode):
 def _observed_provenance(call: _Call, rank: int) -> list[ProvenanceRun] | None:
     """Run ``call``'s collective again on its group over rank tags; the provenance of the result
     in global ranks (None: an op that moves no data, several tensors, or no tag type for its dtype)."""
-    if call.op not in _ALGO_OPS or len(call.inputs) != 1 or len(call.outputs) != 1:
+    if call.op not in _PROVENANCE_OPS or len(call.inputs) != 1 or len(call.outputs) != 1:
         return None
     if call.op == "broadcast" and call.root is None:
         return None

@@ -1,0 +1,76 @@
+"""The command line of ``collviz run [options] SCRIPT.py [script args…]``: a user's own script.
+
+As with torchrun, collviz's options come before the script and everything after the script's
+name is the script's own. ``collviz run`` hands its arguments here when the first one names a
+``.py`` file or is an option (a scenario's name always comes first).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from .options import (
+    OneLineParser,
+    add_headless_option,
+    add_json_option,
+    add_record_option,
+    command_parser,
+)
+
+__all__ = ["SCRIPT_EPILOG", "is_script_run", "script_parser"]
+
+SCRIPT_EPILOG = """\
+Your script runs on N ranks with torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK,
+LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so its own init_process_group() works unchanged;
+it picks its backend and devices itself. collviz shows every collective it issues (op, group,
+sizes, dtype, time) without copies, waits or extra collectives: values and provenance are not
+captured. Mark training steps with collviz.step (one viewer step each); outside a step each
+collective is a step of its own:
+
+  import collviz
+  for index in range(steps):
+      with collviz.step(f"train step {index}"):
+          ...
+
+  collviz run --nproc 4 examples/fsdp_train.py --steps 3
+  collviz run --nproc 4 --headless --record fsdp.cvz examples/fsdp_train.py
+
+Under torchrun, on any number of machines, stream to a viewer instead (collviz view --listen):
+
+  torchrun --nproc-per-node 4 -m collviz.app.cli run --viewer tcp://HOST:5555 train.py
+"""
+
+
+def script_parser() -> OneLineParser:
+    """``collviz run [--nproc N] [--headless] [--record FILE] … SCRIPT.py [args…]``."""
+    parser = command_parser("collviz run", "Run your own training script on N ranks and watch its collectives.",
+                            SCRIPT_EPILOG)
+    parser.add_argument("--nproc", "--nproc-per-node", type=int, default=None, metavar="N",
+                        help="ranks to start on this machine, as torchrun's --nproc-per-node (default 1)")
+    add_headless_option(parser, "the summary: every step's collectives, their sizes and times")
+    add_json_option(parser, "the headless summary")
+    add_record_option(parser)
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                        help="a collective some ranks entered and others did not for S seconds is reported as a "
+                             "hang, naming who waits where (default 30); the run then waits for the script's own "
+                             "process-group timeout, or Ctrl-C")
+    parser.add_argument("--viewer", metavar="URL",
+                        help="under torchrun: run this process's rank and stream its events to collviz view --listen "
+                             "at tcp://HOST:PORT")
+    parser.add_argument("--secret-file", type=Path, metavar="FILE",
+                        help="with --viewer: the shared secret (default: $COLLVIZ_SECRET)")
+    parser.add_argument("script", metavar="SCRIPT.py", help="your script (its name must end in .py)")
+    parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
+                        help="the script's own arguments")
+    return parser
+
+
+def is_script_run(argv: Sequence[str]) -> bool:
+    """Whether ``collviz run ARGV`` runs a script: its first argument names a ``.py`` file or is
+    an option other than ``--help``."""
+    if not argv:
+        return False
+    first = argv[0]
+    return first.endswith(".py") or first.startswith("-") and first not in ("-h", "--help")

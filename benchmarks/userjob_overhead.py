@@ -1,0 +1,107 @@
+"""What watching a script costs: the example's training step with and without collviz, 4 gloo ranks.
+
+Two measurements, each repeated ``--rounds`` times:
+
+1. *In one process* (``_toggled_steps.py``): the example's model and step, with an observer
+   switched on for half of the steps (off, on, on, off, …) in the same ranks, so machine noise
+   hits both halves alike. ``observer``: collviz's own, the script run by ``collviz run``;
+   ``dispatch mode``: an empty ``TorchDispatchMode`` (every tensor op through Python and straight
+   on), the least any dispatch-mode observer would cost, the script run by torchrun. Each run's
+   figure is the median on-step ÷ the median off-step, for wall time and for the CPU time the
+   rank's process used (every thread's).
+2. *End to end*: the example itself (``examples/fsdp_train.py``, or ddp) run plainly by torchrun,
+   then by ``collviz run --headless``; each run's figure is its median step after the warm-up.
+
+Printed: every run's figures, then the median over rounds with the spread (min–max). Goal: the
+observer's wall ratio ≤ 1.03.
+
+    python benchmarks/userjob_overhead.py [--rounds 5] [--example fsdp|ddp] [--steps 100] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RANKS = 4
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(RANKS)]
+COLLVIZ = [sys.executable, "-m", "collviz.app.cli", "run", "--nproc", str(RANKS), "--headless"]
+
+
+def run_for_times(command: list[str]) -> dict:
+    """Run ``command`` (it is given ``--times FILE``) with one thread per rank; what it wrote."""
+    with tempfile.TemporaryDirectory() as folder:
+        times = Path(folder) / "times.json"
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}  # what torchrun sets; the same for every variant
+        subprocess.run([*command, "--times", str(times)], check=True, env=env, cwd=HERE, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        return json.loads(times.read_text())
+
+
+def toggled(kind: str, model_args: list[str]) -> tuple[float, float]:
+    """(wall ratio, CPU ratio) of one in-process A/B run of ``kind``."""
+    launcher = COLLVIZ if kind == "observer" else TORCHRUN
+    found = run_for_times([*launcher, "_toggled_steps.py", "--toggle", kind, *model_args])
+    median = {key: statistics.median(values) for key, values in found.items()}
+    return median["on"] / median["off"], median["cpu on"] / median["cpu off"]
+
+
+def end_to_end(launcher: list[str], script: Path, model_args: list[str], warmup: int) -> float:
+    """Median step time (s, rank 0) of the example after ``warmup`` steps."""
+    return statistics.median(run_for_times([*launcher, str(script), *model_args])[warmup:])
+
+
+def spread(values: list[float], scale: float = 1.0, digits: int = 3) -> str:
+    """``median (min–max)``."""
+    return (f"{statistics.median(values) * scale:.{digits}f} ({min(values) * scale:.{digits}f}–"
+            f"{max(values) * scale:.{digits}f})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--example", choices=("fsdp", "ddp"), default="fsdp")
+    parser.add_argument("--steps", type=int, default=100, help="steps per in-process run (half of them observed)")
+    parser.add_argument("--dim", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--quick", action="store_true", help="one round, 12 steps of a small model (seconds)")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.steps, args.dim, args.layers, args.batch = 1, 12, 64, 2, 32
+    model_args = ["--dim", str(args.dim), "--layers", str(args.layers), "--batch", str(args.batch)]
+    toggled_args = ["--example", args.example, "--steps", str(args.steps), *model_args]
+    script = ROOT / "examples" / f"{args.example}_train.py"
+    e2e_steps, warmup = max(8, args.steps // 4), 3
+    e2e_args = ["--steps", str(e2e_steps), *model_args]
+    print(f"{args.example} example, {' '.join(model_args)}, {RANKS} gloo ranks, {args.rounds} rounds")
+    print("round  observer wall  observer cpu  dispatch-mode wall  dispatch-mode cpu  torchrun ms  collviz run ms")
+    rows = []
+    for index in range(args.rounds):
+        observer = toggled("observer", toggled_args)
+        mode = toggled("dispatch-mode", toggled_args)
+        bare = end_to_end(TORCHRUN, script, e2e_args, warmup)
+        watched = end_to_end(COLLVIZ, script, e2e_args, warmup)
+        rows.append((*observer, *mode, bare, watched))
+        print(f"{index:>5}  {observer[0]:>13.3f}  {observer[1]:>12.3f}  {mode[0]:>18.3f}  {mode[1]:>17.3f}  "
+              f"{bare * 1e3:>11.1f}  {watched * 1e3:>14.1f}", flush=True)
+    columns = list(zip(*rows))
+    print()
+    print(f"in one process, on-step ÷ off-step, median (min–max) over {args.rounds} runs:")
+    print(f"  collviz's observer: wall {spread(list(columns[0]))}, CPU {spread(list(columns[1]))}")
+    print(f"  empty dispatch mode: wall {spread(list(columns[2]))}, CPU {spread(list(columns[3]))}")
+    print(f"end to end, median step ({e2e_steps} steps, {warmup} warm-up), ms:")
+    print(f"  torchrun {spread(list(columns[4]), 1e3, 1)}; collviz run {spread(list(columns[5]), 1e3, 1)}; "
+          f"ratio {spread([w / b for b, w in zip(columns[4], columns[5])])}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,539 @@
+"""The light observer of a user's script: every collective it issues, with no waits, no extra
+collectives and no copies, so that the job's own timing is left as it is.
+
+**Where calls are seen.** Every collective ``torch.distributed`` runs — the script's own calls,
+DDP's C++ reducer, FSDP2, the functional collectives DTensor uses (their kernels call these ops) —
+reaches the dispatcher as a ``c10d`` op (``c10d::allreduce_``, ``c10d::_allgather_base_``, …).
+The observer registers a Python kernel for each of them at the ``BackendSelect`` dispatch key:
+that key is in every call's key set (``inference_mode`` included), it lies below autograd (so
+the autograd formulas torch registers for functional collectives are untouched), these ops have
+no kernel there of their own, and the observer's kernel hands the call on to the real one at
+once. Nothing else is intercepted: a ``TorchDispatchMode`` would see every tensor op of the
+script, and pay for each (BENCHMARKS.md measures both). Point-to-point ``send``/``recv`` are not
+observed (they are not matched across a group as collectives are).
+
+**What is timed**, from the call's issue, by the first of these the call's ``Work`` offers:
+
+- *CUDA* (NCCL): the process group records CUDA events around each call on its own stream
+  (``TORCH_NCCL_ENABLE_TIMING``, set before the script creates its group); ``Work._get_duration``
+  reads their time once the call is seen complete — polled at the next call, step mark or the
+  script's end, never waited for. Clock ``gpu``. (Not yet run by collviz's tests: no GPU.)
+- *its completion, on CPU* (gloo's calls): one watcher thread per rank waits on each call's
+  ``Work`` in issue order (the interpreter lock released while it waits) and stamps the time
+  it wakes. The backend's own threads run nothing of collviz's (a done-callback on the call's
+  future would: it runs on gloo's thread before the call's waiters are woken, delaying them).
+  The stamp is late by the time the watcher takes to get the interpreter lock (at most the
+  switch interval, 5 ms, while the script's thread runs pure Python), or, for a call that
+  completes before an earlier one, until the earlier one has. Clock ``host``.
+- *the caller's wait* (gloo's ``reduce_scatter_tensor``: an all-reduce it finishes inside the
+  ``wait``, with no future): the end of the first ``Work.wait`` called from Python on it. FSDP2
+  waits at once, so this is the call's time; a wait called from C++ is not seen, and the call is
+  then shown untimed at the next step mark. Clock ``host``.
+
+**Steps.** ``collviz.step(name)`` opens a step (one viewer step); outside any step each call is a
+step of its own, so every rank's k-th call outside steps is step k everywhere.
+
+**Event delivery.** The script's thread only records each call (its sizes, group, step and
+issue time) under the observer's lock; a thread of the observer's own turns what is recorded
+into events and hands them to the rank's emitter every :data:`HAND_OVER_S` (and at the script's
+end). Waking the emitter's sender, and formatting, for each event cost the script's thread far
+more on a busy machine (BENCHMARKS.md). A hang is still reported, within that delay.
+
+**Event order.** The viewer indexes each rank's events by phase, which must never decrease along
+a rank's stream: a step's end, and anything after it, is emitted only once every call issued
+before it has ended. Calls of the open step are emitted as they are issued (a hang is seen as it
+happens); only events after an earlier step's unfinished call wait for it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from collviz import marks
+from ..observation import nvml
+from ..observation.c10d_calls import (
+    OP_NAMES,
+    CallSizes,
+    c10d_group,
+    c10d_root,
+    c10d_tensors,
+    call_fields,
+    call_sizes,
+    group_label,
+    work_of,
+)
+from ..observation.memory import storages_of
+from ..wire.protocol import Collective, CudaMemory, Memory, Phase, RankStart
+from ..wire.transport import EventEmitter
+
+__all__ = ["OBSERVED_OPS", "NOT_CAPTURED", "HAND_OVER_S", "ScriptObserver"]
+
+OBSERVED_OPS = ("allreduce_", "allreduce_coalesced_", "allgather_", "_allgather_base_", "allgather_coalesced_",
+                "allgather_into_tensor_coalesced_", "reduce_scatter_", "_reduce_scatter_base_",
+                "reduce_scatter_tensor_coalesced_", "broadcast_", "reduce_", "gather_", "scatter_", "alltoall_base_",
+                "barrier")
+"""The ``c10d`` ops observed: every collective of a process group (not send/recv)."""
+
+NOT_CAPTURED = ("values and provenance not captured: collviz run observes your script without copies, waits "
+                "or extra collectives")
+"""What a script's run does not show, said in its RunStart and in every step's narration."""
+
+HAND_OVER_S = 0.1
+"""How often the observed events are handed to the emitter (seconds)."""
+
+_PER_CALL = "Outside collviz.step each collective is a step of its own. "
+
+_AFTER_BACKEND_SELECT = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.BackendSelect)
+
+
+@dataclass
+class _Call:
+    """One observed call: what it was (its event fields are made when first sent, off the
+    script's thread), when it was issued and ended, and how far its events have gone out."""
+
+    name: str
+    group: str
+    members: list[int]
+    sizes: CallSizes
+    root: int | None
+    phase: int
+    group_seq: int
+    issued_ns: int
+    ended_ns: int | None = None
+    duration_ns: int | None = None
+    clock: str = ""
+    begin_sent: bool = False
+    fields_sent: dict = field(default_factory=dict)
+    sent: bool = False
+    """Its end event went out."""
+
+    def end(self, now_ns: int, duration_ns: int | None, clock: str) -> None:
+        """Record that the call ended at ``now_ns`` (``duration_ns`` None: not timed)."""
+        self.ended_ns, self.duration_ns, self.clock = now_ns, duration_ns, clock if duration_ns is not None else ""
+
+    @property
+    def fields(self) -> dict:
+        """The fields its begin and end events share."""
+        return {**call_fields(self.name, self.group, self.members, self.sizes, None, self.root), "phase": self.phase,
+                "group_seq": self.group_seq}
+
+
+@dataclass
+class _Edge:
+    """A step's begin or end, waiting in the queue for its turn. A step of one call ends when the
+    call does (``after``)."""
+
+    index: int
+    name: str
+    edge: str
+    t_ns: int | None
+    after: _Call | None = None
+    narration: str = ""
+    sent: bool = False
+
+
+@dataclass
+class _Watched:
+    """What ``collviz.watch`` named: modules (parameters, gradients) and optimizers (state)."""
+
+    modules: list[torch.nn.Module] = field(default_factory=list)
+    optimizers: list[torch.optim.Optimizer] = field(default_factory=list)
+
+
+class ScriptObserver:
+    """Observes every collective this process issues while entered (``with observer:``), and
+    receives the script's marks (:class:`collviz.marks.Recorder`); emits events through ``emitter``.
+
+    Calls may be issued, and complete, on any thread; everything the observer holds is guarded by
+    one lock. Events wait in an outbox until handed to the emitter (by one thread at a time: the
+    emitter numbers events as they come).
+    """
+
+    def __init__(self, emitter: EventEmitter) -> None:
+        self.emitter = emitter
+        self.phase_index = -1
+        """The step calls go to now (-1: none yet)."""
+        self._lock = threading.Lock()
+        self._queue: deque[_Call | _Edge] = deque()
+        self._polled: list[tuple[dist.Work, _Call]] = []
+        """CUDA calls and their Work, until seen complete."""
+        self._waited: dict[int, tuple[dist.Work, _Call]] = {}
+        """id(Work) → (Work, call) for calls whose end is the caller's wait."""
+        self._group_seq: Counter[str] = Counter()
+        self._groups: dict[int, tuple[dist.ProcessGroup, str, list[int]]] = {}
+        self._next_phase = 0
+        self._phase_name = ""
+        self._step_open = False
+        self._started = False
+        self._closed = True
+        self._library: torch.library.Library | None = None
+        self._original_wait = dist.Work.wait
+        self._wait_code: Any = None
+        self._watched = _Watched()
+        self._peak = 0
+        self._watcher = _Watcher(self._original_wait, self._completed)
+        self._outbox: list[tuple[type, dict]] = []
+        self._hand_over = threading.Event()
+        self._courier: threading.Thread | None = None
+
+    # ---- lifetime ------------------------------------------------------------------------------
+
+    def __enter__(self) -> ScriptObserver:
+        self._closed = False
+        self._library = torch.library.Library("c10d", "IMPL")
+        for name in OBSERVED_OPS:
+            packet = getattr(torch.ops.c10d, name, None)
+            if packet is not None:
+                self._library.impl(name, partial(self._kernel, packet.default, OP_NAMES.get(name, name)),
+                                   "BackendSelect", with_keyset=True)
+        original, waited = self._original_wait, self._waited_on
+
+        def wait(work: dist.Work, *args: Any, **kwargs: Any) -> Any:
+            result = original(work, *args, **kwargs)
+            waited(work)
+            return result
+
+        self._wait_code = wait.__code__
+        dist.Work.wait = wait  # type: ignore[method-assign]
+        self._watcher.start()
+        self._hand_over.clear()
+        self._courier = threading.Thread(target=self._carry, name="collviz-courier", daemon=True)
+        self._courier.start()
+        marks.attach(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        marks.detach()
+        dist.Work.wait = self._original_wait  # type: ignore[method-assign]
+        self._watcher.stop()
+        with self._lock:
+            now = time.monotonic_ns()
+            if self._step_open:
+                self._end_step_locked(now)
+            self._poll_locked()
+            self._give_up_waits_locked(now)
+            self._flush_locked()
+            if not self._started:
+                self._announce_locked(None)
+            self._closed = True
+        self._hand_over.set()
+        if self._courier is not None:
+            self._courier.join()
+        self._deliver()
+        if self._library is not None:
+            self._library._destroy()
+            self._library = None
+
+    # ---- calls ---------------------------------------------------------------------------------
+
+    def _kernel(self, op: torch._ops.OpOverload, name: str, keyset: torch._C.DispatchKeySet, *args: Any,
+                **kwargs: Any) -> Any:
+        """Issue the call (the real kernel, at once), then record it as ``name``; returns what the
+        call returned."""
+        issued_ns = time.monotonic_ns()
+        out = op.redispatch(keyset & _AFTER_BACKEND_SELECT, *args, **kwargs)
+        if not self._closed:
+            self._issued(name, args, out, issued_ns)
+        return out
+
+    def _group(self, group: dist.ProcessGroup) -> tuple[str, list[int]]:
+        """``group``'s label and global ranks (looked up once per group)."""
+        known = self._groups.get(id(group))
+        if known is None or known[0] is not group:
+            known = self._groups[id(group)] = (group, group_label(group), dist.get_process_group_ranks(group))
+        return known[1], known[2]
+
+    def _issued(self, name: str, args: tuple, out: Any, issued_ns: int) -> None:
+        """Record a call just issued: its events, and where its end will come from."""
+        inputs, outputs = c10d_tensors(args)
+        group = c10d_group(args)
+        label, members = self._group(group)
+        sizes = call_sizes(inputs, outputs)
+        sample = (outputs or inputs or [None])[0]
+        on_gpu = sample is not None and sample.is_cuda
+        work = work_of(out)
+        watchable = work is not None and not on_gpu
+        if watchable and name == "reduce_scatter":
+            try:
+                work.get_future()  # a work of its own: waiting on it has no effect but waiting
+            except RuntimeError:  # gloo's reduce_scatter_tensor, finished inside its wait: timed by the caller's
+                watchable = False
+        with self._lock:
+            if not self._started:
+                self._announce_locked(sample, group)
+            self._poll_locked()
+            seq = self._group_seq[label]
+            if not self._step_open:
+                self._open_locked(f"{name} #{seq} ({label})", issued_ns, _PER_CALL + NOT_CAPTURED)
+            call = _Call(name, label, members, sizes, c10d_root(name, args), self.phase_index, seq, issued_ns)
+            self._group_seq[label] = seq + 1
+            self._queue.append(call)
+            if not self._step_open:  # a step of one call: it ends when the call does
+                self._queue.append(_Edge(self.phase_index, self._phase_name, "end", None, after=call))
+            if work is None:
+                call.end(issued_ns, None, "")  # nothing to time (NCCL's coalesced calls return no Work)
+            elif on_gpu:
+                self._polled.append((work, call))
+            elif not watchable:
+                self._waited[id(work)] = (work, call)
+        if watchable:
+            self._watcher.watch(work, call)
+
+    def _completed(self, call: _Call, now_ns: int, ok: bool) -> None:
+        """The watcher saw ``call`` complete at ``now_ns`` (``ok`` False: it failed, so it has no
+        time of its own): stamp it; what that releases goes out at the next hand-over."""
+        with self._lock:
+            call.end(now_ns, now_ns - call.issued_ns if ok else None, "host")
+
+    def _waited_on(self, work: dist.Work) -> None:
+        """A ``Work.wait`` called from Python returned: the end of a call timed by its wait."""
+        if id(work) not in self._waited:
+            return
+        now = time.monotonic_ns()
+        with self._lock:
+            entry = self._waited.get(id(work))
+            if entry is None or entry[0] is not work:
+                return
+            del self._waited[id(work)]
+            entry[1].end(now, now - entry[1].issued_ns, "host")
+
+    def hide_wait(self, exc: BaseException) -> None:
+        """Drop the observer's ``Work.wait`` wrapper from the end of ``exc``'s traceback, so that an
+        error a wait raised is reported where the script (or torch) waited, not inside collviz."""
+        entry = exc.__traceback__
+        while entry is not None and entry.tb_next is not None:
+            if entry.tb_next.tb_next is None and entry.tb_next.tb_frame.f_code is self._wait_code:
+                entry.tb_next = None
+                return
+            entry = entry.tb_next
+
+    def _poll_locked(self) -> None:
+        """Stamp the CUDA calls whose work has completed with the GPU time NCCL measured."""
+        pending = []
+        for work, call in self._polled:
+            if not work.is_completed():
+                pending.append((work, call))
+                continue
+            try:
+                duration = int(work._get_duration() * 1e6)
+            except RuntimeError:  # timing was off for this group (created before the variable was set)
+                duration = None
+            call.end(time.monotonic_ns(), duration, "gpu")
+        self._polled = pending
+
+    def _give_up_waits_locked(self, now_ns: int) -> None:
+        """Calls timed by a wait that no Python code made (a wait from C++) end here, untimed."""
+        for _, call in self._waited.values():
+            call.end(now_ns, None, "")
+        self._waited.clear()
+
+    # ---- the script's marks (marks.Recorder) ---------------------------------------------------
+
+    def begin_step(self, name: str) -> int:
+        """Open step ``name`` now, ending the open one; returns its number."""
+        now = time.monotonic_ns()
+        with self._lock:
+            if self._step_open:
+                self._end_step_locked(now)
+            self._poll_locked()
+            self._give_up_waits_locked(now)
+            self._open_locked(name, now, NOT_CAPTURED)
+            self._step_open = True
+            return self.phase_index
+
+    def end_step(self, number: int) -> None:
+        """End step ``number`` if it is the open one."""
+        now = time.monotonic_ns()
+        with self._lock:
+            if self._step_open and self.phase_index == number:
+                self._end_step_locked(now)
+                self._poll_locked()
+                self._give_up_waits_locked(now)
+
+    def watch(self, objects: tuple[Any, ...]) -> None:
+        """Account these modules and optimizers in each step's memory (TypeError for anything else)."""
+        for item in objects:
+            if isinstance(item, torch.nn.Module):
+                self._watched.modules.append(item)
+            elif isinstance(item, torch.optim.Optimizer):
+                self._watched.optimizers.append(item)
+            else:
+                raise TypeError(f"collviz.watch takes modules and optimizers, not {type(item).__name__}")
+
+    # ---- steps, memory, RankStart (callers hold the lock) --------------------------------------
+
+    def _open_locked(self, name: str, t_ns: int, narration: str) -> None:
+        self.phase_index, self._phase_name = self._next_phase, name
+        self._next_phase += 1
+        self._queue.append(_Edge(self.phase_index, name, "begin", t_ns, narration=narration))
+
+    def _end_step_locked(self, t_ns: int) -> None:
+        self._step_open = False
+        self._queue.append(_Edge(self.phase_index, self._phase_name, "end", t_ns))
+        self._memory_locked()
+
+    def _memory_locked(self) -> None:
+        """A Memory event for the step that ends, from what is cheap to read: the CUDA allocator's
+        figures (where the script has initialised CUDA) and the watched objects' bytes."""
+        categories = _watched_bytes(self._watched)
+        cuda = device_totals = None
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            index = torch.cuda.current_device()
+            cuda = CudaMemory(allocated=torch.cuda.memory_allocated(index), reserved=torch.cuda.memory_reserved(index),
+                              max_allocated=torch.cuda.max_memory_allocated(index))
+            device_totals = nvml.device_memory(index)
+        if cuda is None and not categories:
+            return
+        live = cuda.allocated if cuda is not None else sum(categories.values())
+        self._peak = max(self._peak, cuda.max_allocated if cuda is not None else live)
+        self._send(Memory, phase=self.phase_index, label="step end", live_bytes=live, peak_bytes=self._peak,
+                   by_category=categories, source="cuda allocator" if cuda is not None else "watched", cuda=cuda,
+                   nvml=device_totals)
+
+    def _announce_locked(self, sample: torch.Tensor | None, group: dist.ProcessGroup | None = None) -> None:
+        """RankStart (once): the device of the first call's tensors and its group's backend."""
+        self._started = True
+        backend = ""
+        if dist.is_initialized():
+            try:
+                backend = str(dist.get_backend(group))
+            except (RuntimeError, ValueError):
+                pass
+        device = str(sample.device) if sample is not None else "(no collective)"
+        self._send(RankStart, device=device, backend=backend, host=socket.gethostname(), pid=os.getpid())
+
+    # ---- emission in order ---------------------------------------------------------------------
+
+    def _flush_locked(self) -> None:
+        """Emit every queued event whose turn has come (see the module's "Event order")."""
+        all_ended = True
+        for item in self._queue:
+            if isinstance(item, _Edge):
+                if not item.sent:
+                    if item.edge == "end" and not all_ended:
+                        break
+                    self._send_edge(item)
+                continue
+            if not item.begin_sent:
+                item.fields_sent = item.fields
+                self._send(Collective, t_ns=item.issued_ns, edge="begin", **item.fields_sent)
+                item.begin_sent = True
+            if item.ended_ns is not None and not item.sent:
+                self._send(Collective, t_ns=item.ended_ns, edge="end", duration_ns=item.duration_ns,
+                           clock=item.clock, **item.fields_sent)
+                item.sent = True
+            all_ended = all_ended and item.sent
+        while self._queue and self._queue[0].sent:
+            self._queue.popleft()
+
+    def _send(self, event_type: type, **fields: Any) -> None:
+        """Put an event in the outbox (the lock is held), stamped now unless ``t_ns`` says when."""
+        fields.setdefault("t_ns", time.monotonic_ns())
+        self._outbox.append((event_type, fields))
+
+    def _carry(self) -> None:
+        """The courier: hand the outbox to the emitter every :data:`HAND_OVER_S` until closed."""
+        while not self._hand_over.wait(HAND_OVER_S):
+            self._deliver()
+
+    def _deliver(self) -> None:
+        with self._lock:
+            self._flush_locked()
+            batch, self._outbox = self._outbox, []
+        for event_type, fields in batch:
+            self.emitter.emit(event_type, **fields)
+
+    def _send_edge(self, edge: _Edge) -> None:
+        if edge.edge == "begin":
+            self._send(Phase, t_ns=edge.t_ns, index=edge.index, name=edge.name, edge="begin",
+                       narration=edge.narration)
+        else:
+            t_ns = edge.t_ns if edge.t_ns is not None else edge.after.ended_ns
+            self._send(Phase, t_ns=t_ns, index=edge.index, name=edge.name, edge="end")
+        edge.sent = True
+
+
+class _Watcher:
+    """A thread that waits on each watched call's Work, in issue order, and reports when it woke
+    (with ``wait``, the original ``Work.wait``: no side effect on a CPU work but waiting)."""
+
+    def __init__(self, wait: Any, completed: Any) -> None:
+        self._wait = wait
+        self._completed = completed
+        self._pending: deque[tuple[dist.Work, _Call]] = deque()
+        self._ready = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    def start(self) -> None:
+        """Start watching (again, after :meth:`stop`)."""
+        self._stopping = False
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="collviz-watcher", daemon=True)
+            self._thread.start()
+
+    def watch(self, work: dist.Work, call: _Call) -> None:
+        """Report ``call``'s completion once ``work`` has completed."""
+        with self._ready:
+            self._pending.append((work, call))
+            self._ready.notify()
+
+    def stop(self, timeout_s: float = 1.0) -> None:
+        """Report what completes within ``timeout_s``, then stop (a call that never completes, as
+        when the script failed, stays unreported; the thread is a daemon)."""
+        with self._ready:
+            self._stopping = True
+            self._ready.notify()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._pending and not self._stopping:
+                    self._ready.wait()
+                if not self._pending:
+                    return
+                work, call = self._pending[0]
+            try:
+                self._wait(work)
+                ok = True
+            except Exception:  # the call failed (a peer died): no time of its own
+                ok = False
+            self._completed(call, time.monotonic_ns(), ok)
+            with self._ready:
+                self._pending.popleft()
+
+
+def _watched_bytes(watched: _Watched) -> dict[str, int]:
+    """Bytes of the watched modules' parameters and gradients and the optimizers' state, each
+    storage counted once (FSDP2's parameters count their local shards); empty when nothing is
+    watched."""
+    if not watched.modules and not watched.optimizers:
+        return {}
+    seen: set[int] = set()
+
+    def total(tensors: list[torch.Tensor]) -> int:
+        count = 0
+        for storage in storages_of(tensors):
+            if storage.data_ptr() not in seen:
+                seen.add(storage.data_ptr())
+                count += storage.nbytes()
+        return count
+
+    params = [p for module in watched.modules for p in module.parameters()]
+    grads = [p.grad for p in params if p.grad is not None]
+    state = [value for optimizer in watched.optimizers for entry in optimizer.state.values()
+             for value in entry.values() if isinstance(value, torch.Tensor)]
+    figures = {"params": total(params), "grads": total(grads), "optimizer state": total(state)}
+    return {name: count for name, count in figures.items() if count}

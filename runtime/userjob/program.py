@@ -1,0 +1,78 @@
+"""One rank of a user's script: the script runs as ``__main__`` under the light observer.
+
+The worker has already set torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, …)
+and leaves the process group to the script, so its own ``init_process_group()`` works unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from dataclasses import dataclass
+from typing import Union
+
+from ..context import RankContext
+from .observer import NOT_CAPTURED, ScriptObserver
+from .script import UserScript
+
+__all__ = ["ScriptExit", "ScriptProgram", "run_as_main"]
+
+
+class ScriptExit(RuntimeError):
+    """The script called ``sys.exit`` with a failing status."""
+
+
+def run_as_main(script: UserScript) -> None:
+    """Run ``script`` as ``python SCRIPT ARGS…`` would: as ``__main__``, with ``sys.argv`` its name
+    and arguments and its folder first on ``sys.path``. ``sys.exit(0)`` returns; another status
+    raises :class:`ScriptExit`."""
+    argv, path = sys.argv[:], sys.path[:]
+    sys.argv = [str(script.path), *script.args]
+    sys.path.insert(0, str(script.path.parent))
+    try:
+        runpy.run_path(str(script.path), run_name="__main__")
+    except SystemExit as exit_:
+        if exit_.code not in (None, 0):
+            raise ScriptExit(f"{script.name} exited with status {exit_.code}") from None
+    finally:
+        sys.argv, sys.path[:] = argv, path
+
+
+@dataclass(frozen=True)
+class ScriptProgram:
+    """The program every rank of a script run runs (a :class:`~..scenarios.program.ScenarioProgram`
+    whose process group the script joins itself)."""
+
+    script: UserScript
+
+    @property
+    def phase_count(self) -> int:
+        """Unknown before the script runs: its steps are seen as they happen."""
+        return 0
+
+    @property
+    def source(self) -> str:
+        """The script and its arguments, and what is not captured."""
+        return f"your script {self.script.command} ({NOT_CAPTURED})"
+
+    def narration_values(self, world_size: int) -> dict[str, object]:
+        """No placeholders: a script's steps are narrated by the observer."""
+        return {}
+
+    def run_options(self) -> dict[str, Union[str, int, float, bool]]:
+        """The script and its arguments, as recorded in RunStart."""
+        return {"script": str(self.script.path), "args": " ".join(self.script.args)}
+
+    def run(self, ctx: RankContext) -> None:
+        """Run the script on this rank under the observer; the rank's last step is its phase."""
+        os.environ.setdefault("TORCH_NCCL_ENABLE_TIMING", "1")  # NCCL's own per-call GPU times (read, never waited for)
+        observer = ScriptObserver(ctx.emitter)
+        try:
+            with observer:
+                run_as_main(self.script)
+        except BaseException as exc:
+            observer.hide_wait(exc)
+            raise
+        finally:
+            ctx.phase_index = observer.phase_index
