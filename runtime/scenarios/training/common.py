@@ -24,7 +24,7 @@ from ..program import RunOptions
 from .kinds import SettingValue
 
 __all__ = ["TrainingProgram", "PhaseSequence", "refuse_options", "check_identical", "check_close", "timed_steps",
-           "world_group", "dtensor", "gradient"]
+           "dtensor", "gradient"]
 
 _FLAGS = {
     "reduce_op": "--op",
@@ -48,14 +48,6 @@ def refuse_options(options: RunOptions, kind: str, allowed: Iterable[str] = ()) 
             flag = _FLAGS.get(item.name, f"--{item.name.replace('_', '-')}")
             takes = f" ({kind} takes {', '.join(_FLAGS.get(a, a) for a in sorted(allowed))})" if allowed else ""
             raise UsageError(f"{flag} does not apply to {kind} scenarios{takes}")
-
-
-def world_group() -> dist.ProcessGroup:
-    """The default (world) process group, which every training program runs in."""
-    world = dist.group.WORLD
-    if world is None:
-        raise RuntimeError("torch.distributed has no default process group (not initialised)")
-    return world
 
 
 def dtensor(tensor: torch.Tensor) -> DTensor:

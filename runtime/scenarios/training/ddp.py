@@ -18,12 +18,13 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from ...context import RankContext
+from ...observation.c10d_calls import world_group
 from ...observation.metrics import human_bytes
 from ...observation.tensors import uniform_provenance
 from ...wire.protocol import ProvenanceRun
 from ..program import RunOptions
 from ..schema import Scenario
-from .common import PhaseSequence, TrainingProgram, check_identical, gradient, refuse_options, timed_steps, world_group
+from .common import PhaseSequence, TrainingProgram, check_identical, gradient, refuse_options, timed_steps
 from .model import TinyGPT, make_gpt, token_batch
 from .observer import CollectiveObserver
 

@@ -42,12 +42,12 @@ from ...observation.c10d_calls import (
     group_label,
     tensors_in,
     work_of,
+    world_group,
 )
 from ...observation.tensors import TagPass, observe_provenance
 from ...observation.timing import CallClock
 from ...wire.protocol import Collective, ProvenanceRun
 from ..transfers import emit_logical_transfers
-from .common import world_group
 
 __all__ = ["CollectiveObserver", "WORLD", "TRANSFER_NAMES"]
 
