@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from collviz.app.app import make_app
 from collviz.runtime.wire.protocol import Phase
 from collviz.runtime.wire.trace import read_trace
@@ -150,3 +152,57 @@ def test_all_gather_by_ring_hop_2(snap_compare):
 def test_pp_timeline_shows_each_stage_and_the_bubble(snap_compare):
     """GPipe on 4 stages: the pipeline pane's rows, forwards then backwards, idle between."""
     assert snap_compare(_app("pp"), terminal_size=(160, 50), run_before=_at_step(2))
+
+
+def test_fsdp_reduce_scatter_at_100x30_shows_gradients_before_and_the_kept_shard(snap_compare):
+    """Block 0's reduce-scatter at the smallest size: each rank's own gradient (its batch alone)
+    and the averaged shard it keeps, both of this step, before anything older."""
+    step = _fsdp_step("block 0 backward: reduce-scatter")
+    assert snap_compare(_app("fsdp-tiny"), terminal_size=(100, 30), run_before=_at_step(step))
+
+
+def test_a_quiz_question_in_fsdp(snap_compare):
+    """The quiz in a training scenario: block 0's forward all-gather asks whose data one row of
+    rank 0's gathered W_query holds."""
+    step = _fsdp_step("block 0 forward: all-gather")
+
+    async def run_before(pilot) -> None:
+        await _at_step(step - 1)(pilot)
+        await pilot.press("z", "right")
+        await pilot.pause()
+
+    assert snap_compare(_app("fsdp-tiny"), terminal_size=(160, 50), run_before=run_before)
+
+
+@pytest.mark.parametrize("name", ["desync", "hang"])
+def test_failures_at_100x30_name_the_cause(snap_compare, name):
+    """desync (caught at once) and hang (rank 2 never arrives) at the smallest size, at the end."""
+    assert snap_compare(_app(name), terminal_size=(100, 30), run_before=_at_step(1, "end"))
+
+
+def test_a_lesson_header_names_the_item(snap_compare):
+    from collviz.app.app import LessonPlace, ViewerOptions
+
+    app = make_app(trace=FIXTURES / "reduce-scatter.cvz", mask_volatile=True,
+                   options=ViewerOptions(lesson=LessonPlace("collectives", 7, 8, "reduce-scatter")))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=_at_step(2))
+
+
+def test_moe_cost_gives_each_ranks_bytes_and_time(snap_compare):
+    """moe's dispatch: uneven all-to-all, each rank's bytes and time, the slowest named."""
+    trace = read_trace(FIXTURES / "moe.cvz")
+    step = next(e.index for e in trace.events if isinstance(e, Phase) and e.rank == 0
+                and e.edge == "begin" and e.name.startswith("dispatch")) + 1
+    assert snap_compare(_app("moe"), terminal_size=(160, 50), run_before=_at_step(step))
+
+
+def test_16_ranks(snap_compare):
+    """16 ranks after an all-gather: the heatmap's colours stay apart (see test_render)."""
+    app = make_app(events=all_gather_events(16), mask_volatile=True)
+
+    async def run_before(pilot) -> None:
+        await pilot.pause()
+        await pilot.press("home", "right", "right")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(160, 50), run_before=run_before)
