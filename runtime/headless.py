@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import TextIO
 
 from .errors import EXIT_RECORDING_INCOMPLETE
-from .launch import Session
-from .remote import RemoteSession
+from .launch import RunOutcome, Session
+from .remote import RemoteOutcome, RemoteSession
 from .reports.nccl_log import nccl_choices
 from .reports.bench_table import bench_report, bench_row, render_json, render_table
 from .reports.progress import ProgressLine
@@ -54,9 +54,16 @@ def collect(session: Session, on_event: Callable[[AnyEvent], None] | None = None
     ``on_event``). After Ctrl-C has stopped every worker, KeyboardInterrupt is raised again so a
     caller running several sessions stops too."""
     events = drive(session, on_event)
-    if session.outcome.status == "interrupted":
+    if _outcome(session).status == "interrupted":
         raise KeyboardInterrupt
     return events
+
+
+def _outcome(session: AnySession) -> RunOutcome | RemoteOutcome:
+    """How ``session`` ended (:func:`drive` returns once it has)."""
+    if session.outcome is None:
+        raise RuntimeError("the session has not ended")
+    return session.outcome
 
 
 def report_outcome(session: AnySession, exit_code: int, err: TextIO) -> int:
@@ -107,7 +114,7 @@ def run_headless(session: AnySession, out: TextIO | None = None, err: TextIO | N
     progress.close()
     text = json.dumps(summary_document(events), indent=2, ensure_ascii=False) if as_json else render_summary(events)
     print(text, file=out, flush=True)
-    return report_outcome(session, session.outcome.exit_code, err)
+    return report_outcome(session, _outcome(session).exit_code, err)
 
 
 def run_bench(session: Session, *, as_json: bool = False, explain: bool = False,
@@ -139,8 +146,9 @@ def run_bench(session: Session, *, as_json: bool = False, explain: bool = False,
     progress.close()
     nccl = nccl_choices(session.nccl_lines)  # empty unless an NCCL run printed its choices
     print(render_json(report) if as_json else render_table(report, explain=explain, nccl=nccl), file=out, flush=True)
-    exit_code = report_outcome(session, session.outcome.exit_code, err)
-    if session.outcome.exit_code == 0 and report.wrong_total:
+    run_exit_code = _outcome(session).exit_code
+    exit_code = report_outcome(session, run_exit_code, err)
+    if run_exit_code == 0 and report.wrong_total:
         print(f"collviz: {report.wrong_total} result elements were wrong", file=err, flush=True)
         return 1
     return exit_code

@@ -42,7 +42,7 @@ TEARDOWN_GRACE_S = 2.0
 
 def worker_log_lines(run_dir: str, marker: str) -> list[str]:
     """The lines of the workers' logs in ``run_dir`` (``rank*.log``) that contain ``marker``."""
-    lines = []
+    lines: list[str] = []
     for log in sorted(Path(run_dir).glob("rank*.log")):
         with log.open(errors="replace") as text:
             lines.extend(line.rstrip("\n") for line in text if marker in line)
@@ -129,7 +129,7 @@ class Session:
     _ranks: dict[int, _RankState] = field(default_factory=dict)
     _collector: Collector | None = None
     _trace: TraceWriter | None = None
-    _launcher: LauncherEmitter | None = None
+    _launcher: LauncherEmitter = field(init=False)
     _pending: list[AnyEvent] = field(default_factory=list)
     _run_dir: str = ""
     nccl_lines: list[str] = field(default_factory=list)
@@ -142,7 +142,7 @@ class Session:
     _signals_due: list[tuple[float, int]] = field(default_factory=list)
     _teardown_started: bool = False
     _events_seen: int = 0
-    _watch: CollectiveWatch | None = None
+    _watch: CollectiveWatch = field(init=False)
     _fingerprints: FingerprintCheck = field(default_factory=FingerprintCheck)
     _mismatch: Disagreement | None = None
     """The first collective mismatch: it ends the run and is its cause."""
@@ -150,10 +150,21 @@ class Session:
     """The first hang the watch reported: its missing ranks are the run's culprits."""
     endpoints: Endpoints | None = None
 
+    def __post_init__(self) -> None:
+        self._launcher = LauncherEmitter(self.run_id)
+        self._watch = CollectiveWatch(self.plan.timeout_s)
+
     @property
     def step(self) -> bool:
         """Whether ranks wait at a gate before each phase."""
         return self.plan.step
+
+    @property
+    def _started_collector(self) -> Collector:
+        """The collector :meth:`start` opened (a RuntimeError before it has run)."""
+        if self._collector is None:
+            raise RuntimeError("the session has not been started")
+        return self._collector
 
     @property
     def finished(self) -> bool:
@@ -183,8 +194,6 @@ class Session:
                     os._exit(70)
             self._ranks[rank] = _RankState(pid=pid)
         self._collector = Collector(self.run_id, endpoints, plan.world_size)
-        self._watch = CollectiveWatch(plan.timeout_s)
-        self._launcher = LauncherEmitter(self.run_id)
         self._collector.on_release = lambda index: self._emit(Go, index=index)
         self._emit(RunStart, **run_start_fields(plan, os.getpid()))
 
@@ -205,7 +214,7 @@ class Session:
             return pending
         if all(state.ended for state in self._ranks.values()):
             timeout = min(timeout, ENDING_POLL_S)
-        for event, payload in self._collector.receive(timeout):
+        for event, payload in self._started_collector.receive(timeout):
             self._absorb(event, payload)
         self._reap()
         for found in self._fingerprints.check(time.monotonic_ns()):
@@ -332,7 +341,7 @@ class Session:
         if self._teardown_started:
             return
         self._teardown_started = True
-        self._collector.abort_gates()
+        self._started_collector.abort_gates()
         now = time.monotonic()
         self._signals_due = [(now + flush_grace_s, signal.SIGTERM),
                              (now + flush_grace_s + TEARDOWN_GRACE_S, signal.SIGKILL)]
@@ -347,14 +356,15 @@ class Session:
                     pass
 
     def _finish(self) -> None:
-        for event, payload in self._collector.receive(0):
+        collector = self._started_collector
+        for event, payload in collector.receive(0):
             self._absorb(event, payload)
         if not all(state.ended for state in self._ranks.values()):  # a rank died mid-stream: stragglers
-            for event, payload in self._collector.receive(0.05):
+            for event, payload in collector.receive(0.05):
                 self._absorb(event, payload)
-        dropped = sum(self._collector.dropped.values())
+        dropped = sum(collector.dropped.values())
         if dropped:
-            self._emit(Dropped, counts=dict(self._collector.dropped))
+            self._emit(Dropped, counts=dict(collector.dropped))
         if self._interrupted:
             outcome = RunOutcome("interrupted", f"interrupted by {_signal_name(self._interrupted)}: every worker was "
                                  "stopped", 128 + self._interrupted)
@@ -365,7 +375,7 @@ class Session:
         self._emit(RunEnd, status=outcome.status, detail=outcome.detail, events=self._events_seen + 1, dropped=dropped)
         if self._trace is not None:
             self._trace.close()
-        self._collector.close()
+        collector.close()
         if self.plan.nccl_tuning:
             self.nccl_lines = worker_log_lines(self._run_dir, "NCCL INFO")
         if outcome.status != "failed":  # a failed run keeps its worker logs, and says where

@@ -136,6 +136,13 @@ class RemoteSession:
         return self.outcome is not None
 
     @property
+    def _started_collector(self) -> Collector:
+        """The collector :meth:`start` opened (a RuntimeError before it has run)."""
+        if self._collector is None:
+            raise RuntimeError("the session has not been started")
+        return self._collector
+
+    @property
     def record_path(self) -> Path | None:
         """The trace being written, if any."""
         return self.record
@@ -159,7 +166,7 @@ class RemoteSession:
     def poll(self, timeout: float) -> list[AnyEvent]:
         """Events that arrived since the last call (waiting up to ``timeout`` s for some)."""
         if not self.finished:
-            for event, payload in self._collector.receive(timeout):
+            for event, payload in self._started_collector.receive(timeout):
                 self._absorb(event, payload)
             if self._launcher is not None:
                 for found in self._fingerprints.check(time.monotonic_ns()):
@@ -195,7 +202,7 @@ class RemoteSession:
             self._trace.append(payload)
         if isinstance(event, RunStart):
             self._world_size = event.world_size
-            self._collector.world_size = event.world_size
+            self._started_collector.world_size = event.world_size
         elif isinstance(event, RankEnd):
             self._ended[event.rank] = event
             if event.status == "error" and self._first_error_at is None:
@@ -203,6 +210,8 @@ class RemoteSession:
         self._pending.append(event)
 
     def _emit(self, event_type, **fields) -> None:
+        if self._launcher is None:
+            raise RuntimeError("no event has arrived yet: the run to speak for is not known")
         event, payload = self._launcher.make(event_type, **fields)
         self._absorb(event, payload)
 
@@ -218,21 +227,22 @@ class RemoteSession:
                 self._finish(RemoteOutcome("failed", f"rank {first.rank} failed: {first.error}", 1))
             else:
                 self._finish(RemoteOutcome("ok", "", 0))
-        elif errors and time.monotonic() - self._first_error_at > self.timeout_s:
+        elif errors and self._first_error_at is not None and time.monotonic() - self._first_error_at > self.timeout_s:
             silent = sorted(set(range(self._world_size)) - set(self._ended))
             self._finish(RemoteOutcome("failed", f"rank {errors[0].rank} failed: {errors[0].error}; "
                                                  f"ranks {silent} never reported their end", 1))
 
     def _finish(self, outcome: RemoteOutcome) -> None:
-        dropped = sum(self._collector.dropped.values())
+        collector = self._started_collector
+        dropped = sum(collector.dropped.values())
         if self._launcher is not None:
             if dropped:
-                self._emit(Dropped, counts=dict(self._collector.dropped))
+                self._emit(Dropped, counts=dict(collector.dropped))
             self._emit(RunEnd, status=outcome.status, detail=outcome.detail, events=self._events_seen + 1,
                        dropped=dropped)
         if self._trace is not None:
             self._trace.close()
-        self._collector.close()
+        collector.close()
         self.outcome = outcome
 
     @property

@@ -18,8 +18,8 @@ import torch.distributed as dist
 from .metrics import BUS_FACTOR_OPS, algo_bytes
 from .tensors import dtype_name
 
-__all__ = ["WORLD", "OP_NAMES", "CallSizes", "tensors_in", "nbytes", "c10d_group", "c10d_tensors", "c10d_root",
-           "work_of", "group_label", "call_sizes", "call_fields"]
+__all__ = ["WORLD", "OP_NAMES", "CallSizes", "tensors_in", "nbytes", "world_group", "c10d_group", "c10d_tensors",
+           "c10d_root", "work_of", "group_label", "call_sizes", "call_fields"]
 
 WORLD = "world"
 """The name the default (world) group goes by in Collective events."""
@@ -50,6 +50,14 @@ def nbytes(tensors: list[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+def world_group() -> dist.ProcessGroup:
+    """The default (world) process group, which every observed call runs in or under."""
+    world = dist.group.WORLD
+    if world is None:
+        raise RuntimeError("torch.distributed has no default process group (not initialised)")
+    return world
+
+
 def c10d_group(args: tuple) -> dist.ProcessGroup:
     """The process group among a ``c10d`` op's arguments (boxed as a script object)."""
     for arg in args:
@@ -60,7 +68,7 @@ def c10d_group(args: tuple) -> dist.ProcessGroup:
                 return dist.ProcessGroup.unbox(arg)
             except RuntimeError:  # another script object: a ReduceOp
                 continue
-    return dist.group.WORLD
+    return world_group()
 
 
 def c10d_tensors(args: tuple) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -111,7 +119,8 @@ class CallSizes(NamedTuple):
     """What one call moves, read from its tensors: this rank's input element count, bytes in and
     out, and the dtype (of the first tensor)."""
 
-    count: int
+    elements: int
+    """This rank's input element count (not ``count``: that name is tuple's method)."""
     bytes_in: int
     bytes_out: int
     dtype: str
@@ -129,7 +138,7 @@ def call_fields(op: str, group: str, members: list[int], sizes: CallSizes, reduc
     group (its label and global ranks, ``members``), dtype, element count, bytes in and out, S of
     the nccl-tests formulas, reduce op and root (given as a rank of the group; a global rank)."""
     return dict(
-        op=op, group=group, group_ranks=members, dtype=sizes.dtype, count=sizes.count, bytes_in=sizes.bytes_in,
+        op=op, group=group, group_ranks=members, dtype=sizes.dtype, count=sizes.elements, bytes_in=sizes.bytes_in,
         bytes_out=sizes.bytes_out,
         algo_bytes=(algo_bytes(op, len(members), sizes.bytes_in, sizes.bytes_out) if op in BUS_FACTOR_OPS
                     else sizes.bytes_in),

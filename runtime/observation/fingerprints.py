@@ -99,7 +99,8 @@ class FingerprintCheck:
         for key in sorted(self._pending):
             place = self._places[key]
             complete = len(place.calls) >= len(key[1])
-            if now_ns is None or complete or now_ns - place.first_split_ns >= GRACE_S * 1e9:
+            split_ns = place.first_split_ns
+            if now_ns is None or complete or split_ns is not None and now_ns - split_ns >= GRACE_S * 1e9:
                 due.append(key)
         found = []
         for key in due:

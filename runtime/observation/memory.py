@@ -58,7 +58,9 @@ class _Entry(weakref.ref):
         return super().__new__(cls, storage, callback)
 
     def __init__(self, storage: torch.UntypedStorage, callback: Any, category: str) -> None:
-        super().__init__(storage, callback)
+        # typeshed's weakref.ref declares no __init__; CPython's takes (object, callback), and the
+        # weakref docs' own subclass example calls it so
+        super().__init__(storage, callback)  # type: ignore[call-arg]
         self.key = id(storage)
         self.nbytes = storage.nbytes()
         self.category = category
@@ -293,7 +295,9 @@ def _resize_and_notify(storage: torch.UntypedStorage, size: int) -> torch.Untype
 def _watch_resizes(tracker: StorageTracker) -> None:
     with _resize_lock:
         if not _resize_watchers:
-            torch.UntypedStorage.resize_ = _resize_and_notify  # type: ignore[method-assign]
+            # a patch (method-assign); torch declares resize_ on _StorageBase, but patched here on
+            # UntypedStorage its self is always an UntypedStorage (assignment)
+            torch.UntypedStorage.resize_ = _resize_and_notify  # type: ignore[method-assign, assignment]
         _resize_watchers.append(tracker)
 
 

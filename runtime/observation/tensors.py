@@ -70,7 +70,7 @@ def tensor_contents(tensor: torch.Tensor) -> dict:
             max=as_double.max().item(),
             mean=as_double.mean().item(),
             # .numpy() pins a storage's size; hash a copy so the observed tensor stays resizable
-            crc32=f"{zlib.crc32(flat.view(torch.uint8).clone().numpy()):08x}",
+            crc32=f"{zlib.crc32(flat.view(torch.uint8).clone().numpy().data):08x}",
             picture=picture,
         )
     return fields

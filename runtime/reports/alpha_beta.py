@@ -26,12 +26,19 @@ __all__ = ["AlphaBeta", "fitted_rows", "fit_alpha_beta", "residual_line", "cross
 
 
 class _Row(Protocol):
-    op: str
-    algo: str
-    size: int
-    hops: int
-    sent_bytes: int
-    time_us: float
+    # properties: a row is read, never written (BenchRow is frozen)
+    @property
+    def op(self) -> str: ...
+    @property
+    def algo(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def hops(self) -> int: ...
+    @property
+    def sent_bytes(self) -> int: ...
+    @property
+    def time_us(self) -> float: ...
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,8 @@ def bench_row(phase_events: Iterable[AnyEvent], world_size: int) -> BenchRow | N
         return None
     per_rank: dict[int, list[int]] = defaultdict(list)
     for call in ends:
-        per_rank[call.rank].append(call.duration_ns)
+        if call.duration_ns:  # always: ends holds timed calls only
+            per_rank[call.rank].append(call.duration_ns)
     slowest_ns = max(statistics.median(times) for times in per_rank.values())
     first = ends[0]
     itemsize = next((c.bytes_in // c.count for c in ends if c.count), 1)
@@ -206,8 +207,8 @@ def render_table(report: BenchReport, explain: bool = False,
                   "?" if row.wrong is None else str(row.wrong))
         line = "".join(f"{value:>{width}{fmt}}" for value, (_, width, fmt) in zip(values, _COLUMNS))
         if algorithms:
-            model = f"{fit.predict(row):.1f}" if row in fitted else "—"
-            residual = f"{fit.residual(row):+.0%}" if row in fitted else "—"
+            model = f"{fit.predict(row):.1f}" if fit is not None and row in fitted else "—"
+            residual = f"{fit.residual(row):+.0%}" if fit is not None and row in fitted else "—"
             hops = str(row.hops) if row.hops else "—"
             sent = str(row.sent_bytes) if row.hops else "—"
             line = f"{row.algo:>20}" + line + f"{hops:>6}{sent:>15}{model:>12}{residual:>8}"

@@ -138,7 +138,7 @@ class _Builder:
         other = {"exporter": "collviz", "world_size": self.world_size, "clock": clock}
         if self.start is not None:
             other.update(run=self.start.run, scenario=self.start.scenario, backend=self.start.backend)
-        document = {"traceEvents": self.meta + body, "displayTimeUnit": "ms", "otherData": other}
+        document: dict[str, object] = {"traceEvents": self.meta + body, "displayTimeUnit": "ms", "otherData": other}
         if base_unix_ns is not None:
             document["baseTimeNanoseconds"] = base_unix_ns
         return document
@@ -199,7 +199,7 @@ class _Builder:
         return slices
 
     def _phase_slice(self, begin: Phase, end_ns: int) -> _Slice:
-        args = {"index": begin.index}
+        args: dict[str, object] = {"index": begin.index}
         if begin.narration:
             args["narration"] = begin.narration
         return _Slice(begin.rank, begin.t_ns, end_ns, begin.name, "phase", args, begin.index)
@@ -218,8 +218,10 @@ class _Builder:
             begin = begins.pop(key, None)
             # a measured call is drawn exactly as long as it was measured: its begin event can be
             # emitted before the flush and barrier that precede the timed call
-            measured = event.duration_ns is not None
-            start = event.t_ns - event.duration_ns if measured else begin.t_ns if begin is not None else event.t_ns
+            if event.duration_ns is not None:
+                start = event.t_ns - event.duration_ns
+            else:
+                start = begin.t_ns if begin is not None else event.t_ns
             calls.append(self._call_slice(event, start, event.t_ns))
         for begin in begins.values():  # entered, never left (the run failed inside it)
             calls.append(self._call_slice(begin, begin.t_ns, self.last_ns[begin.rank]))
@@ -272,15 +274,15 @@ class _Builder:
                 last_call[(call.rank, call.phase)] = call
         complete_phases = {key: item for key, item in phases.items() if item.async_id is None}
         for transfer in (e for e in self.events if isinstance(e, Transfer)):
-            ends = [last_call.get((r, transfer.phase)) or complete_phases.get((r, transfer.phase))
-                    for r in (transfer.src, transfer.dst)]
-            if ends[0] is None or ends[1] is None:
+            src_end, dst_end = [last_call.get((r, transfer.phase)) or complete_phases.get((r, transfer.phase))
+                                for r in (transfer.src, transfer.dst)]
+            if src_end is None or dst_end is None:
                 continue  # a rank that never reached the phase (or drew it async): nothing to bind the flow to
             flow_id = self.new_id()
             name = f"{transfer.buffer}[{transfer.start}:{transfer.start + transfer.length}]"
             args = {"src": transfer.src, "dst": transfer.dst, "bytes": transfer.bytes, "kind": transfer.kind,
                     "step": transfer.step}
-            for ph, bound in zip(("s", "f"), ends):
+            for ph, bound in (("s", src_end), ("f", dst_end)):
                 flow = {"ph": ph, "name": name, "cat": f"transfer.{transfer.kind}", "id": flow_id, "pid": self.pid(bound.rank),
                         "tid": bound.tid, "ts": self.us(bound.mid_ns())}
                 if ph == "s":
@@ -361,7 +363,7 @@ def _instant_args(event: AnyEvent) -> dict:
     values = fields.get("values")
     if isinstance(values, list) and len(values) > _SHOWN_VALUES:
         fields["values"] = values[:_SHOWN_VALUES] + [f"… {len(values) - _SHOWN_VALUES} more"]
-    return _json_safe(fields)
+    return {name: _json_safe(value) for name, value in fields.items()}
 
 
 def perfetto_trace(events: Iterable[AnyEvent], clock: ClockAnchor | None = None) -> dict:

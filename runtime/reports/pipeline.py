@@ -91,7 +91,7 @@ def bubble_reasons(timeline: PipelineTimeline) -> list[str]:
     unequal stages explain, and the rest, spent between computations."""
     paced, per_microbatch = paced_bubble(timeline)
     p, m = timeline.stages, timeline.microbatches
-    slowest = max(per_microbatch, key=per_microbatch.get)
+    slowest = max(per_microbatch, key=per_microbatch.__getitem__)
     stages = ", ".join(f"r{rank} {ns / 1e6:.2f}" for rank, ns in per_microbatch.items())
     measured = timeline.mean_bubble()
     return [

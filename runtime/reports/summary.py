@@ -120,7 +120,8 @@ def _collective_lines(collectives: list[Collective], world_size: int, untimed: s
     for events in list(calls.values())[:_SHOWN_CALLS]:
         per_rank: dict[int, list[int]] = defaultdict(list)
         for c in events:
-            per_rank[c.rank].append(c.duration_ns)
+            if c.duration_ns:  # always: ends holds timed calls only
+                per_rank[c.rank].append(c.duration_ns)
         medians = {rank: statistics.median(times) for rank, times in sorted(per_rank.items())}
         first = events[0]
         n = len(first.group_ranks) or world_size
@@ -261,8 +262,8 @@ def _phase_lines(events: list[AnyEvent], world_size: int, untimed: str) -> list[
 
 def _ending_lines(events: list[AnyEvent]) -> list[str]:
     lines = []
-    for end in (e for e in events if isinstance(e, RankEnd) and e.status == "error"):
-        lines.append(f"rank {end.rank} raised: {end.error}")
+    for failed in (e for e in events if isinstance(e, RankEnd) and e.status == "error"):
+        lines.append(f"rank {failed.rank} raised: {failed.error}")
     for exit_ in (e for e in events if isinstance(e, ProcessExit) and e.signal):
         lines.append(f"rank {exit_.target} ended by {exit_.signal}")
     for stall in (e for e in events if isinstance(e, Stall)):

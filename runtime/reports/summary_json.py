@@ -33,14 +33,15 @@ def _calls(collectives: list[Collective], world_size: int) -> list[dict]:
         times = {e.rank: e.duration_ns / 1e9 for e in ends if e.duration_ns is not None}
         slowest = max(times.values()) if times else None
         ranks = len(first.group_ranks) or world_size
+        algo_bytes = max(e.algo_bytes for e in ends)
         entry = {
             "phase": first.phase, "op": first.op, "group": group, "group_ranks": first.group_ranks, "group_seq": seq,
             "iteration": iteration, "dtype": first.dtype, "bytes_in": {e.rank: e.bytes_in for e in ends},
-            "bytes_out": {e.rank: e.bytes_out for e in ends}, "algo_bytes": max(e.algo_bytes for e in ends),
+            "bytes_out": {e.rank: e.bytes_out for e in ends}, "algo_bytes": algo_bytes,
             "seconds": times, "slowest_seconds": slowest, "clock": first.clock or None,
         }
-        if slowest and first.op in BUS_FACTOR_OPS and entry["algo_bytes"]:
-            rate = bandwidth(first.op, ranks, entry["algo_bytes"], slowest)
+        if slowest and first.op in BUS_FACTOR_OPS and algo_bytes:
+            rate = bandwidth(first.op, ranks, algo_bytes, slowest)
             entry.update(algbw=rate.algbw, busbw=rate.busbw)
         calls.append(entry)
     return calls

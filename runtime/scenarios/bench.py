@@ -15,7 +15,9 @@ rounded down so every rank gets whole elements.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from dataclasses import dataclass
+from functools import reduce
 from typing import Union
 
 import torch
@@ -25,7 +27,7 @@ from ..errors import UsageError
 from ..observation.metrics import human_bytes
 from ..reports.bench_table import BENCH_SCENARIO_NAME, wrong_detail
 from ..wire.protocol import Check
-from .collectives import IN_PLACE, CollectiveSpec, collective_caller, make_output, timed_calls
+from .collectives import IN_PLACE, CollectiveSpec, collective_caller, make_output, present, timed_calls
 from .loading import find_scenario
 from .schema import COLLECTIVES, DTYPES, REDUCING, Scenario
 from .algorithms.execute import algorithm_caller
@@ -223,13 +225,13 @@ def _expected(op: str, rank: int, n: int, count: int, period: int, device: torch
     if op in ("reduce", "gather") and rank != _ROOT:
         return None  # gloo leaves partial sums on reduce's non-roots; gather's non-roots receive nothing
     if op in ("all_reduce", "reduce"):
-        return sum(pattern(r, count, period, device) for r in range(n))
+        return reduce(operator.add, (pattern(r, count, period, device) for r in range(n)))
     if op == "broadcast":
         return pattern(_ROOT, count, period, device)
     if op in ("all_gather", "gather"):
         return torch.cat([pattern(r, count, period, device) for r in range(n)])
     if op == "reduce_scatter":
-        return sum(pattern(r, count, period, device) for r in range(n)).chunk(n)[rank]
+        return reduce(operator.add, (pattern(r, count, period, device) for r in range(n))).chunk(n)[rank]
     if op == "scatter":
         return pattern(_ROOT, count, period, device).chunk(n)[rank]
     if op == "all_to_all":
@@ -247,12 +249,18 @@ def _input(op: str, rank: int, count: int, program: BenchProgram, device: torch.
     return pattern(rank, count, program.period, device).to(dtype)
 
 
+def _wrong_elements(result: torch.Tensor, expected: torch.Tensor) -> int:
+    """How many elements of ``result`` differ from ``expected`` (exact: see the period)."""
+    return int((result != expected.to(result.dtype)).sum())
+
+
 def _run_case(ctx: RankContext, program: BenchProgram, case: BenchCase) -> None:
     """One case on this rank: buffers, warm-up, timed calls and their events, the result check."""
     rank, n, op = ctx.rank, ctx.world_size, case.op
     spec = CollectiveSpec(op=op, reduce_op="sum" if op in REDUCING else None, dtype=program.dtype, root=_ROOT,
                           buffer_name="buffer", inputs=None, count=case.rank_count, iters=program.iters,
                           followup=None, source=program.source)
+    extra: dict[str, str | int]
     if case.algo == LIBRARY:
         call, extra = collective_caller(spec, rank, n), {"algo": LIBRARY}
     else:
@@ -267,19 +275,19 @@ def _run_case(ctx: RankContext, program: BenchProgram, case: BenchCase) -> None:
     pristine = None
     if op in IN_PLACE:
         with ctx.tracker.category("timing copy"):
-            pristine = inp.clone()
+            pristine = present(inp, "input").clone()
     ctx.memory("buffers allocated")
     with ctx.tracker.suspended():
         for _ in range(program.warmup):
             call(inp, out, "sum")
         if pristine is not None:
-            inp.copy_(pristine)
+            present(inp, "input").copy_(pristine)
     timed_calls(ctx, spec, call, inp, out, pristine, extra)
     received = inp if op in IN_PLACE else out
     with ctx.tracker.suspended():
         expected = _expected(op, rank, n, case.rank_count, program.period, ctx.device)
         checked = 0 if expected is None else expected.numel()
-        wrong = 0 if expected is None else int((received != expected.to(received.dtype)).sum())  # exact: see period
+        wrong = 0 if expected is None else _wrong_elements(present(received, "result"), expected)
     ctx.emitter.emit(Check, phase=ctx.phase_index, name=f"{case.label} results", ok=wrong == 0,
                      detail=wrong_detail(wrong, checked))
     del inp, out, pristine, received

@@ -25,7 +25,7 @@ from .transfers import emit_logical_transfers
 
 __all__ = [
     "CollectiveSpec", "resolve_spec", "run_collective_scenario", "OUTPUT_NAMES", "make_input", "allocate_input",
-    "make_output",
+    "make_output", "present",
     "collective_caller", "collective_fields", "timed_ns", "timed_calls",
 ]
 
@@ -200,7 +200,7 @@ def resolve_spec(
 
 def _shape_of(nested: tuple) -> tuple[int, ...]:
     shape = []
-    level = nested
+    level: object = nested
     while isinstance(level, (tuple, list)):
         shape.append(len(level))
         level = level[0] if level else None
@@ -217,6 +217,15 @@ def _numel(shape: tuple[int, ...]) -> int:
 def _has_input(spec: CollectiveSpec, rank: int) -> bool:
     """Whether ``rank`` starts with data of its own (non-roots of broadcast/scatter do not)."""
     return spec.op not in ("broadcast", "scatter") or rank == spec.root
+
+
+def present(tensor: torch.Tensor | None, what: str) -> torch.Tensor:
+    """``tensor``, which the collective guarantees on this rank (a library-style call's input or
+    output is None only where :func:`make_input` and :func:`make_output` say); a ValueError naming
+    ``what`` if it is absent."""
+    if tensor is None:
+        raise ValueError(f"no {what} tensor on this rank")
+    return tensor
 
 
 def make_input(spec: CollectiveSpec, rank: int, world_size: int, device: torch.device) -> torch.Tensor | None:
@@ -251,11 +260,11 @@ def make_output(spec: CollectiveSpec, inp: torch.Tensor | None, rank: int, world
     if spec.op in IN_PLACE or (spec.op == "gather" and rank != spec.root):
         return None
     if spec.op in ("gather", "all_gather"):
-        return torch.zeros(spec.count * n, dtype=dtype, device=inp.device)
+        return torch.zeros(spec.count * n, dtype=dtype, device=present(inp, "input").device)
     if spec.op in ("scatter", "reduce_scatter"):
         device = inp.device if inp is not None else None
         return torch.zeros(spec.count // n, dtype=dtype, device=device)
-    return torch.zeros(spec.count, dtype=dtype, device=inp.device)  # all_to_all
+    return torch.zeros(spec.count, dtype=dtype, device=present(inp, "input").device)  # all_to_all
 
 
 def _output_shape(spec: CollectiveSpec, input_shape: list[int], world_size: int) -> list[int]:
@@ -276,21 +285,23 @@ def collective_caller(spec: CollectiveSpec, rank: int, world_size: int) -> Calla
     def call(inp: torch.Tensor | None, out: torch.Tensor | None, reduce_op: str) -> None:
         red = _REDUCE_OPS[reduce_op]
         if op == "broadcast":
-            dist.broadcast(inp, src=root)
+            dist.broadcast(present(inp, "input"), src=root)
         elif op == "reduce":
-            dist.reduce(inp, dst=root, op=red)
+            dist.reduce(present(inp, "input"), dst=root, op=red)
         elif op == "all_reduce":
-            dist.all_reduce(inp, op=red)
+            dist.all_reduce(present(inp, "input"), op=red)
         elif op == "gather":
-            dist.gather(inp.reshape(-1), gather_list=list(out.chunk(n)) if rank == root else None, dst=root)
+            dist.gather(present(inp, "input").reshape(-1),
+                        gather_list=list(present(out, "output").chunk(n)) if rank == root else None, dst=root)
         elif op == "all_gather":
-            _all_gather_single(out, inp.reshape(-1))
+            _all_gather_single(present(out, "output"), present(inp, "input").reshape(-1))
         elif op == "scatter":
-            dist.scatter(out, scatter_list=list(inp.reshape(-1).chunk(n)) if rank == root else None, src=root)
+            dist.scatter(present(out, "output"),
+                         scatter_list=list(present(inp, "input").reshape(-1).chunk(n)) if rank == root else None, src=root)
         elif op == "reduce_scatter":
-            _reduce_scatter_single(out, inp.reshape(-1), op=red)
+            _reduce_scatter_single(present(out, "output"), present(inp, "input").reshape(-1), op=red)
         elif op == "all_to_all":
-            dist.all_to_all_single(out, inp.reshape(-1))
+            dist.all_to_all_single(present(out, "output"), present(inp, "input").reshape(-1))
         else:
             raise ValueError(f"unknown collective {op!r}")
 
@@ -398,7 +409,7 @@ def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
         pristine = None
         if spec.iters > 1 and spec.op in IN_PLACE:
             with ctx.tracker.category("timing copy"):
-                pristine = inp.clone()
+                pristine = present(inp, "input").clone()
         timed_calls(ctx, spec, call, inp, out, pristine)
         del pristine
         with ctx.tracker.suspended():
@@ -414,7 +425,7 @@ def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
     if spec.followup is not None:
         with ctx.phase("followup", f"followup: {spec.followup.name} on rank {spec.followup.rank}"):
             if rank == spec.followup.rank:
-                _run_followup(ctx, spec, out, out_shape)
+                _run_followup(ctx, spec.followup, spec.dtype, present(out, "output"), out_shape)
             ctx.memory("followup done")
 
     del received
@@ -430,10 +441,10 @@ def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
         ctx.memory(f"{spec.buffer_name} freed")
 
 
-def _run_followup(ctx: RankContext, spec: CollectiveSpec, gathered: torch.Tensor, gathered_shape: list[int]) -> None:
+def _run_followup(ctx: RankContext, followup: Followup, dtype_name: str, gathered: torch.Tensor,
+                  gathered_shape: list[int]) -> None:
     """Compute ``gathered @ rightᵀ`` on this rank, for real, and show both operands' result."""
-    followup = spec.followup
-    dtype = getattr(torch, spec.dtype)
+    dtype = getattr(torch, dtype_name)
     with ctx.tracker.category("activations"):
         right = torch.tensor(followup.right, dtype=dtype, device=ctx.device)
         result = gathered.reshape(gathered_shape) @ right.T

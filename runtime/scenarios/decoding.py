@@ -157,7 +157,7 @@ def _member(place: _Place, name: str) -> _Place:
     if isinstance(kind, types.UnionType):
         tags = tuple(t.tag for t in kind.types if isinstance(t, types.StructType) and t.tag_field == name)
         if tags:
-            return _Place(types.LiteralType(tags), value, key, {"expected": f"one of {', '.join(tags)}"})
+            return _Place(types.LiteralType(tags), value, key, {"expected": f"one of {', '.join(map(str, tags))}"})
     return _Place(types.AnyType(), value, key)
 
 
@@ -196,7 +196,7 @@ def _fits(kind: types.Type, value: Any) -> bool:
     """Whether ``value`` has the TOML type ``kind`` asks for (constraints aside)."""
     if isinstance(value, bool):
         return isinstance(kind, types.BoolType)
-    checks = {types.IntType: int, types.FloatType: (int, float), types.StrType: str, types.ListType: list,
+    checks: dict[type, type | tuple[type, ...]] = {types.IntType: int, types.FloatType: (int, float), types.StrType: str, types.ListType: list,
               types.DictType: dict, types.StructType: dict}
     wanted = checks.get(type(kind))
     return wanted is not None and isinstance(value, wanted)

@@ -17,7 +17,7 @@ from ..context import RankContext
 from ..errors import UsageError
 from ..observation.tensors import uniform_provenance
 from ..wire.protocol import Collective
-from .collectives import CollectiveSpec, allocate_input, collective_caller, collective_fields, make_output, timed_ns
+from .collectives import CollectiveSpec, allocate_input, collective_caller, collective_fields, make_output, present, timed_ns
 from .schema import Scenario
 from .program import RunOptions
 
@@ -63,7 +63,7 @@ class DesyncProgram:
     def run(self, ctx: RankContext) -> None:
         """Run this rank's part: agree once, then (mis)behave."""
         with ctx.phase("setup", "setup"):
-            inp = allocate_input(ctx, self.agreed)
+            inp = present(allocate_input(ctx, self.agreed), "input")  # every rank has one: the collective is unrooted
             ctx.buffer(self.agreed.buffer_name, "input", "before", inp, uniform_provenance(inp.numel(), [ctx.rank]))
             ctx.memory("inputs allocated")
         with ctx.phase("agree", f"{self.agreed.op} #0 on every rank"):

@@ -16,7 +16,7 @@ decoder's messages read them.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
@@ -78,12 +78,20 @@ def _choice(values: tuple[str, ...]) -> Any:
     return Annotated[Literal[values], Meta(extra={"expected": f"one of {', '.join(values)}"})]
 
 
-CollectiveName = _choice(COLLECTIVES)
-UnrootedName = _choice(_UNROOTED)
-ReduceOp = _choice(REDUCE_OPS)
-Dtype = _choice(DTYPES)
-FollowupKind = _choice(FOLLOWUP_KINDS)
-Fault = _choice(FAULTS)
+if TYPE_CHECKING:  # the choices are built at run time from .schema's tuples; a checker knows they are strings
+    CollectiveName: TypeAlias = str
+    UnrootedName: TypeAlias = str
+    ReduceOp: TypeAlias = str
+    Dtype: TypeAlias = str
+    FollowupKind: TypeAlias = str
+    Fault: TypeAlias = str
+else:
+    CollectiveName = _choice(COLLECTIVES)
+    UnrootedName = _choice(_UNROOTED)
+    ReduceOp = _choice(REDUCE_OPS)
+    Dtype = _choice(DTYPES)
+    FollowupKind = _choice(FOLLOWUP_KINDS)
+    Fault = _choice(FAULTS)
 
 
 class _File(Struct, kw_only=True, forbid_unknown_fields=True):
@@ -200,10 +208,13 @@ TRAINING_DOCUMENTS: dict[str, type[Struct]] = {name: _training_document(kind) fo
 SCENARIO_DOCUMENTS: tuple[type[Struct], ...] = (CollectiveDocument, DesyncDocument, *TRAINING_DOCUMENTS.values())
 """Every kind of scenario file, the tag ``kind`` telling them apart."""
 
-ScenarioDocument = Union[SCENARIO_DOCUMENTS]  # type: ignore[valid-type]
-"""Any scenario file, decoded."""
+if TYPE_CHECKING:  # the union is built at run time; a checker knows what every member has: _File's keys
+    ScenarioDocument: TypeAlias = _File
+else:
+    ScenarioDocument = Union[SCENARIO_DOCUMENTS]
+    """Any scenario file, decoded."""
 
-KINDS: tuple[str, ...] = tuple(document.__struct_config__.tag for document in SCENARIO_DOCUMENTS)
+KINDS: tuple[str, ...] = tuple(str(document.__struct_config__.tag) for document in SCENARIO_DOCUMENTS)
 """Values ``kind`` may take."""
 
 

@@ -27,7 +27,6 @@ from .documents import (
     CollectiveDocument,
     DesyncDocument,
     ExampleDocument,
-    FollowupDocument,
     ScenarioDocument,
 )
 from .schema import (
@@ -177,8 +176,8 @@ def _check_examples(examples: tuple[Example, ...], default_gpus: int, file: _Fil
 def _read_followup(document: CollectiveDocument, examples: tuple[Example, ...], file: _File) -> Followup | None:
     """The optional ``[followup]``: a computation on the gathered result of an all_gather, checked
     against the example of the default world size."""
-    table: FollowupDocument = document.followup
-    if table is UNSET:
+    table = document.followup
+    if isinstance(table, UnsetType):
         return None
     if document.collective != "all_gather":
         raise file.error("followup", f"only all_gather takes a followup, not {document.collective}")

@@ -67,7 +67,7 @@ def lessons_dir() -> Path:
 def load_lesson(path: Path) -> Lesson:
     """Read and validate one lesson file: every scenario exists, every note names a phase key."""
     file = path.name
-    document = decode_document(read_toml(path, file, MAX_LESSON_BYTES, "lesson file"), LessonDocument, file)
+    document: LessonDocument = decode_document(read_toml(path, file, MAX_LESSON_BYTES, "lesson file"), LessonDocument, file)
     if document.name != path.stem:
         raise ScenarioError(file, f"{document.name!r} must equal the file name without .toml ({path.stem!r})",
                             key="name")

@@ -80,7 +80,8 @@ def load_scenario(path: Path | str) -> Scenario:
     """Read and validate one scenario file; every problem raises :class:`ScenarioError`."""
     path = Path(path)
     file = _display(path)
-    document = decode_document(read_toml(path, file, MAX_SCENARIO_BYTES, "scenario file"), ScenarioDocument, file)
+    document: ScenarioDocument = decode_document(read_toml(path, file, MAX_SCENARIO_BYTES, "scenario file"),
+                                                 ScenarioDocument, file)
     if document.name != path.stem:
         raise ScenarioError(file, f"{document.name!r} must equal the file name without .toml ({path.stem!r})",
                             key="name")

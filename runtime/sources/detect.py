@@ -13,7 +13,7 @@ file is skipped with a warning, so a dump folder with a README still opens.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
@@ -38,7 +38,10 @@ class _Found:
 
     path: Path
     kind: str
-    content: object
+    document: dict = field(default_factory=dict)
+    """A dump's or a profiler trace's decoded JSON or pickle (empty for a log)."""
+    text: str = ""
+    """An NCCL log's text (empty for the other kinds)."""
 
 
 def _files(paths: Sequence[Path], warnings: list[str]) -> list[tuple[Path, bool]]:
@@ -67,19 +70,19 @@ def _recognise(path: Path, data: bytes) -> _Found | str:
     kind = sniff(data)
     if kind == "pickle":
         content = load_plain_pickle(data, path)
-        return _Found(path, "flight-recorder", content) if is_dump(content) else "a pickle that is not a Flight Recorder dump"
+        return _Found(path, "flight-recorder", document=content) if is_dump(content) else "a pickle that is not a Flight Recorder dump"
     if kind == "json":
         content = load_json(data, path)
         if is_dump(content):
-            return _Found(path, "flight-recorder", content)
+            return _Found(path, "flight-recorder", document=content)
         if is_profiler_trace(content):
-            return _Found(path, "profiler", content)
+            return _Found(path, "profiler", document=content)
         if isinstance(content, dict) and "traceEvents" in content:
             return "a Chrome trace without torch.profiler's distributedInfo (not a distributed torch.profiler trace)"
         return "JSON that is neither a Flight Recorder dump nor a torch.profiler trace"
     if kind == "text":
         text = data.decode("utf-8", "replace")
-        return _Found(path, "nccl-log", text) if is_nccl_log(text) else "text without NCCL INFO lines"
+        return _Found(path, "nccl-log", text=text) if is_nccl_log(text) else "text without NCCL INFO lines"
     return "neither JSON, a pickle nor text"
 
 
@@ -125,8 +128,8 @@ def open_artifacts(paths: Sequence[Path]) -> ImportedRun:
     if kind == "flight-recorder":
         return import_dumps(_dumps(found, warnings), warnings)
     if kind == "profiler":
-        return import_traces([ProfilerTrace(f.path, f.content) for f in found], warnings)
-    return import_nccl_log([(f.path, f.content) for f in found], warnings)
+        return import_traces([ProfilerTrace(f.path, f.document) for f in found], warnings)
+    return import_nccl_log([(f.path, f.text) for f in found], warnings)
 
 
 def _dumps(found: Sequence[_Found], warnings: list[str]) -> list[Dump]:
@@ -141,5 +144,5 @@ def _dumps(found: Sequence[_Found], warnings: list[str]) -> list[Dump]:
             warnings.append(f"rank {rank} has two dumps ({dumps[rank].path.name}, {item.path.name}): "
                             f"{item.path.name} left out")
             continue
-        dumps[rank] = Dump(item.path, rank, item.content)
+        dumps[rank] = Dump(item.path, rank, item.document)
     return [dumps[r] for r in sorted(dumps)]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from typing import TypeGuard
 from dataclasses import dataclass
 from math import prod
 from pathlib import Path
@@ -51,7 +52,7 @@ class Dump:
     content: dict
 
 
-def is_dump(content: object) -> bool:
+def is_dump(content: object) -> TypeGuard[dict]:
     """Whether decoded JSON or pickle content has the shape of a Flight Recorder dump."""
     return (isinstance(content, dict) and isinstance(content.get("entries"), list) and "version" in content
             and ("pg_config" in content or "pg_status" in content))
@@ -119,13 +120,17 @@ def _entry(raw: object) -> _Entry | str:
         return "process_group"
     checks = (("collective_seq_id", _int(raw.get("collective_seq_id"))),
               ("profiling_name", isinstance(raw.get("profiling_name"), str)),
-              ("time_created_ns", _int(raw.get("time_created_ns"))),
-              ("input_sizes", _shapes(raw.get("input_sizes")) is not None),
-              ("output_sizes", _shapes(raw.get("output_sizes")) is not None),
-              ("input_dtypes", isinstance(raw.get("input_dtypes"), (list, tuple))))
+              ("time_created_ns", _int(raw.get("time_created_ns"))))
     for name, ok in checks:
         if not ok:
             return name
+    in_sizes, out_sizes = _shapes(raw.get("input_sizes")), _shapes(raw.get("output_sizes"))
+    if in_sizes is None:
+        return "input_sizes"
+    if out_sizes is None:
+        return "output_sizes"
+    if not isinstance(raw.get("input_dtypes"), (list, tuple)):
+        return "input_dtypes"
     profiling = raw["profiling_name"]
     backend = profiling.split(":", 1)[0] if ":" in profiling else ""
     state = raw.get("state") if isinstance(raw.get("state"), str) else ""
@@ -134,8 +139,8 @@ def _entry(raw: object) -> _Entry | str:
     dtypes = [d for d in raw["input_dtypes"] if isinstance(d, str)]
     return _Entry(
         group=group[0], description=group[1] if len(group) > 1 else "", seq=raw["collective_seq_id"],
-        backend=backend, op=op_name(profiling), in_sizes=_shapes(raw["input_sizes"]),
-        out_sizes=_shapes(raw["output_sizes"]), in_dtype=dtype_name(dtypes[0]) if dtypes else "unknown",
+        backend=backend, op=op_name(profiling), in_sizes=in_sizes,
+        out_sizes=out_sizes, in_dtype=dtype_name(dtypes[0]) if dtypes else "unknown",
         completed=completed, state=state or ("completed" if completed else "not completed"),
         t_ns=raw["time_created_ns"],
         duration_ns=int(duration * 1e6) if isinstance(duration, (int, float)) and not isinstance(duration, bool)
@@ -216,7 +221,9 @@ def _read_entries(dump: Dump, warnings: list[str]) -> list[_Entry]:
     version = str(dump.content.get("version"))
     if not version.startswith("2."):
         warnings.append(f"rank {dump.rank} ({dump.path.name}): Flight Recorder format {version}, read as 2.x")
-    entries, bad, p2p, repeated = [], Counter(), 0, 0
+    entries: list[_Entry] = []
+    bad: Counter[str] = Counter()
+    p2p, repeated = 0, 0
     seen: set[tuple[str, int]] = set()
     for raw in dump.content["entries"]:
         entry = _entry(raw)

@@ -213,7 +213,7 @@ def _groups(processes: dict[tuple[str, int], _Process], warnings: list[str]) -> 
             rank_of[key] = world.rank
     found: dict[tuple, _Group] = {}
     for key, rank in sorted(rank_of.items(), key=lambda kv: kv[1]):
-        sizes = Counter()
+        sizes: Counter[int] = Counter()
         for comm in sorted(processes[key].comms.values(), key=lambda c: c.order):
             identity = ("id", comm.comm_id) if comm.comm_id else ("size", comm.size, sizes[comm.size])
             sizes[comm.size] += 1
@@ -236,8 +236,8 @@ def _ring_hops(group: _Group) -> list[tuple[list[int], list[Hop]]]:
     if not by_channel:  # older logs print only the ring's order
         for comm in group.comms.values():
             for channel, order in comm.orders.items():
-                ranks = [group.global_rank(r) for r in order]
-                if None not in ranks and len(ranks) > 1:
+                ranks = [known for r in order if (known := group.global_rank(r)) is not None]
+                if len(ranks) == len(order) > 1:  # every member known
                     by_channel[channel] = {ranks[i]: ranks[(i + 1) % len(ranks)] for i in range(len(ranks))}
     return _distinct(by_channel, lambda edges: [Hop(src, dst, 1, _label("ring", group, src, dst))
                                                 for src, dst in sorted(edges.items())])

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from typing import TypeGuard
 from dataclasses import dataclass, field, replace
 from math import prod
 from pathlib import Path
@@ -67,7 +68,7 @@ class ProfilerTrace:
     content: dict
 
 
-def is_profiler_trace(content: object) -> bool:
+def is_profiler_trace(content: object) -> TypeGuard[dict]:
     """Whether decoded JSON is a torch.profiler trace of a distributed job."""
     return (isinstance(content, dict) and isinstance(content.get("traceEvents"), list)
             and isinstance(content.get("distributedInfo"), dict))
@@ -115,6 +116,12 @@ def _slices(content: dict) -> list[dict]:
     return sorted(found, key=lambda e: e["ts"])
 
 
+def _args(event: dict) -> dict:
+    """The slice's ``args``; empty where it has none or they are not an object."""
+    args = event.get("args")
+    return args if isinstance(args, dict) else {}
+
+
 def _groups(info: dict) -> dict[str, tuple[str, tuple[int, ...]]]:
     """The rank's groups from ``distributedInfo.pg_config``: name → (label, ranks)."""
     groups = {}
@@ -137,7 +144,7 @@ def _tensor_count(dims: object, kind: object) -> tuple[int | None, str]:
 def _c10d_call(rank: _Rank, event: dict, group: tuple[str, tuple[int, ...]], seq: int) -> _Pending | None:
     """The call a ``c10d::`` slice made, its sizes from ``Input Dims``."""
     inputs, outputs, root_at = _C10D_ARGS[event["name"]]
-    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    args = _args(event)
     dims, kinds = args.get("Input Dims") or [], args.get("Input type") or []
     concrete = args.get("Concrete Inputs") or []
 
@@ -188,7 +195,7 @@ def _param_comms_call(rank: _Rank, args: dict, groups: dict, counters: Counter, 
 def _read_param_comms(rank: _Rank, slices: list[dict], groups: dict, skipped: Counter) -> None:
     counters: Counter[str] = Counter()
     for event in slices:
-        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        args = _args(event)
         if event["name"] != "record_param_comms" or op_name(str(args.get("Collective name", ""))) not in _KNOWN_OPS:
             if event["name"] == "record_param_comms" and op_name(str(args.get("Collective name", ""))) in P2P_OPS:
                 skipped["point-to-point"] += 1
@@ -207,7 +214,7 @@ def _time_by_kernels(rank: _Rank, slices: list[dict]) -> None:
     by_seq = {p.seq_key: p for p in rank.calls if p.seq_key is not None}
     unpaired = []
     for kernel in kernels:
-        args = kernel.get("args") if isinstance(kernel.get("args"), dict) else {}
+        args = _args(kernel)
         pending = by_external.get(args.get("External id"))
         if pending is None and isinstance(args.get("Seq"), int):
             pending = by_seq.get((str(args.get("Process Group Name", "")), args["Seq"]))
@@ -260,7 +267,7 @@ def _time_by_gloo_work(rank: _Rank, slices: list[dict]) -> None:
     for event in slices:
         if event["name"].startswith("gloo:"):
             works[op_name(event["name"])].append(event)
-    next_of = Counter()
+    next_of: Counter[str] = Counter()
     for pending in rank.calls:
         heads = []
         for op in _RUNS_AS.get(pending.call.op, {pending.call.op}):
@@ -275,7 +282,7 @@ def _time_by_gloo_work(rank: _Rank, slices: list[dict]) -> None:
         op = min(heads)[1]
         work = works[op][next_of[op]]
         next_of[op] += 1
-        args = work.get("args") if isinstance(work.get("args"), dict) else {}
+        args = _args(work)
         kinds = args.get("Input type") or []
         _time(pending, work, "gloo work slice")
         pending.settle(dtype_name(kinds[0]) if kinds and isinstance(kinds[0], str) and kinds[0] else None)

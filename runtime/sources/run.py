@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 from ..observation.fingerprints import Disagreement, FingerprintCheck
 from ..observation.metrics import BUS_FACTOR_OPS, algo_bytes
@@ -33,7 +33,6 @@ from ..wire.protocol import (
     LAUNCHER_RANK,
     AnyEvent,
     Collective,
-    Event,
     Mismatch,
     Phase,
     RankEnd,
@@ -45,6 +44,9 @@ from ..wire.protocol import (
 )
 
 __all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "group_label", "call_text", "order_steps", "build_run"]
+
+_Key = TypeVar("_Key", bound=Hashable)
+_EventT = TypeVar("_EventT", bound=AnyEvent)
 
 
 @dataclass(frozen=True)
@@ -148,12 +150,12 @@ def call_text(call: Call) -> str:
     return f"{call.op} #{call.group_seq} on group {call.group}"
 
 
-def order_steps(sequences: Mapping[int, Sequence[Hashable]], first_seen: Mapping[Hashable, int]) -> list[Hashable]:
+def order_steps(sequences: Mapping[int, Sequence[_Key]], first_seen: Mapping[_Key, int]) -> list[_Key]:
     """Every key of ``sequences`` (each rank's calls in its own order) in one order that keeps each
     rank's, earliest ``first_seen`` first among those free to go next. Where ranks disagree (a
     cycle: rank 0 did A then B, rank 1 B then A) the earliest key left goes next regardless; the
     caller skips a call that would then run backwards on its rank."""
-    after: dict[Hashable, set[Hashable]] = {key: set() for seq in sequences.values() for key in seq}
+    after: dict[_Key, set[_Key]] = {key: set() for seq in sequences.values() for key in seq}
     waiting_on = dict.fromkeys(after, 0)
     for seq in sequences.values():
         for before, then in zip(seq, seq[1:]):
@@ -163,8 +165,8 @@ def order_steps(sequences: Mapping[int, Sequence[Hashable]], first_seen: Mapping
     rank_of = {key: n for n, key in enumerate(sorted(after, key=lambda k: (first_seen.get(k, 0), repr(k))))}
     ready = [(rank_of[key], key) for key, count in waiting_on.items() if count == 0]
     heapq.heapify(ready)
-    order: list[Hashable] = []
-    placed: set[Hashable] = set()
+    order: list[_Key] = []
+    placed: set[_Key] = set()
     while len(order) < len(after):
         if not ready:  # a cycle: let the earliest remaining key go
             key = min((k for k in after if k not in placed), key=rank_of.__getitem__)
@@ -189,7 +191,7 @@ class _Stamper:
         self.events: list[AnyEvent] = []
         self._seq: dict[int, int] = {}
 
-    def __call__(self, event_type: type[Event], rank: int, t_ns: int, **fields) -> AnyEvent:
+    def __call__(self, event_type: type[_EventT], rank: int, t_ns: int, **fields) -> _EventT:
         seq = self._seq.get(rank, 0)
         self._seq[rank] = seq + 1
         event = event_type(run=self.run, rank=rank, seq=seq, t_ns=t_ns, **fields)

@@ -198,9 +198,9 @@ class ScriptObserver:
                                    "BackendSelect", with_keyset=True)
         original, waited = self._original_wait, self._waited_on
 
-        def wait(work: dist.Work, *args: Any, **kwargs: Any) -> Any:
-            result = original(work, *args, **kwargs)
-            waited(work)
+        def wait(self: dist.Work, *args: Any, **kwargs: Any) -> bool:  # installed as Work.wait: self is the Work
+            result = original(self, *args, **kwargs)
+            waited(self)
             return result
 
         self._wait_code = wait.__code__
@@ -259,15 +259,15 @@ class ScriptObserver:
         group = c10d_group(args)
         label, members = self._group(group)
         sizes = call_sizes(inputs, outputs)
-        sample = (outputs or inputs or [None])[0]
+        sample = outputs[0] if outputs else inputs[0] if inputs else None
         on_gpu = sample is not None and sample.is_cuda
         work = work_of(out)
-        watchable = work is not None and not on_gpu
-        if watchable and name == "reduce_scatter":
+        watched = work if work is not None and not on_gpu else None  # timed by the watcher thread
+        if watched is not None and name == "reduce_scatter":
             try:
-                work.get_future()  # a work of its own: waiting on it has no effect but waiting
+                watched.get_future()  # a work of its own: waiting on it has no effect but waiting
             except RuntimeError:  # gloo's reduce_scatter_tensor, finished inside its wait: timed by the caller's
-                watchable = False
+                watched = None
         with self._lock:
             if not self._started:
                 self._announce_locked(sample, group)
@@ -284,10 +284,10 @@ class ScriptObserver:
                 call.end(issued_ns, None, "")  # nothing to time (NCCL's coalesced calls return no Work)
             elif on_gpu:
                 self._polled.append((work, call))
-            elif not watchable:
+            elif watched is None:
                 self._waited[id(work)] = (work, call)
-        if watchable:
-            self._watcher.watch(work, call)
+        if watched is not None:
+            self._watcher.watch(watched, call)
 
     def _completed(self, call: _Call, now_ns: int, ok: bool) -> None:
         """The watcher saw ``call`` complete at ``now_ns`` (``ok`` False: it failed, so it has no
@@ -325,7 +325,8 @@ class ScriptObserver:
                 pending.append((work, call))
                 continue
             try:
-                duration = int(work._get_duration() * 1e6)
+                # torch's stubs omit Work._get_duration, which the C++ binding has (NCCL's GPU time, ms)
+                duration = int(work._get_duration() * 1e6)  # type: ignore[attr-defined]
             except RuntimeError:  # timing was off for this group (created before the variable was set)
                 duration = None
             call.end(time.monotonic_ns(), duration, "gpu")
@@ -458,7 +459,11 @@ class ScriptObserver:
             self._send(Phase, t_ns=edge.t_ns, index=edge.index, name=edge.name, edge="begin",
                        narration=edge.narration)
         else:
-            t_ns = edge.t_ns if edge.t_ns is not None else edge.after.ended_ns
+            t_ns = edge.t_ns
+            if t_ns is None:  # a step of one call ends when the call did
+                if edge.after is None:
+                    raise RuntimeError(f"step {edge.index} ends with neither a time nor a call")
+                t_ns = edge.after.ended_ns
             self._send(Phase, t_ns=t_ns, index=edge.index, name=edge.name, edge="end")
         edge.sent = True
 
@@ -531,7 +536,7 @@ def _watched_bytes(watched: _Watched) -> dict[str, int]:
                 count += storage.nbytes()
         return count
 
-    params = [p for module in watched.modules for p in module.parameters()]
+    params: list[torch.Tensor] = [p for module in watched.modules for p in module.parameters()]
     grads = [p.grad for p in params if p.grad is not None]
     state = [value for optimizer in watched.optimizers for entry in optimizer.state.values()
              for value in entry.values() if isinstance(value, torch.Tensor)]

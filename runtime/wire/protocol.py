@@ -14,7 +14,7 @@ Malformed input of any kind raises :class:`ProtocolError` (or one of its subclas
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal, Union
+from typing import Any, Literal, Union, get_args
 
 import msgspec
 
@@ -411,7 +411,7 @@ AnyEvent = Union[
 ]
 """Every concrete event type; what :func:`decode` returns."""
 
-EVENT_TYPES: tuple[type[Event], ...] = AnyEvent.__args__
+EVENT_TYPES: tuple[type[Event], ...] = get_args(AnyEvent)
 """The concrete event types, in :data:`AnyEvent`'s order (bulk readers number types by position here)."""
 
 _encoder = msgspec.msgpack.Encoder()
@@ -441,7 +441,7 @@ MAX_LOADED_VALUES = 65_536
 larger tensors); longer lists, possible only in a foreign or damaged trace, are not decoded."""
 
 
-def _field_entry(field: msgspec.structs.FieldInfo) -> tuple[object, ...]:
+def _field_entry(field: msgspec.structs.FieldInfo) -> tuple[str, Any] | tuple[str, Any, Any]:
     """``field`` as a :func:`msgspec.defstruct` entry: its name, its type and its default, if any."""
     if field.default is not msgspec.NODEFAULT:
         return (field.name, field.type, field.default)
@@ -478,7 +478,8 @@ _BufferShell = msgspec.defstruct(
 """Buffer's own fields, its values left encoded (an array, nil, or empty when absent): see
 :func:`decode_bounded`."""
 
-_shell_decoder = msgspec.msgpack.Decoder(_BufferShell)
+_shell_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(_BufferShell)
+"""Decodes a :data:`_BufferShell`, a struct made at run time whose fields no type checker sees."""
 _values_decoder = msgspec.msgpack.Decoder(list[Union[int, float]])
 
 

@@ -15,6 +15,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from mmap import mmap
 
 from .protocol import MAX_FRAME_BYTES
 
@@ -50,7 +51,7 @@ BATCH = 4096
 """Payloads :func:`scan_records` hands over at a time (fewer generator round trips)."""
 
 
-def scan_records(data: bytes, start: int, checksummed: bool, plausible: Callable[[bytes], bool],
+def scan_records(data: bytes | mmap, start: int, checksummed: bool, plausible: Callable[[bytes], bool],
                  damage: list[Damage]) -> Iterator[tuple[int, list[bytes]]]:
     """(offset after the batch, payloads) for the valid records of ``data`` from ``start``, in
     batches of at most :data:`BATCH` that never span a damaged stretch.
@@ -91,7 +92,7 @@ def scan_records(data: bytes, start: int, checksummed: bool, plausible: Callable
         yield pos, batch
 
 
-def _record_at(data: bytes, pos: int, end: int, header: int, checksummed: bool,
+def _record_at(data: bytes | mmap, pos: int, end: int, header: int, checksummed: bool,
                plausible: Callable[[bytes], bool]) -> bytes | None:
     if pos + header > end:
         return None
@@ -107,7 +108,7 @@ def _record_at(data: bytes, pos: int, end: int, header: int, checksummed: bool,
     return payload if plausible(payload) else None
 
 
-def _next_valid(data: bytes, pos: int, end: int, header: int, checksummed: bool,
+def _next_valid(data: bytes | mmap, pos: int, end: int, header: int, checksummed: bool,
                 plausible: Callable[[bytes], bool]) -> int | None:
     """The first offset at or after ``pos`` where a valid record starts, or None."""
     for candidate in range(pos, end - header + 1):

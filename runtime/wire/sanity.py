@@ -54,10 +54,9 @@ def checked_events(events: list[AnyEvent | Skipped]) -> tuple[list[AnyEvent], li
         if seq > previous + 1 and previous >= 0:
             gaps += 1
         last_seq[rank] = seq
-        kind = type(event)
-        if kind in (Collective, Span) and event.duration_ns is not None and event.duration_ns < 0:
+        if isinstance(event, (Collective, Span)) and event.duration_ns is not None and event.duration_ns < 0:
             dropped["with negative durations"] += 1
-        elif kind is not Skipped:
+        elif not isinstance(event, Skipped):
             keep(event)
     notes = [f"dropped {count} event{'s' if count > 1 else ''} {why}" for why, count in sorted(dropped.items())]
     if gaps:

@@ -32,7 +32,9 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import BinaryIO, Union
+from io import BufferedIOBase
+from types import GenericAlias
+from typing import Any, Union
 
 import msgspec
 import numpy as np
@@ -61,16 +63,17 @@ class NotIntact(Exception):
 
 @dataclass
 class ScanChunk:
-    """Consecutive events of a trace: ``decoded[i]`` is event ``first + i``, thin or full;
-    ``kinds[i]`` the position of its type in :data:`~.protocol.EVENT_TYPES`; ``ranks[i]`` its rank."""
+    """Consecutive events of a trace: ``decoded[i]`` is event ``first + i``, thin or full (typed
+    ``Any``: thin event types are made at run time); ``kinds[i]`` the position of its type in
+    :data:`~.protocol.EVENT_TYPES`; ``ranks[i]`` its rank."""
 
     first: int
-    decoded: list[object]
+    decoded: list[Any]
     kinds: np.ndarray
     ranks: np.ndarray
-    _selected: dict[tuple[type[Event], ...], tuple[np.ndarray, list[object]]] = field(default_factory=dict, repr=False)
+    _selected: dict[tuple[type[Event], ...], tuple[np.ndarray, list[Any]]] = field(default_factory=dict, repr=False)
 
-    def select(self, *types: type[Event]) -> tuple[np.ndarray, list[object]]:
+    def select(self, *types: type[Event]) -> tuple[np.ndarray, list[Any]]:
         """The log positions (int64) and decoded events of ``types``, in log order."""
         found = self._selected.get(types)
         if found is None:
@@ -138,10 +141,11 @@ def _decoder(thin: Mapping[type[Event], Iterable[str]]) -> tuple[msgspec.msgpack
         if fields is not None and event_type is Collective:
             fields = {*fields, "duration_ns"}  # the sanity checks read it
         members.append(thin_event_type(event_type, fields) if fields is not None else event_type)
-    return msgspec.msgpack.Decoder(list[Union[(int, *members)]]), {member: code for code, member in enumerate(members)}
+    chunk_type = GenericAlias(list, Union.__getitem__((int, *members)))  # list[Union[int, *members]], built at run time
+    return msgspec.msgpack.Decoder(chunk_type), {member: code for code, member in enumerate(members)}
 
 
-def _chunks(file: BinaryIO, offset: int, room: int, decoder: msgspec.msgpack.Decoder,
+def _chunks(file: BufferedIOBase, offset: int, room: int, decoder: msgspec.msgpack.Decoder,
             codes: dict[type, int]) -> Iterable[tuple[ScanChunk, array, int]]:
     """(chunk, file offsets of its records, file offset after them) for every chunk of records
     from ``offset``, the file's position, on, read ``room`` bytes at a time.

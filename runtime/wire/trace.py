@@ -140,7 +140,8 @@ class TraceWriter:
         self.error = f"recording stopped at event {self.events_written}: {write_error_text(exc)}"
         file, self._file = self._file, None
         try:
-            file.close()
+            if file is not None:
+                file.close()
         except OSError:
             pass  # the buffer that failed to write fails again here; the error is already said
 

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal, TypeVar
 
 import zmq
 
@@ -41,6 +42,7 @@ _RECONNECT_MS = 5
 """How soon a worker's socket retries a connect that found no launcher yet (see EventEmitter)."""
 _QUEUE_LIMIT = 1_000_000
 _STOP = object()
+_EventT = TypeVar("_EventT", bound=Event)
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,7 @@ class LauncherEmitter:
         self.run = run
         self._seq = 0
 
-    def make(self, event_type: type[Event], **fields) -> tuple[AnyEvent, bytes]:
+    def make(self, event_type: type[_EventT], **fields) -> tuple[_EventT, bytes]:
         """A launcher event and its encoded payload."""
         event = event_type(run=self.run, rank=LAUNCHER_RANK, seq=self._seq, t_ns=time.monotonic_ns(), **fields)
         self._seq += 1
@@ -241,7 +243,7 @@ class Collector:
         self._apply_release_requests()
         ready = dict(self._poller.poll(int(timeout_s * 1000)))
         if self._control is not None and self._control in ready:
-            self._serve_control()
+            self._serve_control(self._control)
         received: list[tuple[AnyEvent, bytes]] = []
         if self._events in ready:
             for _ in range(self.BATCH):
@@ -311,10 +313,10 @@ class Collector:
                     self._reply(identity, "go", self._gates.released)
                     del self._gates.waiting[identity]
 
-    def _serve_control(self) -> None:
+    def _serve_control(self, control: zmq.Socket) -> None:
         while True:
             try:
-                identity, payload = self._control.recv_multipart(zmq.NOBLOCK)
+                identity, payload = control.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
             except ValueError:
@@ -333,10 +335,13 @@ class Collector:
             else:
                 self._gates.waiting[identity] = message.index
 
-    def _reply(self, identity: bytes, kind: str, index: int) -> None:
-        message = GateMessage(kind=kind, run=self.run, rank=LAUNCHER_RANK, index=index)
+    def _reply(self, identity: bytes, kind: Literal["go", "abort"], index: int) -> None:
+        control, run = self._control, self.run
+        if control is None or run is None:
+            return  # no rank waits: gates need the control socket and a run (an exposed collector has neither)
+        message = GateMessage(kind=kind, run=run, rank=LAUNCHER_RANK, index=index)
         try:
-            self._control.send_multipart([identity, encode_control(message)], zmq.NOBLOCK)
+            control.send_multipart([identity, encode_control(message)], zmq.NOBLOCK)
         except zmq.ZMQError:
             self.dropped["control reply failed"] += 1
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from ..collectives import present
 from .plans import Hop, Plan
 
 __all__ = ["RankBuffers", "run_hop", "plan_buffers", "finish", "algorithm_caller", "COMBINE", "MAX_MASK_RANKS"]
@@ -59,19 +60,23 @@ def plan_buffers(op: str, rank: int, n: int, count: int, root: int, inp: torch.T
     """
     if op in ("all_reduce", "broadcast", "reduce"):
         own = {"x": (0, count)} if op != "broadcast" or rank == root else {}
-        return {"x": inp.reshape(-1)}, own
+        return {"x": present(inp, "input").reshape(-1)}, own
     if op == "reduce_scatter":
-        return {"x": inp.reshape(-1).clone()}, {"x": (0, count)}
+        return {"x": present(inp, "input").reshape(-1).clone()}, {"x": (0, count)}
     if op == "scatter":
-        source = inp.reshape(-1) if inp is not None else torch.zeros(count, dtype=out.dtype, device=out.device)
+        if inp is not None:
+            source = inp.reshape(-1)
+        else:
+            like = present(out, "output")
+            source = torch.zeros(count, dtype=like.dtype, device=like.device)
         return {"in": source}, ({"in": (0, count)} if rank == root else {})
-    flat_in = inp.reshape(-1)
+    flat_in = present(inp, "input").reshape(-1)
     if op == "all_to_all":
         chunk = count // n
-        target = out.reshape(-1)
+        target = present(out, "output").reshape(-1)
         target[rank * chunk:(rank + 1) * chunk] = flat_in[rank * chunk:(rank + 1) * chunk]
         return {"in": flat_in, "out": target}, {"in": (0, count), "out": (rank * chunk, chunk)}
-    target = out.reshape(-1) if out is not None else torch.zeros(n * count, dtype=inp.dtype, device=inp.device)
+    target = out.reshape(-1) if out is not None else torch.zeros(n * count, dtype=flat_in.dtype, device=flat_in.device)
     target[rank * count:(rank + 1) * count] = flat_in  # all_gather, gather (a non-root's is a tree's scratch)
     buffers = {"out": target} if op == "all_gather" else {"in": flat_in, "out": target}
     own = {"out": (rank * count, count)} if op == "all_gather" else {"in": (0, count), "out": (rank * count, count)}
@@ -86,8 +91,8 @@ def finish(op: str, rank: int, n: int, count: int, root: int, buffers: dict[str,
         return None
     if op in ("reduce_scatter", "scatter"):
         chunk = count // n
-        out.reshape(-1).copy_(buffers["x" if op == "reduce_scatter" else "in"][rank * chunk:(rank + 1) * chunk])
-        result = out.reshape(-1)
+        result = present(out, "output").reshape(-1)
+        result.copy_(buffers["x" if op == "reduce_scatter" else "in"][rank * chunk:(rank + 1) * chunk])
     else:
         result = buffers["x"] if op in ("all_reduce", "broadcast", "reduce") else buffers["out"]
     if reduce_op == "avg":
@@ -127,13 +132,13 @@ def run_hop(hop: Hop, rank: int, buffers: RankBuffers, reduce_op: str,
             data = buffers.data[message.buffer][message.start:message.start + message.length].clone()
             operations.append(dist.P2POp(dist.isend, data, message.dst, group, tag))
             if provenance:
-                mask = buffers.masks[message.buffer][message.start:message.start + message.length].clone()
-                operations.append(dist.P2POp(dist.isend, mask, message.dst, group, tag + 1))
+                sent_mask = buffers.masks[message.buffer][message.start:message.start + message.length].clone()
+                operations.append(dist.P2POp(dist.isend, sent_mask, message.dst, group, tag + 1))
         if message.dst == rank:
             like = buffers.data[message.into]
             data = torch.empty(message.length, dtype=like.dtype, device=like.device)
             operations.append(dist.P2POp(dist.irecv, data, message.src, group, tag))
-            mask = None
+            mask: torch.Tensor | None = None
             if provenance:
                 mask = torch.empty(message.length, dtype=torch.int64)
                 operations.append(dist.P2POp(dist.irecv, mask, message.src, group, tag + 1))

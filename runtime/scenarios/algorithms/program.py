@@ -17,7 +17,7 @@ from ...errors import UsageError
 from ...observation.metrics import algo_bytes, bus_factor_text, human_bytes
 from ...observation.tensors import provenance_from_tags
 from ...wire.protocol import Check, Transfer
-from ..collectives import OUTPUT_NAMES, CollectiveSpec, allocate_input, collective_caller, make_input, make_output
+from ..collectives import OUTPUT_NAMES, CollectiveSpec, allocate_input, collective_caller, make_input, make_output, present
 from .execute import MAX_MASK_RANKS, RankBuffers, finish, plan_buffers, run_hop
 from .plans import Plan, plan
 
@@ -92,7 +92,7 @@ def _library_result(spec: CollectiveSpec, rank: int, n: int, device: torch.devic
     out = make_output(spec, inp, rank, n)
     collective_caller(spec, rank, n)(inp, out, spec.reduce_op or "sum")
     if spec.op in ("all_reduce", "broadcast", "reduce"):
-        return inp.reshape(-1) if spec.op != "reduce" or rank == spec.root else None
+        return present(inp, "input").reshape(-1) if spec.op != "reduce" or rank == spec.root else None
     return None if out is None else out.reshape(-1)
 
 

@@ -15,13 +15,16 @@ from dataclasses import dataclass, fields
 
 import torch
 import torch.distributed as dist
+from torch.distributed.tensor import DTensor
 
 from ...context import RankContext
 from ...errors import UsageError
 from ...wire.protocol import Check
+from ..program import RunOptions
 from .kinds import SettingValue
 
-__all__ = ["TrainingProgram", "PhaseSequence", "refuse_options", "check_identical", "check_close", "timed_steps"]
+__all__ = ["TrainingProgram", "PhaseSequence", "refuse_options", "check_identical", "check_close", "timed_steps",
+           "dtensor", "gradient"]
 
 _FLAGS = {
     "reduce_op": "--op",
@@ -33,11 +36,9 @@ _FLAGS = {
 }
 
 
-def refuse_options(options: object, kind: str, allowed: Iterable[str] = ()) -> None:
-    """UsageError naming the first command-line option given that ``kind`` scenarios do not take.
-
-    ``options`` is a :class:`collviz.runtime.scenarios.program.RunOptions`; ``iters`` counts as given when
-    it is not 1.
+def refuse_options(options: RunOptions, kind: str, allowed: Iterable[str] = ()) -> None:
+    """UsageError naming the first command-line option given that ``kind`` scenarios do not take
+    (``iters`` counts as given when it is not 1).
     """
     allowed = set(allowed)
     for item in fields(options):
@@ -47,6 +48,20 @@ def refuse_options(options: object, kind: str, allowed: Iterable[str] = ()) -> N
             flag = _FLAGS.get(item.name, f"--{item.name.replace('_', '-')}")
             takes = f" ({kind} takes {', '.join(_FLAGS.get(a, a) for a in sorted(allowed))})" if allowed else ""
             raise UsageError(f"{flag} does not apply to {kind} scenarios{takes}")
+
+
+def dtensor(tensor: torch.Tensor) -> DTensor:
+    """``tensor`` as the DTensor that FSDP2 or tensor parallelism made of it (a TypeError if it is not one)."""
+    if not isinstance(tensor, DTensor):
+        raise TypeError(f"expected a DTensor (a sharded or parallelised parameter), got {type(tensor).__name__}")
+    return tensor
+
+
+def gradient(param: torch.Tensor) -> torch.Tensor:
+    """``param``'s gradient, which the backward pass has written (a RuntimeError if it has none)."""
+    if param.grad is None:
+        raise RuntimeError("a parameter the step follows has no gradient")
+    return param.grad
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,13 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from ...context import RankContext
+from ...observation.c10d_calls import world_group
 from ...observation.metrics import human_bytes
 from ...observation.tensors import uniform_provenance
 from ...wire.protocol import ProvenanceRun
+from ..program import RunOptions
 from ..schema import Scenario
-from .common import PhaseSequence, TrainingProgram, check_identical, refuse_options, timed_steps
+from .common import PhaseSequence, TrainingProgram, check_identical, gradient, refuse_options, timed_steps
 from .model import TinyGPT, make_gpt, token_batch
 from .observer import CollectiveObserver
 
@@ -37,7 +39,7 @@ def bucket_count(model: TinyGPT, cap_bytes: int) -> int:
 
     The same call DDP itself makes for its first iteration with ``bucket_cap_mb_list``.
     """
-    params = [p for p in model.parameters() if p.requires_grad]
+    params: list[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
     indices, _ = dist._compute_bucket_assignment_by_size(params, [cap_bytes], [False] * len(params))
     return len(indices)
 
@@ -65,7 +67,7 @@ class DDPProgram(TrainingProgram):
         run_ddp(ctx, self)
 
 
-def build(scenario: Scenario, world_size: int, options: object) -> DDPProgram:
+def build(scenario: Scenario, world_size: int, options: RunOptions) -> DDPProgram:
     """The DDP program: the model is built here once to count its parameters and buckets."""
     refuse_options(options, scenario.name)
     model = make_gpt(dict(scenario.settings))
@@ -93,7 +95,7 @@ def _averaging_hook(ctx: RankContext, phases: PhaseSequence, observer: Collectiv
                     tracked: torch.nn.Parameter, calls: list[int]):
     """DDP's comm hook: average the bucket in place, with Buffer events before and after (the
     bucket's provenance and transfers observed by ``observer``)."""
-    group_name = dist.group.WORLD.group_name
+    group_name = world_group().group_name
     row, col = TRACKED[1]
 
     def hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future:
@@ -110,7 +112,8 @@ def _averaging_hook(ctx: RankContext, phases: PhaseSequence, observer: Collectiv
                     f"{human_bytes(flat.numel() * flat.element_size())}) → all-reduce", category="communication")
         ctx.buffer(f"bucket {bucket.index()} grads", "grad", "before", flat, uniform_provenance(flat.numel(), [ctx.rank]))
         if holds:
-            ctx.buffer(f"{TRACKED[2]}.grad", "grad", "before", tracked.grad[row, col].reshape(1), [ProvenanceRun(0, 1, [ctx.rank])])
+            ctx.buffer(f"{TRACKED[2]}.grad", "grad", "before", gradient(tracked)[row, col].reshape(1),
+                       [ProvenanceRun(0, 1, [ctx.rank])])
         observer.name_next(f"bucket {bucket.index()} grads")
         torch.ops._c10d_functional.all_reduce_(flat, "sum", group_name)
         torch.ops._c10d_functional.wait_tensor(flat)
@@ -118,7 +121,7 @@ def _averaging_hook(ctx: RankContext, phases: PhaseSequence, observer: Collectiv
         provenance = observer.last_provenance
         ctx.buffer(f"bucket {bucket.index()} grads", "grad", "after", flat, provenance)
         if holds:
-            ctx.buffer(f"{TRACKED[2]}.grad", "grad", "after", tracked.grad[row, col].reshape(1),
+            ctx.buffer(f"{TRACKED[2]}.grad", "grad", "after", gradient(tracked)[row, col].reshape(1),
                        [ProvenanceRun(0, 1, list(range(ctx.world_size)))] if provenance and len(provenance) == 1 else None)
         future.set_result(flat)
         return future
@@ -138,7 +141,9 @@ def run_ddp(ctx: RankContext, program: DDPProgram) -> None:
         model = make_gpt(settings).to(ctx.device)
         tracked = model.get_parameter(TRACKED[0])
         with ctx.tracker.category("grads"):
-            ddp = DistributedDataParallel(model, bucket_cap_mb_list=[int(settings["bucket_kib"]) / 1024],
+            # torch annotates bucket_cap_mb_list as list[int], but it takes int(cap_mb * 2**20): a
+            # fraction of a MiB (the setting is in KiB) works, so the stub is narrower than the code
+            ddp = DistributedDataParallel(model, bucket_cap_mb_list=[int(settings["bucket_kib"]) / 1024],  # type: ignore[list-item]
                                           device_ids=[ctx.device] if ctx.device.type == "cuda" else None,
                                           gradient_as_bucket_view=True)
         calls: list[int] = []

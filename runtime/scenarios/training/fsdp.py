@@ -23,18 +23,19 @@ from typing import Any, Callable
 import torch
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 from ...context import RankContext
 from ...errors import UsageError
 from ...observation.metrics import human_bytes
 from ...observation.tensors import uniform_provenance
+from ..program import RunOptions
 from ..schema import Scenario
-from .common import PhaseSequence, TrainingProgram, refuse_options, timed_steps
+from .common import PhaseSequence, TrainingProgram, dtensor, refuse_options, timed_steps
 from .ddp import emit_parameters, train_step
 from .fsdp_checks import GATHERED_NAME, check_shards, gathered_buffer, own_gradient_buffer, reduced_gradient_buffer
-from .model import TinyGPT, make_gpt, token_batch
+from .model import Block, TinyGPT, make_gpt, token_batch
 from .observer import CollectiveObserver
 
 __all__ = ["FSDPProgram", "build", "units_of", "unit_key"]
@@ -96,7 +97,7 @@ class FSDPProgram(TrainingProgram):
         run_fsdp(ctx, self)
 
 
-def build(scenario: Scenario, world_size: int, options: Any) -> FSDPProgram:
+def build(scenario: Scenario, world_size: int, options: RunOptions) -> FSDPProgram:
     """The FSDP program; ``--prefetch`` and ``--reshard-after-forward`` default to off and on."""
     refuse_options(options, scenario.name, allowed=("prefetch", "reshard_after_forward"))
     model = make_gpt(dict(scenario.settings))
@@ -129,6 +130,8 @@ class _UnitPhases:
         self.unit = unit_key(name)
         """The unit's key in a teacher's notes (``block0``: notes for ``block0.forward_all_gather``)."""
         self.reduced = False
+        if not isinstance(module, FSDPModule):
+            raise TypeError(f"{name} is not sharded by fully_shard")
         state = module._get_fsdp_state()
         (group,) = getattr(state, "_fsdp_param_groups", None) or [state._fsdp_param_group]  # torch ≥ 2.10 / older
         self.group = group
@@ -150,7 +153,7 @@ class _UnitPhases:
             out = original(*args)
             self._gathered()
             if self.name == "block 0":
-                gathered_buffer(self.ctx, self.module.attn.query.weight, self.groups.shard)
+                gathered_buffer(self.ctx, _query_weight(self.module), self.groups.shard)
             self.phases.next("forward_compute", f"{self.name} forward: compute", category="activations",
                              unit=self.unit)
             return out
@@ -165,7 +168,7 @@ class _UnitPhases:
                              unit=self.unit)
             out = original(*args)
             if self.name == "block 0" and not self.phases.paused and not self.group.is_unsharded:
-                weight = self.module.attn.query.weight
+                weight = _query_weight(self.module)
                 self.ctx.freed(GATHERED_NAME, weight.numel() * weight.element_size())
             return out
         return wrapper
@@ -193,18 +196,25 @@ class _UnitPhases:
                 self.reduced = True
                 followed = self.name == "block 0"
                 if followed:  # still in the gradients phase: this rank's own, full gradient
-                    own_gradient_buffer(self.ctx, self.module.attn.query.weight)
+                    own_gradient_buffer(self.ctx, _query_weight(self.module))
                 self.phases.next("backward_reduce_scatter", f"{self.name} backward: reduce-scatter",
                                  category="communication", unit=self.unit)
                 out = original(*unused)
                 grads = [p.grad for p in self.module.parameters() if p.grad is not None]
                 self.ctx.tracker.retag(grads, "grads")  # the sharded gradients this rank now keeps
                 if followed:
-                    reduced_gradient_buffer(self.ctx, self.module.attn.query.weight, self.groups.shard,
+                    reduced_gradient_buffer(self.ctx, _query_weight(self.module), self.groups.shard,
                                             self.groups.replicate)
                 return out
             return original(*unused)
         return wrapper
+
+
+def _query_weight(block: nn.Module) -> torch.Tensor:
+    """The W_query of a transformer block (block 0's is the weight this scenario follows)."""
+    if not isinstance(block, Block):
+        raise TypeError(f"expected a transformer Block, got {type(block).__name__}")
+    return block.attn.query.weight
 
 
 @dataclass(frozen=True)
@@ -236,13 +246,11 @@ def _shard(ctx: RankContext, program: FSDPProgram) -> tuple[TinyGPT, list[tuple[
             parallelize_module(block, grid["tp"], {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
         mesh, groups = grid["dp"], _MeshGroups(grid.get_group("dp"))
     with ctx.tracker.category("params"):
-        for _, module in units:
-            fully_shard(module, mesh=mesh, reshard_after_forward=program.reshard_after_forward)
+        sharded = [fully_shard(module, mesh=mesh, reshard_after_forward=program.reshard_after_forward) for _, module in units]
         fully_shard(model, mesh=mesh, reshard_after_forward=program.reshard_after_forward)
     ctx.tracker.track(model.parameters(), "params")
     if program.prefetch:
-        modules = [m for _, m in units]
-        for current, following in zip(modules, modules[1:]):
+        for current, following in zip(sharded, sharded[1:]):
             current.set_modules_to_forward_prefetch([following])
     return model, units, groups
 
@@ -252,7 +260,7 @@ def _emit_full_parameters(ctx: RankContext, model: nn.Module) -> None:
     shown by rank 0 as ``NAME (full)``."""
     for name, param in model.named_parameters():
         with ctx.tracker.suspended():
-            whole = param.full_tensor().detach()
+            whole = dtensor(param).full_tensor().detach()
         if ctx.rank == 0:
             ctx.buffer(f"{name} (full)", "param", "after", whole, None)
 
@@ -267,7 +275,7 @@ def run_fsdp(ctx: RankContext, program: FSDPProgram) -> None:
         for name, module in units:
             _UnitPhases(ctx, phases, name, module, program.prefetch, groups)
         with ctx.tracker.suspended():  # a copy, as in emit_parameters
-            shard = model.blocks[0].attn.query.weight.to_local().detach().clone()
+            shard = dtensor(_query_weight(model.blocks[0])).to_local().detach().clone()
         ctx.buffer("block 0 W_query shard", "shard", "before", shard, uniform_provenance(shard.numel(), [ctx.rank]))
         with ctx.tracker.category("inputs"):
             inputs, targets = (t.to(ctx.device) for t in token_batch(settings, program.data_rank(ctx.rank)))

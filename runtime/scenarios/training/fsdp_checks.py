@@ -11,6 +11,7 @@ from torch import nn
 from ...context import RankContext
 from ...observation.tensors import TagPass, observe_provenance, uniform_provenance
 from ...wire.protocol import Check, ProvenanceRun
+from .common import dtensor
 
 __all__ = ["gathered_buffer", "own_gradient_buffer", "reduced_gradient_buffer", "check_shards", "GATHERED_NAME",
            "OWN_GRADIENT_NAME", "REDUCED_GRADIENT_NAME"]
@@ -25,7 +26,7 @@ REDUCED_GRADIENT_NAME = "block 0 W_query grad shard (averaged)"
 """The averaged gradient shard of block 0's W_query this rank keeps after the reduce-scatter."""
 
 
-def gathered_buffer(ctx: RankContext, param: nn.Parameter, group: dist.ProcessGroup | None = None) -> None:
+def gathered_buffer(ctx: RankContext, param: torch.Tensor, group: dist.ProcessGroup | None = None) -> None:
     """Emit the unsharded ``param`` FSDP just gathered, with provenance observed by all-gathering
     rank tags of its shard's shape over ``group``, the ranks that shard it (default: all; under
     HSDP this rank's replica group), untracked: not part of the scenario's traffic."""
@@ -51,7 +52,7 @@ def gathered_buffer(ctx: RankContext, param: nn.Parameter, group: dist.ProcessGr
     ctx.buffer(GATHERED_NAME, "gathered", "after", snapshot, provenance)
 
 
-def own_gradient_buffer(ctx: RankContext, param: nn.Parameter) -> None:
+def own_gradient_buffer(ctx: RankContext, param: torch.Tensor) -> None:
     """Emit this rank's own full gradient of the unsharded ``param`` (computed from its batch
     alone), before FSDP reduce-scatters it."""
     if param.grad is None:
@@ -62,7 +63,7 @@ def own_gradient_buffer(ctx: RankContext, param: nn.Parameter) -> None:
     ctx.buffer(OWN_GRADIENT_NAME, "grad", "before", snapshot, uniform_provenance(snapshot.numel(), [ctx.rank]))
 
 
-def reduced_gradient_buffer(ctx: RankContext, param: nn.Parameter, shard_group: dist.ProcessGroup | None,
+def reduced_gradient_buffer(ctx: RankContext, param: torch.Tensor, shard_group: dist.ProcessGroup | None,
                             replicate_group: dist.ProcessGroup | None) -> None:
     """Emit the averaged gradient shard of ``param`` this rank keeps after FSDP's reduce-scatter
     over ``shard_group`` (and, under HSDP, the all-reduce over ``replicate_group``), with its
@@ -94,7 +95,7 @@ def check_shards(ctx: RankContext, model: nn.Module) -> bool:
     full parameter, counting each replicated copy once (HSDP's replica groups, a bias TP keeps
     whole on every rank of a pair)."""
     with ctx.tracker.suspended():
-        params = list(model.parameters())
+        params = [dtensor(p) for p in model.parameters()]
         mine = torch.tensor([p.to_local().numel() for p in params], dtype=torch.int64, device=ctx.device)
         everyone = torch.empty(ctx.world_size * len(params), dtype=torch.int64, device=ctx.device)
         dist.all_gather_into_tensor(everyone, mine)

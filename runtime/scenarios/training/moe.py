@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -23,6 +22,7 @@ from ...observation.metrics import algo_bytes
 from ...observation.tensors import uniform_provenance
 from ...observation.timing import CallClock
 from ...wire.protocol import Collective, ProvenanceRun, Transfer
+from ..program import RunOptions
 from ..schema import Scenario
 from .common import PhaseSequence, TrainingProgram, check_close, refuse_options
 from .model import MLP
@@ -64,7 +64,7 @@ class MoEProgram(TrainingProgram):
         run_moe(ctx, self)
 
 
-def build(scenario: Scenario, world_size: int, options: Any) -> MoEProgram:
+def build(scenario: Scenario, world_size: int, options: RunOptions) -> MoEProgram:
     """The MoE program; ``--top-k`` (≤ the number of experts) and ``--capacity-factor`` (> 0)
     override the scenario's."""
     from ...errors import UsageError
@@ -130,11 +130,11 @@ def _all_to_all(ctx: RankContext, out: torch.Tensor, inp: torch.Tensor, send: li
     """One real ``all_to_all_single`` with uneven splits, its Collective events, and the logical
     transfers it made into this rank (one per source that sent rows)."""
     n = ctx.world_size
+    bytes_in, bytes_out = inp.numel() * inp.element_size(), out.numel() * out.element_size()
     fields = dict(phase=ctx.phase_index, op="all_to_all", group=GROUP, group_ranks=list(range(n)),
                   group_seq=ctx.next_group_seq(GROUP), dtype=str(inp.dtype).removeprefix("torch."),
-                  count=inp.numel(), bytes_in=inp.numel() * inp.element_size(),
-                  bytes_out=out.numel() * out.element_size())
-    fields["algo_bytes"] = algo_bytes("all_to_all", n, fields["bytes_in"], fields["bytes_out"])
+                  count=inp.numel(), bytes_in=bytes_in, bytes_out=bytes_out)
+    fields["algo_bytes"] = algo_bytes("all_to_all", n, bytes_in, bytes_out)
     clock = CallClock(ctx.device)
     ctx.emitter.emit(Collective, t_ns=clock.started_ns, edge="begin", **fields)
     dist.all_to_all_single(out, inp, output_split_sizes=receive, input_split_sizes=send)

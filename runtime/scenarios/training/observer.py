@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.distributed_c10d import _resolve_process_group
+from torch.distributed.distributed_c10d import GroupName, _resolve_process_group
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass_type
 
 from ...context import RankContext
@@ -42,6 +42,7 @@ from ...observation.c10d_calls import (
     group_label,
     tensors_in,
     work_of,
+    world_group,
 )
 from ...observation.tensors import TagPass, observe_provenance
 from ...observation.timing import CallClock
@@ -81,7 +82,7 @@ class _Call:
 def _functional_group(args: tuple) -> dist.ProcessGroup:
     """The process group a functional collective names (its last string argument)."""
     names = [arg for arg in args if isinstance(arg, str)]
-    return _resolve_process_group(names[-1]) if names else dist.group.WORLD
+    return _resolve_process_group(GroupName(names[-1])) if names else world_group()
 
 
 class CollectiveObserver(TorchDispatchMode):
@@ -185,6 +186,7 @@ def _observed_provenance(call: _Call, rank: int) -> list[ProvenanceRun] | None:
     members = dist.get_process_group_ranks(call.group)
     me = members.index(rank)
     source, result = call.inputs[0], call.outputs[0]
+    src = None if call.root is None else members[call.root]  # a broadcast's root, as a global rank
 
     def received(tag_pass: TagPass) -> torch.Tensor:
         if call.op == "all_reduce":
@@ -192,7 +194,7 @@ def _observed_provenance(call: _Call, rank: int) -> list[ProvenanceRun] | None:
             dist.all_reduce(tags, group=call.group)
         elif call.op == "broadcast":
             tags = tag_pass.tags(result, me, placeholder=me != call.root)
-            dist.broadcast(tags, src=members[call.root], group=call.group)
+            dist.broadcast(tags, src=src, group=call.group)
         else:
             mine = tag_pass.tags(source, me).reshape(-1)
             tags = tag_pass.tags(result, me, placeholder=True).reshape(-1)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -35,8 +34,9 @@ from ...errors import UsageError
 from ...observation.tensors import uniform_provenance
 from ...reports.pipeline import ideal_bubble
 from ...wire.protocol import Span, Transfer
+from ..program import RunOptions
 from ..schema import Scenario
-from .common import PhaseSequence, TrainingProgram, check_close, refuse_options, timed_steps
+from .common import PhaseSequence, TrainingProgram, check_close, gradient, refuse_options, timed_steps
 from .model import TinyGPT, make_gpt, token_batch
 
 __all__ = ["PipelineProgram", "SCHEDULES", "build", "stage_blocks", "stage_pieces", "PipelineStageModule",
@@ -114,7 +114,7 @@ class PipelineProgram(TrainingProgram):
         run_pp(ctx, self)
 
 
-def build(scenario: Scenario, world_size: int, options: Any) -> PipelineProgram:
+def build(scenario: Scenario, world_size: int, options: RunOptions) -> PipelineProgram:
     """The pipeline program; ``--schedule`` and ``--microbatches`` override the defaults.
 
     UsageError when a stage would get no block, the microbatches do not divide the batch, or
@@ -159,7 +159,7 @@ def reference_step(settings: dict) -> tuple[float, dict[str, torch.Tensor]]:
     inputs, targets = token_batch(settings, 0)
     loss = _loss(int(settings["vocab"]))(model(inputs), targets)
     loss.backward()
-    return float(loss), {name: p.grad.detach().clone() for name, p in model.named_parameters()}
+    return float(loss), {name: gradient(p).detach().clone() for name, p in model.named_parameters()}
 
 
 class _StageWatch:
@@ -170,8 +170,8 @@ class _StageWatch:
         self._received: dict[tuple[str, int], list[tuple[int, torch.Tensor]]] = {}
         for name in ("get_fwd_recv_ops", "get_bwd_recv_ops"):
             setattr(stage, name, self._receiving(getattr(stage, name), "forward" if "fwd" in name else "backward"))
-        stage.forward_one_chunk = self._timed(stage.forward_one_chunk, "forward")
-        stage.backward_one_chunk = self._timed(stage.backward_one_chunk, "backward")
+        for name in ("forward_one_chunk", "backward_one_chunk"):
+            setattr(stage, name, self._timed(getattr(stage, name), name.split("_")[0]))
 
     def _receiving(self, method, kind: str):
         def posted(chunk: int) -> list[dist.P2POp]:
@@ -253,7 +253,7 @@ def run_pp(ctx: RankContext, program: PipelineProgram) -> None:
     if last:
         ctx.buffer("microbatch losses", "loss", "result", torch.stack([l.detach() for l in losses]), None)
     with ctx.tracker.suspended():
-        grads = {name: p.grad.detach().clone() for name, p in named}
+        grads = {name: gradient(p).detach().clone() for name, p in named}
     phases.next("optimizer", "AdamW step on each stage's own parameters", category="optimizer")
     optimizer = torch.optim.AdamW(module.parameters(), lr=float(settings["lr"]))
     optimizer.step()

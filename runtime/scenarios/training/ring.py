@@ -19,6 +19,7 @@ from ...context import RankContext
 from ...errors import UsageError
 from ...observation.metrics import human_bytes
 from ...wire.protocol import ProvenanceRun, Transfer
+from ..program import RunOptions
 from ..schema import Scenario
 from .common import TrainingProgram, check_close, refuse_options
 from .observer import CollectiveObserver
@@ -68,7 +69,7 @@ class RingProgram(TrainingProgram):
         run_ring(ctx, self)
 
 
-def build(scenario: Scenario, world_size: int, options: object) -> RingProgram:
+def build(scenario: Scenario, world_size: int, options: RunOptions) -> RingProgram:
     """The ring program for ``world_size`` ranks; ``--size`` sets the bytes per rank."""
     refuse_options(options, scenario.name, allowed=("size_bytes",))
     size = getattr(options, "size_bytes")

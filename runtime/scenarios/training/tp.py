@@ -22,8 +22,9 @@ from ...context import RankContext
 from ...errors import UsageError
 from ...observation.tensors import uniform_provenance
 from ...wire.protocol import ProvenanceRun
+from ..program import RunOptions
 from ..schema import Scenario
-from .common import PhaseSequence, TrainingProgram, check_close, refuse_options
+from .common import PhaseSequence, TrainingProgram, check_close, dtensor, refuse_options
 from .model import MLP
 from .observer import CollectiveObserver
 
@@ -55,7 +56,7 @@ class TPProgram(TrainingProgram):
         run_tp(ctx, self)
 
 
-def build(scenario: Scenario, world_size: int, options: object) -> TPProgram:
+def build(scenario: Scenario, world_size: int, options: RunOptions) -> TPProgram:
     """The TP program; the hidden width must split evenly over the ranks."""
     refuse_options(options, scenario.name)
     hidden = int(scenario.settings["hidden"])
@@ -82,7 +83,7 @@ def run_tp(ctx: RankContext, program: TPProgram) -> None:
     own = lambda t: uniform_provenance(t.numel(), [rank])  # noqa: E731
     ctx.buffer("x", "input", "before", x, own(x))
     for name, tensor in (("W1 shard", mlp.fc1.weight), ("b1 shard", mlp.fc1.bias), ("W2 shard", mlp.fc2.weight)):
-        local = tensor.to_local()
+        local = dtensor(tensor).to_local()
         ctx.buffer(name, "shard", "before", local, own(local))
 
     def fc1_starts(module: Any, args: Any) -> None:
@@ -99,7 +100,7 @@ def run_tp(ctx: RankContext, program: TPProgram) -> None:
         ctx.buffer("gelu(h) shard", "activation", "result", args[0], own(args[0]))
         phases.next("fc2", f"fc2 row-parallel: partial y = gelu(h) shard · W2 shardᵀ + b2/{ctx.world_size}",
                     category="activations")
-        bias = mlp.fc2.bias.to_local()  # replicated: every rank holds all of b2
+        bias = dtensor(mlp.fc2.bias).to_local()  # replicated: every rank holds all of b2
         ctx.buffer("b2", "shard", "before", bias, uniform_provenance(bias.numel(), list(range(ctx.world_size))))
         with ctx.tracker.suspended():
             share = bias / ctx.world_size

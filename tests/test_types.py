@@ -1,0 +1,53 @@
+"""``runtime/`` type-checks: mypy, with the repository's ``[tool.mypy]`` settings, finds no error.
+
+mypy resolves ``collviz.runtime`` through folders, and the installed layout maps three of them
+(``src/collviz``, ``runtime/``, ``app/``) onto one package; the check runs on that package assembled
+in a temporary folder, as the import-linter contracts do. Its cache stays in that folder, so the
+second check (a planted error) costs only the planted module.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_contracts import CONFIG, assemble
+
+
+def mypy(root: Path) -> subprocess.CompletedProcess[str]:
+    """``mypy collviz/runtime`` on the package assembled under ``root``, with the repository's settings."""
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(CONFIG), "--cache-dir", str(root / ".mypy_cache"),
+         "collviz/runtime"],
+        cwd=root, capture_output=True, text=True, timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def assembled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """The package assembled once, and mypy's first (cold) check of it."""
+    root = tmp_path_factory.mktemp("typed")
+    assemble(root)
+    return root, mypy(root)
+
+
+def test_runtime_type_checks(assembled):
+    _, result = assembled
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_check_catches_a_wrong_type_and_an_unused_ignore(assembled):
+    root, _ = assembled
+    planted = root / "collviz" / "runtime" / "wire" / "planted.py"
+    planted.write_text('count: int = "three"\nfine: int = 3  # type: ignore[assignment]\n')
+    try:
+        result = mypy(root)
+    finally:
+        planted.unlink()
+    assert result.returncode == 1
+    assert 'planted.py:1: error: Incompatible types in assignment (expression has type "str", variable has type "int")' \
+        in result.stdout
+    assert 'planted.py:2: error: Unused "type: ignore" comment' in result.stdout  # warn_unused_ignores is read
