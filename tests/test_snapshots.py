@@ -32,7 +32,8 @@ def _at_step(step: int, *keys: str):
         assert app.loaded, "trace did not load"
         await pilot.press("g", *str(step), "enter")
         await pilot.press(*keys)
-        await pilot.pause()
+        for _ in range(3):  # let after-refresh work (a pane's "↓ more: scroll" hint) settle
+            await pilot.pause(0.05)
 
     return run_before
 
