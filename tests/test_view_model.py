@@ -304,3 +304,29 @@ def test_a_freed_buffer_leaves_the_live_buffers_and_says_when():
     assert previous_boundary(log, len(log)) < len(log) and "output" in _buffers(view_at(log, log.step_ends[1]), 0)
     text = "".join(segment.text for line in rank_lines(after.ranks[0], 60) for segment in line)
     assert "output freed in step 3 (64 B)" in text
+
+
+def test_a_64_rank_step_lists_the_first_transfers_of_all_in_order_not_of_the_first_to_arrive():
+    from collviz.app.model.view import MAX_TRANSFERS
+    from collviz.runtime.wire.protocol import Transfer
+    from fixtures.synthetic import all_gather_events
+
+    events = list(all_gather_events(64))
+    # the highest ranks' transfers arrive first (each rank's own order kept), as a busy run may
+    # deliver them: the first to arrive are then not the first in order
+    moves = [i for i, e in enumerate(events) if isinstance(e, Transfer)]
+    arrived = sorted((events[i] for i in moves), key=lambda t: -t.rank)
+    for i, event in zip(moves, arrived):
+        events[i] = event
+    log = EventLog(events)
+    view = view_at(log, len(log))
+    step = view.step
+    for number, phase in log.phases.items():
+        if phase.transfers.count_upto(len(log)):
+            step = number
+            break
+    view = view_at(log, log.step_ends[step])
+    everything = [e for e in events if isinstance(e, Transfer) and e.phase == step]
+    assert len(everything) == 64 * 63 > MAX_TRANSFERS
+    key = lambda t: (t.dst, t.step, t.src, t.start)  # noqa: E731
+    assert [key(t) for t in view.transfers] == sorted(key(t) for t in everything)[:MAX_TRANSFERS]

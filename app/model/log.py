@@ -192,6 +192,8 @@ class PhaseIndex:
     """Log index of each collective call's first end event (any rank), in order."""
     call_keys: list[tuple[str, int]] = field(default_factory=list)
     """(group, call number) of each call, parallel to :attr:`call_firsts`."""
+    sorted_transfers: tuple[int, tuple[AnyEvent, ...]] | None = field(default=None, repr=False, compare=False)
+    """The view's cache: how many transfers were last put in order, and the first of them."""
     _seen_calls: set[tuple[str, int]] = field(default_factory=set)
 
     def __post_init__(self) -> None:

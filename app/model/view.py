@@ -12,6 +12,8 @@ depend on how the ranks' events interleaved on the way to the collector.
 
 from __future__ import annotations
 
+import heapq
+
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,7 +35,7 @@ from collviz.runtime.wire.protocol import (
 
 from .bench import BenchView, bench_at
 from .cost import CallCost, costs_at
-from .log import EventLog, RankIndex, Series
+from .log import EventLog, PhaseIndex, RankIndex, Series
 
 __all__ = ["BenchView", "CallCost", "MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "rank_list", "TAIL_LENGTH", "MAX_TRANSFERS"]
 
@@ -252,6 +254,19 @@ def _first_failure(log: EventLog, cursor: int) -> str:
     return ""
 
 
+def _first_transfers(phase: PhaseIndex, count: int) -> tuple[Transfer, ...]:
+    """The first :data:`MAX_TRANSFERS` of the phase's first ``count`` transfers in (destination,
+    hop, source, start) order — of all of them, not of the first to arrive (at 64 ranks 4,032
+    arrive in any order). Remembered on the phase for that count: a frame repeats its step's."""
+    cached = phase.sorted_transfers
+    if cached is not None and cached[0] == count:
+        return cached[1]
+    moved = phase.transfers.events[:count]
+    first = tuple(heapq.nsmallest(MAX_TRANSFERS, moved, key=lambda t: (t.dst, t.step, t.src, t.start)))
+    phase.sorted_transfers = (count, first)
+    return first
+
+
 def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     """The view of ``log`` after its first ``cursor`` events (clamped to ``0..len(log)``)."""
     cursor = max(0, min(cursor, len(log)))
@@ -295,8 +310,7 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     moved_count = 0
     if phase is not None:
         moved_count = phase.transfers.count_upto(cursor)
-        moved = phase.transfers.events[: min(moved_count, MAX_TRANSFERS)]
-        transfers = tuple(sorted(moved, key=lambda t: (t.dst, t.step, t.src, t.start)))
+        transfers = _first_transfers(phase, moved_count)
         checks = tuple(sorted(phase.checks.events[: phase.checks.count_upto(cursor)], key=lambda c: (c.rank, c.name)))
     gos = log.gos.count_upto(cursor)
     run = log.run_start
