@@ -22,9 +22,10 @@ from .scenario_args import memory_need, run_options
 
 if TYPE_CHECKING:
     from collviz.app.app import ViewerOptions
+    from collviz.runtime.plan import RunPlan
     from collviz.runtime.sources.run import ImportedRun
 
-__all__ = ["run_scenario", "replay_trace", "replay_paths", "open_artifacts", "is_collviz_trace", "viewer_options",
+__all__ = ["run_scenario", "play_plan", "replay_trace", "replay_paths", "open_artifacts", "is_collviz_trace", "viewer_options",
            "headless_instead"]
 
 
@@ -71,7 +72,6 @@ def run_scenario(name: str, args: argparse.Namespace, notes: Mapping[str, str] |
     """Run scenario ``name`` with its parsed command line ``args``; ``notes`` (a lesson item's,
     from ``notes_from``) are added to its narration, as ``--notes FILE`` adds a teacher's;
     ``viewer`` carries a lesson's viewer options. Returns the exit status."""
-    from collviz.runtime.launch import Session
     from collviz.runtime.plan import plan_run
     from collviz.runtime.scenarios.loading import find_scenario
     from collviz.runtime.scenarios.notes import load_notes, with_notes
@@ -96,19 +96,26 @@ def run_scenario(name: str, args: argparse.Namespace, notes: Mapping[str, str] |
     headless = headless_instead(args.headless, args.json)
     if headless and plan.step:
         raise UsageError(f"--step and --pace need the viewer, and {no_terminal()}")
+    return play_plan(plan, headless=headless, json_output=args.json, viewer=options)
+
+
+def play_plan(plan: RunPlan, *, headless: bool, json_output: bool = False, viewer: ViewerOptions | None = None) -> int:
+    """Start the planned run: headless (its summary, or ``json_output``'s document) or in the
+    viewer (``viewer``: its options); say what it runs on first. Returns the exit status."""
+    from collviz.runtime.launch import Session
+
     print(f"collviz: {plan.banner}", file=sys.stderr)
     clean_stale_runs()
     session = Session(plan)
     if headless:
         from collviz.runtime.headless import run_headless
 
-        return run_headless(session, as_json=args.json)
+        return run_headless(session, as_json=json_output)
     from collviz.app.app import run_viewer
-
-    session.start()  # fork before the viewer starts its threads
     from collviz.runtime.headless import report_outcome
 
-    return report_outcome(session, run_viewer(session=session, options=options), sys.stderr)
+    session.start()  # fork before the viewer starts its threads
+    return report_outcome(session, run_viewer(session=session, options=viewer), sys.stderr)
 
 
 def is_collviz_trace(path: Path) -> bool:

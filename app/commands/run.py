@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from collviz.runtime.errors import UsageError
 
-from .options import OneLineParser, check_record_option, clean_stale_runs
-from .playing import headless_instead, run_scenario
+from .options import OneLineParser, check_record_option
+from .playing import headless_instead, play_plan, run_scenario
 from .scenario_args import run_parser
 from .script_args import is_script_run, script_parser
 
@@ -52,26 +51,13 @@ def _run_script(args: argparse.Namespace) -> int:
     script = check_script(args.script, args.script_args)
     if args.viewer is not None:
         _run_under_torchrun(args, script)
-    from collviz.runtime.launch import Session
     from collviz.runtime.plan import plan_script
 
     if args.secret_file is not None:
         raise UsageError("--secret-file goes with --viewer (a rank under torchrun streaming to a viewer)")
     check_record_option(args)
     plan = plan_script(script, 1 if args.nproc is None else args.nproc, record=args.record, timeout_s=args.timeout)
-    headless = headless_instead(args.headless, args.json)
-    print(f"collviz: {plan.banner}", file=sys.stderr)
-    clean_stale_runs()
-    session = Session(plan)
-    if headless:
-        from collviz.runtime.headless import run_headless
-
-        return run_headless(session, as_json=args.json)
-    from collviz.app.app import run_viewer
-    from collviz.runtime.headless import report_outcome
-
-    session.start()  # fork before the viewer starts its threads
-    return report_outcome(session, run_viewer(session=session), sys.stderr)
+    return play_plan(plan, headless=headless_instead(args.headless, args.json), json_output=args.json)
 
 
 def _run_under_torchrun(args: argparse.Namespace, script: UserScript) -> None:
