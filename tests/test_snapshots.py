@@ -38,6 +38,13 @@ def _at_step(step: int, *keys: str):
     return run_before
 
 
+async def _after_the_all_gather(pilot) -> None:
+    """A ``run_before`` for the synthetic all-gather: its second step (the all-gather's end)."""
+    await pilot.pause()
+    await pilot.press("home", "right", "right")
+    await pilot.pause()
+
+
 def _app(name: str):
     return make_app(trace=FIXTURES / f"{name}.cvz", mask_volatile=True)
 
@@ -134,14 +141,8 @@ def test_desync_failure_names_the_rank_that_misbehaved(snap_compare):
 def test_64_ranks_compact_heatmap(snap_compare):
     """64 ranks at 160x50: one row per rank in two columns, each a heatmap of the gathered buffer
     coloured by source rank, every rank in the legend."""
-    app = make_app(events=all_gather_events(64), mask_volatile=True)
-
-    async def run_before(pilot) -> None:
-        await pilot.pause()
-        await pilot.press("home", "right", "right")
-        await pilot.pause()
-
-    assert snap_compare(app, terminal_size=(160, 50), run_before=run_before)
+    assert snap_compare(make_app(events=all_gather_events(64), mask_volatile=True), terminal_size=(160, 50),
+                        run_before=_after_the_all_gather)
 
 
 def test_all_gather_by_ring_hop_2(snap_compare):
@@ -199,11 +200,5 @@ def test_moe_cost_gives_each_ranks_bytes_and_time(snap_compare):
 
 def test_16_ranks(snap_compare):
     """16 ranks after an all-gather: the heatmap's colours stay apart (see test_render)."""
-    app = make_app(events=all_gather_events(16), mask_volatile=True)
-
-    async def run_before(pilot) -> None:
-        await pilot.pause()
-        await pilot.press("home", "right", "right")
-        await pilot.pause()
-
-    assert snap_compare(app, terminal_size=(160, 50), run_before=run_before)
+    assert snap_compare(make_app(events=all_gather_events(16), mask_volatile=True), terminal_size=(160, 50),
+                        run_before=_after_the_all_gather)

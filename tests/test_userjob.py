@@ -12,7 +12,6 @@ import importlib.util
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -330,20 +329,10 @@ def test_marks_do_nothing_outside_collviz():
     assert mark is not None
 
 
+from test_remote import _free_port  # noqa: E402 - a free port whose successor is free too
+
+
 # ---- under torchrun, streaming to a viewer -------------------------------------------------------
-
-
-def _free_port() -> int:
-    """A free port whose successor is free too (the viewer binds PORT and PORT+1)."""
-    while True:
-        with socket.socket() as a, socket.socket() as b:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            try:
-                b.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
 
 
 def test_torchrun_ranks_of_a_script_stream_to_a_listening_viewer(tmp_path):
