@@ -1,29 +1,24 @@
 """The collviz Textual app: one event log, a cursor, and the screens that show the view at it.
 
-Live, step-through and replay differ only in where events come from: a :class:`Session` read by a
-thread worker, a trace file loaded by another, or a list given up front. Everything on screen is
+Live, step-through and replay differ in where events come from and in a few keys and labels: that
+is a mode object (:mod:`.modes`), chosen from the source given. Everything on screen is
 ``view_at(log, cursor)``; frames are throttled to :data:`FRAME_RATE` however fast events arrive.
 """
 
 from __future__ import annotations
 
 import gc
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 from collviz.runtime.wire.protocol import AnyEvent
-from collviz.runtime.wire.trace import TraceError
-from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.reactive import var
 from textual.theme import Theme
 from textual.timer import Timer
-from textual.worker import get_current_worker
 
 from .messages import EventsArrived, LoadProgress, SessionFailed, TraceFailed, TraceLoaded
 from .model import (
@@ -39,9 +34,9 @@ from .model import (
     step_at,
     view_at,
 )
-from .model.pacing import Pacer
 from .model.quiz import Grade, QuizRound, nothing_to_ask
-from .model.sources import Session, load_trace, pump_session
+from .model.sources import Session
+from .modes import MODE_ACTIONS, Labels, LiveMode, ReplayMode, StepMode, ViewerMode
 from .screens import FactorScreen, HelpScreen, NumberPrompt, RankDetailScreen, ViewerScreen
 from .screens.quiz import QuizScreen
 from .theme import PROJECTOR_THEME, palette_for
@@ -51,9 +46,6 @@ __all__ = ["Session", "CollvizApp", "LessonPlace", "ViewerOptions", "make_app", 
 
 FRAME_RATE = 40.0
 """Most frames per second the app renders, however fast events arrive."""
-
-PACE_POLL = 0.1
-"""Seconds between the pacing timer's looks at the clock."""
 
 
 @dataclass(frozen=True)
@@ -82,9 +74,6 @@ class ViewerOptions:
     lesson: LessonPlace | None = None
     navigation: str | None = None
     clock: Callable[[], float] = time.monotonic
-
-READER_STOP_SECONDS = 2.0
-"""How long quitting waits for the session reader to leave ``poll`` before stopping the session."""
 
 FREEZE_EVERY = 50_000
 """Live events absorbed between two ``gc.freeze()`` calls, which move the (long-lived) log out of
@@ -159,14 +148,11 @@ class CollvizApp(App[int]):
     ) -> None:
         super().__init__()
         self.options = options or ViewerOptions()
-        pace = self.options.pace
-        self.pacer = Pacer(pace, self.options.clock) if pace and session is not None and session.step else None
-        self.set_reactive(CollvizApp.quiz, quiz)
-        self.quizzes = QuizRound()
         if sum(x is not None for x in (trace, events, session)) != 1:
             raise ValueError("give exactly one of trace=, events= or session=")
-        self.trace = trace
-        self.session = session
+        self.mode = _mode_for(trace, events, session, self.options)
+        self.set_reactive(CollvizApp.quiz, quiz)
+        self.quizzes = QuizRound()
         self.mask_volatile = mask_volatile
         self.screenshot_dir = screenshot_dir or Path.cwd()
         self.event_log = EventLog(events or ())
@@ -174,7 +160,6 @@ class CollvizApp(App[int]):
         self.frames = 0
         self.absorbed = 0
         self._frozen = 0
-        self.released = -1
         self.status_line = ""
         self.opening_note = ""
         """Why the view is not where the user left it (a finished run opened at its first
@@ -183,71 +168,22 @@ class CollvizApp(App[int]):
         self._frame_timer: Timer | None = None
         self._play_timer: Timer | None = None
         self.viewer = ViewerScreen(mask_volatile=mask_volatile)
-        self._stopping = threading.Event()
-        self._batch_taken = threading.Event()
-        """Set when the app has taken the reader's last batch (see :meth:`on_events_arrived`)."""
-        self._batch_taken.set()
-        self._reader_done = threading.Event()
-        if session is None:
-            self._reader_done.set()
+
+    @property
+    def live(self) -> bool:
+        """Whether the events come from a running session (live or step-through)."""
+        return isinstance(self.mode, LiveMode)
 
     def on_mount(self) -> None:
-        """Show the viewer and start reading events (paced, in the projector layout, if asked)."""
+        """Show the viewer and start bringing events in (in the projector layout, if asked)."""
         self.register_theme(PROJECTOR_THEME)
         self.push_screen(self.viewer)
         if self.options.present:
             self.action_toggle_present()
-        if self.pacer is not None:
-            self.set_interval(PACE_POLL, self.pace_tick)
-        elif self.options.pace and self.session is None:
-            self.speed = 1.0 / self.options.pace
-        if self.session is not None:
-            self.read_session()
-        elif self.trace is not None:
-            self.status_line = f"loading {self.trace}…"
-            self.open_trace(self.trace)
-        else:
+        self.mode.start(self)
+        if self.loaded:  # events given up front
             self.cursor = len(self.event_log)
         self.render_now()
-
-    @work(thread=True, exclusive=True, group="session")
-    def read_session(self) -> None:
-        """Post the (already started) session's events in batches until it has finished."""
-        worker = get_current_worker()
-        session = self.session
-        assert session is not None
-
-        def emit(batch: list[AnyEvent]) -> None:
-            """Hand a batch to the app; the next waits until this one is absorbed."""
-            self._batch_taken.clear()
-            self.post_message(EventsArrived(batch))
-
-        try:
-            pump_session(session, emit, lambda: worker.is_cancelled or self._stopping.is_set(),
-                         self._batch_taken.is_set)
-        except Exception as exc:  # the session's own failure is shown, not raised into Textual
-            self.post_message(SessionFailed(f"{type(exc).__name__}: {exc}"))
-        finally:
-            self._reader_done.set()
-
-    def stop_session(self) -> None:
-        """Stop the reader, wait until it no longer polls, then stop the session (blocking)."""
-        if self.session is None:
-            return
-        self._stopping.set()
-        self._reader_done.wait(READER_STOP_SECONDS)
-        self.session.stop()
-
-    @work(thread=True, exclusive=True, group="load")
-    def open_trace(self, path: Path) -> None:
-        """Read and index a trace file, reporting progress for large ones."""
-        try:
-            log, warning = load_trace(
-                path, lambda stage, done, total: self.post_message(LoadProgress(stage, done, total)))
-        except TraceError as exc:
-            self.post_message(TraceFailed(str(exc)))
-            return
-        self.post_message(TraceLoaded(log, warning))
 
     def on_events_arrived(self, message: EventsArrived) -> None:
         """Absorb a live batch; the cursor follows the tail unless the user stepped back.
@@ -271,14 +207,15 @@ class CollvizApp(App[int]):
                 self._quiz_live_step()
             self.request_frame()
         finally:
-            self._batch_taken.set()
+            assert isinstance(self.mode, LiveMode)
+            self.mode.took_batch()
 
     def _show_first_collective(self) -> None:
         """A live run (not step-through, no quiz) has just finished well while the view followed
         it: its last step is its emptiest, so show its first collective instead, and say so."""
         first = first_collective(self.event_log)
         ended_well = self.event_log.run_end is not None and self.event_log.run_end[1].status == "ok"
-        if first is None or not ended_well or self.session is None or self.session.step or self.quiz:
+        if first is None or not ended_well or type(self.mode) is not LiveMode or self.quiz:
             return  # a failed run stays at its end, where the failure is
         self.following = False
         self.cursor = first
@@ -302,8 +239,8 @@ class CollvizApp(App[int]):
     def on_load_progress(self, message: LoadProgress) -> None:
         """Show how far loading has come, in the progress line."""
         unit = "bytes" if message.stage == "reading" else "events"
-        self.viewer.show_progress(f"{message.stage} {self.trace} ({message.total:,} {unit})", message.done,
-                                  message.total)
+        trace = self.mode.trace if isinstance(self.mode, ReplayMode) else ""
+        self.viewer.show_progress(f"{message.stage} {trace} ({message.total:,} {unit})", message.done, message.total)
 
     def on_trace_loaded(self, message: TraceLoaded) -> None:
         """Show the loaded trace from its first step's end."""
@@ -346,21 +283,9 @@ class CollvizApp(App[int]):
         """The view at the cursor."""
         return view_at(self.event_log, self.cursor)
 
-    def labels(self) -> tuple[str, str]:
-        """The header's mode and playback labels."""
-        if self.session is None:
-            recorded = self.event_log.run_start.mode if self.event_log.run_start else "live"
-            mode = "replay" if recorded == "live" else f"replay ({recorded})"
-            playback = f"replay {'▶ playing' if self.playing else '⏸ paused'} {self.speed:g}x"
-        else:
-            mode = "step-through" if self.session.step else "live"
-            playback = "following" if self.following else f"browsing history · {self._run_now()} (end: follow)"
-            if self.pacer is not None:
-                remaining = self.pacer.remaining()
-                pacing = ("run over" if self.event_log.run_end is not None else
-                          "⏸ paused (space resumes)" if self.pacer.paused else
-                          f"next step in {remaining:.0f} s" if remaining is not None else "waiting for the ranks")
-                mode = f"paced every {self.pacer.period:g} s · {pacing}"
+    def labels(self) -> Labels:
+        """The header's words: the mode's, then the event position, status and notes."""
+        mode, playback, history = self.mode.labels(self, self.cursor, self.following)
         if not self.mask_volatile:
             playback = f"{playback}   event {self.cursor}/{len(self.event_log)}"
         if self.status_line:
@@ -369,14 +294,7 @@ class CollvizApp(App[int]):
             playback = f"{playback}   {self.opening_note}"
         if self.options.lesson is not None:
             mode = f"{self.options.lesson} · {mode}"
-        return mode, playback
-
-    def _run_now(self) -> str:
-        """Where a live run stands now, for a header that shows an earlier moment of it."""
-        if self.event_log.run_end is None:
-            return "the run goes on"
-        status = self.event_log.run_end[1].status
-        return f"the run has {'finished' if status == 'ok' else status}"
+        return Labels(mode, playback, history)
 
     def render_now(self) -> None:
         """Render a frame now on every screen that shows the view."""
@@ -386,11 +304,11 @@ class CollvizApp(App[int]):
         self._last_frame = time.monotonic()
         self.frames += 1
         view = self.current_view()
-        mode, playback = self.labels()
+        labels = self.labels()
         for screen in self.screen_stack:
             show = getattr(screen, "show_view", None)
             if show is not None:
-                show(view, mode, playback)
+                show(view, labels)
 
     def request_frame(self) -> None:
         """Render now if the frame interval has passed, else make sure a frame follows when it has."""
@@ -453,8 +371,7 @@ class CollvizApp(App[int]):
         """Replay or step-through: switch predict-then-reveal on or off."""
         self.quiz = not self.quiz
         self.status_line = ""
-        key = "space" if self.session is not None else "→"
-        self.notify(f"quiz on: {key} asks before each collective's step" if self.quiz
+        self.notify(f"quiz on: {self.mode.quiz_key} asks before each collective's step" if self.quiz
                     else f"quiz off · {self.quizzes.score.text}")
 
     def _ask(self, target: int) -> bool:
@@ -470,8 +387,7 @@ class CollvizApp(App[int]):
 
         def answered(graded: Grade | None) -> None:
             """The quiz screen closed: count the grade; at the last question, the score."""
-            # a live run: follow it again from its end (the ranks may already wait at the next gate)
-            self._move(len(self.event_log) if self.session is not None else target)
+            self._move(self.mode.after_answer(self.event_log, target))
             if graded is not None:
                 self.quizzes.score.add(graded)
                 if self.quizzes.over(self.event_log.events):
@@ -497,14 +413,10 @@ class CollvizApp(App[int]):
         self.speed = faster(self.speed) if direction > 0 else slower(self.speed)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Replay keys only in replay, the gate key only in step-through, n/p only in a lesson
-        (others always)."""
-        if action in ("toggle_play", "speed"):
-            return self.session is None
-        if action == "toggle_quiz":
-            return self.session is None or (self.session.step and self.pacer is None)
-        if action == "release_gate":
-            return self.session is not None and self.session.step
+        """Replay keys only in replay, the gate key only in step-through (the mode says), n/p/Q
+        only in a lesson (others always)."""
+        if action in MODE_ACTIONS:
+            return self.mode.allows(action)
         if action in ("lesson", "end_lesson"):
             return self.options.lesson is not None
         return True
@@ -544,38 +456,18 @@ class CollvizApp(App[int]):
             self._move(0)
         self.playing = not self.playing
 
-    def pace_tick(self) -> None:
-        """Paced step-through: open the next gate when every rank waits there and its time is up."""
-        assert self.pacer is not None
-        run = view_at(self.event_log, len(self.event_log), tail=0).state  # the run now, not the frame browsed
-        if self.pacer.due(ready=run.kind == "waiting"):
-            self.release_next_gate()
-        self.request_frame()  # the header counts down
-
     def action_release_gate(self) -> None:
         """Step-through: release every rank at the next gate (each press advances one phase);
         in a paced run, pause or resume the pacing instead."""
-        if self.pacer is not None:
-            paused = self.pacer.toggle()
-            self.notify("pacing paused: space resumes" if paused else "pacing resumed")
+        mode = self.mode
+        assert isinstance(mode, StepMode)
+        if mode.pacer is not None:
+            mode.toggle_pacing(self)
             self.render_now()
             return
-        self.release_next_gate()
-        if self.quiz:  # hold the frame before the released step until its question is answered
-            self.quizzes.hold = self.released
+        if mode.release_next_gate(self) and self.quiz:  # hold the frame before the released step until it is answered
+            self.quizzes.hold = mode.released
             self.following = False
-
-    def release_next_gate(self) -> None:
-        """Release every rank waiting at the next gate."""
-        session = self.session
-        assert session is not None
-        gos = self.event_log.gos.events
-        gate = max(self.released, gos[-1].index if gos else -1) + 1
-        if self.event_log.run_start is not None and gate >= self.event_log.phase_count:
-            self.notify("no gate left to release")
-            return
-        self.released = gate
-        self.run_worker(partial(session.release, gate), thread=True, group="control")
 
     def action_seek(self) -> None:
         """Ask for a step number and go there."""
@@ -641,19 +533,30 @@ class CollvizApp(App[int]):
         go on to the next item (unless n, p or Q chose otherwise)."""
         if self.options.lesson is not None and self.options.navigation is None:
             self.options.navigation = "next"
-        if self.session is not None:
+        if self.live:
             self.status_line = "stopping the workers…"
             self.render_now()
-            await self.run_worker(self.stop_session, thread=True, group="control").wait()
+            await self.run_worker(self.mode.stop, thread=True, group="control").wait()
         self.exit(self.exit_code())
 
     def exit_code(self) -> int:
-        """0 for a replay; for a live run, its own status (0 ok, 1 failed, 130 quit before its end)."""
-        return 0 if self.session is None else self.event_log.exit_code()
+        """The mode's: 0 for a replay; for a live run, its own status (0 ok, 1 failed, 130 quit
+        before its end)."""
+        return self.mode.exit_code(self.event_log)
 
     def on_unmount(self) -> None:
         """However the app ends, leave no worker behind."""
-        self.stop_session()
+        self.mode.stop()
+
+
+def _mode_for(trace: Path | None, events: Sequence[AnyEvent] | None, session: Session | None,
+              options: ViewerOptions) -> ViewerMode:
+    """The mode for the one source given: replay, live or step-through (paced if asked)."""
+    if session is None:
+        return ReplayMode(trace=trace, events=events, pace=options.pace)
+    if session.step:
+        return StepMode(session, pace=options.pace, clock=options.clock)
+    return LiveMode(session)
 
 
 def make_app(

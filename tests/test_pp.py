@@ -217,6 +217,42 @@ def test_the_view_carries_the_step_s_spans_and_keeps_them_after_it():
     assert view_at(log, log.step_ends[schedule + 1]).spans == at_step
 
 
+def test_the_pipelined_step_is_stepped_span_by_span_and_back():
+    """→ from the step before the pipelined one stops after each span in the order the spans
+    reached the log (the title saying how far), then at the step's end; ← retraces the same stops.
+    Spans that arrived before the previous step had ended on every rank (no gates: early stages
+    start at once) all appear at the first stop."""
+    from collviz.app.model.log import EventLog
+    from collviz.app.model.navigation import next_boundary, previous_boundary
+    from collviz.app.model.view import view_at
+    from collviz.app.widgets.pipeline_timeline import _title
+    from collviz.runtime.reports.pipeline import timeline_of
+
+    trace = read_trace(Path(__file__).parent / "fixtures" / "pp.cvz")
+    log = EventLog(trace.events)
+    positions = [i for i, e in enumerate(trace.events) if isinstance(e, Span)]
+    schedule = trace.events[positions[0]].phase
+    cursor, stops = log.step_ends[schedule - 1], []
+    while cursor < log.step_ends[schedule]:
+        cursor = next_boundary(log, cursor)
+        stops.append(cursor)
+    start = log.step_ends[schedule - 1]
+    assert stops[:-1] == [i + 1 for i in positions if i + 1 > start] and stops[-1] == log.step_ends[schedule]
+    assert len(stops) > 8  # the fixture's spans do not all arrive before the step starts
+    for stop in stops[:-1]:
+        view = view_at(log, stop)
+        count = sum(1 for i in positions if i < stop)
+        assert len(view.spans) == count and view.span_total == len(positions) and view.step == schedule
+        latest = trace.events[positions[count - 1]]
+        title = _title(view, timeline_of(view.spans))
+        expected = f"{count} of {len(positions)} pieces · latest: r{latest.rank} {latest.kind} of microbatch {latest.microbatch}"
+        assert expected in title if count < len(positions) else "bubble measured" in title
+    back = [log.step_ends[schedule]]
+    while back[-1] > log.step_ends[schedule - 1]:
+        back.append(previous_boundary(log, back[-1]))
+    assert back[::-1] == [log.step_ends[schedule - 1], *stops]
+
+
 def test_compare_theory_counts_each_parallelism_s_own_share_of_the_state():
     """The theory column for fsdp-tp and pp, from the model's shapes worked out here: d_model 64,
     4 blocks, vocab 64, seq 16 (pp.toml and fsdp-tp.toml train the same model)."""

@@ -18,7 +18,7 @@ from collviz.app.model import (
     view_at,
 )
 from collviz.app.widgets.rank_panel import rank_lines
-from collviz.runtime.wire.protocol import Buffer, Freed, Memory, Phase, Stall
+from collviz.runtime.wire.protocol import Buffer, Freed, Gate, Memory, Phase, Stall
 
 from fixtures.synthetic import PHASES, all_gather_events, write_trace
 
@@ -273,6 +273,35 @@ def test_stepping_back_from_the_end_leaves_the_last_step_and_each_step_is_one_fr
         assert previous_boundary(log, next_boundary(log, log.step_ends[k - 1])) == log.step_ends[k - 1]
     middle = (log.step_ends[0] + log.step_ends[1]) // 2  # mid-step 1: ← goes to step 0's frame
     assert previous_boundary(log, middle) == log.step_ends[0]
+
+
+def _interleaved_gates(events):
+    """A step-through run as the ranks really emit it: each rank waits at gate k right after it
+    ends step k−1, so early ranks wait while later ones still finish the step."""
+    waits = {(e.rank, e.index): e for e in events if isinstance(e, Gate) and e.edge == "wait"}
+    out = []
+    for event in events:
+        if isinstance(event, Gate) and event.edge == "wait" and event.index > 0:
+            continue
+        out.append(event)
+        if isinstance(event, Phase) and event.edge == "end" and (event.rank, event.index + 1) in waits:
+            out.append(waits[event.rank, event.index + 1])
+    return out
+
+
+def test_step_through_stepping_lands_where_every_rank_waits_at_the_gate():
+    events = _interleaved_gates(all_gather_events(step=True))
+    log = EventLog(events)
+    for step, end in enumerate(log.step_ends[:-1]):
+        # computed from the events: each rank's last gate event before the boundary is its wait at gate step+1
+        last_gate = {}
+        for event in events[:end]:
+            if isinstance(event, Gate):
+                last_gate[event.rank] = (event.index, event.edge)
+        assert last_gate == {rank: (step + 1, "wait") for rank in range(4)}
+        state = view_at(log, end).state
+        assert state.kind == "waiting" and state.text == f"waiting at gate {step + 2} before step {step + 2} (all 4 ranks)"
+        assert view_at(log, end).step == step
 
 
 def test_gates_are_numbered_like_steps():

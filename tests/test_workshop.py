@@ -52,26 +52,26 @@ async def test_a_paced_run_opens_its_gates_by_the_clock_and_space_pauses_it():
     app = make_app(session=session, options=ViewerOptions(pace=5.0, clock=clock))
     async with app.run_test(size=(160, 50)) as pilot:
         await _until(pilot, lambda: app.current_view().state.kind == "waiting", tries=1500)
-        app.pace_tick()  # the ranks are ready now (t = 0): the gate opens at t = 5
+        app.mode.pace_tick(app)  # the ranks are ready now (t = 0): the gate opens at t = 5
         clock.now = 4.9
-        app.pace_tick()
-        assert app.released == -1
+        app.mode.pace_tick(app)
+        assert app.mode.released == -1
         assert "paced every 5 s" in app.labels()[0]
         clock.now = 5.0
-        app.pace_tick()
-        assert app.released == 0
+        app.mode.pace_tick(app)
+        assert app.mode.released == 0
         await _until(pilot, lambda: app.current_view().state.gate == 1, tries=1500)
         await pilot.press("space")  # pause
-        assert app.pacer.paused and "paused" in app.labels()[0]
+        assert app.mode.pacer.paused and "paused" in app.labels()[0]
         clock.now = 60.0
-        app.pace_tick()
-        assert app.released == 0
+        app.mode.pace_tick(app)
+        assert app.mode.released == 0
         await pilot.press("left")  # browsing back does not stop the run
         await pilot.press("space")  # resume: a full period from now
-        app.pace_tick()
+        app.mode.pace_tick(app)
         clock.now = 65.0
-        app.pace_tick()
-        assert app.released == 1 and not app.following
+        app.mode.pace_tick(app)
+        assert app.mode.released == 1 and not app.following
         await pilot.press("q")
 
 

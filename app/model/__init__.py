@@ -9,9 +9,10 @@ from .cost import CallCost, RankCost, costs_at
 from .log import EXIT_INTERRUPTED, EventLog, MemorySeries, PhaseIndex, RankIndex, Series
 from .navigation import SPEEDS, faster, first_collective, next_boundary, previous_boundary, seek_step, slower
 from .sources import Session, load_trace, pump_session
-from .view import TAIL_LENGTH, MemoryTrack, RankView, RunState, ViewState, step_at, view_at
+from .view import TAIL_LENGTH, Labels, MemoryTrack, RankView, RunState, ViewState, step_at, view_at
 
 __all__ = [
+    "Labels",
     "BenchSeries",
     "BenchView",
     "bench_at",

@@ -214,7 +214,8 @@ class EventLog:
 
     A cursor ``c`` means "the first ``c`` events have happened" (``0 <= c <= len(log)``).
     ``step_ends[i]`` is the cursor at which every rank that ended phase ``i`` (and every earlier
-    phase) has done so: the step boundaries that ←/→ move between.
+    phase) has done so and, in a step-through run, waits at the next gate: the step boundaries
+    that ←/→ move between.
 
     The events are held in a list that :meth:`extend` grows, or, for a trace opened whole, in the
     ``store`` given (a :class:`~collviz.runtime.wire.stored.StoredEvents` decodes them from the
@@ -335,8 +336,15 @@ class EventLog:
         return {"ok": 0, "failed": 1}.get(self.run_end[1].status, EXIT_INTERRUPTED)
 
     def boundaries(self) -> list[int]:
-        """Sorted distinct cursors the step keys stop at: 0, each step end, the end of the log."""
-        return sorted({0, len(self.events), *self.step_ends})
+        """Sorted distinct cursors the step keys stop at: 0, each step end, the end of the log,
+        and inside a pipelined step each of its spans (one stage's forward or backward of one
+        microbatch), so its schedule can be stepped through piece by piece."""
+        return sorted({0, len(self.events), *self.step_ends, *self.span_stops()})
+
+    def span_stops(self, phase: int | None = None) -> list[int]:
+        """The cursors just after each pipeline span, of ``phase`` or of every phase."""
+        phases = self.span_phases if phase is None else [phase] if phase in self.span_phases else []
+        return [index + 1 for number in phases for index in self.phases[number].spans.index]
 
     # -- handlers, one per event type ----------------------------------------------------------
 
@@ -369,15 +377,23 @@ class EventLog:
                 phase.name = event.name
                 phase.narration = event.narration
             return
+        self._end_step_after(event.index, index)
+
+    def _end_step_after(self, phase: int, index: int) -> None:
+        """Step ``phase``'s boundary (and every later one) comes after event ``index``."""
         ends = self.step_ends
-        while len(ends) <= event.index:
+        while len(ends) <= phase:
             ends.append(ends[-1] if ends else 0)
-        for number in range(event.index, len(ends)):
+        for number in range(phase, len(ends)):
             if ends[number] <= index:
                 ends[number] = index + 1
 
     def _gate(self, index: int, event: Gate) -> None:
+        """A rank waits at gate k once it has ended step k−1: that step's frame waits for it too,
+        so stepping through a step-through run lands where every rank has arrived at the gate."""
         self.rank(event.rank).gates.add(index, event.index)
+        if event.edge == "wait" and event.index > 0:
+            self._end_step_after(event.index - 1, index)
 
     def _go(self, index: int, event: Go) -> None:
         self.gos.add(index, event.index)

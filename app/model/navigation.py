@@ -25,12 +25,17 @@ def next_boundary(log: EventLog, cursor: int) -> int:
 def previous_boundary(log: EventLog, cursor: int) -> int:
     """The frame of the step before the one shown at ``cursor``: the end of that step (0 before
     the first). From the end of the log this is the step before the last, never the last again,
-    and from anywhere in step k it is step k−1's end, whichever way the cursor got there."""
+    and from anywhere in step k it is step k−1's end, whichever way the cursor got there; inside
+    a pipelined step, the previous of its spans (see :meth:`EventLog.boundaries`)."""
     shown = step_at(log, cursor)
     ends = log.step_ends
+    step_start = ends[min(shown, len(ends)) - 1] if shown and ends else 0
+    pieces = [stop for stop in log.span_stops(shown) if step_start < stop < cursor]
+    if pieces:  # inside a pipelined step: back one piece of its schedule
+        return pieces[-1]
     if shown == 0 or not ends:
         return 0
-    return ends[min(shown, len(ends)) - 1]
+    return step_start
 
 
 def seek_step(log: EventLog, number: int) -> int:

@@ -17,7 +17,7 @@ import heapq
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from collviz.runtime.wire.protocol import (
     AnyEvent,
@@ -37,7 +37,7 @@ from .bench import BenchView, bench_at
 from .cost import CallCost, costs_at
 from .log import EventLog, PhaseIndex, RankIndex, Series
 
-__all__ = ["BenchView", "CallCost", "MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "rank_list", "TAIL_LENGTH", "MAX_TRANSFERS"]
+__all__ = ["Labels", "BenchView", "CallCost", "MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "rank_list", "TAIL_LENGTH", "MAX_TRANSFERS"]
 
 TAIL_LENGTH = 200
 """How many events before the cursor the view carries for the raw event log pane."""
@@ -104,6 +104,17 @@ class RunState:
     waiting: tuple[int, ...] = ()
 
 
+class Labels(NamedTuple):
+    """The header's words from the app: ``mode`` (replay, live, step-through, paced…),
+    ``playback`` (where the view is and what the controls do), and ``history``: whether the frame
+    shows a moment other than the run's present (a replay, or a live run browsed back), so the run's
+    state at the cursor is "the run here", not the run now."""
+
+    mode: str
+    playback: str
+    history: bool
+
+
 @dataclass(frozen=True)
 class ViewState:
     """Everything the screen shows for one cursor position.
@@ -139,6 +150,9 @@ class ViewState:
     spans: tuple[Span, ...] = ()
     """The pipeline spans, so far, of the latest phase at or before the step that has any (a
     pipelined step stays on screen while its optimizer step and checks are shown)."""
+    span_total: int = 0
+    """How many spans that phase has in the whole log (more than ``len(spans)``: the cursor is
+    part-way through its schedule)."""
 
 
 def _latest(series: Series, cursor: int, step: int) -> int:
@@ -316,10 +330,12 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     run = log.run_start
     costs, call_count = costs_at(log, cursor, step) if shown else ((), 0)
     spans: tuple[Span, ...] = ()
+    span_total = 0
     for number in reversed(log.span_phases[: bisect_right(log.span_phases, step)]):
         series = log.phases[number].spans
         spans = tuple(series.events[: series.count_upto(cursor)])
         if spans:
+            span_total = len(series.index)
             break
     return ViewState(
         cursor=cursor,
@@ -341,4 +357,5 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
         bench=bench_at(log, cursor, step),
         phase_names=names,
         spans=spans,
+        span_total=span_total,
     )

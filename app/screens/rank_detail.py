@@ -14,9 +14,9 @@ from textual.widgets import Static
 
 from collviz.runtime.wire.protocol import Buffer
 
-from ..model import ViewState
+from ..model import Labels, ViewState
 from ..widgets.rank_panel import rank_body
-from ..widgets.render import format_value
+from ..widgets.render import format_values
 
 __all__ = ["RankDetailScreen"]
 
@@ -25,7 +25,7 @@ def _row_width(buffer: Buffer) -> int:
     """Columns one row of ``buffer``'s matrix takes as cells (0 for a summarised buffer)."""
     if buffer.values is None:
         return 0
-    cell = max((len(format_value(v)) for v in buffer.values), default=1) + 1
+    cell = max(map(len, format_values(buffer.values)), default=1) + 1
     columns = buffer.shape[-1] if len(buffer.shape) >= 2 else len(buffer.values)
     return cell * columns + 2
 
@@ -48,10 +48,10 @@ class RankDetailScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         """Render the view the screen was opened with."""
-        self.show_view(self._view, "", "")
+        self.show_view(self._view, Labels("", "", False))
 
-    def show_view(self, view: ViewState, mode: str, playback: str) -> None:
-        """Display this rank of ``view`` (``mode`` and ``playback`` are unused here)."""
+    def show_view(self, view: ViewState, labels: Labels) -> None:
+        """Display this rank of ``view`` (the header's ``labels`` are unused here)."""
         self._view = view
         box = self.query_one("#detail-box")
         box.border_title = Text(f"rank {self.rank} · step {view.step + 1}/{max(view.step_count, 1)} {view.phase_name}")

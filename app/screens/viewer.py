@@ -9,7 +9,7 @@ from textual.containers import Container, Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from ..model import ViewState
+from ..model import Labels, ViewState
 from ..widgets import (
     BenchPlot,
     CostPane,
@@ -59,7 +59,7 @@ class ViewerScreen(Screen[None]):
         self.mask_volatile = mask_volatile
         self._world = -1
         self._view: ViewState | None = None
-        self._labels = ("", "")
+        self._labels = Labels("", "", False)
         self._ready = False
 
     def compose(self) -> ComposeResult:
@@ -85,7 +85,7 @@ class ViewerScreen(Screen[None]):
         self._ready = True
         self._check_size(self.app.size.width, self.app.size.height)
         if self._view is not None:
-            self.show_view(self._view, *self._labels)
+            self.show_view(self._view, self._labels)
 
     def on_resize(self, event: events.Resize) -> None:
         """Switch to the too-small message below :data:`MIN_SIZE`."""
@@ -110,13 +110,13 @@ class ViewerScreen(Screen[None]):
         if self._view is not None:
             self.query_one(EventLogPane).show(self._view)
 
-    def show_view(self, view: ViewState, mode: str, playback: str) -> None:
-        """Display ``view``; ``mode`` and ``playback`` label the header."""
+    def show_view(self, view: ViewState, labels: Labels) -> None:
+        """Display ``view``; ``labels`` are the header's words."""
         self._view = view
-        self._labels = (mode, playback)
+        self._labels = labels
         if not self._ready:
             return
-        self.query_one(RunHeader).show(view, mode, playback)
+        self.query_one(RunHeader).show(view, labels)
         self.set_class(view.bench is not None, "-bench")
         if view.bench is not None:
             self.query_one(BenchPlot).show(view.bench)

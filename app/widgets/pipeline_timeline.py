@@ -3,7 +3,8 @@
 One row per rank, time left to right on one clock shared by all ranks (from the first span's
 start to the last one's end): a cell is the forward (bright, the microbatch's digit) or backward
 (dark, the same digit) of the microbatch whose colour it has, or ``·`` where the rank computed
-nothing. The title gives the measured bubble beside (p − 1)/(m + p − 1). Shown only for runs
+nothing. The title gives the measured bubble beside (p − 1)/(m + p − 1), or part-way through the
+schedule (→ stops after each span) how many pieces are shown and the latest. Shown only for runs
 whose events carry pipeline spans.
 """
 
@@ -47,6 +48,17 @@ def _span_style(microbatch: int, kind: str, colours: tuple[str, ...]) -> Style:
     return Style(color=rank_colour(microbatch), bgcolor=_BACKWARD_BG, bold=True, underline=True)
 
 
+def _title(view: ViewState, timeline: Timeline) -> str:
+    """The measured bubble against the formula once the schedule is whole; part-way through it
+    (→ steps span by span), how far it has come and the latest piece instead."""
+    if len(view.spans) < view.span_total:
+        latest = view.spans[-1]
+        return (f"pipeline · {len(view.spans)} of {view.span_total} pieces · latest: r{latest.rank} {latest.kind} "
+                f"of microbatch {latest.microbatch} · → next piece")
+    return (f"pipeline · time → ({timeline.window_ns / 1e6:.1f} ms) · bubble measured "
+            f"{timeline.mean_bubble():.2f} · ideal (p−1)/(m+p−1) = {ideal_bubble(timeline.stages, timeline.microbatches):.2f}")
+
+
 class PipelineTimeline(LineWidget):
     """Every stage's forward and backward spans of the pipelined step, and the idle time between."""
 
@@ -63,8 +75,7 @@ class PipelineTimeline(LineWidget):
         self.set_class(bool(view.spans), "-visible")
         self._timeline = timeline = timeline_of(view.spans)
         if timeline is not None:
-            title = (f"pipeline · time → ({timeline.window_ns / 1e6:.1f} ms) · bubble measured "
-                     f"{timeline.mean_bubble():.2f} · ideal (p−1)/(m+p−1) = {ideal_bubble(timeline.stages, timeline.microbatches):.2f}")
+            title = _title(view, timeline)
             if str(self.border_title) != title:
                 self.border_title = Text(title)
         rows = min(len(view.ranks), MAX_ROWS) + (1 if len(view.ranks) > MAX_ROWS else 0) + 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from ..model import ViewState
+from ..model import Labels, ViewState
 from .text_pane import TextPane
 
 __all__ = ["RunHeader"]
@@ -22,7 +22,7 @@ _STATE_STYLES = {
 
 
 _UNREMARKABLE = frozenset({"empty", "starting", "running"})
-"""Run states a replay's header does not repeat (the replay's own status says enough)."""
+"""Run states a header showing history does not repeat (the playback's words say enough)."""
 
 
 def _fitting(text: str, room: int) -> str:
@@ -39,19 +39,23 @@ def _fitting(text: str, room: int) -> str:
 class RunHeader(TextPane):
     """Two lines: scenario, backend, device, world size, mode, step k/n; run state and playback."""
 
-    def show(self, view: ViewState, mode: str, playback: str) -> None:
-        """Render the header for ``view``; ``mode`` and ``playback`` are the app's own labels."""
+    def show(self, view: ViewState, labels: Labels) -> None:
+        """Render the header for ``view``; ``labels`` are the app's own words."""
+        mode, playback, history = labels
         run = view.run
         line = Text.assemble(("collviz ", "bold"), (run.scenario if run else "(no run yet)", "bold cyan"))
         if run is not None:
             line.append(f" · {run.backend} on {run.device_kind} · {run.world_size} ranks · {mode}")
         total = max(view.step_count, 1)
-        line.append(f" · step {min(view.step + 1, total)}/{total}", "bold")
+        # the log's start (home) is before the first step, so → from there visibly reaches step 1
+        where = f"before step 1/{total}" if view.cursor == 0 else f"step {min(view.step + 1, total)}/{total}"
+        line.append(f" · {where}", "bold")
         if view.phase_name:
             line.append(f" {_fitting(view.phase_name, self.size.width - len(line.plain) - 1)}", "italic")
         style = _STATE_STYLES[view.state.kind]
-        if mode.startswith("replay"):
-            # one status: the replay's own; the run's state at the cursor only where it says something
+        if history:
+            # a moment other than the run's present (a replay, a live run browsed back): the
+            # playback's words first; the run's state at the cursor only where it says something
             state = Text(playback, "bold")
             if view.state.kind not in _UNREMARKABLE:
                 state.append(f"   the run here: {view.state.text}", style)

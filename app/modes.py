@@ -1,0 +1,257 @@
+"""The viewer's modes: where its events come from, and what differs in its keys and labels.
+
+The app (:mod:`.app`) holds one event log and a cursor whatever the mode; a mode is the rest:
+
+- :class:`ReplayMode`: a trace file (read and indexed in a thread) or a list of events, played at
+  a speed or stepped with ←/→; its exit status is always 0.
+- :class:`LiveMode`: a running session's events, read in a thread and followed as they arrive;
+  the exit status is the run's own.
+- :class:`StepMode`: live, with every rank waiting at a gate before each step until space (or a
+  pacing clock) releases it.
+
+A mode talks to the app only through :class:`ModeHost`, so this module sits below the app.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from textual.message import Message
+from textual.timer import Timer
+from textual.worker import Worker, get_current_worker
+
+from collviz.runtime.wire.protocol import AnyEvent
+from collviz.runtime.wire.trace import TraceError
+
+from .messages import EventsArrived, LoadProgress, SessionFailed, TraceFailed, TraceLoaded
+from .model import EventLog, Labels, view_at
+from .model.pacing import Pacer
+from .model.sources import Session, load_trace, pump_session
+
+__all__ = ["Labels", "ModeHost", "ViewerMode", "ReplayMode", "LiveMode", "StepMode", "MODE_ACTIONS",
+           "READER_STOP_SECONDS", "PACE_POLL"]
+
+READER_STOP_SECONDS = 2.0
+"""How long quitting waits for the session reader to leave ``poll`` before stopping the session."""
+
+PACE_POLL = 0.1
+"""Seconds between the pacing timer's looks at the clock."""
+
+MODE_ACTIONS = frozenset({"toggle_play", "speed", "toggle_quiz", "release_gate"})
+"""The actions only some modes have (:meth:`ViewerMode.allows` says which)."""
+
+
+class ModeHost(Protocol):
+    """What a mode uses of the app."""
+
+    event_log: EventLog
+    status_line: str
+    playing: bool
+    speed: float
+
+    def post_message(self, message: Message) -> bool: ...
+    def run_worker(self, work: Callable[[], Any], *, thread: bool = ..., exclusive: bool = ...,
+                   group: str = ...) -> Worker[Any]: ...
+    def set_interval(self, interval: float, callback: Callable[[], Any]) -> Timer: ...
+    def notify(self, message: str, **kwargs: Any) -> None: ...
+    def request_frame(self) -> None: ...
+
+
+class ViewerMode:
+    """What one kind of viewer run does differently; the base is what they share."""
+
+    quiz_key: ClassVar[str] = "→"
+    """The key that reveals the next step (and asks its question first, in quiz mode)."""
+
+    def start(self, host: ModeHost) -> None:
+        """Begin bringing events in (called once the viewer is mounted)."""
+
+    def allows(self, action: str) -> bool:
+        """Whether ``action`` (one of :data:`MODE_ACTIONS`) works in this mode."""
+        return False
+
+    def labels(self, host: ModeHost, cursor: int, following: bool) -> Labels:
+        """The header's mode and playback words at ``cursor``."""
+        raise NotImplementedError
+
+    def after_answer(self, log: EventLog, target: int) -> int:
+        """Where the cursor goes once a quiz question about the step ending at ``target`` is answered."""
+        return target
+
+    def exit_code(self, log: EventLog) -> int:
+        """The viewer's exit status when it closes."""
+        return 0
+
+    def stop(self) -> None:
+        """Stop whatever the mode started (blocking; safe to call more than once)."""
+
+
+class ReplayMode(ViewerMode):
+    """A recorded run: a trace file read in a thread, or events given up front; ``pace`` (seconds
+    per step) plays it from the start."""
+
+    def __init__(self, *, trace: Path | None = None, events: Sequence[AnyEvent] | None = None,
+                 pace: float | None = None) -> None:
+        if (trace is None) == (events is None):
+            raise ValueError("a replay needs exactly one of trace= or events=")
+        self.trace = trace
+        self.events = events
+        self.pace = pace
+
+    def start(self, host: ModeHost) -> None:
+        """Play at the pace asked; read the trace in a thread, reporting progress for large ones."""
+        if self.pace:
+            host.speed = 1.0 / self.pace
+        if self.trace is not None:
+            host.status_line = f"loading {self.trace}…"
+            host.run_worker(partial(self._load, host, self.trace), thread=True, exclusive=True, group="load")
+
+    @staticmethod
+    def _load(host: ModeHost, path: Path) -> None:
+        """Read and index ``path``; the app hears of it as TraceLoaded or TraceFailed."""
+        try:
+            log, warning = load_trace(path, lambda stage, done, total: host.post_message(LoadProgress(stage, done, total)))
+        except TraceError as exc:
+            host.post_message(TraceFailed(str(exc)))
+            return
+        host.post_message(TraceLoaded(log, warning))
+
+    def allows(self, action: str) -> bool:
+        """Play, speed and the quiz."""
+        return action in ("toggle_play", "speed", "toggle_quiz")
+
+    def labels(self, host: ModeHost, cursor: int, following: bool) -> Labels:
+        """``replay`` (and the mode it was recorded in), playing or paused at its speed."""
+        start = host.event_log.run_start
+        recorded = start.mode if start else "live"
+        mode = "replay" if recorded == "live" else f"replay ({recorded})"
+        return Labels(mode, f"replay {'▶ playing' if host.playing else '⏸ paused'} {host.speed:g}x", True)
+
+
+class LiveMode(ViewerMode):
+    """A running session, its events read in a thread and posted to the app in batches."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._stopping = threading.Event()
+        self._batch_taken = threading.Event()
+        """Set when the app has taken the reader's last batch (see :meth:`took_batch`)."""
+        self._batch_taken.set()
+        self._reader_done = threading.Event()
+
+    def start(self, host: ModeHost) -> None:
+        """Read the (already started) session in a thread."""
+        host.run_worker(partial(self._read, host), thread=True, exclusive=True, group="session")
+
+    def _read(self, host: ModeHost) -> None:
+        """Post the session's events in batches until it has finished; each batch waits until the
+        app has taken the last (:meth:`took_batch`), so its queue never holds a backlog."""
+        worker = get_current_worker()
+
+        def emit(batch: list[AnyEvent]) -> None:
+            self._batch_taken.clear()
+            host.post_message(EventsArrived(batch))
+
+        try:
+            pump_session(self.session, emit, lambda: worker.is_cancelled or self._stopping.is_set(),
+                         self._batch_taken.is_set)
+        except Exception as exc:  # the session's own failure is shown, not raised into Textual
+            host.post_message(SessionFailed(f"{type(exc).__name__}: {exc}"))
+        finally:
+            self._reader_done.set()
+
+    def took_batch(self) -> None:
+        """The app has absorbed the last batch: the reader may send the next."""
+        self._batch_taken.set()
+
+    def labels(self, host: ModeHost, cursor: int, following: bool) -> Labels:
+        """``live``; following the run, or browsing its history and saying where the run is now."""
+        playback = "following" if following else f"browsing history · {self._run_now(host.event_log)} (end: follow)"
+        return Labels("live", playback, not following)
+
+    @staticmethod
+    def _run_now(log: EventLog) -> str:
+        """Where the run stands now, for a header that shows an earlier moment of it."""
+        if log.run_end is None:
+            return "the run goes on"
+        status = log.run_end[1].status
+        return f"the run has {'finished' if status == 'ok' else status}"
+
+    def after_answer(self, log: EventLog, target: int) -> int:
+        """Follow the run again from its end (the ranks may already wait at the next gate)."""
+        return len(log)
+
+    def exit_code(self, log: EventLog) -> int:
+        """The run's own: 0 ok, 1 failed, 130 quit before its end."""
+        return log.exit_code()
+
+    def stop(self) -> None:
+        """Stop the reader, wait until it no longer polls, then stop the session's workers."""
+        self._stopping.set()
+        self._reader_done.wait(READER_STOP_SECONDS)  # a reader still in poll past this ends with the session
+        self.session.stop()
+
+
+class StepMode(LiveMode):
+    """A step-through session: space releases every rank at the next gate; with ``pace``, the
+    gates open by themselves every ``pace`` seconds once every rank waits (space pauses)."""
+
+    quiz_key = "space"
+
+    def __init__(self, session: Session, *, pace: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(session)
+        self.pacer = Pacer(pace, clock) if pace else None
+        self.released = -1
+        """The last gate released (-1: none yet)."""
+
+    def start(self, host: ModeHost) -> None:
+        """Read the session; a paced run also looks at its clock every :data:`PACE_POLL` seconds."""
+        super().start(host)
+        if self.pacer is not None:
+            host.set_interval(PACE_POLL, partial(self.pace_tick, host))
+
+    def allows(self, action: str) -> bool:
+        """The gate key, and the quiz unless the gates open by themselves."""
+        return action == "release_gate" or (action == "toggle_quiz" and self.pacer is None)
+
+    def labels(self, host: ModeHost, cursor: int, following: bool) -> Labels:
+        """``step-through``, or the pacing and its countdown."""
+        mode, playback, history = super().labels(host, cursor, following)
+        if self.pacer is None:
+            return Labels("step-through", playback, history)
+        remaining = self.pacer.remaining()
+        pacing = ("run over" if host.event_log.run_end is not None else
+                  "⏸ paused (space resumes)" if self.pacer.paused else
+                  f"next step in {remaining:.0f} s" if remaining is not None else "waiting for the ranks")
+        return Labels(f"paced every {self.pacer.period:g} s · {pacing}", playback, history)
+
+    def pace_tick(self, host: ModeHost) -> None:
+        """Open the next gate when every rank waits there and its time is up."""
+        assert self.pacer is not None
+        log = host.event_log
+        run = view_at(log, len(log), tail=0).state  # the run now, not the frame browsed
+        if self.pacer.due(ready=run.kind == "waiting"):
+            self.release_next_gate(host)
+        host.request_frame()  # the header counts down
+
+    def toggle_pacing(self, host: ModeHost) -> None:
+        """Pause or resume the pacing clock, and say which."""
+        assert self.pacer is not None
+        host.notify("pacing paused: space resumes" if self.pacer.toggle() else "pacing resumed")
+
+    def release_next_gate(self, host: ModeHost) -> bool:
+        """Release every rank waiting at the next gate; whether there was one left."""
+        gos = host.event_log.gos.events
+        gate = max(self.released, gos[-1].index if gos else -1) + 1
+        if host.event_log.run_start is not None and gate >= host.event_log.phase_count:
+            host.notify("no gate left to release")
+            return False
+        self.released = gate
+        host.run_worker(partial(self.session.release, gate), thread=True, group="control")
+        return True
