@@ -12,7 +12,7 @@ from rich.color import Color
 from collviz.app.app import EXIT_INTERRUPTED, make_app
 from collviz.app.screens import HelpScreen, NumberPrompt, RankDetailScreen
 from collviz.app.widgets import RankHeatmap, RankPanel
-from collviz.app.widgets.render import format_bytes, format_value, rank_colour
+from collviz.app.widgets.render import format_bytes, format_values, rank_colour
 from collviz.runtime.wire.protocol import Buffer, BufferSummary, Gate, Go
 
 from fixtures.synthetic import all_gather_events, write_trace
@@ -301,7 +301,7 @@ async def test_live_all_reduce_on_real_ranks_shows_the_sum():
         for rank, panel in zip(view.ranks, app.screen.query(RankPanel)):
             shown = {b.name: b for b in rank.buffers}[outputs[0].name]
             assert shown.values == pytest.approx(expected)
-            assert " ".join(format_value(v) for v in shown.values) in panel.body().plain
+            assert " ".join(format_values(shown.values)) in panel.body().plain
         await pilot.press("q")
     assert app.return_value == 0
 

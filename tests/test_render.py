@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collviz.app.widgets.render import PLACEHOLDER_STYLE, buffer_lines, provenance_style, rank_style
+from collviz.app.widgets.render import PLACEHOLDER_STYLE, buffer_lines, format_values, provenance_style, rank_style
 from collviz.runtime.wire.protocol import Buffer
 
 
@@ -111,3 +111,21 @@ def test_heatmap_cells_follow_the_provenance_and_the_palette_they_are_memoised_o
         assert [s.style.bgcolor.name for s in heatmap_cells(halves, 8)] == list(HIGH_CONTRAST_COLOURS[:2])
     finally:
         use_palette(RANK_COLOURS)
+
+
+def test_a_float_result_keeps_its_point_where_it_could_be_read_as_an_integer():
+    assert format_values([1.0]) == ["1.0"]  # reduce-scatter's part A: alone, a float stays a float
+    assert format_values([1.0, 1.4]) == ["1.0", "1.4"]
+    assert format_values([0.0, 1.0, 10.0, 11.0]) == ["0", "1", "10", "11"]  # a worked example's small integers
+    assert format_values([3, 4]) == ["3", "4"]
+    assert format_values([0.123456, 2e7]) == ["0.123", "2e+07"]
+
+
+def test_a_buffer_title_names_its_role_once():
+    shard = Buffer(run="r", rank=0, seq=0, t_ns=0, phase=0, name="block 0 W_query shard", role="shard",
+                   moment="before", shape=[2], dtype="float32", values=[1.0, 2.0], provenance=[])
+    title = "".join(segment.text for segment in buffer_lines(shard, 80, detail=True)[0])
+    assert title.startswith("block 0 W_query shard [2] float32")
+    gathered = Buffer(run="r", rank=0, seq=0, t_ns=0, phase=0, name="output", role="gathered",
+                      moment="after", shape=[2], dtype="float32", values=[1.0, 2.0], provenance=[])
+    assert "".join(segment.text for segment in buffer_lines(gathered, 80, detail=True)[0]).startswith("output (gathered)")

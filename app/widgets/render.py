@@ -40,6 +40,7 @@ __all__ = [
     "provenance_style",
     "format_bytes",
     "format_value",
+    "format_values",
     "sparkline",
     "Line",
     "buffer_lines",
@@ -201,13 +202,23 @@ def format_bytes(count: int) -> str:
     return f"{value:.1f} GiB"
 
 
-def format_value(value: int | float) -> str:
-    """A compact cell label: integers as such, other floats to three significant digits."""
+def format_value(value: int | float, whole: bool = True) -> str:
+    """A compact cell label: integers as such, other floats to three significant digits; a float
+    with no fraction as an integer when ``whole`` (else ``1.0``: see :func:`format_values`)."""
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e6:
-        return str(int(value))
+        return str(int(value)) if whole else f"{value:.1f}"
     if isinstance(value, float):
         return f"{value:.3g}"
     return str(value)
+
+
+def format_values(values: Sequence[int | float]) -> list[str]:
+    """Cell labels for one buffer's values. Floats with no fraction print as integers only where
+    every value of the buffer is one and there are several (the worked examples' grids of small
+    integers stay narrow); a lone ``1.0``, or one beside ``1.4``, keeps its ``.0``, so a float
+    result is never read as an integer."""
+    whole = len(values) > 1 and all(not isinstance(v, float) or v.is_integer() for v in values)
+    return [format_value(v, whole) for v in values]
 
 
 def sparkline(values: Sequence[float], width: int, top: float | None = None) -> str:
@@ -253,7 +264,7 @@ def _cell_styles(buffer: Buffer, count: int) -> list[Style]:
 def _title(buffer: Buffer, detail: bool) -> Line:
     """``name [shape] moment``; ``detail`` adds the role and the dtype."""
     shape = "×".join(map(str, buffer.shape)) or "scalar"
-    role = f" ({buffer.role})" if detail and buffer.role != buffer.name else ""
+    role = f" ({buffer.role})" if detail and buffer.role not in buffer.name.split() else ""
     dtype = f" {buffer.dtype}" if detail else ""
     return [Segment(buffer.name, BOLD), Segment(f"{role} [{shape}]{dtype} "), Segment(buffer.moment, MOMENT)]
 
@@ -276,7 +287,7 @@ def buffer_lines(buffer: Buffer, width: int, max_rows: int | None = None, detail
                               f" crc {summary.crc32}")])
         lines.append([Segment("  " + sparkline(summary.picture, max(1, width - 2)), CYAN)])
         return lines
-    labels = [format_value(v) for v in buffer.values]
+    labels = format_values(buffer.values)
     styles = _cell_styles(buffer, len(labels))
     names = buffer.labels if buffer.labels is not None and len(buffer.labels) == len(labels) else None
     cell = max(map(len, [*labels, *(names or ())]), default=1) + 1 + padding
