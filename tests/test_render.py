@@ -129,3 +129,23 @@ def test_a_buffer_title_names_its_role_once():
     gathered = Buffer(run="r", rank=0, seq=0, t_ns=0, phase=0, name="output", role="gathered",
                       moment="after", shape=[2], dtype="float32", values=[1.0, 2.0], provenance=[])
     assert "".join(segment.text for segment in buffer_lines(gathered, 80, detail=True)[0]).startswith("output (gathered)")
+
+
+def test_a_narrow_panel_shortens_a_title_keeping_what_the_buffer_is():
+    from rich.segment import Segment
+
+    from collviz.app.widgets.rank_panel import fitted_title
+
+    title = [Segment("block 0 W_query shard"), Segment(" [4×16] "), Segment("before"), Segment(" · step 1")]
+
+    def text(width):
+        return "".join(segment.text for segment in fitted_title(title, width))
+
+    assert text(44) == "block 0 W_query shard [4×16] before · step 1"  # 44 columns: all of it
+    assert text(40) == "block 0 W_query shard [4×16] before"  # the step note goes first
+    assert text(30) == "block 0 W_query shard before"  # then the shape (the grid shows it)
+    assert text(22) == "…W_query shard before"  # then the name's first words
+    assert text(12) == "…shard"  # then the moment
+
+    averaged = [Segment("block 0 W_query grad (averaged)"), Segment(" [4×16] "), Segment("after")]
+    assert "".join(segment.text for segment in fitted_title(averaged, 27)) == "…grad (averaged) after"

@@ -44,6 +44,9 @@ MAX_GROUPS = 6
 MAX_CHART_ROWS = 4
 """Tallest chart (text rows) of one row of ranks; fewer when the screen is short or rows many."""
 
+SHORT_SCREEN = 40
+"""Screens shorter than this give the memory pane only :data:`MIN_LINES` lines."""
+
 MIN_LINES = 5
 """Lines the pane may always use, however short the screen (otherwise about 1/screen_share of it)."""
 
@@ -120,16 +123,23 @@ class MemoryTimeline(LineWidget):
         """Bytes at the chart's full height: the shared scale, else the highest peak of any rank."""
         return self.shared_top if self.shared_top is not None else max((r.memory.top for r in view.ranks), default=0)
 
-    def _layout(self, view: ViewState) -> tuple[list[RankGroup], int, int]:
-        """The rows to draw, the ranks left out, and the chart's text rows per row, within a
-        budget of about 1/screen_share of the screen's height."""
-        budget = max(MIN_LINES, self.app.size.height // self.screen_share) - 2  # less the legend and the axis
+    def _layout(self, view: ViewState, lines: int | None = None) -> tuple[list[RankGroup], int, int]:
+        """The rows to draw, the ranks left out, and the chart's text rows per row: sizing the
+        pane, within a budget of about 1/screen_share of the screen's height (a short screen's
+        rank panels need the rows more: MIN_LINES there); drawing, within the ``lines`` the pane
+        has (its height never shrinks, so when rows of ranks merge the charts grow into it)."""
+        height = self.app.size.height
+        sizing = lines is None
+        if lines is None:
+            lines = max(MIN_LINES, height // self.screen_share if height >= SHORT_SCREEN else 0)
+        budget = lines - 2  # less the legend and the axis
         groups, hidden = representative_groups(group_ranks([r.memory for r in view.ranks], self._digests), MAX_GROUPS)
         if len(groups) + (1 if hidden else 0) > budget:
             groups, hidden = representative_groups(groups, 3)
         room = budget - (1 if hidden else 0)
         per_group = room // max(1, len(groups))
-        chart_rows = min(MAX_CHART_ROWS, per_group - 1) if per_group >= 3 else 1
+        cap = MAX_CHART_ROWS if sizing else max(MAX_CHART_ROWS, per_group - 1)
+        chart_rows = min(cap, per_group - 1) if per_group >= 3 else 1
         return groups, hidden, chart_rows
 
     def _height(self, view: ViewState) -> int:
@@ -149,13 +159,13 @@ class MemoryTimeline(LineWidget):
         view = self._view
         if view is None or not view.ranks or not any(r.memory.length for r in view.ranks):
             return [[Segment("no memory samples yet", DIM)]]
-        groups, hidden, chart_rows = self._layout(view)
+        groups, hidden, chart_rows = self._layout(view, lines=max(self._rows, MIN_LINES))
         top = self._top(view) or 1
         label_width = max(len(g.label) for g in groups) + 1
         # one text row per rank leaves the figures beside the chart: every chart (and the axis
         # under them) keeps the same share of the width, and the figures fit in the rest
         chart_width = max(8, width - label_width if chart_rows > 1 else (width - label_width) * 3 // 5)
-        lines: list[Line] = [self._legend(groups)]
+        lines: list[Line] = [self._legend(groups, width)]
         for group in groups:
             lines.extend(self._group_lines(group, view, top, chart_rows, label_width, chart_width, width))
         if hidden:
@@ -186,12 +196,19 @@ class MemoryTimeline(LineWidget):
             found = self._columns[key] = (track.live, sample_columns(track.live, track.length, width))
         return found[1]
 
-    def _legend(self, groups: list[RankGroup]) -> Line:
+    def _legend(self, groups: list[RankGroup], width: int) -> Line:
         seen = {name for g in groups for name in self._digests.digest(g.track)[1]}
         line: Line = []
         for name in sorted(seen, key=lambda c: (CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else 99, c)):
             line += [Segment("■ ", category_style(name)), Segment(f"{name}  ")]
-        line += [Segment("▼ ", _MARK), Segment("peak  "), Segment("grey: after the cursor", DIM)]
+        extras: list[Line] = [[Segment("▼ ", _MARK), Segment("peak  ")]]
+        if any(g.track.upto < g.track.length for g in groups):  # a whole run (compare) has nothing after its cursor
+            extras.append([Segment("grey: after the cursor", DIM)])
+        room = width - sum(len(segment.text) for segment in line)
+        for extra in extras:  # the categories' colours always; the marks' keys where they fit
+            if sum(len(segment.text) for segment in extra) <= room:
+                line += extra
+                room -= sum(len(segment.text) for segment in extra)
         return line
 
     def _group_lines(self, group: RankGroup, view: ViewState, top: int, rows: int, label_width: int,

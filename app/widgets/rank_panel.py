@@ -23,10 +23,10 @@ from .render import (
     rank_colour,
 )
 
-__all__ = ["RankPanel", "rank_lines", "rank_body", "ROW_BUDGETS"]
+__all__ = ["RankPanel", "rank_lines", "rank_body", "fitted_title", "MAX_GRID_ROWS", "MIN_NAME"]
 
-ROW_BUDGETS: tuple[int, ...] = (8, 4, 2, 1)
-"""Grid lines per buffer tried in turn until a panel's body fits its height."""
+MAX_GRID_ROWS = 8
+"""Most grid lines a buffer gets in a panel; fewer (the most that fit) on a shorter panel."""
 
 _STATE_STYLES = {
     "pending": Style(dim=True),
@@ -83,10 +83,50 @@ def _partial_sums_line(buffer) -> list[Line]:
     return [line]
 
 
-def _freed_line(freed: Freed) -> Line:
-    """``gathered freed in step 4 (64 B)``, struck through: a buffer this rank released."""
+def _freed_line(freed: Freed, width: int) -> Line:
+    """``gathered freed in step 4 (64 B)``, struck through: a buffer this rank released; in a
+    narrow panel the size goes first, then the name's first words."""
     size = f" ({format_bytes(freed.bytes)})" if freed.bytes else ""
-    return [Segment(freed.name, _FREED), Segment(f" freed in step {freed.phase + 1}{size}", DIM)]
+    when = f" freed in step {freed.phase + 1}"
+    if width > 0 and len(freed.name) + len(when) + len(size) > width:
+        size = ""
+    name = _shortened(freed.name, width - len(when)) if width > 0 else freed.name
+    return [Segment(name, _FREED), Segment(f"{when}{size}", DIM)]
+
+
+def _shortened(name: str, room: int) -> str:
+    """``name`` in ``room`` columns (at least :data:`MIN_NAME`), losing its first words:
+    ``…W_query shard``; a number stays with the word it counts ("block 0")."""
+    if len(name) <= room:
+        return name
+    keep = max(MIN_NAME, room - 1)
+    words = name.split(" ")
+    tails = [" ".join(words[i:]) for i in range(1, len(words)) if not words[i].isdigit()]
+    return "…" + next((tail for tail in tails if len(tail) <= keep), name[-keep:])
+
+
+MIN_NAME = 8
+"""Columns a buffer's name keeps when its title is shortened to fit."""
+
+
+def fitted_title(title: Line, width: int) -> Line:
+    """A buffer's title line (name, ``[shape]``, moment, maybe ``· step k``) within ``width``
+    columns. What goes first: the step note, then the shape (the grid below shows it), then the
+    name's first words (``…grad (averaged)``), then the moment."""
+    def length(line: Line) -> int:
+        return sum(len(segment.text) for segment in line)
+
+    if width <= 0 or length(title) <= width:
+        return title
+    name, shape, moment = title[0], title[1], title[2] if len(title) > 2 else Segment("")
+    line = [name, shape, moment]  # without the step note
+    if length(line) > width:
+        line = [name, Segment(" "), moment]
+    if length(line) > width:
+        line = [Segment(_shortened(name.text, width - length(line[1:])), name.style), *line[1:]]
+    if length(line) > width:
+        line = line[:1]
+    return line
 
 
 def rank_lines(
@@ -109,13 +149,14 @@ def rank_lines(
         shown = buffer_lines(buffer, width, max_rows=max_rows, detail=detail, padding=padding)
         if view.step >= 0 and buffer.phase != view.step:  # held since an earlier step: say which
             shown[0] = [*shown[0], Segment(f" · step {buffer.phase + 1}", DIM)]
+        shown[0] = fitted_title(shown[0], width)
         lines.extend(shown)
         if detail and buffer.provenance:
             lines.extend(provenance_lines(buffer))
             lines.append([])
         elif buffer.provenance and max_rows != 1:
             lines.extend(_partial_sums_line(buffer))
-    lines.extend(_freed_line(freed) for freed in view.freed)
+    lines.extend(_freed_line(freed, width) for freed in view.freed)
     if view.collective is not None:
         lines.append(_collective_line(view, mask_volatile, width))
     if detail and view.memory.upto:
@@ -173,23 +214,38 @@ class RankPanel(LineWidget):
         self.lines_changed()
 
     def build_lines(self, width: int, height: int) -> list[Line]:
-        """The body at this size: grids shrink (see :data:`ROW_BUDGETS`) until it fits ``height``;
-        if even one row per buffer is too long, the latest step's buffers come first and the cut
-        is said."""
+        """The body at this size: each grid gets the most lines (up to :data:`MAX_GRID_ROWS`)
+        with which the body fits ``height`` (found by bisection: more lines never make it
+        shorter); if even one line per buffer is too long, the latest step's buffers come first
+        and the cut is said."""
         view = self._view
         if view is None:
             return [[Segment("waiting for the worker…", DIM)]]
-        lines: list[Line] = []
-        for rows in ROW_BUDGETS:
-            lines = rank_lines(view, width, status=False, max_rows=rows,
-                               mask_volatile=self.mask_volatile, padding=self.padding)
+
+        def body(rows: int) -> list[Line]:
+            return rank_lines(view, width, status=False, max_rows=rows, mask_volatile=self.mask_volatile,
+                              padding=self.padding)
+
+        lines = body(MAX_GRID_ROWS)
+        if len(lines) <= height:
+            return lines
+        fitting, low, high = None, 1, MAX_GRID_ROWS - 1
+        while low <= high:
+            middle = (low + high) // 2
+            lines = body(middle)
             if len(lines) <= height:
-                return lines
+                fitting, low = lines, middle + 1
+            else:
+                high = middle - 1
+        if fitting is not None:
+            return fitting
         # Still too long: this step's buffers come first (see RankView), so say what is cut.
-        lines = rank_lines(view, width, status=False, max_rows=ROW_BUDGETS[-1], mask_volatile=self.mask_volatile,
-                           padding=self.padding)
+        lines = body(1)
         if height and len(lines) > height:
-            lines = [*lines[: height - 1], [Segment(f"… {len(lines) - height + 1} more lines: click for all", DIM)]]
+            more = len(lines) - height + 1
+            note = next((text for text in (f"… {more} more lines: click for all", f"… {more} more (click)")
+                         if len(text) <= width), f"…+{more}")
+            lines = [*lines[: height - 1], [Segment(note, DIM)]]
         return lines
 
     def body(self) -> Text:
