@@ -27,7 +27,9 @@ from .model import (
     ViewState,
     faster,
     first_collective,
+    first_pieces,
     next_boundary,
+    pipelined_step,
     previous_boundary,
     seek_step,
     slower,
@@ -161,6 +163,8 @@ class CollvizApp(App[int]):
         self.absorbed = 0
         self._frozen = 0
         self.status_line = ""
+        self.pieces: int | None = None
+        """A pipelined step shown piece by piece: how many of its spans (None: all at the cursor)."""
         self.opening_note = ""
         """Why the view is not where the user left it (a finished run opened at its first
         collective); gone at the user's first move."""
@@ -280,8 +284,9 @@ class CollvizApp(App[int]):
         return None
 
     def current_view(self) -> ViewState:
-        """The view at the cursor."""
-        return view_at(self.event_log, self.cursor)
+        """The view at the cursor (a pipelined step's first :attr:`pieces` spans, if stepped so)."""
+        view = view_at(self.event_log, self.cursor)
+        return first_pieces(view, self.pieces) if self.pieces is not None and view.spans else view
 
     def labels(self) -> Labels:
         """The header's words: the mode's, then the event position, status and notes."""
@@ -344,8 +349,10 @@ class CollvizApp(App[int]):
             self._play_timer = self.set_interval(1.0 / self.speed, self._play_tick)
 
     def _play_tick(self) -> None:
-        """Advance one step; stop at the end."""
-        self.cursor = next_boundary(self.event_log, self.cursor)
+        """Advance one step (or one piece of a pipelined step); stop at the end."""
+        if not self._next_piece():
+            self._move(next_boundary(self.event_log, self.cursor))
+            self._start_pieces()
         if self.cursor >= len(self.event_log):
             self.playing = False
 
@@ -353,19 +360,44 @@ class CollvizApp(App[int]):
         """Put the cursor at ``cursor`` for the user and draw the frame at once (no throttling)."""
         cursor = max(0, min(cursor, len(self.event_log)))
         self.opening_note = ""
+        self.pieces = None
         self.set_reactive(CollvizApp.cursor, cursor)
         self.set_reactive(CollvizApp.following, cursor >= len(self.event_log))
         self.render_now()
 
     def action_step(self, direction: int) -> None:
         """Move to the next (1) or previous (-1) step boundary; in quiz mode, a step that ran a
-        collective is first asked as a question (see :meth:`_ask`)."""
+        collective is first asked as a question (see :meth:`_ask`). A pipelined step stepped onto
+        is shown piece by piece: → adds one span, ← takes one back, until the whole step."""
         if direction > 0:
+            if self._next_piece():
+                return
             target = next_boundary(self.event_log, self.cursor)
             if not (self.quiz and self._ask(target)):
                 self._move(target)
+                self._start_pieces()
+        elif self.pieces is not None and self.pieces > 1:
+            self.pieces -= 1
+            self.render_now()
         else:
             self._move(previous_boundary(self.event_log, self.cursor))
+
+    def _start_pieces(self) -> None:
+        """Having stepped onto a pipelined step, show its schedule from its first piece."""
+        if pipelined_step(view_at(self.event_log, self.cursor)):
+            self.pieces = 1
+            self.render_now()
+
+    def _next_piece(self) -> bool:
+        """Show one more piece of the pipelined step being stepped through (the whole step after
+        its last); whether there was one."""
+        if self.pieces is None:
+            return False
+        self.pieces += 1
+        if self.pieces >= len(view_at(self.event_log, self.cursor).spans):
+            self.pieces = None
+        self.render_now()
+        return True
 
     def action_toggle_quiz(self) -> None:
         """Replay or step-through: switch predict-then-reveal on or off."""

@@ -217,40 +217,38 @@ def test_the_view_carries_the_step_s_spans_and_keeps_them_after_it():
     assert view_at(log, log.step_ends[schedule + 1]).spans == at_step
 
 
-def test_the_pipelined_step_is_stepped_span_by_span_and_back():
-    """→ from the step before the pipelined one stops after each span in the order the spans
-    reached the log (the title saying how far), then at the step's end; ← retraces the same stops.
-    Spans that arrived before the previous step had ended on every rank (no gates: early stages
-    start at once) all appear at the first stop."""
-    from collviz.app.model.log import EventLog
-    from collviz.app.model.navigation import next_boundary, previous_boundary
-    from collviz.app.model.view import view_at
-    from collviz.app.widgets.pipeline_timeline import _title
-    from collviz.runtime.reports.pipeline import timeline_of
+async def test_the_pipelined_step_is_stepped_piece_by_piece_in_the_order_the_pieces_ended():
+    """→ onto the pipelined step shows its first span (by end time, whichever rank's), each →
+    one more with the title naming it, then the whole step with the measured bubble; ← takes one
+    back; the next → after the whole step goes on to the next step."""
+    from collviz.app.app import make_app
+    from collviz.app.widgets.pipeline_timeline import PipelineTimeline
 
     trace = read_trace(Path(__file__).parent / "fixtures" / "pp.cvz")
-    log = EventLog(trace.events)
-    positions = [i for i, e in enumerate(trace.events) if isinstance(e, Span)]
-    schedule = trace.events[positions[0]].phase
-    cursor, stops = log.step_ends[schedule - 1], []
-    while cursor < log.step_ends[schedule]:
-        cursor = next_boundary(log, cursor)
-        stops.append(cursor)
-    start = log.step_ends[schedule - 1]
-    assert stops[:-1] == [i + 1 for i in positions if i + 1 > start] and stops[-1] == log.step_ends[schedule]
-    assert len(stops) > 8  # the fixture's spans do not all arrive before the step starts
-    for stop in stops[:-1]:
-        view = view_at(log, stop)
-        count = sum(1 for i in positions if i < stop)
-        assert len(view.spans) == count and view.span_total == len(positions) and view.step == schedule
-        latest = trace.events[positions[count - 1]]
-        title = _title(view, timeline_of(view.spans))
-        expected = f"{count} of {len(positions)} pieces · latest: r{latest.rank} {latest.kind} of microbatch {latest.microbatch}"
-        assert expected in title if count < len(positions) else "bubble measured" in title
-    back = [log.step_ends[schedule]]
-    while back[-1] > log.step_ends[schedule - 1]:
-        back.append(previous_boundary(log, back[-1]))
-    assert back[::-1] == [log.step_ends[schedule - 1], *stops]
+    spans = sorted((e for e in trace.events if isinstance(e, Span)), key=lambda s: s.t_ns)
+    schedule = spans[0].phase
+    app = make_app(trace=Path(__file__).parent / "fixtures" / "pp.cvz", mask_volatile=True)
+    async with app.run_test(size=(160, 50)) as pilot:
+        while not app.loaded:
+            await pilot.pause(0.05)
+        app.action_seek_to(schedule)  # the step before the pipelined one
+        await pilot.press("right")
+        pane = app.screen.query_one(PipelineTimeline)
+        for count in range(1, len(spans)):
+            view = app.current_view()
+            assert view.step == schedule and view.spans == tuple(spans[:count])
+            latest = spans[count - 1]
+            assert str(pane.border_title).startswith(
+                f"pipeline · piece {count} of {len(spans)}: r{latest.rank} {latest.kind} of microbatch {latest.microbatch}")
+            await pilot.press("right")
+        assert len(app.current_view().spans) == len(spans) and "bubble measured" in str(pane.border_title)
+        await pilot.press("right")
+        assert app.current_view().step == schedule + 1
+        await pilot.press("left")  # back onto the pipelined step: whole
+        assert app.current_view().step == schedule and len(app.current_view().spans) == len(spans)
+        app.action_seek_to(schedule)
+        await pilot.press("right", "right", "right", "left")
+        assert app.current_view().spans == tuple(spans[:2])
 
 
 def test_compare_theory_counts_each_parallelism_s_own_share_of_the_state():

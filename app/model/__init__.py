@@ -7,7 +7,17 @@ Live, step-through and replay all feed an :class:`EventLog`; the screen shows
 from .bench import BenchSeries, BenchView, bench_at
 from .cost import CallCost, RankCost, costs_at
 from .log import EXIT_INTERRUPTED, EventLog, MemorySeries, PhaseIndex, RankIndex, Series
-from .navigation import SPEEDS, faster, first_collective, next_boundary, previous_boundary, seek_step, slower
+from .navigation import (
+    SPEEDS,
+    faster,
+    first_collective,
+    first_pieces,
+    next_boundary,
+    pipelined_step,
+    previous_boundary,
+    seek_step,
+    slower,
+)
 from .sources import Session, load_trace, pump_session
 from .view import TAIL_LENGTH, Labels, MemoryTrack, RankView, RunState, ViewState, step_at, view_at
 
@@ -34,6 +44,8 @@ __all__ = [
     "step_at",
     "next_boundary",
     "first_collective",
+    "first_pieces",
+    "pipelined_step",
     "previous_boundary",
     "seek_step",
     "Session",

@@ -336,15 +336,8 @@ class EventLog:
         return {"ok": 0, "failed": 1}.get(self.run_end[1].status, EXIT_INTERRUPTED)
 
     def boundaries(self) -> list[int]:
-        """Sorted distinct cursors the step keys stop at: 0, each step end, the end of the log,
-        and inside a pipelined step each of its spans (one stage's forward or backward of one
-        microbatch), so its schedule can be stepped through piece by piece."""
-        return sorted({0, len(self.events), *self.step_ends, *self.span_stops()})
-
-    def span_stops(self, phase: int | None = None) -> list[int]:
-        """The cursors just after each pipeline span, of ``phase`` or of every phase."""
-        phases = self.span_phases if phase is None else [phase] if phase in self.span_phases else []
-        return [index + 1 for number in phases for index in self.phases[number].spans.index]
+        """Sorted distinct cursors the step keys stop at: 0, each step end, the end of the log."""
+        return sorted({0, len(self.events), *self.step_ends})
 
     # -- handlers, one per event type ----------------------------------------------------------
 

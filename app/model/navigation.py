@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from dataclasses import replace
 
 from collviz.runtime.reports.bench_table import is_bench_log
 
 from .log import EventLog
-from .view import step_at
+from .view import ViewState, step_at
 
-__all__ = ["SPEEDS", "next_boundary", "previous_boundary", "seek_step", "first_collective", "faster", "slower"]
+__all__ = ["SPEEDS", "next_boundary", "previous_boundary", "seek_step", "first_collective", "faster", "slower",
+           "pipelined_step", "first_pieces"]
 
 SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """Replay speeds in steps per second, slowest first."""
@@ -25,17 +27,12 @@ def next_boundary(log: EventLog, cursor: int) -> int:
 def previous_boundary(log: EventLog, cursor: int) -> int:
     """The frame of the step before the one shown at ``cursor``: the end of that step (0 before
     the first). From the end of the log this is the step before the last, never the last again,
-    and from anywhere in step k it is step k−1's end, whichever way the cursor got there; inside
-    a pipelined step, the previous of its spans (see :meth:`EventLog.boundaries`)."""
+    and from anywhere in step k it is step k−1's end, whichever way the cursor got there."""
     shown = step_at(log, cursor)
     ends = log.step_ends
-    step_start = ends[min(shown, len(ends)) - 1] if shown and ends else 0
-    pieces = [stop for stop in log.span_stops(shown) if step_start < stop < cursor]
-    if pieces:  # inside a pipelined step: back one piece of its schedule
-        return pieces[-1]
     if shown == 0 or not ends:
         return 0
-    return step_start
+    return ends[min(shown, len(ends)) - 1]
 
 
 def seek_step(log: EventLog, number: int) -> int:
@@ -59,6 +56,20 @@ def first_collective(log: EventLog) -> int | None:
         if log.phases[number].call_firsts and number < len(ends):
             return ends[number]
     return None
+
+
+def pipelined_step(view: ViewState) -> bool:
+    """Whether ``view`` shows a pipelined step itself (not one after it that keeps its timeline),
+    with more than one piece to step through."""
+    return len(view.spans) > 1 and view.spans[0].phase == view.step
+
+
+def first_pieces(view: ViewState, count: int) -> ViewState:
+    """``view`` with only the first ``count`` of its pipeline spans, in the order they ended (each
+    is one stage's forward or backward of one microbatch): the schedule as it unfolded, piece by
+    piece; the rest are counted in ``spans_hidden``."""
+    ordered = sorted(view.spans, key=lambda span: span.t_ns)
+    return replace(view, spans=tuple(ordered[:count]), spans_hidden=max(0, len(ordered) - count))
 
 
 def faster(speed: float) -> float:

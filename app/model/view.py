@@ -150,9 +150,9 @@ class ViewState:
     spans: tuple[Span, ...] = ()
     """The pipeline spans, so far, of the latest phase at or before the step that has any (a
     pipelined step stays on screen while its optimizer step and checks are shown)."""
-    span_total: int = 0
-    """How many spans that phase has in the whole log (more than ``len(spans)``: the cursor is
-    part-way through its schedule)."""
+    spans_hidden: int = 0
+    """Spans at the cursor left out of ``spans``: the pipelined step shown piece by piece
+    (:func:`~.navigation.first_pieces`)."""
 
 
 def _latest(series: Series, cursor: int, step: int) -> int:
@@ -330,12 +330,10 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     run = log.run_start
     costs, call_count = costs_at(log, cursor, step) if shown else ((), 0)
     spans: tuple[Span, ...] = ()
-    span_total = 0
     for number in reversed(log.span_phases[: bisect_right(log.span_phases, step)]):
         series = log.phases[number].spans
         spans = tuple(series.events[: series.count_upto(cursor)])
         if spans:
-            span_total = len(series.index)
             break
     return ViewState(
         cursor=cursor,
@@ -357,5 +355,4 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
         bench=bench_at(log, cursor, step),
         phase_names=names,
         spans=spans,
-        span_total=span_total,
     )

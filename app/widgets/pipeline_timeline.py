@@ -3,8 +3,8 @@
 One row per rank, time left to right on one clock shared by all ranks (from the first span's
 start to the last one's end): a cell is the forward (bright, the microbatch's digit) or backward
 (dark, the same digit) of the microbatch whose colour it has, or ``·`` where the rank computed
-nothing. The title gives the measured bubble beside (p − 1)/(m + p − 1), or part-way through the
-schedule (→ stops after each span) how many pieces are shown and the latest. Shown only for runs
+nothing. The title gives the measured bubble beside (p − 1)/(m + p − 1), or, while the step is
+shown piece by piece (→ after stepping onto it), which piece is the latest. Shown only for runs
 whose events carry pipeline spans.
 """
 
@@ -51,10 +51,10 @@ def _span_style(microbatch: int, kind: str, colours: tuple[str, ...]) -> Style:
 def _title(view: ViewState, timeline: Timeline) -> str:
     """The measured bubble against the formula once the schedule is whole; part-way through it
     (→ steps span by span), how far it has come and the latest piece instead."""
-    if len(view.spans) < view.span_total:
+    if view.spans_hidden:
         latest = view.spans[-1]
-        return (f"pipeline · {len(view.spans)} of {view.span_total} pieces · latest: r{latest.rank} {latest.kind} "
-                f"of microbatch {latest.microbatch} · → next piece")
+        return (f"pipeline · piece {len(view.spans)} of {len(view.spans) + view.spans_hidden}: r{latest.rank} "
+                f"{latest.kind} of microbatch {latest.microbatch} · → next piece · g or end: jump")
     return (f"pipeline · time → ({timeline.window_ns / 1e6:.1f} ms) · bubble measured "
             f"{timeline.mean_bubble():.2f} · ideal (p−1)/(m+p−1) = {ideal_bubble(timeline.stages, timeline.microbatches):.2f}")
 
@@ -99,7 +99,7 @@ class PipelineTimeline(LineWidget):
                    Segment("·", _IDLE), Segment(" idle (waiting for data, sending)")]
         lines: list[Line] = [legend]
         label_width = len(f"r{len(view.ranks) - 1}") + 1
-        chart_width = max(8, width - label_width - len(" idle 100%"))
+        chart_width = max(8, width - label_width - len(" not started"))  # the longer of the two notes
         for rank in range(min(len(view.ranks), MAX_ROWS)):
             line: Line = [Segment(f"r{rank}".ljust(label_width), rank_label_style(rank))]
             for cell in timeline_cells(timeline, rank, chart_width):
