@@ -411,10 +411,10 @@ class CollvizApp(App[int]):
         """If the step shown at ``target`` has a question not asked yet, ask it; whether it did.
         A step with nothing to ask says why in the header."""
         step = step_at(self.event_log, target)
-        question = self.quizzes.ask(self.event_log.events, step)
+        question = self.quizzes.ask(self.event_log, step)
         if question is None:
             if step not in self.quizzes.asked:
-                self.status_line = f"quiz: {nothing_to_ask(self.event_log.events, step)}"
+                self.status_line = f"quiz: {nothing_to_ask(self.event_log, step)}"
             return False
         self.status_line = ""
 
@@ -423,7 +423,7 @@ class CollvizApp(App[int]):
             self._move(self.mode.after_answer(self.event_log, target))
             if graded is not None:
                 self.quizzes.score.add(graded)
-                if self.quizzes.over(self.event_log.events):
+                if self.quizzes.over(self.event_log):
                     self.notify(f"quiz over: {self.quizzes.score.text}", title="quiz", timeout=30)
 
         self.push_screen(QuizScreen(question), answered)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from collviz.app.model.log import EventLog
 from collviz.app.model.quiz import QuizRound, Score, grade, questions
 from collviz.runtime.wire.protocol import Buffer
 from collviz.runtime.wire.trace import read_trace
@@ -17,7 +18,7 @@ def _shards(events, name: str) -> dict[int, list[float]]:
 
 def test_the_all_gather_question_is_rank_0s_gathered_buffer():
     events = read_trace(FIXTURES / "all-gather.cvz").events
-    [question] = questions(events, rank=0)
+    [question] = questions(EventLog(events), rank=0)
     shards = _shards(events, "W_query_shard")
     expected = [v for rank in sorted(shards) for v in shards[rank]]  # all-gather stacks shards in rank order
     assert question.op == "all_gather" and question.step == 1 and question.shape == (4, 4)
@@ -29,15 +30,15 @@ def test_the_all_gather_question_is_rank_0s_gathered_buffer():
 def test_a_round_asks_each_step_once_and_is_over_when_all_were_asked():
     events = read_trace(FIXTURES / "all-gather.cvz").events
     quizzes = QuizRound()
-    assert quizzes.ask(events, 0) is None and not quizzes.over(events)  # setup ran no collective
-    question = quizzes.ask(events, 1)
+    assert quizzes.ask(EventLog(events), 0) is None and not quizzes.over(EventLog(events))  # setup ran no collective
+    question = quizzes.ask(EventLog(events), 1)
     assert question is not None and question.step == 1 and question.op == "all_gather"
-    assert quizzes.ask(events, 1) is None  # asked once only
-    assert quizzes.over(events)
+    assert quizzes.ask(EventLog(events), 1) is None  # asked once only
+    assert quizzes.over(EventLog(events))
 
 def test_values_are_graded_to_the_precision_shown():
     events = read_trace(FIXTURES / "all-gather.cvz").events
-    [question] = questions(events, rank=2)
+    [question] = questions(EventLog(events), rank=2)
     right = ", ".join(f"{v:.3g}" for v in question.values)
     assert grade(question, right).all_right
     wrong = right.replace("0.5", "0.55", 1)
@@ -49,7 +50,7 @@ def test_values_are_graded_to_the_precision_shown():
 
 def test_who_predictions_are_rank_sets_per_element():
     events = read_trace(FIXTURES / "all-gather.cvz").events
-    [question] = questions(events, rank=1)
+    [question] = questions(EventLog(events), rank=1)
     answer = "who: " + ", ".join(f"r{i // 4}" for i in range(16))
     assert grade(question, answer).all_right
     assert not grade(question, "who: 0+1").all_right
@@ -57,7 +58,7 @@ def test_who_predictions_are_rank_sets_per_element():
 
 def test_a_reduce_scatter_question_and_the_score():
     events = read_trace(FIXTURES / "reduce-scatter.cvz").events
-    [question] = questions(events, rank=0)
+    [question] = questions(EventLog(events), rank=0)
     assert question.op == "reduce_scatter"
     assert all(s == frozenset(range(4)) for s in question.provenance)  # every rank's data reduced into it
     score = Score()
@@ -76,7 +77,7 @@ async def test_a_quiz_round_in_the_viewer_predict_reveal_score():
     from test_app import _until
 
     events = read_trace(FIXTURES / "all-gather.cvz").events
-    [question] = questions(events, rank=0)
+    [question] = questions(EventLog(events), rank=0)
     notes: list[str] = []
     app = make_app(trace=FIXTURES / "all-gather.cvz", quiz=True)
     app.notify = lambda message, **kwargs: notes.append(message)  # type: ignore[method-assign]
@@ -107,7 +108,7 @@ def test_training_steps_are_asked_about_one_part_of_a_large_buffer(training_runs
 
     events = training_runs["fsdp"].events
     names = {e.index: e.name for e in events if isinstance(e, Phase) and e.edge == "begin" and e.rank == 0}
-    asked = {names[q.step]: q for q in questions(events, rank=0)}
+    asked = {names[q.step]: q for q in questions(EventLog(events), rank=0)}
     rows_per_rank = settings_of("fsdp")["d_model"] // 4
     gather = asked["block 0 forward: all-gather"]
     assert gather.part == f"row {rows_per_rank + 1}" and gather.buffer == "block 0 W_query (gathered)"
@@ -118,6 +119,19 @@ def test_training_steps_are_asked_about_one_part_of_a_large_buffer(training_runs
     assert grade(kept, "who: 0+1+2+3").all_right
     assert f"Whose data does row {rows_per_rank + 1} of rank 0" in gather.text
     compute = next(i for i, name in names.items() if name == "block 0 forward: compute")
-    assert nothing_to_ask(events, compute) == f"step {compute + 1} ran no collective: nothing to predict"
+    assert nothing_to_ask(EventLog(events), compute) == f"step {compute + 1} ran no collective: nothing to predict"
     other = next(i for i, name in names.items() if name == "block 1 forward: all-gather")
-    assert "rank 0 showed no buffer after it" in nothing_to_ask(events, other)
+    assert "rank 0 showed no buffer after it" in nothing_to_ask(EventLog(events), other)
+
+
+def test_a_trace_opened_whole_asks_the_same_questions_as_its_events_in_memory():
+    """The quiz reads the log's indexes, so a trace whose events stay in the file (opened by the
+    fast path) asks what the same events held in a list ask, step by step."""
+    from collviz.app.model.sources import load_trace
+
+    for name in ("fsdp-tiny.cvz", "reduce-scatter.cvz", "moe.cvz"):
+        events = read_trace(FIXTURES / name).events
+        stored, _ = load_trace(FIXTURES / name, lambda stage, done, total: None)
+        assert questions(stored) == questions(EventLog(events)) and questions(stored)
+        for step in range(stored.phase_count):
+            assert QuizRound().ask(stored, step) == QuizRound().ask(EventLog(events), step)

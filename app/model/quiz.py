@@ -16,7 +16,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from collviz.runtime.wire.protocol import AnyEvent, Buffer, Collective
+from collviz.runtime.wire.protocol import Buffer
+
+from .log import EventLog
 
 __all__ = ["Question", "Grade", "Score", "QuizRound", "questions", "grade", "expand_provenance", "nothing_to_ask",
            "TYPED_ELEMENTS"]
@@ -101,18 +103,18 @@ class QuizRound:
     asked: set[int] = field(default_factory=set)
     hold: int | None = None
 
-    def ask(self, events: Sequence[AnyEvent], step: int) -> Question | None:
+    def ask(self, log: EventLog, step: int) -> Question | None:
         """The question of ``step`` if it has one not asked yet (from now on it counts as asked)."""
         if step in self.asked:
             return None
-        question = next((q for q in questions(events) if q.step == step), None)
+        question = next((q for q in questions(log, steps=(step,)) if q.step == step), None)
         if question is not None:
             self.asked.add(step)
         return question
 
-    def over(self, events: Sequence[AnyEvent]) -> bool:
+    def over(self, log: EventLog) -> bool:
         """Whether every question the run has so far was asked."""
-        return all(q.step in self.asked for q in questions(events))
+        return all(q.step in self.asked for q in questions(log))
 
 
 def expand_provenance(buffer: Buffer) -> tuple[frozenset[int], ...]:
@@ -155,23 +157,33 @@ def _question(step: int, op: str, buffer: Buffer) -> Question | None:
                     tuple(ranks[i] for i in elements), name)
 
 
-def _collective_steps(events: Sequence[AnyEvent], rank: int) -> tuple[dict[int, str], dict[int, list[Buffer]]]:
-    """The op of each step that ran a collective, and ``rank``'s after-buffers of each step."""
-    ops: dict[int, str] = {}
+def _collective_steps(log: EventLog, rank: int, steps: Sequence[int] | None = None
+                      ) -> tuple[dict[int, str], dict[int, list[Buffer]]]:
+    """The op of each step (of ``steps``, or all) whose collective call ended on some rank, and
+    ``rank``'s after-buffers of those steps in log order. Read from the log's indexes: only the
+    events asked about are decoded (a trace opened whole keeps its events in the file)."""
+    ops = {number: phase.collectives.events[0].op for number, phase in log.phases.items()
+           if phase.collectives.index and (steps is None or number in steps)}
+    found: list[tuple[int, Buffer]] = []
+    index = log.ranks.get(rank)
+    for series in index.buffers.values() if index is not None and ops else ():
+        events = series.events
+        for at, (position, phase) in enumerate(zip(series.index, series.phase)):
+            if phase in ops:
+                event = events[at]
+                if isinstance(event, Buffer) and event.moment == "after":
+                    found.append((position, event))
     after: dict[int, list[Buffer]] = {}
-    for event in events:
-        if isinstance(event, Collective) and event.edge == "begin":
-            ops.setdefault(event.phase, event.op)
-        elif isinstance(event, Buffer) and event.rank == rank and event.moment == "after":
-            after.setdefault(event.phase, []).append(event)
+    for _, buffer in sorted(found, key=lambda entry: entry[0]):
+        after.setdefault(buffer.phase, []).append(buffer)
     return ops, after
 
 
-def questions(events: Sequence[AnyEvent], rank: int = 0) -> list[Question]:
-    """One question per step in which a collective ran and ``rank`` reported a buffer after it:
-    its first such buffer small enough to type, else its first whose provenance was observed (asked
-    about one part)."""
-    ops, after = _collective_steps(events, rank)
+def questions(log: EventLog, rank: int = 0, steps: Sequence[int] | None = None) -> list[Question]:
+    """One question per step (of ``steps``, or all) in which a collective ran and ``rank``
+    reported a buffer after it: its first such buffer small enough to type, else its first whose
+    provenance was observed (asked about one part)."""
+    ops, after = _collective_steps(log, rank, steps)
     found = []
     for step in sorted(set(ops) & set(after)):
         asked = [q for q in (_question(step, ops[step], b) for b in after[step]) if q is not None]
@@ -181,9 +193,9 @@ def questions(events: Sequence[AnyEvent], rank: int = 0) -> list[Question]:
     return found
 
 
-def nothing_to_ask(events: Sequence[AnyEvent], step: int, rank: int = 0) -> str:
+def nothing_to_ask(log: EventLog, step: int, rank: int = 0) -> str:
     """Why step ``step`` has no question for ``rank``'s buffers, in one line."""
-    ops, after = _collective_steps(events, rank)
+    ops, after = _collective_steps(log, rank, (step,))
     if step not in ops:
         return f"step {step + 1} ran no collective: nothing to predict"
     if step not in after:
