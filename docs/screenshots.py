@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the fixtures' synthetic event builders
 
 from collviz.app.app import ViewerOptions, make_app  # noqa: E402
+from collviz.app.model.log import EventLog  # noqa: E402
 from collviz.app.model.quiz import questions  # noqa: E402
 from collviz.runtime.wire.trace import read_trace  # noqa: E402
 from collviz.runtime.launch import Session  # noqa: E402
@@ -128,7 +129,7 @@ async def _quiz() -> None:
     """The all-gather fixture in quiz mode: the question with a prediction typed (one value wrong),
     then the same question graded with the step revealed behind it."""
     trace = ROOT / "tests" / "fixtures" / "all-gather.cvz"
-    [question] = questions(read_trace(trace).events, rank=0)
+    [question] = questions(EventLog(read_trace(trace).events), rank=0)
     typed = [*" ".join(f"{v:.3g}" for v in question.values[:15]), " ", "9"]
     for name, reveal in (("quiz-before", False), ("quiz-after", True)):
         app = make_app(trace=trace, quiz=True)

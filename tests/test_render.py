@@ -149,3 +149,23 @@ def test_a_narrow_panel_shortens_a_title_keeping_what_the_buffer_is():
 
     averaged = [Segment("block 0 W_query grad (averaged)"), Segment(" [4×16] "), Segment("after")]
     assert "".join(segment.text for segment in fitted_title(averaged, 27)) == "…grad (averaged) after"
+
+
+def test_a_summarised_buffer_s_picture_is_coloured_by_whose_data_each_part_is():
+    """FSDP's gathered 32×32 weight, too large to ship: 1,024 elements, a quarter from each rank,
+    pictured by 32 chunk means. In 8 columns each column is 4 chunks (128 elements); its colour is
+    that of its first chunk's middle element (column c: element 128c + 16, rank (128c + 16) // 256)."""
+    from collviz.app.widgets.render import picture_segments, rank_colour
+    from rich.color import Color
+
+    from collviz.runtime.wire.protocol import BufferSummary, ProvenanceRun
+
+    summary = BufferSummary(min=-1.0, max=1.0, mean=0.0, crc32="1", picture=[(-1) ** i * 0.5 for i in range(32)])
+    gathered = Buffer(run="r", rank=0, seq=0, t_ns=0, phase=1, name="W (gathered)", role="gathered", moment="after",
+                      shape=[32, 32], dtype="float32", values=None, summary=summary,
+                      provenance=[ProvenanceRun(256 * r, 256, [r]) for r in range(4)])
+    colours = [segment.style.color.name for segment in picture_segments(gathered, 8) for _ in segment.text]
+    assert colours == [Color.parse(rank_colour(r)).name for r in (0, 0, 1, 1, 2, 2, 3, 3)]
+    unobserved = Buffer(run="r", rank=0, seq=0, t_ns=0, phase=1, name="W", role="param", moment="after",
+                        shape=[32, 32], dtype="float32", values=None, summary=summary, provenance=None)
+    assert [segment.style.color.name for segment in picture_segments(unobserved, 8)] == ["cyan"]

@@ -7,6 +7,7 @@ A :data:`Line` is a list of Rich segments; line-API widgets turn lines into stri
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from functools import lru_cache
 from math import prod
@@ -41,6 +42,7 @@ __all__ = [
     "format_bytes",
     "format_value",
     "format_values",
+    "picture_segments",
     "sparkline",
     "Line",
     "buffer_lines",
@@ -221,6 +223,44 @@ def format_values(values: Sequence[int | float]) -> list[str]:
     return [format_value(v, whole) for v in values]
 
 
+def picture_segments(buffer: Buffer, width: int) -> Line:
+    """A summarised buffer's picture as a sparkline in ``width`` columns, each column in the colour
+    of the rank its elements came from (Σ shades where reduced; cyan where provenance was not
+    observed). The picture's points are the means of ``len(picture)`` near-equal chunks of the
+    flattened tensor (``torch.tensor_split``): a column takes the provenance of its chunk's middle."""
+    summary = buffer.summary
+    assert summary is not None
+    bars = sparkline(summary.picture, width)
+    if not buffer.provenance or not bars:
+        return [Segment(bars, CYAN)]
+    count, points = prod(buffer.shape) if buffer.shape else 1, len(summary.picture)
+    columns, repeat = min(width, points), max(1, width // points)
+    runs = sorted(buffer.provenance, key=lambda run: run.start)
+    starts = [run.start for run in runs]
+    line: Line = []
+    for column in range(columns):
+        point = (column * points) // columns
+        chunk, extra = divmod(count, points)  # the first ``extra`` chunks hold one element more
+        first = point * chunk + min(point, extra)
+        middle = first + (chunk + (1 if point < extra else 0)) // 2
+        at = bisect_right(starts, middle) - 1
+        run = runs[at] if at >= 0 and middle < runs[at].start + runs[at].length else None
+        colour = provenance_style(run.ranks if run is not None else []).bgcolor
+        text = bars[column * repeat:(column + 1) * repeat]
+        style = _picture_style(colour.name if colour is not None else "grey50")
+        if line and line[-1].style is style:
+            line[-1] = Segment(line[-1].text + text, style)
+        else:
+            line.append(Segment(text, style))
+    return line
+
+
+@lru_cache(maxsize=256)
+def _picture_style(colour: str) -> Style:
+    """A sparkline column in ``colour`` (one shared object per colour)."""
+    return Style(color=colour)
+
+
 def sparkline(values: Sequence[float], width: int, top: float | None = None) -> str:
     """``values`` as block characters in at most ``width`` columns (resampled when there are more
     values, widened when fewer), scaled from min(0, lowest) to ``top`` (default: the highest)."""
@@ -285,7 +325,7 @@ def buffer_lines(buffer: Buffer, width: int, max_rows: int | None = None, detail
             return lines
         lines.append([Segment(f"  min {summary.min:.3g} max {summary.max:.3g} mean {summary.mean:.3g}"
                               f" crc {summary.crc32}")])
-        lines.append([Segment("  " + sparkline(summary.picture, max(1, width - 2)), CYAN)])
+        lines.append([Segment("  "), *picture_segments(buffer, max(1, width - 2))])
         return lines
     labels = format_values(buffer.values)
     styles = _cell_styles(buffer, len(labels))
