@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 from collviz.runtime.wire.protocol import AnyEvent
@@ -39,43 +38,17 @@ from .model import (
 from .model.quiz import Grade, QuizRound, nothing_to_ask
 from .model.sources import Session
 from .modes import MODE_ACTIONS, Labels, LiveMode, ReplayMode, StepMode, ViewerMode
+from .viewer_options import LessonPlace, ViewerOptions
 from .screens import FactorScreen, HelpScreen, NumberPrompt, RankDetailScreen, ViewerScreen
 from .screens.quiz import QuizScreen
 from .theme import PROJECTOR_THEME, palette_for
 
-__all__ = ["Session", "CollvizApp", "LessonPlace", "ViewerOptions", "make_app", "run_viewer", "FRAME_RATE",
+__all__ = ["Session", "CollvizApp", "make_app", "run_viewer", "FRAME_RATE",
            "EXIT_INTERRUPTED"]
 
 FRAME_RATE = 40.0
 """Most frames per second the app renders, however fast events arrive."""
 
-
-@dataclass(frozen=True)
-class LessonPlace:
-    """Where a lesson stands: its name, the item playing (``number`` of ``total``) and its title."""
-
-    name: str
-    number: int
-    total: int
-    title: str
-
-    def __str__(self) -> str:
-        return f"lesson {self.name} · {self.number}/{self.total} {self.title}"
-
-
-@dataclass
-class ViewerOptions:
-    """How the viewer runs, beyond what it shows: ``pace`` (seconds per step: a step-through run's
-    gates open by themselves, a replay plays), ``present`` (the projector layout and theme),
-    ``lesson`` (while a lesson plays, which item: q and n leave it for the next item, p for the
-    previous one, Q ends the lesson, recorded in ``navigation``: ``next``, ``previous`` or
-    ``end``), ``clock`` (the pacing clock; tests pass a fake one)."""
-
-    pace: float | None = None
-    present: bool = False
-    lesson: LessonPlace | None = None
-    navigation: str | None = None
-    clock: Callable[[], float] = time.monotonic
 
 FREEZE_EVERY = 50_000
 """Live events absorbed between two ``gc.freeze()`` calls, which move the (long-lived) log out of

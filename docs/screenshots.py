@@ -17,7 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the fixtures' synthetic event builders
 
-from collviz.app.app import ViewerOptions, make_app  # noqa: E402
+from collviz.app.app import make_app  # noqa: E402
+from collviz.app.viewer_options import ViewerOptions  # noqa: E402
 from collviz.app.model.log import EventLog  # noqa: E402
 from collviz.app.model.quiz import questions  # noqa: E402
 from collviz.runtime.wire.trace import read_trace  # noqa: E402

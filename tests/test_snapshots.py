@@ -183,7 +183,7 @@ def test_failures_at_100x30_name_the_cause(snap_compare, name):
 
 
 def test_a_lesson_header_names_the_item(snap_compare):
-    from collviz.app.app import LessonPlace, ViewerOptions
+    from collviz.app.viewer_options import LessonPlace, ViewerOptions
 
     app = make_app(trace=FIXTURES / "reduce-scatter.cvz", mask_volatile=True,
                    options=ViewerOptions(lesson=LessonPlace("collectives", 7, 8, "reduce-scatter")))

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from collviz.app.app import LessonPlace, ViewerOptions, make_app
+from collviz.app.app import make_app
+from collviz.app.viewer_options import LessonPlace, ViewerOptions
 from collviz.app.model.pacing import Pacer
 from collviz.app.widgets.render import HIGH_CONTRAST_COLOURS, RANK_COLOURS, rank_colour
 

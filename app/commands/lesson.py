@@ -22,7 +22,7 @@ from .playing import replay_trace, run_scenario
 from .scenario_args import run_parser
 
 if TYPE_CHECKING:
-    from collviz.app.app import ViewerOptions
+    from collviz.app.viewer_options import ViewerOptions
 
 __all__ = ["build_parser", "main", "item_trace"]
 
@@ -63,7 +63,7 @@ def main(argv: Sequence[str]) -> int:
     for folder in (args.record, args.traces):
         if folder is not None and not folder.is_dir():
             raise UsageError(f"{folder}: not a folder")
-    from collviz.app.app import LessonPlace, ViewerOptions
+    from collviz.app.viewer_options import LessonPlace, ViewerOptions
     from collviz.runtime.scenarios.lessons import find_lesson, list_lessons
 
     if args.list:

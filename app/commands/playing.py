@@ -21,7 +21,7 @@ from .options import check_record_option, clean_stale_runs, no_terminal, print_j
 from .scenario_args import memory_need, run_options
 
 if TYPE_CHECKING:
-    from collviz.app.app import ViewerOptions
+    from collviz.app.viewer_options import ViewerOptions
     from collviz.runtime.plan import RunPlan
     from collviz.runtime.sources.run import ImportedRun
 
@@ -57,7 +57,7 @@ def notes_for(notes: Mapping[str, Mapping[str, str]], scenario: str, file: str) 
 
 def viewer_options(args: argparse.Namespace, given: ViewerOptions | None) -> ViewerOptions:
     """The viewer's options: ``given`` (a lesson's) with ``--pace`` and ``--present`` applied."""
-    from collviz.app.app import ViewerOptions
+    from collviz.app.viewer_options import ViewerOptions
     from collviz.runtime.limits import check_seconds
 
     options = given or ViewerOptions()
