@@ -1,0 +1,241 @@
+"""A trace's index, written beside it by its writer, so that an intact trace opens without a scan.
+
+:class:`~.trace.TraceWriter` knows where every record starts and (decoding what it writes thin,
+one msgspec call per flushed batch: :class:`IndexRecorder`) each event's columns
+(:class:`~.columns.EventColumns`). When it closes a regular file it writes them to
+``<trace>.index`` (:func:`index_path`), created 0600 and renamed into place once complete::
+
+    b"CVZINDEX"            8-byte magic
+    u32 length, header     msgpack: format, version, the trace's size and CRC-32 (every byte of
+                           it), the event count, the type and name tables, the body's CRC-32
+    body                   the columns back to back, little-endian: offsets (int64, one per
+                           event and the end), kinds (uint8), ranks (int32), seqs, phases
+                           (int64), keys (int32), numbers (int64), ends (uint8)
+
+:func:`read_index` hands it over only when it is intact (magic, version, the body's CRC-32) and
+describes the trace as it is now: the same size and the same CRC-32 over every byte of the file
+(zlib streams it at several GB/s here, so an open pays tens of milliseconds per GB). A trace
+that matches the CRC-32 its writer computed while writing holds every record as written, so its
+records need no check one by one (each is checked again when it is decoded for a frame:
+:mod:`.stored`). Anything else — no index (an older collviz, a trace still being written, a copy
+without its index), a stale, damaged or newer one — gives None, and the trace is scanned
+(:mod:`.scan`), which verifies every record. The writer leaves no index for a trace the scan
+would refuse (a record too large, an unknown type, a negative duration) or whose recording
+stopped early. Older readers never look at the index: the trace format is unchanged.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import zlib
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from ..errors import UsageError
+from .columns import EventColumns, NotIntact, chunk_decoder, event_columns
+from .files import write_atomically
+from .protocol import EVENT_TYPES, AnyEvent
+
+__all__ = ["INDEX_SUFFIX", "INDEX_VERSION", "index_path", "IndexRecorder", "TraceIndex", "read_index"]
+
+INDEX_SUFFIX = ".index"
+"""What the index's file name adds to its trace's."""
+
+INDEX_VERSION = 1
+"""The index layout; a reader uses only its own (an index of another version is ignored)."""
+
+_MAGIC = b"CVZINDEX"
+_FORMAT_NAME = "collviz-trace-index"
+_LENGTH = struct.Struct("<I")
+_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("kinds", "u1"), ("ranks", "<i4"), ("seqs", "<i8"), ("phases", "<i8"), ("keys", "<i4"), ("numbers", "<i8"),
+    ("ends", "u1"),
+)
+"""The columns after the offsets, in file order, with their stored types."""
+
+_BATCH_EVENTS = 65_536
+"""Thin events the recorder holds before turning them into columns."""
+
+_NARROW = 2**31
+"""Ranks and keys are stored as int32."""
+
+
+def index_path(trace: str | os.PathLike[str]) -> Path:
+    """Where the index of the trace at ``trace`` lives."""
+    return Path(os.fspath(trace) + INDEX_SUFFIX)
+
+
+class _Header(msgspec.Struct, kw_only=True):
+    format: str
+    version: int
+    trace_size: int
+    trace_crc32: int
+    events: int
+    type_names: list[str]
+    names: list[str]
+    body_crc32: int
+
+
+class IndexRecorder:
+    """The columns of a trace being written, built from the payloads its writer flushes.
+
+    ``first_record`` is the offset of the trace's first record; a payload longer than
+    ``largest_payload`` (which readers decode bounded) makes the index impossible, as does
+    anything else the scan would refuse, or :meth:`abandon`: the recorder then records nothing
+    more and :meth:`write` writes nothing.
+    """
+
+    def __init__(self, first_record: int, largest_payload: int) -> None:
+        self.abandoned: str | None = None
+        """Why no index will be written, or None."""
+        self._decoder, self._codes = chunk_decoder(thin_only=True)
+        self._names: dict[str, int] = {}
+        self._thin: list[Any] = []
+        self._parts: list[EventColumns] = []
+        self._starts = array("q")
+        self._end = first_record
+        self._largest = largest_payload
+
+    def add(self, payloads: list[bytes]) -> None:
+        """Record the events of ``payloads``, the next records written, in order."""
+        if self.abandoned is not None or not payloads:
+            return
+        lengths = np.fromiter(map(len, payloads), np.int64, len(payloads))
+        if int(lengths.max()) > self._largest:
+            self.abandon("a record is larger than collviz writes")
+            return
+        try:
+            self._thin += self._decoder.decode(b"\xdd" + len(payloads).to_bytes(4, "big") + b"".join(payloads))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            self.abandon(f"a record is not an event this collviz knows ({exc})")
+            return
+        ends = np.cumsum(lengths + 8) + self._end
+        self._starts.frombytes((ends - lengths - 8).tobytes())
+        self._end = int(ends[-1])
+        if len(self._thin) >= _BATCH_EVENTS:
+            self._columns()
+
+    def abandon(self, reason: str) -> None:
+        """Give up the index (say why), and free what was recorded."""
+        self.abandoned = reason
+        self._thin, self._parts, self._starts = [], [], array("q")
+
+    def _columns(self) -> None:
+        """Turn the thin events held into columns."""
+        try:
+            self._parts.append(event_columns(self._thin, self._codes, self._names))
+        except NotIntact as exc:
+            self.abandon(str(exc))
+        self._thin = []
+
+    def write(self, trace: Path, size: int, crc32: int) -> None:
+        """Write the index of the trace at ``trace``, ``size`` bytes with CRC-32 ``crc32``, beside it
+        (nothing if it was abandoned, or cannot be written: the trace is then scanned when opened)."""
+        if self._thin:
+            self._columns()
+        if self.abandoned is not None or self._end != size:
+            return
+        columns = EventColumns.joined(self._parts, list(self._names))
+        if len(columns) and not (-_NARROW <= int(columns.ranks.min()) and int(columns.ranks.max()) < _NARROW
+                                 and int(columns.keys.max()) < _NARROW):
+            return
+        body = [np.frombuffer(self._starts, np.int64).tobytes() + self._end.to_bytes(8, "little")]
+        body += [getattr(columns, name).astype(dtype).tobytes() for name, dtype in _COLUMNS]
+        body_crc = 0
+        for part in body:
+            body_crc = zlib.crc32(part, body_crc)
+        header = msgspec.msgpack.encode(_Header(
+            format=_FORMAT_NAME, version=INDEX_VERSION, trace_size=size, trace_crc32=crc32, events=len(columns),
+            type_names=[event_type.__name__ for event_type in EVENT_TYPES], names=columns.names, body_crc32=body_crc))
+        try:
+            write_atomically(index_path(trace), [_MAGIC, _LENGTH.pack(len(header)), header, *body], "--record")
+        except UsageError:
+            pass  # an index only saves time: the trace itself is complete
+
+
+@dataclass
+class TraceIndex:
+    """An intact trace's index: where each event's record starts (``offsets``, int64, one more:
+    where the last ends) and the events' :class:`~.columns.EventColumns`."""
+
+    offsets: np.ndarray
+    columns: EventColumns
+    _trace: mmap.mmap
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def events(self, positions: np.ndarray) -> list[AnyEvent]:
+        """The events at ``positions`` (log order), decoded in full with one call."""
+        if not positions.size:
+            return []
+        trace, offsets = self._trace, self.offsets
+        payloads = b"".join([trace[start + 8 : end] for start, end in
+                             zip(offsets[positions].tolist(), offsets[positions + 1].tolist())])
+        return _events_decoder.decode(b"\xdd" + positions.size.to_bytes(4, "big") + payloads)
+
+
+_events_decoder = msgspec.msgpack.Decoder(list[AnyEvent])
+
+
+def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex | None:
+    """The index its writer left beside the trace at ``trace`` (whose first record is at
+    ``first_record``) if it is intact and describes the trace as it is now, byte for byte; else
+    None (the module's docstring says when)."""
+    try:
+        with open(index_path(trace), "rb") as file:
+            mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        with open(trace, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+    except (OSError, ValueError):
+        return None
+    header, body = _header(mapped)
+    if (header is None or data is None or header.trace_size != size or zlib.crc32(memoryview(mapped)[body:]) != header.body_crc32
+            or zlib.crc32(data) != header.trace_crc32):
+        return None
+    count = header.events
+    offsets = np.frombuffer(mapped, np.int64, count + 1, body)
+    if int(offsets[0]) != first_record or int(offsets[-1]) != size:
+        return None
+    at = body + 8 * (count + 1)
+    stored = {}
+    for name, dtype in _COLUMNS:
+        stored[name] = np.frombuffer(mapped, dtype, count, at)
+        at += stored[name].nbytes
+    codes = {event_type.__name__: code for code, event_type in enumerate(EVENT_TYPES)}
+    table = np.array([codes.get(name, 255) for name in header.type_names] or [255], np.uint8)
+    if count and int(stored["kinds"].max()) >= table.size:
+        return None
+    kinds = table[stored["kinds"]]
+    if (kinds == 255).any():
+        return None  # a type this collviz does not know (the index of a newer one)
+    columns = EventColumns(kinds, stored["ranks"].astype(np.int64), stored["seqs"], stored["phases"],
+                           stored["keys"].astype(np.int64), stored["numbers"], stored["ends"].view(bool), header.names)
+    return TraceIndex(offsets, columns, data)
+
+
+def _header(mapped: mmap.mmap) -> tuple[_Header | None, int]:
+    """The index's header if it is one this collviz reads, and where its body starts."""
+    start = len(_MAGIC) + _LENGTH.size
+    if len(mapped) < start or mapped[: len(_MAGIC)] != _MAGIC:
+        return None, 0
+    (length,) = _LENGTH.unpack_from(mapped, len(_MAGIC))
+    try:
+        header = msgspec.msgpack.decode(mapped[start : start + length], type=_Header)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None, 0
+    if header.format != _FORMAT_NAME or header.version != INDEX_VERSION:
+        return None, 0
+    body = start + length
+    expected = 8 * (header.events + 1) + sum(np.dtype(dtype).itemsize * header.events for _, dtype in _COLUMNS)
+    if header.events < 0 or len(mapped) - body != expected:
+        return None, 0
+    return header, body
