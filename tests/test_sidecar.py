@@ -1,0 +1,170 @@
+"""A trace's index (runtime/wire/sidecar.py): written by the trace's writer, used only while it
+describes the trace byte for byte, never written where the scan would refuse the trace.
+
+Expected columns are computed here from the events themselves and from the file's own layout.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+import zlib
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+
+from collviz.runtime.wire import sidecar
+from collviz.runtime.wire.protocol import EVENT_TYPES, Buffer, Collective, Freed, Transfer, encode
+from collviz.runtime.wire.sidecar import index_path, read_index
+from collviz.runtime.wire.trace import LARGE_PAYLOAD, TRACE_MAGIC, TraceWriter, trace_layout
+
+from fixtures.synthetic import all_gather_events, write_trace
+
+
+def _record_starts(data: bytes) -> list[int]:
+    """Offsets of every record of a checksummed trace, and where the last ends."""
+    (header,) = struct.unpack_from("<I", data, len(TRACE_MAGIC))
+    at, starts = len(TRACE_MAGIC) + 4 + header, []
+    while at < len(data):
+        starts.append(at)
+        at += 8 + struct.unpack_from("<I", data, at)[0]
+    return [*starts, at]
+
+
+def _read(path: Path):
+    return read_index(path, trace_layout(path).first_record)
+
+
+def test_the_index_holds_every_events_place_and_columns(tmp_path):
+    events = all_gather_events(world=3)
+    path = write_trace(tmp_path / "t.cvz", events)
+    assert stat.S_IMODE(index_path(path).stat().st_mode) == 0o600 and index_path(path).name == "t.cvz.index"
+    index = _read(path)
+    assert index is not None and len(index) == len(events)
+    assert index.offsets.tolist() == _record_starts(path.read_bytes())
+    columns = index.columns
+    assert columns.kinds.tolist() == [EVENT_TYPES.index(type(e)) for e in events]
+    assert columns.ranks.tolist() == [e.rank for e in events]
+    assert columns.seqs.tolist() == [e.seq for e in events]
+    filed = (Transfer, Collective, Buffer, Freed)
+    assert columns.phases.tolist() == [e.phase if isinstance(e, filed) else 0 for e in events]
+    named = [e.group if isinstance(e, Collective) else e.name if isinstance(e, (Buffer, Freed)) else None for e in events]
+    assert [columns.names[k] if k >= 0 else None for k in columns.keys.tolist()] == named
+    assert columns.numbers.tolist() == [e.group_seq if isinstance(e, Collective) else 0 for e in events]
+    assert columns.ends.tolist() == [isinstance(e, Collective) and e.edge == "end" for e in events]
+    picked = np.array([0, 5, len(events) - 1])
+    assert index.events(picked) == [events[i] for i in picked.tolist()]
+
+
+def test_flushes_of_any_size_build_the_same_index(tmp_path, monkeypatch):
+    events = all_gather_events(world=4)
+    whole = write_trace(tmp_path / "whole.cvz", events)
+    monkeypatch.setattr(sidecar, "_BATCH_EVENTS", 7)  # columns built many times, names numbered across them
+    writer = TraceWriter(tmp_path / "pieces.cvz")
+    for start in range(0, len(events), 3):
+        writer.write(encode(e) for e in events[start : start + 3])
+    writer.close()
+    one, many = _read(whole), _read(tmp_path / "pieces.cvz")
+    assert one is not None and many is not None
+    assert one.offsets.tolist() == many.offsets.tolist()
+    for name in ("kinds", "ranks", "seqs", "phases", "numbers", "ends"):
+        assert getattr(one.columns, name).tolist() == getattr(many.columns, name).tolist(), name
+    names = lambda index: [index.columns.names[k] if k >= 0 else None for k in index.columns.keys.tolist()]
+    assert names(one) == names(many)
+
+
+def _flip(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("change", ["a byte of the trace", "the trace grown", "a byte of the index's body",
+                                    "a byte of the index's header", "the index cut short", "another index version"])
+def test_an_index_that_no_longer_describes_its_trace_is_ignored(tmp_path, change, monkeypatch):
+    path = write_trace(tmp_path / "t.cvz", all_gather_events(world=2))
+    index = index_path(path)
+    if change == "a byte of the trace":
+        _flip(path, path.stat().st_size - 3)  # same size, same records' framing: only the CRC-32 tells
+    elif change == "the trace grown":
+        with open(path, "ab") as file:
+            payload = encode(all_gather_events(world=2)[-1])
+            file.write(struct.pack("<II", len(payload), zlib.crc32(payload)) + payload)
+    elif change == "a byte of the index's body":
+        _flip(index, index.stat().st_size - 10)
+    elif change == "a byte of the index's header":
+        _flip(index, 20)
+    elif change == "the index cut short":
+        os.truncate(index, index.stat().st_size - 1)
+    else:
+        monkeypatch.setattr(sidecar, "INDEX_VERSION", 2)
+    assert _read(path) is None
+
+
+def test_an_index_naming_a_type_this_collviz_does_not_know_is_ignored(tmp_path, monkeypatch):
+    monkeypatch.setattr(sidecar, "EVENT_TYPES", (*EVENT_TYPES[:-1], type("Hologram", (), {})))
+    path = write_trace(tmp_path / "t.cvz", all_gather_events(world=2))  # its RunEnd is filed as a Hologram
+    monkeypatch.undo()
+    assert index_path(path).exists() and _read(path) is None
+
+
+def test_no_index_where_the_scan_would_refuse_the_trace(tmp_path):
+    path = write_trace(tmp_path / "ok.cvz", all_gather_events(world=2))
+    assert index_path(path).exists()
+    stranger = msgspec.msgpack.encode({"type": "Hologram", "run": "r", "rank": 0, "seq": 99, "t_ns": 1})
+    writer = TraceWriter(tmp_path / "newer.cvz")
+    writer.write([encode(all_gather_events(world=2)[0]), stranger])
+    writer.close()
+    assert not index_path(tmp_path / "newer.cvz").exists()
+    writer = TraceWriter(tmp_path / "large.cvz")
+    writer.write([b"\x00" * (LARGE_PAYLOAD + 1)])
+    writer.close()
+    assert not index_path(tmp_path / "large.cvz").exists()
+
+
+def test_rewriting_a_trace_removes_its_old_index_until_the_new_one_is_complete(tmp_path):
+    path = write_trace(tmp_path / "t.cvz", all_gather_events(world=2))
+    writer = TraceWriter(path)
+    assert not index_path(path).exists()  # being written: opened by a scan, as it grows
+    writer.write(encode(e) for e in all_gather_events(world=3))
+    assert not index_path(path).exists()
+    writer.close()
+    index = _read(path)
+    assert index is not None and int(index.columns.ranks.max()) == 2
+
+
+class _FillsUp:
+    """A file whose writes fail once ``room`` bytes are written, as on a full disk."""
+
+    def __init__(self, file, room: int) -> None:
+        self._file, self._room = file, room
+
+    def write(self, data: bytes) -> int:
+        if len(data) > self._room:
+            raise OSError(28, "No space left on device")
+        self._room -= len(data)
+        return self._file.write(data)
+
+    def __getattr__(self, name: str):
+        return getattr(self._file, name)
+
+
+def test_a_recording_that_stopped_early_leaves_no_index(tmp_path):
+    path = tmp_path / "t.cvz"
+    events = all_gather_events(world=2)
+    writer = TraceWriter(path)
+    writer.write([encode(events[0])])
+    writer._file = _FillsUp(writer._file, 10)
+    writer.write(encode(e) for e in events[1:])
+    writer.close()
+    assert writer.error and "no space left" in writer.error and not index_path(path).exists()
+
+
+def test_a_device_gets_no_index():
+    writer = TraceWriter(os.devnull)
+    writer.write(encode(e) for e in all_gather_events(world=2))
+    writer.close()
+    assert not index_path(os.devnull).exists()
