@@ -264,3 +264,17 @@ def test_a_trace_with_no_events_opens_empty(tmp_path, opened):
     path = opened(write_trace(tmp_path / "empty.cvz", []))
     fast, warning = index_trace(path)
     assert len(fast) == 0 and warning == "" and view_at(fast, 0) == view_at(EventLog([]), 0)
+
+
+@pytest.mark.parametrize("content", [None, b"not a trace at all"])
+def test_replay_in_the_viewer_fails_fast_on_the_header_alone(tmp_path, monkeypatch, content):
+    from collviz.app import app as viewer
+    from collviz.app.commands import playing
+
+    path = tmp_path / "t.cvz"
+    if content is not None:
+        path.write_bytes(content)
+    monkeypatch.setattr(playing, "headless_instead", lambda *_: False)
+    monkeypatch.setattr(viewer, "run_viewer", lambda **_: pytest.fail("the screen opened"))
+    with pytest.raises(TraceError, match="does not exist" if content is None else "not a collviz trace"):
+        playing.replay_trace(path)

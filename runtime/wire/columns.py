@@ -90,13 +90,6 @@ class EventColumns:
     def _arrays(self) -> tuple[np.ndarray, ...]:
         return self.kinds, self.ranks, self.seqs, self.phases, self.keys, self.numbers, self.ends
 
-    @classmethod
-    def joined(cls, parts: Sequence[EventColumns], names: list[str]) -> EventColumns:
-        """``parts`` one after the other (their keys must all number ``names``)."""
-        if not parts:
-            return event_columns([], {}, {})
-        return cls(*(np.concatenate(arrays) for arrays in zip(*(part._arrays() for part in parts))), names)
-
 
 def chunk_decoder(thin_only: bool) -> tuple[msgspec.msgpack.Decoder, dict[type, int]]:
     """A decoder of a list of ints and events (see :mod:`.scan`) and the position in EVENT_TYPES

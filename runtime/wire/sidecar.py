@@ -98,7 +98,8 @@ class IndexRecorder:
         self._decoder, self._codes = chunk_decoder(thin_only=True)
         self._names: dict[str, int] = {}
         self._thin: list[Any] = []
-        self._parts: list[EventColumns] = []
+        self._parts: list[list[np.ndarray]] = []
+        """The columns of the events recorded so far, a part per batch, each as stored (42 bytes an event)."""
         self._starts = array("q")
         self._end = first_record
         self._largest = largest_payload
@@ -130,30 +131,33 @@ class IndexRecorder:
     def _columns(self) -> None:
         """Turn the thin events held into columns."""
         try:
-            self._parts.append(event_columns(self._thin, self._codes, self._names))
+            columns = event_columns(self._thin, self._codes, self._names)
         except NotIntact as exc:
             self.abandon(str(exc))
+            return
         self._thin = []
+        if len(columns) and not (-_NARROW <= int(columns.ranks.min()) and int(columns.ranks.max()) < _NARROW):
+            self.abandon("a rank is out of the index's range")
+            return
+        self._parts.append([getattr(columns, name).astype(dtype) for name, dtype in _COLUMNS])
 
     def write(self, trace: Path, size: int, crc32: int) -> None:
         """Write the index of the trace at ``trace``, ``size`` bytes with CRC-32 ``crc32``, beside it
         (nothing if it was abandoned, or cannot be written: the trace is then scanned when opened)."""
         if self._thin:
             self._columns()
-        if self.abandoned is not None or self._end != size:
+        if self.abandoned is not None or self._end != size or len(self._names) >= _NARROW:
             return
-        columns = EventColumns.joined(self._parts, list(self._names))
-        if len(columns) and not (-_NARROW <= int(columns.ranks.min()) and int(columns.ranks.max()) < _NARROW
-                                 and int(columns.keys.max()) < _NARROW):
-            return
+        count = len(self._starts)
         body = [np.frombuffer(self._starts, np.int64).tobytes() + self._end.to_bytes(8, "little")]
-        body += [getattr(columns, name).astype(dtype).tobytes() for name, dtype in _COLUMNS]
+        body += [np.concatenate([part[column] for part in self._parts] or [np.empty(0, dtype)]).tobytes()
+                 for column, (_, dtype) in enumerate(_COLUMNS)]
         body_crc = 0
         for part in body:
             body_crc = zlib.crc32(part, body_crc)
         header = msgspec.msgpack.encode(_Header(
-            format=_FORMAT_NAME, version=INDEX_VERSION, trace_size=size, trace_crc32=crc32, events=len(columns),
-            type_names=[event_type.__name__ for event_type in EVENT_TYPES], names=columns.names, body_crc32=body_crc))
+            format=_FORMAT_NAME, version=INDEX_VERSION, trace_size=size, trace_crc32=crc32, events=count,
+            type_names=[event_type.__name__ for event_type in EVENT_TYPES], names=list(self._names), body_crc32=body_crc))
         try:
             write_atomically(index_path(trace), [_MAGIC, _LENGTH.pack(len(header)), header, *body], "--record")
         except UsageError:
