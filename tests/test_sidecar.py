@@ -13,10 +13,10 @@ import zlib
 from pathlib import Path
 
 import msgspec
-import numpy as np
 import pytest
 
 from collviz.runtime.wire import sidecar
+from collviz.runtime.wire.columns import NotIntact
 from collviz.runtime.wire.protocol import EVENT_TYPES, Buffer, Collective, Freed, Transfer, encode
 from collviz.runtime.wire.sidecar import index_path, read_index
 from collviz.runtime.wire.trace import LARGE_PAYLOAD, TRACE_MAGIC, TraceWriter, trace_layout
@@ -55,8 +55,21 @@ def test_the_index_holds_every_events_place_and_columns(tmp_path):
     assert [columns.names[k] if k >= 0 else None for k in columns.keys.tolist()] == named
     assert columns.numbers.tolist() == [e.group_seq if isinstance(e, Collective) else 0 for e in events]
     assert columns.ends.tolist() == [isinstance(e, Collective) and e.edge == "end" for e in events]
-    picked = np.array([0, 5, len(events) - 1])
-    assert index.events(picked) == [events[i] for i in picked.tolist()]
+    parts = list(index.parts(4))  # each part read whole before the next: the events taken as they come
+    assert [part.first for part in parts] == list(range(0, len(events), 4))
+
+
+def test_an_index_reads_its_trace_in_parts_and_decodes_whole_events(tmp_path):
+    events = all_gather_events(world=3)
+    path = write_trace(tmp_path / "t.cvz", events)
+    index = _read(path)
+    taken = []
+    for part in index.parts(5):
+        positions, decoded = part.select(Collective, Freed)
+        assert positions.tolist() == [part.first + i for i, e in enumerate(events[part.first : part.first + 5])
+                                      if isinstance(e, (Collective, Freed))]
+        taken += decoded
+    assert taken == [e for e in events if isinstance(e, (Collective, Freed))]
 
 
 def test_flushes_of_any_size_build_the_same_index(tmp_path, monkeypatch):
@@ -82,14 +95,23 @@ def _flip(path: Path, at: int) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("change", ["a byte of the trace", "the trace grown", "a byte of the index's body",
+@pytest.mark.parametrize("at", [3, 20, 200, -3])
+def test_a_trace_changed_in_place_fails_its_whole_file_checksum_once_read(tmp_path, at):
+    path = write_trace(tmp_path / "t.cvz", all_gather_events(world=2))
+    first_record = trace_layout(path).first_record
+    _flip(path, at % path.stat().st_size)  # same size: the magic, the header, a record's payload
+    index = read_index(path, first_record)
+    assert index is not None  # the index itself still holds
+    with pytest.raises(NotIntact, match="not those its index was written for"):
+        next(index.parts(4))  # before any part is handed over
+
+
+@pytest.mark.parametrize("change", ["the trace grown", "a byte of the index's body",
                                     "a byte of the index's header", "the index cut short", "another index version"])
 def test_an_index_that_no_longer_describes_its_trace_is_ignored(tmp_path, change, monkeypatch):
     path = write_trace(tmp_path / "t.cvz", all_gather_events(world=2))
     index = index_path(path)
-    if change == "a byte of the trace":
-        _flip(path, path.stat().st_size - 3)  # same size, same records' framing: only the CRC-32 tells
-    elif change == "the trace grown":
+    if change == "the trace grown":
         with open(path, "ab") as file:
             payload = encode(all_gather_events(world=2)[-1])
             file.write(struct.pack("<II", len(payload), zlib.crc32(payload)) + payload)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from collviz.runtime.wire.columns import FILED_IN_COLUMNS, EventColumns, Sequences
-from collviz.runtime.wire.protocol import EVENT_TYPES, Buffer, Collective, Event, Freed, Memory, RunStart, Transfer
+from collviz.runtime.wire.protocol import EVENT_TYPES, Buffer, Collective, Freed, Memory, RunStart, Transfer
 from collviz.runtime.wire.scan import NotIntact, TraceScan
 from collviz.runtime.wire.sanity import gaps_note
 from collviz.runtime.wire.sidecar import TraceIndex, read_index
@@ -33,14 +33,15 @@ from collviz.runtime.wire.trace import PROGRESS_RECORDS
 
 from .log import EventLog
 
-__all__ = ["INDEX_SLICE", "index_trace"]
+__all__ = ["INDEX_PART", "index_trace"]
 
-INDEX_SLICE = 1 << 20
-"""Events of an index filed at a time (progress is reported after each)."""
+INDEX_PART = 1 << 18
+"""Events of an indexed trace filed at a time (their records are read together: about 40 MB at 64
+ranks; progress is reported after each)."""
 
 _ONE_BY_ONE = tuple(event_type for event_type in EVENT_TYPES if event_type not in (*FILED_IN_COLUMNS, Memory))
 
-Select = Callable[..., tuple[np.ndarray, list[Any]]]
+_Select = Callable[..., tuple[np.ndarray, list[Any]]]
 """``select(*types)``: the log positions (int64) and whole events of those types in a part of the log."""
 
 
@@ -53,10 +54,14 @@ def index_trace(path: str | os.PathLike[str],
     needs ``read_trace`` (damaged, foreign, from a newer or much older collviz).
     """
     scan = TraceScan(path, progress)
-    log = EventLog(store=scan.events)
     index = read_index(path, scan.layout.first_record)
     if index is not None:
-        return log, _file_index(log, index, scan, progress)
+        log = EventLog(store=scan.events)
+        try:
+            return log, _file_index(log, index, scan, progress)
+        except NotIntact:
+            scan = TraceScan(path, progress)  # the trace is not what its index describes: scan it afresh
+    log = EventLog(store=scan.events)
     for chunk in scan.chunks():
         _file(log, chunk.first, chunk.columns, chunk.select)
     return log, scan.warning
@@ -64,30 +69,25 @@ def index_trace(path: str | os.PathLike[str],
 
 def _file_index(log: EventLog, index: TraceIndex, scan: TraceScan,
                 progress: Callable[[int, int], None] | None) -> str:
-    """File the events of ``index`` (the trace ``scan`` would read) into ``log``, a slice at a time,
-    after the careful reader's checks across events; the reader's warning (sequence gaps)."""
-    starts = index.offsets[:-1]
-    scan.events.add_records(array("q", starts.tobytes()), int(index.offsets[-1]))
+    """File the events of ``index`` (the trace ``scan`` would read) into ``log``, a part at a time,
+    making the careful reader's checks across events; the reader's warning (sequence gaps). Raises
+    NotIntact where they fail, or where the trace is not byte for byte the one indexed."""
+    scan.events.add_records(array("q", index.offsets[:-1].tobytes()), int(index.offsets[-1]))
     sequences = Sequences()
-    first_start = index.columns.where(RunStart)[:1]
-    world = index.events(first_start)[0].world_size if first_start.size else None
-    for first in range(0, len(index), INDEX_SLICE):
-        columns = index.columns.slice(first, first + INDEX_SLICE)
-        sequences.check(columns.ranks, columns.seqs)
-
-        def select(*types: type[Event], first: int = first, columns: EventColumns = columns) -> tuple[np.ndarray, list[Any]]:
-            """The positions and whole events of ``types`` in this slice."""
-            positions = columns.where(*types) + first
-            return positions, index.events(positions)
-
-        _file(log, first, columns, select)
+    world: int | None = None
+    for part in index.parts(INDEX_PART):
+        sequences.check(part.columns.ranks, part.columns.seqs)
+        if world is None:
+            _, run_starts = part.select(RunStart)
+            world = run_starts[0].world_size if run_starts else None
+        _file(log, part.first, part.columns, part.select)
         if progress is not None and len(index) >= PROGRESS_RECORDS:
-            progress(int(index.offsets[min(first + INDEX_SLICE, len(index))]), int(index.offsets[-1]))
+            progress(int(index.offsets[part.first + len(part.columns)]), int(index.offsets[-1]))
     gaps = sequences.finish(world)
     return f"{scan.path}: {gaps_note(gaps)}" if gaps else ""
 
 
-def _file(log: EventLog, first: int, columns: EventColumns, select: Select) -> None:
+def _file(log: EventLog, first: int, columns: EventColumns, select: _Select) -> None:
     """File the events at log positions ``first`` on, whose columns are ``columns``, into ``log``'s indexes."""
     _file_transfers(log, first, columns)
     _file_collectives(log, first, columns)

@@ -85,10 +85,9 @@ class EventColumns:
 
     def slice(self, start: int, stop: int) -> EventColumns:
         """Events ``[start, stop)`` (views, sharing ``names``)."""
-        return EventColumns(*(column[start:stop] for column in self._arrays()), self.names)
-
-    def _arrays(self) -> tuple[np.ndarray, ...]:
-        return self.kinds, self.ranks, self.seqs, self.phases, self.keys, self.numbers, self.ends
+        part = slice(start, stop)
+        return EventColumns(self.kinds[part], self.ranks[part], self.seqs[part], self.phases[part], self.keys[part],
+                            self.numbers[part], self.ends[part], self.names)
 
 
 def chunk_decoder(thin_only: bool) -> tuple[msgspec.msgpack.Decoder, dict[type, int]]:

@@ -40,7 +40,7 @@ import msgspec
 import numpy as np
 
 from .columns import EventColumns, NotIntact, Sequences, chunk_decoder, event_columns
-from .protocol import EVENT_TYPES, PROTOCOL_VERSION, Event, RunStart
+from .protocol import PROTOCOL_VERSION, Event, RunStart
 from .sanity import gaps_note
 from .stored import StoredEvents
 from .trace import LARGE_PAYLOAD, PROGRESS_RECORDS, Progress, trace_layout

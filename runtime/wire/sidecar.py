@@ -13,13 +13,15 @@ one msgspec call per flushed batch: :class:`IndexRecorder`) each event's columns
                            (int64), keys (int32), numbers (int64), ends (uint8)
 
 :func:`read_index` hands it over only when it is intact (magic, version, the body's CRC-32) and
-describes the trace as it is now: the same size and the same CRC-32 over every byte of the file
-(zlib streams it at several GB/s here, so an open pays tens of milliseconds per GB). A trace
-that matches the CRC-32 its writer computed while writing holds every record as written, so its
-records need no check one by one (each is checked again when it is decoded for a frame:
-:mod:`.stored`). Anything else — no index (an older collviz, a trace still being written, a copy
-without its index), a stale, damaged or newer one — gives None, and the trace is scanned
-(:mod:`.scan`), which verifies every record. The writer leaves no index for a trace the scan
+for a trace of the size the file has now; :meth:`TraceIndex.parts` first checks that the CRC-32
+of every byte of the trace is the one its writer computed while writing (zlib streams several
+GB/s here), then reads it again in parts for the events filed whole (memory samples, phases,
+starts and ends). A trace that matches holds every record as written, so its records need no
+check one by one (each is checked again when it is decoded for a frame: :mod:`.stored`), and
+nothing is decoded from it before the check. Anything else — no
+index (an older collviz, a trace still being written, a copy without its index), a stale,
+damaged or newer one, a trace whose bytes differ — and the trace is scanned (:mod:`.scan`),
+which verifies every record. The writer leaves no index for a trace the scan
 would refuse (a record too large, an unknown type, a negative duration) or whose recording
 stopped early. Older readers never look at the index: the trace format is unchanged.
 """
@@ -31,6 +33,7 @@ import os
 import struct
 import zlib
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,9 +44,9 @@ import numpy as np
 from ..errors import UsageError
 from .columns import EventColumns, NotIntact, chunk_decoder, event_columns
 from .files import write_atomically
-from .protocol import EVENT_TYPES, AnyEvent
+from .protocol import EVENT_TYPES, AnyEvent, Event
 
-__all__ = ["INDEX_SUFFIX", "INDEX_VERSION", "index_path", "IndexRecorder", "TraceIndex", "read_index"]
+__all__ = ["INDEX_SUFFIX", "INDEX_VERSION", "index_path", "IndexRecorder", "IndexPart", "TraceIndex", "read_index"]
 
 INDEX_SUFFIX = ".index"
 """What the index's file name adds to its trace's."""
@@ -59,6 +62,9 @@ _COLUMNS: tuple[tuple[str, str], ...] = (
     ("ends", "u1"),
 )
 """The columns after the offsets, in file order, with their stored types."""
+
+_CHECK_BYTES = 16 << 20
+"""Bytes of the trace read at a time to check its CRC-32 (read, not mapped: no pages stay resident)."""
 
 _BATCH_EVENTS = 65_536
 """Thin events the recorder holds before turning them into columns."""
@@ -165,45 +171,85 @@ class IndexRecorder:
 
 
 @dataclass
-class TraceIndex:
-    """An intact trace's index: where each event's record starts (``offsets``, int64, one more:
-    where the last ends) and the events' :class:`~.columns.EventColumns`."""
+class IndexPart:
+    """Consecutive events of an indexed trace: event ``first + i`` has column ``i`` of
+    ``columns``; ``records`` holds their records as read from the trace, record ``i`` at bytes
+    ``[starts[i], starts[i + 1])``."""
 
-    offsets: np.ndarray
+    first: int
     columns: EventColumns
-    _trace: mmap.mmap
+    records: memoryview
+    starts: np.ndarray
 
-    def __len__(self) -> int:
-        return len(self.columns)
-
-    def events(self, positions: np.ndarray) -> list[AnyEvent]:
-        """The events at ``positions`` (log order), decoded in full with one call."""
-        if not positions.size:
-            return []
-        trace, offsets = self._trace, self.offsets
-        payloads = b"".join([trace[start + 8 : end] for start, end in
-                             zip(offsets[positions].tolist(), offsets[positions + 1].tolist())])
-        return _events_decoder.decode(b"\xdd" + positions.size.to_bytes(4, "big") + payloads)
+    def select(self, *types: type[Event]) -> tuple[np.ndarray, list[AnyEvent]]:
+        """The log positions (int64) and events, decoded in full with one call, of ``types``."""
+        where = self.columns.where(*types)
+        if not where.size:
+            return where, []
+        records, starts = self.records, self.starts
+        payloads = b"".join([records[start + 8 : end] for start, end in
+                             zip(starts[where].tolist(), starts[where + 1].tolist())])
+        try:
+            return where + self.first, _events_decoder.decode(b"\xdd" + where.size.to_bytes(4, "big") + payloads)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            raise NotIntact("a record no longer decodes (the trace changed while it was read)") from None
 
 
 _events_decoder = msgspec.msgpack.Decoder(list[AnyEvent])
 
 
+@dataclass
+class TraceIndex:
+    """The index of the trace at ``path``: where each event's record starts (``offsets``, int64,
+    one more: where the last ends), the events' :class:`~.columns.EventColumns`, and the CRC-32
+    of every byte of the trace it was written for."""
+
+    path: str
+    offsets: np.ndarray
+    columns: EventColumns
+    trace_crc32: int
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def parts(self, events: int) -> Iterator[IndexPart]:
+        """The trace's events ``events`` at a time, in order, with their records read from the
+        file (a part's bytes are reused by the next: use each before taking the next). First the
+        CRC-32 of every byte of the trace must be the one the index was written for:
+        :class:`~.columns.NotIntact` otherwise (the trace changed since), before any part."""
+        offsets, count = self.offsets, len(self)
+        ends = offsets[np.minimum(np.arange(0, count, events) + events, count)]
+        largest = int((ends - offsets[0 : count : events]).max()) if count else 0
+        view = memoryview(bytearray(max(largest, _CHECK_BYTES)))
+        with open(self.path, "rb") as file:
+            crc = 0
+            while read := file.readinto(view[:_CHECK_BYTES]):
+                crc = zlib.crc32(view[:read], crc)
+            if crc != self.trace_crc32 or file.tell() != int(offsets[-1]):
+                raise NotIntact("its bytes are not those its index was written for")
+            file.seek(int(offsets[0]))
+            for first in range(0, count, events):
+                stop = min(first + events, count)
+                length = int(offsets[stop] - offsets[first])
+                if file.readinto(view[:length]) != length:
+                    raise NotIntact("it is shorter than its index says")
+                yield IndexPart(first, self.columns.slice(first, stop), view[:length],
+                                offsets[first : stop + 1] - offsets[first])
+
+
 def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex | None:
     """The index its writer left beside the trace at ``trace`` (whose first record is at
-    ``first_record``) if it is intact and describes the trace as it is now, byte for byte; else
-    None (the module's docstring says when)."""
+    ``first_record``) if it is intact, of this collviz's version, and for a trace of the size
+    ``trace`` has now; else None. Whether the trace's bytes are those it was written for is
+    checked as :meth:`TraceIndex.parts` reads them."""
     try:
         with open(index_path(trace), "rb") as file:
             mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-        with open(trace, "rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        size = os.stat(trace).st_size
     except (OSError, ValueError):
         return None
     header, body = _header(mapped)
-    if (header is None or data is None or header.trace_size != size or zlib.crc32(memoryview(mapped)[body:]) != header.body_crc32
-            or zlib.crc32(data) != header.trace_crc32):
+    if header is None or header.trace_size != size or zlib.crc32(memoryview(mapped)[body:]) != header.body_crc32:
         return None
     count = header.events
     offsets = np.frombuffer(mapped, np.int64, count + 1, body)
@@ -223,7 +269,7 @@ def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex |
         return None  # a type this collviz does not know (the index of a newer one)
     columns = EventColumns(kinds, stored["ranks"].astype(np.int64), stored["seqs"], stored["phases"],
                            stored["keys"].astype(np.int64), stored["numbers"], stored["ends"].view(bool), header.names)
-    return TraceIndex(offsets, columns, data)
+    return TraceIndex(os.fspath(trace), offsets, columns, header.trace_crc32)
 
 
 def _header(mapped: mmap.mmap) -> tuple[_Header | None, int]:
