@@ -28,7 +28,6 @@ stopped early. Older readers never look at the index: the trace format is unchan
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import zlib
@@ -36,7 +35,7 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 import numpy as np
@@ -200,32 +199,34 @@ _events_decoder = msgspec.msgpack.Decoder(list[AnyEvent])
 
 @dataclass
 class TraceIndex:
-    """The index of the trace at ``path``: where each event's record starts (``offsets``, int64,
-    one more: where the last ends), the events' :class:`~.columns.EventColumns`, and the CRC-32
-    of every byte of the trace it was written for."""
+    """The index of the trace at ``path``, read from ``index`` (whose columns start at byte
+    ``columns_at``): where each event's record starts (``offsets``, int64, one more: where the last
+    ends), the names its keys number, and the CRC-32 of every byte of the trace it was written
+    for. Its columns are read a part at a time (:meth:`parts`), so only a part's stay in memory."""
 
     path: str
+    index: str
     offsets: np.ndarray
-    columns: EventColumns
+    names: list[str]
     trace_crc32: int
+    columns_at: int
+    kinds: np.ndarray
+    """Each stored type code's position in this collviz's EVENT_TYPES (255: a type it does not know)."""
 
     def __len__(self) -> int:
-        return len(self.columns)
+        return int(self.offsets.size) - 1
 
     def parts(self, events: int) -> Iterator[IndexPart]:
-        """The trace's events ``events`` at a time, in order, with their records read from the
-        file (a part's bytes are reused by the next: use each before taking the next). First the
+        """The trace's events ``events`` at a time, in order, with their columns and records
+        (a part's bytes are reused by the next: use each before taking the next). First the
         CRC-32 of every byte of the trace must be the one the index was written for:
         :class:`~.columns.NotIntact` otherwise (the trace changed since), before any part."""
         offsets, count = self.offsets, len(self)
         ends = offsets[np.minimum(np.arange(0, count, events) + events, count)]
         largest = int((ends - offsets[0 : count : events]).max()) if count else 0
         view = memoryview(bytearray(max(largest, _CHECK_BYTES)))
-        with open(self.path, "rb") as file:
-            crc = 0
-            while read := file.readinto(view[:_CHECK_BYTES]):
-                crc = zlib.crc32(view[:read], crc)
-            if crc != self.trace_crc32 or file.tell() != int(offsets[-1]):
+        with open(self.path, "rb") as file, open(self.index, "rb") as index:
+            if _crc32(file, view[:_CHECK_BYTES]) != self.trace_crc32 or file.tell() != int(offsets[-1]):
                 raise NotIntact("its bytes are not those its index was written for")
             file.seek(int(offsets[0]))
             for first in range(0, count, events):
@@ -233,59 +234,78 @@ class TraceIndex:
                 length = int(offsets[stop] - offsets[first])
                 if file.readinto(view[:length]) != length:
                     raise NotIntact("it is shorter than its index says")
-                yield IndexPart(first, self.columns.slice(first, stop), view[:length],
+                yield IndexPart(first, self._columns(index.fileno(), first, stop), view[:length],
                                 offsets[first : stop + 1] - offsets[first])
+
+    def _columns(self, fd: int, start: int, stop: int) -> EventColumns:
+        """The columns of events ``[start, stop)``, read from the index file (open as ``fd``)."""
+        count, total = stop - start, len(self)
+        found = {}
+        at = self.columns_at
+        for name, dtype in _COLUMNS:
+            size = np.dtype(dtype).itemsize
+            found[name] = np.frombuffer(os.pread(fd, size * count, at + size * start), dtype, count)
+            at += size * total
+        kinds = self.kinds[found["kinds"]]
+        if (kinds == 255).any():
+            raise NotIntact("its index names an event type this collviz does not know")
+        return EventColumns(kinds, found["ranks"].astype(np.int64), found["seqs"], found["phases"],
+                            found["keys"].astype(np.int64), found["numbers"], found["ends"].view(bool), self.names)
 
 
 def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex | None:
     """The index its writer left beside the trace at ``trace`` (whose first record is at
-    ``first_record``) if it is intact, of this collviz's version, and for a trace of the size
-    ``trace`` has now; else None. Whether the trace's bytes are those it was written for is
-    checked as :meth:`TraceIndex.parts` reads them."""
+    ``first_record``) if it is intact (its CRC-32), of this collviz's version, and for a trace of
+    the size ``trace`` has now; else None. Whether the trace's bytes are those it was written for
+    is checked as :meth:`TraceIndex.parts` begins."""
+    path = index_path(trace)
     try:
-        with open(index_path(trace), "rb") as file:
-            mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
         size = os.stat(trace).st_size
-    except (OSError, ValueError):
+        with open(path, "rb") as file:
+            header, body = _header(file)
+            if header is None or header.trace_size != size:
+                return None
+            offsets = np.empty(header.events + 1, np.int64)
+            file.seek(body)
+            if file.readinto(memoryview(offsets).cast("B")) != offsets.nbytes:
+                return None
+            file.seek(body)
+            if _crc32(file, memoryview(bytearray(_CHECK_BYTES))) != header.body_crc32:
+                return None
+    except OSError:
         return None
-    header, body = _header(mapped)
-    if header is None or header.trace_size != size or zlib.crc32(memoryview(mapped)[body:]) != header.body_crc32:
-        return None
-    count = header.events
-    offsets = np.frombuffer(mapped, np.int64, count + 1, body)
     if int(offsets[0]) != first_record or int(offsets[-1]) != size:
         return None
-    at = body + 8 * (count + 1)
-    stored = {}
-    for name, dtype in _COLUMNS:
-        stored[name] = np.frombuffer(mapped, dtype, count, at)
-        at += stored[name].nbytes
     codes = {event_type.__name__: code for code, event_type in enumerate(EVENT_TYPES)}
-    table = np.array([codes.get(name, 255) for name in header.type_names] or [255], np.uint8)
-    if count and int(stored["kinds"].max()) >= table.size:
-        return None
-    kinds = table[stored["kinds"]]
-    if (kinds == 255).any():
-        return None  # a type this collviz does not know (the index of a newer one)
-    columns = EventColumns(kinds, stored["ranks"].astype(np.int64), stored["seqs"], stored["phases"],
-                           stored["keys"].astype(np.int64), stored["numbers"], stored["ends"].view(bool), header.names)
-    return TraceIndex(os.fspath(trace), offsets, columns, header.trace_crc32)
+    kinds = np.full(256, 255, np.uint8)
+    kinds[: len(header.type_names)] = [codes.get(name, 255) for name in header.type_names[:256]]
+    return TraceIndex(os.fspath(trace), os.fspath(path), offsets, header.names, header.trace_crc32,
+                      body + offsets.nbytes, kinds)
 
 
-def _header(mapped: mmap.mmap) -> tuple[_Header | None, int]:
+def _crc32(file: BinaryIO, buffer: memoryview) -> int:
+    """The CRC-32 of ``file`` from its position to its end, read through ``buffer``."""
+    crc = 0
+    while read := file.readinto(buffer):
+        crc = zlib.crc32(buffer[:read], crc)
+    return crc
+
+
+def _header(file: BinaryIO) -> tuple[_Header | None, int]:
     """The index's header if it is one this collviz reads, and where its body starts."""
     start = len(_MAGIC) + _LENGTH.size
-    if len(mapped) < start or mapped[: len(_MAGIC)] != _MAGIC:
+    lead = file.read(start)
+    if len(lead) < start or lead[: len(_MAGIC)] != _MAGIC:
         return None, 0
-    (length,) = _LENGTH.unpack_from(mapped, len(_MAGIC))
+    (length,) = _LENGTH.unpack_from(lead, len(_MAGIC))
     try:
-        header = msgspec.msgpack.decode(mapped[start : start + length], type=_Header)
+        header = msgspec.msgpack.decode(file.read(length), type=_Header)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None, 0
-    if header.format != _FORMAT_NAME or header.version != INDEX_VERSION:
+    if header.format != _FORMAT_NAME or header.version != INDEX_VERSION or header.events < 0:
         return None, 0
     body = start + length
     expected = 8 * (header.events + 1) + sum(np.dtype(dtype).itemsize * header.events for _, dtype in _COLUMNS)
-    if header.events < 0 or len(mapped) - body != expected:
+    if os.fstat(file.fileno()).st_size - body != expected:
         return None, 0
     return header, body
