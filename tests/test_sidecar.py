@@ -151,6 +151,10 @@ def test_no_index_where_the_scan_would_refuse_the_trace(tmp_path):
     writer.write([encode(all_gather_events(world=2)[0]), stranger])
     writer.close()
     assert not index_path(tmp_path / "newer.cvz").exists()
+    writer = TraceWriter(tmp_path / "number.cvz")
+    writer.write([encode(all_gather_events(world=2)[0]), b"\x05"])  # a msgpack 5, not an event
+    writer.close()
+    assert not index_path(tmp_path / "number.cvz").exists()
     writer = TraceWriter(tmp_path / "large.cvz")
     writer.write([b"\x00" * (LARGE_PAYLOAD + 1)])
     writer.close()

@@ -278,3 +278,14 @@ def test_replay_in_the_viewer_fails_fast_on_the_header_alone(tmp_path, monkeypat
     monkeypatch.setattr(viewer, "run_viewer", lambda **_: pytest.fail("the screen opened"))
     with pytest.raises(TraceError, match="does not exist" if content is None else "not a collviz trace"):
         playing.replay_trace(path)
+
+
+def test_a_record_that_is_a_bare_number_is_left_to_the_careful_reader(tmp_path):
+    events = all_gather_events(world=2)
+    path = write_trace(tmp_path / "t.cvz", events)
+    with open(path, "ab") as file:
+        file.write(struct.pack("<II", 1, zlib.crc32(b"\x05")) + b"\x05")  # a checksummed msgpack 5
+    with pytest.raises(NotIntact):
+        index_trace(path)
+    log, warning = load_trace(path, lambda *_: None)
+    assert "not events" in warning and len(log) == len(events)

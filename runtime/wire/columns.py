@@ -134,6 +134,8 @@ def event_columns(decoded: Sequence[Any], codes: dict[type, int], names: dict[st
                 keys[where] = _numbered(map(_NAME, events), names, len(events))
     except OverflowError:
         raise NotIntact("an event's rank, sequence or phase number is out of range") from None
+    except KeyError:
+        raise NotIntact("a record is not an event (a bare number)") from None
     columns.names = list(names)
     return columns
 

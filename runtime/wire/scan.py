@@ -84,8 +84,8 @@ class TraceScan:
         scan.events, scan.warning
 
     The kinds of :data:`~.columns.THIN_FIELDS` arrive thin, the others as full events.
-    :attr:`events` holds every event scanned so far (decoded when read). ``progress(bytes read, bytes in the file)`` follows the
-    reading of large traces (after each chunk, once :data:`~.trace.PROGRESS_RECORDS` events are
+    :attr:`events` holds every event scanned so far (decoded when read). ``progress(bytes read,
+    bytes in the file)`` follows the reading of large traces (after each chunk, once :data:`~.trace.PROGRESS_RECORDS` events are
     in). Raises :class:`~.trace.TraceError` where :func:`~.trace.read_trace` would, and
     :class:`NotIntact` (from :meth:`chunks`, possibly after some chunks) where the trace needs it.
     """
