@@ -72,7 +72,7 @@ def _file_index(log: EventLog, index: TraceIndex, scan: TraceScan,
     """File the events of ``index`` (the trace ``scan`` would read) into ``log``, a part at a time,
     making the careful reader's checks across events; the reader's warning (sequence gaps). Raises
     NotIntact where they fail, or where the trace is not byte for byte the one indexed."""
-    scan.events.add_records(memoryview(index.offsets[:-1]), int(index.offsets[-1]))
+    scan.events.add_records(index.offsets[:-1].data, int(index.offsets[-1]))
     sequences = Sequences()
     world: int | None = None
     for part in index.parts(INDEX_PART):

@@ -34,8 +34,9 @@ import zlib
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
+from io import BufferedIOBase
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -267,7 +268,7 @@ def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex |
                 return None
             offsets = np.empty(header.events + 1, np.int64)
             file.seek(body)
-            if file.readinto(memoryview(offsets).cast("B")) != offsets.nbytes:
+            if file.readinto(offsets.data.cast("B")) != offsets.nbytes:
                 return None
             file.seek(body)
             if _crc32(file, memoryview(bytearray(_CHECK_BYTES))) != header.body_crc32:
@@ -283,7 +284,7 @@ def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex |
                       body + offsets.nbytes, kinds)
 
 
-def _crc32(file: BinaryIO, buffer: memoryview) -> int:
+def _crc32(file: BufferedIOBase, buffer: memoryview) -> int:
     """The CRC-32 of ``file`` from its position to its end, read through ``buffer``."""
     crc = 0
     while read := file.readinto(buffer):
@@ -291,7 +292,7 @@ def _crc32(file: BinaryIO, buffer: memoryview) -> int:
     return crc
 
 
-def _header(file: BinaryIO) -> tuple[_Header | None, int]:
+def _header(file: BufferedIOBase) -> tuple[_Header | None, int]:
     """The index's header if it is one this collviz reads, and where its body starts."""
     start = len(_MAGIC) + _LENGTH.size
     lead = file.read(start)
