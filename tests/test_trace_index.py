@@ -1,5 +1,6 @@
-"""Opening a trace fast (runtime/wire/scan.py, app/model/trace_index.py) gives exactly what the
-careful reader gives: every index of the log, every view; anything unusual is left to it.
+"""Opening a trace fast (runtime/wire/scan.py, runtime/wire/sidecar.py, app/model/trace_index.py)
+gives exactly what the careful reader gives: every index of the log, every view; anything unusual
+is left to it. Traces written here get their writer's index; tests that must scan remove it.
 
 The reference is ``EventLog(read_trace(path).events)``: read_trace decodes and checks event by
 event, and the log's handlers index one event at a time, neither sharing code with the scan.
@@ -19,7 +20,9 @@ from collviz.app.model import EventLog, load_trace, view_at
 from collviz.app.model.trace_index import index_trace
 from collviz.runtime.wire import scan
 from collviz.runtime.wire.protocol import Buffer, Collective, RunStart, Transfer, encode, thin_event_type
-from collviz.runtime.wire.scan import NotIntact
+from collviz.runtime.wire.protocol import Span
+from collviz.runtime.wire.scan import NotIntact, TraceScan
+from collviz.runtime.wire.sidecar import index_path
 from collviz.runtime.wire.stored import StoredEvents
 from collviz.runtime.wire.trace import TRACE_MAGIC, TraceError, read_trace
 
@@ -64,25 +67,56 @@ def small_chunks(monkeypatch):
     monkeypatch.setattr(scan, "CHUNK_BYTES", 4096)
 
 
+@pytest.fixture(params=["indexed", "scanned"])
+def opened(request, monkeypatch):
+    """How a trace written here is opened: from its writer's index (a scan would fail the test),
+    or scanned (its index removed first). Yields a function that prepares ``path`` so."""
+    indexed = request.param == "indexed"
+    if indexed:
+        def no_scan(self):
+            raise AssertionError("an indexed trace was scanned")
+            yield
+
+        monkeypatch.setattr(TraceScan, "chunks", no_scan)
+
+    def prepare(path: Path) -> Path:
+        assert index_path(path).exists()
+        if not indexed:
+            index_path(path).unlink()
+        return path
+
+    return prepare
+
+
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
 def test_every_recorded_fixture_indexes_as_the_careful_reader_does(path, small_chunks):
-    fast, warning = index_trace(path)
+    fast, warning = index_trace(path)  # recorded by an older collviz: no index, so scanned
     contents = read_trace(path)
     assert warning == contents.warning == ""
     _assert_same_log(fast, EventLog(contents.events))
 
 
+@pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
+def test_every_recorded_fixture_rewritten_opens_from_its_index_as_the_careful_reader_does(path, tmp_path, monkeypatch):
+    events = read_trace(path).events
+    copy = write_trace(tmp_path / path.name, events)
+    monkeypatch.setattr(TraceScan, "chunks", None)  # calling it would fail: the index must serve
+    fast, warning = index_trace(copy)
+    assert warning == ""
+    _assert_same_log(fast, EventLog(events))
+
+
 @pytest.mark.parametrize("kind", ["live", "step", "failed"])
-def test_synthetic_runs_index_as_the_careful_reader_does(tmp_path, kind, small_chunks):
+def test_synthetic_runs_index_as_the_careful_reader_does(tmp_path, kind, small_chunks, opened):
     events = all_gather_events(world=5, step=kind == "step", fail_rank=2 if kind == "failed" else None)
-    path = write_trace(tmp_path / "t.cvz", events)
+    path = opened(write_trace(tmp_path / "t.cvz", events))
     fast, _ = index_trace(path)
     _assert_same_log(fast, EventLog(events))
 
 
-def test_sequence_gaps_give_the_careful_readers_warning(tmp_path):
+def test_sequence_gaps_give_the_careful_readers_warning(tmp_path, opened):
     events = all_gather_events(world=4)
-    path = write_trace(tmp_path / "gaps.cvz", events[:20] + events[21:40] + events[42:])
+    path = opened(write_trace(tmp_path / "gaps.cvz", events[:20] + events[21:40] + events[42:]))
     fast, warning = index_trace(path)
     contents = read_trace(path)
     assert warning == contents.warning and "2 gaps in ranks' event sequences" in warning
@@ -135,13 +169,19 @@ def _inconsistent(kind: str) -> list:
         events[at] = msgspec.structs.replace(events[at], duration_ns=-5)
     elif kind == "impossible world size":
         events[0] = msgspec.structs.replace(events[0], world_size=0)
+    elif kind == "negative span duration":
+        last = max(e.seq for e in events if e.rank == 0)
+        events.append(Span(run=events[at].run, rank=0, seq=last + 1, t_ns=events[-1].t_ns, phase=0, kind="forward",
+                           microbatch=0, duration_ns=-1))
     return events
 
 
 @pytest.mark.parametrize("kind", ["repeated sequence number", "rank outside the world", "negative duration",
-                                  "impossible world size"])
+                                  "impossible world size", "negative span duration"])
 def test_inconsistent_traces_are_left_to_the_careful_reader(tmp_path, kind):
     path = write_trace(tmp_path / "t.cvz", _inconsistent(kind))
+    # the writer leaves no index where an event's own fields are wrong; the others are checked on opening
+    assert index_path(path).exists() == (kind not in ("negative duration", "negative span duration"))
     with pytest.raises(NotIntact):
         index_trace(path)
     try:
@@ -220,7 +260,32 @@ def test_a_trace_without_checksums_is_left_to_the_careful_reader(tmp_path):
     assert isinstance(log.events[0], RunStart)
 
 
-def test_a_trace_with_no_events_opens_empty(tmp_path):
-    path = write_trace(tmp_path / "empty.cvz", [])
+def test_a_trace_with_no_events_opens_empty(tmp_path, opened):
+    path = opened(write_trace(tmp_path / "empty.cvz", []))
     fast, warning = index_trace(path)
     assert len(fast) == 0 and warning == "" and view_at(fast, 0) == view_at(EventLog([]), 0)
+
+
+@pytest.mark.parametrize("content", [None, b"not a trace at all"])
+def test_replay_in_the_viewer_fails_fast_on_the_header_alone(tmp_path, monkeypatch, content):
+    from collviz.app import app as viewer
+    from collviz.app.commands import playing
+
+    path = tmp_path / "t.cvz"
+    if content is not None:
+        path.write_bytes(content)
+    monkeypatch.setattr(playing, "headless_instead", lambda *_: False)
+    monkeypatch.setattr(viewer, "run_viewer", lambda **_: pytest.fail("the screen opened"))
+    with pytest.raises(TraceError, match="does not exist" if content is None else "not a collviz trace"):
+        playing.replay_trace(path)
+
+
+def test_a_record_that_is_a_bare_number_is_left_to_the_careful_reader(tmp_path):
+    events = all_gather_events(world=2)
+    path = write_trace(tmp_path / "t.cvz", events)
+    with open(path, "ab") as file:
+        file.write(struct.pack("<II", 1, zlib.crc32(b"\x05")) + b"\x05")  # a checksummed msgpack 5
+    with pytest.raises(NotIntact):
+        index_trace(path)
+    log, warning = load_trace(path, lambda *_: None)
+    assert "not events" in warning and len(log) == len(events)

@@ -171,7 +171,7 @@ def replay_paths(paths: list[Path], *, headless: bool = False, json_output: bool
 def replay_trace(trace: Path, *, headless: bool = False, json_output: bool = False, quiz: bool = False,
                  viewer: ViewerOptions | None = None) -> int:
     """Replay ``trace``: in the viewer, or headless (its summary, bench table, or their JSON)."""
-    from collviz.runtime.wire.trace import read_trace
+    from collviz.runtime.wire.trace import read_trace, trace_layout
 
     if headless_instead(headless, json_output):
         from collviz.runtime.observation.metrics import human_bytes
@@ -193,7 +193,7 @@ def replay_trace(trace: Path, *, headless: bool = False, json_output: bool = Fal
         else:
             print(render_summary(contents.events))
         return 0
-    read_trace(trace)  # fail fast, with a one-line error, before the screen opens
+    trace_layout(trace)  # fail fast, with a one-line error, before the screen opens (it reads the header alone)
     from collviz.app.app import run_viewer
 
     return run_viewer(trace=trace, quiz=quiz, options=viewer)

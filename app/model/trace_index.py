@@ -1,16 +1,18 @@
 """An event log built from a trace a column at a time: how the viewer opens an intact trace
-(a million events in about one second of CPU here, where reading and indexing them one by one
-took two, and ten million in half a GiB).
+(a million events in a few tenths of a second of CPU where its writer left an index, about one
+second where it must be scanned; reading and indexing them one by one took two).
 
-:class:`~collviz.runtime.wire.scan.TraceScan` hands an intact trace over in chunks of thin
-events (type, rank, and the few fields the indexes need); :func:`index_trace` files each chunk
-into an :class:`~.log.EventLog` whose store is the trace's
-:class:`~collviz.runtime.wire.stored.StoredEvents`, doing with numpy, per kind of event, what the
-log's handlers do one event at a time: transfers grouped by phase, collectives by rank and (their
-ends) by phase with each call's first end, buffers by rank and name, memory samples by rank.
-The other kinds (phases, gates, checks, spans, starts and ends: a few per rank and step) go
-through the log's own handlers. The result equals ``EventLog(read_trace(path).events)``, series
-by series (tests/test_trace_index.py compares them).
+Where the trace's writer left an intact index that matches the trace byte for byte
+(:func:`~collviz.runtime.wire.sidecar.read_index`), its columns are filed as they are; otherwise
+:class:`~collviz.runtime.wire.scan.TraceScan` hands the trace over in chunks of columns built
+from thin events. Either way :func:`index_trace` files them into an :class:`~.log.EventLog`
+whose store is the trace's :class:`~collviz.runtime.wire.stored.StoredEvents`, doing with numpy,
+per kind of event, what the log's handlers do one event at a time: transfers grouped by phase,
+collectives by rank and (their ends) by phase with each call's first end, buffers by rank and
+name. Memory samples and the other kinds (phases, gates, checks, spans, starts and ends: a few per
+rank and step) are decoded whole and go through the log's own handlers or series. The result
+equals ``EventLog(read_trace(path).events)``, series by series (tests/test_trace_index.py
+compares them, with and without the index).
 """
 
 from __future__ import annotations
@@ -18,32 +20,29 @@ from __future__ import annotations
 import os
 from array import array
 from collections.abc import Callable, Iterator
-from operator import attrgetter
+from typing import Any
 
 import numpy as np
 
-from collviz.runtime.wire.protocol import EVENT_TYPES, Buffer, Collective, Freed, Memory, Transfer
-from collviz.runtime.wire.scan import NotIntact, ScanChunk, TraceScan
+from collviz.runtime.wire.columns import FILED_IN_COLUMNS, EventColumns, Sequences
+from collviz.runtime.wire.protocol import EVENT_TYPES, Buffer, Collective, Freed, Memory, RunStart, Transfer
+from collviz.runtime.wire.scan import NotIntact, TraceScan
+from collviz.runtime.wire.sanity import gaps_note
+from collviz.runtime.wire.sidecar import TraceIndex, read_index
+from collviz.runtime.wire.trace import PROGRESS_RECORDS
 
 from .log import EventLog
 
-__all__ = ["THIN_FIELDS", "index_trace"]
+__all__ = ["INDEX_PART", "index_trace"]
 
-THIN_FIELDS = {
-    Transfer: ("phase",),
-    Collective: ("phase", "edge", "group", "group_seq"),
-    Buffer: ("phase", "name"),
-    Freed: ("phase", "name"),
-}
-"""The fields the indexes read from each numerous kind of event (the rest are decoded when shown)."""
+INDEX_PART = 1 << 18
+"""Events of an indexed trace filed at a time (their records are read together: about 40 MB at 64
+ranks; progress is reported after each)."""
 
-_FILED_IN_COLUMNS = (Transfer, Collective, Buffer, Freed, Memory)
-_ONE_BY_ONE = tuple(event_type for event_type in EVENT_TYPES if event_type not in _FILED_IN_COLUMNS)
-_PHASE = attrgetter("phase")
-_EDGE = attrgetter("edge")
-_GROUP = attrgetter("group")
-_GROUP_SEQ = attrgetter("group_seq")
-_NAME = attrgetter("name")
+_ONE_BY_ONE = tuple(event_type for event_type in EVENT_TYPES if event_type not in (*FILED_IN_COLUMNS, Memory))
+
+_Select = Callable[..., tuple[np.ndarray, list[Any]]]
+"""``select(*types)``: the log positions (int64) and whole events of those types in a part of the log."""
 
 
 def index_trace(path: str | os.PathLike[str],
@@ -54,82 +53,104 @@ def index_trace(path: str | os.PathLike[str],
     ``read_trace`` would, and :class:`~collviz.runtime.wire.scan.NotIntact` for a trace that
     needs ``read_trace`` (damaged, foreign, from a newer or much older collviz).
     """
-    scan = TraceScan(path, THIN_FIELDS, progress)
+    scan = TraceScan(path, progress)
+    index = read_index(path, scan.layout.first_record)
+    if index is not None:
+        log = EventLog(store=scan.events)
+        try:
+            return log, _file_index(log, index, scan, progress)
+        except NotIntact:
+            scan = TraceScan(path, progress)  # the trace is not what its index describes: scan it afresh
     log = EventLog(store=scan.events)
-    try:
-        for chunk in scan.chunks():
-            _file(log, chunk)
-    except OverflowError:
-        raise NotIntact("a phase number is out of range") from None
+    for chunk in scan.chunks():
+        _file(log, chunk.first, chunk.columns, chunk.select)
     return log, scan.warning
 
 
-def _file(log: EventLog, chunk: ScanChunk) -> None:
-    """File one chunk's events into ``log``'s indexes."""
-    _file_transfers(log, chunk)
-    _file_collectives(log, chunk)
-    _file_buffers(log, chunk)
-    _file_memory(log, chunk)
-    positions, events = chunk.select(*_ONE_BY_ONE)
+def _file_index(log: EventLog, index: TraceIndex, scan: TraceScan,
+                progress: Callable[[int, int], None] | None) -> str:
+    """File the events of ``index`` (the trace ``scan`` would read) into ``log``, a part at a time,
+    making the careful reader's checks across events; the reader's warning (sequence gaps). Raises
+    NotIntact where they fail, or where the trace is not byte for byte the one indexed."""
+    scan.events.add_records(index.offsets[:-1].data, int(index.offsets[-1]))
+    sequences = Sequences()
+    world: int | None = None
+    for part in index.parts(INDEX_PART):
+        sequences.check(part.columns.ranks, part.columns.seqs)
+        if world is None:
+            _, run_starts = part.select(RunStart)
+            world = run_starts[0].world_size if run_starts else None
+        _file(log, part.first, part.columns, part.select)
+        if progress is not None and len(index) >= PROGRESS_RECORDS:
+            progress(int(index.offsets[part.first + len(part.columns)]), int(index.offsets[-1]))
+    gaps = sequences.finish(world)
+    return f"{scan.path}: {gaps_note(gaps)}" if gaps else ""
+
+
+def _file(log: EventLog, first: int, columns: EventColumns, select: _Select) -> None:
+    """File the events at log positions ``first`` on, whose columns are ``columns``, into ``log``'s indexes."""
+    _file_transfers(log, first, columns)
+    _file_collectives(log, first, columns)
+    _file_buffers(log, first, columns)
+    positions, events = select(Memory)
+    _file_memory(log, positions, columns.ranks[positions - first], events)
+    positions, events = select(*_ONE_BY_ONE)
     for position, event in zip(positions.tolist(), events):
         log.index_event(position, event)
 
 
-def _file_transfers(log: EventLog, chunk: ScanChunk) -> None:
+def _file_transfers(log: EventLog, first: int, columns: EventColumns) -> None:
     """Every transfer into its phase's series."""
-    positions, events = chunk.select(Transfer)
-    phases = np.fromiter(map(_PHASE, events), np.int64, len(events))
-    for phase, where in _groups(phases):
-        log.phase(phase).transfers.extend(_ints(positions[where]), _ints(phases[where]))
+    where = columns.where(Transfer)
+    positions, phases = where + first, columns.phases[where]
+    for phase, group in _groups(phases):
+        log.phase(phase).transfers.extend(_ints(positions[group]), _ints(phases[group]))
 
 
-def _file_collectives(log: EventLog, chunk: ScanChunk) -> None:
+def _file_collectives(log: EventLog, first: int, columns: EventColumns) -> None:
     """Every collective into its rank's series; each end (of a phase ≥ 0) into its phase's, and
     each call's first end into the phase's calls."""
-    positions, events = chunk.select(Collective)
-    if not events:
+    where = columns.where(Collective)
+    if not where.size:
         return
-    phases = np.fromiter(map(_PHASE, events), np.int64, len(events))
-    for rank, where in _groups(chunk.ranks[positions - chunk.first]):
-        log.rank(rank).collectives.extend(_ints(positions[where]), _ints(phases[where]))
-    ends = np.fromiter(map("end".__eq__, map(_EDGE, events)), bool, len(events)) & (phases >= 0)
-    chosen = np.flatnonzero(ends)
+    positions, phases = where + first, columns.phases[where]
+    for rank, group in _groups(columns.ranks[where]):
+        log.rank(rank).collectives.extend(_ints(positions[group]), _ints(phases[group]))
+    chosen = np.flatnonzero(columns.ends[where] & (phases >= 0))
     if not chosen.size:
         return
-    for phase, where in _groups(phases[chosen]):
-        log.phase(phase).collectives.extend(_ints(positions[chosen[where]]), _ints(phases[chosen[where]]))
-    ended = list(map(events.__getitem__, chosen.tolist()))
-    groups, names = _numbered(list(map(_GROUP, ended)))
-    numbers = np.fromiter(map(_GROUP_SEQ, ended), np.int64, len(ended))
+    for phase, group in _groups(phases[chosen]):
+        log.phase(phase).collectives.extend(_ints(positions[chosen[group]]), _ints(phases[chosen[group]]))
+    groups, numbers = columns.keys[where[chosen]], columns.numbers[where[chosen]]
+    names = columns.names
     phases, at = phases[chosen], positions[chosen]
     order = np.lexsort((at, numbers, groups, phases))  # each call's ends together, the earliest first
-    first = np.concatenate(([True], (np.diff(phases[order]) != 0) | (np.diff(groups[order]) != 0)
-                            | (np.diff(numbers[order]) != 0)))
-    firsts = order[first]
+    leading = np.concatenate(([True], (np.diff(phases[order]) != 0) | (np.diff(groups[order]) != 0)
+                              | (np.diff(numbers[order]) != 0)))
+    firsts = order[leading]
     firsts = firsts[np.argsort(at[firsts])]
     for phase, group, number, position in zip(phases[firsts].tolist(), groups[firsts].tolist(),
                                               numbers[firsts].tolist(), at[firsts].tolist()):
         log.phase(phase).add_call(position, (names[group], number))
 
 
-def _file_buffers(log: EventLog, chunk: ScanChunk) -> None:
+def _file_buffers(log: EventLog, first: int, columns: EventColumns) -> None:
     """Every Buffer and Freed event into the series of its rank's buffer of that name."""
-    positions, events = chunk.select(Buffer, Freed)
-    if not events:
+    where = columns.where(Buffer, Freed)
+    if not where.size:
         return
-    codes, names = _numbered(list(map(_NAME, events)))
-    keys = chunk.ranks[positions - chunk.first] * len(names) + codes  # one number per (rank, name)
-    phases = np.fromiter(map(_PHASE, events), np.int64, len(events))
+    names = columns.names
+    keys = columns.ranks[where] * len(names) + columns.keys[where]  # one number per (rank, name)
+    positions, phases = where + first, columns.phases[where]
     # in order of each buffer's first event: a rank's buffers are shown in the order they appeared
-    for key, where in sorted(_groups(keys), key=lambda group: group[1][0]):
+    for key, group in sorted(_groups(keys), key=lambda found: found[1][0]):
         rank, name = divmod(key, len(names))
-        log.rank(rank).buffer(names[name]).extend(_ints(positions[where]), _ints(phases[where]))
+        log.rank(rank).buffer(names[name]).extend(_ints(positions[group]), _ints(phases[group]))
 
 
-def _file_memory(log: EventLog, chunk: ScanChunk) -> None:
-    """Every memory sample into its rank's memory series."""
-    positions, events = chunk.select(Memory)
-    for rank, where in _groups(chunk.ranks[positions - chunk.first]):
+def _file_memory(log: EventLog, positions: np.ndarray, ranks: np.ndarray, events: list[Memory]) -> None:
+    """Every memory sample (``events``, at log ``positions``, from ``ranks``) into its rank's memory series."""
+    for rank, where in _groups(ranks):
         log.rank(rank).memory.extend(_ints(positions[where]), list(map(events.__getitem__, where.tolist())))
 
 
@@ -144,14 +165,6 @@ def _groups(keys: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     ordered = keys[order]
     for part in np.split(order, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1):
         yield int(keys[part[0]]), part
-
-
-def _numbered(values: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Each value's number among the distinct values (numbered in order of first appearance), and
-    those values."""
-    distinct = list(dict.fromkeys(values))
-    number = {value: n for n, value in enumerate(distinct)}
-    return np.fromiter(map(number.__getitem__, values), np.int64, len(values)), distinct
 
 
 def _ints(values: np.ndarray) -> array:

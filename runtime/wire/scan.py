@@ -8,13 +8,15 @@ chunk:
 
 1. walks the records' length fields (the one step that visits each record from Python);
 2. checks every record's CRC-32 with one pass of zlib over the chunk (:func:`_checksums_hold`);
-3. decodes every payload with one msgspec call: the event types the caller names into *thin*
-   events (:func:`~.protocol.thin_event_type`: only the fields it names, plus ``rank`` and
+3. decodes every payload with one msgspec call: the numerous kinds of :data:`~.columns.THIN_FIELDS`
+   into *thin* events (:func:`~.protocol.thin_event_type`: only those fields, plus ``rank`` and
    ``seq``), the others in full;
-4. makes :func:`~.sanity.checked_events`' checks on whole columns (numpy);
+4. turns them into :class:`~.columns.EventColumns` and makes :func:`~.sanity.checked_events`'
+   checks on whole columns (numpy);
 
 and hands each :class:`ScanChunk` to the caller to index. The events stay in the file:
-:class:`~.stored.StoredEvents` decodes any of them when it is read.
+:class:`~.stored.StoredEvents` decodes any of them when it is read. (A trace its writer left an
+index beside, :mod:`.sidecar`, needs no scan at all.)
 
 A trace that the careful reader would report on in any way but sequence gaps — a damaged or
 truncated record, a type this collviz does not know, an inconsistent event, a record too large
@@ -29,18 +31,17 @@ import os
 import struct
 import zlib
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from io import BufferedIOBase
-from types import GenericAlias
-from typing import Any, Union
+from typing import Any
 
 import msgspec
 import numpy as np
 
-from .protocol import EVENT_TYPES, LAUNCHER_RANK, PROTOCOL_VERSION, Collective, Event, RunStart, thin_event_type
-from .sanity import MAX_WORLD_SIZE, gaps_note
+from .columns import EventColumns, NotIntact, Sequences, chunk_decoder, event_columns
+from .protocol import PROTOCOL_VERSION, Event, RunStart
+from .sanity import gaps_note
 from .stored import StoredEvents
 from .trace import LARGE_PAYLOAD, PROGRESS_RECORDS, Progress, trace_layout
 
@@ -53,33 +54,23 @@ _HEAD = 5
 """Bytes kept in front of each chunk for the msgpack array header that makes it one document."""
 
 _LENGTH = struct.Struct("<I")
-_RANK = attrgetter("rank")
-_SEQ = attrgetter("seq")
-
-
-class NotIntact(Exception):
-    """The trace needs the careful reader (:func:`~.trace.read_trace`); the message says why."""
 
 
 @dataclass
 class ScanChunk:
     """Consecutive events of a trace: ``decoded[i]`` is event ``first + i``, thin or full (typed
-    ``Any``: thin event types are made at run time); ``kinds[i]`` the position of its type in
-    :data:`~.protocol.EVENT_TYPES`; ``ranks[i]`` its rank."""
+    ``Any``: thin event types are made at run time); ``columns`` their columns."""
 
     first: int
-    decoded: list[Any]
-    kinds: np.ndarray
-    ranks: np.ndarray
+    decoded: Sequence[Any]
+    columns: EventColumns
     _selected: dict[tuple[type[Event], ...], tuple[np.ndarray, list[Any]]] = field(default_factory=dict, repr=False)
 
     def select(self, *types: type[Event]) -> tuple[np.ndarray, list[Any]]:
         """The log positions (int64) and decoded events of ``types``, in log order."""
         found = self._selected.get(types)
         if found is None:
-            codes = [EVENT_TYPES.index(event_type) for event_type in types]
-            mask = self.kinds == codes[0] if len(codes) == 1 else np.isin(self.kinds, codes)
-            where = np.flatnonzero(mask)
+            where = self.columns.where(*types)
             found = self._selected[types] = (where + self.first, list(map(self.decoded.__getitem__, where.tolist())))
         return found
 
@@ -92,16 +83,14 @@ class TraceScan:
             ...  # index the chunk
         scan.events, scan.warning
 
-    ``thin`` names, per event type, the fields the caller needs (``rank`` and ``seq`` are always
-    there); types it does not name arrive as full events. :attr:`events` holds every event
-    scanned so far (decoded when read). ``progress(bytes read, bytes in the file)`` follows the
-    reading of large traces (after each chunk, once :data:`~.trace.PROGRESS_RECORDS` events are
+    The kinds of :data:`~.columns.THIN_FIELDS` arrive thin, the others as full events.
+    :attr:`events` holds every event scanned so far (decoded when read). ``progress(bytes read,
+    bytes in the file)`` follows the reading of large traces (after each chunk, once :data:`~.trace.PROGRESS_RECORDS` events are
     in). Raises :class:`~.trace.TraceError` where :func:`~.trace.read_trace` would, and
     :class:`NotIntact` (from :meth:`chunks`, possibly after some chunks) where the trace needs it.
     """
 
-    def __init__(self, path: str | os.PathLike[str], thin: Mapping[type[Event], Iterable[str]],
-                 progress: Progress | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], progress: Progress | None = None) -> None:
         self.path = path
         self.layout = trace_layout(path)
         if not self.layout.checksummed:
@@ -111,38 +100,28 @@ class TraceScan:
         self.events = StoredEvents(path)
         self.warning = ""
         """What the careful reader would warn about once :meth:`chunks` is done (sequence gaps only)."""
-        self._thin = thin
         self._progress = progress
 
     def chunks(self) -> Iterator[ScanChunk]:
         """Every chunk of events, in order; checks the whole trace when the last has been taken."""
-        decoder, codes = _decoder(self._thin)
-        sequences = _Sequences()
+        decoder, codes = chunk_decoder(thin_only=False)
+        sequences = Sequences()
+        world: int | None = None
         size = self.layout.size
         with open(self.path, "rb") as file:
             file.seek(self.layout.first_record)
             room = min(CHUNK_BYTES, size - self.layout.first_record)
             for chunk, starts, end in _chunks(file, self.layout.first_record, room, decoder, codes):
-                sequences.check(chunk)
+                sequences.check(chunk.columns.ranks, chunk.columns.seqs)
+                if world is None:
+                    _, run_starts = chunk.select(RunStart)
+                    world = run_starts[0].world_size if run_starts else None
                 self.events.add_records(starts, end)
                 yield chunk
                 if self._progress is not None and len(self.events) >= PROGRESS_RECORDS:
                     self._progress(end, size)
-        gaps = sequences.finish()
+        gaps = sequences.finish(world)
         self.warning = f"{self.path}: {gaps_note(gaps)}" if gaps else ""
-
-
-def _decoder(thin: Mapping[type[Event], Iterable[str]]) -> tuple[msgspec.msgpack.Decoder, dict[type, int]]:
-    """A decoder of a chunk (``[0, 0, event, 0, 0, event, …]``, see :func:`_chunks`) and the
-    position in EVENT_TYPES of each type it produces."""
-    members: list[type] = []
-    for event_type in EVENT_TYPES:
-        fields = thin.get(event_type)
-        if fields is not None and event_type is Collective:
-            fields = {*fields, "duration_ns"}  # the sanity checks read it
-        members.append(thin_event_type(event_type, fields) if fields is not None else event_type)
-    chunk_type = GenericAlias(list, Union.__getitem__((int, *members)))  # list[Union[int, *members]], built at run time
-    return msgspec.msgpack.Decoder(chunk_type), {member: code for code, member in enumerate(members)}
 
 
 def _chunks(file: BufferedIOBase, offset: int, room: int, decoder: msgspec.msgpack.Decoder,
@@ -157,6 +136,7 @@ def _chunks(file: BufferedIOBase, offset: int, room: int, decoder: msgspec.msgpa
     buffer = bytearray(_HEAD + max(room, 16))
     view = memoryview(buffer)
     words = [np.frombuffer(buffer, "<u4", count=(len(buffer) - k) // 4, offset=k) for k in range(4)]
+    names: dict[str, int] = {}  # group and buffer names, numbered across chunks
     held = 0  # bytes of a record begun in the previous chunk, moved to the front
     first = 0  # log position of the chunk's first event
     while True:
@@ -180,12 +160,7 @@ def _chunks(file: BufferedIOBase, offset: int, room: int, decoder: msgspec.msgpa
             decoded = decoder.decode(view[: _HEAD + used])[2::3]
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise NotIntact(f"a record is not an event this collviz knows ({exc})") from None
-        try:
-            kinds = np.fromiter(map(codes.__getitem__, map(type, decoded)), np.uint8, count)
-            ranks = np.fromiter(map(_RANK, decoded), np.int64, count)
-        except OverflowError:
-            raise NotIntact("an event's rank is out of range") from None
-        yield ScanChunk(first, decoded, kinds, ranks), array("q", (at - _HEAD + offset).tobytes()), offset + used
+        yield ScanChunk(first, decoded, event_columns(decoded, codes, names)), array("q", (at - _HEAD + offset).tobytes()), offset + used
         first += count
         held = filled - used
         view[_HEAD : _HEAD + held] = view[_HEAD + used : _HEAD + filled]
@@ -265,55 +240,3 @@ def _checksums_hold(records: memoryview, slots: _Slots, lengths: np.ndarray) -> 
     slots.write(np.concatenate(([0], after[:-1])).astype(np.uint32), 0)
     register = zlib.crc32(int(after[-1]).to_bytes(4, "little"), zlib.crc32(records, 0xFFFFFFFF))
     return register == 0xFFFFFFFF
-
-
-class _Sequences:
-    """:func:`~.sanity.checked_events`' checks, made chunk by chunk on whole columns: any event it
-    would drop raises :class:`NotIntact`; gaps are counted."""
-
-    def __init__(self) -> None:
-        self.last: dict[int, int] = {}
-        self.gaps = 0
-        self.lowest = LAUNCHER_RANK
-        self.highest = LAUNCHER_RANK
-        self.world: int | None = None
-
-    def check(self, chunk: ScanChunk) -> None:
-        """Check one chunk's events, following on from the chunks before."""
-        decoded, ranks = chunk.decoded, chunk.ranks
-        if not decoded:
-            return
-        self.lowest = min(self.lowest, int(ranks.min()))
-        self.highest = max(self.highest, int(ranks.max()))
-        if self.world is None:
-            _, starts = chunk.select(RunStart)
-            if starts:
-                self.world = starts[0].world_size
-        _, collectives = chunk.select(Collective)
-        durations = np.array([c.duration_ns for c in collectives], float)  # None → nan, never negative
-        if (durations < 0).any():
-            raise NotIntact("a collective has a negative duration")
-        try:
-            seqs = np.fromiter(map(_SEQ, decoded), np.int64, len(decoded))
-        except OverflowError:
-            raise NotIntact("a sequence number is out of range") from None
-        narrow = -(2**15) <= self.lowest and self.highest < 2**15  # int16 ranks sort by radix
-        order = np.argsort(ranks.astype(np.int16) if narrow else ranks, kind="stable")
-        rank, seq = ranks[order], seqs[order]
-        heads = np.flatnonzero(np.concatenate(([True], rank[1:] != rank[:-1])))
-        before = np.concatenate(([0], seq[:-1]))
-        before[heads] = [self.last.get(r, -1) for r in rank[heads].tolist()]
-        if not (seq > before).all():
-            raise NotIntact("a rank repeats a sequence number")
-        self.gaps += int(((seq > before + 1) & (before >= 0)).sum())
-        tails = np.concatenate((heads[1:] - 1, [len(seq) - 1]))
-        self.last.update(zip(rank[heads].tolist(), seq[tails].tolist()))
-
-    def finish(self) -> int:
-        """The gaps counted, once the world size (from the first RunStart) fits every rank seen."""
-        world = self.world if self.world is not None else MAX_WORLD_SIZE
-        if not 1 <= world <= MAX_WORLD_SIZE:
-            raise NotIntact("its RunStart claims an impossible world size")
-        if self.lowest < LAUNCHER_RANK or self.highest >= world:
-            raise NotIntact("an event comes from a rank outside the world")
-        return self.gaps

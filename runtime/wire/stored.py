@@ -61,9 +61,10 @@ class StoredEvents(Sequence[AnyEvent]):
         self._closer = weakref.finalize(self, os.close, self._fd)  # the map, a copy of it, closes itself
         self._event = lru_cache(maxsize=CACHED_EVENTS)(self._decode)
 
-    def add_records(self, starts: array, end: int) -> None:
-        """Add events whose records start at file offsets ``starts`` (int64), the last ending at ``end``."""
-        self._starts.extend(starts)
+    def add_records(self, starts: array | memoryview, end: int) -> None:
+        """Add events whose records start at file offsets ``starts`` (int64: an ``array("q")`` or
+        any buffer of them, such as a numpy array), the last ending at ``end``."""
+        self._starts.frombytes(memoryview(starts).cast("B"))
         self._end = end
 
     def close(self) -> None:

@@ -11,7 +11,9 @@ The header's ``clock`` (a :class:`ClockAnchor`, absent from older traces) ties t
 (CLOCK_MONOTONIC of the host that ran them) to the Unix time torch.profiler's traces count in.
 Traces written before per-record checksums (no ``records`` in the header) frame records as
 ``u32 length, payload`` and are read as before. The writer creates the file 0600 and flushes after
-every batch, so a file being written can be read. The reader (see :mod:`.records` and
+every batch, so a file being written can be read; once it closes a regular file it writes the
+trace's index beside it (:mod:`.sidecar`: no part of the format, which older readers ignore and
+which lets an intact trace open without a scan). The reader (see :mod:`.records` and
 :mod:`.sanity`) keeps every intact record, skips damaged ones and resumes at the next intact
 record, reports a truncated tail, skips and names event types added by a newer minor version,
 and drops inconsistent events, saying how many; a newer major version is refused with both
@@ -28,6 +30,7 @@ import platform
 import stat
 import struct
 import time
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +53,7 @@ from .protocol import (
 )
 from .records import CHECKSUM_NAME, Damage, describe_damage, frame, scan_records
 from .sanity import Skipped, checked_events
+from .sidecar import IndexRecorder, index_path
 
 __all__ = ["TRACE_MAGIC", "LARGE_PAYLOAD", "PROGRESS_RECORDS", "Progress", "TraceError", "ClockAnchor", "TraceWriter",
            "TraceContents", "TraceLayout", "trace_layout", "read_trace"]
@@ -103,7 +107,8 @@ class _Header(msgspec.Struct):
 
 
 class TraceWriter:
-    """Appends event payloads to a trace file (created 0600), flushing once per batch.
+    """Appends event payloads to a trace file (created 0600), flushing once per batch; closing a
+    regular file writes its index beside it (:mod:`.sidecar`), replacing any earlier one.
 
     A write error (a full disk, a device that refuses) never stops the run: the recording stops
     at that event, :attr:`error` says so in one line (``recording stopped at event N: no space
@@ -116,13 +121,21 @@ class TraceWriter:
         self.error: str | None = None
         """Why the recording stopped early, or None while it is complete."""
         self._pending: list[bytes] = []
+        self._payloads: list[bytes] = []
+        self._crc32 = 0
+        """CRC-32 of every byte written so far (the index's tie to the trace)."""
         try:
             self._file: BinaryIO | None = open_private(self.path)
         except OSError as exc:
             raise UsageError(f"cannot write trace {self.path}: {write_error_text(exc)}") from None
-        header = msgspec.msgpack.encode(_Header(format=_FORMAT_NAME, version=PROTOCOL_VERSION, records=CHECKSUM_NAME,
+        fields = msgspec.msgpack.encode(_Header(format=_FORMAT_NAME, version=PROTOCOL_VERSION, records=CHECKSUM_NAME,
                                                 clock=ClockAnchor.now()))
-        self._write(TRACE_MAGIC + _LENGTH.pack(len(header)) + header)
+        header = TRACE_MAGIC + _LENGTH.pack(len(fields)) + fields
+        self._index: IndexRecorder | None = None
+        if stat.S_ISREG(os.fstat(self._file.fileno()).st_mode):
+            index_path(self.path).unlink(missing_ok=True)  # it described the file just truncated
+            self._index = IndexRecorder(len(header), LARGE_PAYLOAD)
+        self._write(header)
 
     def _write(self, data: bytes) -> bool:
         """Write and flush ``data``; on an OSError stop the recording and say why."""
@@ -131,13 +144,17 @@ class TraceWriter:
         try:
             self._file.write(data)
             self._file.flush()
-            return True
         except OSError as exc:
             self._stop(exc)
             return False
+        if self._index is not None:
+            self._crc32 = zlib.crc32(data, self._crc32)
+        return True
 
     def _stop(self, exc: OSError) -> None:
         self.error = f"recording stopped at event {self.events_written}: {write_error_text(exc)}"
+        if self._index is not None:
+            self._index.abandon(self.error)
         file, self._file = self._file, None
         try:
             if file is not None:
@@ -149,13 +166,17 @@ class TraceWriter:
         """Queue one encoded event; it reaches the file at the next :meth:`flush`."""
         if self._file is not None:
             self._pending.append(frame(payload))
+            self._payloads.append(payload)
 
     def flush(self) -> None:
         """Write every queued event in one call and hand it to the OS (readable from then on)."""
         if self._pending:
             if self._write(b"".join(self._pending)):
                 self.events_written += len(self._pending)
+                if self._index is not None:
+                    self._index.add(self._payloads)
             self._pending.clear()
+            self._payloads.clear()
 
     def write(self, payloads: Iterable[bytes]) -> None:
         """Append already-encoded event payloads and flush them to the OS."""
@@ -174,8 +195,12 @@ class TraceWriter:
             if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EROFS):
                 self._stop(exc)
                 return
+        size = self._file.tell()
         self._file.close()
         self._file = None
+        if self._index is not None:
+            self._index.write(self.path, size, self._crc32)
+            self._index = None
 
 
 @dataclass

@@ -1,0 +1,312 @@
+"""A trace's index, written beside it by its writer, so that an intact trace opens without a scan.
+
+:class:`~.trace.TraceWriter` knows where every record starts and (decoding what it writes thin,
+one msgspec call per flushed batch: :class:`IndexRecorder`) each event's columns
+(:class:`~.columns.EventColumns`). When it closes a regular file it writes them to
+``<trace>.index`` (:func:`index_path`), created 0600 and renamed into place once complete::
+
+    b"CVZINDEX"            8-byte magic
+    u32 length, header     msgpack: format, version, the trace's size and CRC-32 (every byte of
+                           it), the event count, the type and name tables, the body's CRC-32
+    body                   the columns back to back, little-endian: offsets (int64, one per
+                           event and the end), kinds (uint8), ranks (int32), seqs, phases
+                           (int64), keys (int32), numbers (int64), ends (uint8)
+
+:func:`read_index` hands it over only when it is intact (magic, version, the body's CRC-32) and
+for a trace of the size the file has now; :meth:`TraceIndex.parts` first checks that the CRC-32
+of every byte of the trace is the one its writer computed while writing (zlib streams several
+GB/s here), then reads it again in parts for the events filed whole (memory samples, phases,
+starts and ends). A trace that matches holds every record as written, so its records need no
+check one by one (each is checked again when it is decoded for a frame: :mod:`.stored`), and
+nothing is decoded from it before the check. Anything else — no
+index (an older collviz, a trace still being written, a copy without its index), a stale,
+damaged or newer one, a trace whose bytes differ — and the trace is scanned (:mod:`.scan`),
+which verifies every record. The writer leaves no index for a trace the scan
+would refuse (a record too large, an unknown type, a negative duration) or whose recording
+stopped early. Older readers never look at the index: the trace format is unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from io import BufferedIOBase
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from ..errors import UsageError
+from .columns import EventColumns, NotIntact, chunk_decoder, event_columns
+from .files import write_atomically
+from .protocol import EVENT_TYPES, AnyEvent, Event
+
+__all__ = ["INDEX_SUFFIX", "INDEX_VERSION", "index_path", "IndexRecorder", "IndexPart", "TraceIndex", "read_index"]
+
+INDEX_SUFFIX = ".index"
+"""What the index's file name adds to its trace's."""
+
+INDEX_VERSION = 1
+"""The index layout; a reader uses only its own (an index of another version is ignored)."""
+
+_MAGIC = b"CVZINDEX"
+_FORMAT_NAME = "collviz-trace-index"
+_LENGTH = struct.Struct("<I")
+_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("kinds", "u1"), ("ranks", "<i4"), ("seqs", "<i8"), ("phases", "<i8"), ("keys", "<i4"), ("numbers", "<i8"),
+    ("ends", "u1"),
+)
+"""The columns after the offsets, in file order, with their stored types."""
+
+_CHECK_BYTES = 16 << 20
+"""Bytes of the trace read at a time to check its CRC-32 (read, not mapped: no pages stay resident)."""
+
+_BATCH_EVENTS = 65_536
+"""Thin events the recorder holds before turning them into columns."""
+
+_NARROW = 2**31
+"""Ranks and keys are stored as int32."""
+
+
+def index_path(trace: str | os.PathLike[str]) -> Path:
+    """Where the index of the trace at ``trace`` lives."""
+    return Path(os.fspath(trace) + INDEX_SUFFIX)
+
+
+class _Header(msgspec.Struct, kw_only=True):
+    format: str
+    version: int
+    trace_size: int
+    trace_crc32: int
+    events: int
+    type_names: list[str]
+    names: list[str]
+    body_crc32: int
+
+
+class IndexRecorder:
+    """The columns of a trace being written, built from the payloads its writer flushes.
+
+    ``first_record`` is the offset of the trace's first record; a payload longer than
+    ``largest_payload`` (which readers decode bounded) makes the index impossible, as does
+    anything else the scan would refuse, or :meth:`abandon`: the recorder then records nothing
+    more and :meth:`write` writes nothing.
+    """
+
+    def __init__(self, first_record: int, largest_payload: int) -> None:
+        self.abandoned: str | None = None
+        """Why no index will be written, or None."""
+        self._decoder, self._codes = chunk_decoder(thin_only=True)
+        self._names: dict[str, int] = {}
+        self._thin: list[Any] = []
+        self._parts: list[list[np.ndarray]] = []
+        """The columns of the events recorded so far, a part per batch, each as stored (42 bytes an event)."""
+        self._starts = array("q")
+        self._end = first_record
+        self._largest = largest_payload
+
+    def add(self, payloads: list[bytes]) -> None:
+        """Record the events of ``payloads``, the next records written, in order."""
+        if self.abandoned is not None or not payloads:
+            return
+        lengths = np.fromiter(map(len, payloads), np.int64, len(payloads))
+        if int(lengths.max()) > self._largest:
+            self.abandon("a record is larger than collviz writes")
+            return
+        try:
+            self._thin += self._decoder.decode(b"\xdd" + len(payloads).to_bytes(4, "big") + b"".join(payloads))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            self.abandon(f"a record is not an event this collviz knows ({exc})")
+            return
+        ends = np.cumsum(lengths + 8) + self._end
+        self._starts.frombytes((ends - lengths - 8).tobytes())
+        self._end = int(ends[-1])
+        if len(self._thin) >= _BATCH_EVENTS:
+            self._columns()
+
+    def abandon(self, reason: str) -> None:
+        """Give up the index (say why), and free what was recorded."""
+        self.abandoned = reason
+        self._thin, self._parts, self._starts = [], [], array("q")
+
+    def _columns(self) -> None:
+        """Turn the thin events held into columns."""
+        try:
+            columns = event_columns(self._thin, self._codes, self._names)
+        except NotIntact as exc:
+            self.abandon(str(exc))
+            return
+        self._thin = []
+        if len(columns) and not (-_NARROW <= int(columns.ranks.min()) and int(columns.ranks.max()) < _NARROW):
+            self.abandon("a rank is out of the index's range")
+            return
+        self._parts.append([getattr(columns, name).astype(dtype) for name, dtype in _COLUMNS])
+
+    def write(self, trace: Path, size: int, crc32: int) -> None:
+        """Write the index of the trace at ``trace``, ``size`` bytes with CRC-32 ``crc32``, beside it
+        (nothing if it was abandoned, or cannot be written: the trace is then scanned when opened)."""
+        if self._thin:
+            self._columns()
+        if self.abandoned is not None or self._end != size or len(self._names) >= _NARROW:
+            return
+        count = len(self._starts)
+        body = [np.frombuffer(self._starts, np.int64).tobytes() + self._end.to_bytes(8, "little")]
+        body += [np.concatenate([part[column] for part in self._parts] or [np.empty(0, dtype)]).tobytes()
+                 for column, (_, dtype) in enumerate(_COLUMNS)]
+        body_crc = 0
+        for part in body:
+            body_crc = zlib.crc32(part, body_crc)
+        header = msgspec.msgpack.encode(_Header(
+            format=_FORMAT_NAME, version=INDEX_VERSION, trace_size=size, trace_crc32=crc32, events=count,
+            type_names=[event_type.__name__ for event_type in EVENT_TYPES], names=list(self._names), body_crc32=body_crc))
+        try:
+            write_atomically(index_path(trace), [_MAGIC, _LENGTH.pack(len(header)), header, *body], "--record")
+        except UsageError:
+            pass  # an index only saves time: the trace itself is complete
+
+
+@dataclass
+class IndexPart:
+    """Consecutive events of an indexed trace: event ``first + i`` has column ``i`` of
+    ``columns``; ``records`` holds their records as read from the trace, record ``i`` at bytes
+    ``[starts[i], starts[i + 1])``."""
+
+    first: int
+    columns: EventColumns
+    records: memoryview
+    starts: np.ndarray
+
+    def select(self, *types: type[Event]) -> tuple[np.ndarray, list[AnyEvent]]:
+        """The log positions (int64) and events, decoded in full with one call, of ``types``."""
+        where = self.columns.where(*types)
+        if not where.size:
+            return where, []
+        records, starts = self.records, self.starts
+        payloads = b"".join([records[start + 8 : end] for start, end in
+                             zip(starts[where].tolist(), starts[where + 1].tolist())])
+        try:
+            return where + self.first, _events_decoder.decode(b"\xdd" + where.size.to_bytes(4, "big") + payloads)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            raise NotIntact("a record no longer decodes (the trace changed while it was read)") from None
+
+
+_events_decoder = msgspec.msgpack.Decoder(list[AnyEvent])
+
+
+@dataclass
+class TraceIndex:
+    """The index of the trace at ``path``, read from ``index`` (whose columns start at byte
+    ``columns_at``): where each event's record starts (``offsets``, int64, one more: where the last
+    ends), the names its keys number, and the CRC-32 of every byte of the trace it was written
+    for. Its columns are read a part at a time (:meth:`parts`), so only a part's stay in memory."""
+
+    path: str
+    index: str
+    offsets: np.ndarray
+    names: list[str]
+    trace_crc32: int
+    columns_at: int
+    kinds: np.ndarray
+    """Each stored type code's position in this collviz's EVENT_TYPES (255: a type it does not know)."""
+
+    def __len__(self) -> int:
+        return int(self.offsets.size) - 1
+
+    def parts(self, events: int) -> Iterator[IndexPart]:
+        """The trace's events ``events`` at a time, in order, with their columns and records
+        (a part's bytes are reused by the next: use each before taking the next). First the
+        CRC-32 of every byte of the trace must be the one the index was written for:
+        :class:`~.columns.NotIntact` otherwise (the trace changed since), before any part."""
+        offsets, count = self.offsets, len(self)
+        ends = offsets[np.minimum(np.arange(0, count, events) + events, count)]
+        largest = int((ends - offsets[0 : count : events]).max()) if count else 0
+        view = memoryview(bytearray(max(largest, _CHECK_BYTES)))
+        with open(self.path, "rb") as file, open(self.index, "rb") as index:
+            if _crc32(file, view[:_CHECK_BYTES]) != self.trace_crc32 or file.tell() != int(offsets[-1]):
+                raise NotIntact("its bytes are not those its index was written for")
+            file.seek(int(offsets[0]))
+            for first in range(0, count, events):
+                stop = min(first + events, count)
+                length = int(offsets[stop] - offsets[first])
+                if file.readinto(view[:length]) != length:
+                    raise NotIntact("it is shorter than its index says")
+                yield IndexPart(first, self._columns(index.fileno(), first, stop), view[:length],
+                                offsets[first : stop + 1] - offsets[first])
+
+    def _columns(self, fd: int, start: int, stop: int) -> EventColumns:
+        """The columns of events ``[start, stop)``, read from the index file (open as ``fd``)."""
+        count, total = stop - start, len(self)
+        found = {}
+        at = self.columns_at
+        for name, dtype in _COLUMNS:
+            size = np.dtype(dtype).itemsize
+            found[name] = np.frombuffer(os.pread(fd, size * count, at + size * start), dtype, count)
+            at += size * total
+        kinds = self.kinds[found["kinds"]]
+        if (kinds == 255).any():
+            raise NotIntact("its index names an event type this collviz does not know")
+        return EventColumns(kinds, found["ranks"].astype(np.int64), found["seqs"], found["phases"],
+                            found["keys"].astype(np.int64), found["numbers"], found["ends"].view(bool), self.names)
+
+
+def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex | None:
+    """The index its writer left beside the trace at ``trace`` (whose first record is at
+    ``first_record``) if it is intact (its CRC-32), of this collviz's version, and for a trace of
+    the size ``trace`` has now; else None. Whether the trace's bytes are those it was written for
+    is checked as :meth:`TraceIndex.parts` begins."""
+    path = index_path(trace)
+    try:
+        size = os.stat(trace).st_size
+        with open(path, "rb") as file:
+            header, body = _header(file)
+            if header is None or header.trace_size != size:
+                return None
+            offsets = np.empty(header.events + 1, np.int64)
+            file.seek(body)
+            if file.readinto(offsets.data.cast("B")) != offsets.nbytes:
+                return None
+            file.seek(body)
+            if _crc32(file, memoryview(bytearray(_CHECK_BYTES))) != header.body_crc32:
+                return None
+    except OSError:
+        return None
+    if int(offsets[0]) != first_record or int(offsets[-1]) != size:
+        return None
+    codes = {event_type.__name__: code for code, event_type in enumerate(EVENT_TYPES)}
+    kinds = np.full(256, 255, np.uint8)
+    kinds[: len(header.type_names)] = [codes.get(name, 255) for name in header.type_names[:256]]
+    return TraceIndex(os.fspath(trace), os.fspath(path), offsets, header.names, header.trace_crc32,
+                      body + offsets.nbytes, kinds)
+
+
+def _crc32(file: BufferedIOBase, buffer: memoryview) -> int:
+    """The CRC-32 of ``file`` from its position to its end, read through ``buffer``."""
+    crc = 0
+    while read := file.readinto(buffer):
+        crc = zlib.crc32(buffer[:read], crc)
+    return crc
+
+
+def _header(file: BufferedIOBase) -> tuple[_Header | None, int]:
+    """The index's header if it is one this collviz reads, and where its body starts."""
+    start = len(_MAGIC) + _LENGTH.size
+    lead = file.read(start)
+    if len(lead) < start or lead[: len(_MAGIC)] != _MAGIC:
+        return None, 0
+    (length,) = _LENGTH.unpack_from(lead, len(_MAGIC))
+    try:
+        header = msgspec.msgpack.decode(file.read(length), type=_Header)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None, 0
+    if header.format != _FORMAT_NAME or header.version != INDEX_VERSION or header.events < 0:
+        return None, 0
+    body = start + length
+    expected = 8 * (header.events + 1) + sum(np.dtype(dtype).itemsize * header.events for _, dtype in _COLUMNS)
+    if os.fstat(file.fileno()).st_size - body != expected:
+        return None, 0
+    return header, body
