@@ -359,3 +359,24 @@ def test_a_64_rank_step_lists_the_first_transfers_of_all_in_order_not_of_the_fir
     assert len(everything) == 64 * 63 > MAX_TRANSFERS
     key = lambda t: (t.dst, t.step, t.src, t.start)  # noqa: E731
     assert [key(t) for t in view.transfers] == sorted(key(t) for t in everything)[:MAX_TRANSFERS]
+
+
+def test_a_flood_of_transfers_into_one_rank_is_ordered_among_the_first_to_arrive_and_says_so():
+    from collviz.app.model.view import MAX_TRANSFERS, SORT_LIMIT
+    from collviz.app.widgets.transfers import transfers_title
+    from collviz.runtime.wire.protocol import Transfer
+    from fixtures.synthetic import all_gather_events
+
+    events = list(all_gather_events(4))
+    flood = [Transfer(run="synthetic", rank=0, seq=10_000 + i, t_ns=1, phase=1, src=1 + i % 3, dst=0, bytes=4,
+                      buffer="x", start=SORT_LIMIT + 100 - i, length=1, kind="logical")
+             for i in range(SORT_LIMIT + 100)]
+    at = next(i for i, e in enumerate(events) if isinstance(e, Phase) and e.index == 1 and e.edge == "end")
+    log = EventLog([*events[:at], *flood, *events[at:]])
+    view = view_at(log, log.step_ends[1])
+    assert view.transfer_count == SORT_LIMIT + 100 + 4 * 3 and view.transfers_sorted_among == SORT_LIMIT
+    # into rank 0 only: the first SORT_LIMIT of its transfers to arrive, in order
+    into_0 = [e for e in log.events[: log.step_ends[1]] if isinstance(e, Transfer) and e.phase == 1 and e.dst == 0]
+    key = lambda t: (t.dst, t.step, t.src, t.start)  # noqa: E731
+    assert [key(t) for t in view.transfers] == sorted(key(t) for t in into_0[:SORT_LIMIT])[:MAX_TRANSFERS]
+    assert f"listed in order among the first {SORT_LIMIT:,} to arrive" in transfers_title(view)

@@ -192,8 +192,12 @@ class PhaseIndex:
     """Log index of each collective call's first end event (any rank), in order."""
     call_keys: list[tuple[str, int]] = field(default_factory=list)
     """(group, call number) of each call, parallel to :attr:`call_firsts`."""
-    sorted_transfers: tuple[int, tuple[AnyEvent, ...]] | None = field(default=None, repr=False, compare=False)
-    """The view's cache: how many transfers were last put in order, and the first of them."""
+    transfer_ranks: array = field(default_factory=lambda: array("q"))
+    """The rank that reported each transfer (its receiver, for collviz's own runs), parallel to
+    :attr:`transfers`: the view picks the first transfers by destination without decoding them all."""
+    sorted_transfers: tuple[int, tuple[AnyEvent, ...], int] | None = field(default=None, repr=False, compare=False)
+    """The view's cache: how many transfers were last put in order, the first of them, and how
+    many they were chosen from."""
     _seen_calls: set[tuple[str, int]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -399,7 +403,9 @@ class EventLog:
         self.rank(event.rank).memory.add(index, event)
 
     def _transfer(self, index: int, event: Transfer) -> None:
-        self.phase(event.phase).transfers.add(index, event.phase)
+        phase = self.phase(event.phase)
+        phase.transfers.add(index, event.phase)
+        phase.transfer_ranks.append(event.rank)
 
     def _span(self, index: int, event: Span) -> None:
         spans = self.phase(event.phase).spans

@@ -102,9 +102,11 @@ def _file(log: EventLog, first: int, columns: EventColumns, select: _Select) -> 
 def _file_transfers(log: EventLog, first: int, columns: EventColumns) -> None:
     """Every transfer into its phase's series."""
     where = columns.where(Transfer)
-    positions, phases = where + first, columns.phases[where]
+    positions, phases, ranks = where + first, columns.phases[where], columns.ranks[where]
     for phase, group in _groups(phases):
-        log.phase(phase).transfers.extend(_ints(positions[group]), _ints(phases[group]))
+        index = log.phase(phase)
+        index.transfers.extend(_ints(positions[group]), _ints(phases[group]))
+        index.transfer_ranks.extend(_ints(ranks[group]))
 
 
 def _file_collectives(log: EventLog, first: int, columns: EventColumns) -> None:

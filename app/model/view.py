@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
+import numpy as np
+
 from collviz.runtime.wire.protocol import (
     AnyEvent,
     Buffer,
@@ -37,7 +39,7 @@ from .bench import BenchView, bench_at
 from .cost import CallCost, costs_at
 from .log import EventLog, PhaseIndex, RankIndex, Series
 
-__all__ = ["Labels", "BenchView", "CallCost", "MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "rank_list", "TAIL_LENGTH", "MAX_TRANSFERS"]
+__all__ = ["Labels", "BenchView", "CallCost", "MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "rank_list", "TAIL_LENGTH", "MAX_TRANSFERS", "SORT_LIMIT"]
 
 TAIL_LENGTH = 200
 """How many events before the cursor the view carries for the raw event log pane."""
@@ -45,6 +47,10 @@ TAIL_LENGTH = 200
 MAX_TRANSFERS = 256
 """Transfers of one step the view carries (the first ones, sorted by destination and source);
 ``ViewState.transfer_count`` gives the full count."""
+
+SORT_LIMIT = 4096
+"""Most transfers decoded to put a step's first ones in order (a 64-rank all-gather has 4,032;
+a flood beyond this is sorted among the first of it to arrive, and says so)."""
 
 RankState = Literal["pending", "running", "waiting", "done", "error"]
 RunKind = Literal["empty", "starting", "running", "waiting", "stalled", "finished", "failed", "interrupted"]
@@ -153,6 +159,9 @@ class ViewState:
     spans_hidden: int = 0
     """Spans at the cursor left out of ``spans``: the pipelined step shown piece by piece
     (:func:`~.navigation.first_pieces`)."""
+    transfers_sorted_among: int = 0
+    """How many of the step's transfers ``transfers`` were chosen from: ``transfer_count``, or
+    fewer when a flood was sorted among the first of it to arrive (:data:`SORT_LIMIT`)."""
 
 
 def _latest(series: Series, cursor: int, step: int) -> int:
@@ -268,17 +277,34 @@ def _first_failure(log: EventLog, cursor: int) -> str:
     return ""
 
 
-def _first_transfers(phase: PhaseIndex, count: int) -> tuple[Transfer, ...]:
+def _first_transfers(phase: PhaseIndex, count: int) -> tuple[tuple[Transfer, ...], int]:
     """The first :data:`MAX_TRANSFERS` of the phase's first ``count`` transfers in (destination,
     hop, source, start) order — of all of them, not of the first to arrive (at 64 ranks 4,032
-    arrive in any order). Remembered on the phase for that count: a frame repeats its step's."""
+    arrive in any order) — and how many they were chosen from (``count``, unless more than
+    :data:`SORT_LIMIT` went to the last destination listed: then the first of those to arrive).
+
+    A transfer is reported by its destination, so the reporting ranks (kept beside the series)
+    say which transfers can come first without decoding the others: those into the lowest
+    ranks, up to the rank that fills the list. Remembered on the phase for that count: a frame
+    repeats its step's."""
     cached = phase.sorted_transfers
     if cached is not None and cached[0] == count:
-        return cached[1]
-    moved = phase.transfers.events[:count]
+        return cached[1], cached[2]
+    ranks = np.frombuffer(phase.transfer_ranks, dtype=np.int64, count=count) if count else np.zeros(0, np.int64)
+    candidates: Sequence[int] = range(count)
+    if count > MAX_TRANSFERS and ranks.size and ranks.min() >= 0:
+        filled = int(np.searchsorted(np.cumsum(np.bincount(ranks)), MAX_TRANSFERS))  # the rank that fills the list
+        candidates = np.flatnonzero(ranks <= filled).tolist()
+    chosen_from = count
+    if len(candidates) > SORT_LIMIT:
+        candidates, chosen_from = candidates[:SORT_LIMIT], SORT_LIMIT
+    events = phase.transfers.events
+    moved = [events[i] for i in candidates]
+    if any(transfer.dst != transfer.rank for transfer in moved):  # not reported by its destination
+        moved, chosen_from = list(events[: min(count, SORT_LIMIT)]), min(count, SORT_LIMIT)
     first = tuple(heapq.nsmallest(MAX_TRANSFERS, moved, key=lambda t: (t.dst, t.step, t.src, t.start)))
-    phase.sorted_transfers = (count, first)
-    return first
+    phase.sorted_transfers = (count, first, chosen_from)
+    return first, chosen_from
 
 
 def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
@@ -321,10 +347,10 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     shown = phase is not None and 0 <= phase.begin < cursor
     transfers: tuple[Transfer, ...] = ()
     checks: tuple[Check, ...] = ()
-    moved_count = 0
+    moved_count = sorted_among = 0
     if phase is not None:
         moved_count = phase.transfers.count_upto(cursor)
-        transfers = _first_transfers(phase, moved_count)
+        transfers, sorted_among = _first_transfers(phase, moved_count)
         checks = tuple(sorted(phase.checks.events[: phase.checks.count_upto(cursor)], key=lambda c: (c.rank, c.name)))
     gos = log.gos.count_upto(cursor)
     run = log.run_start
@@ -347,6 +373,7 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
         ranks=rank_views,
         transfers=transfers,
         transfer_count=moved_count,
+        transfers_sorted_among=sorted_among,
         checks=checks,
         tail=tuple(log.events[max(0, cursor - tail) : cursor]),
         last_go=log.gos.events[gos - 1].index if gos else -1,

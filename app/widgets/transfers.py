@@ -8,13 +8,20 @@ from ..model import ViewState
 from .render import format_bytes, rank_style
 from .text_pane import TextPane
 
-__all__ = ["TransfersPane"]
+__all__ = ["TransfersPane", "transfers_title"]
 
 MAX_LINES = 64
 """Most transfers listed (the pane scrolls, saying so) before the rest are only counted."""
 
 KIND_LABELS = {"logical": "logical data movement", "p2p": "p2p send/recv"}
 """How each transfer kind is labelled: logical is what the collective moved, p2p a real send/recv."""
+
+
+def transfers_title(view: ViewState) -> str:
+    """``transfers · N``, and where a flood was put in order among only its first arrivals, that."""
+    among = view.transfers_sorted_among
+    partly = f" · listed in order among the first {among:,} to arrive" if 0 < among < view.transfer_count else ""
+    return f"transfers · {view.transfer_count}{partly}"
 
 
 class TransfersPane(TextPane):
@@ -27,7 +34,7 @@ class TransfersPane(TextPane):
     def show(self, view: ViewState) -> None:
         """Render the transfers of ``view``'s step."""
         transfers = view.transfers
-        self.set_title(f"transfers · {view.transfer_count}")
+        self.set_title(transfers_title(view))
         if not transfers:
             self.show_text(Text("no transfers in this step", "dim"))
             return
