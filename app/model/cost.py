@@ -23,8 +23,10 @@ from .log import EventLog
 
 __all__ = ["CallCost", "RankCost", "costs_at", "MAX_CALLS"]
 
-MAX_CALLS = 8
-"""Most calls of one step whose costs the view carries (the latest ones)."""
+MAX_CALLS = 5
+"""Most calls of one step whose costs the view carries: the latest, which the cost pane works
+through, and the four before it that it names (each costs a decode of its ranks' events per
+frame: at 64 ranks, 64 events a call)."""
 
 Timing = Literal["call", "phase", "unknown"]
 
