@@ -109,8 +109,7 @@ class _Call:
     script's thread), when it was issued and ended, and how far its events have gone out."""
 
     name: str
-    group: str
-    members: list[int]
+    group: _Group
     sizes: CallSizes
     root: int | None
     phase: int
@@ -119,8 +118,8 @@ class _Call:
     ended_ns: int | None = None
     duration_ns: int | None = None
     clock: str = ""
-    begin_sent: bool = False
-    fields_sent: dict = field(default_factory=dict)
+    fields_sent: dict | None = None
+    """The fields its begin and end events share, once its begin event went out."""
     sent: bool = False
     """Its end event went out."""
 
@@ -131,19 +130,30 @@ class _Call:
     @property
     def fields(self) -> dict:
         """The fields its begin and end events share."""
-        return {**call_fields(self.name, self.group, self.members, self.sizes, None, self.root), "phase": self.phase,
+        return {**self.group.described(self.name, self.sizes, self.root), "phase": self.phase,
                 "group_seq": self.group_seq}
 
 
 @dataclass
 class _Group:
-    """What the observer knows of one process group: its label and global ranks in events, and
-    the ops whose Work it gives has no future (it is asked once: the question costs an exception)."""
+    """What the observer knows of one process group: its label and global ranks in events, how
+    its calls are described (a training step repeats the same calls), and the ops whose Work it
+    gives has no future (it is asked once: the question costs an exception)."""
 
     group: dist.ProcessGroup
     label: str
     members: list[int]
     futureless: set[torch._ops.OpOverload] = field(default_factory=set)
+    descriptions: dict[tuple[str, CallSizes, int | None], dict] = field(default_factory=dict)
+
+    def described(self, name: str, sizes: CallSizes, root: int | None) -> dict:
+        """The fields of a call ``name`` of these ``sizes`` (and ``root``) on this group, but its
+        phase and number (:func:`call_fields`; made once, never to be changed)."""
+        key = (name, sizes, root)
+        fields = self.descriptions.get(key)
+        if fields is None:
+            fields = self.descriptions[key] = call_fields(name, self.label, self.members, sizes, None, root)
+        return fields
 
     def has_future(self, op: torch._ops.OpOverload, work: dist.Work) -> bool:
         """Whether ``op``'s Works on this group, like ``work``, are works of their own (waiting on
@@ -289,7 +299,7 @@ class ScriptObserver:
         inputs, outputs = c10d_tensors(args)
         group = c10d_group(args, signature.group_at)
         known = self._group(group)
-        label, members = known.label, known.members
+        label = known.label
         sizes = call_sizes(inputs, outputs)
         sample = outputs[0] if outputs else inputs[0] if inputs else None
         on_gpu = sample is not None and sample.is_cuda
@@ -306,7 +316,7 @@ class ScriptObserver:
             seq = self._group_seq[label]
             if not self._step_open:
                 self._open_locked(f"{name} #{seq} ({label})", issued_ns, _PER_CALL + NOT_CAPTURED)
-            call = _Call(name, label, members, sizes, c10d_root(name, args), self.phase_index, seq, issued_ns)
+            call = _Call(name, known, sizes, c10d_root(name, args), self.phase_index, seq, issued_ns)
             self._group_seq[label] = seq + 1
             self._queue.append(call)
             if not self._step_open:  # a step of one call: it ends when the call does
@@ -457,13 +467,13 @@ class ScriptObserver:
                         break
                     self._send_edge(item)
                 continue
-            if not item.begin_sent:
-                item.fields_sent = item.fields
-                self._send(Collective, t_ns=item.issued_ns, edge="begin", **item.fields_sent)
-                item.begin_sent = True
+            fields = item.fields_sent
+            if fields is None:
+                fields = item.fields_sent = item.fields
+                self._outbox.append((Collective, {**fields, "t_ns": item.issued_ns, "edge": "begin"}))
             if item.ended_ns is not None and not item.sent:
-                self._send(Collective, t_ns=item.ended_ns, edge="end", duration_ns=item.duration_ns,
-                           clock=item.clock, **item.fields_sent)
+                self._outbox.append((Collective, {**fields, "t_ns": item.ended_ns, "edge": "end",
+                                                  "duration_ns": item.duration_ns, "clock": item.clock}))
                 item.sent = True
             all_ended = all_ended and item.sent
         while self._queue and self._queue[0].sent:
