@@ -15,13 +15,18 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+import torch
 
 import collviz
 from collviz.app.cli import main
+from collviz.runtime.observation.c10d_calls import C10dSignature, c10d_async, c10d_signature
+from collviz.runtime.userjob.observer import _Watcher
 from collviz.runtime.wire.protocol import Collective, Memory, Phase, RankEnd, RankStart, RunEnd, RunStart
 from collviz.runtime.wire.trace import TraceContents, read_trace
 from conftest import run_cli
@@ -376,3 +381,68 @@ def test_torchrun_ranks_of_a_script_stream_to_a_listening_viewer(tmp_path):
     for rank in (0, 1):
         reduced = [c for c in _calls(events, rank) if c.op == "all_reduce"]
         assert [(c.count, c.group_ranks) for c in reduced] == [(total, [0, 1])] * 2
+
+
+# ---- the per-call path's pieces ------------------------------------------------------------------
+
+
+def test_signatures_say_where_each_op_takes_its_group_and_async_flag():
+    # positions read off the ops' schemas as torch documents them, e.g.
+    # c10d::allreduce_(Tensor[] tensors, ProcessGroup process_group, ReduceOp reduce_op, Tensor? sparse_indices,
+    #                  bool async_op=True, int timeout=-1)
+    expected = {"allreduce_": (1, 4), "_allgather_base_": (2, 3), "_reduce_scatter_base_": (2, 4), "barrier": (1, 3),
+                "broadcast_": (1, 4), "allgather_coalesced_": (2, 3)}
+    for name, (group_at, async_at) in expected.items():
+        assert c10d_signature(getattr(torch.ops.c10d, name).default) == C10dSignature(group_at, async_at), name
+    allreduce = C10dSignature(1, 4)
+    assert c10d_async(("tensors", "group", "op", None), allreduce)  # async_op=True is dropped as a default
+    assert not c10d_async(("tensors", "group", "op", None, False), allreduce)
+    assert c10d_async(("tensors", "group", "op", None, True), allreduce)
+    assert c10d_async(("tensors", "group"), C10dSignature(1, None))
+
+
+class _FakeWork:
+    """A Work that completes when told to (or fails), for the watcher."""
+
+    def __init__(self, fails: bool = False) -> None:
+        self.done = threading.Event()
+        self.fails = fails
+
+    def is_completed(self) -> bool:
+        return self.done.is_set()
+
+
+def _fake_wait(work: _FakeWork) -> None:
+    work.done.wait(10)
+    if work.fails:
+        raise RuntimeError("a peer died")
+
+
+def test_the_watcher_stamps_every_call_once_in_issue_order_and_failures_untimed():
+    stamped: list[tuple[str, bool, int]] = []
+    reported = threading.Event()
+
+    def completed(ended, now_ns):
+        stamped.extend((call, ok, now_ns) for call, ok in ended)
+        if len(stamped) == 4:
+            reported.set()
+
+    watcher = _Watcher(_fake_wait, completed)
+    watcher.start()
+    works = {name: _FakeWork(fails=name == "c") for name in "abcd"}
+    watcher.watch(works["a"], "a")
+    watcher.watch(works["b"], "b")  # issued while the watcher waits on a: queued, no wake needed
+    time.sleep(0.05)
+    works["b"].done.set()
+    works["c"].done.set()  # b completes before a: stamped with a, by the same wake
+    watcher.watch(works["c"], "c")
+    before_a = time.monotonic_ns()
+    works["a"].done.set()
+    time.sleep(0.05)
+    watcher.watch(works["d"], "d")  # the watcher is idle now: this wakes it
+    works["d"].done.set()
+    assert reported.wait(5)
+    watcher.stop()
+    assert [(call, ok) for call, ok, _ in stamped] == [("a", True), ("b", True), ("c", False), ("d", True)]
+    a_time, b_time, c_time, d_time = (now for _, _, now in stamped)
+    assert before_a <= a_time == b_time == c_time < d_time
