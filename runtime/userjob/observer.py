@@ -98,6 +98,9 @@ NOT_CAPTURED = ("values and provenance not captured: collviz run observes your s
 HAND_OVER_S = 0.1
 """How often the observed events are handed to the emitter (seconds)."""
 
+_DESCRIPTIONS_KEPT = 1024
+"""Distinct calls (op, sizes, root) a group's descriptions are kept for."""
+
 _PER_CALL = "Outside collviz.step each collective is a step of its own. "
 
 _AFTER_BACKEND_SELECT = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.BackendSelect)
@@ -152,7 +155,9 @@ class _Group:
         key = (name, sizes, root)
         fields = self.descriptions.get(key)
         if fields is None:
-            fields = self.descriptions[key] = call_fields(name, self.label, self.members, sizes, None, root)
+            fields = call_fields(name, self.label, self.members, sizes, None, root)
+            if len(self.descriptions) < _DESCRIPTIONS_KEPT:  # sizes that change every step are not kept
+                self.descriptions[key] = fields
         return fields
 
     def has_future(self, op: torch._ops.OpOverload, work: dist.Work) -> bool:
