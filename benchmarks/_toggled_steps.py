@@ -1,8 +1,11 @@
 """The example's FSDP2 (or DDP) training step, with one observer switched on for half of the
 steps in this same process (order off, on, on, off, … so drift cancels): its marginal cost per
 step, without process-to-process noise. Rank 0 writes {"off": [...], "on": [...], "cpu off":
-[...], "cpu on": [...]} to the file named by ``--times``: each step's wall time and the CPU time
-its process (every thread: the script's, gloo's, collviz's) used in it, in seconds.
+[...], "cpu on": [...], "threads": {...}} to the file named by ``--times``: each step's wall time
+and the CPU time its process (every thread: the script's, gloo's, collviz's) used in it, in
+seconds; and, under "threads", each thread's mean CPU per step, on and off (``{"on": {name: s},
+"off": …}``: the script's thread is ``script``, collviz's are named ``collviz-…``, and the threads
+Python did not start — gloo's, ZeroMQ's — are together ``other``).
 
     collviz run --nproc 4 _toggled_steps.py --toggle observer  [example options]   (collviz's observer)
     torchrun --nproc-per-node 4 _toggled_steps.py --toggle dispatch-mode  …        (an empty TorchDispatchMode)
@@ -16,7 +19,9 @@ import argparse
 import importlib.util
 import json
 import os
+import threading
 import time
+from collections import Counter
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -35,6 +40,26 @@ def example(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def thread_cpu() -> Counter:
+    """CPU seconds each thread of this process has used so far, by thread name (see the module's
+    docstring), from /proc (Linux); empty elsewhere. Called on the script's thread."""
+    names = {thread.native_id: thread.name for thread in threading.enumerate()}
+    names[threading.get_native_id()] = "script"  # a forked worker's MainThread keeps its parent's native id
+    used: Counter = Counter()
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return used
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/schedstat") as stat:
+                on_cpu_ns = int(stat.read().split()[0])  # ns precision (stat's utime counts 10 ms ticks)
+        except OSError:  # the thread ended meanwhile
+            continue
+        used[names.get(int(task), "other")] += on_cpu_ns / 1e9
+    return used
 
 
 def switch(kind: str):
@@ -76,12 +101,14 @@ def main() -> None:
     turn_on, turn_off = switch(args.toggle)
     on = args.toggle == "observer"  # collviz run starts with its observer on
     times: dict[str, list[float]] = {"off": [], "on": [], "cpu off": [], "cpu on": []}
+    by_thread = {"on": Counter(), "off": Counter()}
     for index in range(args.steps):
         wanted = index % 4 in (1, 2)
         if wanted != on:
             (turn_on if wanted else turn_off)()
             on = wanted
         dist.barrier()  # every rank starts the step together, whatever switching took
+        threads_before = thread_cpu()
         started, cpu = time.perf_counter(), time.process_time()
         with step(f"train step {index}") if on else nullcontext():
             x = torch.randn(args.batch, args.dim, generator=data)
@@ -92,12 +119,15 @@ def main() -> None:
         if index >= 4:  # warm-up: the first cycle
             times["on" if on else "off"].append(time.perf_counter() - started)
             times["cpu on" if on else "cpu off"].append(time.process_time() - cpu)
+            by_thread["on" if on else "off"].update(thread_cpu() - threads_before)
     if on and args.toggle == "dispatch-mode":
         turn_off()
     if not on and args.toggle == "observer":
         turn_on()  # collviz run closes it after the script
     if rank == 0:
-        Path(args.times).write_text(json.dumps(times))
+        steps = {half: len(times[half]) for half in ("on", "off")}
+        threads = {half: {name: used / steps[half] for name, used in by_thread[half].items()} for half in steps}
+        Path(args.times).write_text(json.dumps({**times, "threads": threads}))
     dist.destroy_process_group()
 
 

@@ -12,7 +12,9 @@ Two measurements, each repeated ``--rounds`` times:
 2. *End to end*: the example itself (``examples/fsdp_train.py``, or ddp) run plainly by torchrun,
    then by ``collviz run --headless``; each run's figure is its median step after the warm-up.
 
-Printed: every run's figures, then the median over rounds with the spread (min–max). Goal: the
+Printed: every run's figures, then the median over rounds with the spread (min–max), and where
+the observer's CPU goes: rank 0's CPU per step by thread, observed minus not (the script's own
+thread, each of collviz's, and the threads Python did not start: gloo's, ZeroMQ's). Goal: the
 observer's wall ratio ≤ 1.03.
 
     python benchmarks/userjob_overhead.py [--rounds 5] [--example fsdp|ddp] [--steps 100] [--quick]
@@ -46,12 +48,16 @@ def run_for_times(command: list[str]) -> dict:
         return json.loads(times.read_text())
 
 
-def toggled(kind: str, model_args: list[str]) -> tuple[float, float]:
-    """(wall ratio, CPU ratio) of one in-process A/B run of ``kind``."""
+def toggled(kind: str, model_args: list[str]) -> tuple[float, float, dict[str, float]]:
+    """(wall ratio, CPU ratio, each thread's CPU per step on minus off in seconds) of one
+    in-process A/B run of ``kind``."""
     launcher = COLLVIZ if kind == "observer" else TORCHRUN
     found = run_for_times([*launcher, "_toggled_steps.py", "--toggle", kind, *model_args])
+    threads = found.pop("threads")
     median = {key: statistics.median(values) for key, values in found.items()}
-    return median["on"] / median["off"], median["cpu on"] / median["cpu off"]
+    extra = {name: threads["on"].get(name, 0.0) - threads["off"].get(name, 0.0)
+             for name in {*threads["on"], *threads["off"]}}
+    return median["on"] / median["off"], median["cpu on"] / median["cpu off"], extra
 
 
 def end_to_end(launcher: list[str], script: Path, model_args: list[str], warmup: int) -> float:
@@ -85,12 +91,14 @@ def main() -> None:
     print(f"{args.example} example, {' '.join(model_args)}, {RANKS} gloo ranks, {args.rounds} rounds")
     print("round  observer wall  observer cpu  dispatch-mode wall  dispatch-mode cpu  torchrun ms  collviz run ms")
     rows = []
+    extra_cpu: list[dict[str, float]] = []
     for index in range(args.rounds):
-        observer = toggled("observer", toggled_args)
-        mode = toggled("dispatch-mode", toggled_args)
+        *observer, observer_threads = toggled("observer", toggled_args)
+        *mode, _ = toggled("dispatch-mode", toggled_args)
         bare = end_to_end(TORCHRUN, script, e2e_args, warmup)
         watched = end_to_end(COLLVIZ, script, e2e_args, warmup)
         rows.append((*observer, *mode, bare, watched))
+        extra_cpu.append(observer_threads)
         print(f"{index:>5}  {observer[0]:>13.3f}  {observer[1]:>12.3f}  {mode[0]:>18.3f}  {mode[1]:>17.3f}  "
               f"{bare * 1e3:>11.1f}  {watched * 1e3:>14.1f}", flush=True)
     columns = list(zip(*rows))
@@ -101,6 +109,10 @@ def main() -> None:
     print(f"end to end, median step ({e2e_steps} steps, {warmup} warm-up), ms:")
     print(f"  torchrun {spread(list(columns[4]), 1e3, 1)}; collviz run {spread(list(columns[5]), 1e3, 1)}; "
           f"ratio {spread([w / b for b, w in zip(columns[4], columns[5])])}")
+    names = sorted({name for run in extra_cpu for name in run})
+    print("collviz's observer: rank 0's CPU per step by thread, observed minus not, ms, median (min–max):")
+    for name in names:
+        print(f"  {name}: {spread([run.get(name, 0.0) for run in extra_cpu], 1e3, 2)}")
 
 
 if __name__ == "__main__":

@@ -180,7 +180,7 @@ class Session:
         Path(self._run_dir, LAUNCHER_PID_FILE).write_text(str(os.getpid()))
         endpoints = self.endpoints = Endpoints.in_directory(self._run_dir)
         config = worker_config(plan, run=self.run_id, init_method=f"tcp://127.0.0.1:{_free_port()}",
-                               endpoints=endpoints, log_dir=self._run_dir)
+                               endpoints=endpoints, log_dir=self.log_dir)
         if plan.record is not None:
             self._trace = TraceWriter(plan.record)
         sys.stdout.flush()
@@ -377,8 +377,8 @@ class Session:
             self._trace.close()
         collector.close()
         if self.plan.nccl_tuning:
-            self.nccl_lines = worker_log_lines(self._run_dir, "NCCL INFO")
-        if outcome.status != "failed":  # a failed run keeps its worker logs, and says where
+            self.nccl_lines = worker_log_lines(self.log_dir, "NCCL INFO")
+        if outcome.status != "failed" or self.plan.logs is not None:  # a failed run keeps its worker logs, and says where
             shutil.rmtree(self._run_dir, ignore_errors=True)
         else:  # kept for its worker logs, on purpose: not a leftover of a killed launcher
             Path(self._run_dir, LAUNCHER_PID_FILE).unlink(missing_ok=True)
@@ -386,8 +386,9 @@ class Session:
 
     @property
     def log_dir(self) -> str:
-        """Where the workers' stdout/stderr logs are (kept when a run fails)."""
-        return self._run_dir
+        """Where the workers' stdout/stderr logs are: the plan's ``logs`` folder (kept), else the
+        run's own folder (kept when a run fails)."""
+        return str(self.plan.logs) if self.plan.logs is not None else self._run_dir
 
     @property
     def record_path(self) -> Path | None:

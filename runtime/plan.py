@@ -72,6 +72,9 @@ class RunPlan:
     nccl_tuning: bool = False
     """NCCL runs: ask NCCL to print its algorithm and protocol per call (NCCL_DEBUG=INFO,
     NCCL_DEBUG_SUBSYS=TUNING) and keep those lines of the workers' logs."""
+    logs: Path | None = None
+    """The folder each rank's stdout and stderr are appended to (``rank<r>.log``), kept after the
+    run; None: the run's own temporary folder, deleted unless the run fails."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -128,14 +131,15 @@ def plan_run(scenario: Scenario, world_size: int | None = None, *, backend: str 
 
 
 def plan_script(script: UserScript, nproc: int, *, record: Path | None = None, timeout_s: float = 30.0,
-                ranks_here: int | None = None, gpus: int | None = None) -> RunPlan:
+                ranks_here: int | None = None, gpus: int | None = None, logs: Path | None = None) -> RunPlan:
     """The plan of a run of the user's ``script`` on ``nproc`` ranks (``collviz run --nproc N
     train.py``), all on this machine unless ``ranks_here`` says how many are (torchrun).
 
     The script picks its backend and devices and joins the process group itself, so the plan's
     backend row only says so (:func:`~.backends.script_backend`; ``gpus`` overrides NVML's count)
     and no memory is checked. ``timeout_s`` is the hang report's threshold; the process group's
-    own timeout is the script's. Any mistake is a one-line UsageError.
+    own timeout is the script's; ``logs`` keeps each rank's output there. Any mistake is a
+    one-line UsageError.
     """
     here = nproc if ranks_here is None else ranks_here
     if ranks_here is None:
@@ -146,7 +150,7 @@ def plan_script(script: UserScript, nproc: int, *, record: Path | None = None, t
                         kind="script", collective="", default_gpus=nproc, root=0, reduce_op=None, dtype="",
                         buffer_name="", examples=(), followup=None, narration={})
     return RunPlan(scenario=scenario, world_size=nproc, backend=script_backend(here, gpus=gpus,
-                   one_machine=ranks_here is None), program=program, record=record, timeout_s=timeout_s)
+                   one_machine=ranks_here is None), program=program, record=record, timeout_s=timeout_s, logs=logs)
 
 
 def _check_fits(need: MemoryNeed, choice: BackendChoice) -> None:

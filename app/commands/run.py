@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collviz.runtime.errors import UsageError
@@ -56,15 +57,30 @@ def _run_script(args: argparse.Namespace) -> int:
     if args.secret_file is not None:
         raise UsageError("--secret-file goes with --viewer (a rank under torchrun streaming to a viewer)")
     check_record_option(args)
-    plan = plan_script(script, 1 if args.nproc is None else args.nproc, record=args.record, timeout_s=args.timeout)
+    if args.logs is not None:
+        _make_logs_folder(args.logs)
+    plan = plan_script(script, 1 if args.nproc is None else args.nproc, record=args.record, timeout_s=args.timeout,
+                       logs=args.logs)
     return play_plan(plan, headless=headless_instead(args.headless, args.json), json_output=args.json)
+
+
+def _make_logs_folder(folder: Path) -> None:
+    """Create ``--logs DIR`` (with its parents) if missing; a one-line UsageError when it cannot be."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"--logs {folder}: exists and is not a folder") from None
+    except OSError as exc:
+        raise UsageError(f"--logs {folder}: cannot create it ({exc.strerror})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"--logs {folder}: not writable")
 
 
 def _run_under_torchrun(args: argparse.Namespace, script: UserScript) -> None:
     """This torchrun process's rank of ``script``, streaming to ``--viewer`` (never returns)."""
-    if args.nproc is not None or args.headless or args.json or args.record is not None:
-        raise UsageError("with --viewer, torchrun starts the ranks and the viewer records: drop --nproc, --headless, "
-                         "--json and --record")
+    if args.nproc is not None or args.headless or args.json or args.record is not None or args.logs is not None:
+        raise UsageError("with --viewer, torchrun starts the ranks, collects their output and the viewer records: "
+                         "drop --nproc, --headless, --json, --record and --logs")
     if not args.viewer.startswith("tcp://"):
         raise UsageError(f"--viewer {args.viewer!r}: expected tcp://HOST:PORT")
     if "RANK" not in os.environ:

@@ -18,8 +18,8 @@ import torch.distributed as dist
 from .metrics import BUS_FACTOR_OPS, algo_bytes
 from .tensors import dtype_name
 
-__all__ = ["WORLD", "OP_NAMES", "CallSizes", "tensors_in", "nbytes", "world_group", "c10d_group", "c10d_tensors",
-           "c10d_root", "work_of", "group_label", "call_sizes", "call_fields"]
+__all__ = ["WORLD", "OP_NAMES", "CallSizes", "C10dSignature", "tensors_in", "nbytes", "world_group", "c10d_signature",
+           "c10d_group", "c10d_tensors", "c10d_root", "c10d_async", "work_of", "group_label", "call_sizes", "call_fields"]
 
 WORLD = "world"
 """The name the default (world) group goes by in Collective events."""
@@ -40,14 +40,20 @@ def tensors_in(obj: Any) -> list[torch.Tensor]:
     """The tensors in ``obj``: a tensor, or (nested) lists and tuples of them."""
     if isinstance(obj, torch.Tensor):
         return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for item in obj for t in tensors_in(item)]
-    return []
+    if not isinstance(obj, (list, tuple)):
+        return []
+    found = []
+    for item in obj:  # read for every observed call: a flat list of tensors costs one pass
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        else:
+            found.extend(tensors_in(item))
+    return found
 
 
 def nbytes(tensors: list[torch.Tensor]) -> int:
     """Bytes held by ``tensors`` together."""
-    return sum(t.numel() * t.element_size() for t in tensors)
+    return sum(t.nbytes for t in tensors)
 
 
 def world_group() -> dist.ProcessGroup:
@@ -58,8 +64,39 @@ def world_group() -> dist.ProcessGroup:
     return world
 
 
-def c10d_group(args: tuple) -> dist.ProcessGroup:
-    """The process group among a ``c10d`` op's arguments (boxed as a script object)."""
+class C10dSignature(NamedTuple):
+    """Where a ``c10d`` op's arguments are, read once from its schema."""
+
+    group_at: int | None
+    """Position of its process group (None: it takes none)."""
+    async_at: int | None
+    """Position of its ``async_op`` flag (None: it takes none)."""
+
+
+def c10d_signature(op: torch._ops.OpOverload) -> C10dSignature:
+    """Where ``op`` (a ``c10d`` op such as ``torch.ops.c10d.allreduce_.default``) takes its
+    process group and its ``async_op`` flag."""
+    arguments = op._schema.arguments
+    group_at = next((index for index, argument in enumerate(arguments) if str(argument.type).endswith(".ProcessGroup")),
+                    None)
+    async_at = next((index for index, argument in enumerate(arguments) if argument.name == "async_op"), None)
+    return C10dSignature(group_at, async_at)
+
+
+def c10d_async(args: tuple, signature: C10dSignature) -> bool:
+    """Whether a call with these arguments was issued with ``async_op`` (its default, True, when
+    left out: the dispatcher drops trailing defaults). Only torch.distributed's Python functions
+    pass False, and they wait on the call's Work at once, from Python."""
+    at = signature.async_at
+    return at is None or at >= len(args) or args[at] is not False
+
+
+def c10d_group(args: tuple, at: int | None = None) -> dist.ProcessGroup:
+    """The process group among a ``c10d`` op's arguments (boxed as a script object), at position
+    ``at`` when the op's :class:`C10dSignature` says where."""
+    if at is not None and at < len(args):
+        arg = args[at]
+        return dist.ProcessGroup.unbox(arg) if type(arg) is torch._C.ScriptObject else arg
     for arg in args:
         if isinstance(arg, dist.ProcessGroup):
             return arg
@@ -128,8 +165,9 @@ class CallSizes(NamedTuple):
 
 def call_sizes(inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> CallSizes:
     """The sizes of a call reading ``inputs`` and writing ``outputs``."""
-    sample = (inputs or outputs or [torch.empty(0)])[0]
-    return CallSizes(sum(t.numel() for t in inputs), nbytes(inputs), nbytes(outputs), dtype_name(sample.dtype))
+    sample = inputs[0] if inputs else outputs[0] if outputs else None
+    return CallSizes(sum(t.numel() for t in inputs), nbytes(inputs), nbytes(outputs),
+                     dtype_name(sample.dtype if sample is not None else torch.get_default_dtype()))
 
 
 def call_fields(op: str, group: str, members: list[int], sizes: CallSizes, reduce_op: str | None,

@@ -18,17 +18,21 @@ observed (they are not matched across a group as collectives are).
   (``TORCH_NCCL_ENABLE_TIMING``, set before the script creates its group); ``Work._get_duration``
   reads their time once the call is seen complete — polled at the next call, step mark or the
   script's end, never waited for. Clock ``gpu``. (Not yet run by collviz's tests: no GPU.)
-- *its completion, on CPU* (gloo's calls): one watcher thread per rank waits on each call's
-  ``Work`` in issue order (the interpreter lock released while it waits) and stamps the time
-  it wakes. The backend's own threads run nothing of collviz's (a done-callback on the call's
-  future would: it runs on gloo's thread before the call's waiters are woken, delaying them).
-  The stamp is late by the time the watcher takes to get the interpreter lock (at most the
-  switch interval, 5 ms, while the script's thread runs pure Python), or, for a call that
-  completes before an earlier one, until the earlier one has. Clock ``host``.
-- *the caller's wait* (gloo's ``reduce_scatter_tensor``: an all-reduce it finishes inside the
-  ``wait``, with no future): the end of the first ``Work.wait`` called from Python on it. FSDP2
-  waits at once, so this is the call's time; a wait called from C++ is not seen, and the call is
-  then shown untimed at the next step mark. Clock ``host``.
+- *the caller's wait*, for the calls whose caller waits at once from Python: those
+  ``torch.distributed``'s functions issue without ``async_op`` (they pass ``async_op=False`` down
+  to the op and wait on its ``Work`` before returning), and gloo's ``reduce_scatter_tensor`` (an
+  all-reduce it finishes inside the ``wait``, with no future; FSDP2 waits on it at once): the
+  end of the first ``Work.wait`` called from Python on it. A wait called from C++ is not seen,
+  and the call is then shown untimed at the next step mark. Clock ``host``.
+- *its completion, on CPU* (gloo's other calls): one watcher thread per rank waits on each
+  call's ``Work`` in issue order (the interpreter lock released while it waits) and stamps the
+  time it wakes; the calls that have completed by then are stamped by the same wake, and one
+  issued while it waits does not wake it. The backend's own threads run nothing of collviz's (a
+  done-callback on the call's future would: it runs on gloo's thread before the call's waiters
+  are woken, delaying them). The stamp is late by the time the watcher takes to get the
+  interpreter lock (at most the switch interval, 5 ms, while the script's thread runs pure
+  Python), or, for a call that completes before an earlier one, until the earlier one has.
+  Clock ``host``.
 
 **Steps.** ``collviz.step(name)`` opens a step (one viewer step); outside any step each call is a
 step of its own, so every rank's k-th call outside steps is step k everywhere.
@@ -63,9 +67,12 @@ from collviz import marks
 from ..observation import nvml
 from ..observation.c10d_calls import (
     OP_NAMES,
+    C10dSignature,
     CallSizes,
+    c10d_async,
     c10d_group,
     c10d_root,
+    c10d_signature,
     c10d_tensors,
     call_fields,
     call_sizes,
@@ -91,19 +98,21 @@ NOT_CAPTURED = ("values and provenance not captured: collviz run observes your s
 HAND_OVER_S = 0.1
 """How often the observed events are handed to the emitter (seconds)."""
 
+_DESCRIPTIONS_KEPT = 1024
+"""Distinct calls (op, sizes, root) a group's descriptions are kept for."""
+
 _PER_CALL = "Outside collviz.step each collective is a step of its own. "
 
 _AFTER_BACKEND_SELECT = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.BackendSelect)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Call:
     """One observed call: what it was (its event fields are made when first sent, off the
     script's thread), when it was issued and ended, and how far its events have gone out."""
 
     name: str
-    group: str
-    members: list[int]
+    group: _Group
     sizes: CallSizes
     root: int | None
     phase: int
@@ -112,8 +121,8 @@ class _Call:
     ended_ns: int | None = None
     duration_ns: int | None = None
     clock: str = ""
-    begin_sent: bool = False
-    fields_sent: dict = field(default_factory=dict)
+    fields_sent: dict | None = None
+    """The fields its begin and end events share, once its begin event went out."""
     sent: bool = False
     """Its end event went out."""
 
@@ -124,8 +133,44 @@ class _Call:
     @property
     def fields(self) -> dict:
         """The fields its begin and end events share."""
-        return {**call_fields(self.name, self.group, self.members, self.sizes, None, self.root), "phase": self.phase,
+        return {**self.group.described(self.name, self.sizes, self.root), "phase": self.phase,
                 "group_seq": self.group_seq}
+
+
+@dataclass
+class _Group:
+    """What the observer knows of one process group: its label and global ranks in events, how
+    its calls are described (a training step repeats the same calls), and the ops whose Work it
+    gives has no future (it is asked once: the question costs an exception)."""
+
+    group: dist.ProcessGroup
+    label: str
+    members: list[int]
+    futureless: set[torch._ops.OpOverload] = field(default_factory=set)
+    descriptions: dict[tuple[str, CallSizes, int | None], dict] = field(default_factory=dict)
+
+    def described(self, name: str, sizes: CallSizes, root: int | None) -> dict:
+        """The fields of a call ``name`` of these ``sizes`` (and ``root``) on this group, but its
+        phase and number (:func:`call_fields`; made once, never to be changed)."""
+        key = (name, sizes, root)
+        fields = self.descriptions.get(key)
+        if fields is None:
+            fields = call_fields(name, self.label, self.members, sizes, None, root)
+            if len(self.descriptions) < _DESCRIPTIONS_KEPT:  # sizes that change every step are not kept
+                self.descriptions[key] = fields
+        return fields
+
+    def has_future(self, op: torch._ops.OpOverload, work: dist.Work) -> bool:
+        """Whether ``op``'s Works on this group, like ``work``, are works of their own (waiting on
+        one has no effect but waiting), as gloo's ``reduce_scatter_tensor``'s is not."""
+        if op in self.futureless:
+            return False
+        try:
+            work.get_future()
+        except RuntimeError:  # "not implemented": the call finishes inside its wait
+            self.futureless.add(op)
+            return False
+        return True
 
 
 @dataclass
@@ -170,7 +215,7 @@ class ScriptObserver:
         self._waited: dict[int, tuple[dist.Work, _Call]] = {}
         """id(Work) → (Work, call) for calls whose end is the caller's wait."""
         self._group_seq: Counter[str] = Counter()
-        self._groups: dict[int, tuple[dist.ProcessGroup, str, list[int]]] = {}
+        self._groups: dict[int, _Group] = {}
         self._next_phase = 0
         self._phase_name = ""
         self._step_open = False
@@ -194,8 +239,8 @@ class ScriptObserver:
         for name in OBSERVED_OPS:
             packet = getattr(torch.ops.c10d, name, None)
             if packet is not None:
-                self._library.impl(name, partial(self._kernel, packet.default, OP_NAMES.get(name, name)),
-                                   "BackendSelect", with_keyset=True)
+                self._library.impl(name, partial(self._kernel, packet.default, OP_NAMES.get(name, name),
+                                                 c10d_signature(packet.default)), "BackendSelect", with_keyset=True)
         original, waited = self._original_wait, self._waited_on
 
         def wait(self: dist.Work, *args: Any, **kwargs: Any) -> bool:  # installed as Work.wait: self is the Work
@@ -236,46 +281,47 @@ class ScriptObserver:
 
     # ---- calls ---------------------------------------------------------------------------------
 
-    def _kernel(self, op: torch._ops.OpOverload, name: str, keyset: torch._C.DispatchKeySet, *args: Any,
-                **kwargs: Any) -> Any:
+    def _kernel(self, op: torch._ops.OpOverload, name: str, signature: C10dSignature,
+                keyset: torch._C.DispatchKeySet, *args: Any, **kwargs: Any) -> Any:
         """Issue the call (the real kernel, at once), then record it as ``name``; returns what the
         call returned."""
         issued_ns = time.monotonic_ns()
         out = op.redispatch(keyset & _AFTER_BACKEND_SELECT, *args, **kwargs)
         if not self._closed:
-            self._issued(name, args, out, issued_ns)
+            self._issued(op, name, signature, args, out, issued_ns)
         return out
 
-    def _group(self, group: dist.ProcessGroup) -> tuple[str, list[int]]:
-        """``group``'s label and global ranks (looked up once per group)."""
+    def _group(self, group: dist.ProcessGroup) -> _Group:
+        """What is known of ``group`` (looked up once per group)."""
         known = self._groups.get(id(group))
-        if known is None or known[0] is not group:
-            known = self._groups[id(group)] = (group, group_label(group), dist.get_process_group_ranks(group))
-        return known[1], known[2]
+        if known is None or known.group is not group:
+            known = self._groups[id(group)] = _Group(group, group_label(group), dist.get_process_group_ranks(group))
+        return known
 
-    def _issued(self, name: str, args: tuple, out: Any, issued_ns: int) -> None:
-        """Record a call just issued: its events, and where its end will come from."""
+    def _issued(self, op: torch._ops.OpOverload, name: str, signature: C10dSignature, args: tuple, out: Any,
+                issued_ns: int) -> None:
+        """Record a call of ``op`` just issued: what it moves, and where its end will come from."""
         inputs, outputs = c10d_tensors(args)
-        group = c10d_group(args)
-        label, members = self._group(group)
+        group = c10d_group(args, signature.group_at)
+        known = self._group(group)
+        label = known.label
         sizes = call_sizes(inputs, outputs)
         sample = outputs[0] if outputs else inputs[0] if inputs else None
         on_gpu = sample is not None and sample.is_cuda
         work = work_of(out)
-        watched = work if work is not None and not on_gpu else None  # timed by the watcher thread
-        if watched is not None and name == "reduce_scatter":
-            try:
-                watched.get_future()  # a work of its own: waiting on it has no effect but waiting
-            except RuntimeError:  # gloo's reduce_scatter_tensor, finished inside its wait: timed by the caller's
-                watched = None
+        watched = None  # the Work the watcher thread times
+        if work is not None and not on_gpu and c10d_async(args, signature):
+            if name != "reduce_scatter" or known.has_future(op, work):
+                watched = work  # else gloo's reduce_scatter_tensor, finished inside its wait: timed by the caller's
         with self._lock:
             if not self._started:
                 self._announce_locked(sample, group)
-            self._poll_locked()
+            if self._polled:
+                self._poll_locked()
             seq = self._group_seq[label]
             if not self._step_open:
                 self._open_locked(f"{name} #{seq} ({label})", issued_ns, _PER_CALL + NOT_CAPTURED)
-            call = _Call(name, label, members, sizes, c10d_root(name, args), self.phase_index, seq, issued_ns)
+            call = _Call(name, known, sizes, c10d_root(name, args), self.phase_index, seq, issued_ns)
             self._group_seq[label] = seq + 1
             self._queue.append(call)
             if not self._step_open:  # a step of one call: it ends when the call does
@@ -289,11 +335,12 @@ class ScriptObserver:
         if watched is not None:
             self._watcher.watch(watched, call)
 
-    def _completed(self, call: _Call, now_ns: int, ok: bool) -> None:
-        """The watcher saw ``call`` complete at ``now_ns`` (``ok`` False: it failed, so it has no
-        time of its own): stamp it; what that releases goes out at the next hand-over."""
+    def _completed(self, ended: list[tuple[_Call, bool]], now_ns: int) -> None:
+        """The watcher saw these calls complete by ``now_ns`` (each with False when it failed, so
+        has no time of its own): stamp them; what that releases goes out at the next hand-over."""
         with self._lock:
-            call.end(now_ns, now_ns - call.issued_ns if ok else None, "host")
+            for call, ok in ended:
+                call.end(now_ns, now_ns - call.issued_ns if ok else None, "host")
 
     def _waited_on(self, work: dist.Work) -> None:
         """A ``Work.wait`` called from Python returned: the end of a call timed by its wait."""
@@ -425,13 +472,13 @@ class ScriptObserver:
                         break
                     self._send_edge(item)
                 continue
-            if not item.begin_sent:
-                item.fields_sent = item.fields
-                self._send(Collective, t_ns=item.issued_ns, edge="begin", **item.fields_sent)
-                item.begin_sent = True
+            fields = item.fields_sent
+            if fields is None:
+                fields = item.fields_sent = item.fields
+                self._outbox.append((Collective, {**fields, "t_ns": item.issued_ns, "edge": "begin"}))
             if item.ended_ns is not None and not item.sent:
-                self._send(Collective, t_ns=item.ended_ns, edge="end", duration_ns=item.duration_ns,
-                           clock=item.clock, **item.fields_sent)
+                self._outbox.append((Collective, {**fields, "t_ns": item.ended_ns, "edge": "end",
+                                                  "duration_ns": item.duration_ns, "clock": item.clock}))
                 item.sent = True
             all_ended = all_ended and item.sent
         while self._queue and self._queue[0].sent:
@@ -470,13 +517,22 @@ class ScriptObserver:
 
 class _Watcher:
     """A thread that waits on each watched call's Work, in issue order, and reports when it woke
-    (with ``wait``, the original ``Work.wait``: no side effect on a CPU work but waiting)."""
+    (with ``wait``, the original ``Work.wait``: no side effect on a CPU work but waiting).
+
+    Every time this thread wakes it must take the interpreter lock from the script's thread, and
+    on a busy machine each such hand-over can cost the script far more than the Python run here
+    (BENCHMARKS.md). So it wakes once per call at most: a call issued while it waits on an earlier
+    one is queued without waking it, and the calls that have completed by the time it wakes are
+    stamped together.
+    """
 
     def __init__(self, wait: Any, completed: Any) -> None:
         self._wait = wait
         self._completed = completed
         self._pending: deque[tuple[dist.Work, _Call]] = deque()
         self._ready = threading.Condition()
+        self._idle = False
+        """It sleeps on ``_ready`` (set before it last looked at the queue, under ``_ready``)."""
         self._thread: threading.Thread | None = None
         self._stopping = False
 
@@ -489,9 +545,10 @@ class _Watcher:
 
     def watch(self, work: dist.Work, call: _Call) -> None:
         """Report ``call``'s completion once ``work`` has completed."""
-        with self._ready:
-            self._pending.append((work, call))
-            self._ready.notify()
+        self._pending.append((work, call))
+        if self._idle:  # asleep, or about to be: it said so before its last look at the queue
+            with self._ready:
+                self._ready.notify()
 
     def stop(self, timeout_s: float = 1.0) -> None:
         """Report what completes within ``timeout_s``, then stop (a call that never completes, as
@@ -503,21 +560,35 @@ class _Watcher:
             self._thread.join(timeout_s)
 
     def _run(self) -> None:
+        pending = self._pending
         while True:
-            with self._ready:
-                while not self._pending and not self._stopping:
-                    self._ready.wait()
-                if not self._pending:
+            if not pending:
+                with self._ready:
+                    self._idle = True
+                    while not pending and not self._stopping:
+                        self._ready.wait()
+                    self._idle = False
+                if not pending:
                     return
-                work, call = self._pending[0]
-            try:
-                self._wait(work)
-                ok = True
-            except Exception:  # the call failed (a peer died): no time of its own
-                ok = False
-            self._completed(call, time.monotonic_ns(), ok)
-            with self._ready:
-                self._pending.popleft()
+            work, call = pending[0]
+            ok = self._succeeded(work)
+            now = time.monotonic_ns()
+            pending.popleft()
+            ended = [(call, ok)]
+            while pending and pending[0][0].is_completed():  # done by now too: stamped by this wake
+                work, call = pending.popleft()
+                ended.append((call, self._succeeded(work)))
+            self._completed(ended, now)
+
+    def _succeeded(self, work: dist.Work) -> bool:
+        """Wait for ``work``; False when the call failed (a peer died: no time of its own).
+        (``Work.exception`` and ``is_success`` would say without waiting, but torch warns that
+        they are deprecated, in the script's output.)"""
+        try:
+            self._wait(work)
+        except Exception:
+            return False
+        return True
 
 
 def _watched_bytes(watched: _Watched) -> dict[str, int]:
