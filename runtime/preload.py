@@ -8,7 +8,7 @@ launcher has imported, no worker imports again. Importing this module makes that
   imported here instead.
 * Importing torch leaves about 175,000 long-lived objects to the cyclic garbage collector, and the
   next full collection walks them all; the imports that follow torch's set one off (zmq's enums):
-  30-100 ms of the launcher's start-up on a quiet 2-core machine, over 200 ms on a busy one.
+  166-301 ms of the launcher's start-up, measured on a busy 2-core machine.
   ``gc.freeze()`` right after the imports moves every object to the permanent generation, which
   collections skip (the gc module's advice for a process that forks without exec: collections in
   the children then never write to those objects' shared pages either).
@@ -21,8 +21,7 @@ from __future__ import annotations
 import gc
 import importlib
 
-import torch
-import torch.distributed
+import torch.distributed  # noqa: F401  (the import this module exists for)
 
 __all__ = ["LAZY_TORCH_MODULES"]
 

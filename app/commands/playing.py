@@ -91,9 +91,9 @@ def run_scenario(name: str, args: argparse.Namespace, notes: Mapping[str, str] |
     world_size = scenario.default_gpus if args.gpus is None else args.gpus
     memory = memory_need(args, scenario.collective, world_size)
     check_record_option(args)
-    plan = plan_run(scenario, world_size, backend=args.backend, options=run_options(args),
-                    step=args.step or (options is not None and options.pace is not None), record=args.record, timeout_s=args.timeout,
-                    memory=memory)
+    paced = options is not None and options.pace is not None
+    plan = plan_run(scenario, world_size, backend=args.backend, options=run_options(args), step=args.step or paced,
+                    record=args.record, timeout_s=args.timeout, memory=memory)
     headless = headless_instead(args.headless, args.json)
     if headless and plan.step:
         raise UsageError(f"--step and --pace need the viewer, and {no_terminal()}")
