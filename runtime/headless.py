@@ -12,11 +12,10 @@ import signal
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from .errors import EXIT_RECORDING_INCOMPLETE
 from .launch import RunOutcome, Session
-from .remote import RemoteOutcome, RemoteSession
 from .reports.nccl_log import nccl_choices
 from .reports.bench_table import bench_report, bench_row, render_json, render_table
 from .reports.progress import ProgressLine
@@ -24,9 +23,12 @@ from .reports.summary import render_summary
 from .reports.summary_json import summary_document
 from .wire.protocol import AnyEvent, Check, Collective, Phase, RunStart, Stall
 
-__all__ = ["drive", "collect", "run_headless", "run_bench", "report_outcome", "report_recording"]
+if TYPE_CHECKING:  # a local run never imports the remote viewer's module (its start-up cost, for a type)
+    from .remote import RemoteOutcome, RemoteSession
 
-AnySession = Session | RemoteSession
+    AnySession = Session | RemoteSession
+
+__all__ = ["drive", "collect", "run_headless", "run_bench", "report_outcome", "report_recording"]
 
 
 def drive(session: AnySession, on_event: Callable[[AnyEvent], None] | None = None) -> list[AnyEvent]:

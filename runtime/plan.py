@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from . import preload  # noqa: F401  (first: torch's import, frozen before everything after it; see preload)
 from .backends import BackendChoice, choose_backend, script_backend
 from .errors import UsageError
 from .limits import MAX_TIMEOUT_S, MEMORY_HEADROOM, MIN_TIMEOUT_S, check_seconds

@@ -86,13 +86,14 @@ def run_scenario(name: str, args: argparse.Namespace, notes: Mapping[str, str] |
         raise UsageError("--step needs the viewer (space releases each gate); drop --headless or --step")
     if (args.headless or args.json) and (args.pace is not None or args.present):
         raise UsageError("--pace and --present are for the viewer; drop --headless")
-    options = viewer_options(args, viewer)
+    # a headless run never imports the viewer (textual: a quarter of a second before the fork)
+    options = None if args.headless or args.json else viewer_options(args, viewer)
     world_size = scenario.default_gpus if args.gpus is None else args.gpus
     memory = memory_need(args, scenario.collective, world_size)
     check_record_option(args)
-    plan = plan_run(scenario, world_size, backend=args.backend, options=run_options(args),
-                    step=args.step or options.pace is not None, record=args.record, timeout_s=args.timeout,
-                    memory=memory)
+    paced = options is not None and options.pace is not None
+    plan = plan_run(scenario, world_size, backend=args.backend, options=run_options(args), step=args.step or paced,
+                    record=args.record, timeout_s=args.timeout, memory=memory)
     headless = headless_instead(args.headless, args.json)
     if headless and plan.step:
         raise UsageError(f"--step and --pace need the viewer, and {no_terminal()}")

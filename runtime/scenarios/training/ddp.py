@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+# Imported by the launcher, once, before it forks: torch's DDP and FSDP2 code imports torch._dynamo (200-300
+# modules) on first use, which every worker would otherwise pay after the fork, a second of CPU each.
+import torch._dynamo  # noqa: F401
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 

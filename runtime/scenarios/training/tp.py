@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+# Imported by the launcher, once, before it forks: torch's DTensor code imports torch._dynamo (200-300
+# modules) on first use, which every worker would otherwise pay after the fork, a second of CPU each.
+import torch._dynamo  # noqa: F401
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
