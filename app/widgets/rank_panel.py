@@ -191,6 +191,8 @@ class RankPanel(LineWidget):
         """Extra columns per cell: 2 in the projector layout."""
         self.mask_volatile = mask_volatile
         self._view: RankView | None = None
+        self._grid_rows = MAX_GRID_ROWS
+        """The grid lines the last body fitted with: tried first, as frames mostly repeat it."""
         self._title = f"rank {rank}"
         self._status = ""
         self.border_title = Text(self._title)
@@ -215,9 +217,9 @@ class RankPanel(LineWidget):
 
     def build_lines(self, width: int, height: int) -> list[Line]:
         """The body at this size: each grid gets the most lines (up to :data:`MAX_GRID_ROWS`)
-        with which the body fits ``height`` (found by bisection: more lines never make it
-        shorter); if even one line per buffer is too long, the latest step's buffers come first
-        and the cut is said."""
+        with which the body fits ``height`` (the last frame's number checked first, else found by
+        bisection: more lines never make it shorter); if even one line per buffer is too long,
+        the latest step's buffers come first and the cut is said."""
         view = self._view
         if view is None:
             return [[Segment("waiting for the worker…", DIM)]]
@@ -226,19 +228,25 @@ class RankPanel(LineWidget):
             return rank_lines(view, width, status=False, max_rows=rows, mask_volatile=self.mask_volatile,
                               padding=self.padding)
 
-        lines = body(MAX_GRID_ROWS)
+        last = self._grid_rows  # frames mostly repeat the last fit: two calls confirm it
+        lines = body(last)
+        fitting: list[Line] | None
         if len(lines) <= height:
-            return lines
-        fitting, low, high = None, 1, MAX_GRID_ROWS - 1
+            fitting, low, high = lines, last + 1, MAX_GRID_ROWS
+            if low <= high and len(body(low)) > height:
+                high = low - 1
+        else:
+            fitting, low, high = None, 1, last - 1
         while low <= high:
             middle = (low + high) // 2
             lines = body(middle)
             if len(lines) <= height:
-                fitting, low = lines, middle + 1
+                fitting, low, self._grid_rows = lines, middle + 1, middle
             else:
                 high = middle - 1
         if fitting is not None:
             return fitting
+        self._grid_rows = 1
         # Still too long: this step's buffers come first (see RankView), so say what is cut.
         lines = body(1)
         if height and len(lines) > height:
