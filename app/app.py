@@ -22,6 +22,7 @@ from textual.timer import Timer
 from .messages import EventsArrived, LoadProgress, SessionFailed, TraceFailed, TraceLoaded
 from .model import (
     EXIT_INTERRUPTED,
+    TAIL_LENGTH,
     EventLog,
     ViewState,
     faster,
@@ -259,7 +260,9 @@ class CollvizApp(App[int]):
 
     def current_view(self) -> ViewState:
         """The view at the cursor (a pipelined step's first :attr:`pieces` spans, if stepped so)."""
-        view = view_at(self.event_log, self.cursor)
+        # the raw events before the cursor only while their pane is shown: reading them back from a
+        # trace's file costs a cold seek as much as the rest of the frame
+        view = view_at(self.event_log, self.cursor, tail=TAIL_LENGTH if self.log_visible else 0)
         return first_pieces(view, self.pieces) if self.pieces is not None and view.spans else view
 
     def labels(self) -> Labels:
@@ -312,7 +315,10 @@ class CollvizApp(App[int]):
         self.render_now()
 
     def watch_log_visible(self, visible: bool) -> None:
-        """Show or hide the event log pane."""
+        """Show or hide the event log pane (the view carries its events only while it is shown)."""
+        if not self.viewer.is_mounted:  # the var's first read, before the screen exists: hidden already
+            return
+        self.render_now()
         self.viewer.set_log_visible(visible)
 
     def _restart_playback(self) -> None:

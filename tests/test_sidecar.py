@@ -39,13 +39,17 @@ def _read(path: Path):
 
 
 def _columns(index, part_events: int = 4) -> dict[str, list]:
-    """Every column of ``index``, read a part at a time, as lists (keys as the names they number)."""
+    """Every column of ``index``, read a part at a time, as lists (keys as the names they number,
+    a transfer's as its destination)."""
     found: dict[str, list] = {}
+    transfer = EVENT_TYPES.index(Transfer)
     for part in index.parts(part_events):
         columns = part.columns
         for name in ("kinds", "ranks", "seqs", "phases", "numbers", "ends"):
             found.setdefault(name, []).extend(getattr(columns, name).tolist())
-        found.setdefault("names", []).extend(columns.names[k] if k >= 0 else None for k in columns.keys.tolist())
+        found.setdefault("names", []).extend(
+            k if kind == transfer else columns.names[k] if k >= 0 else None
+            for kind, k in zip(columns.kinds.tolist(), columns.keys.tolist()))
     return found
 
 
@@ -62,9 +66,13 @@ def test_the_index_holds_every_events_place_and_columns(tmp_path):
     assert columns["seqs"] == [e.seq for e in events]
     filed = (Transfer, Collective, Buffer, Freed)
     assert columns["phases"] == [e.phase if isinstance(e, filed) else 0 for e in events]
-    named = [e.group if isinstance(e, Collective) else e.name if isinstance(e, (Buffer, Freed)) else None for e in events]
+    named = [e.group if isinstance(e, Collective) else e.name if isinstance(e, (Buffer, Freed)) else
+             e.dst if isinstance(e, Transfer) else None for e in events]
     assert columns["names"] == named
-    assert columns["numbers"] == [e.group_seq if isinstance(e, Collective) else 0 for e in events]
+    # a transfer's order key, packed by hand: hop from bit 52, source from bit 32, start below
+    assert columns["numbers"] == [e.group_seq if isinstance(e, Collective) else
+                                  e.step * 2**52 + e.src * 2**32 + e.start if isinstance(e, Transfer) else 0
+                                  for e in events]
     assert columns["ends"] == [isinstance(e, Collective) and e.edge == "end" for e in events]
     assert [part.first for part in index.parts(4)] == list(range(0, len(events), 4))
 
@@ -129,7 +137,7 @@ def test_an_index_that_no_longer_describes_its_trace_is_ignored(tmp_path, change
     elif change == "the index cut short":
         os.truncate(index, index.stat().st_size - 1)
     else:
-        monkeypatch.setattr(sidecar, "INDEX_VERSION", 2)
+        monkeypatch.setattr(sidecar, "INDEX_VERSION", sidecar.INDEX_VERSION + 1)
     assert _read(path) is None
 
 
@@ -204,3 +212,17 @@ def test_a_device_gets_no_index():
     writer.write(encode(e) for e in all_gather_events(world=2))
     writer.close()
     assert not index_path(os.devnull).exists()
+
+
+def test_a_transfers_order_key_orders_as_hop_source_start_do_and_refuses_what_it_cannot_pack():
+    import random
+
+    from collviz.runtime.wire.columns import transfer_order_key
+
+    rng = random.Random(7)
+    fields = [(rng.randrange(2**11), rng.randrange(2**20), rng.randrange(2**32)) for _ in range(2_000)]
+    fields += [(0, 0, 0), (2**11 - 1, 2**20 - 1, 2**32 - 1), (1, 0, 0), (0, 1, 0), (0, 0, 1)]
+    assert sorted(fields, key=lambda f: transfer_order_key(*f)) == sorted(fields)
+    assert all(0 <= transfer_order_key(*f) < 2**63 for f in fields)
+    assert transfer_order_key(2**11, 0, 0) == transfer_order_key(0, 2**20, 0) == transfer_order_key(0, 0, 2**32) == -1
+    assert transfer_order_key(-1, 0, 0) == -1

@@ -361,22 +361,32 @@ def test_a_64_rank_step_lists_the_first_transfers_of_all_in_order_not_of_the_fir
     assert [key(t) for t in view.transfers] == sorted(key(t) for t in everything)[:MAX_TRANSFERS]
 
 
-def test_a_flood_of_transfers_into_one_rank_is_ordered_among_the_first_to_arrive_and_says_so():
+def test_a_flood_of_transfers_is_listed_in_order_of_all_and_out_of_range_fields_say_so():
+    """5,000 transfers into rank 0 arriving in reverse order: the first 256 of all of them in
+    (dst, hop, src, start) order, from the keys kept beside the series. A transfer whose start is
+    beyond what the key packs makes the step sort its first 4,096 arrivals, and the pane says so."""
     from collviz.app.model.view import MAX_TRANSFERS, SORT_LIMIT
     from collviz.app.widgets.transfers import transfers_title
     from collviz.runtime.wire.protocol import Transfer
     from fixtures.synthetic import all_gather_events
 
-    events = list(all_gather_events(4))
-    flood = [Transfer(run="synthetic", rank=0, seq=10_000 + i, t_ns=1, phase=1, src=1 + i % 3, dst=0, bytes=4,
-                      buffer="x", start=SORT_LIMIT + 100 - i, length=1, kind="logical")
-             for i in range(SORT_LIMIT + 100)]
-    at = next(i for i, e in enumerate(events) if isinstance(e, Phase) and e.index == 1 and e.edge == "end")
-    log = EventLog([*events[:at], *flood, *events[at:]])
-    view = view_at(log, log.step_ends[1])
-    assert view.transfer_count == SORT_LIMIT + 100 + 4 * 3 and view.transfers_sorted_among == SORT_LIMIT
-    # into rank 0 only: the first SORT_LIMIT of its transfers to arrive, in order
-    into_0 = [e for e in log.events[: log.step_ends[1]] if isinstance(e, Transfer) and e.phase == 1 and e.dst == 0]
+    def flood(far: bool) -> tuple[EventLog, list[Transfer]]:
+        events = list(all_gather_events(4))
+        moved = [Transfer(run="synthetic", rank=0, seq=10_000 + i, t_ns=1, phase=1, src=1 + i % 3, dst=0, bytes=4,
+                          buffer="x", start=(2**40 if far and i == 0 else 5_000 - i), length=1, kind="logical",
+                          step=i % 2) for i in range(5_000)]
+        at = next(i for i, e in enumerate(events) if isinstance(e, Phase) and e.index == 1 and e.edge == "end")
+        log = EventLog([*events[:at], *moved, *events[at:]])
+        return log, [e for e in log.events[: log.step_ends[1]] if isinstance(e, Transfer) and e.phase == 1]
+
     key = lambda t: (t.dst, t.step, t.src, t.start)  # noqa: E731
-    assert [key(t) for t in view.transfers] == sorted(key(t) for t in into_0[:SORT_LIMIT])[:MAX_TRANSFERS]
+    log, moved = flood(far=False)
+    view = view_at(log, log.step_ends[1])
+    assert view.transfer_count == len(moved) == 5_000 + 4 * 3 and view.transfers_sorted_among == len(moved)
+    assert [key(t) for t in view.transfers] == sorted(key(t) for t in moved)[:MAX_TRANSFERS]
+    assert transfers_title(view) == f"transfers · {len(moved)}"
+    log, moved = flood(far=True)
+    view = view_at(log, log.step_ends[1])
+    assert view.transfers_sorted_among == SORT_LIMIT
+    assert [key(t) for t in view.transfers] == sorted(key(t) for t in moved[:SORT_LIMIT])[:MAX_TRANSFERS]
     assert f"listed in order among the first {SORT_LIMIT:,} to arrive" in transfers_title(view)

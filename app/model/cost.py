@@ -117,6 +117,10 @@ def costs_at(log: EventLog, cursor: int, step: int) -> tuple[tuple[CallCost, ...
     phase = log.phases.get(step)
     if phase is None:
         return (), 0
+    ended = phase.collectives.count_upto(cursor)
+    cached = phase.costs
+    if cached is not None and cached[0] == ended and cached[1] == len(phase.call_firsts):
+        return cached[2], cached[3]
     calls = bisect_left(phase.call_firsts, cursor)
     first = max(0, calls - MAX_CALLS)
     shown = phase.call_keys[first:calls]
@@ -125,7 +129,7 @@ def costs_at(log: EventLog, cursor: int, step: int) -> tuple[tuple[CallCost, ...
     wanted = set(shown)
     by_call: dict[tuple[str, int], list[Collective]] = {key: [] for key in shown}
     series = phase.collectives
-    for position in range(series.count_upto(cursor) - 1, -1, -1):
+    for position in range(ended - 1, -1, -1):
         if series.index[position] < phase.call_firsts[first]:
             break
         event: Collective = series.events[position]
@@ -134,14 +138,18 @@ def costs_at(log: EventLog, cursor: int, step: int) -> tuple[tuple[CallCost, ...
             by_call[key].append(event)
     phase_time: float | None = None
     costs = []
+    timed_by_phase = False
     for key in shown:
         events = by_call[key]
         cost, needs_phase_time = _cost(events, log.world_size)
         if needs_phase_time:
+            timed_by_phase = True
             phase_time = phase_time if phase_time is not None else _phase_seconds(log, cursor, step)
             cost = replace(cost, seconds=phase_time, timed="phase" if phase_time is not None else "unknown",
                            rate=_rate(cost.op, cost.ranks, cost.algo_bytes, phase_time))
         costs.append(cost)
+    # the same ends make the same costs, unless a call is timed by the phase so far (the cursor's)
+    phase.costs = None if timed_by_phase else (ended, len(phase.call_firsts), tuple(costs), calls)
     return tuple(costs), calls
 
 
@@ -153,6 +161,11 @@ def _cost(events: list[Collective], world_size: int) -> tuple[CallCost, bool]:
         mine.setdefault(event.rank, []).append(event)
     by_rank = []
     for rank, own in sorted(mine.items()):
+        if len(own) == 1:  # the common case (one iteration), without four generators per rank
+            one = own[0]
+            by_rank.append(RankCost(rank, one.bytes_in, one.bytes_out, one.algo_bytes,
+                                    one.duration_ns / 1e9 if one.duration_ns is not None else None))
+            continue
         durations = [e.duration_ns for e in own if e.duration_ns is not None]
         by_rank.append(RankCost(rank, max(e.bytes_in for e in own), max(e.bytes_out for e in own),
                                 max(e.algo_bytes for e in own),

@@ -16,6 +16,7 @@ from itertools import accumulate
 from operator import attrgetter
 from typing import Any, Callable, overload
 
+from collviz.runtime.wire.columns import transfer_order_key
 from collviz.runtime.wire.protocol import (
     AnyEvent,
     Buffer,
@@ -192,9 +193,14 @@ class PhaseIndex:
     """Log index of each collective call's first end event (any rank), in order."""
     call_keys: list[tuple[str, int]] = field(default_factory=list)
     """(group, call number) of each call, parallel to :attr:`call_firsts`."""
-    transfer_ranks: array = field(default_factory=lambda: array("q"))
-    """The rank that reported each transfer (its receiver, for collviz's own runs), parallel to
-    :attr:`transfers`: the view picks the first transfers by destination without decoding them all."""
+    transfer_dsts: array = field(default_factory=lambda: array("q"))
+    transfer_orders: array = field(default_factory=lambda: array("q"))
+    """Each transfer's destination and :func:`~collviz.runtime.wire.columns.transfer_order_key`
+    (-1 where either is out of its range), parallel to :attr:`transfers`: the view orders a
+    step's transfers without decoding them."""
+    costs: tuple[int, int, tuple[Any, ...], int] | None = field(default=None, repr=False, compare=False)
+    """The view's cache of the step's call costs: for how many collective ends and calls, the
+    costs and the call count (see :func:`~.cost.costs_at`)."""
     sorted_transfers: tuple[int, tuple[AnyEvent, ...], int] | None = field(default=None, repr=False, compare=False)
     """The view's cache: how many transfers were last put in order, the first of them, and how
     many they were chosen from."""
@@ -405,7 +411,8 @@ class EventLog:
     def _transfer(self, index: int, event: Transfer) -> None:
         phase = self.phase(event.phase)
         phase.transfers.add(index, event.phase)
-        phase.transfer_ranks.append(event.rank)
+        phase.transfer_dsts.append(event.dst if 0 <= event.dst < 1 << 31 else -1)
+        phase.transfer_orders.append(transfer_order_key(event.step, event.src, event.start))
 
     def _span(self, index: int, event: Span) -> None:
         spans = self.phase(event.phase).spans

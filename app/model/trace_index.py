@@ -102,11 +102,13 @@ def _file(log: EventLog, first: int, columns: EventColumns, select: _Select) -> 
 def _file_transfers(log: EventLog, first: int, columns: EventColumns) -> None:
     """Every transfer into its phase's series."""
     where = columns.where(Transfer)
-    positions, phases, ranks = where + first, columns.phases[where], columns.ranks[where]
+    positions, phases = where + first, columns.phases[where]
+    dsts, orders = columns.keys[where], columns.numbers[where]
     for phase, group in _groups(phases):
         index = log.phase(phase)
         index.transfers.extend(_ints(positions[group]), _ints(phases[group]))
-        index.transfer_ranks.extend(_ints(ranks[group]))
+        index.transfer_dsts.extend(_ints(dsts[group]))
+        index.transfer_orders.extend(_ints(orders[group]))
 
 
 def _file_collectives(log: EventLog, first: int, columns: EventColumns) -> None:

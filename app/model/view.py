@@ -44,13 +44,14 @@ __all__ = ["Labels", "BenchView", "CallCost", "MemoryTrack", "RankView", "RunSta
 TAIL_LENGTH = 200
 """How many events before the cursor the view carries for the raw event log pane."""
 
-MAX_TRANSFERS = 256
-"""Transfers of one step the view carries (the first ones, sorted by destination and source);
+MAX_TRANSFERS = 64
+"""Transfers of one step the view carries (the first ones, sorted by destination and source):
+as many as the transfers pane lists, each decoded from the store per new step;
 ``ViewState.transfer_count`` gives the full count."""
 
 SORT_LIMIT = 4096
-"""Most transfers decoded to put a step's first ones in order (a 64-rank all-gather has 4,032;
-a flood beyond this is sorted among the first of it to arrive, and says so)."""
+"""Most transfers decoded to put a step's first ones in order where their keys cannot (a field
+beyond what the key packs): they are sorted among the first of them to arrive, and say so."""
 
 RankState = Literal["pending", "running", "waiting", "done", "error"]
 RunKind = Literal["empty", "starting", "running", "waiting", "stalled", "finished", "failed", "interrupted"]
@@ -280,29 +281,25 @@ def _first_failure(log: EventLog, cursor: int) -> str:
 def _first_transfers(phase: PhaseIndex, count: int) -> tuple[tuple[Transfer, ...], int]:
     """The first :data:`MAX_TRANSFERS` of the phase's first ``count`` transfers in (destination,
     hop, source, start) order — of all of them, not of the first to arrive (at 64 ranks 4,032
-    arrive in any order) — and how many they were chosen from (``count``, unless more than
-    :data:`SORT_LIMIT` went to the last destination listed: then the first of those to arrive).
+    arrive in any order) — and how many they were chosen from: ``count``, or :data:`SORT_LIMIT`
+    when a transfer's fields were beyond what its order key packs and the first to arrive had to
+    be read to be ordered.
 
-    A transfer is reported by its destination, so the reporting ranks (kept beside the series)
-    say which transfers can come first without decoding the others: those into the lowest
-    ranks, up to the rank that fills the list. Remembered on the phase for that count: a frame
-    repeats its step's."""
+    The order comes from the keys the log keeps beside the series (the destination and
+    :func:`~collviz.runtime.wire.columns.transfer_order_key`), so only the transfers listed are
+    decoded. Remembered on the phase for that count: a frame repeats its step's."""
     cached = phase.sorted_transfers
     if cached is not None and cached[0] == count:
         return cached[1], cached[2]
-    ranks = np.frombuffer(phase.transfer_ranks, dtype=np.int64, count=count) if count else np.zeros(0, np.int64)
-    candidates: Sequence[int] = range(count)
-    if count > MAX_TRANSFERS and ranks.size and ranks.min() >= 0:
-        filled = int(np.searchsorted(np.cumsum(np.bincount(ranks)), MAX_TRANSFERS))  # the rank that fills the list
-        candidates = np.flatnonzero(ranks <= filled).tolist()
-    chosen_from = count
-    if len(candidates) > SORT_LIMIT:
-        candidates, chosen_from = candidates[:SORT_LIMIT], SORT_LIMIT
     events = phase.transfers.events
-    moved = [events[i] for i in candidates]
-    if any(transfer.dst != transfer.rank for transfer in moved):  # not reported by its destination
-        moved, chosen_from = list(events[: min(count, SORT_LIMIT)]), min(count, SORT_LIMIT)
-    first = tuple(heapq.nsmallest(MAX_TRANSFERS, moved, key=lambda t: (t.dst, t.step, t.src, t.start)))
+    dsts = np.frombuffer(phase.transfer_dsts, dtype=np.int64, count=count) if count else np.zeros(0, np.int64)
+    orders = np.frombuffer(phase.transfer_orders, dtype=np.int64, count=count) if count else np.zeros(0, np.int64)
+    if (dsts >= 0).all() and (orders >= 0).all():
+        listed = np.lexsort((orders, dsts))[:MAX_TRANSFERS].tolist()  # stable: ties keep their arrival order
+        first, chosen_from = tuple(events[i] for i in listed), count
+    else:
+        chosen_from = min(count, SORT_LIMIT)
+        first = tuple(heapq.nsmallest(MAX_TRANSFERS, events[:chosen_from], key=lambda t: (t.dst, t.step, t.src, t.start)))
     phase.sorted_transfers = (count, first, chosen_from)
     return first, chosen_from
 

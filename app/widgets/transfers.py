@@ -5,13 +5,15 @@ from __future__ import annotations
 from rich.text import Text
 
 from ..model import ViewState
+from ..model.view import MAX_TRANSFERS
 from .render import format_bytes, rank_style
 from .text_pane import TextPane
 
 __all__ = ["TransfersPane", "transfers_title"]
 
-MAX_LINES = 64
-"""Most transfers listed (the pane scrolls, saying so) before the rest are only counted."""
+MAX_LINES = MAX_TRANSFERS
+"""Most transfers listed (the pane scrolls, saying so) before the rest are only counted: all the
+view carries."""
 
 KIND_LABELS = {"logical": "logical data movement", "p2p": "p2p send/recv"}
 """How each transfer kind is labelled: logical is what the collective moved, p2p a real send/recv."""

@@ -26,10 +26,10 @@ from .protocol import EVENT_TYPES, LAUNCHER_RANK, Buffer, Collective, Event, Fre
 from .sanity import MAX_WORLD_SIZE
 
 __all__ = ["THIN_FIELDS", "FILED_IN_COLUMNS", "NotIntact", "EventColumns", "event_columns", "chunk_decoder",
-           "Sequences"]
+           "Sequences", "transfer_order_key"]
 
 THIN_FIELDS: dict[type[Event], tuple[str, ...]] = {
-    Transfer: ("phase",),
+    Transfer: ("phase", "dst", "step", "src", "start"),
     Collective: ("phase", "edge", "group", "group_seq", "duration_ns"),
     Buffer: ("phase", "name"),
     Freed: ("phase", "name"),
@@ -61,9 +61,9 @@ class EventColumns:
     """Consecutive events, one entry each: ``kinds`` (uint8, the type's position in
     :data:`~.protocol.EVENT_TYPES`), ``ranks`` and ``seqs`` (int64) of every event; ``phases``
     (int64) of transfers, collectives, buffers and freed buffers (0 for the others); ``keys``
-    (int64: a collective's group or a buffer's name, as its position in ``names``; -1 for the
-    others), ``numbers`` (int64: a collective's ``group_seq``) and ``ends`` (bool: a collective's
-    end edge)."""
+    (int64: a collective's group or a buffer's name, as its position in ``names``; a transfer's
+    ``dst``; -1 for the others), ``numbers`` (int64: a collective's ``group_seq``, a transfer's
+    :func:`transfer_order_key`) and ``ends`` (bool: a collective's end edge)."""
 
     kinds: np.ndarray
     ranks: np.ndarray
@@ -130,7 +130,10 @@ def event_columns(decoded: Sequence[Any], codes: dict[type, int], names: dict[st
                 ends[where] = np.fromiter(map("end".__eq__, map(_EDGE, events)), bool, len(events))
                 numbers[where] = np.fromiter(map(_GROUP_SEQ, events), np.int64, len(events))
                 keys[where] = _numbered(map(_GROUP, events), names, len(events))
-            elif event_type is not Transfer:
+            elif event_type is Transfer:
+                keys[where] = [t.dst if 0 <= t.dst < 1 << 31 else -1 for t in events]
+                numbers[where] = [transfer_order_key(t.step, t.src, t.start) for t in events]
+            else:
                 keys[where] = _numbered(map(_NAME, events), names, len(events))
     except OverflowError:
         raise NotIntact("an event's rank, sequence or phase number is out of range") from None
@@ -138,6 +141,16 @@ def event_columns(decoded: Sequence[Any], codes: dict[type, int], names: dict[st
         raise NotIntact("a record is not an event (a bare number)") from None
     columns.names = list(names)
     return columns
+
+
+def transfer_order_key(step: int, src: int, start: int) -> int:
+    """One int64 that orders a destination's transfers as (hop, source, start) do — after the
+    destination, the order in which the viewer lists a step's transfers — or -1 where a field is
+    beyond what it packs (hop < 2**11, source < 2**20, start < 2**32): such a transfer must be
+    read to be ordered."""
+    if 0 <= step < 1 << 11 and 0 <= src < 1 << 20 and 0 <= start < 1 << 32:
+        return step << 52 | src << 32 | start
+    return -1
 
 
 def _numbered(values: Any, table: dict[str, int], count: int) -> np.ndarray:

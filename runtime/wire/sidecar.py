@@ -51,8 +51,9 @@ __all__ = ["INDEX_SUFFIX", "INDEX_VERSION", "index_path", "IndexRecorder", "Inde
 INDEX_SUFFIX = ".index"
 """What the index's file name adds to its trace's."""
 
-INDEX_VERSION = 1
-"""The index layout; a reader uses only its own (an index of another version is ignored)."""
+INDEX_VERSION = 2
+"""The index layout; a reader uses only its own (an index of another version is ignored).
+2: a transfer's ``keys`` and ``numbers`` columns hold its ``dst`` and its order key."""
 
 _MAGIC = b"CVZINDEX"
 _FORMAT_NAME = "collviz-trace-index"
