@@ -29,11 +29,11 @@ from .model import (
     first_collective,
     first_pieces,
     next_boundary,
-    pipelined_step,
     previous_boundary,
     seek_step,
     slower,
     step_at,
+    step_pieces,
     view_at,
 )
 from .model.quiz import Grade, QuizRound, nothing_to_ask
@@ -194,7 +194,7 @@ class CollvizApp(App[int]):
         it: its last step is its emptiest, so show its first collective instead, and say so."""
         first = first_collective(self.event_log)
         ended_well = self.event_log.run_end is not None and self.event_log.run_end[1].status == "ok"
-        if first is None or not ended_well or type(self.mode) is not LiveMode or self.quiz:
+        if first is None or not ended_well or not self.mode.opens_finished_runs_at_first_collective or self.quiz:
             return  # a failed run stays at its end, where the failure is
         self.following = False
         self.cursor = first
@@ -267,7 +267,7 @@ class CollvizApp(App[int]):
 
     def labels(self) -> Labels:
         """The header's words: the mode's, then the event position, status and notes."""
-        mode, playback, history = self.mode.labels(self, self.cursor, self.following)
+        mode, playback, history = self.mode.labels(self, self.following)
         if not self.mask_volatile:
             playback = f"{playback}   event {self.cursor}/{len(self.event_log)}"
         if self.status_line:
@@ -331,16 +331,16 @@ class CollvizApp(App[int]):
     def _play_tick(self) -> None:
         """Advance one step (or one piece of a pipelined step); stop at the end."""
         if not self._next_piece():
-            self._move(next_boundary(self.event_log, self.cursor))
-            self._start_pieces()
+            self._move_onto(next_boundary(self.event_log, self.cursor))
         if self.cursor >= len(self.event_log):
             self.playing = False
 
-    def _move(self, cursor: int) -> None:
-        """Put the cursor at ``cursor`` for the user and draw the frame at once (no throttling)."""
+    def _move(self, cursor: int, pieces: int | None = None) -> None:
+        """Put the cursor at ``cursor`` for the user and draw the frame at once (no throttling),
+        a pipelined step's first ``pieces`` spans only if given."""
         cursor = max(0, min(cursor, len(self.event_log)))
         self.opening_note = ""
-        self.pieces = None
+        self.pieces = pieces
         self.set_reactive(CollvizApp.cursor, cursor)
         self.set_reactive(CollvizApp.following, cursor >= len(self.event_log))
         self.render_now()
@@ -354,19 +354,16 @@ class CollvizApp(App[int]):
                 return
             target = next_boundary(self.event_log, self.cursor)
             if not (self.quiz and self._ask(target)):
-                self._move(target)
-                self._start_pieces()
+                self._move_onto(target)
         elif self.pieces is not None and self.pieces > 1:
             self.pieces -= 1
             self.render_now()
         else:
             self._move(previous_boundary(self.event_log, self.cursor))
 
-    def _start_pieces(self) -> None:
-        """Having stepped onto a pipelined step, show its schedule from its first piece."""
-        if pipelined_step(view_at(self.event_log, self.cursor)):
-            self.pieces = 1
-            self.render_now()
+    def _move_onto(self, cursor: int) -> None:
+        """Step forward to ``cursor``: onto a pipelined step, from its schedule's first piece."""
+        self._move(cursor, pieces=1 if step_pieces(self.event_log, cursor) > 1 else None)
 
     def _next_piece(self) -> bool:
         """Show one more piece of the pipelined step being stepped through (the whole step after
@@ -374,7 +371,7 @@ class CollvizApp(App[int]):
         if self.pieces is None:
             return False
         self.pieces += 1
-        if self.pieces >= len(view_at(self.event_log, self.cursor).spans):
+        if self.pieces >= step_pieces(self.event_log, self.cursor):
             self.pieces = None
         self.render_now()
         return True

@@ -75,8 +75,13 @@ class ViewerMode:
         """Whether ``action`` (one of :data:`MODE_ACTIONS`) works in this mode."""
         return False
 
-    def labels(self, host: ModeHost, cursor: int, following: bool) -> Labels:
-        """The header's mode and playback words at ``cursor``."""
+    opens_finished_runs_at_first_collective: ClassVar[bool] = False
+    """Whether a run followed to its good end is then shown at its first collective (its last
+    step, unobserved timed steps and checks, is its emptiest): only where nothing waits for the
+    user at each step."""
+
+    def labels(self, host: ModeHost, following: bool) -> Labels:
+        """The header's mode and playback words."""
         raise NotImplementedError
 
     def after_answer(self, log: EventLog, target: int) -> int:
@@ -125,7 +130,7 @@ class ReplayMode(ViewerMode):
         """Play, speed and the quiz."""
         return action in ("toggle_play", "speed", "toggle_quiz")
 
-    def labels(self, host: ModeHost, cursor: int, following: bool) -> Labels:
+    def labels(self, host: ModeHost, following: bool) -> Labels:
         """``replay`` (and the mode it was recorded in), playing or paused at its speed."""
         start = host.event_log.run_start
         recorded = start.mode if start else "live"
@@ -135,6 +140,8 @@ class ReplayMode(ViewerMode):
 
 class LiveMode(ViewerMode):
     """A running session, its events read in a thread and posted to the app in batches."""
+
+    opens_finished_runs_at_first_collective = True
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -169,7 +176,7 @@ class LiveMode(ViewerMode):
         """The app has absorbed the last batch: the reader may send the next."""
         self._batch_taken.set()
 
-    def labels(self, host: ModeHost, cursor: int, following: bool) -> Labels:
+    def labels(self, host: ModeHost, following: bool) -> Labels:
         """``live``; following the run, or browsing its history and saying where the run is now."""
         playback = "following" if following else f"browsing history · {self._run_now(host.event_log)} (end: follow)"
         return Labels("live", playback, not following)
@@ -201,6 +208,7 @@ class StepMode(LiveMode):
     """A step-through session: space releases every rank at the next gate; with ``pace``, the
     gates open by themselves every ``pace`` seconds once every rank waits (space pauses)."""
 
+    opens_finished_runs_at_first_collective = False
     quiz_key = "space"
 
     def __init__(self, session: Session, *, pace: float | None = None,
@@ -220,9 +228,9 @@ class StepMode(LiveMode):
         """The gate key, and the quiz unless the gates open by themselves."""
         return action == "release_gate" or (action == "toggle_quiz" and self.pacer is None)
 
-    def labels(self, host: ModeHost, cursor: int, following: bool) -> Labels:
+    def labels(self, host: ModeHost, following: bool) -> Labels:
         """``step-through``, or the pacing and its countdown."""
-        mode, playback, history = super().labels(host, cursor, following)
+        mode, playback, history = super().labels(host, following)
         if self.pacer is None:
             return Labels("step-through", playback, history)
         remaining = self.pacer.remaining()

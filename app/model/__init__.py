@@ -13,10 +13,10 @@ from .navigation import (
     first_collective,
     first_pieces,
     next_boundary,
-    pipelined_step,
     previous_boundary,
     seek_step,
     slower,
+    step_pieces,
 )
 from .sources import Session, load_trace, pump_session
 from .view import TAIL_LENGTH, Labels, MemoryTrack, RankView, RunState, ViewState, step_at, view_at
@@ -45,7 +45,7 @@ __all__ = [
     "next_boundary",
     "first_collective",
     "first_pieces",
-    "pipelined_step",
+    "step_pieces",
     "previous_boundary",
     "seek_step",
     "Session",

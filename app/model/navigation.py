@@ -11,7 +11,7 @@ from .log import EventLog
 from .view import ViewState, step_at
 
 __all__ = ["SPEEDS", "next_boundary", "previous_boundary", "seek_step", "first_collective", "faster", "slower",
-           "pipelined_step", "first_pieces"]
+           "step_pieces", "first_pieces"]
 
 SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """Replay speeds in steps per second, slowest first."""
@@ -58,10 +58,12 @@ def first_collective(log: EventLog) -> int | None:
     return None
 
 
-def pipelined_step(view: ViewState) -> bool:
-    """Whether ``view`` shows a pipelined step itself (not one after it that keeps its timeline),
-    with more than one piece to step through."""
-    return len(view.spans) > 1 and view.spans[0].phase == view.step
+def step_pieces(log: EventLog, cursor: int) -> int:
+    """How many pipeline spans the step shown at ``cursor`` has so far: the pieces its schedule
+    can be stepped through (0 for a step that is not pipelined, even one after such a step that
+    keeps its timeline on screen). From the log's indexes alone: nothing is decoded."""
+    phase = log.phases.get(step_at(log, cursor))
+    return phase.spans.count_upto(cursor) if phase is not None else 0
 
 
 def first_pieces(view: ViewState, count: int) -> ViewState:
