@@ -26,7 +26,7 @@ import torch
 import collviz
 from collviz.app.cli import main
 from collviz.runtime.observation.c10d_calls import C10dSignature, c10d_async, c10d_signature
-from collviz.runtime.userjob.observer import _Watcher
+from collviz.runtime.userjob.watcher import Watcher
 from collviz.runtime.wire.protocol import Collective, Memory, Phase, RankEnd, RankStart, RunEnd, RunStart
 from collviz.runtime.wire.trace import TraceContents, read_trace
 from conftest import run_cli
@@ -427,7 +427,7 @@ def test_the_watcher_stamps_every_call_once_in_issue_order_and_failures_untimed(
         if len(stamped) == 4:
             reported.set()
 
-    watcher = _Watcher(_fake_wait, completed)
+    watcher = Watcher(_fake_wait, completed)
     watcher.start()
     works = {name: _FakeWork(fails=name == "c") for name in "abcd"}
     watcher.watch(works["a"], "a")
