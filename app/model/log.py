@@ -16,7 +16,7 @@ from itertools import accumulate
 from operator import attrgetter
 from typing import Any, Callable, overload
 
-from collviz.runtime.wire.columns import transfer_order_key
+from collviz.runtime.wire.columns import transfer_keys
 from collviz.runtime.wire.protocol import (
     AnyEvent,
     Buffer,
@@ -411,8 +411,9 @@ class EventLog:
     def _transfer(self, index: int, event: Transfer) -> None:
         phase = self.phase(event.phase)
         phase.transfers.add(index, event.phase)
-        phase.transfer_dsts.append(event.dst if 0 <= event.dst < 1 << 31 else -1)
-        phase.transfer_orders.append(transfer_order_key(event.step, event.src, event.start))
+        dst, order = transfer_keys(event)
+        phase.transfer_dsts.append(dst)
+        phase.transfer_orders.append(order)
 
     def _span(self, index: int, event: Span) -> None:
         spans = self.phase(event.phase).spans

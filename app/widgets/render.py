@@ -237,10 +237,10 @@ def picture_segments(buffer: Buffer, width: int) -> Line:
     columns, repeat = min(width, points), max(1, width // points)
     runs = sorted(buffer.provenance, key=lambda run: run.start)
     starts = [run.start for run in runs]
+    chunk, extra = divmod(count, points)  # the first ``extra`` chunks hold one element more
     line: Line = []
     for column in range(columns):
         point = (column * points) // columns
-        chunk, extra = divmod(count, points)  # the first ``extra`` chunks hold one element more
         first = point * chunk + min(point, extra)
         middle = first + (chunk + (1 if point < extra else 0)) // 2
         at = bisect_right(starts, middle) - 1

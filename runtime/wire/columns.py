@@ -26,7 +26,7 @@ from .protocol import EVENT_TYPES, LAUNCHER_RANK, Buffer, Collective, Event, Fre
 from .sanity import MAX_WORLD_SIZE
 
 __all__ = ["THIN_FIELDS", "FILED_IN_COLUMNS", "NotIntact", "EventColumns", "event_columns", "chunk_decoder",
-           "Sequences", "transfer_order_key"]
+           "Sequences", "transfer_order_key", "transfer_keys"]
 
 THIN_FIELDS: dict[type[Event], tuple[str, ...]] = {
     Transfer: ("phase", "dst", "step", "src", "start"),
@@ -131,8 +131,9 @@ def event_columns(decoded: Sequence[Any], codes: dict[type, int], names: dict[st
                 numbers[where] = np.fromiter(map(_GROUP_SEQ, events), np.int64, len(events))
                 keys[where] = _numbered(map(_GROUP, events), names, len(events))
             elif event_type is Transfer:
-                keys[where] = [t.dst if 0 <= t.dst < 1 << 31 else -1 for t in events]
-                numbers[where] = [transfer_order_key(t.step, t.src, t.start) for t in events]
+                pairs = list(map(transfer_keys, events))
+                keys[where] = [dst for dst, _ in pairs]
+                numbers[where] = [order for _, order in pairs]
             else:
                 keys[where] = _numbered(map(_NAME, events), names, len(events))
     except OverflowError:
@@ -151,6 +152,13 @@ def transfer_order_key(step: int, src: int, start: int) -> int:
     if 0 <= step < 1 << 11 and 0 <= src < 1 << 20 and 0 <= start < 1 << 32:
         return step << 52 | src << 32 | start
     return -1
+
+
+def transfer_keys(transfer: Any) -> tuple[int, int]:
+    """What orders a transfer (a Transfer, or its thin form) without reading it again: its
+    destination (-1 beyond an int32) and its :func:`transfer_order_key`."""
+    dst = transfer.dst if 0 <= transfer.dst < 1 << 31 else -1
+    return dst, transfer_order_key(transfer.step, transfer.src, transfer.start)
 
 
 def _numbered(values: Any, table: dict[str, int], count: int) -> np.ndarray:
