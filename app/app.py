@@ -39,7 +39,7 @@ from .model import (
 from .model.quiz import Grade, QuizRound, nothing_to_ask
 from .model.sources import Session
 from .modes import MODE_ACTIONS, Labels, LiveMode, ReplayMode, StepMode, ViewerMode
-from .viewer_options import LessonPlace, ViewerOptions
+from .viewer_options import ViewerOptions
 from .screens import FactorScreen, HelpScreen, NumberPrompt, RankDetailScreen, ViewerScreen
 from .screens.quiz import QuizScreen
 from .theme import PROJECTOR_THEME, palette_for
