@@ -11,6 +11,7 @@ from rich.color import Color
 
 from collviz.app.app import EXIT_INTERRUPTED, make_app
 from collviz.app.screens import HelpScreen, NumberPrompt, RankDetailScreen
+from collviz.app.screens.help import scroll_hint
 from collviz.app.widgets import RankHeatmap, RankPanel
 from collviz.app.widgets.render import format_bytes, format_values, rank_colour
 from collviz.runtime.wire.protocol import Buffer, BufferSummary, Gate, Go
@@ -207,6 +208,32 @@ async def test_help_detail_log_and_screenshot(tmp_path: Path):
         await pilot.press("s")
         await pilot.pause()
         assert len(list(tmp_path.glob("*.svg"))) == 1
+
+
+async def test_help_says_when_keys_are_hidden_below_or_above():
+    app = make_app(events=all_gather_events())
+    async with app.run_test(size=(100, 30)) as pilot:  # too short for every key
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        box = app.screen.query_one("#help-box")
+        assert box.max_scroll_y > 0 and str(box.border_subtitle).startswith("↓ more below")
+        await pilot.press("end")
+        await pilot.pause()
+        assert str(box.border_subtitle).startswith("↑ more above")
+    app = make_app(events=all_gather_events())
+    async with app.run_test(size=(160, 50)) as pilot:  # every key fits
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert str(app.screen.query_one("#help-box").border_subtitle) == "esc: close"
+
+
+def test_scroll_hint_names_the_hidden_side():
+    assert scroll_hint(0, 0) == "esc: close"
+    assert scroll_hint(9, 0).startswith("↓ more below")
+    assert scroll_hint(9, 4).startswith("↑↓ more")
+    assert scroll_hint(9, 9).startswith("↑ more above")
 
 
 async def test_large_buffers_show_their_summary_and_picture():
