@@ -9,6 +9,8 @@ import pytest
 
 from collviz.app.cli import main
 from collviz.runtime.scenarios.loading import ScenarioError, load_scenario
+from collviz.runtime.scenarios.program import RunOptions
+from collviz.runtime.scenarios.training.ring import build
 from training_support import SCENARIOS
 
 
@@ -17,7 +19,7 @@ from training_support import SCENARIOS
     (["tp", "--prefetch"], "--prefetch/--no-prefetch does not apply to tp"),
     (["all-reduce", "--no-reshard-after-forward"], "does not apply to all-reduce"),
     (["ring-all-reduce", "--size", "6"], "multiple of 4"),
-    (["ring-all-reduce", "--gpus", "3"], "multiple of 3"),
+    (["ring-all-reduce", "--gpus", "3", "--size", "32"], "multiple of 3 × 4 B"),
     (["compare", "ddp", "tp"], "compare runs ddp, fsdp, hsdp, fsdp-tp, pp scenarios, not tp"),
     (["compare"], "two scenarios"),
 ])
@@ -48,3 +50,9 @@ def test_training_scenario_errors_name_file_key_and_problem(tmp_path):
     bad.write_text(text.replace("hidden = 16", "hidden = 0"))
     with pytest.raises(ScenarioError, match=r"key 'settings.hidden': 0 is less than 1"):
         load_scenario(bad)
+
+
+@pytest.mark.parametrize("world_size, count", [(2, 8), (3, 9), (4, 8), (5, 10), (16, 16), (64, 64)])
+def test_the_ring_default_count_rounds_up_to_one_chunk_per_rank(world_size, count):
+    program = build(load_scenario(SCENARIOS / "ring-all-reduce.toml"), world_size, RunOptions())
+    assert (program.count, program.chunk) == (count, count // world_size)

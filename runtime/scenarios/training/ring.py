@@ -70,12 +70,20 @@ class RingProgram(TrainingProgram):
 
 
 def build(scenario: Scenario, world_size: int, options: RunOptions) -> RingProgram:
-    """The ring program for ``world_size`` ranks; ``--size`` sets the bytes per rank."""
+    """The ring program for ``world_size`` ranks; ``--size`` sets the bytes per rank.
+
+    Without ``--size`` the scenario's ``count`` is rounded up to a multiple of ``world_size`` (the
+    ring cuts each buffer into one chunk per rank), so any rank count runs as it is asked; a
+    ``--size`` that cannot be cut evenly is refused, since the user chose it.
+    """
     refuse_options(options, scenario.name, allowed=("size_bytes",))
     size = getattr(options, "size_bytes")
     if size is not None and (size <= 0 or size % _ITEMSIZE):
         raise UsageError(f"--size {size} B: must be a positive multiple of 4 B (float32 elements)")
-    count = int(scenario.settings["count"]) if size is None else size // _ITEMSIZE
+    if size is None:
+        count = -(-int(scenario.settings["count"]) // world_size) * world_size
+    else:
+        count = size // _ITEMSIZE
     if count % world_size:
         raise UsageError(f"the ring cuts each buffer into {world_size} chunks, but it has {count} elements; "
                          f"use a --size that is a multiple of {world_size} × 4 B")
