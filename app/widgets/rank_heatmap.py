@@ -12,6 +12,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 from functools import lru_cache
+from operator import itemgetter
 
 import msgspec
 from rich.segment import Segment
@@ -31,6 +32,8 @@ __all__ = ["RankHeatmap", "shown_buffer", "heatmap_cells"]
 _STATE_MARKS = {"pending": ("·", DIM), "running": ("●", Style(color="green")), "waiting": ("⏸", Style(bold=True)),
                 "done": ("✓", Style(color="cyan")), "error": ("✗", Style(color="red", bold=True))}
 _NOT_OBSERVED = Style(color="#9a9a9a", bgcolor="#3a3a3a")
+_TEXT = itemgetter(0)
+"""A segment's text."""
 _GAP = 2
 """Columns between two columns of rows."""
 MAX_ROW_HEIGHT = 3
@@ -137,7 +140,7 @@ class RankHeatmap(LineWidget):
         lines: list[Line] = [[] for _ in range(per_column * tall)]
         for index, rank in enumerate(ranks):
             row = self._row(rank, name, label_width, column_width)
-            used = sum(len(segment.text) for segment in row)
+            used = sum(map(len, map(_TEXT, row)))
             for line in range(tall):
                 target = lines[(index % per_column) * tall + line]
                 if index >= per_column:
