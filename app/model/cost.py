@@ -129,10 +129,8 @@ def costs_at(log: EventLog, cursor: int, step: int) -> tuple[tuple[CallCost, ...
     wanted = set(shown)
     by_call: dict[tuple[str, int], list[Collective]] = {key: [] for key in shown}
     series = phase.collectives
-    for position in range(ended - 1, -1, -1):
-        if series.index[position] < phase.call_firsts[first]:
-            break
-        event: Collective = series.events[position]
+    since = bisect_left(series.index, phase.call_firsts[first], 0, ended)  # the shown calls' ends lie after
+    for event in reversed(series.events[since:ended]):
         key = (event.group, event.group_seq)
         if key in wanted:
             by_call[key].append(event)
