@@ -32,6 +32,8 @@ __all__ = ["RankHeatmap", "shown_buffer", "heatmap_cells"]
 
 _STATE_MARKS = {"pending": ("·", DIM), "running": ("●", Style(color="green")), "waiting": ("⏸", Style(bold=True)),
                 "done": ("✓", Style(color="cyan")), "error": ("✗", Style(color="red", bold=True))}
+_SAID = ("error", "waiting")
+"""States whose status a row without the shown buffer says."""
 _NOT_OBSERVED = Style(color="#9a9a9a", bgcolor="#3a3a3a")
 _TEXT = itemgetter(0)
 """A segment's text."""
@@ -64,10 +66,11 @@ def _row_input(rank: RankView, name: str | None) -> tuple:
     """Everything :meth:`RankHeatmap._row` draws ``rank``'s row from (the shown buffer's size and
     provenance, not its values), to compare with the last frame's."""
     buffer = next((b for b in rank.buffers if b.name == name), None)
+    status = rank.status if rank.state in _SAID else ""  # a row names no other state's status
     if buffer is None:
-        return rank.rank, rank.state, rank.status
+        return rank.rank, rank.state, status
     count = len(buffer.values) if buffer.values is not None else _numel(buffer.shape)
-    return rank.rank, rank.state, rank.status, count, buffer.provenance
+    return rank.rank, rank.state, status, count, buffer.provenance
 
 
 def heatmap_cells(buffer: Buffer, width: int) -> Line:
@@ -193,7 +196,7 @@ class RankHeatmap(LineWidget):
         room = width - label_width - 2
         buffer = next((b for b in rank.buffers if b.name == name), None)
         if buffer is None:
-            text = rank.status if rank.state in ("error", "waiting") else "—"
+            text = rank.status if rank.state in _SAID else "—"
             return [*row, Segment(text[:room], style if rank.state == "error" else DIM)]
         return [*row, *heatmap_cells(buffer, room)]
 
