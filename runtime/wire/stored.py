@@ -55,7 +55,7 @@ _BufferRawProvenance = msgspec.defstruct(
 """Buffer's own fields, its provenance left encoded."""
 
 _events_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(
-    Union[tuple(_BufferRawProvenance if t is Buffer else t for t in EVENT_TYPES)]  # type: ignore[valid-type]
+    Union[tuple(_BufferRawProvenance if t is Buffer else t for t in EVENT_TYPES)]
 )
 _provenance_decoder = msgspec.msgpack.Decoder(Union[list[ProvenanceRun], None])
 
@@ -76,7 +76,7 @@ def _decode_sharing(payload: bytes) -> AnyEvent:
             if type(event) is not _BufferRawProvenance:
                 return event
             fields = msgspec.structs.asdict(event)
-            fields["provenance"] = _provenance(bytes(event.provenance))
+            fields["provenance"] = _provenance(bytes(fields["provenance"]))
             return Buffer(**fields)
         except (msgspec.DecodeError, msgspec.ValidationError):
             pass
