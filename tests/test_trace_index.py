@@ -289,3 +289,27 @@ def test_a_record_that_is_a_bare_number_is_left_to_the_careful_reader(tmp_path):
         index_trace(path)
     log, warning = load_trace(path, lambda *_: None)
     assert "not events" in warning and len(log) == len(events)
+
+
+def test_stored_buffers_with_the_same_provenance_share_it_and_equal_their_events(tmp_path):
+    """A stored trace decodes a provenance once for all the Buffers carrying it; each Buffer still
+    equals the event written, with its provenance absent, empty or its own."""
+    from collviz.runtime.wire.protocol import ProvenanceRun
+
+    events = all_gather_events(world=2)
+    common = dict(run="r", phase=0, name="out", role="gathered", moment="after", shape=[2], dtype="float32",
+                  values=[1.0, 2.0])
+    runs = [ProvenanceRun(0, 1, [0]), ProvenanceRun(1, 1, [1])]
+    buffers = [Buffer(rank=0, seq=900, t_ns=1, provenance=runs, **common),
+               Buffer(rank=1, seq=900, t_ns=2, provenance=[ProvenanceRun(0, 1, [0]), ProvenanceRun(1, 1, [1])], **common),
+               Buffer(rank=0, seq=901, t_ns=3, provenance=None, **common),
+               Buffer(rank=1, seq=901, t_ns=4, provenance=[], **common),
+               Buffer(rank=0, seq=902, t_ns=5, provenance=[ProvenanceRun(0, 2, [1])], **common)]
+    events = [*events[:-1], *buffers, events[-1]]
+    path = write_trace(tmp_path / "t.cvz", events)
+    log, _ = index_trace(path)
+    first = len(events) - 1 - len(buffers)
+    read = [log.events[first + i] for i in range(len(buffers))]
+    assert read == buffers and all(type(b) is Buffer for b in read)
+    assert read[0].provenance is read[1].provenance and read[4].provenance is not read[0].provenance
+    assert read[2].provenance is None and read[3].provenance == []

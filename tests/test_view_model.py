@@ -390,3 +390,23 @@ def test_a_flood_of_transfers_is_listed_in_order_of_all_and_out_of_range_fields_
     assert view.transfers_sorted_among == SORT_LIMIT
     assert [key(t) for t in view.transfers] == sorted(key(t) for t in moved[:SORT_LIMIT])[:MAX_TRANSFERS]
     assert f"listed in order among the first {SORT_LIMIT:,} to arrive" in transfers_title(view)
+
+
+def test_the_first_transfers_in_order_are_those_of_a_full_stable_sort():
+    """Chosen among a step's lowest destinations and keys only, the first transfers are those a
+    full stable sort of every (destination, key) puts first: ties (a destination's repeated rounds,
+    equal keys) in arrival order, whether the lowest destination holds enough of them or not."""
+    import numpy as np
+
+    from collviz.app.model.view import _first_in_order
+
+    rng = np.random.default_rng(23)
+    for case in range(200):
+        size = int(rng.integers(1, 3_000))
+        dsts = rng.integers(0, 1 + case % 70, size).astype(np.int64)  # from one destination to 70
+        orders = rng.integers(0, 1 + case % 9, size).astype(np.int64) << 32  # few keys: many ties
+        for count in (1, 5, 64):
+            expected = [(int(dsts[i]), int(orders[i]), int(i)) for i in range(size)]
+            expected.sort()  # (destination, key, arrival): the stable order, computed without numpy
+            got = _first_in_order(dsts, orders, count).tolist()
+            assert got == [i for _, _, i in expected[:count]], (case, count)

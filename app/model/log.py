@@ -409,8 +409,13 @@ class EventLog:
         self.rank(event.rank).memory.add(index, event)
 
     def _transfer(self, index: int, event: Transfer) -> None:
-        phase = self.phase(event.phase)
-        phase.transfers.add(index, event.phase)
+        """The commonest event of a flood (63 of every 67 at 64 ranks): filed with as few calls as
+        it takes."""
+        number = event.phase
+        phase = self.phases.get(number) or self.phase(number)
+        series = phase.transfers
+        series.index.append(index)
+        series.phase.append(number)
         dst, order = transfer_keys(event)
         phase.transfer_dsts.append(dst)
         phase.transfer_orders.append(order)

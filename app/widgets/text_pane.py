@@ -5,7 +5,10 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-__all__ = ["TextPane"]
+__all__ = ["TextPane", "LINE_COUNTS_KEPT"]
+
+LINE_COUNTS_KEPT = 4096
+"""Lines a pane remembers the wrapped height of (all are dropped when it would keep more)."""
 
 
 class TextPane(Static):
@@ -19,6 +22,7 @@ class TextPane(Static):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._shown: Text | None = None
         self._title: str | None = None
+        self._line_counts: dict[tuple[str, int, object, object, object, int | None], int] = {}
 
     def set_title(self, title: str) -> None:
         """Set the border title, unless it already is ``title`` (setting it repaints the pane);
@@ -45,7 +49,25 @@ class TextPane(Static):
 
     def _hint_overflow(self) -> None:
         width, height = self.content_size
-        lines = len(self._shown.wrap(self.app.console, width)) if self._shown is not None and width else 0
+        lines = self._wrapped_height(self._shown, width) if self._shown is not None and width else 0
         hint = "↓ more: scroll" if lines > height + self.scroll_y else ""
         if hint != self.border_subtitle:
             self.border_subtitle = hint
+
+    def _wrapped_height(self, text: Text, width: int) -> int:
+        """``len(text.wrap(console, width))``, each line wrapped once and remembered: Rich wraps a
+        text line by line, a pane's text changes a line or two from one frame to the next, and
+        wrapping all of it after every frame cost a millisecond (the transfers pane's 66 lines)."""
+        counts = self._line_counts
+        if len(counts) > LINE_COUNTS_KEPT:
+            counts.clear()
+        how = (text.justify, text.overflow, text.no_wrap, text.tab_size)
+        total = 0
+        for line in text.plain.split("\n"):
+            key = (line, width, *how)
+            found = counts.get(key)
+            if found is None:
+                found = counts[key] = len(Text(line, justify=text.justify, overflow=text.overflow,
+                                               no_wrap=text.no_wrap, tab_size=text.tab_size).wrap(self.app.console, width))
+            total += found
+        return total

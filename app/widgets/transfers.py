@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from collviz.runtime.wire.protocol import Transfer
+
 from ..model import ViewState
 from ..model.view import MAX_TRANSFERS
 from .render import format_bytes, rank_style
@@ -33,6 +35,11 @@ class TransfersPane(TextPane):
     stays short; a line too long for the pane wraps rather than being cut mid-range.
     """
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self._listed: tuple[Transfer, ...] = ()
+        self._listing = Text()
+
     def show(self, view: ViewState) -> None:
         """Render the transfers of ``view``'s step."""
         transfers = view.transfers
@@ -40,22 +47,30 @@ class TransfersPane(TextPane):
         if not transfers:
             self.show_text(Text("no transfers in this step", "dim"))
             return
-        text = Text()
-        kinds = sorted({t.kind for t in transfers})
-        buffers = {t.buffer for t in transfers}
-        shared = next(iter(buffers)) if len(buffers) == 1 else None
-        text.append(" · ".join(KIND_LABELS.get(k, k) for k in kinds), "italic")
-        text.append(f" into {shared}\n" if shared is not None else "\n", "italic")
+        if transfers != self._listed:  # a live step's first transfers stay the same frame after frame
+            self._listed, self._listing = transfers, _listing(transfers)
+        text = self._listing.copy()
         lines = min(MAX_LINES, len(transfers))
-        for transfer in transfers[:lines]:
-            text.append(f"r{transfer.src}", rank_style(transfer.src))
-            text.append("→")
-            text.append(f"r{transfer.dst}", rank_style(transfer.dst))
-            hop = f" hop {transfer.step}" if transfer.step else ""
-            name = "" if shared is not None else transfer.buffer
-            text.append(f" {name}[{transfer.start}:{transfer.start + transfer.length}]"
-                        f" {format_bytes(transfer.bytes)}{hop}\n")
         if view.transfer_count > lines:
             text.append(f"… {view.transfer_count - lines} more\n", "dim")
         self.show_text(text)
         self.hint_overflow()
+
+
+def _listing(transfers: tuple[Transfer, ...]) -> Text:
+    """The kinds (and the buffer, when all share one), then a line per transfer listed."""
+    text = Text()
+    kinds = sorted({t.kind for t in transfers})
+    buffers = {t.buffer for t in transfers}
+    shared = next(iter(buffers)) if len(buffers) == 1 else None
+    text.append(" · ".join(KIND_LABELS.get(k, k) for k in kinds), "italic")
+    text.append(f" into {shared}\n" if shared is not None else "\n", "italic")
+    for transfer in transfers[:MAX_LINES]:
+        text.append(f"r{transfer.src}", rank_style(transfer.src))
+        text.append("→")
+        text.append(f"r{transfer.dst}", rank_style(transfer.dst))
+        hop = f" hop {transfer.step}" if transfer.step else ""
+        name = "" if shared is not None else transfer.buffer
+        text.append(f" {name}[{transfer.start}:{transfer.start + transfer.length}]"
+                    f" {format_bytes(transfer.bytes)}{hop}\n")
+    return text

@@ -25,13 +25,15 @@ import zlib
 from array import array
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from typing import overload
+from typing import Any, Union, overload
 
-from .protocol import AnyEvent, ProtocolError, decode
+import msgspec
+
+from .protocol import EVENT_TYPES, MAX_FRAME_BYTES, AnyEvent, Buffer, ProtocolError, ProvenanceRun, _field_entry, decode
 from .records import frame_header
 from .trace import TraceError
 
-__all__ = ["StoredEvents", "CACHED_EVENTS", "SIZE_CHECK_SECONDS"]
+__all__ = ["StoredEvents", "CACHED_EVENTS", "SIZE_CHECK_SECONDS", "SHARED_PROVENANCES"]
 
 CACHED_EVENTS = 16384
 """Decoded events kept: a frame reads up to a thousand (64 ranks), the next mostly the same ones,
@@ -39,6 +41,46 @@ and going back to a step seen a moment ago should not decode it again."""
 
 SIZE_CHECK_SECONDS = 0.1
 """How long the file's size, looked up before reading from the map, is trusted."""
+
+SHARED_PROVENANCES = 1024
+"""Distinct provenances decoded once and shared by the Buffers that carry them (every rank of an
+all-gather holds the same 64 runs: two thirds of a 64-rank Buffer's decoding, and 130 objects)."""
+
+_BufferRawProvenance = msgspec.defstruct(
+    "Buffer",
+    [(f.name, msgspec.Raw, msgspec.Raw()) if f.name == "provenance" else _field_entry(f)
+     for f in msgspec.structs.fields(Buffer)],
+    tag="Buffer", kw_only=True,
+)
+"""Buffer's own fields, its provenance left encoded."""
+
+_events_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(
+    Union[tuple(_BufferRawProvenance if t is Buffer else t for t in EVENT_TYPES)]
+)
+_provenance_decoder = msgspec.msgpack.Decoder(Union[list[ProvenanceRun], None])
+
+
+@lru_cache(maxsize=SHARED_PROVENANCES)
+def _provenance(raw: bytes) -> list[ProvenanceRun] | None:
+    """The provenance encoded as ``raw`` (absent: None), decoded once for every Buffer carrying it."""
+    return _provenance_decoder.decode(raw) if raw else None
+
+
+def _decode_sharing(payload: bytes) -> AnyEvent:
+    """:func:`~.protocol.decode`, a Buffer's provenance shared with the Buffers decoded before it
+    that carry the same (nobody changes an event's lists); anything it refuses, that decode
+    classifies."""
+    if len(payload) <= MAX_FRAME_BYTES:
+        try:
+            event = _events_decoder.decode(payload)
+            if type(event) is not _BufferRawProvenance:
+                return event
+            fields = msgspec.structs.asdict(event)
+            fields["provenance"] = _provenance(bytes(fields["provenance"]))
+            return Buffer(**fields)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            pass
+    return decode(payload)
 
 
 class StoredEvents(Sequence[AnyEvent]):
@@ -107,7 +149,7 @@ class StoredEvents(Sequence[AnyEvent]):
         if header is None or header != (len(payload), zlib.crc32(payload)):
             raise TraceError(f"{self.path} changed on disk since it was opened (event {index} no longer reads back)")
         try:
-            return decode(payload)
+            return _decode_sharing(payload)
         except ProtocolError:
             raise TraceError(f"{self.path} changed on disk since it was opened "
                              f"(event {index} no longer decodes)") from None
