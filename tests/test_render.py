@@ -27,6 +27,23 @@ def test_the_detail_width_keeps_each_matrix_row_on_one_line():
     assert rows == [[str(i) for i in range(64)], [str(i) for i in range(64, 128)]]
 
 
+def test_a_cut_grid_keeps_its_full_lines_and_says_how_many_values_are_left_on_the_last():
+    """A 16×64 matrix in a narrow panel: every line but the last holds as many cells as the width
+    takes (the "…+N" note is not reserved on each of them), and N counts the values not shown."""
+    values = [float(i) for i in range(1024)]  # labels "0" … "1023": 4 characters, cells of 5
+    buffer = Buffer(run="r", rank=0, seq=0, t_ns=0, phase=0, name="m", role="x", moment="after", shape=[16, 64],
+                    dtype="float32", values=values, provenance=None)
+    lines = ["".join(segment.text for segment in line) for line in buffer_lines(buffer, 27, max_rows=8)[1:]]
+    per_line = (27 - 1) // 5
+    assert len(lines) == 8
+    assert [line.split() for line in lines[:-1]] == [
+        [str(i) for i in range(start, start + per_line)] for start in range(0, 7 * per_line, per_line)]
+    *cells, note = lines[-1].split()
+    shown = 7 * per_line + len(cells)
+    assert cells == [str(i) for i in range(7 * per_line, shown)] and note == f"…+{1024 - shown}"
+    assert len(lines[-1]) <= 27
+
+
 def test_a_memory_column_is_as_tall_as_its_bytes_even_where_categories_share_a_cell():
     """Full height 1000 B in 8 eighths per text row; heights worked out here by hand."""
     from collviz.app.widgets.memory_chart import category_colour, stacked_cells

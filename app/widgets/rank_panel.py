@@ -25,7 +25,7 @@ from .render import (
 
 __all__ = ["RankPanel", "rank_lines", "rank_body", "fitted_title", "MAX_GRID_ROWS", "MIN_NAME"]
 
-MAX_GRID_ROWS = 8
+MAX_GRID_ROWS = 16
 """Most grid lines a buffer gets in a panel; fewer (the most that fit) on a shorter panel."""
 
 _STATE_STYLES = {

@@ -333,21 +333,23 @@ def buffer_lines(buffer: Buffer, width: int, max_rows: int | None = None, detail
     cell = max(map(len, [*labels, *(names or ())]), default=1) + 1 + padding
     columns = (buffer.shape[-1] if len(buffer.shape) >= 2 else len(labels)) or 1
     per_line = max(1, min(columns, (width - 1) // cell))
-    grid_lines = -(-len(labels) // columns) * -(-columns // per_line)
-    if max_rows is not None and grid_lines > max_rows:  # leave room for " …+N" on the last line
-        per_line = max(1, min(columns, (width - 1 - len(f" …+{len(labels)}")) // cell))
+    lines_per_row = 2 if names is not None else 1
     for row_start in range(0, len(labels), columns):
         row_end = min(len(labels), row_start + columns)
         for line_start in range(row_start, row_end, per_line):
-            if max_rows is not None and len(lines) > max_rows:
-                lines[-1].append(Segment(f" …+{prod(buffer.shape) - line_start}", DIM))
-                return lines
             shown = range(line_start, min(row_end, line_start + per_line))
+            last = max_rows is not None and len(lines) + lines_per_row > max_rows and shown.stop < len(labels)
+            if last:  # the last line allowed, with more to come: make room for " …+N" on it
+                marker_room = len(f" …+{len(labels)}")
+                shown = range(line_start, line_start + min(len(shown), max(0, (width - 1 - marker_room) // cell)))
             if names is not None:  # the elements' names above their values
                 lines.append([Segment(" " + "".join(names[i].rjust(cell - 1) + " " for i in shown), NAME)])
             line: Line = [Segment(" ")]
             _append_cells(line, labels, styles, shown, cell)
             lines.append(line)
+            if last:
+                line.append(Segment(f"{' ' if shown else ''}…+{prod(buffer.shape) - shown.stop}", DIM))
+                return lines
     return lines
 
 
