@@ -40,8 +40,9 @@ step of its own, so every rank's k-th call outside steps is step k everywhere.
 **Event delivery.** The script's thread only records each call (its sizes, group, step and
 issue time) under the observer's lock; a thread of the observer's own turns what is recorded
 into events and hands them to the rank's emitter every :data:`HAND_OVER_S` (and at the script's
-end). Waking the emitter's sender, and formatting, for each event cost the script's thread far
-more on a busy machine (BENCHMARKS.md). A hang is still reported, within that delay.
+end), all at once: the emitter's sender wakes once for them and sends them as one message.
+Waking the emitter's sender, and formatting, for each event cost the script's thread far more on
+a busy machine (BENCHMARKS.md). A hang is still reported, within that delay.
 
 **Event order.** The viewer indexes each rank's events by phase, which must never decrease along
 a rank's stream: a step's end, and anything after it, is emitted only once every call issued
@@ -499,8 +500,7 @@ class ScriptObserver:
         with self._lock:
             self._flush_locked()
             batch, self._outbox = self._outbox, []
-        for event_type, fields in batch:
-            self.emitter.emit(event_type, **fields)
+        self.emitter.emit_all(batch)
 
     def _send_edge(self, edge: _Edge) -> None:
         if edge.edge == "begin":

@@ -4,8 +4,11 @@ Two channels, both bound by the launcher (the collector) and connected by worker
 
 * **events** — workers ``PUSH``, the collector ``PULL``s. PUSH queues until connected, so nothing
   is lost to a handshake. Emitting puts the event on an in-process queue; a background thread
-  encodes and sends it, so a slow reader never stalls a rank's main thread. A bounded queue that
-  overflows drops and counts (reported in ``RankEnd.dropped``), never silently.
+  encodes and sends it, so a slow reader never stalls a rank's main thread. The thread sends
+  everything queued when it wakes as one message (:func:`.frames.batch_frames`): under a flood,
+  or when a caller hands over many events at once (:meth:`EventEmitter.emit_all`), one ZeroMQ
+  message and one thread wake carry many events. A bounded queue that overflows drops and counts
+  (reported in ``RankEnd.dropped``), never silently.
 * **control** — workers ``DEALER``, the collector ``ROUTER``: a worker at a gate sends ``wait k``
   and blocks until the launcher answers ``go`` (step mode) or ``abort``.
 """
@@ -16,13 +19,21 @@ import collections
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 import zmq
 
-from .frames import GateMessage, Stale, Unauthenticated, decode_control, decode_frames, encode_control, encode_frames
+from .frames import (
+    GateMessage,
+    Stale,
+    Unauthenticated,
+    batch_frames,
+    decode_control,
+    decode_frames,
+    encode_control,
+)
 from .protocol import (
     LAUNCHER_RANK,
     MAX_FRAME_BYTES,
@@ -41,6 +52,9 @@ _SEND_LINGER_MS = 10_000
 _RECONNECT_MS = 5
 """How soon a worker's socket retries a connect that found no launcher yet (see EventEmitter)."""
 _QUEUE_LIMIT = 1_000_000
+_BATCH_BYTES = 1 << 20
+"""The most one message's events may hold (payload bytes), far below the protocol's frame limit:
+a larger backlog goes out as several messages."""
 _STOP = object()
 _EventT = TypeVar("_EventT", bound=Event)
 
@@ -96,13 +110,31 @@ class EventEmitter:
         ``t_ns`` defaults to now; pass the monotonic time something happened to report it later
         (timed loops do, so that nothing is sent while they run).
         """
-        stamp = time.monotonic_ns() if t_ns is None else t_ns
-        event = event_type(run=self.run, rank=self.rank, seq=self._seq, t_ns=stamp, **fields)
-        self._seq += 1
+        event = self._stamped(event_type, t_ns, fields)
         if self._queue.qsize() >= self._queue_limit:
             self.dropped += 1
             return
         self._queue.put(event)
+
+    def emit_all(self, events: Iterable[tuple[type[Event], dict]]) -> None:
+        """Create and queue several events at once, in order, each ``(event_type, fields)`` as
+        :meth:`emit` takes them (``t_ns`` among the fields, or now; the dicts are taken over, not
+        copied): one wake of the sending thread for all of them."""
+        made = [self._stamped(event_type, fields.pop("t_ns", None), fields) for event_type, fields in events]
+        if not made:
+            return
+        if self._queue.qsize() >= self._queue_limit:
+            self.dropped += len(made)
+            return
+        self._queue.put(made)
+
+    def _stamped(self, event_type: type[Event], t_ns: int | None, fields: dict) -> Event:
+        """An event of ``event_type`` with ``fields``, this worker's run and rank, the next number
+        and ``t_ns`` (now if None)."""
+        stamp = time.monotonic_ns() if t_ns is None else t_ns
+        event = event_type(run=self.run, rank=self.rank, seq=self._seq, t_ns=stamp, **fields)
+        self._seq += 1
+        return event
 
     def flush(self) -> None:
         """Block until every queued event has been handed to ZeroMQ."""
@@ -116,14 +148,37 @@ class EventEmitter:
         self._context.term()
 
     def _send_loop(self) -> None:
+        """Wait for the queue, then send everything in it, in order; until :meth:`close`."""
         while True:
-            item = self._queue.get()
+            taken = [self._queue.get()]
             try:
-                if item is _STOP:
-                    return
-                self._socket.send_multipart(encode_frames(item, self._secret), copy=False)
+                while True:
+                    taken.append(self._queue.get_nowait())
+            except queue.Empty:
+                pass
+            stopping = any(item is _STOP for item in taken)
+            try:
+                self._send(event for item in taken if item is not _STOP
+                           for event in (item if isinstance(item, list) else (item,)))
             finally:
-                self._queue.task_done()
+                for _ in taken:
+                    self._queue.task_done()
+            if stopping:
+                return
+
+    def _send(self, events: Iterable[Event]) -> None:
+        """Encode ``events`` and send them in as few messages as :data:`_BATCH_BYTES` allows."""
+        payloads: list[bytes] = []
+        size = 0
+        for event in events:
+            payload = encode(event)
+            if payloads and size + len(payload) > _BATCH_BYTES:
+                self._socket.send_multipart(batch_frames(payloads, self._secret))
+                payloads, size = [], 0
+            payloads.append(payload)
+            size += len(payload)
+        if payloads:
+            self._socket.send_multipart(batch_frames(payloads, self._secret))
 
 
 class GateAborted(RuntimeError):
@@ -251,31 +306,34 @@ class Collector:
                     frames = self._events.recv_multipart(zmq.NOBLOCK)
                 except zmq.Again:
                     break
-                accepted = self._accept(frames)
-                if accepted is not None:
-                    received.append(accepted)
+                received.extend(self._accept(frames))
         return received
 
-    def _accept(self, frames: list[bytes]) -> tuple[AnyEvent, bytes] | None:
+    def _accept(self, frames: list[bytes]) -> list[tuple[AnyEvent, bytes]]:
+        """The events of one message that belong here, in order; counts what is refused (a
+        message that is not right, as a whole)."""
         try:
-            event, payload = decode_frames(frames, self._secret, self._session_start_ns)
+            decoded = decode_frames(frames, self._secret, self._session_start_ns)
         except Stale:
             self.dropped["signed for another session"] += 1
-            return None
+            return []
         except Unauthenticated:
             self.dropped["unauthenticated"] += 1
-            return None
+            return []
         except IncompatibleVersion:
             self.dropped["version"] += 1
-            return None
-        except UnknownEventType as unknown:  # a newer minor version's event: skip it, keep its place
-            if self._in_sequence(unknown.run, unknown.rank, unknown.seq):
-                self.dropped["newer event type"] += 1
-            return None
+            return []
         except ProtocolError:
             self.dropped["malformed"] += 1
-            return None
-        return (event, payload) if self._in_sequence(event.run, event.rank, event.seq) else None
+            return []
+        accepted = []
+        for event, payload in decoded:
+            if isinstance(event, UnknownEventType):  # a newer minor version's event: skip it, keep its place
+                if self._in_sequence(event.run, event.rank, event.seq):
+                    self.dropped["newer event type"] += 1
+            elif self._in_sequence(event.run, event.rank, event.seq):
+                accepted.append((event, payload))
+        return accepted
 
     def _in_sequence(self, run: str, rank: int, seq: int) -> bool:
         """Whether an event of ``run`` from ``rank`` numbered ``seq`` belongs here and is new;
