@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import threading
 import time
 
 import msgspec
@@ -156,3 +157,54 @@ def test_a_backlog_larger_than_a_message_goes_as_several_each_within_its_bound(t
     context.term()
     assert [len(open_frames(m, SECRET)) for m in messages] == [2, 2, 1]  # 2 × 400 kB fit in 1 MiB, 3 do not
     assert [event.index for m in messages for event, _ in decode_frames(m, SECRET)] == [0, 1, 2, 3, 4]
+
+
+def test_the_sending_thread_collects_from_a_source_in_number_order_until_stopped(tmp_path):
+    context = zmq.Context()
+    pull = context.socket(zmq.PULL)
+    pull.bind(f"ipc://{tmp_path}/events")
+    emitter = EventEmitter(f"ipc://{tmp_path}/events", "r", 1)
+    calls: list[str] = []
+
+    def source() -> list:
+        calls.append(threading.current_thread().name)
+        return [(Phase, {"index": len(calls), "name": "collected", "edge": "begin"})] if len(calls) <= 3 else []
+
+    emitter.emit(Phase, index=0, name="before", edge="begin")
+    emitter.collect_every(0.01, source)
+    deadline = time.monotonic() + 30
+    while len(calls) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    emitter.stop_collecting()
+    stopped_at = len(calls)
+    emitter.emit(Phase, index=9, name="after", edge="begin")
+    time.sleep(0.05)
+    emitter.close()
+    messages = _raw_messages(pull, 5)
+    pull.close()
+    context.term()
+    events = [event for message in messages for event, _ in decode_frames(message)]
+    assert [(e.seq, e.index, e.name) for e in events] == [(0, 0, "before"), (1, 1, "collected"), (2, 2, "collected"),
+                                                          (3, 3, "collected"), (4, 9, "after")]
+    assert len(calls) == stopped_at >= 5 and set(calls) == {"collviz-emitter"}
+
+
+def test_a_failing_source_is_dropped_and_everything_else_still_goes(tmp_path, capfd):
+    context = zmq.Context()
+    pull = context.socket(zmq.PULL)
+    pull.bind(f"ipc://{tmp_path}/events")
+    emitter = EventEmitter(f"ipc://{tmp_path}/events", "r", 1)
+
+    def broken() -> list:
+        raise ValueError("a broken source")
+
+    emitter.collect_every(0.01, broken)
+    time.sleep(0.05)
+    emitter.emit(RunEnd, status="ok")
+    emitter.flush()
+    emitter.close()
+    [message] = _raw_messages(pull, 1)
+    pull.close()
+    context.term()
+    assert [type(event) for event, _ in decode_frames(message)] == [RunEnd]
+    assert capfd.readouterr().err.count("ValueError: a broken source") == 1

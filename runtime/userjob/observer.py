@@ -38,11 +38,12 @@ observed (they are not matched across a group as collectives are).
 step of its own, so every rank's k-th call outside steps is step k everywhere.
 
 **Event delivery.** The script's thread only records each call (its sizes, group, step and
-issue time) under the observer's lock; a thread of the observer's own turns what is recorded
-into events and hands them to the rank's emitter every :data:`HAND_OVER_S` (and at the script's
-end), all at once: the emitter's sender wakes once for them and sends them as one message.
-Waking the emitter's sender, and formatting, for each event cost the script's thread far more on
-a busy machine (BENCHMARKS.md). A hang is still reported, within that delay.
+issue time) under the observer's lock; the rank emitter's own sending thread collects what is
+recorded every :data:`HAND_OVER_S` (and the observer hands over the rest at the script's end),
+turns it into events and sends them, all in one message: one thread wake per hand-over, whatever
+the number of events. Waking the emitter's sender, and formatting, for each event cost the
+script's thread far more on a busy machine, and so did a thread of the observer's own to hand
+events over (BENCHMARKS.md). A hang is still reported, within that delay.
 
 **Event order.** The viewer indexes each rank's events by phase, which must never decrease along
 a rank's stream: a step's end, and anything after it, is emitted only once every call issued
@@ -98,7 +99,7 @@ NOT_CAPTURED = ("values and provenance not captured: collviz run observes your s
 """What a script's run does not show, said in its RunStart and in every step's narration."""
 
 HAND_OVER_S = 0.1
-"""How often the observed events are handed to the emitter (seconds)."""
+"""How often the emitter collects the observed events (seconds)."""
 
 _DESCRIPTIONS_KEPT = 1024
 """Distinct calls (op, sizes, root) a group's descriptions are kept for."""
@@ -202,8 +203,7 @@ class ScriptObserver:
     receives the script's marks (:class:`collviz.marks.Recorder`); emits events through ``emitter``.
 
     Calls may be issued, and complete, on any thread; everything the observer holds is guarded by
-    one lock. Events wait in an outbox until handed to the emitter (by one thread at a time: the
-    emitter numbers events as they come).
+    one lock. Events wait in an outbox until the emitter collects them.
     """
 
     def __init__(self, emitter: EventEmitter) -> None:
@@ -230,8 +230,6 @@ class ScriptObserver:
         self._peak = 0
         self._watcher = Watcher(self._original_wait, self._completed)
         self._outbox: list[tuple[type, dict]] = []
-        self._hand_over = threading.Event()
-        self._courier: threading.Thread | None = None
 
     # ---- lifetime ------------------------------------------------------------------------------
 
@@ -253,9 +251,7 @@ class ScriptObserver:
         self._wait_code = wait.__code__
         dist.Work.wait = wait  # type: ignore[method-assign]
         self._watcher.start()
-        self._hand_over.clear()
-        self._courier = threading.Thread(target=self._carry, name="collviz-courier", daemon=True)
-        self._courier.start()
+        self.emitter.collect_every(HAND_OVER_S, self._handed_over)
         marks.attach(self)
         return self
 
@@ -273,10 +269,8 @@ class ScriptObserver:
             if not self._started:
                 self._announce_locked(None)
             self._closed = True
-        self._hand_over.set()
-        if self._courier is not None:
-            self._courier.join()
-        self._deliver()
+        self.emitter.stop_collecting()
+        self.emitter.emit_all(self._handed_over())
         if self._library is not None:
             self._library._destroy()
             self._library = None
@@ -491,16 +485,12 @@ class ScriptObserver:
         fields.setdefault("t_ns", time.monotonic_ns())
         self._outbox.append((event_type, fields))
 
-    def _carry(self) -> None:
-        """The courier: hand the outbox to the emitter every :data:`HAND_OVER_S` until closed."""
-        while not self._hand_over.wait(HAND_OVER_S):
-            self._deliver()
-
-    def _deliver(self) -> None:
+    def _handed_over(self) -> list[tuple[type, dict]]:
+        """The events whose turn has come, taken from the outbox (the emitter's :data:`Source`)."""
         with self._lock:
             self._flush_locked()
             batch, self._outbox = self._outbox, []
-        self.emitter.emit_all(batch)
+        return batch
 
     def _send_edge(self, edge: _Edge) -> None:
         if edge.edge == "begin":

@@ -7,7 +7,9 @@ Two channels, both bound by the launcher (the collector) and connected by worker
   encodes and sends it, so a slow reader never stalls a rank's main thread. The thread sends
   everything queued when it wakes as one message (:func:`.frames.batch_frames`): under a flood,
   or when a caller hands over many events at once (:meth:`EventEmitter.emit_all`), one ZeroMQ
-  message and one thread wake carry many events. A bounded queue that overflows drops and counts
+  message and one thread wake carry many events; a caller that batches may instead have the
+  sending thread collect from it every so often (:meth:`EventEmitter.collect_every`), so that
+  handing over costs it no thread of its own. A bounded queue that overflows drops and counts
   (reported in ``RankEnd.dropped``), never silently.
 * **control** — workers ``DEALER``, the collector ``ROUTER``: a worker at a gate sends ``wait k``
   and blocks until the launcher answers ``go`` (step mode) or ``abort``.
@@ -19,6 +21,7 @@ import collections
 import queue
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
@@ -45,7 +48,7 @@ from .protocol import (
     encode,
 )
 
-__all__ = ["Endpoints", "EventEmitter", "GateClient", "GateAborted", "Collector", "LauncherEmitter"]
+__all__ = ["Endpoints", "Source", "EventEmitter", "GateClient", "GateAborted", "Collector", "LauncherEmitter"]
 
 _SEND_LINGER_MS = 10_000
 
@@ -56,6 +59,8 @@ _BATCH_BYTES = 1 << 20
 """The most one message's events may hold (payload bytes), far below the protocol's frame limit:
 a larger backlog goes out as several messages."""
 _STOP = object()
+_COLLECT = object()
+"""Wakes the sending thread to start collecting (see EventEmitter.collect_every)."""
 _EventT = TypeVar("_EventT", bound=Event)
 
 
@@ -79,8 +84,19 @@ class Endpoints:
         return cls(events=f"tcp://{host}:{port}", control=f"tcp://{host}:{port + 1}")
 
 
+Source = Callable[[], list[tuple[type[Event], dict]]]
+"""What an emitter's sending thread calls to collect events: ``(event_type, fields)`` pairs, as
+:meth:`EventEmitter.emit_all` takes them."""
+
+
 class EventEmitter:
-    """A worker's event sender: stamps run/rank/seq/t_ns, queues, and sends in the background."""
+    """A worker's event sender: stamps run/rank/seq/t_ns, queues, and sends in the background.
+
+    Events are numbered and queued under one lock, so the queue is in number order whichever
+    thread emits. The sending thread also collects, every so often, from a :data:`Source` (see
+    :meth:`collect_every`): a caller that batches its events needs no thread of its own to hand
+    them over.
+    """
 
     def __init__(self, endpoint: str, run: str, rank: int, queue_limit: int = _QUEUE_LIMIT,
                  secret: bytes | None = None) -> None:
@@ -91,6 +107,12 @@ class EventEmitter:
         self._seq = 0
         self._queue_limit = queue_limit
         self._queue: queue.Queue = queue.Queue()
+        self._numbering = threading.Lock()
+        self._collecting = threading.Lock()
+        """Held while the source is called and its events queued (so :meth:`stop_collecting`
+        returns after a collection under way)."""
+        self._source: Source | None = None
+        self._source_every_s = 0.0
         self._context = zmq.Context()
         self._socket = self._context.socket(zmq.PUSH)
         self._socket.setsockopt(zmq.LINGER, _SEND_LINGER_MS)
@@ -110,27 +132,41 @@ class EventEmitter:
         ``t_ns`` defaults to now; pass the monotonic time something happened to report it later
         (timed loops do, so that nothing is sent while they run).
         """
-        event = self._stamped(event_type, t_ns, fields)
-        if self._queue.qsize() >= self._queue_limit:
-            self.dropped += 1
-            return
-        self._queue.put(event)
+        with self._numbering:
+            event = self._stamped(event_type, t_ns, fields)
+            if self._queue.qsize() >= self._queue_limit:
+                self.dropped += 1
+                return
+            self._queue.put(event)
 
     def emit_all(self, events: Iterable[tuple[type[Event], dict]]) -> None:
         """Create and queue several events at once, in order, each ``(event_type, fields)`` as
         :meth:`emit` takes them (``t_ns`` among the fields, or now; the dicts are taken over, not
         copied): one wake of the sending thread for all of them."""
-        made = [self._stamped(event_type, fields.pop("t_ns", None), fields) for event_type, fields in events]
-        if not made:
-            return
-        if self._queue.qsize() >= self._queue_limit:
-            self.dropped += len(made)
-            return
-        self._queue.put(made)
+        with self._numbering:
+            made = [self._stamped(event_type, fields.pop("t_ns", None), fields) for event_type, fields in events]
+            if not made:
+                return
+            if self._queue.qsize() >= self._queue_limit:
+                self.dropped += len(made)
+                return
+            self._queue.put(made)
+
+    def collect_every(self, interval_s: float, source: Source) -> None:
+        """From now until :meth:`stop_collecting`, the sending thread calls ``source`` every
+        ``interval_s`` seconds and sends the events it returns (first at once)."""
+        with self._collecting:
+            self._source, self._source_every_s = source, interval_s
+        self._queue.put(_COLLECT)  # the thread may be waiting with no time limit: it must time itself
+
+    def stop_collecting(self) -> None:
+        """Call the source no more; returns once a collection under way has queued its events."""
+        with self._collecting:
+            self._source = None
 
     def _stamped(self, event_type: type[Event], t_ns: int | None, fields: dict) -> Event:
         """An event of ``event_type`` with ``fields``, this worker's run and rank, the next number
-        and ``t_ns`` (now if None)."""
+        and ``t_ns`` (now if None); the caller holds ``_numbering``."""
         stamp = time.monotonic_ns() if t_ns is None else t_ns
         event = event_type(run=self.run, rank=self.rank, seq=self._seq, t_ns=stamp, **fields)
         self._seq += 1
@@ -142,29 +178,52 @@ class EventEmitter:
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Send what is queued (waiting up to ``timeout_s``), then close the socket and context."""
+        self.stop_collecting()
         self._queue.put(_STOP)
         self._thread.join(timeout_s)
         self._socket.close(linger=int(timeout_s * 1000))
         self._context.term()
 
     def _send_loop(self) -> None:
-        """Wait for the queue, then send everything in it, in order; until :meth:`close`."""
+        """Wait for the queue (or the next collection), then send everything in it, in order;
+        until :meth:`close`."""
+        next_collection = 0.0
         while True:
-            taken = [self._queue.get()]
+            timeout = None if self._source is None else max(0.0, next_collection - time.monotonic())
+            try:
+                taken = [self._queue.get(timeout=timeout)]
+            except queue.Empty:
+                taken = []
+            if self._source is not None and time.monotonic() >= next_collection:
+                self._collect()
+                next_collection = time.monotonic() + self._source_every_s
             try:
                 while True:
                     taken.append(self._queue.get_nowait())
             except queue.Empty:
                 pass
-            stopping = any(item is _STOP for item in taken)
             try:
-                self._send(event for item in taken if item is not _STOP
+                self._send(event for item in taken if item is not _STOP and item is not _COLLECT
                            for event in (item if isinstance(item, list) else (item,)))
             finally:
                 for _ in taken:
                     self._queue.task_done()
-            if stopping:
+            if any(item is _STOP for item in taken):
                 return
+
+    def _collect(self) -> None:
+        """Queue the source's events. A source that fails is called no more (its error is
+        printed), so that everything else is still sent."""
+        with self._collecting:
+            if self._source is None:
+                return
+            try:
+                events = self._source()
+            except Exception:
+                self._source = None
+                traceback.print_exc()
+                return
+            self.emit_all(events)
 
     def _send(self, events: Iterable[Event]) -> None:
         """Encode ``events`` and send them in as few messages as :data:`_BATCH_BYTES` allows."""
