@@ -18,7 +18,6 @@ Two channels, both bound by the launcher (the collector) and connected by worker
 from __future__ import annotations
 
 import collections
-import queue
 import threading
 import time
 import traceback
@@ -58,9 +57,6 @@ _QUEUE_LIMIT = 1_000_000
 _BATCH_BYTES = 1 << 20
 """The most one message's events may hold (payload bytes), far below the protocol's frame limit:
 a larger backlog goes out as several messages."""
-_STOP = object()
-_COLLECT = object()
-"""Wakes the sending thread to start collecting (see EventEmitter.collect_every)."""
 _EventT = TypeVar("_EventT", bound=Event)
 
 
@@ -93,9 +89,9 @@ class EventEmitter:
     """A worker's event sender: stamps run/rank/seq/t_ns, queues, and sends in the background.
 
     Events are numbered and queued under one lock, so the queue is in number order whichever
-    thread emits. The sending thread also collects, every so often, from a :data:`Source` (see
-    :meth:`collect_every`): a caller that batches its events needs no thread of its own to hand
-    them over.
+    thread emits; the sending thread takes everything queued at once and is woken only when it
+    waits. It also collects, every so often, from a :data:`Source` (see :meth:`collect_every`):
+    a caller that batches its events needs no thread of its own to hand them over.
     """
 
     def __init__(self, endpoint: str, run: str, rank: int, queue_limit: int = _QUEUE_LIMIT,
@@ -106,8 +102,14 @@ class EventEmitter:
         self.dropped = 0
         self._seq = 0
         self._queue_limit = queue_limit
-        self._queue: queue.Queue = queue.Queue()
-        self._numbering = threading.Lock()
+        self._ready = threading.Condition()
+        """Guards the numbering, the queue and the sending thread's state below."""
+        self._queued: list[Event] = []
+        self._sending = False
+        """The thread holds events taken from the queue and not yet handed to ZeroMQ."""
+        self._idle = False
+        """The thread waits on ``_ready`` (set under it, before it waits)."""
+        self._stopping = False
         self._collecting = threading.Lock()
         """Held while the source is called and its events queued (so :meth:`stop_collecting`
         returns after a collection under way)."""
@@ -132,32 +134,35 @@ class EventEmitter:
         ``t_ns`` defaults to now; pass the monotonic time something happened to report it later
         (timed loops do, so that nothing is sent while they run).
         """
-        with self._numbering:
+        with self._ready:
             event = self._stamped(event_type, t_ns, fields)
-            if self._queue.qsize() >= self._queue_limit:
+            if len(self._queued) >= self._queue_limit:
                 self.dropped += 1
                 return
-            self._queue.put(event)
+            self._queued.append(event)
+            if self._idle:
+                self._ready.notify()
 
     def emit_all(self, events: Iterable[tuple[type[Event], dict]]) -> None:
         """Create and queue several events at once, in order, each ``(event_type, fields)`` as
         :meth:`emit` takes them (``t_ns`` among the fields, or now; the dicts are taken over, not
         copied): one wake of the sending thread for all of them."""
-        with self._numbering:
+        with self._ready:
             made = [self._stamped(event_type, fields.pop("t_ns", None), fields) for event_type, fields in events]
-            if not made:
-                return
-            if self._queue.qsize() >= self._queue_limit:
+            if len(self._queued) >= self._queue_limit:
                 self.dropped += len(made)
                 return
-            self._queue.put(made)
+            self._queued += made
+            if made and self._idle:
+                self._ready.notify()
 
     def collect_every(self, interval_s: float, source: Source) -> None:
         """From now until :meth:`stop_collecting`, the sending thread calls ``source`` every
         ``interval_s`` seconds and sends the events it returns (first at once)."""
         with self._collecting:
             self._source, self._source_every_s = source, interval_s
-        self._queue.put(_COLLECT)  # the thread may be waiting with no time limit: it must time itself
+        with self._ready:
+            self._ready.notify()  # it may be waiting with no time limit: it must time itself now
 
     def stop_collecting(self) -> None:
         """Call the source no more; returns once a collection under way has queued its events."""
@@ -166,7 +171,7 @@ class EventEmitter:
 
     def _stamped(self, event_type: type[Event], t_ns: int | None, fields: dict) -> Event:
         """An event of ``event_type`` with ``fields``, this worker's run and rank, the next number
-        and ``t_ns`` (now if None); the caller holds ``_numbering``."""
+        and ``t_ns`` (now if None); the caller holds ``_ready``."""
         stamp = time.monotonic_ns() if t_ns is None else t_ns
         event = event_type(run=self.run, rank=self.rank, seq=self._seq, t_ns=stamp, **fields)
         self._seq += 1
@@ -174,41 +179,42 @@ class EventEmitter:
 
     def flush(self) -> None:
         """Block until every queued event has been handed to ZeroMQ."""
-        self._queue.join()
+        with self._ready:
+            while self._queued or self._sending:
+                self._ready.wait()
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Send what is queued (waiting up to ``timeout_s``), then close the socket and context."""
         self.stop_collecting()
-        self._queue.put(_STOP)
+        with self._ready:
+            self._stopping = True
+            self._ready.notify()
         self._thread.join(timeout_s)
         self._socket.close(linger=int(timeout_s * 1000))
         self._context.term()
 
     def _send_loop(self) -> None:
-        """Wait for the queue (or the next collection), then send everything in it, in order;
-        until :meth:`close`."""
+        """Collect when it is time, wait for events (or the next collection), then send all that
+        is queued, in order; until :meth:`close`."""
         next_collection = 0.0
         while True:
-            timeout = None if self._source is None else max(0.0, next_collection - time.monotonic())
-            try:
-                taken = [self._queue.get(timeout=timeout)]
-            except queue.Empty:
-                taken = []
             if self._source is not None and time.monotonic() >= next_collection:
                 self._collect()
                 next_collection = time.monotonic() + self._source_every_s
+            with self._ready:
+                if not self._queued and not self._stopping:
+                    self._idle = True
+                    self._ready.wait(None if self._source is None else max(0.0, next_collection - time.monotonic()))
+                    self._idle = False
+                taken, self._queued = self._queued, []
+                self._sending, stopping = True, self._stopping
             try:
-                while True:
-                    taken.append(self._queue.get_nowait())
-            except queue.Empty:
-                pass
-            try:
-                self._send(event for item in taken if item is not _STOP and item is not _COLLECT
-                           for event in (item if isinstance(item, list) else (item,)))
+                self._send(taken)
             finally:
-                for _ in taken:
-                    self._queue.task_done()
-            if any(item is _STOP for item in taken):
+                with self._ready:
+                    self._sending = False
+                    self._ready.notify_all()  # flush() may wait
+            if stopping:
                 return
 
     def _collect(self) -> None:
@@ -225,7 +231,7 @@ class EventEmitter:
                 return
             self.emit_all(events)
 
-    def _send(self, events: Iterable[Event]) -> None:
+    def _send(self, events: list[Event]) -> None:
         """Encode ``events`` and send them in as few messages as :data:`_BATCH_BYTES` allows."""
         payloads: list[bytes] = []
         size = 0
