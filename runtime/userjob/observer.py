@@ -182,7 +182,8 @@ class _Group:
 @dataclass
 class _Edge:
     """A step's begin or end, waiting in the queue for its turn. A step of one call ends when the
-    call does (``after``)."""
+    call does (``after``); a marked step's end carries its Memory event's fields, sent right after
+    it (so that no event of a later step goes out before a call of this one)."""
 
     index: int
     name: str
@@ -190,6 +191,7 @@ class _Edge:
     t_ns: int | None
     after: _Call | None = None
     narration: str = ""
+    memory: dict | None = None
     sent: bool = False
 
 
@@ -426,12 +428,12 @@ class ScriptObserver:
 
     def _end_step_locked(self, t_ns: int) -> None:
         self._step_open = False
-        self._queue.append(_Edge(self.phase_index, self._phase_name, "end", t_ns))
-        self._memory_locked()
+        self._queue.append(_Edge(self.phase_index, self._phase_name, "end", t_ns, memory=self._memory_locked(t_ns)))
 
-    def _memory_locked(self) -> None:
-        """A Memory event for the step that ends, from what is cheap to read: the CUDA allocator's
-        figures (where the script has initialised CUDA) and the watched objects' bytes."""
+    def _memory_locked(self, t_ns: int) -> dict | None:
+        """The fields of a Memory event for the step that ends at ``t_ns``, from what is cheap to
+        read: the CUDA allocator's figures (where the script has initialised CUDA) and the watched
+        objects' bytes; None when there are neither."""
         categories = _watched_bytes(self._watched)
         cuda = device_totals = None
         if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -440,12 +442,12 @@ class ScriptObserver:
                               max_allocated=torch.cuda.max_memory_allocated(index))
             device_totals = nvml.device_memory(index)
         if cuda is None and not categories:
-            return
+            return None
         live = cuda.allocated if cuda is not None else sum(categories.values())
         self._peak = max(self._peak, cuda.max_allocated if cuda is not None else live)
-        self._send(Memory, phase=self.phase_index, label="step end", live_bytes=live, peak_bytes=self._peak,
-                   by_category=categories, source="cuda allocator" if cuda is not None else "watched", cuda=cuda,
-                   nvml=device_totals)
+        return {"t_ns": t_ns, "phase": self.phase_index, "label": "step end", "live_bytes": live,
+                "peak_bytes": self._peak, "by_category": categories,
+                "source": "cuda allocator" if cuda is not None else "watched", "cuda": cuda, "nvml": device_totals}
 
     def _announce_locked(self, sample: torch.Tensor | None, group: dist.ProcessGroup | None = None) -> None:
         """RankStart (once): the device of the first call's tensors and its group's backend."""
@@ -506,6 +508,8 @@ class ScriptObserver:
                     raise RuntimeError(f"step {edge.index} ends with neither a time nor a call")
                 t_ns = edge.after.ended_ns
             self._send(Phase, t_ns=t_ns, index=edge.index, name=edge.name, edge="end")
+            if edge.memory is not None:
+                self._send(Memory, **edge.memory)
         edge.sent = True
 
 
