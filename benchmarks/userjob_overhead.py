@@ -17,7 +17,15 @@ the observer's CPU goes: rank 0's CPU per step by thread, observed minus not (th
 thread, each of collviz's, and the threads Python did not start: gloo's, ZeroMQ's). Goal: the
 observer's wall ratio ≤ 1.03.
 
+``--baseline PYTHON`` compares two trees instead: PYTHON is an interpreter whose ``collviz`` is
+the other tree (a copy of the starting tree with its own editable install). Each round runs
+measurement 1 for the observer with both, in alternating order (this tree first in even rounds),
+so that both see the same stretch of a shared machine; printed per round with the 1-minute load
+average, and as paired ratios, this tree ÷ the baseline, per round. Dispatch mode and end to end
+are skipped (neither depends on the tree).
+
     python benchmarks/userjob_overhead.py [--rounds 5] [--example fsdp|ddp] [--steps 100] [--quick]
+                                          [--baseline PYTHON]
 """
 
 from __future__ import annotations
@@ -34,8 +42,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RANKS = 4
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(RANKS)]
-COLLVIZ = [sys.executable, "-m", "collviz.app.cli", "run", "--nproc", str(RANKS), "--headless"]
+
+
+def torchrun(python: str = sys.executable) -> list[str]:
+    """torchrun's command line with ``python``."""
+    return [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(RANKS)]
+
+
+def collviz_run(python: str = sys.executable) -> list[str]:
+    """``collviz run --headless``'s command line with ``python`` (and the collviz it imports)."""
+    return [python, "-m", "collviz.app.cli", "run", "--nproc", str(RANKS), "--headless"]
 
 
 def run_for_times(command: list[str]) -> dict:
@@ -48,10 +64,10 @@ def run_for_times(command: list[str]) -> dict:
         return json.loads(times.read_text())
 
 
-def toggled(kind: str, model_args: list[str]) -> tuple[float, float, dict[str, float]]:
+def toggled(kind: str, model_args: list[str], python: str = sys.executable) -> tuple[float, float, dict[str, float]]:
     """(wall ratio, CPU ratio, each thread's CPU per step on minus off in seconds) of one
-    in-process A/B run of ``kind``."""
-    launcher = COLLVIZ if kind == "observer" else TORCHRUN
+    in-process A/B run of ``kind`` with ``python``."""
+    launcher = collviz_run(python) if kind == "observer" else torchrun(python)
     found = run_for_times([*launcher, "_toggled_steps.py", "--toggle", kind, *model_args])
     threads = found.pop("threads")
     median = {key: statistics.median(values) for key, values in found.items()}
@@ -71,6 +87,41 @@ def spread(values: list[float], scale: float = 1.0, digits: int = 3) -> str:
             f"{max(values) * scale:.{digits}f})")
 
 
+def print_threads(extra_cpu: list[dict[str, float]]) -> None:
+    """Each thread's CPU per step, observed minus not, over runs: median (min–max), ms."""
+    for name in sorted({name for run in extra_cpu for name in run}):
+        print(f"  {name}: {spread([run.get(name, 0.0) for run in extra_cpu], 1e3, 2)}")
+
+
+def against_baseline(baseline: str, rounds: int, toggled_args: list[str]) -> None:
+    """Measurement 1 for the observer with this tree and with ``baseline``'s, alternated, paired
+    per round (see the module's docstring)."""
+    print("round  load  baseline wall  baseline cpu  this wall  this cpu  paired wall  paired cpu")
+    this_rows, base_rows, threads = [], [], {"baseline": [], "this": []}
+    for index in range(rounds):
+        load = os.getloadavg()[0]
+        order = [("this", sys.executable), ("baseline", baseline)]
+        found = dict((name, toggled("observer", toggled_args, python)) for name, python in
+                     (order if index % 2 == 0 else order[::-1]))
+        this, base = found["this"], found["baseline"]
+        this_rows.append(this[:2])
+        base_rows.append(base[:2])
+        threads["this"].append(this[2])
+        threads["baseline"].append(base[2])
+        print(f"{index:>5}  {load:>4.1f}  {base[0]:>13.3f}  {base[1]:>12.3f}  {this[0]:>9.3f}  {this[1]:>8.3f}  "
+              f"{this[0] / base[0]:>11.3f}  {this[1] / base[1]:>10.3f}", flush=True)
+    print()
+    print(f"in one process, on-step ÷ off-step, median (min–max) over {rounds} rounds:")
+    for name, rows in (("baseline", base_rows), ("this tree", this_rows)):
+        print(f"  {name}: wall {spread([r[0] for r in rows])}, CPU {spread([r[1] for r in rows])}")
+    print("  paired, this ÷ baseline: wall "
+          f"{spread([t[0] / b[0] for t, b in zip(this_rows, base_rows)])}, CPU "
+          f"{spread([t[1] / b[1] for t, b in zip(this_rows, base_rows)])}")
+    for name in ("baseline", "this"):
+        print(f"{name}: rank 0's CPU per step by thread, observed minus not, ms, median (min–max):")
+        print_threads(threads[name])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
@@ -80,6 +131,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--quick", action="store_true", help="one round, 12 steps of a small model (seconds)")
+    parser.add_argument("--baseline", metavar="PYTHON", help="compare the observer with another tree's, alternated")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.steps, args.dim, args.layers, args.batch = 1, 12, 64, 2, 32
@@ -89,14 +141,17 @@ def main() -> None:
     e2e_steps, warmup = max(8, args.steps // 4), 3
     e2e_args = ["--steps", str(e2e_steps), *model_args]
     print(f"{args.example} example, {' '.join(model_args)}, {RANKS} gloo ranks, {args.rounds} rounds")
+    if args.baseline:
+        against_baseline(args.baseline, args.rounds, toggled_args)
+        return
     print("round  observer wall  observer cpu  dispatch-mode wall  dispatch-mode cpu  torchrun ms  collviz run ms")
     rows = []
     extra_cpu: list[dict[str, float]] = []
     for index in range(args.rounds):
         *observer, observer_threads = toggled("observer", toggled_args)
         *mode, _ = toggled("dispatch-mode", toggled_args)
-        bare = end_to_end(TORCHRUN, script, e2e_args, warmup)
-        watched = end_to_end(COLLVIZ, script, e2e_args, warmup)
+        bare = end_to_end(torchrun(), script, e2e_args, warmup)
+        watched = end_to_end(collviz_run(), script, e2e_args, warmup)
         rows.append((*observer, *mode, bare, watched))
         extra_cpu.append(observer_threads)
         print(f"{index:>5}  {observer[0]:>13.3f}  {observer[1]:>12.3f}  {mode[0]:>18.3f}  {mode[1]:>17.3f}  "
@@ -109,10 +164,8 @@ def main() -> None:
     print(f"end to end, median step ({e2e_steps} steps, {warmup} warm-up), ms:")
     print(f"  torchrun {spread(list(columns[4]), 1e3, 1)}; collviz run {spread(list(columns[5]), 1e3, 1)}; "
           f"ratio {spread([w / b for b, w in zip(columns[4], columns[5])])}")
-    names = sorted({name for run in extra_cpu for name in run})
     print("collviz's observer: rank 0's CPU per step by thread, observed minus not, ms, median (min–max):")
-    for name in names:
-        print(f"  {name}: {spread([run.get(name, 0.0) for run in extra_cpu], 1e3, 2)}")
+    print_threads(extra_cpu)
 
 
 if __name__ == "__main__":

@@ -73,8 +73,8 @@ class FutureEvent(Event):
 
 def test_wire_frames_check_part_count_and_version():
     event = _events(1)[0]
-    assert decode_frames(encode_frames(event))[0] == event
-    assert decode_frames([b"collviz/1.9", encode(event)])[0] == event  # a newer minor speaks our language
+    assert decode_frames(encode_frames(event)) == [(event, encode(event))]
+    assert decode_frames([b"collviz/1.9", encode(event)]) == [(event, encode(event))]  # a newer minor speaks our language
     with pytest.raises(ProtocolError, match="expected 2 frames"):
         decode_frames([encode(event)])
     for other in (b"collviz/2.0", b"collviz/0.9", b"collviz/10.0", b"collviz/1.x"):

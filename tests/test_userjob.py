@@ -214,6 +214,17 @@ def test_fsdp_memory_counts_the_watched_shards(userjob_runs):
             assert 2 * shard_bytes <= sample.by_category["optimizer state"] <= 2 * shard_bytes + 8 * 64
 
 
+def test_a_steps_memory_follows_its_end_and_no_later_steps_event_comes_before_it(userjob_runs):
+    events = _ok(userjob_runs, "fsdp")
+    for rank in range(RANKS):
+        mine = sorted((e for e in events if e.rank == rank), key=lambda e: e.seq)
+        phases = [e.phase for e in mine if isinstance(e, (Collective, Memory))]
+        assert phases == sorted(phases)
+        for before, event in zip(mine, mine[1:]):
+            if isinstance(event, Memory):
+                assert isinstance(before, Phase) and (before.edge, before.index) == ("end", event.phase)
+
+
 # ---- DDP -----------------------------------------------------------------------------------------
 
 

@@ -38,10 +38,12 @@ observed (they are not matched across a group as collectives are).
 step of its own, so every rank's k-th call outside steps is step k everywhere.
 
 **Event delivery.** The script's thread only records each call (its sizes, group, step and
-issue time) under the observer's lock; a thread of the observer's own turns what is recorded
-into events and hands them to the rank's emitter every :data:`HAND_OVER_S` (and at the script's
-end). Waking the emitter's sender, and formatting, for each event cost the script's thread far
-more on a busy machine (BENCHMARKS.md). A hang is still reported, within that delay.
+issue time) under the observer's lock; the rank emitter's own sending thread collects what is
+recorded every :data:`HAND_OVER_S` (and the observer hands over the rest at the script's end),
+turns it into events and sends them, all in one message: one thread wake per hand-over, whatever
+the number of events. Waking the emitter's sender, and formatting, for each event cost the
+script's thread far more on a busy machine, and so did a thread of the observer's own to hand
+events over (BENCHMARKS.md). A hang is still reported, within that delay.
 
 **Event order.** The viewer indexes each rank's events by phase, which must never decrease along
 a rank's stream: a step's end, and anything after it, is emitted only once every call issued
@@ -96,8 +98,11 @@ NOT_CAPTURED = ("values and provenance not captured: collviz run observes your s
                 "or extra collectives")
 """What a script's run does not show, said in its RunStart and in every step's narration."""
 
-HAND_OVER_S = 0.1
-"""How often the observed events are handed to the emitter (seconds)."""
+HAND_OVER_S = 0.25
+"""How often the emitter collects the observed events (seconds): the events' delay, at most,
+before they leave the rank. Each collection wakes a thread, which on a busy machine costs the
+rank far more than the events it carries (BENCHMARKS.md, "Session 10"): 0.1 s cost about
+1 ms of CPU per 300 ms step, 0.25 s about 0.4 ms."""
 
 _DESCRIPTIONS_KEPT = 1024
 """Distinct calls (op, sizes, root) a group's descriptions are kept for."""
@@ -177,7 +182,8 @@ class _Group:
 @dataclass
 class _Edge:
     """A step's begin or end, waiting in the queue for its turn. A step of one call ends when the
-    call does (``after``)."""
+    call does (``after``); a marked step's end carries its Memory event's fields, sent right after
+    it (so that no event of a later step goes out before a call of this one)."""
 
     index: int
     name: str
@@ -185,6 +191,7 @@ class _Edge:
     t_ns: int | None
     after: _Call | None = None
     narration: str = ""
+    memory: dict | None = None
     sent: bool = False
 
 
@@ -201,8 +208,7 @@ class ScriptObserver:
     receives the script's marks (:class:`collviz.marks.Recorder`); emits events through ``emitter``.
 
     Calls may be issued, and complete, on any thread; everything the observer holds is guarded by
-    one lock. Events wait in an outbox until handed to the emitter (by one thread at a time: the
-    emitter numbers events as they come).
+    one lock. Events wait in an outbox until the emitter collects them.
     """
 
     def __init__(self, emitter: EventEmitter) -> None:
@@ -229,8 +235,6 @@ class ScriptObserver:
         self._peak = 0
         self._watcher = Watcher(self._original_wait, self._completed)
         self._outbox: list[tuple[type, dict]] = []
-        self._hand_over = threading.Event()
-        self._courier: threading.Thread | None = None
 
     # ---- lifetime ------------------------------------------------------------------------------
 
@@ -252,9 +256,7 @@ class ScriptObserver:
         self._wait_code = wait.__code__
         dist.Work.wait = wait  # type: ignore[method-assign]
         self._watcher.start()
-        self._hand_over.clear()
-        self._courier = threading.Thread(target=self._carry, name="collviz-courier", daemon=True)
-        self._courier.start()
+        self.emitter.collect_every(HAND_OVER_S, self._handed_over)
         marks.attach(self)
         return self
 
@@ -272,10 +274,8 @@ class ScriptObserver:
             if not self._started:
                 self._announce_locked(None)
             self._closed = True
-        self._hand_over.set()
-        if self._courier is not None:
-            self._courier.join()
-        self._deliver()
+        self.emitter.stop_collecting()
+        self.emitter.emit_all(self._handed_over())
         if self._library is not None:
             self._library._destroy()
             self._library = None
@@ -428,12 +428,12 @@ class ScriptObserver:
 
     def _end_step_locked(self, t_ns: int) -> None:
         self._step_open = False
-        self._queue.append(_Edge(self.phase_index, self._phase_name, "end", t_ns))
-        self._memory_locked()
+        self._queue.append(_Edge(self.phase_index, self._phase_name, "end", t_ns, memory=self._memory_locked(t_ns)))
 
-    def _memory_locked(self) -> None:
-        """A Memory event for the step that ends, from what is cheap to read: the CUDA allocator's
-        figures (where the script has initialised CUDA) and the watched objects' bytes."""
+    def _memory_locked(self, t_ns: int) -> dict | None:
+        """The fields of a Memory event for the step that ends at ``t_ns``, from what is cheap to
+        read: the CUDA allocator's figures (where the script has initialised CUDA) and the watched
+        objects' bytes; None when there are neither."""
         categories = _watched_bytes(self._watched)
         cuda = device_totals = None
         if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -442,12 +442,12 @@ class ScriptObserver:
                               max_allocated=torch.cuda.max_memory_allocated(index))
             device_totals = nvml.device_memory(index)
         if cuda is None and not categories:
-            return
+            return None
         live = cuda.allocated if cuda is not None else sum(categories.values())
         self._peak = max(self._peak, cuda.max_allocated if cuda is not None else live)
-        self._send(Memory, phase=self.phase_index, label="step end", live_bytes=live, peak_bytes=self._peak,
-                   by_category=categories, source="cuda allocator" if cuda is not None else "watched", cuda=cuda,
-                   nvml=device_totals)
+        return {"t_ns": t_ns, "phase": self.phase_index, "label": "step end", "live_bytes": live,
+                "peak_bytes": self._peak, "by_category": categories,
+                "source": "cuda allocator" if cuda is not None else "watched", "cuda": cuda, "nvml": device_totals}
 
     def _announce_locked(self, sample: torch.Tensor | None, group: dist.ProcessGroup | None = None) -> None:
         """RankStart (once): the device of the first call's tensors and its group's backend."""
@@ -490,17 +490,12 @@ class ScriptObserver:
         fields.setdefault("t_ns", time.monotonic_ns())
         self._outbox.append((event_type, fields))
 
-    def _carry(self) -> None:
-        """The courier: hand the outbox to the emitter every :data:`HAND_OVER_S` until closed."""
-        while not self._hand_over.wait(HAND_OVER_S):
-            self._deliver()
-
-    def _deliver(self) -> None:
+    def _handed_over(self) -> list[tuple[type, dict]]:
+        """The events whose turn has come, taken from the outbox (the emitter's :data:`Source`)."""
         with self._lock:
             self._flush_locked()
             batch, self._outbox = self._outbox, []
-        for event_type, fields in batch:
-            self.emitter.emit(event_type, **fields)
+        return batch
 
     def _send_edge(self, edge: _Edge) -> None:
         if edge.edge == "begin":
@@ -513,6 +508,8 @@ class ScriptObserver:
                     raise RuntimeError(f"step {edge.index} ends with neither a time nor a call")
                 t_ns = edge.after.ended_ns
             self._send(Phase, t_ns=t_ns, index=edge.index, name=edge.name, edge="end")
+            if edge.memory is not None:
+                self._send(Memory, **edge.memory)
         edge.sent = True
 
 

@@ -60,12 +60,13 @@ __all__ = [
     "version_text",
 ]
 
-PROTOCOL_VERSION: tuple[int, int] = (1, 4)
+PROTOCOL_VERSION: tuple[int, int] = (1, 5)
 """(major, minor) of the event protocol and the trace format. 1.1 added the Mismatch event,
 checksummed trace records (a header field) and time-stamped signatures; 1.2 the Freed event,
 Buffer.labels (names of a worked example's elements) and Collective.algo/hops/sent_bytes; 1.3
 the Span event (a pipeline stage's forward or backward of one microbatch); 1.4 Collective.clock
-(how a call's duration was measured: on the host or by CUDA events on the GPU)."""
+(how a call's duration was measured: on the host or by CUDA events on the GPU); 1.5 messages
+carrying several events (:data:`.frames.BATCH_MARK`)."""
 
 NOTE_MARK = "Teacher's note: "
 """Introduces a teacher's note at the end of a Phase's narration (``--notes``, lessons)."""
@@ -74,7 +75,8 @@ LAUNCHER_RANK = -1
 """The ``rank`` field of events emitted by the launching process rather than a worker."""
 
 WIRE_HEADER = b"collviz/%d.%d" % PROTOCOL_VERSION
-"""First frame of every ZeroMQ message; the second frame is the msgpack payload."""
+"""First frame of every ZeroMQ message of one event; the second frame is the msgpack payload
+(a message of several events ends this header in :data:`.frames.BATCH_MARK`)."""
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 """Payloads larger than this are refused as malformed (a worker never sends one this big)."""

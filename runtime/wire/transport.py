@@ -4,8 +4,13 @@ Two channels, both bound by the launcher (the collector) and connected by worker
 
 * **events** — workers ``PUSH``, the collector ``PULL``s. PUSH queues until connected, so nothing
   is lost to a handshake. Emitting puts the event on an in-process queue; a background thread
-  encodes and sends it, so a slow reader never stalls a rank's main thread. A bounded queue that
-  overflows drops and counts (reported in ``RankEnd.dropped``), never silently.
+  encodes and sends it, so a slow reader never stalls a rank's main thread. The thread sends
+  everything queued when it wakes as one message (:func:`.frames.batch_frames`): under a flood,
+  or when a caller hands over many events at once (:meth:`EventEmitter.emit_all`), one ZeroMQ
+  message and one thread wake carry many events; a caller that batches may instead have the
+  sending thread collect from it every so often (:meth:`EventEmitter.collect_every`), so that
+  handing over costs it no thread of its own. A bounded queue that overflows drops and counts
+  (reported in ``RankEnd.dropped``), never silently.
 * **control** — workers ``DEALER``, the collector ``ROUTER``: a worker at a gate sends ``wait k``
   and blocks until the launcher answers ``go`` (step mode) or ``abort``.
 """
@@ -13,16 +18,24 @@ Two channels, both bound by the launcher (the collector) and connected by worker
 from __future__ import annotations
 
 import collections
-import queue
 import threading
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 import zmq
 
-from .frames import GateMessage, Stale, Unauthenticated, decode_control, decode_frames, encode_control, encode_frames
+from .frames import (
+    GateMessage,
+    Stale,
+    Unauthenticated,
+    batch_frames,
+    decode_control,
+    decode_frames,
+    encode_control,
+)
 from .protocol import (
     LAUNCHER_RANK,
     MAX_FRAME_BYTES,
@@ -34,14 +47,16 @@ from .protocol import (
     encode,
 )
 
-__all__ = ["Endpoints", "EventEmitter", "GateClient", "GateAborted", "Collector", "LauncherEmitter"]
+__all__ = ["Endpoints", "Source", "EventEmitter", "GateClient", "GateAborted", "Collector", "LauncherEmitter"]
 
 _SEND_LINGER_MS = 10_000
 
 _RECONNECT_MS = 5
 """How soon a worker's socket retries a connect that found no launcher yet (see EventEmitter)."""
 _QUEUE_LIMIT = 1_000_000
-_STOP = object()
+_BATCH_BYTES = 1 << 20
+"""The most one message's events may hold (payload bytes), far below the protocol's frame limit:
+a larger backlog goes out as several messages."""
 _EventT = TypeVar("_EventT", bound=Event)
 
 
@@ -65,8 +80,19 @@ class Endpoints:
         return cls(events=f"tcp://{host}:{port}", control=f"tcp://{host}:{port + 1}")
 
 
+Source = Callable[[], list[tuple[type[Event], dict]]]
+"""What an emitter's sending thread calls to collect events: ``(event_type, fields)`` pairs, as
+:meth:`EventEmitter.emit_all` takes them."""
+
+
 class EventEmitter:
-    """A worker's event sender: stamps run/rank/seq/t_ns, queues, and sends in the background."""
+    """A worker's event sender: stamps run/rank/seq/t_ns, queues, and sends in the background.
+
+    Events are numbered and queued under one lock, so the queue is in number order whichever
+    thread emits; the sending thread takes everything queued at once and is woken only when it
+    waits. It also collects, every so often, from a :data:`Source` (see :meth:`collect_every`):
+    a caller that batches its events needs no thread of its own to hand them over.
+    """
 
     def __init__(self, endpoint: str, run: str, rank: int, queue_limit: int = _QUEUE_LIMIT,
                  secret: bytes | None = None) -> None:
@@ -76,7 +102,19 @@ class EventEmitter:
         self.dropped = 0
         self._seq = 0
         self._queue_limit = queue_limit
-        self._queue: queue.Queue = queue.Queue()
+        self._ready = threading.Condition()
+        """Guards the numbering, the queue and the sending thread's state below."""
+        self._queued: list[Event] = []
+        self._sending = False
+        """The thread holds events taken from the queue and not yet handed to ZeroMQ."""
+        self._idle = False
+        """The thread waits on ``_ready`` (set under it, before it waits)."""
+        self._stopping = False
+        self._collecting = threading.Lock()
+        """Held while the source is called and its events queued (so :meth:`stop_collecting`
+        returns after a collection under way)."""
+        self._source: Source | None = None
+        self._source_every_s = 0.0
         self._context = zmq.Context()
         self._socket = self._context.socket(zmq.PUSH)
         self._socket.setsockopt(zmq.LINGER, _SEND_LINGER_MS)
@@ -96,34 +134,116 @@ class EventEmitter:
         ``t_ns`` defaults to now; pass the monotonic time something happened to report it later
         (timed loops do, so that nothing is sent while they run).
         """
+        with self._ready:
+            event = self._stamped(event_type, t_ns, fields)
+            if len(self._queued) >= self._queue_limit:
+                self.dropped += 1
+                return
+            self._queued.append(event)
+            if self._idle:
+                self._ready.notify()
+
+    def emit_all(self, events: Iterable[tuple[type[Event], dict]]) -> None:
+        """Create and queue several events at once, in order, each ``(event_type, fields)`` as
+        :meth:`emit` takes them (``t_ns`` among the fields, or now; the dicts are taken over, not
+        copied): one wake of the sending thread for all of them."""
+        with self._ready:
+            made = [self._stamped(event_type, fields.pop("t_ns", None), fields) for event_type, fields in events]
+            if len(self._queued) >= self._queue_limit:
+                self.dropped += len(made)
+                return
+            self._queued += made
+            if made and self._idle:
+                self._ready.notify()
+
+    def collect_every(self, interval_s: float, source: Source) -> None:
+        """From now until :meth:`stop_collecting`, the sending thread calls ``source`` every
+        ``interval_s`` seconds and sends the events it returns (first at once)."""
+        with self._collecting:
+            self._source, self._source_every_s = source, interval_s
+        with self._ready:
+            self._ready.notify()  # it may be waiting with no time limit: it must time itself now
+
+    def stop_collecting(self) -> None:
+        """Call the source no more; returns once a collection under way has queued its events."""
+        with self._collecting:
+            self._source = None
+
+    def _stamped(self, event_type: type[Event], t_ns: int | None, fields: dict) -> Event:
+        """An event of ``event_type`` with ``fields``, this worker's run and rank, the next number
+        and ``t_ns`` (now if None); the caller holds ``_ready``."""
         stamp = time.monotonic_ns() if t_ns is None else t_ns
         event = event_type(run=self.run, rank=self.rank, seq=self._seq, t_ns=stamp, **fields)
         self._seq += 1
-        if self._queue.qsize() >= self._queue_limit:
-            self.dropped += 1
-            return
-        self._queue.put(event)
+        return event
 
     def flush(self) -> None:
         """Block until every queued event has been handed to ZeroMQ."""
-        self._queue.join()
+        with self._ready:
+            while self._queued or self._sending:
+                self._ready.wait()
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Send what is queued (waiting up to ``timeout_s``), then close the socket and context."""
-        self._queue.put(_STOP)
+        self.stop_collecting()
+        with self._ready:
+            self._stopping = True
+            self._ready.notify()
         self._thread.join(timeout_s)
         self._socket.close(linger=int(timeout_s * 1000))
         self._context.term()
 
     def _send_loop(self) -> None:
+        """Collect when it is time, wait for events (or the next collection), then send all that
+        is queued, in order; until :meth:`close`."""
+        next_collection = 0.0
         while True:
-            item = self._queue.get()
+            if self._source is not None and time.monotonic() >= next_collection:
+                self._collect()
+                next_collection = time.monotonic() + self._source_every_s
+            with self._ready:
+                if not self._queued and not self._stopping:
+                    self._idle = True
+                    self._ready.wait(None if self._source is None else max(0.0, next_collection - time.monotonic()))
+                    self._idle = False
+                taken, self._queued = self._queued, []
+                self._sending, stopping = True, self._stopping
             try:
-                if item is _STOP:
-                    return
-                self._socket.send_multipart(encode_frames(item, self._secret), copy=False)
+                self._send(taken)
             finally:
-                self._queue.task_done()
+                with self._ready:
+                    self._sending = False
+                    self._ready.notify_all()  # flush() may wait
+            if stopping:
+                return
+
+    def _collect(self) -> None:
+        """Queue the source's events. A source that fails is called no more (its error is
+        printed), so that everything else is still sent."""
+        with self._collecting:
+            if self._source is None:
+                return
+            try:
+                events = self._source()
+            except Exception:
+                self._source = None
+                traceback.print_exc()
+                return
+            self.emit_all(events)
+
+    def _send(self, events: list[Event]) -> None:
+        """Encode ``events`` and send them in as few messages as :data:`_BATCH_BYTES` allows."""
+        payloads: list[bytes] = []
+        size = 0
+        for event in events:
+            payload = encode(event)
+            if payloads and size + len(payload) > _BATCH_BYTES:
+                self._socket.send_multipart(batch_frames(payloads, self._secret))
+                payloads, size = [], 0
+            payloads.append(payload)
+            size += len(payload)
+        if payloads:
+            self._socket.send_multipart(batch_frames(payloads, self._secret))
 
 
 class GateAborted(RuntimeError):
@@ -251,31 +371,34 @@ class Collector:
                     frames = self._events.recv_multipart(zmq.NOBLOCK)
                 except zmq.Again:
                     break
-                accepted = self._accept(frames)
-                if accepted is not None:
-                    received.append(accepted)
+                received.extend(self._accept(frames))
         return received
 
-    def _accept(self, frames: list[bytes]) -> tuple[AnyEvent, bytes] | None:
+    def _accept(self, frames: list[bytes]) -> list[tuple[AnyEvent, bytes]]:
+        """The events of one message that belong here, in order; counts what is refused (a
+        message that is not right, as a whole)."""
         try:
-            event, payload = decode_frames(frames, self._secret, self._session_start_ns)
+            decoded = decode_frames(frames, self._secret, self._session_start_ns)
         except Stale:
             self.dropped["signed for another session"] += 1
-            return None
+            return []
         except Unauthenticated:
             self.dropped["unauthenticated"] += 1
-            return None
+            return []
         except IncompatibleVersion:
             self.dropped["version"] += 1
-            return None
-        except UnknownEventType as unknown:  # a newer minor version's event: skip it, keep its place
-            if self._in_sequence(unknown.run, unknown.rank, unknown.seq):
-                self.dropped["newer event type"] += 1
-            return None
+            return []
         except ProtocolError:
             self.dropped["malformed"] += 1
-            return None
-        return (event, payload) if self._in_sequence(event.run, event.rank, event.seq) else None
+            return []
+        accepted = []
+        for event, payload in decoded:
+            if isinstance(event, UnknownEventType):  # a newer minor version's event: skip it, keep its place
+                if self._in_sequence(event.run, event.rank, event.seq):
+                    self.dropped["newer event type"] += 1
+            elif self._in_sequence(event.run, event.rank, event.seq):
+                accepted.append((event, payload))
+        return accepted
 
     def _in_sequence(self, run: str, rank: int, seq: int) -> bool:
         """Whether an event of ``run`` from ``rank`` numbered ``seq`` belongs here and is new;
