@@ -312,7 +312,7 @@ def collective_caller(spec: CollectiveSpec, rank: int, world_size: int) -> Calla
     return call
 
 
-def timed_ns(call: Callable[..., None], device: torch.device, args: tuple) -> int:
+def timed_ns(call: Callable[..., object], device: torch.device, args: tuple) -> int:
     """Wall time of ``call(*args)`` in ns; on CUDA, with the device drained before and after."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
