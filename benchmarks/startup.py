@@ -23,8 +23,8 @@ command and of every process it waited for (the launcher reaps its workers), whi
 with other work disturbs far less than the wall clock.
 
 ``--before DIR`` also runs the collviz of another checkout (e.g. ``git worktree add DIR main``),
-through a ``PYTHONPATH`` folder that maps its package folders as pyproject.toml's
-``package-dir`` does, alternated with the floor and this one in every round.
+alternated with the floor and this checkout's in every round; each runs through a ``PYTHONPATH``
+folder that maps its package folders as its pyproject.toml's ``package-dir`` does.
 
 ``--quick`` is one round at 2 ranks (the test suite runs it so the benchmark cannot break silently).
 """
@@ -170,8 +170,9 @@ def main() -> None:
         args.rounds, args.ranks, args.timeline = 1, "2", True
     with tempfile.TemporaryDirectory() as links:
         trees = {"collviz": ENVIRONMENT}
-        if args.before is not None:
-            trees = {"before": checkout_environment(args.before, Path(links)), "after": ENVIRONMENT}
+        if args.before is not None:  # both through the same kind of folder: imported alike
+            trees = {"before": checkout_environment(args.before, Path(links, "before")),
+                     "after": checkout_environment(HERE.parent, Path(links, "after"))}
         measure(args, trees)
 
 
