@@ -23,7 +23,8 @@ command and of every process it waited for (the launcher reaps its workers), whi
 with other work disturbs far less than the wall clock.
 
 ``--before DIR`` also runs the collviz of another checkout (e.g. ``git worktree add DIR main``),
-alternated with the floor and this checkout's in every round; each runs through a ``PYTHONPATH``
+alternated with the floor and this checkout's in every round (the two take turns going first);
+each runs through a ``PYTHONPATH``
 folder that maps its package folders as its pyproject.toml's ``package-dir`` does.
 
 ``--quick`` is one round at 2 ranks (the test suite runs it so the benchmark cannot break silently).
@@ -185,9 +186,12 @@ def measure(args: argparse.Namespace, trees: dict[str, dict[str, str]]) -> None:
         bare, floor = [], Timings()
         ours = {label: Timings() for label in trees}
         timelines: dict[str, list[dict[str, float]]] = {label: [] for label in trees}
-        for _ in range(args.rounds):
+        for round_index in range(args.rounds):
             floor.add(*fork_floor(ranks))
-            for label, environment in trees.items():
+            labels = list(trees)
+            turn = round_index % len(labels)  # each tree goes first in turn: none always follows another
+            for label in labels[turn:] + labels[:turn]:
+                environment = trees[label]
                 if args.timeline:
                     timeline, cpu = collviz_timeline(ranks, environment)
                     timelines[label].append(timeline)
