@@ -5,9 +5,16 @@ same collective on the same process group, with the same shapes and element size
 tensors in which rank r's elements hold 2**r, always summed. Each element of the result is then the
 bitmask of the ranks whose data reached it through the backend — including the partial sums gloo
 leaves on a reduce's non-destination ranks. Tags use an exact integer (or float16) type of the data's
-element size so the backend segments them as it segmented the data. A tag type holds a limited
-number of rank bits (31 for 4-byte data); larger worlds take several passes, each tagging one
-slice of the ranks (:func:`tag_passes`), whose provenances are merged (:func:`observe_provenance`).
+element size so the backend segments them as it segmented the data.
+
+A tag type holds one rank bit per bit of its exact values: 8 for uint8, 11 for float16 (its exact
+integers), 32 for int32 and 64 for int64. The integer types use their sign bit too: every element
+sums each rank's tag at most once, so every partial sum, in any order, is a sum of distinct powers
+of two, which never carries; the top bit then adds in two's complement as ``−2**(w−1)`` and no
+partial sum leaves the type's range (it never overflows, on any backend). Larger worlds take
+several passes, each tagging one slice of the ranks (:func:`tag_passes`); the passes are all
+started before any is read, so a backend may run them back to back, and their provenances are
+merged (:func:`observe_provenance`).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ __all__ = [
     "tensor_contents",
     "provenance_from_tags",
     "TagPass",
+    "PendingTags",
     "tag_passes",
     "observe_provenance",
     "merge_provenance",
@@ -42,12 +50,12 @@ PICTURE_POINTS = 64
 MAX_PROVENANCE_RUNS = 4096
 """More runs than this and provenance is reported as not observed (it would not be readable)."""
 
-# element size → (tag dtype, how many ranks its exact bit patterns can hold)
+# element size → (tag dtype, how many ranks its exact bit patterns can hold; see the module's docstring)
 _TAG_TYPES = {
     1: (torch.uint8, 8),
     2: (torch.float16, 11),
-    4: (torch.int32, 31),
-    8: (torch.int64, 63),
+    4: (torch.int32, 32),
+    8: (torch.int64, 64),
 }
 
 
@@ -89,7 +97,31 @@ class TagPass:
         """This rank's tags for this pass, shaped like ``like`` (0 when ``placeholder`` or when
         ``rank`` is outside the pass)."""
         inside = self.first <= rank < self.stop and not placeholder
-        return torch.full_like(like, 2 ** (rank - self.first) if inside else 0, dtype=self.tag_type)
+        return torch.full_like(like, _bit_value(self.tag_type, rank - self.first) if inside else 0,
+                               dtype=self.tag_type)
+
+
+def _bit_value(tag_type: torch.dtype, bit: int) -> int:
+    """The value of ``tag_type`` whose bit pattern is bit ``bit`` alone: ``2**bit``, or for a signed
+    integer type's sign bit, its two's-complement value ``−2**bit``."""
+    signed_top = not tag_type.is_floating_point and tag_type.is_signed and bit == 8 * tag_type.itemsize - 1
+    return -(2**bit) if signed_top else 2**bit
+
+
+@dataclass(frozen=True)
+class PendingTags:
+    """A pass whose collective was started asynchronously (``async_op=True``): the tags it
+    received, ``tags``, are complete once its ``work`` has been waited on (None: nothing to wait
+    for); ``tags`` is None when this rank receives nothing."""
+
+    tags: torch.Tensor | None
+    work: torch.distributed.Work | None
+
+    def wait(self) -> torch.Tensor | None:
+        """Wait for the collective, then the tags it wrote."""
+        if self.work is not None:
+            self.work.wait()
+        return self.tags
 
 
 def tag_passes(dtype: torch.dtype, world_size: int) -> list[TagPass]:
@@ -103,13 +135,15 @@ def tag_passes(dtype: torch.dtype, world_size: int) -> list[TagPass]:
 
 
 def observe_provenance(dtype: torch.dtype, world_size: int,
-                       received: Callable[[TagPass], torch.Tensor | None]) -> list[ProvenanceRun] | None:
+                       received: Callable[[TagPass], torch.Tensor | PendingTags | None]) -> list[ProvenanceRun] | None:
     """Provenance of a collective's result: ``received(tag_pass)`` runs the collective over that
-    pass's tags and returns the tags this rank received; the passes' provenances are merged.
+    pass's tags and returns the tags this rank received, or starts it and returns them pending;
+    every pass is started before any is waited on, and the passes' provenances are merged.
     None when it cannot be observed (no tag type, nothing received, too fragmented)."""
+    started = [(tag_pass, received(tag_pass)) for tag_pass in tag_passes(dtype, world_size)]
+    finished = [(tag_pass, tags.wait() if isinstance(tags, PendingTags) else tags) for tag_pass, tags in started]
     parts = []
-    for tag_pass in tag_passes(dtype, world_size):
-        tags = received(tag_pass)
+    for tag_pass, tags in finished:
         runs = None if tags is None else provenance_from_tags(tags, first=tag_pass.first)
         if runs is None:
             return None
@@ -145,8 +179,8 @@ def merge_provenance(parts: list[list[ProvenanceRun]]) -> list[ProvenanceRun] | 
 
 
 def provenance_from_tags(tags: torch.Tensor, first: int = 0) -> list[ProvenanceRun] | None:
-    """Run-length encode a tag tensor into provenance runs, bit b naming rank ``first + b`` (None
-    if too fragmented to show)."""
+    """Run-length encode a tag tensor into provenance runs, bit b of each element's bit pattern
+    naming rank ``first + b`` (None if too fragmented to show)."""
     flat = tags.detach().reshape(-1).cpu().to(torch.int64)
     if flat.numel() == 0:
         return []
@@ -155,7 +189,8 @@ def provenance_from_tags(tags: torch.Tensor, first: int = 0) -> list[ProvenanceR
         return None
     starts = [0, *changes]
     ends = [*changes, flat.numel()]
-    masks = flat[starts].tolist()
+    width = 8 * tags.element_size()
+    masks = [mask % (1 << width) for mask in flat[starts].tolist()]  # a set sign bit is rank bit width − 1
     return [
         ProvenanceRun(start=s, length=e - s, ranks=[first + r for r in range(mask.bit_length()) if mask >> r & 1])
         for s, e, mask in zip(starts, ends, masks)

@@ -17,7 +17,7 @@ import torch.distributed as dist
 from ..context import RankContext
 from ..errors import UsageError
 from ..observation.metrics import algo_bytes, human_bytes
-from ..observation.tensors import TagPass, observe_provenance, uniform_provenance
+from ..observation.tensors import PendingTags, TagPass, observe_provenance, uniform_provenance
 from ..wire.protocol import Check, Collective, ProvenanceRun
 from .schema import COLLECTIVES, REDUCE_OPS, REDUCING, ROOTED, Followup, Scenario
 from .patterns import exact_period, pattern
@@ -278,37 +278,41 @@ def _output_shape(spec: CollectiveSpec, input_shape: list[int], world_size: int)
     return [-1]
 
 
-def collective_caller(spec: CollectiveSpec, rank: int, world_size: int) -> Callable[[torch.Tensor | None, torch.Tensor | None, str], None]:
-    """A function running this spec's collective on (input, output) with a given reduce op."""
+def collective_caller(spec: CollectiveSpec, rank: int, world_size: int) -> Callable[..., dist.Work | None]:
+    """A function running this spec's collective on (input, output) with a given reduce op;
+    ``async_op=True`` starts it and returns its ``Work`` instead (as ``torch.distributed`` does)."""
     op, root, n = spec.op, spec.root, world_size
 
-    def call(inp: torch.Tensor | None, out: torch.Tensor | None, reduce_op: str) -> None:
+    def call(inp: torch.Tensor | None, out: torch.Tensor | None, reduce_op: str,
+             async_op: bool = False) -> dist.Work | None:
         red = _REDUCE_OPS[reduce_op]
         if op == "broadcast":
-            dist.broadcast(present(inp, "input"), src=root)
-        elif op == "reduce":
-            dist.reduce(present(inp, "input"), dst=root, op=red)
-        elif op == "all_reduce":
-            dist.all_reduce(present(inp, "input"), op=red)
-        elif op == "gather":
-            dist.gather(present(inp, "input").reshape(-1),
-                        gather_list=list(present(out, "output").chunk(n)) if rank == root else None, dst=root)
-        elif op == "all_gather":
-            _all_gather_single(present(out, "output"), present(inp, "input").reshape(-1))
-        elif op == "scatter":
-            dist.scatter(present(out, "output"),
-                         scatter_list=list(present(inp, "input").reshape(-1).chunk(n)) if rank == root else None, src=root)
-        elif op == "reduce_scatter":
-            _reduce_scatter_single(present(out, "output"), present(inp, "input").reshape(-1), op=red)
-        elif op == "all_to_all":
-            dist.all_to_all_single(present(out, "output"), present(inp, "input").reshape(-1))
-        else:
-            raise ValueError(f"unknown collective {op!r}")
+            return dist.broadcast(present(inp, "input"), src=root, async_op=async_op)
+        if op == "reduce":
+            return dist.reduce(present(inp, "input"), dst=root, op=red, async_op=async_op)
+        if op == "all_reduce":
+            return dist.all_reduce(present(inp, "input"), op=red, async_op=async_op)
+        if op == "gather":
+            return dist.gather(present(inp, "input").reshape(-1),
+                               gather_list=list(present(out, "output").chunk(n)) if rank == root else None, dst=root,
+                               async_op=async_op)
+        if op == "all_gather":
+            return _all_gather_single(present(out, "output"), present(inp, "input").reshape(-1), async_op=async_op)
+        if op == "scatter":
+            return dist.scatter(present(out, "output"),
+                                scatter_list=list(present(inp, "input").reshape(-1).chunk(n)) if rank == root else None,
+                                src=root, async_op=async_op)
+        if op == "reduce_scatter":
+            return _reduce_scatter_single(present(out, "output"), present(inp, "input").reshape(-1), op=red,
+                                          async_op=async_op)
+        if op == "all_to_all":
+            return dist.all_to_all_single(present(out, "output"), present(inp, "input").reshape(-1), async_op=async_op)
+        raise ValueError(f"unknown collective {op!r}")
 
     return call
 
 
-def timed_ns(call: Callable[..., None], device: torch.device, args: tuple) -> int:
+def timed_ns(call: Callable[..., object], device: torch.device, args: tuple) -> int:
     """Wall time of ``call(*args)`` in ns; on CUDA, with the device drained before and after."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -374,12 +378,13 @@ def _timed_loop(ctx: RankContext, spec: CollectiveSpec, call, inp, out, pristine
 def _observe_provenance(
     ctx: RankContext, spec: CollectiveSpec, call, inp: torch.Tensor | None, out: torch.Tensor | None
 ) -> list[ProvenanceRun] | None:
-    """Run the same collective over rank tags and return the provenance of the received buffer."""
-    def received(tag_pass: TagPass) -> torch.Tensor | None:
+    """Run the same collective over rank tags and return the provenance of the received buffer
+    (the passes a large world needs are started back to back, then waited on)."""
+    def received(tag_pass: TagPass) -> PendingTags:
         tag_in = None if inp is None else tag_pass.tags(inp, ctx.rank, placeholder=not _has_input(spec, ctx.rank))
         tag_out = None if out is None else tag_pass.tags(out, ctx.rank, placeholder=True)
-        call(tag_in, tag_out, "sum")
-        return tag_in if spec.op in IN_PLACE else tag_out
+        work = call(tag_in, tag_out, "sum", async_op=True)
+        return PendingTags(tag_in if spec.op in IN_PLACE else tag_out, work)
 
     return observe_provenance(getattr(torch, spec.dtype), ctx.world_size, received)
 
