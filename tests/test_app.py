@@ -229,6 +229,22 @@ async def test_help_says_when_keys_are_hidden_below_or_above():
         assert str(app.screen.query_one("#help-box").border_subtitle) == "esc: close"
 
 
+async def test_a_pane_s_scroll_hint_goes_when_its_text_gets_short():
+    """The fsdp fixture's step 5 lists more transfers than the pane holds; step 6 has none."""
+    app = make_app(trace=Path(__file__).parent / "fixtures" / "fsdp-tiny.cvz")
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.loaded, tries=500)
+        await pilot.press("g", "5", "enter")
+        await pilot.pause()
+        await pilot.pause()
+        pane = app.screen.query_one("#transfers")
+        assert pane.border_subtitle == "↓ more: scroll"
+        await pilot.press("right")
+        await pilot.pause()
+        await pilot.pause()
+        assert "no transfers" in pane.render().plain and pane.border_subtitle == ""
+
+
 def test_scroll_hint_names_the_hidden_side():
     assert scroll_hint(0, 0) == "esc: close"
     assert scroll_hint(9, 0).startswith("↓ more below")

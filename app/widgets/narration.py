@@ -45,4 +45,3 @@ class NarrationPane(TextPane):
             if check.detail:
                 text.append(f" {check.detail}", "dim")
         self.show_text(text)
-        self.hint_overflow()

@@ -32,11 +32,13 @@ class TextPane(Static):
             self.border_title = Text(title)
 
     def show_text(self, text: Text) -> None:
-        """Display ``text`` unless it is what the pane already shows (same size: no re-layout)."""
+        """Display ``text`` unless it is what the pane already shows (same size: no re-layout),
+        and say whether it runs past the pane's bottom (a short text clears a longer one's hint)."""
         if text == self._shown:
             return
         self._shown = text
         self.update(text, layout=False)
+        self.hint_overflow()
 
     def hint_overflow(self) -> None:
         """After the next refresh, say in the border's subtitle whether the text runs past the

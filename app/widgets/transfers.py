@@ -54,7 +54,6 @@ class TransfersPane(TextPane):
         if view.transfer_count > lines:
             text.append(f"… {view.transfer_count - lines} more\n", "dim")
         self.show_text(text)
-        self.hint_overflow()
 
 
 def _listing(transfers: tuple[Transfer, ...]) -> Text:
