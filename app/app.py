@@ -30,7 +30,6 @@ from .model import (
     first_pieces,
     next_boundary,
     previous_boundary,
-    seek_step,
     slower,
     step_at,
     step_pieces,
@@ -38,9 +37,10 @@ from .model import (
 )
 from .model.quiz import Grade, QuizRound, nothing_to_ask
 from .model.sources import Session
+from .overlays import OverlayActions
 from .modes import MODE_ACTIONS, Labels, LiveMode, ReplayMode, StepMode, ViewerMode
 from .viewer_options import ViewerOptions
-from .screens import FactorScreen, HelpScreen, NumberPrompt, RankDetailScreen, ViewerScreen
+from .screens import ViewerScreen
 from .screens.quiz import QuizScreen
 from .theme import PROJECTOR_THEME, palette_for
 
@@ -57,7 +57,7 @@ the cyclic collector's reach so its full collections do not grow with the log.""
 
 
 
-class CollvizApp(App[int]):
+class CollvizApp(OverlayActions, App[int]):
     """The viewer. Build it with :func:`make_app`; it returns an exit code when it ends."""
 
     CSS_PATH = ["styles/app.tcss"]
@@ -489,64 +489,9 @@ class CollvizApp(App[int]):
             self.quizzes.hold = mode.released
             self.following = False
 
-    def action_seek(self) -> None:
-        """Ask for a step number and go there."""
-
-        def seek(number: int | None) -> None:
-            """Go to the step typed (nothing when the dialog was cancelled)."""
-            if number is not None:
-                self.action_seek_to(number)
-
-        self.push_screen(NumberPrompt(f"go to step (1–{max(self.event_log.phase_count, 1)}):", "step number"), seek)
-
-    def action_seek_to(self, number: int) -> None:
-        """Go to the end of step ``number`` (1-based)."""
-        self._move(seek_step(self.event_log, number))
-
     def action_toggle_log(self) -> None:
         """Show or hide the raw event log."""
         self.log_visible = not self.log_visible
-
-    def action_screenshot(self) -> None:
-        """Write an SVG of the current frame and say where."""
-        scenario = self.event_log.run_start.scenario if self.event_log.run_start else "collviz"
-        name = f"collviz-{scenario}-step{self.current_view().step + 1}-{time.strftime('%Y%m%dT%H%M%S')}.svg"
-        path = self.save_screenshot(filename=name, path=str(self.screenshot_dir))
-        self.notify(f"screenshot saved to {path}", title="screenshot", markup=False)
-
-    def action_open_rank(self) -> None:
-        """Ask for a rank number and open its detail (any rank; the digit keys reach 0–9)."""
-        ranks = len(self.current_view().ranks)
-
-        def open_rank(number: int | None) -> None:
-            """Open the rank typed, or say which ranks exist."""
-            if number is None:
-                return
-            if 0 <= number < ranks:
-                self.action_detail(number)
-            else:
-                self.notify(f"no rank {number}: this run has ranks 0–{ranks - 1}", timeout=3)
-
-        if ranks:
-            self.push_screen(NumberPrompt(f"open rank (0–{ranks - 1}):", "rank number"), open_rank)
-
-    def action_detail(self, rank: int) -> None:
-        """Open rank ``rank``'s detail (digit keys; beyond the world size, nothing happens)."""
-        view = self.current_view()
-        if rank < len(view.ranks):
-            self.push_screen(RankDetailScreen(rank, view, mask_volatile=self.mask_volatile))
-
-    def action_factor(self) -> None:
-        """Explain the bus factor of the step's latest collective call (or say there is none)."""
-        costs = self.current_view().costs
-        if not costs:
-            self.notify("this step ran no collective: no bus factor to explain", timeout=3)
-            return
-        self.push_screen(FactorScreen(costs[-1]))
-
-    def action_help(self) -> None:
-        """Show every key and what it does."""
-        self.push_screen(HelpScreen())
 
     async def action_quit(self) -> None:
         """Stop the session's workers (in a thread), then exit with the run's code; in a lesson,
