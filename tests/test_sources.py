@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import artifact_jobs as jobs
+from collviz.app.app import make_app
 from collviz.app.model import EventLog, view_at
 from collviz.runtime.errors import UsageError
 from collviz.runtime.reports.export import write_perfetto
@@ -220,6 +221,34 @@ def test_summary_export_and_viewer_model_take_every_import(made, tmp_path):
         assert final.state.kind == ("finished" if run.exit_status == 0 else "failed"), name
     assert "not timed: a Flight Recorder dump records durations only with timing on" in render_summary(
         _imports(made)["healthy"].events)
+
+
+async def test_the_viewer_says_what_an_artifact_does_not_hold(made):
+    """The panes name what a dump lacks (transfers, durations, memory) instead of showing none, and
+    a hung step's cost pane names the call the waiting ranks are still inside."""
+    run = open_artifacts([made["hang"] / "fr" / "json"])
+    app = make_app(events=run.events)
+    async with app.run_test(size=(160, 50)) as pilot:
+        for _ in range(500):
+            if app.loaded:
+                break
+            await pilot.pause(0.02)
+        await pilot.press("end")
+        await pilot.pause()
+        await pilot.pause()
+        text = {name: app.screen.query_one(f"#{name}").render().plain for name in ("transfers", "cost")}
+        memory = "".join(segment.text for segment in app.screen.query_one("#memory").build_lines(150, 8)[0])
+        assert str(app.screen.query_one("#transfers").border_title) == "transfers · not recorded"
+        assert "no values, provenance or transfers" in text["transfers"] and "no transfers in this step" not in text["transfers"]
+        waiting = ", ".join(f"r{r}" for r in range(jobs.WORLD) if r != jobs.SKIPPER)
+        assert f"all_reduce #{len(jobs.HANG_CALLS) + 1} has not ended on {waiting}: no cost" in " ".join(text["cost"].split())
+        assert memory == "memory not recorded: the imported artifact holds none"
+        await pilot.press("left")  # the skipper's last call, completed everywhere: no duration in a gloo dump
+        await pilot.pause()
+        await pilot.pause()
+        cost = " ".join(app.screen.query_one("#cost").render().plain.split())
+        assert "time: not recorded: a Flight Recorder dump records durations only with timing on" in cost
+        assert "t = " not in cost  # no duration made up from the phase's edges
 
 
 def _pickle_with_reduce(marker: Path) -> bytes:

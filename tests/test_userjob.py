@@ -26,8 +26,18 @@ import torch
 import collviz
 from collviz.app.cli import main
 from collviz.runtime.observation.c10d_calls import C10dSignature, c10d_async, c10d_signature
+from collviz.runtime.userjob.observer import NOT_CAPTURED
 from collviz.runtime.userjob.watcher import Watcher
-from collviz.runtime.wire.protocol import Collective, Memory, Phase, RankEnd, RankStart, RunEnd, RunStart
+from collviz.runtime.wire.protocol import (
+    NOT_RECORDED_OPTION,
+    Collective,
+    Memory,
+    Phase,
+    RankEnd,
+    RankStart,
+    RunEnd,
+    RunStart,
+)
 from collviz.runtime.wire.trace import TraceContents, read_trace
 from conftest import run_cli
 
@@ -191,14 +201,15 @@ def test_fsdp_run_ends_ok_and_says_what_it_did_not_capture(userjob_runs):
     events = _ok(userjob_runs, "fsdp")
     start = next(e for e in events if isinstance(e, RunStart))
     assert start.scenario == "fsdp_train.py" and start.world_size == RANKS
-    assert "values and provenance not captured" in start.example
+    assert "values, provenance and transfers not captured" in start.example
+    assert start.options[NOT_RECORDED_OPTION] == NOT_CAPTURED
     assert "picks its own backend" in start.backend_reason
     assert sorted((e.rank, e.device, e.backend) for e in events if isinstance(e, RankStart)) == [
         (r, "cpu", "gloo") for r in range(RANKS)]
     assert next(e for e in events if isinstance(e, RunEnd)).status == "ok"
     assert all(e.status == "ok" for e in events if isinstance(e, RankEnd))
     summary = userjob_runs["fsdp"][0].stdout
-    assert "train step 1" in summary and "reduce_scatter" in summary and "values and provenance not captured" in summary
+    assert "train step 1" in summary and "reduce_scatter" in summary and "transfers not captured" in summary
 
 
 def test_fsdp_memory_counts_the_watched_shards(userjob_runs):

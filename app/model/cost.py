@@ -3,7 +3,9 @@
 Every figure comes from the run's events. A call's time is the slowest rank's measured duration
 (the median over repeated calls of ``--iters``), and the cost names that rank; where the backend
 only *enqueued* the work (its Collective events carry no duration) it is the slowest rank's time
-for the whole phase, and :attr:`CallCost.timed` says so. Each rank's own bytes and time are kept
+for the whole phase, and :attr:`CallCost.timed` says so — unless the run is an imported artifact
+that records no durations (its RunStart says why, :data:`UNTIMED_OPTION`): its phases are as
+untimed as its calls, so such a call has no time at all. Each rank's own bytes and time are kept
 (:attr:`CallCost.by_rank`): with uneven splits (all-to-all in a mixture of experts) there is no
 "per rank" figure, so S is then the slowest rank's own. algbw and busbw follow nccl-tests'
 definitions (:mod:`collviz.runtime.observation.metrics`).
@@ -17,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from collviz.runtime.observation.metrics import Bandwidth, bandwidth, bus_factor
-from collviz.runtime.wire.protocol import Collective, Phase
+from collviz.runtime.wire.protocol import UNTIMED_OPTION, Collective, Phase
 
 from .log import EventLog
 
@@ -28,7 +30,7 @@ MAX_CALLS = 5
 through, and the four before it that it names (each costs a decode of its ranks' events per
 frame: at 64 ranks, 64 events a call)."""
 
-Timing = Literal["call", "phase", "unknown"]
+Timing = Literal["call", "phase", "unknown", "absent"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,8 @@ class CallCost:
     ``bytes_in``/``bytes_out``: the largest per-rank input and output (a root's, for rooted ops).
     ``algo_bytes``: S of nccl-tests (with uneven splits, the slowest rank's own). ``seconds``/
     ``timed``: the time and what it measured ("call": the slowest rank's call; "phase": the slowest
-    rank's phase, the call having only been enqueued; "unknown": not yet). ``calls``: timed
+    rank's phase, the call having only been enqueued; "unknown": not yet; "absent": the imported
+    artifact records no time for it). ``calls``: timed
     repetitions (the median is used). ``reported``: ranks whose end event arrived. ``rate``:
     algbw/busbw where an op has a bus factor and a time. ``by_rank``: each rank's own figures;
     ``slowest``: the rank whose time is ``seconds`` (None: not timed per call); ``clock``: how the
@@ -137,10 +140,13 @@ def costs_at(log: EventLog, cursor: int, step: int) -> tuple[tuple[CallCost, ...
     phase_time: float | None = None
     costs = []
     timed_by_phase = False
+    recorded = log.run_start is None or UNTIMED_OPTION not in log.run_start.options
     for key in shown:
         events = by_call[key]
         cost, needs_phase_time = _cost(events, log.world_size)
-        if needs_phase_time:
+        if needs_phase_time and not recorded:
+            cost = replace(cost, timed="absent")
+        elif needs_phase_time:
             timed_by_phase = True
             phase_time = phase_time if phase_time is not None else _phase_seconds(log, cursor, step)
             cost = replace(cost, seconds=phase_time, timed="phase" if phase_time is not None else "unknown",

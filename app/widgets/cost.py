@@ -10,6 +10,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from collviz.runtime.observation.metrics import human_rate
+from collviz.runtime.wire.protocol import UNTIMED_OPTION
 
 from ..model import CallCost, ViewState
 from .render import format_bytes
@@ -21,6 +22,7 @@ TIMED_LABELS = {
     "call": "slowest rank's call",
     "phase": "slowest rank's whole phase (the call's own time was not observed)",
     "unknown": "not yet measured",
+    "absent": "not recorded",
 }
 """What a cost's time measured, as the pane says it."""
 
@@ -38,9 +40,10 @@ MASKED = "‒.‒‒"
 """What a time or a bandwidth shows as when volatile figures are masked (snapshot tests)."""
 
 
-def cost_lines(cost: CallCost, mask_volatile: bool = False) -> Text:
+def cost_lines(cost: CallCost, mask_volatile: bool = False, untimed: str = "") -> Text:
     """The figures of one call in short lines: what, bytes per rank, time, algbw and busbw with
-    the numbers that make them (times and rates as :data:`MASKED` with ``mask_volatile``)."""
+    the numbers that make them (times and rates as :data:`MASKED` with ``mask_volatile``);
+    ``untimed`` says why a call of an imported run has no time."""
     seconds = (lambda t: f"{MASKED} s") if mask_volatile else format_seconds  # noqa: E731
     rate = (lambda r: f"{MASKED} B/s") if mask_volatile else human_rate  # noqa: E731
     text = Text()
@@ -55,7 +58,8 @@ def cost_lines(cost: CallCost, mask_volatile: bool = False) -> Text:
         text.append("\nuneven: each rank's in → out", "dim")
         text.append_text(_per_rank_text(cost, seconds))
     if cost.seconds is None:
-        text.append("\ntime: not yet measured", "dim")
+        why = f": {untimed}" if cost.timed == "absent" and untimed else ""
+        text.append(f"\ntime: {TIMED_LABELS[cost.timed]}{why}", "dim")
         return text
     repeats = f", median of {cost.calls}" if cost.calls > 1 else ""
     whose = f" (r{cost.slowest})" if cost.slowest is not None and cost.timed == "call" else ""
@@ -70,6 +74,25 @@ def cost_lines(cost: CallCost, mask_volatile: bool = False) -> Text:
     text.append(f"\nbusbw = algbw × {_factor(cost.op, cost.ranks)} = {rate(cost.rate.busbw)}")
     text.append(f"\n{_factor_name(cost.op)}, n = {cost.ranks} · b: why", "dim italic")
     return text
+
+
+def _no_cost(view: ViewState) -> str:
+    """Why the step shows no cost: no call of it has ended, or it has none."""
+    inside: list[int] = []
+    call = None
+    for rank in view.ranks:
+        latest = rank.collective
+        if latest is not None and latest.edge == "begin" and latest.phase == view.step:
+            inside.append(rank.rank)
+            call = call or latest
+    if call is None:
+        return "no collective call in this step"
+    return f"{call.op} #{call.group_seq} has not ended on {_ranks_text(inside)}: no cost"
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    """``r0, r1, r3``, or ``12 ranks`` where the list would not be read."""
+    return ", ".join(f"r{r}" for r in ranks) if len(ranks) <= 4 else f"{len(ranks)} ranks"
 
 
 MAX_RANKS_LISTED = 8
@@ -125,13 +148,14 @@ class CostPane(TextPane):
         costs = view.costs
         if not costs:  # the pane keeps its size: a frame never re-lays the screen out
             self.set_title("cost")
-            self.show_text(Text("no collective call in this step", "dim"))
+            self.show_text(Text(_no_cost(view), "dim"))
             return
         latest = costs[-1]
         count = view.call_count
         self.set_title(f"cost · {count:,} collective call{'s' if count > 1 else ''}"
                        + (" · the latest" if count > 1 else ""))
-        text = cost_lines(latest, self.mask_volatile)
+        untimed = str(view.run.options.get(UNTIMED_OPTION, "")) if view.run is not None else ""
+        text = cost_lines(latest, self.mask_volatile, untimed)
         earlier = costs[:-1][::-1]
         if earlier:
             listed = ", ".join(f"{c.op} {format_bytes(c.algo_bytes)}" for c in earlier[:4])

@@ -15,6 +15,8 @@ from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
 
+from collviz.runtime.wire.protocol import NOT_RECORDED_OPTION
+
 from ..model import MemoryTrack, ViewState
 from .line_widget import LineWidget
 from .memory_chart import (
@@ -81,6 +83,17 @@ def _column_of(sample: int, count: int, width: int) -> int:
     return min(width - 1, -(-sample * width // count)) if count < width else sample * width // count
 
 
+def _no_samples(view: ViewState | None) -> str:
+    """What the pane says before any rank has a memory sample: where a script's come from, that an
+    imported artifact holds none."""
+    options = view.run.options if view is not None and view.run is not None else {}
+    if "script" in options:
+        return "no memory samples yet: collviz.watch(model, optimizer) adds them at each step's end"
+    if NOT_RECORDED_OPTION in options:
+        return "memory not recorded: the imported artifact holds none"
+    return "no memory samples yet"
+
+
 class MemoryTimeline(LineWidget):
     """Rows of ranks (identical ranks share one), their memory stacked by category over the run.
 
@@ -110,7 +123,8 @@ class MemoryTimeline(LineWidget):
         if subtitle != self.border_subtitle:
             self.border_subtitle = subtitle
         top = self._top(view)
-        title = f"memory · live bytes by category · one scale: full height = {format_bytes(top)}"
+        title = (f"memory · live bytes by category · one scale: full height = {format_bytes(top)}" if top
+                 else "memory · live bytes by category")
         if title != self.border_title:
             self.border_title = Text(title)
         same = (len(view.ranks), self.app.size.height) == self._sized_for
@@ -158,7 +172,7 @@ class MemoryTimeline(LineWidget):
         """Legend, then per row a peak line and its stacked chart, then the phase axis."""
         view = self._view
         if view is None or not view.ranks or not any(r.memory.length for r in view.ranks):
-            return [[Segment("no memory samples yet", DIM)]]
+            return [[Segment(_no_samples(view), DIM)]]
         groups, hidden, chart_rows = self._layout(view, lines=max(self._rows, MIN_LINES))
         top = self._top(view) or 1
         label_width = max(len(g.label) for g in groups) + 1

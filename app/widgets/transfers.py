@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from collviz.runtime.wire.protocol import Transfer
+from collviz.runtime.wire.protocol import NOT_RECORDED_OPTION, Transfer
 
 from ..model import ViewState
 from ..model.view import MAX_TRANSFERS
@@ -21,8 +21,17 @@ KIND_LABELS = {"logical": "logical data movement", "p2p": "p2p send/recv"}
 """How each transfer kind is labelled: logical is what the collective moved, p2p a real send/recv."""
 
 
+def not_recorded(view: ViewState) -> str:
+    """Why ``view``'s run holds no transfers of data (an imported artifact, a user's script), or
+    empty where it records them."""
+    return str(view.run.options.get(NOT_RECORDED_OPTION, "")) if view.run is not None else ""
+
+
 def transfers_title(view: ViewState) -> str:
-    """``transfers · N``, and where a flood was put in order among only its first arrivals, that."""
+    """``transfers · N``, and where a flood was put in order among only its first arrivals, that;
+    ``transfers · not recorded`` for a step without any in a run that records none."""
+    if not view.transfer_count and not_recorded(view):
+        return "transfers · not recorded"
     among = view.transfers_sorted_among
     partly = f" · listed in order among the first {among:,} to arrive" if 0 < among < view.transfer_count else ""
     return f"transfers · {view.transfer_count}{partly}"
@@ -45,7 +54,7 @@ class TransfersPane(TextPane):
         transfers = view.transfers
         self.set_title(transfers_title(view))
         if not transfers:
-            self.show_text(Text("no transfers in this step", "dim"))
+            self.show_text(Text(not_recorded(view) or "no transfers in this step", "dim"))
             return
         if transfers != self._listed:  # a live step's first transfers stay the same frame after frame
             self._listed, self._listing = transfers, _listing(transfers)

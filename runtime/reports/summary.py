@@ -14,6 +14,7 @@ from ..observation.fingerprints import disagreements
 from ..observation.metrics import BUS_FACTOR_OPS, bandwidth, human_bytes
 from ..wire.protocol import (
     NOTE_MARK,
+    UNTIMED_OPTION,
     AnyEvent,
     Buffer,
     Check,
@@ -33,13 +34,9 @@ from ..wire.protocol import (
 )
 from .pipeline import pipeline_lines
 
-__all__ = ["UNTIMED_OPTION", "render_summary", "format_values", "format_provenance"]
+__all__ = ["render_summary", "format_values", "format_provenance"]
 
 _SHOWN_VALUES = 16
-
-UNTIMED_OPTION = "untimed"
-"""A RunStart option saying why the run's collectives carry no duration (an imported artifact that
-records none); without it, untimed calls are those collviz's observer saw issued asynchronously."""
 
 _UNTIMED_DEFAULT = "issued asynchronously, waited on outside the dispatcher"
 

@@ -345,6 +345,7 @@ def import_dumps(dumps: Sequence[Dump], warnings: list[str]) -> ImportedRun:
                      "no values and no provenance" + ("." if timed else ", and no durations (timing was off).")),
         reason=f"{backend}, imported from Flight Recorder dumps: sizes and states, no values or provenance",
         backend=backend, device_kind="cuda" if backend == "nccl" else "cpu", world_size=world,
-        device="not in the dump", untimed="a Flight Recorder dump records durations only with timing on",
+        device="device unknown", untimed="a Flight Recorder dump records durations only with timing on",
+        not_recorded="a Flight Recorder dump holds each call's sizes and state: no values, provenance or transfers",
         nccl_version=", ".join(sorted(versions)))
     return build_run(origin, steps, warnings, ranks, missing)

@@ -410,5 +410,6 @@ def import_nccl_log(files: Sequence[tuple[Path, str]], warnings: list[str]) -> I
                      "format NCCL prints: not verified here (no GPU)."),
         reason="nccl, imported from an NCCL_DEBUG=INFO log: topology and choices as NCCL reported them",
         backend="nccl", device_kind="cuda", world_size=world, device="cuda", untimed="an NCCL log has no clock",
+        not_recorded="an NCCL log holds the links NCCL built and its choices: no values, provenance or data moved",
         nccl_version=", ".join(sorted(versions)))
     return build_run(origin, _clocked(steps), warnings, ranks, missing)

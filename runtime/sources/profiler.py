@@ -374,5 +374,7 @@ def import_traces(traces: Sequence[ProfilerTrace], warnings: list[str]) -> Impor
                      "A trace holds sizes and times: no values and no provenance."),
         reason=f"{backend}, imported from torch.profiler traces: sizes and times, no values or provenance",
         backend=backend, device_kind="cuda" if gpu or backend == "nccl" else "cpu", world_size=world,
-        device="cuda" if gpu else "cpu", untimed="the trace holds no work slice or kernel for it", check_calls=known)
+        device="cuda" if gpu else "cpu", untimed="the trace holds no work slice or kernel for it",
+        not_recorded="a profiler trace holds each call's sizes and times: no values, provenance or transfers",
+        check_calls=known)
     return build_run(origin, steps, warnings, sorted(ranks), missing)

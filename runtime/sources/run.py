@@ -28,9 +28,10 @@ from typing import Literal, TypeVar
 from ..observation.fingerprints import Disagreement, FingerprintCheck
 from ..observation.metrics import BUS_FACTOR_OPS, algo_bytes
 from ..observation.watchdog import CollectiveWatch, Stalled
-from ..reports.summary import UNTIMED_OPTION
 from ..wire.protocol import (
     LAUNCHER_RANK,
+    NOT_RECORDED_OPTION,
+    UNTIMED_OPTION,
     AnyEvent,
     Collective,
     Mismatch,
@@ -111,7 +112,8 @@ class Origin:
     ``scenario`` names the source (``flight-recorder``); ``reason`` is the header's line about the
     backend and what the source cannot show; ``description`` the narration before the first step;
     ``device`` each RankStart's device text; ``untimed`` why a call may have no duration (the
-    summary says it). ``check_calls``: whether calls are compared across ranks (only where the
+    summary and the cost pane say it); ``not_recorded`` why the run has no values, provenance or
+    transfers of data (the viewer says it where they would be shown). ``check_calls``: whether calls are compared across ranks (only where the
     source names every call's group).
     """
 
@@ -123,6 +125,7 @@ class Origin:
     world_size: int
     device: str
     untimed: str
+    not_recorded: str
     nccl_version: str = ""
     host: str = ""
     check_calls: bool = True
@@ -332,7 +335,7 @@ def build_run(origin: Origin, steps: Sequence[Step], warnings: list[str], ranks:
     start = min(times, default=0)
     stamp(RunStart, LAUNCHER_RANK, start, scenario=origin.scenario, world_size=origin.world_size,
           backend=origin.backend, device_kind=origin.device_kind, backend_reason=origin.reason, mode="live",
-          options={UNTIMED_OPTION: origin.untimed}, description=origin.description, torch_version="not recorded",
+          options={UNTIMED_OPTION: origin.untimed, NOT_RECORDED_OPTION: origin.not_recorded}, description=origin.description, torch_version="not recorded",
           nccl_version=origin.nccl_version, host=origin.host, phase_count=len(steps))
     for rank in ranks:
         stamp(RankStart, rank, start, device=origin.device, backend=origin.backend, host=origin.host, pid=0)

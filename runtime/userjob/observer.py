@@ -94,9 +94,10 @@ OBSERVED_OPS = ("allreduce_", "allreduce_coalesced_", "allgather_", "_allgather_
                 "barrier")
 """The ``c10d`` ops observed: every collective of a process group (not send/recv)."""
 
-NOT_CAPTURED = ("values and provenance not captured: collviz run observes your script without copies, waits "
-                "or extra collectives")
-"""What a script's run does not show, said in its RunStart and in every step's narration."""
+NOT_CAPTURED = ("values, provenance and transfers not captured: collviz run observes your script without copies, "
+                "waits or extra collectives")
+"""What a script's run does not show, said in its RunStart (and where the viewer would show them)
+and in every step's narration."""
 
 HAND_OVER_S = 0.25
 """How often the emitter collects the observed events (seconds): the events' delay, at most,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from ..context import RankContext
+from ..wire.protocol import NOT_RECORDED_OPTION
 from .observer import NOT_CAPTURED, ScriptObserver
 from .script import UserScript
 
@@ -61,8 +62,8 @@ class ScriptProgram:
         return {}
 
     def run_options(self) -> dict[str, Union[str, int, float, bool]]:
-        """The script and its arguments, as recorded in RunStart."""
-        return {"script": str(self.script.path), "args": " ".join(self.script.args)}
+        """The script and its arguments, and what the run does not capture, as recorded in RunStart."""
+        return {"script": str(self.script.path), "args": " ".join(self.script.args), NOT_RECORDED_OPTION: NOT_CAPTURED}
 
     def run(self, ctx: RankContext) -> None:
         """Run the script on this rank under the observer; the rank's last step is its phase."""

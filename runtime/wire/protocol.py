@@ -22,6 +22,8 @@ __all__ = [
     "PROTOCOL_VERSION",
     "LAUNCHER_RANK",
     "NOTE_MARK",
+    "UNTIMED_OPTION",
+    "NOT_RECORDED_OPTION",
     "WIRE_HEADER",
     "ProtocolError",
     "IncompatibleVersion",
@@ -70,6 +72,16 @@ carrying several events (:data:`.frames.BATCH_MARK`)."""
 
 NOTE_MARK = "Teacher's note: "
 """Introduces a teacher's note at the end of a Phase's narration (``--notes``, lessons)."""
+
+UNTIMED_OPTION = "untimed"
+"""A RunStart option saying why the run's collectives carry no duration (an imported artifact that
+records none); without it, untimed calls are those collviz's observer saw issued asynchronously,
+and their time is their phase's."""
+
+NOT_RECORDED_OPTION = "not_recorded"
+"""A RunStart option saying why the run holds no values, provenance or transfers (an imported
+artifact, a user's script observed without copies): the viewer says so where they would be shown,
+rather than showing none."""
 
 LAUNCHER_RANK = -1
 """The ``rank`` field of events emitted by the launching process rather than a worker."""
