@@ -62,3 +62,24 @@ async def test_every_step_at_100x30_keeps_every_unit_whole(name):
             await pilot.press("right")
         await pilot.press("q")
     assert found == []
+
+
+@pytest.mark.parametrize(("ranks", "size"), [(4, (100, 30)), (64, (100, 30)), (8, (100, 32)), (64, (160, 50))])
+async def test_every_side_pane_fits_the_side_column(ranks, size):
+    """The narration, cost, transfers and legend lie inside the column that holds them, each with
+    a line of its own text at least (a short screen once laid the transfers and the legend out
+    below its edge, where they were never seen)."""
+    from fixtures.synthetic import all_gather_events
+
+    app = make_app(events=all_gather_events(ranks), mask_volatile=True)
+    async with app.run_test(size=size) as pilot:
+        for _ in range(400):
+            if app.loaded:
+                break
+            await pilot.pause(0.05)
+        await pilot.press("end")
+        await pilot.pause()
+        side = app.screen.query_one("#side").region
+        for name, least in (("narration", 3), ("cost", 3), ("transfers", 3), ("legend", 1)):
+            region = app.screen.query_one(f"#{name}").region
+            assert region.height >= least and side.contains_region(region), (name, region, side)

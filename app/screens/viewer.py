@@ -31,6 +31,10 @@ __all__ = ["ViewerScreen", "MIN_SIZE"]
 MIN_SIZE = (100, 30)
 """The smallest terminal (columns, rows) the layout stays legible in."""
 
+SHORT_BELOW = 34
+"""Below this many rows the cost pane gives two of its lines to the narration and transfers, and
+the event log four to the side column (``-short``): they would otherwise not fit."""
+
 
 COMPACT_ABOVE = 8
 """Beyond this many ranks one heatmap (a row per rank) replaces the panels."""
@@ -105,6 +109,7 @@ class ViewerScreen(Screen[None]):
 
     def _check_size(self, width: int, height: int) -> None:
         self.set_class(width < MIN_SIZE[0] or height < MIN_SIZE[1], "-too-small")
+        self.set_class(height < SHORT_BELOW, "-short")
 
     def show_progress(self, label: str, done: float, total: float) -> None:
         """Show long work's progress (a large trace opening, a bench sweep) above the footer."""
@@ -168,7 +173,7 @@ class ViewerScreen(Screen[None]):
             for panel in self._panels:
                 panel.padding = 2 if self.has_class("-present") else 0
             ranks.mount(*self._panels)
-        self.query_one(Legend).show(world)
+        self.query_one(Legend).show(world, labelled_rows=self._heatmap is not None)
 
     def set_present(self, present: bool) -> None:
         """The projector layout: memory, cost and event log hidden, wider cells (see app.tcss)."""
@@ -179,7 +184,7 @@ class ViewerScreen(Screen[None]):
     def refresh_palette(self) -> None:
         """Redraw what caches rank colours (the legend) after the palette changed."""
         if self._world > 0:
-            self.query_one(Legend).show(self._world)
+            self.query_one(Legend).show(self._world, labelled_rows=self._heatmap is not None)
 
     def on_rank_heatmap_selected(self, message: RankHeatmap.Selected) -> None:
         """Open the detail view of the clicked row's rank."""
