@@ -66,9 +66,9 @@ async def test_every_step_at_100x30_keeps_every_unit_whole(name):
 
 @pytest.mark.parametrize(("ranks", "size"), [(4, (100, 30)), (64, (100, 30)), (8, (100, 32)), (64, (160, 50))])
 async def test_every_side_pane_fits_the_side_column(ranks, size):
-    """The narration, cost, transfers and legend lie inside the column that holds them, each with
-    a line of its own text at least (a short screen once laid the transfers and the legend out
-    below its edge, where they were never seen)."""
+    """The narration, cost and transfers lie inside the column that holds them, each with a line of
+    its own text at least, and the legend too where it is shown (a short screen once laid the
+    transfers and the legend out below its edge, where they were never seen)."""
     from fixtures.synthetic import all_gather_events
 
     app = make_app(events=all_gather_events(ranks), mask_volatile=True)
@@ -81,5 +81,25 @@ async def test_every_side_pane_fits_the_side_column(ranks, size):
         await pilot.pause()
         side = app.screen.query_one("#side").region
         for name, least in (("narration", 3), ("cost", 3), ("transfers", 3), ("legend", 1)):
-            region = app.screen.query_one(f"#{name}").region
-            assert region.height >= least and side.contains_region(region), (name, region, side)
+            pane = app.screen.query_one(f"#{name}")
+            if name == "legend" and not pane.display:
+                continue
+            assert pane.region.height >= least and side.contains_region(pane.region), (name, pane.region, side)
+
+
+def test_the_side_column_is_shared_by_priority():
+    """Worked by hand: the cost pane keeps its figures (9 rows from 24, 7 from 18, else 5), the
+    legend goes when the narration and transfers would have fewer than 9 rows beside it, then the
+    transfers take a third of the rest (at least 4 where 9 are left)."""
+    from collviz.app.widgets.side_column import SideShares, side_shares
+
+    assert side_shares(20, 4) == SideShares(narration=5, cost=7, transfers=4, legend=4)  # 100x30, 4 ranks
+    assert side_shares(20, 5) == SideShares(narration=9, cost=7, transfers=4, legend=0)  # 8 ranks' longer legend
+    assert side_shares(38, 4) == SideShares(narration=17, cost=9, transfers=8, legend=4)  # 160x50
+    assert side_shares(12, 4) == SideShares(narration=4, cost=5, transfers=3, legend=0)  # the pipeline pane shown
+    assert side_shares(20, 4, with_cost=False) == SideShares(narration=11, cost=0, transfers=5, legend=4)
+    for height in range(8, 81):
+        for legend in range(1, 9):
+            shares = side_shares(height, legend)
+            assert shares.narration + shares.cost + shares.transfers + shares.legend == height
+            assert min(shares.narration, shares.transfers) >= 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual import events
 from textual.app import ComposeResult
-from textual.containers import Container, Horizontal, Vertical
+from textual.containers import Container, Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -21,6 +21,7 @@ from ..widgets import (
     RankHeatmap,
     RankPanel,
     RunHeader,
+    SideColumn,
     TransfersPane,
     WorkProgress,
 )
@@ -32,8 +33,7 @@ MIN_SIZE = (100, 30)
 """The smallest terminal (columns, rows) the layout stays legible in."""
 
 SHORT_BELOW = 34
-"""Below this many rows the cost pane gives two of its lines to the narration and transfers, and
-the event log four to the side column (``-short``): they would otherwise not fit."""
+"""Below this many rows the event log gives four of its lines to the panes above (``-short``)."""
 
 
 COMPACT_ABOVE = 8
@@ -75,6 +75,7 @@ class ViewerScreen(Screen[None]):
         self._pipeline = PipelineTimeline(id="pipeline")
         self._memory = MemoryTimeline(id="memory")
         self._log = EventLogPane(id="log")
+        self._side = SideColumn(id="side")
         self._heatmap: RankHeatmap | None = None
         self._panels: list[RankPanel] = []
 
@@ -84,7 +85,7 @@ class ViewerScreen(Screen[None]):
         with Horizontal(id="body"):
             yield Container(id="ranks")
             yield self._bench
-            with Vertical(id="side"):
+            with self._side:
                 yield self._narration
                 yield self._cost
                 yield self._transfers
@@ -174,10 +175,12 @@ class ViewerScreen(Screen[None]):
                 panel.padding = 2 if self.has_class("-present") else 0
             ranks.mount(*self._panels)
         self.query_one(Legend).show(world, labelled_rows=self._heatmap is not None)
+        self._side.share()
 
     def set_present(self, present: bool) -> None:
         """The projector layout: memory, cost and event log hidden, wider cells (see app.tcss)."""
         self.set_class(present, "-present")
+        self._side.share()
         for panel in self.query(RankPanel):
             panel.padding = 2 if present else 0
 
@@ -185,6 +188,7 @@ class ViewerScreen(Screen[None]):
         """Redraw what caches rank colours (the legend) after the palette changed."""
         if self._world > 0:
             self.query_one(Legend).show(self._world, labelled_rows=self._heatmap is not None)
+            self._side.share()
 
     def on_rank_heatmap_selected(self, message: RankHeatmap.Selected) -> None:
         """Open the detail view of the clicked row's rank."""

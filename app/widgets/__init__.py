@@ -10,7 +10,8 @@ from .pipeline_timeline import PipelineTimeline
 from .rank_heatmap import RankHeatmap
 from .rank_panel import RankPanel
 from .run_header import RunHeader
+from .side_column import SideColumn
 from .transfers import TransfersPane
 from .work_progress import WorkProgress
 
-__all__ = ["BenchPlot", "CostPane", "EventLogPane", "Legend", "MemoryTimeline", "NarrationPane", "PipelineTimeline", "RankHeatmap", "RankPanel", "RunHeader", "TransfersPane", "WorkProgress"]
+__all__ = ["BenchPlot", "CostPane", "EventLogPane", "Legend", "MemoryTimeline", "NarrationPane", "PipelineTimeline", "RankHeatmap", "RankPanel", "RunHeader", "SideColumn", "TransfersPane", "WorkProgress"]
