@@ -22,6 +22,7 @@ avoid.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import socket
 import statistics
@@ -98,6 +99,7 @@ def main() -> None:
         for name in order:
             with contexts[name]():
                 per_call_us(lambda: dist.all_reduce(tensor), max(1, args.calls // 10))  # warm
+                gc.collect()  # a full collection of torch's heap (~0.1 s) lands in no variant's loop by chance
                 row[name] = per_call_us(lambda: dist.all_reduce(tensor), args.calls)
             found[name].append(row[name])
         print(f"{index:>5}  " + "  ".join(f"{row[name]:>12.1f}" for name in VARIANTS), flush=True)
