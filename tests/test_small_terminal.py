@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from collviz.app.app import make_app
+from test_app import _until
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TRACES = ("all-gather", "reduce-scatter", "all-reduce", "all-gather-ring", "ring-all-reduce", "desync", "hang",
@@ -73,10 +74,7 @@ async def test_every_side_pane_fits_the_side_column(ranks, size):
 
     app = make_app(events=all_gather_events(ranks), mask_volatile=True)
     async with app.run_test(size=size) as pilot:
-        for _ in range(400):
-            if app.loaded:
-                break
-            await pilot.pause(0.05)
+        await _until(pilot, lambda: app.loaded)
         await pilot.press("end")
         await pilot.pause()
         side = app.screen.query_one("#side").region

@@ -28,6 +28,7 @@ from collviz.runtime.sources.names import dtype_name, op_name
 from collviz.runtime.sources.nccl_log import TOPOLOGY_LABEL
 from collviz.runtime.sources.run import order_steps
 from collviz.runtime.wire.protocol import Collective, Mismatch, Phase, RankEnd, RunEnd, RunStart, Stall, Transfer
+from test_app import _until
 from test_export import check_trace_events
 
 NCCL_LOG = Path(__file__).parent / "fixtures" / "nccl" / "job-4ranks.log"
@@ -229,10 +230,7 @@ async def test_the_viewer_says_what_an_artifact_does_not_hold(made):
     run = open_artifacts([made["hang"] / "fr" / "json"])
     app = make_app(events=run.events)
     async with app.run_test(size=(160, 50)) as pilot:
-        for _ in range(500):
-            if app.loaded:
-                break
-            await pilot.pause(0.02)
+        await _until(pilot, lambda: app.loaded)
         await pilot.press("end")
         await pilot.pause()
         await pilot.pause()
