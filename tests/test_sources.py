@@ -224,29 +224,41 @@ def test_summary_export_and_viewer_model_take_every_import(made, tmp_path):
         _imports(made)["healthy"].events)
 
 
+async def _last_step_panes(events, back: int = 0) -> dict[str, str]:
+    """The transfers pane's title and the text of the transfers, cost and memory panes at the last
+    step, or ``back`` steps before it (each pane's text on one line)."""
+    app = make_app(events=events)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await _until(pilot, lambda: app.loaded)
+        await pilot.press("end", *["left"] * back)
+        await pilot.pause()
+        await pilot.pause()
+        panes = {name: " ".join(app.screen.query_one(f"#{name}").render().plain.split()) for name in ("transfers", "cost")}
+        panes["memory"] = "".join(segment.text for segment in app.screen.query_one("#memory").build_lines(150, 8)[0])
+        panes["transfers title"] = str(app.screen.query_one("#transfers").border_title)
+        return panes
+
+
 async def test_the_viewer_says_what_an_artifact_does_not_hold(made):
     """The panes name what a dump lacks (transfers, durations, memory) instead of showing none, and
     a hung step's cost pane names the call the waiting ranks are still inside."""
-    run = open_artifacts([made["hang"] / "fr" / "json"])
-    app = make_app(events=run.events)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await _until(pilot, lambda: app.loaded)
-        await pilot.press("end")
-        await pilot.pause()
-        await pilot.pause()
-        text = {name: app.screen.query_one(f"#{name}").render().plain for name in ("transfers", "cost")}
-        memory = "".join(segment.text for segment in app.screen.query_one("#memory").build_lines(150, 8)[0])
-        assert str(app.screen.query_one("#transfers").border_title) == "transfers · not recorded"
-        assert "no values, provenance or transfers" in text["transfers"] and "no transfers in this step" not in text["transfers"]
-        waiting = ", ".join(f"r{r}" for r in range(jobs.WORLD) if r != jobs.SKIPPER)
-        assert f"all_reduce #{len(jobs.HANG_CALLS) + 1} has not ended on {waiting}: no cost" in " ".join(text["cost"].split())
-        assert memory == "memory not recorded: the imported artifact holds none"
-        await pilot.press("left")  # the skipper's last call, completed everywhere: no duration in a gloo dump
-        await pilot.pause()
-        await pilot.pause()
-        cost = " ".join(app.screen.query_one("#cost").render().plain.split())
-        assert "time: not recorded: a Flight Recorder dump records durations only with timing on" in cost
-        assert "t = " not in cost  # no duration made up from the phase's edges
+    events = open_artifacts([made["hang"] / "fr" / "json"]).events
+    panes = await _last_step_panes(events)
+    assert panes["transfers title"] == "transfers · not recorded"
+    assert "no values, provenance or transfers" in panes["transfers"] and "no transfers in this step" not in panes["transfers"]
+    waiting = ", ".join(f"r{r}" for r in range(jobs.WORLD) if r != jobs.SKIPPER)
+    assert f"all_reduce #{len(jobs.HANG_CALLS) + 1} has not ended on {waiting}: no cost" in panes["cost"]
+    assert panes["memory"] == "memory not recorded: the imported artifact holds none"
+    cost = (await _last_step_panes(events, back=1))["cost"]  # the skipper's last call, completed everywhere
+    assert "time: not recorded: a Flight Recorder dump records durations only with timing on" in cost
+    assert "t = " not in cost  # no duration made up from the phase's edges
+
+
+async def test_ranks_inside_different_calls_are_named_by_call(made):
+    """The mismatch job's last step: the odd rank broadcasts where the others all-reduce."""
+    cost = (await _last_step_panes(open_artifacts([made["mismatch"] / "fr" / "json"]).events))["cost"]
+    others = ", ".join(f"r{r}" for r in range(jobs.WORLD) if r != jobs.ODD_RANK)
+    assert f"calls not ended: all_reduce #3 on {others}; broadcast #3 on r{jobs.ODD_RANK}: no cost" in cost
 
 
 def _pickle_with_reduce(marker: Path) -> bytes:

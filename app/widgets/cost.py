@@ -77,17 +77,20 @@ def cost_lines(cost: CallCost, mask_volatile: bool = False, untimed: str = "") -
 
 
 def _no_cost(view: ViewState) -> str:
-    """Why the step shows no cost: no call of it has ended, or it has none."""
-    inside: list[int] = []
-    call = None
+    """Why the step shows no cost: no call of it has ended (each call the ranks are still inside,
+    with those ranks), or it has none."""
+    inside: dict[tuple[str, str, int], list[int]] = {}
     for rank in view.ranks:
         latest = rank.collective
         if latest is not None and latest.edge == "begin" and latest.phase == view.step:
-            inside.append(rank.rank)
-            call = call or latest
-    if call is None:
+            inside.setdefault((latest.op, latest.group, latest.group_seq), []).append(rank.rank)
+    if not inside:
         return "no collective call in this step"
-    return f"{call.op} #{call.group_seq} has not ended on {_ranks_text(inside)}: no cost"
+    if len(inside) == 1:
+        [((op, _, seq), ranks)] = inside.items()
+        return f"{op} #{seq} has not ended on {_ranks_text(ranks)}: no cost"
+    calls = "; ".join(f"{op} #{seq} on {_ranks_text(ranks)}" for (op, _, seq), ranks in inside.items())
+    return f"calls not ended: {calls}: no cost"
 
 
 def _ranks_text(ranks: list[int]) -> str:
