@@ -76,6 +76,8 @@ class RunPlan:
     logs: Path | None = None
     """The folder each rank's stdout and stderr are appended to (``rank<r>.log``), kept after the
     run; None: the run's own temporary folder, deleted unless the run fails."""
+    memory_viz: Path | None = None
+    """CUDA runs: the folder each rank's CUDA memory snapshot is written to (``rank<r>.pickle``)."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -87,6 +89,8 @@ class RunPlan:
             problems.append(f"timeout {self.timeout_s:g} s ({MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:g})")
         if self.nccl_tuning and self.backend.backend != "nccl":
             problems.append("NCCL's tuning report asked for on a gloo run")
+        if self.memory_viz is not None and self.backend.device_kind != "cuda":
+            problems.append("a CUDA memory snapshot asked for on a CPU run")
         if problems:
             raise ValueError(f"invalid run plan for {self.scenario.name}: {'; '.join(problems)}")
 
@@ -106,7 +110,8 @@ def check_world_size(ranks: int, option: str = "--gpus") -> int:
 def plan_run(scenario: Scenario, world_size: int | None = None, *, backend: str = "auto",
              options: RunOptions | None = None, program: ScenarioProgram | None = None, step: bool = False,
              record: Path | None = None, timeout_s: float = 30.0, nccl_tuning: bool = False,
-             memory: MemoryNeed | None = None, ranks_here: int | None = None, gpus: int | None = None) -> RunPlan:
+             memory: MemoryNeed | None = None, ranks_here: int | None = None, gpus: int | None = None,
+             memory_viz: Path | None = None) -> RunPlan:
     """The plan of one run of ``scenario`` on ``world_size`` ranks (default: the scenario's).
 
     ``program`` is the program every rank runs, or None to build it from ``options`` (the command
@@ -115,6 +120,7 @@ def plan_run(scenario: Scenario, world_size: int | None = None, *, backend: str 
     ``gpus`` overrides NVML's count (tests). ``memory`` is checked against the memory of the
     devices the ranks run on: MemAvailable on CPU, each GPU's free memory (NVML) shared among the
     ranks on it. ``nccl_tuning`` asks NCCL for its per-call choices when the run is on NCCL.
+    ``memory_viz`` is the folder of each rank's CUDA memory snapshot (refused on CPU).
     Any mistake is a one-line UsageError.
     """
     size = scenario.default_gpus if world_size is None else world_size
@@ -127,8 +133,11 @@ def plan_run(scenario: Scenario, world_size: int | None = None, *, backend: str 
         program = build_program(scenario, size, options or RunOptions())
     if memory is not None:
         _check_fits(memory, choice)
+    if memory_viz is not None and choice.device_kind != "cuda":
+        raise UsageError(f"--memory-viz {memory_viz}: a CUDA memory snapshot records the CUDA caching allocator, and "
+                         f"this run is on CPU ({choice.backend}): run it where a GPU is visible")
     return RunPlan(scenario=scenario, world_size=size, backend=choice, program=program, step=step, record=record,
-                   timeout_s=timeout_s, nccl_tuning=nccl_tuning and choice.backend == "nccl")
+                   timeout_s=timeout_s, nccl_tuning=nccl_tuning and choice.backend == "nccl", memory_viz=memory_viz)
 
 
 def plan_script(script: UserScript, nproc: int, *, record: Path | None = None, timeout_s: float = 30.0,
@@ -197,5 +206,6 @@ def worker_config(plan: RunPlan, *, run: str, init_method: str, endpoints: Endpo
         run=run, world_size=plan.world_size, backend=plan.backend, init_method=init_method, endpoints=endpoints,
         step=plan.step, timeout_s=plan.timeout_s + PROCESS_GROUP_GRACE_S, program=plan.program,
         narration=dict(plan.scenario.narration), log_dir=log_dir, secret=secret, run_start=run_start,
+        memory_viz=None if plan.memory_viz is None else str(plan.memory_viz),
     )
 

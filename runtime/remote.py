@@ -279,8 +279,10 @@ def torchrun_rank() -> TorchrunRank:
 
 
 def run_torchrun_worker(scenario: Scenario, options: RunOptions, *, backend: str, timeout_s: float, viewer: str,
-                        secret: bytes | None, memory: MemoryNeed | None = None) -> NoReturn:
-    """Run this torchrun process's rank of ``scenario``, streaming signed events to ``viewer``.
+                        secret: bytes | None, memory: MemoryNeed | None = None,
+                        memory_viz: Path | None = None) -> NoReturn:
+    """Run this torchrun process's rank of ``scenario``, streaming signed events to ``viewer``
+    (and, with ``memory_viz``, its CUDA memory snapshot to that folder on this machine).
 
     The run is planned as a local one is (:func:`~.plan.plan_run`), for the ranks on this machine:
     NCCL whenever this node has a GPU (its ranks sharing GPUs when there are fewer), gloo on CPU
@@ -289,7 +291,7 @@ def run_torchrun_worker(scenario: Scenario, options: RunOptions, *, backend: str
     me = torchrun_rank()
     ranks_here = None if me.local_world_size == me.world_size else me.local_world_size
     plan = plan_run(scenario, me.world_size, backend=backend, options=options, timeout_s=timeout_s, memory=memory,
-                    ranks_here=ranks_here)
+                    ranks_here=ranks_here, memory_viz=memory_viz)
     config = worker_config(plan, run=me.run, init_method="env://", endpoints=Endpoints(events=viewer, control=""),
                            log_dir=None, secret=secret, run_start=run_start_fields(plan, os.getpid()))
     worker_main(config, me.rank, me.local_rank)

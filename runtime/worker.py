@@ -15,6 +15,7 @@ import socket
 import sys
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NoReturn
 
 import torch
@@ -23,6 +24,7 @@ import torch.distributed as dist
 from .backends import BackendChoice
 from .context import RankContext
 from .observation.memory import StorageTracker
+from .observation.memory_snapshot import start_memory_history, write_memory_snapshot
 from .scenarios.program import ScenarioProgram
 from .wire.protocol import RankEnd, RankStart, RunStart
 from .wire.transport import Endpoints, EventEmitter, GateClient
@@ -52,6 +54,8 @@ class WorkerConfig:
     """Shared secret signing every event (remote viewers)."""
     run_start: dict | None = None
     """Fields of a RunStart that rank 0 emits first when no launcher does (under torchrun)."""
+    memory_viz: str | None = None
+    """CUDA runs: the folder each rank writes its CUDA memory snapshot to (``--memory-viz``)."""
 
 
 def init_distributed(backend: str, rank: int, world_size: int, init_method: str, timeout_s: float,
@@ -118,6 +122,12 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}{where}"
 
 
+def _write_snapshot(config: WorkerConfig, device: torch.device, rank: int) -> None:
+    """With ``--memory-viz`` on CUDA, the rank's CUDA memory snapshot (never raises)."""
+    if config.memory_viz is not None and device.type == "cuda":
+        write_memory_snapshot(Path(config.memory_viz), rank)
+
+
 def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) -> NoReturn:
     """Run rank ``rank`` of the run described by ``config``, then exit the process.
 
@@ -163,15 +173,19 @@ def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) 
         else:
             if device.type == "cuda":
                 torch.cuda.set_device(device)
+                if config.memory_viz is not None:
+                    start_memory_history()
             init_distributed(config.backend.backend, rank, config.world_size, config.init_method, config.timeout_s,
                              device)
             emitter.emit(RankStart, device=str(device), backend=config.backend.backend, host=socket.gethostname(),
                          pid=os.getpid())
             with ctx.tracker:
                 config.program.run(ctx)
+        _write_snapshot(config, device, rank)
         emitter.emit(RankEnd, status="ok", phase=ctx.phase_index, dropped=emitter.dropped)
     except BaseException as exc:  # everything a rank can die of is reported, then the process ends
         exit_code = 1
+        _write_snapshot(config, device, rank)  # before RankEnd: the launcher may end the ranks after it
         emitter.emit(RankEnd, status="error", error=_error_text(exc), phase=ctx.phase_index, dropped=emitter.dropped)
         traceback.print_exc()
     emitter.close()

@@ -38,6 +38,8 @@ CASES = [
     ("size not divisible", ["reduce-scatter", "--size", "20", "--headless"], "multiple of 4"),
     ("root out of range", ["broadcast", "--gpus", "3", "--root", "5", "--headless"], "--root 5"),
     ("record into missing folder", ["all-reduce", "--headless", "--record", "/nonexistent/t.cvz"], "does not exist"),
+    ("memory snapshot on CPU", ["all-gather", "--headless", "--memory-viz", "/nonexistent/mv"],
+     "a CUDA memory snapshot records the CUDA caching allocator, and this run is on CPU (gloo)"),
     ("missing trace", ["replay", "/nonexistent/t.cvz", "--headless"], "does not exist"),
     ("unknown option", ["all-reduce", "--gpu", "4"], "unrecognized arguments"),
     ("zero timeout", ["all-reduce", "--timeout", "0", "--headless"], "--timeout 0"),

@@ -133,6 +133,22 @@ def test_bench_on_nccl_prints_ncclls_own_algorithm_and_protocol_per_size():
     assert rows and all("NCCL: " in row for row in rows), result.stdout
 
 
+def test_memory_viz_writes_each_ranks_cuda_snapshot_with_the_gathered_buffer(tmp_path):
+    """``--memory-viz``: each rank's snapshot is torch's (segments, device traces) and holds the
+    allocation of the all-gather's 2 × 1 MiB output."""
+    import pickle
+
+    folder = tmp_path / "mv"
+    result = run_cli("all-gather", "--gpus", "2", "--backend", "nccl", "--size", "1MiB", "--headless",
+                     "--memory-viz", str(folder), timeout=300)
+    assert result.returncode == 0, result.stderr
+    for rank in range(2):
+        snapshot = pickle.loads((folder / f"rank{rank}.pickle").read_bytes())
+        assert {"segments", "device_traces"} <= set(snapshot), rank
+        allocs = [entry for trace in snapshot["device_traces"] for entry in trace if entry.get("action") == "alloc"]
+        assert any(entry["size"] >= 2 * 2**20 for entry in allocs), (rank, [entry["size"] for entry in allocs])
+
+
 def test_desync_and_hang_on_nccl_name_the_odd_rank():
     desync = run_cli("desync", "--gpus", "4", "--backend", "nccl", "--headless", timeout=300)
     assert desync.returncode == 1 and "rank 2 called all_gather" in desync.stderr

@@ -8,6 +8,7 @@ Imports nothing heavy at module level: ``collviz --version`` and ``--help`` stay
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -17,7 +18,8 @@ from collviz.runtime.errors import UsageError
 
 __all__ = ["OneLineParser", "command_parser", "parse_size", "add_gpus_option", "add_backend_option",
            "add_record_option", "add_timeout_option", "add_headless_option", "add_json_option", "add_viewer_options",
-           "check_record_option", "clean_stale_runs", "no_terminal", "print_json"]
+           "check_record_option", "clean_stale_runs", "no_terminal", "print_json", "make_output_folder",
+           "add_memory_viz_option"]
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
           "g": 1024**3, "gb": 1000**3, "gib": 1024**3}
@@ -95,6 +97,28 @@ def add_viewer_options(parser: argparse.ArgumentParser, pace_help: str) -> None:
     parser.add_argument("--pace", type=float, metavar="S", help=pace_help)
     parser.add_argument("--present", action="store_true",
                         help="projector layout: larger cells, high-contrast colour-blind-safe theme (P toggles)")
+
+
+def make_output_folder(folder: Path, option: str) -> None:
+    """Create the folder ``option`` names (with its parents) if missing; a one-line UsageError
+    when it cannot be, or cannot be written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"{option} {folder}: exists and is not a folder") from None
+    except OSError as exc:
+        raise UsageError(f"{option} {folder}: cannot create it ({exc.strerror})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {folder}: not writable")
+
+
+def add_memory_viz_option(parser: argparse.ArgumentParser) -> None:
+    """``--memory-viz DIR``: each rank's CUDA memory snapshot, for pytorch.org/memory_viz."""
+    parser.add_argument("--memory-viz", type=Path, metavar="DIR",
+                        help="CUDA runs: write each rank's CUDA memory snapshot (torch's allocator history: every "
+                             "allocation and free with its Python stack) to DIR/rank<r>.pickle, for "
+                             "pytorch.org/memory_viz (DIR is created if missing; refused on CPU; not yet run by "
+                             "collviz's tests: no GPU)")
 
 
 def check_record_option(args: argparse.Namespace) -> None:

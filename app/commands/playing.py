@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from collviz.runtime.errors import UsageError
 
-from .options import check_record_option, clean_stale_runs, no_terminal, print_json
+from .options import check_record_option, clean_stale_runs, make_output_folder, no_terminal, print_json
 from .scenario_args import memory_need, run_options
 
 if TYPE_CHECKING:
@@ -93,7 +93,9 @@ def run_scenario(name: str, args: argparse.Namespace, notes: Mapping[str, str] |
     check_record_option(args)
     paced = options is not None and options.pace is not None
     plan = plan_run(scenario, world_size, backend=args.backend, options=run_options(args), step=args.step or paced,
-                    record=args.record, timeout_s=args.timeout, memory=memory)
+                    record=args.record, timeout_s=args.timeout, memory=memory, memory_viz=args.memory_viz)
+    if plan.memory_viz is not None:
+        make_output_folder(plan.memory_viz, "--memory-viz")
     headless = headless_instead(args.headless, args.json)
     if headless and plan.step:
         raise UsageError(f"--step and --pace need the viewer, and {no_terminal()}")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from collviz.runtime.errors import UsageError
 
-from .options import OneLineParser, check_record_option
+from .options import OneLineParser, check_record_option, make_output_folder
 from .playing import headless_instead, play_plan, run_scenario
 from .scenario_args import run_parser
 from .script_args import is_script_run, script_parser
@@ -58,22 +58,10 @@ def _run_script(args: argparse.Namespace) -> int:
         raise UsageError("--secret-file goes with --viewer (a rank under torchrun streaming to a viewer)")
     check_record_option(args)
     if args.logs is not None:
-        _make_logs_folder(args.logs)
+        make_output_folder(args.logs, "--logs")
     plan = plan_script(script, 1 if args.nproc is None else args.nproc, record=args.record, timeout_s=args.timeout,
                        logs=args.logs)
     return play_plan(plan, headless=headless_instead(args.headless, args.json), json_output=args.json)
-
-
-def _make_logs_folder(folder: Path) -> None:
-    """Create ``--logs DIR`` (with its parents) if missing; a one-line UsageError when it cannot be."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UsageError(f"--logs {folder}: exists and is not a folder") from None
-    except OSError as exc:
-        raise UsageError(f"--logs {folder}: cannot create it ({exc.strerror})") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"--logs {folder}: not writable")
 
 
 def _run_under_torchrun(args: argparse.Namespace, script: UserScript) -> None:

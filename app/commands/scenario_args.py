@@ -20,6 +20,7 @@ from .options import (
     add_gpus_option,
     add_headless_option,
     add_json_option,
+    add_memory_viz_option,
     add_record_option,
     add_timeout_option,
     add_viewer_options,
@@ -123,6 +124,7 @@ def run_parser(name: str) -> OneLineParser:
     add_viewer_options(parser, "step-through whose gates open by themselves every S seconds; space pauses and "
                                "resumes, ← browses back while the run goes on")
     add_record_option(parser)
+    add_memory_viz_option(parser)
     parser.add_argument("--notes", type=Path, metavar="FILE",
                         help="a teacher's notes (TOML or Markdown, keyed by scenario and phase key) added to the narration")
     op_default = f" (default {scenario.reduce_op})" if collective in REDUCING and scenario.reduce_op else ""

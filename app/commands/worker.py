@@ -8,7 +8,7 @@ from pathlib import Path
 
 from collviz.runtime.errors import UsageError
 
-from .options import OneLineParser
+from .options import OneLineParser, make_output_folder
 from .scenario_args import memory_need, run_options, run_parser
 
 __all__ = ["build_parser", "main", "WORKER_EPILOG"]
@@ -55,6 +55,8 @@ def main(argv: Sequence[str]) -> int:
 
     world_size = torchrun_rank().world_size
     scenario = find_scenario(name)
+    if args.memory_viz is not None:
+        make_output_folder(args.memory_viz, "--memory-viz")
     run_torchrun_worker(scenario, run_options(args), backend=args.backend, timeout_s=args.timeout,
                         viewer=args.viewer, secret=load_secret(args.secret_file),
-                        memory=memory_need(args, scenario.collective, world_size))
+                        memory=memory_need(args, scenario.collective, world_size), memory_viz=args.memory_viz)
