@@ -39,9 +39,11 @@ _IN_FLIGHT = Style(color="yellow")
 _FREED = Style(dim=True, strike=True)
 
 
-def _collective_line(view: RankView, mask_volatile: bool, width: int | None = None) -> Line:
-    """``op (reduce op) bytes-in→bytes-out time`` of the rank's collective in this step; where
-    ``width`` is too narrow, whole parts are left out (reduce op, then time, then bytes), so no
+def _collective_lines(view: RankView, mask_volatile: bool, width: int | None = None) -> list[Line]:
+    """``op (reduce op) bytes-in→bytes-out time`` of the rank's collective in this step, on one
+    line where ``width`` allows. Else, in a panel without buffers (a script's run, an imported
+    artifact), the op on one line and its figures on the next; where buffers need the rows, or
+    even that is too narrow, whole parts are left out (reduce op, then time, then bytes), so no
     number ever loses its unit to the panel's edge."""
     collective = view.collective
     assert collective is not None
@@ -55,10 +57,20 @@ def _collective_line(view: RankView, mask_volatile: bool, width: int | None = No
     else:
         timing = []
     op = [Segment(collective.op, BOLD)]
+
+    def fits(line: Line) -> bool:
+        return width is None or sum(len(segment.text) for segment in line) <= width
+
+    if not view.buffers:
+        if fits([*op, *reduce_op, *sizes, *timing]):
+            return [[*op, *reduce_op, *sizes, *timing]]
+        first = [*op, *reduce_op] if fits([*op, *reduce_op]) else op
+        second = next((line for line in ([*sizes, *timing], sizes) if fits(line)), [])
+        return [first, second] if second else [first]
     for line in ([*op, *reduce_op, *sizes, *timing], [*op, *sizes, *timing], [*op, *sizes], op):
-        if width is None or sum(len(segment.text) for segment in line) <= width:
-            return line
-    return op
+        if fits(line):
+            return [line]
+    return [op]
 
 
 MAX_PARTIAL_RUNS = 4
@@ -158,7 +170,7 @@ def rank_lines(
             lines.extend(_partial_sums_line(buffer))
     lines.extend(_freed_line(freed, width) for freed in view.freed)
     if view.collective is not None:
-        lines.append(_collective_line(view, mask_volatile, width))
+        lines.extend(_collective_lines(view, mask_volatile, width))
     if detail and view.memory.upto:
         memory = view.memory
         lines.append([Segment(f"memory {format_bytes(memory.current)} live, peak {format_bytes(memory.peak)}")])
