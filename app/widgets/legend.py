@@ -12,8 +12,9 @@ __all__ = ["Legend"]
 
 
 class Legend(Static):
-    """Swatches explaining cell colours for a run of ``world_size`` ranks: every rank, each count
-    of ranks summed, the placeholder."""
+    """Swatches explaining cell colours for a run of ``world_size`` ranks: every rank (or, where
+    the heatmap's row labels are the swatches, a line saying so), each count of ranks summed, the
+    placeholder."""
 
     def show(self, world_size: int, labelled_rows: bool = False) -> None:
         """Render the legend for ``world_size`` ranks; ``labelled_rows``: the ranks are drawn as
