@@ -119,3 +119,17 @@ def test_small_trace_reports_nothing(tmp_path):
     calls: list[tuple[int, int]] = []
     read_trace(path, lambda done, total: calls.append((done, total)))
     assert calls == []
+
+
+def test_staged_progress_draws_one_line_per_stage():
+    from collviz.runtime.reports.progress import StagedProgress
+
+    stream = Terminal()
+    progress = StagedProgress(stream)
+    for done in range(3):
+        progress("reading files", done + 1, 3)
+    progress("building steps", 2, 2)
+    progress.close()
+    lines = stream.getvalue().split("\n")
+    assert lines[0].rstrip().endswith(f"collviz: reading files {bar_text(3, 3)} 3/3")
+    assert lines[1].strip() == f"collviz: building steps {bar_text(2, 2)} 2/2" and lines[2] == ""

@@ -400,3 +400,13 @@ def test_collviz_replay_and_export_open_a_jobs_artifacts_from_the_command_line(m
     exported = run_cli("export", str(made["healthy"] / "profile"), "--perfetto", str(out))
     assert exported.returncode == 0, exported.stderr
     assert json.loads(out.read_text())["traceEvents"]
+
+
+def test_an_import_tells_its_progress_stage_by_stage(made):
+    """Four dumps: each file read, each rank's calls read, then each of the healthy job's steps."""
+    told: list[tuple[str, int, int]] = []
+    open_artifacts([made["healthy"] / "fr" / "json"], lambda stage, done, total: told.append((stage, done, total)))
+    steps = len(jobs.HEALTHY_CALLS)
+    assert told == ([("reading files", n, jobs.WORLD) for n in range(jobs.WORLD + 1)]
+                    + [("reading calls", n, jobs.WORLD) for n in range(jobs.WORLD + 1)]
+                    + [("building steps", n, steps) for n in range(steps + 1)])

@@ -141,10 +141,16 @@ def is_collviz_trace(path: Path) -> bool:
 
 def open_artifacts(paths: list[Path]) -> ImportedRun:
     """A user's own artifacts (Flight Recorder dumps, profiler traces, an NCCL log) as a run's
-    events, its warnings said on stderr."""
+    events, its warnings said on stderr, with a progress line there while they are read (on a
+    terminal)."""
+    from collviz.runtime.reports.progress import StagedProgress
     from collviz.runtime.sources.detect import open_artifacts as open_sources
 
-    imported = open_sources(paths)
+    progress = StagedProgress(sys.stderr)
+    try:
+        imported = open_sources(paths, progress)
+    finally:
+        progress.close()
     for warning in imported.warnings:
         print(f"collviz: warning: {warning}", file=sys.stderr)
     return imported

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-__all__ = ["ProgressLine", "bar_text", "REDRAW_SECONDS", "BAR_WIDTH"]
+__all__ = ["ProgressLine", "StagedProgress", "bar_text", "REDRAW_SECONDS", "BAR_WIDTH"]
 
 REDRAW_SECONDS = 0.1
 """Shortest interval between two redraws of the line (the final one is always drawn)."""
@@ -68,3 +68,25 @@ class ProgressLine:
             self.stream.write("\n")
             self.stream.flush()
             self._drawn = False
+
+
+class StagedProgress:
+    """Work told as ``(stage, done, total)`` (an import's files, then its steps): one
+    :class:`ProgressLine` per stage, the previous one finished when the stage changes."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._stage = ""
+        self._line: ProgressLine | None = None
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        """``done`` of ``total`` in ``stage``."""
+        if self._line is None or stage != self._stage:
+            self.close()
+            self._stage, self._line = stage, ProgressLine(self.stream, stage, total)
+        self._line.update(done, total=total)
+
+    def close(self) -> None:
+        """Finish the current stage's line (safe to call twice)."""
+        if self._line is not None:
+            self._line.close()

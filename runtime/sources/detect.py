@@ -21,7 +21,7 @@ from .flight_recorder import Dump, import_dumps, is_dump, rank_from_name
 from .nccl_log import import_nccl_log, is_nccl_log
 from .profiler import ProfilerTrace, import_traces, is_profiler_trace
 from .reading import MAX_FILES, MAX_TOTAL_BYTES, load_json, load_plain_pickle, read_artifact, sniff
-from .run import ImportedRun
+from .run import ImportedRun, Progress, no_progress
 
 __all__ = ["EXPECTED", "open_artifacts"]
 
@@ -92,15 +92,18 @@ def _refuse_or_skip(path: Path, named: bool, why: str, warnings: list[str]) -> N
     warnings.append(f"skipped {path.name}: {why}")
 
 
-def open_artifacts(paths: Sequence[Path]) -> ImportedRun:
+def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> ImportedRun:
     """Open ``paths`` (files, or folders of them) as one imported run: events as collviz's own runs
     emit them, warnings about what could not be read, matched or shown, and the exit status (1
-    for a hung or mismatched job, 0 otherwise). Raises :class:`~..errors.UsageError` (one line)
-    for anything that cannot be opened."""
+    for a hung or mismatched job, 0 otherwise); ``progress`` is told each file read, then the
+    import's own stages. Raises :class:`~..errors.UsageError` (one line) for anything that cannot
+    be opened."""
     warnings: list[str] = []
     found: list[_Found] = []
     total = 0
-    for path, named in _files([Path(p) for p in paths], warnings):
+    files = _files([Path(p) for p in paths], warnings)
+    for done, (path, named) in enumerate(files):
+        progress("reading files", done, len(files))
         try:
             data = read_artifact(path)
             total += len(data)
@@ -116,6 +119,7 @@ def open_artifacts(paths: Sequence[Path]) -> ImportedRun:
             _refuse_or_skip(path, named, recognised, warnings)
         else:
             found.append(recognised)
+    progress("reading files", len(files), len(files))
     kinds = sorted({f.kind for f in found})
     if not found:
         where = ", ".join(str(p) for p in paths)
@@ -126,10 +130,10 @@ def open_artifacts(paths: Sequence[Path]) -> ImportedRun:
             + ": open one kind at a time")
     kind = kinds[0]
     if kind == "flight-recorder":
-        return import_dumps(_dumps(found, warnings), warnings)
+        return import_dumps(_dumps(found, warnings), warnings, progress)
     if kind == "profiler":
-        return import_traces([ProfilerTrace(f.path, f.document) for f in found], warnings)
-    return import_nccl_log([(f.path, f.text) for f in found], warnings)
+        return import_traces([ProfilerTrace(f.path, f.document) for f in found], warnings, progress)
+    return import_nccl_log([(f.path, f.text) for f in found], warnings, progress)
 
 
 def _dumps(found: Sequence[_Found], warnings: list[str]) -> list[Dump]:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .names import P2P_OPS, dtype_name, itemsize, op_name, parse_ranks
-from .run import Call, ImportedRun, Origin, Step, build_run, group_label, order_steps
+from .run import Call, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress, order_steps
 
 __all__ = ["Dump", "is_dump", "rank_from_name", "import_dumps"]
 
@@ -293,12 +293,17 @@ def _step(key: tuple[str, int], calls: list[Call]) -> Step:
                 t_ns=min(c.t_ns for c in calls))
 
 
-def import_dumps(dumps: Sequence[Dump], warnings: list[str]) -> ImportedRun:
+def import_dumps(dumps: Sequence[Dump], warnings: list[str], progress: Progress = no_progress) -> ImportedRun:
     """The run these per-rank dumps describe (one dump per rank; ``warnings`` gains what could not
-    be matched or shown). Exit status 1 when ranks hang or disagree, as for a live run."""
+    be matched or shown; ``progress`` is told each dump read and each step built). Exit status 1
+    when ranks hang or disagree, as for a live run."""
     if not dumps:
         raise UsageError("no Flight Recorder dump to open")
-    entries = {dump.rank: _read_entries(dump, warnings) for dump in dumps}
+    entries = {}
+    for done, dump in enumerate(dumps):
+        progress("reading calls", done, len(dumps))
+        entries[dump.rank] = _read_entries(dump, warnings)
+    progress("reading calls", len(dumps), len(dumps))
     mentions: dict[str, set[int]] = defaultdict(set)
     for dump in dumps:
         status = dump.content.get("pg_status")
@@ -348,4 +353,4 @@ def import_dumps(dumps: Sequence[Dump], warnings: list[str]) -> ImportedRun:
         device="device unknown", untimed="a Flight Recorder dump records durations only with timing on",
         not_recorded="a Flight Recorder dump holds each call's sizes and state: no values, provenance or transfers",
         nccl_version=", ".join(sorted(versions)))
-    return build_run(origin, steps, warnings, ranks, missing)
+    return build_run(origin, steps, warnings, ranks, missing, progress)

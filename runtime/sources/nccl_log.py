@@ -35,7 +35,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..reports.nccl_log import NCCL_LABEL, NCCL_OPS, NcclChoice, nccl_choice
 from .names import itemsize, nccl_dtype_name
-from .run import Call, Hop, ImportedRun, Origin, Step, build_run, order_steps
+from .run import Call, Hop, ImportedRun, Origin, Progress, Step, build_run, no_progress, order_steps
 
 __all__ = ["TOPOLOGY_LABEL", "is_nccl_log", "import_nccl_log"]
 
@@ -382,8 +382,10 @@ def _clocked(steps: list[Step]) -> list[Step]:
     return placed
 
 
-def import_nccl_log(files: Sequence[tuple[Path, str]], warnings: list[str]) -> ImportedRun:
-    """The run an NCCL debug log describes (one file of several ranks' lines, or one per process)."""
+def import_nccl_log(files: Sequence[tuple[Path, str]], warnings: list[str],
+                    progress: Progress = no_progress) -> ImportedRun:
+    """The run an NCCL debug log describes (one file of several ranks' lines, or one per process;
+    ``progress`` is told each step built)."""
     processes: dict[tuple[str, int], _Process] = {}
     versions: set[str] = set()
     lines = sum(_parse(text.splitlines(), processes, versions) for _, text in files)
@@ -412,4 +414,4 @@ def import_nccl_log(files: Sequence[tuple[Path, str]], warnings: list[str]) -> I
         backend="nccl", device_kind="cuda", world_size=world, device="cuda", untimed="an NCCL log has no clock",
         not_recorded="an NCCL log holds the links NCCL built and its choices: no values, provenance or data moved",
         nccl_version=", ".join(sorted(versions)))
-    return build_run(origin, _clocked(steps), warnings, ranks, missing)
+    return build_run(origin, _clocked(steps), warnings, ranks, missing, progress)

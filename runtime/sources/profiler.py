@@ -33,7 +33,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..observation.metrics import BUS_FACTOR_OPS
 from .names import P2P_OPS, dtype_name, itemsize, op_name, parse_ranks
-from .run import Call, ImportedRun, Origin, Step, build_run, group_label, order_steps
+from .run import Call, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress, order_steps
 
 __all__ = ["ProfilerTrace", "GPU_LABEL", "is_profiler_trace", "import_traces"]
 
@@ -325,8 +325,9 @@ def _narration(key: tuple[str, int], calls: list[Call], sources: dict[int, str],
     return "\n".join(lines)
 
 
-def import_traces(traces: Sequence[ProfilerTrace], warnings: list[str]) -> ImportedRun:
-    """The run these per-rank profiler traces describe (``warnings`` gains what could not be shown)."""
+def import_traces(traces: Sequence[ProfilerTrace], warnings: list[str], progress: Progress = no_progress) -> ImportedRun:
+    """The run these per-rank profiler traces describe (``warnings`` gains what could not be shown;
+    ``progress`` is told each step built)."""
     ranks: dict[int, _Rank] = {}
     known = True
     for trace in traces:
@@ -377,4 +378,4 @@ def import_traces(traces: Sequence[ProfilerTrace], warnings: list[str]) -> Impor
         device="cuda" if gpu else "cpu", untimed="the trace holds no work slice or kernel for it",
         not_recorded="a profiler trace holds each call's sizes and times: no values, provenance or transfers",
         check_calls=known)
-    return build_run(origin, steps, warnings, sorted(ranks), missing)
+    return build_run(origin, steps, warnings, sorted(ranks), missing, progress)
