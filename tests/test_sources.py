@@ -190,7 +190,7 @@ def test_nccl_log_gives_topology_choices_and_init_times():
     assert (pair.op, pair.dtype, pair.count, pair.bytes_out, pair.group_ranks) == ("all_gather", "bfloat16", 1024,
                                                                                     4096, [0, 2])
     narration = {e.name: e.narration for e in _only(run.events, Phase) if e.edge == "begin"}
-    assert "RING/LL128 on ranks 0, 1, 2, 3" in narration["all_reduce #0 on world"]
+    assert "RING/LL128 on ranks 0–3" in narration["all_reduce #0 on world"]
     assert "RING/SIMPLE" in narration["all_reduce #1 on world"]
     assert "network transport: Socket" in narration["NCCL init of world"]
 
@@ -339,6 +339,14 @@ def test_order_steps_keeps_every_ranks_order_and_survives_a_cycle():
     assert order_steps({0: ["a", "b", "c"], 1: ["a", "c"], 2: ["b", "c"]}, {"a": 1, "b": 2, "c": 3}) == ["a", "b", "c"]
     assert order_steps({0: ["x", "y"], 1: ["y", "x"]}, {"x": 5, "y": 1}) in (["x", "y"], ["y", "x"])
     assert order_steps({0: ["late", "early"]}, {"late": 9, "early": 1}) == ["late", "early"]
+
+
+def test_rank_lists_read_as_ranges():
+    from collviz.runtime.sources.run import ranks_text
+
+    assert ranks_text([0, 1, 2, 3, 5, 7, 8, 9]) == "0–3, 5, 7–9"
+    assert ranks_text([0, 1]) == "0, 1" and ranks_text([4]) == "4" and ranks_text([]) == ""
+    assert ranks_text(list(range(64))) == "0–63" and ranks_text([0, 2, 4]) == "0, 2, 4"
 
 
 def test_names_of_ops_and_types():

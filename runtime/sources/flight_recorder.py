@@ -33,7 +33,18 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .names import P2P_OPS, dtype_name, itemsize, op_name, parse_ranks
-from .run import Call, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress, order_steps
+from .run import (
+    Call,
+    ImportedRun,
+    Origin,
+    Progress,
+    Step,
+    build_run,
+    group_label,
+    no_progress,
+    order_steps,
+    ranks_text,
+)
 
 __all__ = ["Dump", "is_dump", "rank_from_name", "import_dumps"]
 
@@ -194,7 +205,7 @@ class _Groups:
             return tuple(range(world))
         seen = tuple(sorted(self.mentions.get(name, ())))
         self.warnings.append(f"group {label}: its ranks are not in the dumps' pg_config; taken as the ranks whose "
-                             f"dumps mention it: {', '.join(map(str, seen))}")
+                             f"dumps mention it: {ranks_text(seen)}")
         return seen
 
 
@@ -260,10 +271,6 @@ def _truncation_warnings(calls: Mapping[int, list[Call]], warnings: list[str]) -
                                 "recorded (its older entries were overwritten; a larger TORCH_FR_BUFFER_SIZE keeps more)")
 
 
-def _ranks_text(ranks: Sequence[int]) -> str:
-    return ", ".join(map(str, ranks))
-
-
 def _narration(key: tuple[str, int], calls: list[Call]) -> str:
     """What the dumps say about one call: sizes per rank, states, where the code made it."""
     sizes: dict[str, list[int]] = defaultdict(list)
@@ -274,11 +281,11 @@ def _narration(key: tuple[str, int], calls: list[Call]) -> str:
         states["completed" if call.completed else "still inside when the dump was taken"].append(call.rank)
     members = calls[0].group_ranks
     absent = [r for r in members if r not in {c.rank for c in calls}]
-    lines = [f"Flight Recorder: call #{key[1]} on group {key[0]} (ranks {_ranks_text(members)})."]
-    lines += [f"{text} on rank{'s' if len(r) > 1 else ''} {_ranks_text(r)}" for text, r in sizes.items()]
-    lines += [f"{text}: rank{'s' if len(r) > 1 else ''} {_ranks_text(r)}" for text, r in states.items()]
+    lines = [f"Flight Recorder: call #{key[1]} on group {key[0]} (ranks {ranks_text(members)})."]
+    lines += [f"{text} on rank{'s' if len(r) > 1 else ''} {ranks_text(r)}" for text, r in sizes.items()]
+    lines += [f"{text}: rank{'s' if len(r) > 1 else ''} {ranks_text(r)}" for text, r in states.items()]
     if absent:
-        lines.append(f"not in the dumps of rank{'s' if len(absent) > 1 else ''} {_ranks_text(absent)}")
+        lines.append(f"not in the dumps of rank{'s' if len(absent) > 1 else ''} {ranks_text(absent)}")
     places = sorted({c.where for c in calls if c.where})
     if places:
         lines.append("called at " + "; ".join(places))
@@ -336,7 +343,7 @@ def import_dumps(dumps: Sequence[Dump], warnings: list[str], progress: Progress 
     ranks = sorted(calls)
     missing = {r: "no dump of this rank" for r in range(world) if r not in calls}
     if missing:
-        warnings.append(f"no dump of rank{'s' if len(missing) > 1 else ''} {_ranks_text(sorted(missing))} "
+        warnings.append(f"no dump of rank{'s' if len(missing) > 1 else ''} {ranks_text(sorted(missing))} "
                         f"(the dumps name {world} ranks): what {'they' if len(missing) > 1 else 'it'} did is unknown")
     backends = Counter(e.backend for found in entries.values() for e in found if e.backend)
     backend = backends.most_common(1)[0][0] if backends else "unknown"
@@ -344,7 +351,7 @@ def import_dumps(dumps: Sequence[Dump], warnings: list[str], progress: Progress 
     timed = any(c.duration_ns for found in calls.values() for c in found)
     origin = Origin(
         scenario="flight-recorder",
-        description=(f"Flight Recorder dumps of rank{'s' if len(ranks) > 1 else ''} {_ranks_text(ranks)} "
+        description=(f"Flight Recorder dumps of rank{'s' if len(ranks) > 1 else ''} {ranks_text(ranks)} "
                      f"({world} in the job): one step per collective call, matched across ranks by group and "
                      "sequence number. A dump records each call's op, group, sizes, element type and state; it holds "
                      "no values and no provenance" + ("." if timed else ", and no durations (timing was off).")),

@@ -35,7 +35,18 @@ from pathlib import Path
 from ..errors import UsageError
 from ..reports.nccl_log import NCCL_LABEL, NCCL_OPS, NcclChoice, nccl_choice
 from .names import itemsize, nccl_dtype_name
-from .run import Call, Hop, ImportedRun, Origin, Progress, Step, build_run, no_progress, order_steps
+from .run import (
+    Call,
+    Hop,
+    ImportedRun,
+    Origin,
+    Progress,
+    Step,
+    build_run,
+    no_progress,
+    order_steps,
+    ranks_text,
+)
 
 __all__ = ["TOPOLOGY_LABEL", "is_nccl_log", "import_nccl_log"]
 
@@ -296,7 +307,7 @@ def _topology_steps(group: _Group) -> list[Step]:
                    "up the tree level by level (a reduce), then down again (a broadcast)")
             steps.append(Step(name=f"NCCL {kind}, {_channels(channels)} on {group.label}",
                               narration=(f"The {kind} NCCL built for {group.label} (ranks "
-                                         f"{', '.join(map(str, group.ranks))}) on {_channels(channels)}: {how}. "
+                                         f"{ranks_text(group.ranks)}) on {_channels(channels)}: {how}. "
                                          f"{TOPOLOGY_LABEL[0].upper()}{TOPOLOGY_LABEL[1:]}: the log gives no bytes "
                                          "per hop (shown as 0)."), hops=hops))
     return steps
@@ -304,7 +315,7 @@ def _topology_steps(group: _Group) -> list[Step]:
 
 def _init_step(group: _Group, processes: dict, rank_of: dict, versions: set[str]) -> Step:
     networks = sorted({processes[k].network for k, r in rank_of.items() if r in group.comms and processes[k].network})
-    lines = [f"NCCL set up {group.label}: {len(group.members)} ranks ({', '.join(map(str, group.ranks))})"
+    lines = [f"NCCL set up {group.label}: {len(group.members)} ranks ({ranks_text(group.ranks)})"
              + (f", NCCL {', '.join(sorted(versions))}" if versions else "") + "."]
     if networks:
         lines.append(f"network transport: {', '.join(networks)}")
@@ -365,7 +376,7 @@ def _call_steps(groups: list[_Group], processes: dict, rank_of: dict) -> list[St
         first = found[0][0]
         size = f"{first.dtype} ×{first.count:,}, " if first.count else ""
         narration = (f"NCCL log: {op} #{step_key[1]} on {step_key[0]} ({size}{first.bytes_in:,} B). "
-                     + "; ".join(f"algorithm/protocol {text} on ranks {', '.join(map(str, ranks))}"
+                     + "; ".join(f"algorithm/protocol {text} on ranks {ranks_text(ranks)}"
                                  for text, ranks in chosen.items())
                      + f" — as {NCCL_LABEL}. The log holds no values, no provenance and no times.")
         steps.append(Step(name=f"{op} #{step_key[1]} on {step_key[0]}", narration=narration,
@@ -401,7 +412,7 @@ def import_nccl_log(files: Sequence[tuple[Path, str]], warnings: list[str],
     ranks = sorted(rank_of.values())
     missing = {r: "not in the log" for r in range(world) if r not in ranks}
     if missing:
-        warnings.append(f"the log has no lines of rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, sorted(missing)))}")
+        warnings.append(f"the log has no lines of rank{'s' if len(missing) > 1 else ''} {ranks_text(sorted(missing))}")
     if not any(s.calls for s in steps):
         warnings.append("the log has no per-call lines (NCCL_DEBUG_SUBSYS=COLL,TUNING prints them): topology only")
     origin = Origin(

@@ -33,7 +33,18 @@ from pathlib import Path
 from ..errors import UsageError
 from ..observation.metrics import BUS_FACTOR_OPS
 from .names import P2P_OPS, dtype_name, itemsize, op_name, parse_ranks
-from .run import Call, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress, order_steps
+from .run import (
+    Call,
+    ImportedRun,
+    Origin,
+    Progress,
+    Step,
+    build_run,
+    group_label,
+    no_progress,
+    order_steps,
+    ranks_text,
+)
 
 __all__ = ["ProfilerTrace", "GPU_LABEL", "is_profiler_trace", "import_traces"]
 
@@ -316,7 +327,7 @@ def _read_rank(trace: ProfilerTrace, warnings: list[str]) -> tuple[_Rank, bool]:
 
 def _narration(key: tuple[str, int], calls: list[Call], sources: dict[int, str], gpu: bool) -> str:
     members = calls[0].group_ranks
-    lines = [f"torch.profiler: call #{key[1]} on group {key[0]} (ranks {', '.join(map(str, members))})."]
+    lines = [f"torch.profiler: call #{key[1]} on group {key[0]} (ranks {ranks_text(members)})."]
     for call in sorted(calls, key=lambda c: c.rank):
         took = f"{call.duration_ns / 1e6:.3f} ms ({sources[call.rank]})" if call.duration_ns else "not timed"
         lines.append(f"r{call.rank}: {call.op}({call.dtype} ×{call.count:,}, {call.bytes_in:,} B in) {took}")
@@ -363,14 +374,14 @@ def import_traces(traces: Sequence[ProfilerTrace], warnings: list[str], progress
                           calls=found, t_ns=min(c.t_ns for c in found)))
     missing = {r: "no trace of this rank" for r in range(world) if r not in ranks}
     if missing:
-        warnings.append(f"no trace of rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, sorted(missing)))}"
+        warnings.append(f"no trace of rank{'s' if len(missing) > 1 else ''} {ranks_text(sorted(missing))}"
                         f" ({world} in the job)")
     backend = Counter(r.backend for r in ranks.values()).most_common(1)[0][0]
     timing = (f"each call's NCCL kernel time ({GPU_LABEL})" if gpu else
               "each call's gloo work slice (the work on gloo's thread, waiting for the other ranks included)")
     origin = Origin(
         scenario="profiler",
-        description=(f"torch.profiler traces of ranks {', '.join(map(str, sorted(ranks)))} ({world} in the job): one "
+        description=(f"torch.profiler traces of ranks {ranks_text(sorted(ranks))} ({world} in the job): one "
                      f"step per collective call, matched across ranks by group and call number; times are {timing}. "
                      "A trace holds sizes and times: no values and no provenance."),
         reason=f"{backend}, imported from torch.profiler traces: sizes and times, no values or provenance",
