@@ -188,10 +188,9 @@ def test_a_summarised_buffer_s_picture_is_coloured_by_whose_data_each_part_is():
     assert [segment.style.color.name for segment in picture_segments(unobserved, 8)] == ["cyan"]
 
 
-def _panel_text(buffers: list[Buffer], width: int) -> list[str]:
-    """The text lines of rank 0's panel after one all_reduce of 48 KiB that took 14.23 ms."""
+def _rank_view(buffers: list[Buffer]):
+    """Rank 0's view after one all_reduce of 48 KiB that took 14.23 ms (holding ``buffers``)."""
     from collviz.app.model import EventLog, view_at
-    from collviz.app.widgets.rank_panel import rank_lines
     from collviz.runtime.wire.protocol import Collective, Phase, RankStart, RunStart
 
     call = dict(run="r", rank=0, phase=0, op="all_reduce", group="world", group_ranks=[0], group_seq=0,
@@ -205,7 +204,14 @@ def _panel_text(buffers: list[Buffer], width: int) -> list[str]:
               Collective(seq=3 + len(buffers), t_ns=4, edge="end", duration_ns=14_230_000, **call)]
     log = EventLog(events)
     [rank] = view_at(log, len(log)).ranks
-    return ["".join(segment.text for segment in line) for line in rank_lines(rank, width, status=False)]
+    return rank
+
+
+def _panel_text(buffers: list[Buffer], width: int) -> list[str]:
+    """The text lines of rank 0's panel (see :func:`_rank_view`) ``width`` columns wide."""
+    from collviz.app.widgets.rank_panel import rank_lines
+
+    return ["".join(segment.text for segment in line) for line in rank_lines(_rank_view(buffers), width, status=False)]
 
 
 def _replace_buffer(buffer: Buffer, seq: int) -> Buffer:
@@ -222,3 +228,14 @@ def test_a_narrow_panel_without_buffers_gives_the_call_s_figures_a_line_of_their
     buffer = Buffer(run="r", rank=0, seq=0, t_ns=2, phase=0, name="x", role="x", moment="after", shape=[4],
                     dtype="float32", values=[1.0, 2.0, 3.0, 4.0], provenance=None)
     assert _panel_text([buffer], 27)[-1] == "all_reduce"  # the buffers keep the rows: whole parts left out
+
+
+def test_a_heatmap_row_without_the_shown_buffer_gives_the_rank_s_call():
+    """A script's run or an imported artifact has no buffers: each row says its call, cut whole."""
+    from collviz.app.widgets.rank_heatmap import RankHeatmap
+
+    def row(width: int) -> str:
+        return "".join(segment.text for segment in RankHeatmap._row(_rank_view([]), None, 4, width))
+
+    assert row(60) == "r0  ● all_reduce (sum) 48.0 KiB→48.0 KiB 14.23 ms"
+    assert row(40) == "r0  ● all_reduce 48.0 KiB→48.0 KiB"  # 34 columns after the label and mark

@@ -167,7 +167,7 @@ class ViewerScreen(Screen[None]):
         ranks.add_class(grid_class(world))
         self._heatmap, self._panels = None, []
         if world > COMPACT_ABOVE:
-            self._heatmap = RankHeatmap(id="heatmap")
+            self._heatmap = RankHeatmap(id="heatmap", mask_volatile=self.mask_volatile)
             ranks.mount(self._heatmap)
         else:
             self._panels = [RankPanel(r, mask_volatile=self.mask_volatile) for r in range(world)]

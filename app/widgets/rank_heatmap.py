@@ -26,6 +26,7 @@ from collviz.runtime.wire.protocol import Buffer, ProvenanceRun
 
 from ..model import RankView, ViewState
 from .line_widget import LineWidget
+from .rank_panel import collective_line
 from .render import DIM, PLACEHOLDER_STYLE, Line, palette, provenance_style, rank_label_style
 
 __all__ = ["RankHeatmap", "shown_buffer", "heatmap_cells"]
@@ -68,7 +69,7 @@ def _row_input(rank: RankView, name: str | None) -> tuple:
     buffer = next((b for b in rank.buffers if b.name == name), None)
     status = rank.status if rank.state in _SAID else ""  # a row names no other state's status
     if buffer is None:
-        return rank.rank, rank.state, status
+        return rank.rank, rank.state, status, rank.collective  # the row may give the rank's call
     count = len(buffer.values) if buffer.values is not None else _numel(buffer.shape)
     return rank.rank, rank.state, status, count, buffer.provenance
 
@@ -137,8 +138,10 @@ class RankHeatmap(LineWidget):
             super().__init__()
             self.rank = rank
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, *, mask_volatile: bool = False, **kwargs: object) -> None:
+        """``mask_volatile``: calls' times drawn masked (snapshot tests)."""
         super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.mask_volatile = mask_volatile
         self._view: ViewState | None = None
         self._layout: tuple[int, int, int] = (1, 1, 1)  # (ranks per column, column width, lines per rank)
         self._drawn: tuple | None = None
@@ -173,7 +176,7 @@ class RankHeatmap(LineWidget):
         label_width = len(f"r{len(ranks) - 1}") + 1
         lines: list[Line] = [[] for _ in range(per_column * tall)]
         for index, rank in enumerate(ranks):
-            row = self._row(rank, name, label_width, column_width)
+            row = self._row(rank, name, label_width, column_width, self.mask_volatile)
             used = sum(map(len, map(_TEXT, row)))
             for line in range(tall):
                 target = lines[(index % per_column) * tall + line]
@@ -188,13 +191,17 @@ class RankHeatmap(LineWidget):
         return lines
 
     @staticmethod
-    def _row(rank: RankView, name: str | None, label_width: int, width: int) -> Line:
-        """``r12 ●`` then the heatmap, within ``width`` columns."""
+    def _row(rank: RankView, name: str | None, label_width: int, width: int, mask_volatile: bool = False) -> Line:
+        """``r12 ●`` then the heatmap, within ``width`` columns; a rank without the buffer shown
+        gives its call in this step instead (a script's run, an imported artifact), its time
+        masked with ``mask_volatile``."""
         mark, style = _STATE_MARKS[rank.state]
         row: Line = [Segment(f"r{rank.rank}".ljust(label_width), rank_label_style(rank.rank)),
                      Segment(mark + " ", style)]
         room = width - label_width - 2
         buffer = next((b for b in rank.buffers if b.name == name), None)
+        if buffer is None and rank.state not in _SAID and rank.collective is not None:
+            return [*row, *collective_line(rank, mask_volatile, room)]  # a run without values: its call
         if buffer is None:
             text = rank.status if rank.state in _SAID else "—"
             return [*row, Segment(text[:room], style if rank.state == "error" else DIM)]

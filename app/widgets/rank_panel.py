@@ -23,7 +23,7 @@ from .render import (
     rank_colour,
 )
 
-__all__ = ["RankPanel", "rank_lines", "rank_body", "fitted_title", "MAX_GRID_ROWS", "MIN_NAME"]
+__all__ = ["RankPanel", "rank_lines", "rank_body", "collective_line", "fitted_title", "MAX_GRID_ROWS", "MIN_NAME"]
 
 MAX_GRID_ROWS = 16
 """Most grid lines a buffer gets in a panel; fewer (the most that fit) on a shorter panel."""
@@ -39,12 +39,8 @@ _IN_FLIGHT = Style(color="yellow")
 _FREED = Style(dim=True, strike=True)
 
 
-def _collective_lines(view: RankView, mask_volatile: bool, width: int | None = None) -> list[Line]:
-    """``op (reduce op) bytes-in→bytes-out time`` of the rank's collective in this step, on one
-    line where ``width`` allows. Else, in a panel without buffers (a script's run, an imported
-    artifact), the op on one line and its figures on the next; where buffers need the rows, or
-    even that is too narrow, whole parts are left out (reduce op, then time, then bytes), so no
-    number ever loses its unit to the panel's edge."""
+def _call_parts(view: RankView, mask_volatile: bool) -> tuple[Line, Line, Line, Line]:
+    """The op, `` (reduce op)``, `` bytes-in→bytes-out`` and `` time`` of the rank's call."""
     collective = view.collective
     assert collective is not None
     reduce_op = [Segment(f" ({collective.reduce_op})")] if collective.reduce_op else []
@@ -56,21 +52,36 @@ def _collective_lines(view: RankView, mask_volatile: bool, width: int | None = N
         timing = [Segment(f" {took}", DIM)]
     else:
         timing = []
-    op = [Segment(collective.op, BOLD)]
+    return [Segment(collective.op, BOLD)], reduce_op, sizes, timing
 
-    def fits(line: Line) -> bool:
-        return width is None or sum(len(segment.text) for segment in line) <= width
 
-    if not view.buffers:
-        if fits([*op, *reduce_op, *sizes, *timing]):
-            return [[*op, *reduce_op, *sizes, *timing]]
-        first = [*op, *reduce_op] if fits([*op, *reduce_op]) else op
-        second = next((line for line in ([*sizes, *timing], sizes) if fits(line)), [])
-        return [first, second] if second else [first]
-    for line in ([*op, *reduce_op, *sizes, *timing], [*op, *sizes, *timing], [*op, *sizes], op):
-        if fits(line):
-            return [line]
-    return [op]
+def _fits(line: Line, width: int | None) -> bool:
+    return width is None or sum(len(segment.text) for segment in line) <= width
+
+
+def collective_line(view: RankView, mask_volatile: bool = False, width: int | None = None) -> Line:
+    """``op (reduce op) bytes-in→bytes-out time`` of the rank's collective in this step, on one
+    line: where ``width`` is too narrow, whole parts are left out (reduce op, then time, then
+    bytes), so no number ever loses its unit to the edge."""
+    op, reduce_op, sizes, timing = _call_parts(view, mask_volatile)
+    for line in ([*op, *reduce_op, *sizes, *timing], [*op, *sizes, *timing], [*op, *sizes]):
+        if _fits(line, width):
+            return line
+    return op
+
+
+def _collective_lines(view: RankView, mask_volatile: bool, width: int | None = None) -> list[Line]:
+    """The rank's call as :func:`collective_line` says it, but in a panel without buffers (a
+    script's run, an imported artifact) too narrow for it, the op on one line and its figures on
+    the next rather than leaving them out (a panel with buffers keeps its rows for them)."""
+    if view.buffers:
+        return [collective_line(view, mask_volatile, width)]
+    op, reduce_op, sizes, timing = _call_parts(view, mask_volatile)
+    if _fits([*op, *reduce_op, *sizes, *timing], width):
+        return [[*op, *reduce_op, *sizes, *timing]]
+    first = [*op, *reduce_op] if _fits([*op, *reduce_op], width) else op
+    second = next((line for line in ([*sizes, *timing], sizes) if _fits(line, width)), [])
+    return [first, second] if second else [first]
 
 
 MAX_PARTIAL_RUNS = 4
