@@ -239,3 +239,4 @@ def test_a_heatmap_row_without_the_shown_buffer_gives_the_rank_s_call():
 
     assert row(60) == "r0  ● all_reduce (sum) 48.0 KiB→48.0 KiB 14.23 ms"
     assert row(40) == "r0  ● all_reduce 48.0 KiB→48.0 KiB"  # 34 columns after the label and mark
+    assert row(13) == "r0  ● all_re…"  # 7 columns: the op itself is cut, and says so, not the columns beside

@@ -342,7 +342,7 @@ def test_order_steps_keeps_every_ranks_order_and_survives_a_cycle():
 
 
 def test_rank_lists_read_as_ranges():
-    from collviz.runtime.sources.run import ranks_text
+    from collviz.runtime.observation.rank_lists import ranks_text
 
     assert ranks_text([0, 1, 2, 3, 5, 7, 8, 9]) == "0–3, 5, 7–9"
     assert ranks_text([0, 1]) == "0, 1" and ranks_text([4]) == "4" and ranks_text([]) == ""

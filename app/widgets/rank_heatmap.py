@@ -200,8 +200,11 @@ class RankHeatmap(LineWidget):
                      Segment(mark + " ", style)]
         room = width - label_width - 2
         buffer = next((b for b in rank.buffers if b.name == name), None)
-        if buffer is None and rank.state not in _SAID and rank.collective is not None:
-            return [*row, *collective_line(rank, mask_volatile, room)]  # a run without values: its call
+        if buffer is None and rank.state not in _SAID and rank.collective is not None:  # a run without values
+            call = collective_line(rank, mask_volatile, room)
+            if sum(map(len, map(_TEXT, call))) > room:  # even the op is too long: cut, marked
+                call = [Segment(call[0].text[:max(0, room - 1)] + "…", call[0].style)]
+            return [*row, *call]
         if buffer is None:
             text = rank.status if rank.state in _SAID else "—"
             return [*row, Segment(text[:room], style if rank.state == "error" else DIM)]

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..wire.protocol import AnyEvent, Collective
+from .rank_lists import ranks_text
 
 __all__ = ["SAME_COUNT_OPS", "Disagreement", "FingerprintCheck", "disagreements"]
 
@@ -42,7 +43,7 @@ class Disagreement:
         called all_reduce(float32 ×8, sum)``."""
         majority = [r for r in sorted(self.calls) if r not in self.odd_ranks]
         odd = "; ".join(f"rank {r} called {self.calls[r]}" for r in self.odd_ranks)
-        others = ", ".join(str(r) for r in majority)
+        others = ranks_text(majority)
         plural = "ranks" if len(majority) > 1 else "rank"
         return (f"collective mismatch at call #{self.group_seq} on group {self.group}: {odd}, "
                 f"where {plural} {others} called {self.calls[majority[0]]}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..wire.protocol import AnyEvent, Collective, Phase, ProcessExit, RankEnd
+from .rank_lists import ranks_text
 
 __all__ = ["Stalled", "CollectiveWatch"]
 
@@ -132,7 +133,7 @@ class CollectiveWatch:
                 elsewhere[rank] = f"rank {rank} never arrived (last seen in {self._phase[rank]})"
             else:
                 elsewhere[rank] = f"rank {rank} never arrived (before its first phase)"
-        ranks = ", ".join(str(r) for r in waiting)
+        ranks = ranks_text(waiting)
         plural = "ranks" if len(waiting) > 1 else "rank"
         how_long = "" if waited_s is None else f" {waited_s:.0f} s"
         text = (f"{op} #{seq} on group {group}: {plural} {ranks} waiting{how_long}; "

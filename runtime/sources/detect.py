@@ -20,7 +20,14 @@ from ..errors import UsageError
 from .flight_recorder import Dump, import_dumps, is_dump, rank_from_name
 from .nccl_log import import_nccl_log, is_nccl_log
 from .profiler import ProfilerTrace, import_traces, is_profiler_trace
-from .reading import MAX_FILES, MAX_TOTAL_BYTES, load_json, load_plain_pickle, read_artifact, sniff
+from .reading import (
+    MAX_FILES,
+    MAX_TOTAL_BYTES,
+    load_json,
+    load_plain_pickle,
+    read_artifact,
+    sniff,
+)
 from .run import ImportedRun, Progress, no_progress
 
 __all__ = ["EXPECTED", "open_artifacts"]

@@ -26,12 +26,13 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from typing import TypeGuard
 from dataclasses import dataclass
 from math import prod
 from pathlib import Path
+from typing import TypeGuard
 
 from ..errors import UsageError
+from ..observation.rank_lists import ranks_text
 from .names import P2P_OPS, dtype_name, itemsize, op_name, parse_ranks
 from .run import (
     Call,
@@ -43,7 +44,6 @@ from .run import (
     group_label,
     no_progress,
     order_steps,
-    ranks_text,
 )
 
 __all__ = ["Dump", "is_dump", "rank_from_name", "import_dumps"]

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import UsageError
+from ..observation.rank_lists import ranks_text
 from ..reports.nccl_log import NCCL_LABEL, NCCL_OPS, NcclChoice, nccl_choice
 from .names import itemsize, nccl_dtype_name
 from .run import (
@@ -45,7 +46,6 @@ from .run import (
     build_run,
     no_progress,
     order_steps,
-    ranks_text,
 )
 
 __all__ = ["TOPOLOGY_LABEL", "is_nccl_log", "import_nccl_log"]

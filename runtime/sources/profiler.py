@@ -25,13 +25,14 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from typing import TypeGuard
 from dataclasses import dataclass, field, replace
 from math import prod
 from pathlib import Path
+from typing import TypeGuard
 
 from ..errors import UsageError
 from ..observation.metrics import BUS_FACTOR_OPS
+from ..observation.rank_lists import ranks_text
 from .names import P2P_OPS, dtype_name, itemsize, op_name, parse_ranks
 from .run import (
     Call,
@@ -43,7 +44,6 @@ from .run import (
     group_label,
     no_progress,
     order_steps,
-    ranks_text,
 )
 
 __all__ = ["ProfilerTrace", "GPU_LABEL", "is_profiler_trace", "import_traces"]

@@ -27,6 +27,7 @@ from typing import Literal, TypeVar
 
 from ..observation.fingerprints import Disagreement, FingerprintCheck
 from ..observation.metrics import BUS_FACTOR_OPS, algo_bytes
+from ..observation.rank_lists import ranks_text
 from ..observation.watchdog import CollectiveWatch, Stalled
 from ..wire.protocol import (
     LAUNCHER_RANK,
@@ -44,7 +45,7 @@ from ..wire.protocol import (
     Transfer,
 )
 
-__all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "Progress", "no_progress", "group_label", "call_text", "ranks_text",
+__all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "Progress", "no_progress", "group_label", "call_text",
            "order_steps", "build_run"]
 
 Progress = Callable[[str, int, int], None]
@@ -156,20 +157,6 @@ def group_label(name: str, description: str = "") -> str:
     """How a process group is named in steps and sentences: ``0 (default_pg)``, or ``1`` when torch
     gave it no description."""
     return f"{name} ({description})" if description and description != "undefined" else name
-
-
-def ranks_text(ranks: Sequence[int]) -> str:
-    """``0–3, 5, 7–9``: ranks in their order, each run of three or more consecutive ones as a range
-    (64 ranks in a narration read ``0–63``)."""
-    parts: list[str] = []
-    start = 0
-    for index in range(1, len(ranks) + 1):
-        if index < len(ranks) and ranks[index] == ranks[index - 1] + 1:
-            continue
-        run = ranks[start:index]
-        parts.append(f"{run[0]}–{run[-1]}" if len(run) >= 3 else ", ".join(map(str, run)))
-        start = index
-    return ", ".join(parts)
 
 
 def call_text(call: Call) -> str:
