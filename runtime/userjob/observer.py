@@ -102,7 +102,7 @@ and in every step's narration."""
 HAND_OVER_S = 0.25
 """How often the emitter collects the observed events (seconds): the events' delay, at most,
 before they leave the rank. Each collection wakes a thread, which on a busy machine costs the
-rank far more than the events it carries (BENCHMARKS.md, "Session 10"): 0.1 s cost about
+rank far more than the events it carries (BENCHMARKS.md, "The observer's events batched"): 0.1 s cost about
 1 ms of CPU per 300 ms step, 0.25 s about 0.4 ms."""
 
 _DESCRIPTIONS_KEPT = 1024
