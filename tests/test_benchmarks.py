@@ -5,6 +5,7 @@ round for weeks once ``--record`` refused an existing file). About a minute on 2
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,3 +26,20 @@ def test_benchmark_runs_quick_from_outside_the_checkout(script: Path, tmp_path: 
                             stdin=subprocess.DEVNULL, timeout=180)
     assert result.returncode == 0, f"{script.name} --quick exited {result.returncode}:\n{result.stderr[-3000:]}"
     assert result.stdout.strip(), f"{script.name} --quick printed nothing"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = [ROOT / "README.md", ROOT / "BENCHMARKS.md", ROOT / "CHANGELOG.md", ROOT / "RELIABILITY.md",
+             *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def test_every_measured_section_is_placed_by_date_and_commit():
+    """A reader can place a measurement by its date and the commit that recorded it; a running
+    session number ("Session 10") places it nowhere."""
+    headings = [line for line in (ROOT / "BENCHMARKS.md").read_text().splitlines() if line.startswith("## ")]
+    assert headings
+    unplaced = [h for h in headings if not re.search(r"\d{4}-\d{2}-\d{2}, recorded in [0-9a-f]{7,40}\)$", h)]
+    assert not unplaced, unplaced
+    numbered = [f"{path.name}:{n}" for path in DOCUMENTS
+                for n, line in enumerate(path.read_text().splitlines(), 1) if re.search(r"\bsession \d+\b", line, re.I)]
+    assert not numbered, numbered
