@@ -135,3 +135,14 @@ def test_schema_prints_the_json_schema_that_ships_beside_the_scenarios():
     assert json.loads(run_cli("schema").stdout) == shipped
     lesson = json.loads((ROOT / "scenarios" / "collviz-lesson.schema.json").read_text())
     assert json.loads(run_cli("schema", "--lesson").stdout) == lesson
+
+
+def test_a_browser_tab_is_a_screen_though_its_streams_are_pipes(monkeypatch):
+    """textual-serve runs each tab's viewer with pipes for stdin and stdout and names its web
+    driver in TEXTUAL_DRIVER: the viewer must not fall back to headless there."""
+    from collviz.app.commands.options import no_terminal
+
+    monkeypatch.delenv("TEXTUAL_DRIVER", raising=False)
+    assert no_terminal() == "stdin is not a terminal"  # pytest's stdin is not a terminal
+    monkeypatch.setenv("TEXTUAL_DRIVER", "textual.drivers.web_driver:WebDriver")
+    assert no_terminal() is None

@@ -139,8 +139,16 @@ def clean_stale_runs() -> None:
               f"collviz: {', '.join(removed)}", file=sys.stderr)
 
 
+WEB_DRIVER_VARIABLE = "TEXTUAL_DRIVER"
+"""Set by textual-serve (``collviz serve``) for each browser tab's process: the viewer draws through
+that driver over a pipe, so stdin and stdout are pipes there and still the tab is a screen."""
+
+
 def no_terminal() -> str | None:
-    """Why the full-screen viewer cannot run here (stdin or stdout is not a terminal), or None."""
+    """Why the full-screen viewer cannot run here (stdin or stdout is not a terminal, and no
+    Textual driver such as a browser tab's is named), or None."""
+    if os.environ.get(WEB_DRIVER_VARIABLE):
+        return None
     for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)):
         try:
             if stream is None or not stream.isatty():
