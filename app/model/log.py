@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from operator import attrgetter
-from typing import Any, Callable, overload
+from typing import Any, Callable, Generic, TypeVar, cast, overload
 
 from collviz.runtime.wire.columns import transfer_keys
 from collviz.runtime.wire.protocol import (
@@ -45,9 +45,12 @@ __all__ = ["Series", "MemorySeries", "RankIndex", "PhaseIndex", "EventLog", "EXI
 EXIT_INTERRUPTED = 130
 """Exit status of a run that was interrupted, or left before it ended."""
 
+E = TypeVar("E", bound=AnyEvent)
+"""The kind of event a :class:`Series` holds."""
 
-class Series:
-    """Events of one kind in log order: their log positions (:attr:`index`) and phases, both
+
+class Series(Generic[E]):
+    """Events of one kind ``E`` in log order: their log positions (:attr:`index`) and phases, both
     non-decreasing. The events themselves stay in the log's store (its list, or a trace's
     :class:`~collviz.runtime.wire.stored.StoredEvents`) and :attr:`events` reads them from there."""
 
@@ -59,9 +62,10 @@ class Series:
         self._store = store
 
     @property
-    def events(self) -> Sequence[AnyEvent]:
-        """The series' events in order: a view that reads each from the store when indexed."""
-        return _Picked(self._store, self.index)
+    def events(self) -> Sequence[E]:
+        """The series' events in order: a view that reads each from the store when indexed (the
+        log files only events of kind ``E`` in a ``Series[E]``)."""
+        return cast("Sequence[E]", _Picked(self._store, self.index))
 
     def add(self, index: int, phase: int) -> None:
         """Append the event at log position ``index`` (positions and phases must not decrease)."""
@@ -157,16 +161,16 @@ class RankIndex:
     start: tuple[int, RankStart] | None = None
     end: tuple[int, RankEnd] | None = None
     exit: tuple[int, ProcessExit] | None = None
-    buffers: dict[str, Series] = field(default_factory=dict)
+    buffers: dict[str, Series[Buffer | Freed]] = field(default_factory=dict)
     memory: MemorySeries = field(default_factory=MemorySeries)
-    phases: Series = field(init=False)
-    gates: Series = field(init=False)
-    collectives: Series = field(init=False)
+    phases: Series[Phase] = field(init=False)
+    gates: Series[Gate] = field(init=False)
+    collectives: Series[Collective] = field(init=False)
 
     def __post_init__(self) -> None:
         self.phases, self.gates, self.collectives = Series(self.store), Series(self.store), Series(self.store)
 
-    def buffer(self, name: str) -> Series:
+    def buffer(self, name: str) -> Series[Buffer | Freed]:
         """The series of buffer ``name`` (its Buffer and Freed events), created on first use."""
         found = self.buffers.get(name)
         if found is None:
@@ -184,10 +188,10 @@ class PhaseIndex:
     name: str = ""
     narration: str = ""
     begin: int = -1
-    transfers: Series = field(init=False)
-    checks: Series = field(init=False)
-    collectives: Series = field(init=False)
-    spans: Series = field(init=False)
+    transfers: Series[Transfer] = field(init=False)
+    checks: Series[Check] = field(init=False)
+    collectives: Series[Collective] = field(init=False)
+    spans: Series[Span] = field(init=False)
     """Every rank's pipeline spans (forward or backward of one microbatch) in this phase."""
     call_firsts: list[int] = field(default_factory=list)
     """Log index of each collective call's first end event (any rank), in order."""
@@ -241,7 +245,7 @@ class EventLog:
         self.phases: dict[int, PhaseIndex] = {}
         self.step_ends: list[int] = []
         self.failures: list[tuple[int, RankEnd | ProcessExit]] = []
-        self.gos: Series = Series(self.events)
+        self.gos: Series[Go] = Series(self.events)
         self.stalls: list[tuple[int, Stall]] = []
         self.mismatches: list[tuple[int, Mismatch]] = []
         self.span_phases: list[int] = []
