@@ -75,6 +75,10 @@ Quick start:
 """
 
 
+RUN_COMMAND = next(command for command in COMMANDS if command.name == "run")
+"""``collviz run``: what a first word that names no command (a scenario, a script) runs."""
+
+
 def find_command(name: str) -> Command | None:
     """The command called ``name``, or None (then ``name`` is a scenario)."""
     return next((command for command in COMMANDS if command.name == name), None)
@@ -106,7 +110,7 @@ def _dispatch(argv: list[str]) -> int:
     if command is None:
         if argv[0].startswith("-"):
             raise UsageError(f"expected a scenario name or a command first, got {argv[0]!r} (see: collviz --help)")
-        command, argv = find_command("run"), ["run", *argv]
+        command, argv = RUN_COMMAND, ["run", *argv]
     module = importlib.import_module(f"collviz.app.commands.{command.module}")
     if command.name == "completion":  # the one command that needs the table: it is handed over, not imported
         return module.main(argv[1:], [(c.name, c.module) for c in COMMANDS if c.listed])

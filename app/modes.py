@@ -58,7 +58,7 @@ class ModeHost(Protocol):
     def run_worker(self, work: Callable[[], Any], *, thread: bool = ..., exclusive: bool = ...,
                    group: str = ...) -> Worker[Any]: ...
     def set_interval(self, interval: float, callback: Callable[[], Any]) -> Timer: ...
-    def notify(self, message: str, **kwargs: Any) -> None: ...
+    def notify(self, message: str) -> None: ...
     def request_frame(self) -> None: ...
 
 
@@ -120,7 +120,10 @@ class ReplayMode(ViewerMode):
     def _load(host: ModeHost, path: Path) -> None:
         """Read and index ``path``; the app hears of it as TraceLoaded or TraceFailed."""
         try:
-            log, warning = load_trace(path, lambda stage, done, total: host.post_message(LoadProgress(stage, done, total)))
+            def progress(stage: str, done: int, total: int) -> None:
+                host.post_message(LoadProgress(stage, done, total))
+
+            log, warning = load_trace(path, progress)
         except TraceError as exc:
             host.post_message(TraceFailed(str(exc)))
             return

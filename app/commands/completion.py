@@ -49,7 +49,7 @@ class CompletionData:
 
 def _options_of(parser: argparse.ArgumentParser, values: dict[str, list[str]]) -> list[str]:
     """The option strings of ``parser``'s visible options; their fixed values go into ``values``."""
-    found = []
+    found: list[str] = []
     for action in parser._actions:  # argparse has no public list of its actions
         if not action.option_strings or action.help == argparse.SUPPRESS:
             continue

@@ -106,11 +106,12 @@ def _play(item: LessonItem, headless: bool, lesson: str, trace: Path | None, rec
           viewer: ViewerOptions) -> int:
     """Run one item: a scenario (step mode in the viewer; recorded to, or replayed from, ``trace``)
     or a memory comparison; ``viewer`` records whether the user chose the next or previous item."""
-    if item.compare:  # never with a trace: compare items are skipped when recording or replaying
+    if item.compare or item.scenario is None:  # compare items are skipped when recording or replaying
         return subprocess.call([sys.executable, "-m", "collviz", "compare", *item.compare, *item.args])
     if trace is not None and not recording:
         return replay_trace(trace, headless=headless, viewer=viewer)
     mode = ["--headless"] if headless else ["--step"]
     record = ["--record", str(trace), "--force"] if recording and trace is not None else []
-    args = run_parser(item.scenario).parse_args([*item.args, *mode, *record])
-    return run_scenario(item.scenario, args, notes=item.notes, notes_from=f"lesson {lesson}", viewer=viewer)
+    scenario = item.scenario
+    args = run_parser(scenario).parse_args([*item.args, *mode, *record])
+    return run_scenario(scenario, args, notes=item.notes, notes_from=f"lesson {lesson}", viewer=viewer)

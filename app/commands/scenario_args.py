@@ -127,14 +127,14 @@ def run_parser(name: str) -> OneLineParser:
     add_memory_viz_option(parser)
     parser.add_argument("--notes", type=Path, metavar="FILE",
                         help="a teacher's notes (TOML or Markdown, keyed by scenario and phase key) added to the narration")
-    op_default = f" (default {scenario.reduce_op})" if collective in REDUCING and scenario.reduce_op else ""
+    op_default = f" (default {scenario.reduce_op})" if scenario and collective in REDUCING and scenario.reduce_op else ""
     parser.add_argument("--op", choices=REDUCE_OPS,
                         help=shown(collective in REDUCING, f"reduce op{op_default}; a worked example may set its own"))
-    dtype_default = f"default {scenario.dtype}" if collective else "default: the scenario's"
+    dtype_default = f"default {scenario.dtype}" if scenario and collective else "default: the scenario's"
     parser.add_argument("--dtype", choices=DTYPES, help=shown(collective is not None, f"element type ({dtype_default})"))
     parser.add_argument("--size", metavar="BYTES",
                         help=shown(collective is not None, "bytes of each rank's input, e.g. 64KiB, 16MiB (generated inputs)"))
-    root_default = f" (default {scenario.root})" if collective in ROOTED else ""
+    root_default = f" (default {scenario.root})" if scenario and collective in ROOTED else ""
     parser.add_argument("--root", type=int, metavar="R", help=shown(collective in ROOTED, f"root rank{root_default}"))
     parser.add_argument("--iters", type=int, default=1, metavar="N",
                         help=shown(collective is not None, "run the collective N times, timing each (default 1)"))

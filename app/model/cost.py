@@ -178,16 +178,17 @@ def _cost(events: list[Collective], world_size: int) -> tuple[CallCost, bool]:
     for rank, own in sorted(mine.items()):
         if len(own) == 1:  # the common case (one iteration), without four generators per rank
             one = own[0]
-            cost = RankCost(rank, one.bytes_in, one.bytes_out, one.algo_bytes,
-                            one.duration_ns / 1e9 if one.duration_ns is not None else None)
+            rank_cost = RankCost(rank, one.bytes_in, one.bytes_out, one.algo_bytes,
+                                 one.duration_ns / 1e9 if one.duration_ns is not None else None)
         else:
             durations = [e.duration_ns for e in own if e.duration_ns is not None]
-            cost = RankCost(rank, max(e.bytes_in for e in own), max(e.bytes_out for e in own),
-                            max(e.algo_bytes for e in own),
-                            statistics.median(durations) / 1e9 if durations else None)
-        by_rank.append(cost)
-        if cost.seconds is not None and (slowest is None or cost.seconds > slowest.seconds):  # type: ignore[operator]
-            slowest = cost  # the first of the slowest, as max() picks
+            rank_cost = RankCost(rank, max(e.bytes_in for e in own), max(e.bytes_out for e in own),
+                                 max(e.algo_bytes for e in own),
+                                 statistics.median(durations) / 1e9 if durations else None)
+        by_rank.append(rank_cost)
+        if rank_cost.seconds is not None and (slowest is None or slowest.seconds is None
+                                              or rank_cost.seconds > slowest.seconds):
+            slowest = rank_cost  # the first of the slowest, as max() picks
     seconds = statistics.median(per_iteration.values()) / 1e9 if per_iteration else None
     ranks = len(first.group_ranks) or world_size
     bytes_in, bytes_out = max(r.bytes_in for r in by_rank), max(r.bytes_out for r in by_rank)

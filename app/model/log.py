@@ -205,7 +205,7 @@ class PhaseIndex:
     costs: tuple[int, int, tuple[Any, ...], int] | None = field(default=None, repr=False, compare=False)
     """The view's cache of the step's call costs: for how many collective ends and calls, the
     costs and the call count (see :func:`~.cost.costs_at`)."""
-    sorted_transfers: tuple[int, tuple[AnyEvent, ...], int] | None = field(default=None, repr=False, compare=False)
+    sorted_transfers: tuple[int, tuple[Transfer, ...], int] | None = field(default=None, repr=False, compare=False)
     """The view's cache: how many transfers were last put in order, the first of them, and how
     many they were chosen from."""
     _seen_calls: set[tuple[str, int]] = field(default_factory=set)

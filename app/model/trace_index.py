@@ -79,7 +79,8 @@ def _file_index(log: EventLog, index: TraceIndex, scan: TraceScan,
         sequences.check(part.columns.ranks, part.columns.seqs)
         if world is None:
             _, run_starts = part.select(RunStart)
-            world = run_starts[0].world_size if run_starts else None
+            first = run_starts[0] if run_starts else None
+            world = first.world_size if isinstance(first, RunStart) else None
         _file(log, part.first, part.columns, part.select)
         if progress is not None and len(index) >= PROGRESS_RECORDS:
             progress(int(index.offsets[part.first + len(part.columns)]), int(index.offsets[-1]))

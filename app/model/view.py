@@ -229,7 +229,8 @@ def _run_state(log: EventLog, cursor: int, ranks: tuple[RankView, ...]) -> RunSt
         return RunState("empty" if not log.events else "starting", "starting")
     if log.run_end is not None and log.run_end[0] < cursor:
         end = log.run_end[1]
-        kind = {"ok": "finished", "failed": "failed", "interrupted": "interrupted"}[end.status]
+        kinds: dict[str, RunKind] = {"ok": "finished", "failed": "failed", "interrupted": "interrupted"}
+        kind = kinds[end.status]
         # the launcher's own account: it names the cause (a mismatch, a hang's culprit), not a consequence
         detail = end.detail or _first_failure(log, cursor)
         text = "finished" if end.status == "ok" else f"{end.status}: {detail}" if detail else end.status
@@ -329,17 +330,21 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     ranks = []
     for number in range(max(log.world_size, log.max_rank + 1)):
         index = log.ranks.get(number) or RankIndex(number)
-        buffers, freed = [], []
+        buffers: list[Buffer] = []
+        freed: list[Freed] = []
         for series in index.buffers.values():
             at = _latest(series, cursor, step)
             if at >= 0:
                 latest = series.events[at]
-                (freed if isinstance(latest, Freed) else buffers).append(latest)
+                if isinstance(latest, Freed):
+                    freed.append(latest)
+                else:
+                    buffers.append(latest)
         coll_at = _latest(index.collectives, cursor, step)
         collective = index.collectives.events[coll_at] if coll_at >= 0 else None
         if collective is not None and collective.phase != step:
             collective = None
-        state, status, phase = _rank_status(index, cursor, step, names)
+        state, status, rank_phase = _rank_status(index, cursor, step, names)
         start = index.start[1] if index.start is not None else None
         ranks.append(
             RankView(
@@ -348,7 +353,7 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
                 backend=start.backend if start else "",
                 state=state,
                 status=status,
-                phase=phase,
+                phase=rank_phase,
                 buffers=tuple(sorted(buffers, key=lambda b: (b.phase != step, -b.phase))),
                 collective=collective,
                 memory=_memory(index, cursor, step),
@@ -371,8 +376,8 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     costs, call_count = costs_at(log, cursor, step) if shown else ((), 0)
     spans: tuple[Span, ...] = ()
     for number in reversed(log.span_phases[: bisect_right(log.span_phases, step)]):
-        series = log.phases[number].spans
-        spans = tuple(series.events[: series.count_upto(cursor)])
+        span_series = log.phases[number].spans
+        spans = tuple(span_series.events[: span_series.count_upto(cursor)])
         if spans:
             break
     return ViewState(
@@ -382,8 +387,8 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
         state=_run_state(log, cursor, rank_views),
         step=step,
         step_count=log.phase_count,
-        phase_name=phase.name if shown else "",
-        narration=phase.narration if shown else (run.description if run else ""),
+        phase_name=phase.name if phase is not None and shown else "",
+        narration=phase.narration if phase is not None and shown else (run.description if run else ""),
         ranks=rank_views,
         transfers=transfers,
         transfer_count=moved_count,

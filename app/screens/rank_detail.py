@@ -62,5 +62,5 @@ class RankDetailScreen(ModalScreen[None]):
             body = rank_body(rank, width, detail=True, mask_volatile=self.mask_volatile)
             body.no_wrap = True  # a matrix row stays one line; the box scrolls sideways
         else:
-            body = f"rank {self.rank} is not in this run"
+            body = Text(f"rank {self.rank} is not in this run")
         self.query_one("#detail-body", Static).update(body)

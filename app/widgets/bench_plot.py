@@ -65,7 +65,7 @@ class BenchPlot(LineWidget):
     """
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)
         self._bench: BenchView | None = None
         self.border_title = "bench · busbw versus message size, per operation"
 

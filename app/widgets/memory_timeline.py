@@ -103,7 +103,7 @@ class MemoryTimeline(LineWidget):
     def __init__(self, *, screen_share: int = 4, top: int | None = None, **kwargs: object) -> None:
         """``screen_share``: the pane takes about 1/``screen_share`` of the screen's height;
         ``top``: a scale shared with other charts (bytes at full height), else this run's peak."""
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)
         self.screen_share = screen_share
         self.shared_top = top
         self._view: ViewState | None = None

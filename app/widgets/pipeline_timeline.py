@@ -63,7 +63,7 @@ class PipelineTimeline(LineWidget):
     """Every stage's forward and backward spans of the pipelined step, and the idle time between."""
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)
         self._view: ViewState | None = None
         self._timeline: Timeline | None = None
         self._rows = 0

@@ -120,7 +120,7 @@ def _provenance_cells(runs: bytes, count: int, cells: int, colours: tuple[str, .
         at = bisect_right(starts, element) - 1
         run = decoded[at] if at >= 0 else None
         inside = run is not None and element < run.start + run.length
-        style = provenance_style(run.ranks) if inside else PLACEHOLDER_STYLE
+        style = provenance_style(run.ranks) if run is not None and inside else PLACEHOLDER_STYLE
         if line and line[-1].style is style:
             line[-1] = Segment(line[-1].text + " ", style)
         else:
@@ -140,7 +140,7 @@ class RankHeatmap(LineWidget):
 
     def __init__(self, *, mask_volatile: bool = False, **kwargs: object) -> None:
         """``mask_volatile``: calls' times drawn masked (snapshot tests)."""
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)
         self.mask_volatile = mask_volatile
         self._view: ViewState | None = None
         self._layout: tuple[int, int, int] = (1, 1, 1)  # (ranks per column, column width, lines per rank)

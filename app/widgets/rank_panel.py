@@ -208,7 +208,7 @@ class RankPanel(LineWidget):
             self.rank = rank
 
     def __init__(self, rank: int, *, mask_volatile: bool = False, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)
         self.rank = rank
         self.padding = 0
         """Extra columns per cell: 2 in the projector layout."""
