@@ -101,7 +101,9 @@ def add_viewer_options(parser: argparse.ArgumentParser, pace_help: str) -> None:
 
 def make_output_folder(folder: Path, option: str) -> None:
     """Create the folder ``option`` names (with its parents) if missing; a one-line UsageError
-    when it cannot be, or cannot be written."""
+    when it cannot be, or cannot be written, or is ``-`` (stdout is no folder)."""
+    if str(folder) == "-":
+        raise UsageError(f"{option} -: a folder is needed here, not stdout (./- names a folder called -)")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
