@@ -69,7 +69,8 @@ def add_record_option(parser: argparse.ArgumentParser, folder: bool = False) -> 
         parser.add_argument("--force", action="store_true", help="with --record: overwrite existing traces in DIR")
         return
     parser.add_argument("--record", type=Path, metavar="FILE",
-                        help="write the trace to FILE while running (refused if FILE exists, unless --force)")
+                        help="write the trace to FILE while running (refused if FILE is an existing file, unless "
+                             "--force; a device, FIFO or link is written through, never replaced; not -)")
     parser.add_argument("--force", action="store_true", help="with --record: overwrite an existing FILE")
 
 
