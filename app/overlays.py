@@ -11,6 +11,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from collviz.runtime.errors import UsageError
+from collviz.runtime.wire.files import write_output
+
 from .model import EventLog, ViewState, seek_step
 from .screens import FactorScreen, HelpScreen, NumberPrompt, RankDetailScreen
 
@@ -52,10 +55,16 @@ class OverlayActions(_Base):
         self._move(seek_step(self.event_log, number))
 
     def action_screenshot(self) -> None:
-        """Write an SVG of the current frame and say where."""
+        """Write an SVG of the current frame by the outputs' rule (:func:`write_output`: renamed over
+        a new or regular file, written through a device, FIFO or link) and say where, or why not."""
         scenario = self.event_log.run_start.scenario if self.event_log.run_start else "collviz"
         name = f"collviz-{scenario}-step{self.current_view().step + 1}-{time.strftime('%Y%m%dT%H%M%S')}.svg"
-        path = self.save_screenshot(filename=name, path=str(self.screenshot_dir))
+        path = self.screenshot_dir.expanduser() / name
+        try:
+            write_output(path, [self.export_screenshot().encode()], "screenshot")
+        except UsageError as exc:
+            self.notify(str(exc), title="screenshot not saved", severity="error", markup=False)
+            return
         self.notify(f"screenshot saved to {path}", title="screenshot", markup=False)
 
     def action_open_rank(self) -> None:

@@ -29,7 +29,7 @@ def main() -> None:
         args.gpus, args.scenarios = 2, ["ddp", "fsdp"]
     scenarios = same_model(args.scenarios)
     figures = compare_runs(plan_comparison(scenarios, args.gpus, "gloo", None, 60.0))
-    print(render_comparison([fig for fig, _ in figures], args.gpus, model_sizes(scenarios[0], args.gpus)))
+    print(render_comparison([run.figures for run in figures], args.gpus, model_sizes(scenarios[0], args.gpus)))
 
 
 if __name__ == "__main__":

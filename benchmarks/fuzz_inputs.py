@@ -16,7 +16,8 @@ limits) in a scratch folder. Outcomes:
     python benchmarks/fuzz_inputs.py [--seed 1] [--mutants 720] [--lines all] [--quick]
 
 ``--quick`` tries 24 mutants and one command line (the test suite runs it so the benchmark cannot
-break silently).
+break silently). The devices given (a zero device read as a trace, a full one recorded onto) are
+private nodes in the scratch folder, never the machine's own, where this user may make them (root).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import os
 import random
 import resource
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -136,8 +138,21 @@ def trace_mutants(folder: Path, count: int, rng: random.Random) -> list[tuple[st
         paths.append((kind, path))
     fifo = folder / "fifo.cvz"
     os.mkfifo(fifo)
-    paths += [("fifo", fifo), ("device", Path("/dev/zero")), ("folder", folder)]
+    paths += [("fifo", fifo), ("device", private_device(folder, "zero")), ("folder", folder)]
     return paths
+
+
+def private_device(folder: Path, name: str) -> Path:
+    """A private copy of the machine's ``/dev/<name>`` node (``zero`` or ``full``) in ``folder``,
+    so that nothing this benchmark runs can touch the machine's own; the machine's path where this
+    user may not make device nodes (not root: then it could not replace them either)."""
+    path = folder / f"dev-{name}"
+    if not path.exists():
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.stat(f"/dev/{name}").st_rdev)
+        except PermissionError:
+            return Path(f"/dev/{name}")
+    return path
 
 
 def _flip(data: bytes, rng: random.Random, start: int) -> bytes:
@@ -187,20 +202,21 @@ def command_lines(rng: random.Random, folder: Path) -> list[list[str]]:
     """Hostile argument lists: the catalogue of the reliability issue, then random combinations."""
     fifo = folder / "cmd-fifo.toml"
     os.mkfifo(fifo)
+    zero = private_device(folder, "zero")
     deep = folder / "deep.toml"
     deep.write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
     fixed = [
         ["all-reduce", "--size", "99999999999999999999999GiB", "--headless"],
         ["all-reduce", "--iters", str(10**22), "--headless"],
         ["compare", "--params", "nan"], ["compare", "--params", "inf"], ["compare", "--params", "-1"],
-        [str(deep), "--headless"], ["/dev/zero", "--headless"], [str(fifo), "--headless"],
-        ["view", "--listen", "127.0.0.1:1", "--secret-file", "/dev/zero", "--headless"],
-        ["all-reduce", "--headless", "--record", "/dev/full"],
+        [str(deep), "--headless"], [str(zero), "--headless"], [str(fifo), "--headless"],
+        ["view", "--listen", "127.0.0.1:1", "--secret-file", str(zero), "--headless"],
+        ["all-reduce", "--headless", "--record", str(private_device(folder, "full"))],
         ["all-reduce", "--timeout", "nan", "--headless"], ["all-reduce", "--timeout", "inf", "--headless"],
         ["all-reduce", "--timeout", "1e308", "--headless"], ["all-reduce", "--timeout", "1e-9", "--headless"],
         ["all-reduce", "--size", "16GiB", "--gpus", "4", "--headless"],
         ["export", str(FIXTURE), "--perfetto", str(FIXTURE)],
-        ["replay", "/dev/zero", "--headless"], ["replay", str(fifo), "--headless"],
+        ["replay", str(zero), "--headless"], ["replay", str(fifo), "--headless"],
         ["bench", "--sizes", "1K:512G"], ["bench", "--sizes", "0:0"], ["bench", "--iters", "-5"],
         ["view", "--listen", "[::1]:99999"], ["worker", "all-reduce", "--viewer", "tcp://[::1]:1"],
     ]

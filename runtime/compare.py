@@ -2,7 +2,8 @@
 the other (one session each).
 
 :func:`same_model` checks the scenarios train the same model, :func:`plan_comparison` plans
-their runs on the same ranks, :func:`compare_runs` runs them quietly and reduces each run's events to :class:`~.reports.compare.RunFigures`, and
+their runs on the same ranks, :func:`compare_runs` runs them quietly and reduces each run's events to :class:`~.reports.compare.RunFigures` (saying where
+each recording went, or why it stopped early), and
 :func:`model_sizes` counts the parameters the report's theory column needs.
 """
 
@@ -10,10 +11,10 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
-from .errors import UsageError
-from .headless import collect
+from .errors import EXIT_RECORDING_INCOMPLETE, UsageError
+from .headless import collect, report_recording
 from .launch import Session
 from .plan import RunPlan, plan_run
 from .reports.compare import ModelSizes, RunFigures, figures_of
@@ -21,7 +22,7 @@ from .reports.progress import ProgressLine
 from .scenarios.loading import Scenario, find_scenario
 from .wire.protocol import AnyEvent, Phase
 
-__all__ = ["MODEL_KEYS", "COMPARABLE", "same_model", "plan_comparison", "compare_runs", "model_sizes"]
+__all__ = ["MODEL_KEYS", "COMPARABLE", "ComparedRun", "same_model", "plan_comparison", "compare_runs", "model_sizes"]
 
 MODEL_KEYS = ("seed", "vocab", "d_model", "blocks", "seq", "lr")
 """Settings that must agree for two runs to be "the same model" (the batch may differ: a pipeline's
@@ -52,10 +53,20 @@ def plan_comparison(scenarios: list[Scenario], world_size: int, backend: str, re
             for scenario in scenarios]
 
 
-def compare_runs(plans: list[RunPlan], err: TextIO | None = None) -> list[tuple[RunFigures, list[AnyEvent]]]:
+class ComparedRun(NamedTuple):
+    """One run of a comparison."""
+
+    figures: RunFigures
+    events: list[AnyEvent]
+    recorded: bool
+    """False when its recording stopped early (a write error, said on ``err``); True otherwise."""
+
+
+def compare_runs(plans: list[RunPlan], err: TextIO | None = None) -> list[ComparedRun]:
     """Run the planned scenarios one after the other; each one's figures and events.
 
-    With ``err`` (a terminal), a progress bar over every run's phases is drawn there.
+    With ``err`` (a terminal), a progress bar over every run's phases is drawn there; where a plan
+    records, ``err`` says where its trace went, or why it stopped early (as every run says it).
     """
     progress = ProgressLine(err or io.StringIO(), "compare", sum(plan.program.phase_count for plan in plans))
     figures, offset = [], 0
@@ -69,8 +80,11 @@ def compare_runs(plans: list[RunPlan], err: TextIO | None = None) -> list[tuple[
                     progress.update(offset + event.index + 1, f"{name}: {event.name}")
 
             events = collect(session, on_event)
-            figures.append((figures_of(events, scenario.kind, int(scenario.settings.get("replicas", 1)),
-                                       int(scenario.settings.get("tp", 1))), events))
+            if plan.record is not None:
+                progress.close()  # the line below says where the trace went
+            recorded = report_recording(session, 0, err or io.StringIO()) != EXIT_RECORDING_INCOMPLETE
+            figures.append(ComparedRun(figures_of(events, scenario.kind, int(scenario.settings.get("replicas", 1)),
+                                                  int(scenario.settings.get("tp", 1))), events, recorded))
             offset += program.phase_count
     finally:
         progress.close()

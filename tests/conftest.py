@@ -9,11 +9,30 @@ from pathlib import Path
 import pytest
 
 from collviz.runtime.wire.trace import TraceContents, read_trace
+from fixtures.nodes import identity
 from training_support import N, single_process_step
 
 COLLECTIVE_SCENARIOS = (
     "broadcast", "reduce", "all-reduce", "gather", "all-gather", "scatter", "reduce-scatter", "all-to-all",
 )
+
+
+MACHINE_NODES = {name: identity(Path(name)) for name in ("/dev/full", "/dev/null", "/dev/zero")}
+"""The machine's own device nodes as the session found them: no test may change them (tests run as
+root; an output path given the machine's /dev/full once left it a regular file)."""
+_damaged: set[str] = set()
+
+
+@pytest.fixture(autouse=True)
+def machine_nodes_untouched(request: pytest.FixtureRequest):
+    """Fail the test after which a machine device node is no longer what the session found (once
+    per node: later tests are not blamed). Outputs in tests go to private nodes (fixtures.nodes)."""
+    yield
+    for name, before in MACHINE_NODES.items():
+        if name not in _damaged and identity(Path(name)) != before:
+            _damaged.add(name)
+            pytest.fail(f"{request.node.nodeid} changed the machine's {name} (was {before}, now "
+                        f"{identity(Path(name))}): this machine needs it restored", pytrace=False)
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from collviz.runtime.wire.protocol import Collective, RunStart, encode
 from collviz.runtime.wire.trace import TRACE_MAGIC, TraceError, TraceWriter, read_trace
 
+from fixtures.nodes import make_node
 from fixtures.synthetic import all_gather_events
 
 EVENTS = all_gather_events(world=4)
@@ -119,7 +120,7 @@ def test_only_regular_trace_files_are_opened(tmp_path, kind):
     if kind == "fifo":
         os.mkfifo(path)
     elif kind == "device":
-        path = "/dev/zero"
+        make_node(path, "zero")
     elif kind == "empty":
         path.write_bytes(b"")
     else:

@@ -16,6 +16,7 @@ from collviz.app.cli import main
 from collviz.runtime.errors import EXIT_RECORDING_INCOMPLETE
 from collviz.runtime.wire.protocol import RunEnd
 from collviz.runtime.wire.trace import TraceWriter, read_trace
+from fixtures.nodes import make_node
 
 FIXTURE = Path(__file__).parent / "fixtures" / "all-gather.cvz"
 
@@ -29,11 +30,11 @@ def test_trace_is_private_and_a_write_error_stops_only_the_recording(tmp_path):
     trace.write([b"\x80"])  # a msgpack empty map: any payload is stored as given
     trace.close()
     assert _mode(tmp_path / "t.cvz") == 0o600
-    full = TraceWriter("/dev/full")
+    full = TraceWriter(make_node(tmp_path / "full", "full").path)
     full.write([b"\x80", b"\x80"])
     full.close()
     assert full.error == "recording stopped at event 0: no space left on device"
-    null = TraceWriter("/dev/null")
+    null = TraceWriter(make_node(tmp_path / "null", "null").path)
     null.write([b"\x80"])
     null.close()  # fsync on a device that cannot sync is not a failure
     assert null.error is None and null.events_written == 1
@@ -91,24 +92,28 @@ def test_record_refuses_an_existing_file_without_force(tmp_path, capsys, command
     assert existing.read_bytes() == b"keep me"
 
 
-def test_recording_onto_a_full_disk_finishes_the_run_and_says_so():
+def test_recording_onto_a_full_disk_finishes_the_run_and_says_so(tmp_path):
+    full = make_node(tmp_path / "full", "full")
     result = subprocess.run(
         [sys.executable, "-m", "collviz", "all-reduce", "--gpus", "2", "--backend", "gloo", "--headless",
-         "--record", "/dev/full"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+         "--record", str(full.path)], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
     )
+    assert full.survived()
     assert result.returncode == EXIT_RECORDING_INCOMPLETE, result.stderr
     assert "result: ok" in result.stdout
     assert "collviz: recording stopped at event 0: no space left on device; the run itself went on" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_record_to_dev_null_is_a_clean_run():
+def test_record_to_a_null_device_is_a_clean_run(tmp_path):
+    null = make_node(tmp_path / "null", "null")
     result = subprocess.run(
         [sys.executable, "-m", "collviz", "all-reduce", "--gpus", "2", "--backend", "gloo", "--headless",
-         "--record", os.devnull], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+         "--record", str(null.path)], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
     )
     assert result.returncode == 0, result.stderr
-    assert f"trace written to {os.devnull}" in result.stderr
+    assert f"trace written to {null.path}" in result.stderr
+    assert null.survived() and sorted(tmp_path.iterdir()) == [null.path]  # no index beside a device
 
 
 def test_force_overwrites_and_the_new_trace_is_private(tmp_path):

@@ -6,7 +6,7 @@ import math
 import sys
 from typing import Sequence
 
-from collviz.runtime.errors import UsageError
+from collviz.runtime.errors import EXIT_RECORDING_INCOMPLETE, UsageError
 
 from .options import (
     OneLineParser,
@@ -91,9 +91,11 @@ def main(argv: Sequence[str]) -> int:
     print(f"collviz: {plans[0].banner}", file=sys.stderr)
     clean_stale_runs()
     runs = compare_runs(plans, err=sys.stderr)
-    figures = [run_figures for run_figures, _ in runs]
+    figures = [run.figures for run in runs]
     sizes = model_sizes(scenarios[0], world_size)
     status = 0 if all(f.status == "ok" for f in figures) else 1
+    if status == 0 and not all(run.recorded for run in runs):
+        status = EXIT_RECORDING_INCOMPLETE
     if args.json:
         print_json(comparison_document(figures, world_size, sizes))
         return status
@@ -103,5 +105,5 @@ def main(argv: Sequence[str]) -> int:
         return status
     from collviz.app.compare_view import run_compare_viewer
 
-    run_compare_viewer([(scenario.name, events) for scenario, (_, events) in zip(scenarios, runs)], table)
+    run_compare_viewer([(scenario.name, run.events) for scenario, run in zip(scenarios, runs)], table)
     return status

@@ -24,7 +24,8 @@ def build_parser() -> OneLineParser:
     parser.add_argument("paths", type=Path, nargs="+", metavar="PATH",
                         help="a .cvz file written with --record, or a job's artifacts as collviz replay opens them")
     parser.add_argument("--perfetto", type=Path, metavar="OUT.json", required=True,
-                        help="write Chrome trace-event JSON (Perfetto, chrome://tracing) to OUT.json")
+                        help="write Chrome trace-event JSON (Perfetto, chrome://tracing) to OUT.json (- for stdout; a "
+                             "device, FIFO or link is written through, never replaced)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing OUT.json")
     return parser
 
@@ -38,7 +39,7 @@ def main(argv: Sequence[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     for path in args.paths:
-        check_new_output(args.perfetto, "--perfetto", force=args.force, reading=path)
+        check_new_output(args.perfetto, "--perfetto", force=args.force, reading=path, stdout=True)
     if len(args.paths) == 1 and (is_collviz_trace(args.paths[0]) or args.paths[0].suffix == ".cvz"):
         contents = read_trace(args.paths[0])
         if contents.warning:
@@ -47,5 +48,6 @@ def main(argv: Sequence[str]) -> int:
     else:
         events, clock = open_artifacts(args.paths).events, None
     count = write_perfetto(events, args.perfetto, clock)
-    print(f"collviz: wrote {count} trace events to {args.perfetto} (open it at ui.perfetto.dev)", file=sys.stderr)
+    where = "stdout" if str(args.perfetto) == "-" else args.perfetto
+    print(f"collviz: wrote {count} trace events to {where} (open it at ui.perfetto.dev)", file=sys.stderr)
     return 0

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from collviz.runtime.errors import UsageError
 from collviz.runtime.scenarios.lessons import LessonItem
 
-from .options import OneLineParser, command_parser
+from .options import OneLineParser, command_parser, make_output_folder
 from .playing import replay_trace, run_scenario
 from .scenario_args import run_parser
 
@@ -56,10 +56,7 @@ def main(argv: Sequence[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.record is not None:
-        try:
-            args.record.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"--record {args.record}: cannot make the folder ({exc.strerror})") from None
+        make_output_folder(args.record, "--record")
     for folder in (args.record, args.traces):
         if folder is not None and not folder.is_dir():
             raise UsageError(f"{folder}: not a folder")

@@ -69,7 +69,8 @@ def add_record_option(parser: argparse.ArgumentParser, folder: bool = False) -> 
         parser.add_argument("--force", action="store_true", help="with --record: overwrite existing traces in DIR")
         return
     parser.add_argument("--record", type=Path, metavar="FILE",
-                        help="write the trace to FILE while running (refused if FILE exists, unless --force)")
+                        help="write the trace to FILE while running (refused if FILE is an existing file, unless "
+                             "--force; a device, FIFO or link is written through, never replaced; not -)")
     parser.add_argument("--force", action="store_true", help="with --record: overwrite an existing FILE")
 
 
@@ -101,7 +102,9 @@ def add_viewer_options(parser: argparse.ArgumentParser, pace_help: str) -> None:
 
 def make_output_folder(folder: Path, option: str) -> None:
     """Create the folder ``option`` names (with its parents) if missing; a one-line UsageError
-    when it cannot be, or cannot be written."""
+    when it cannot be, or cannot be written, or is ``-`` (stdout is no folder)."""
+    if str(folder) == "-":
+        raise UsageError(f"{option} -: a folder is needed here, not stdout (./- names a folder called -)")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError:

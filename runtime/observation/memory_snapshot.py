@@ -5,18 +5,21 @@ stack that made it (``torch.cuda.memory._record_memory_history``); its snapshot
 (``torch.cuda.memory._dump_snapshot``) is the pickle pytorch.org/memory_viz opens. A rank starts
 the history before its scenario and writes the snapshot when the scenario ends, well or not (an
 out-of-memory error is when it is wanted most), as ``DIR/rank<r>.pickle``, written whole under
-another name first, so a reader never opens half a file.
+another name first and placed by :func:`~..wire.files.staged_output`'s rule: renamed over a new or
+regular file (a reader never opens half a file), written through a device, FIFO or link.
 
 CUDA only, and not yet run by collviz's tests (no GPU here): the plan refuses it on CPU.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import torch
+
+from ..errors import UsageError
+from ..wire.files import staged_output
 
 __all__ = ["HISTORY_ENTRIES", "start_memory_history", "write_memory_snapshot", "snapshot_path"]
 
@@ -39,9 +42,10 @@ def write_memory_snapshot(folder: Path, rank: int) -> None:
     """Write the history so far as ``folder/rank<r>.pickle``; a failure is one line on stderr (the
     rank's log), never the rank's own error."""
     final = snapshot_path(folder, rank)
-    partial = final.with_name(f".{final.name}.partial")
     try:
-        torch.cuda.memory._dump_snapshot(str(partial))
-        os.replace(partial, final)
+        with staged_output(final, "--memory-viz") as partial:
+            torch.cuda.memory._dump_snapshot(str(partial))
+    except UsageError as exc:
+        print(f"collviz: rank {rank}: CUDA memory snapshot not written: {exc}", file=sys.stderr)
     except Exception as exc:  # noqa: BLE001 - the snapshot is an extra: the run's outcome stands
         print(f"collviz: rank {rank}: CUDA memory snapshot not written to {final}: {exc}", file=sys.stderr)

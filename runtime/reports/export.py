@@ -27,7 +27,6 @@ on its track without nesting becomes an async slice, an end before its begin a z
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections import defaultdict
@@ -37,7 +36,7 @@ from pathlib import Path
 
 import msgspec
 
-from ..wire.files import write_atomically
+from ..wire.files import write_output
 from ..wire.trace import ClockAnchor
 from ..wire.protocol import (
     LAUNCHER_RANK,
@@ -374,12 +373,12 @@ def perfetto_trace(events: Iterable[AnyEvent], clock: ClockAnchor | None = None)
 
 def write_perfetto(events: Iterable[AnyEvent], path: str | os.PathLike[str], clock: ClockAnchor | None = None) -> int:
     """Write the export of ``events`` (``clock``: the trace's :attr:`~..wire.trace.TraceContents.clock`)
-    to ``path``; return how many trace events it holds.
+    to ``path`` (``-``: stdout); return how many trace events it holds.
 
-    The file is created 0600 and written atomically (a temporary file renamed over ``path``), so
-    a failed export leaves nothing behind; UsageError (one line) when it cannot be written.
+    Written by :func:`~..wire.files.write_output`'s rule: a new or regular file is created 0600 and
+    replaced atomically (a failed export leaves nothing behind), a device, FIFO or link is written
+    through; UsageError (one line) when it cannot be written. Encoded by msgspec (UTF-8, compact).
     """
     document = perfetto_trace(events, clock)
-    text = json.dumps(document, separators=(",", ":"), allow_nan=False)
-    write_atomically(Path(path), [text.encode()], "--perfetto")
+    write_output(Path(path), [msgspec.json.encode(document)], "--perfetto")
     return len(document["traceEvents"])

@@ -3,7 +3,9 @@
 :class:`~.trace.TraceWriter` knows where every record starts and (decoding what it writes thin,
 one msgspec call per flushed batch: :class:`IndexRecorder`) each event's columns
 (:class:`~.columns.EventColumns`). When it closes a regular file it writes them to
-``<trace>.index`` (:func:`index_path`), created 0600 and renamed into place once complete::
+``<trace>.index`` (:func:`index_path`), created 0600 and renamed into place once complete, only
+where :func:`~.files.renames_over` allows (a device, FIFO or link at that name is left as it is,
+and the trace is scanned when opened)::
 
     b"CVZINDEX"            8-byte magic
     u32 length, header     msgpack: format, version, the trace's size and CRC-32 (every byte of
@@ -29,6 +31,7 @@ stopped early. Older readers never look at the index: the trace format is unchan
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import zlib
 from array import array
@@ -43,10 +46,10 @@ import numpy as np
 
 from ..errors import UsageError
 from .columns import EventColumns, NotIntact, chunk_decoder, event_columns
-from .files import write_atomically
+from .files import open_without_blocking, renames_over, write_output
 from .protocol import EVENT_TYPES, AnyEvent, Event
 
-__all__ = ["INDEX_SUFFIX", "INDEX_VERSION", "index_path", "IndexRecorder", "IndexPart", "TraceIndex", "read_index"]
+__all__ = ["INDEX_SUFFIX", "INDEX_VERSION", "index_path", "discard_index", "IndexRecorder", "IndexPart", "TraceIndex", "read_index"]
 
 INDEX_SUFFIX = ".index"
 """What the index's file name adds to its trace's."""
@@ -77,6 +80,14 @@ _NARROW = 2**31
 def index_path(trace: str | os.PathLike[str]) -> Path:
     """Where the index of the trace at ``trace`` lives."""
     return Path(os.fspath(trace) + INDEX_SUFFIX)
+
+
+def discard_index(trace: str | os.PathLike[str]) -> None:
+    """Remove the index beside ``trace`` (it described a file now being rewritten) if it is a regular
+    file: whatever else has its name (a device, a FIFO, a link) is never the writer's, and stays."""
+    path = index_path(trace)
+    if renames_over(path):
+        path.unlink(missing_ok=True)
 
 
 class _Header(msgspec.Struct, kw_only=True):
@@ -155,6 +166,8 @@ class IndexRecorder:
             self._columns()
         if self.abandoned is not None or self._end != size or len(self._names) >= _NARROW:
             return
+        if not renames_over(index_path(trace)):
+            return  # not the writer's to replace: the trace is scanned when opened
         count = len(self._starts)
         body = [np.frombuffer(self._starts, np.int64).tobytes() + self._end.to_bytes(8, "little")]
         body += [np.concatenate([part[column] for part in self._parts] or [np.empty(0, dtype)]).tobytes()
@@ -166,7 +179,7 @@ class IndexRecorder:
             format=_FORMAT_NAME, version=INDEX_VERSION, trace_size=size, trace_crc32=crc32, events=count,
             type_names=[event_type.__name__ for event_type in EVENT_TYPES], names=list(self._names), body_crc32=body_crc))
         try:
-            write_atomically(index_path(trace), [_MAGIC, _LENGTH.pack(len(header)), header, *body], "--record")
+            write_output(index_path(trace), [_MAGIC, _LENGTH.pack(len(header)), header, *body], "--record")
         except UsageError:
             pass  # an index only saves time: the trace itself is complete
 
@@ -263,7 +276,9 @@ def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex |
     path = index_path(trace)
     try:
         size = os.stat(trace).st_size
-        with open(path, "rb") as file:
+        with open(path, "rb", opener=open_without_blocking) as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                return None  # a FIFO or a device with the index's name is no index
             header, body = _header(file)
             if header is None or header.trace_size != size:
                 return None

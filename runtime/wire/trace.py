@@ -39,7 +39,7 @@ from typing import BinaryIO
 import msgspec
 
 from ..errors import UsageError
-from .files import open_private, write_error_text
+from .files import open_private, open_without_blocking, write_error_text
 from .protocol import (
     MAX_LOADED_VALUES,
     PROTOCOL_VERSION,
@@ -53,7 +53,7 @@ from .protocol import (
 )
 from .records import CHECKSUM_NAME, Damage, describe_damage, frame, scan_records
 from .sanity import Skipped, checked_events
-from .sidecar import IndexRecorder, index_path
+from .sidecar import IndexRecorder, discard_index
 
 __all__ = ["TRACE_MAGIC", "LARGE_PAYLOAD", "PROGRESS_RECORDS", "Progress", "TraceError", "ClockAnchor", "TraceWriter",
            "TraceContents", "TraceLayout", "trace_layout", "read_trace"]
@@ -107,8 +107,9 @@ class _Header(msgspec.Struct):
 
 
 class TraceWriter:
-    """Appends event payloads to a trace file (created 0600), flushing once per batch; closing a
-    regular file writes its index beside it (:mod:`.sidecar`), replacing any earlier one.
+    """Appends event payloads to a trace file (created 0600; a device, FIFO or link is written
+    through: :func:`~.files.open_private`), flushing once per batch; closing a regular file writes
+    its index beside it (:mod:`.sidecar`), replacing any earlier one.
 
     A write error (a full disk, a device that refuses) never stops the run: the recording stops
     at that event, :attr:`error` says so in one line (``recording stopped at event N: no space
@@ -133,7 +134,7 @@ class TraceWriter:
         header = TRACE_MAGIC + _LENGTH.pack(len(fields)) + fields
         self._index: IndexRecorder | None = None
         if stat.S_ISREG(os.fstat(self._file.fileno()).st_mode):
-            index_path(self.path).unlink(missing_ok=True)  # it described the file just truncated
+            discard_index(self.path)  # it described the file just emptied
             self._index = IndexRecorder(len(header), LARGE_PAYLOAD)
         self._write(header)
 
@@ -195,7 +196,7 @@ class TraceWriter:
             if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EROFS):
                 self._stop(exc)
                 return
-        size = self._file.tell()
+        size = self._file.tell() if self._index is not None else 0  # a FIFO has no position
         self._file.close()
         self._file = None
         if self._index is not None:
@@ -217,7 +218,7 @@ class TraceContents:
 def _open(path: str | os.PathLike[str]) -> mmap.mmap | bytes:
     """The file's bytes, mapped: only a regular file that starts with the trace magic is read."""
     try:
-        with open(path, "rb", opener=_open_without_blocking) as handle:
+        with open(path, "rb", opener=open_without_blocking) as handle:
             info = os.fstat(handle.fileno())
             if stat.S_ISDIR(info.st_mode):
                 raise TraceError(f"{path} is a directory, not a trace file")
@@ -232,10 +233,6 @@ def _open(path: str | os.PathLike[str]) -> mmap.mmap | bytes:
         raise TraceError(f"{path} is a directory, not a trace file") from None
     except OSError as exc:
         raise TraceError(f"cannot read trace {path}: {exc.strerror}") from None
-
-
-def _open_without_blocking(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NONBLOCK)
 
 
 def _header(data: mmap.mmap | bytes, name: str) -> tuple[_Header, int]:
