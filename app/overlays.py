@@ -54,18 +54,20 @@ class OverlayActions(_Base):
         """Go to the end of step ``number`` (1-based)."""
         self._move(seek_step(self.event_log, number))
 
-    def action_screenshot(self) -> None:
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """Write an SVG of the current frame by the outputs' rule (:func:`write_output`: renamed over
-        a new or regular file, written through a device, FIFO or link) and say where, or why not."""
+        a new or regular file, written through a device, FIFO or link) and say where, or why not.
+        ``filename`` and ``path`` (Textual's own parameters of this action) override the name made
+        from the scenario, step and time, and the screenshot folder."""
         scenario = self.event_log.run_start.scenario if self.event_log.run_start else "collviz"
-        name = f"collviz-{scenario}-step{self.current_view().step + 1}-{time.strftime('%Y%m%dT%H%M%S')}.svg"
-        path = self.screenshot_dir.expanduser() / name
+        name = filename or f"collviz-{scenario}-step{self.current_view().step + 1}-{time.strftime('%Y%m%dT%H%M%S')}.svg"
+        path_to = (Path(path) if path else self.screenshot_dir).expanduser() / name
         try:
-            write_output(path, [self.export_screenshot().encode()], "screenshot")
+            write_output(path_to, [self.export_screenshot().encode()], "screenshot")
         except UsageError as exc:
             self.notify(str(exc), title="screenshot not saved", severity="error", markup=False)
             return
-        self.notify(f"screenshot saved to {path}", title="screenshot", markup=False)
+        self.notify(f"screenshot saved to {path_to}", title="screenshot", markup=False)
 
     def action_open_rank(self) -> None:
         """Ask for a rank number and open its detail (any rank; the digit keys reach 0–9)."""
