@@ -1,5 +1,6 @@
 """``collviz attach TARGET --headless``: a user's own job under plain torchrun, its ranks' worker
-servers opened with torch's ``worker_main``, read while one rank stalls in its own function and
+servers opened both with torch's ``worker_main`` (Unix sockets) and ``start_debug_server()``
+(TCP, addresses in the job's store), read both ways while one rank stalls in its own function and
 the other waits in all_reduce; and the snapshot's rules on hand-made answers.
 
 Expected lines are written from the job script below (its calls and its own line numbers).
@@ -21,15 +22,20 @@ import pytest
 from collviz.app.cli import main
 from collviz.runtime.attach.snapshot import SnapshotOptions, take_snapshot
 from collviz.runtime.attach.stacks import user_stack_line
-from collviz.runtime.attach.workers import Answer, WorkerSocket, ask_all, find_sockets
+from collviz.runtime.attach.workers import Answer, Worker, ask_all, find_sockets
 from conftest import run_cli
 
 JOB = textwrap.dedent('''
-    import os, sys, time
+    import os, sys, time, types
     from pathlib import Path
     import torch
     import torch.distributed as dist
     from torch.distributed.elastic.control_plane import worker_main
+    try:
+        import tabulate
+    except ImportError:  # torch's HTML frontend (rank 0) imports it; collviz reads the workers, never the frontend
+        sys.modules["tabulate"] = types.SimpleNamespace(tabulate=lambda *args, **kwargs: "")
+    from torch.distributed.debug import start_debug_server
 
     folder = Path(sys.argv[1])
     os.environ["TORCH_WORKER_SERVER_SOCKET"] = str(folder / f"rank{os.environ['RANK']}.sock")
@@ -40,6 +46,8 @@ JOB = textwrap.dedent('''
             time.sleep(0.05)  # the stalled line
 
     def main():
+        start_debug_server(port=int(sys.argv[2]))
+        (folder / "store").write_text(f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}")
         dist.init_process_group("gloo")
         rank = dist.get_rank()
         for _ in range(5):
@@ -77,20 +85,25 @@ def stalled_job(tmp_path_factory: pytest.TempPathFactory) -> dict:
     script = folder / "job.py"
     script.write_text(JOB)
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with socket.socket() as probe:  # a free port for torch's frontend, which collviz does not use
+        probe.bind(("127.0.0.1", 0))
+        frontend_port = probe.getsockname()[1]
     job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                            str(script), str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            str(script), str(folder), str(frontend_port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env=environment, stdin=subprocess.DEVNULL)
     try:
         _wait_for(folder / "stalling", folder / "waiting", folder / "rank0.sock", folder / "rank1.sock", job=job)
         time.sleep(0.3)  # rank 0 goes from its marker into the all_reduce
         attached = run_cli("attach", "--headless", str(folder), timeout=DEADLINE_S)
+        store = (folder / "store").read_text()
+        through_store = run_cli("attach", "--headless", store, timeout=DEADLINE_S)
         (folder / "release").touch()
         out, err = job.communicate(timeout=DEADLINE_S)
     finally:
         if job.poll() is None:
             job.kill()
             job.wait()
-    return {"attach": attached, "job": (job.returncode, out, err), "folder": folder}
+    return {"attach": attached, "store": (store, through_store), "job": (job.returncode, out, err), "folder": folder}
 
 
 def test_attach_names_the_stalled_rank_and_its_own_function(stalled_job):
@@ -103,6 +116,14 @@ def test_attach_names_the_stalled_rank_and_its_own_function(stalled_job):
         "waiting: all_reduce #6 on group 0 (default_pg): rank 0 waits for rank 1",
         f"  rank 1 is missing from the call, at job.py:{STALLED_LINE} in slow_data_loader",
     ]
+
+
+def test_attach_through_the_debug_servers_store_says_the_same(stalled_job):
+    store, attached = stalled_job["store"]
+    assert attached.returncode == 1, attached.stderr
+    lines = attached.stdout.splitlines()
+    assert lines[0] == f"collviz attach: the worker servers of 2 ranks at {store}"
+    assert lines[1:] == stalled_job["attach"].stdout.splitlines()[1:]
 
 
 def test_the_job_goes_on_unharmed(stalled_job):
@@ -125,7 +146,7 @@ def _dump(calls: int, inside: bool) -> bytes:
                        "pg_status": {}, "entries": entries}).encode()
 
 
-WORKERS = [WorkerSocket(0, Path("rank0.sock")), WorkerSocket(1, Path("rank1.sock"))]
+WORKERS = [Worker(0, "rank0.sock"), Worker(1, "rank1.sock")]
 STACK = '''Current thread 0x00007f74a613b6c0 (most recent call first):
   <no Python frame>
 
@@ -244,3 +265,30 @@ def test_bad_targets_are_one_line_and_exit_2(tmp_path, capsys, names, expected):
 def test_without_headless_attach_says_the_viewer_is_not_built_yet(tmp_path, capsys):
     assert main(["attach", str(tmp_path)]) == 2
     assert "--headless" in capsys.readouterr().err
+
+
+def test_a_store_that_does_not_answer_is_one_line_and_exit_2():
+    result = run_cli("attach", "--headless", "127.0.0.1:1", "--timeout", "1", timeout=DEADLINE_S)
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("collviz: error: 127.0.0.1:1: no job's store answered within 1 s (")
+
+
+def test_a_store_without_addresses_is_refused_and_a_dead_rank_is_named():
+    import datetime
+
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=datetime.timedelta(seconds=5), wait_for_workers=False)
+    address = f"127.0.0.1:{store.port}"
+    empty = run_cli("attach", "--headless", address, timeout=DEADLINE_S)
+    assert empty.returncode == 2 and empty.stderr.splitlines() == [
+        f"collviz: error: {address}: the job's store holds no worker-server address (the job calls "
+        "torch.distributed.debug.start_debug_server() on every rank)"]
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead = closed.getsockname()[1]
+    store.set("debug_server/rank0", f"http://127.0.0.1:{dead}")
+    attached = run_cli("attach", "--headless", address, timeout=DEADLINE_S)
+    assert attached.returncode == 1
+    assert attached.stdout.splitlines()[1] == "rank 0: not read: ConnectionRefusedError: [Errno 111] Connection refused"

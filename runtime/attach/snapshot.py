@@ -20,11 +20,11 @@ from ..observation.rank_lists import ranks_text
 from ..sources.flight_recorder import Dump, import_dumps, is_dump
 from ..wire.protocol import Collective, Stall
 from .stacks import user_stack_line
-from .workers import Answer, WorkerSocket, ask_all
+from .workers import Answer, Worker, ask_all
 
 __all__ = ["RankNow", "Snapshot", "SnapshotOptions", "Wait", "take_snapshot"]
 
-Ask = Callable[[Sequence[WorkerSocket], str, float], dict[int, Answer]]
+Ask = Callable[[Sequence[Worker], str, float], dict[int, Answer]]
 """How the servers are asked (:func:`~.workers.ask_all`; tests may pass another)."""
 
 
@@ -102,7 +102,7 @@ class _Reading:
     waits: dict[tuple[str, int], Wait]
 
 
-def _read(workers: Sequence[WorkerSocket], options: SnapshotOptions, ask: Ask) -> _Reading:
+def _read(workers: Sequence[Worker], options: SnapshotOptions, ask: Ask) -> _Reading:
     answers = ask(workers, "fr_trace_json", options.timeout_s)
     paths = {worker.rank: worker.path for worker in workers}
     ranks: dict[int, RankNow] = {}
@@ -143,7 +143,7 @@ def _read(workers: Sequence[WorkerSocket], options: SnapshotOptions, ask: Ask) -
     return _Reading(ranks, waits)
 
 
-def take_snapshot(workers: Sequence[WorkerSocket], options: SnapshotOptions = SnapshotOptions(),
+def take_snapshot(workers: Sequence[Worker], options: SnapshotOptions = SnapshotOptions(),
                   ask: Ask = ask_all, sleep: Callable[[float], None] = time.sleep) -> Snapshot:
     """Read every rank (twice when some wait, ``options.interval_s`` apart) and ask the ranks the
     others wait on for their stacks; the snapshot of the second reading."""

@@ -1,7 +1,9 @@
-"""torch's worker servers, found and asked: ``torch.distributed.elastic.control_plane.worker_main``
-opens one per rank on the Unix socket ``TORCH_WORKER_SERVER_SOCKET`` names, which answers HTTP
-POSTs to ``/handler/NAME`` (``fr_trace_json``: the rank's Flight Recorder as JSON;
-``dump_traceback``: every thread's Python stack; ``ping``).
+"""torch's worker servers, found and asked. ``torch.distributed.elastic.control_plane.worker_main``
+opens one per rank on the Unix socket ``TORCH_WORKER_SERVER_SOCKET`` names;
+``torch.distributed.debug.start_debug_server()`` opens one per rank on a TCP port and puts its
+``http://HOST:PORT`` in the job's store (:mod:`.store`). Each answers HTTP POSTs to
+``/handler/NAME`` (``fr_trace_json``: the rank's Flight Recorder as JSON; ``dump_traceback``:
+every thread's Python stack; ``ping``).
 
 A socket's rank is the number its file name ends with (``rank3.sock``), as for Flight Recorder
 dumps: the server's answers do not say it. Every request is bounded (a timeout per rank, a byte
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import glob
 import http.client
-import os
+import re
 import socket
 import stat
 import time
@@ -25,7 +27,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..sources.flight_recorder import rank_from_name
 
-__all__ = ["MAX_ANSWER_BYTES", "Answer", "WorkerSocket", "ask_all", "find_sockets"]
+__all__ = ["MAX_ANSWER_BYTES", "Answer", "Worker", "ask_all", "find_sockets", "find_workers"]
 
 MAX_ANSWER_BYTES = 16 << 20
 """The largest answer read from one rank (a full 20,000-entry Flight Recorder is about 10 MB)."""
@@ -33,12 +35,21 @@ MAX_ANSWER_BYTES = 16 << 20
 _MAX_PARALLEL = 64
 
 
+_STORE_ADDRESS = re.compile(r"^(?P<host>[^/:]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
+
+
 @dataclass(frozen=True)
-class WorkerSocket:
-    """One rank's worker server: its rank and its Unix socket."""
+class Worker:
+    """One rank's worker server: its rank and where it listens (a Unix socket's path, or
+    ``http://HOST:PORT``)."""
 
     rank: int
-    path: Path
+    address: str
+
+    @property
+    def path(self) -> Path:
+        """The address as a path (a dump's file, in the Flight Recorder reader's messages)."""
+        return Path(self.address)
 
 
 @dataclass(frozen=True)
@@ -58,7 +69,20 @@ def _is_socket(path: Path) -> bool:
         return False
 
 
-def find_sockets(target: str) -> list[WorkerSocket]:
+def find_workers(target: str, timeout_s: float) -> list[Worker]:
+    """The worker servers ``target`` names: a debug server's store address ``HOST:PORT`` (the
+    job's ``MASTER_ADDR:MASTER_PORT``; read within ``timeout_s``) unless a file of that name
+    exists, else sockets (:func:`find_sockets`)."""
+    address = _STORE_ADDRESS.match(target)
+    if address is not None and not Path(target).exists():
+        from .store import debug_server_workers
+
+        return [Worker(rank, url) for rank, url in debug_server_workers(address["host"].strip("[]"),
+                                                                         int(address["port"]), timeout_s)]
+    return find_sockets(target)
+
+
+def find_sockets(target: str) -> list[Worker]:
     """The worker-server sockets ``target`` names: a socket, a folder (the sockets in it) or a glob
     pattern; each rank once, from the number ending its name. A one-line UsageError when there is
     none, a name carries no rank, or two name the same one."""
@@ -84,13 +108,13 @@ def find_sockets(target: str) -> list[WorkerSocket]:
         if rank in found:
             raise UsageError(f"{found[rank]} and {path} both name rank {rank}")
         found[rank] = path
-    return [WorkerSocket(rank, found[rank]) for rank in sorted(found)]
+    return [Worker(rank, str(found[rank])) for rank in sorted(found)]
 
 
 class _UnixConnection(http.client.HTTPConnection):
     """HTTP over a Unix socket (the worker server's), with one timeout for connecting and each read."""
 
-    def __init__(self, path: Path, timeout_s: float) -> None:
+    def __init__(self, path: str, timeout_s: float) -> None:
         super().__init__("localhost", timeout=timeout_s)
         self.socket_path = path
 
@@ -99,16 +123,22 @@ class _UnixConnection(http.client.HTTPConnection):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self.timeout)
         try:
-            sock.connect(os.fspath(self.socket_path))
+            sock.connect(self.socket_path)
         except BaseException:
             sock.close()
             raise
         self.sock = sock
 
 
-def _ask(worker: WorkerSocket, handler: str, timeout_s: float, limit: int) -> Answer:
+def _connection(address: str, timeout_s: float) -> http.client.HTTPConnection:
+    if address.startswith("http://"):
+        return http.client.HTTPConnection(address.removeprefix("http://").rstrip("/"), timeout=timeout_s)
+    return _UnixConnection(address, timeout_s)
+
+
+def _ask(worker: Worker, handler: str, timeout_s: float, limit: int) -> Answer:
     start = time.monotonic()
-    connection = _UnixConnection(worker.path, timeout_s)
+    connection = _connection(worker.address, timeout_s)
     try:
         connection.request("POST", f"/handler/{handler}", body=b"")
         response = connection.getresponse()
@@ -129,7 +159,7 @@ def _ask(worker: WorkerSocket, handler: str, timeout_s: float, limit: int) -> An
         connection.close()
 
 
-def ask_all(workers: Sequence[WorkerSocket], handler: str, timeout_s: float,
+def ask_all(workers: Sequence[Worker], handler: str, timeout_s: float,
             limit: int = MAX_ANSWER_BYTES) -> dict[int, Answer]:
     """rank → its server's answer to ``handler``, every rank asked at once, each within ``timeout_s``."""
     if not workers:
