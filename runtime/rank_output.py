@@ -6,7 +6,9 @@ the forked child puts their write ends on its fd 1 and 2 (:meth:`RankOutput.beco
 one thread of the launcher drains every read end (:meth:`RankOutput.start`): each chunk is
 appended to the rank's log file as it arrives, and each complete line goes to an
 :class:`Echo` (the terminal as lines arrive, or kept for after the viewer). A rank blocks on its
-output only while the launcher's thread is writing it: as fast as the disk, or the terminal.
+output only while the launcher's thread is writing it: as fast as the disk, or the terminal. A
+write that fails (a full disk, a closed terminal) stops that destination, never the draining:
+a rank never blocks on a pipe nobody reads.
 
 Within one rank, stdout and stderr are separate pipes: a line of each written at the same
 moment may reach the log in either order (torchrun keeps them in two files; collviz keeps one,
@@ -209,7 +211,7 @@ class RankOutput:
                     stream: _Stream = key.data
                     chunk = os.read(key.fd, _CHUNK)
                     if chunk:
-                        os.write(self._logs[stream.rank], chunk)
+                        self._log(stream.rank, chunk)
                         for line in self._lines(stream, chunk):
                             self._say(stream, line)
                         continue
@@ -222,6 +224,16 @@ class RankOutput:
                 os.close(key.fd)
             selector.close()
 
+    def _log(self, rank: int, chunk: bytes) -> None:
+        """Append ``chunk`` to the rank's log; after a failed write, the rank's log takes no more."""
+        fd = self._logs.get(rank)
+        if fd is None:
+            return
+        try:
+            os.write(fd, chunk)
+        except OSError:
+            os.close(self._logs.pop(rank))
+
     @staticmethod
     def _lines(stream: _Stream, chunk: bytes) -> Iterator[bytes]:
         """The lines ``chunk`` completes; the rest waits in ``stream.partial``."""
@@ -233,4 +245,7 @@ class RankOutput:
         if stream.name == "stderr":
             self._last_words[stream.rank].see(text)
         if self.echo is not None:
-            self.echo.line(stream.rank, stream.name, text)
+            try:
+                self.echo.line(stream.rank, stream.name, text)
+            except (OSError, ValueError):  # the terminal went away (a closed pipe): the logs go on
+                self.echo = None
