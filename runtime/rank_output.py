@@ -28,8 +28,6 @@ from typing import Protocol, TextIO
 
 __all__ = ["Echo", "KeptLines", "RankOutput", "TerminalEcho", "line_prefix"]
 
-STREAMS = ("stdout", "stderr")
-
 KEPT_LINES = 20_000
 """Lines :class:`KeptLines` holds for after the viewer closes; earlier ones are counted, not kept."""
 
