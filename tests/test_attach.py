@@ -135,10 +135,10 @@ def test_the_job_goes_on_unharmed(stalled_job):
 # ---- the snapshot's rules, on hand-made answers ---------------------------------------------------
 
 
-def _dump(calls: int, inside: bool) -> bytes:
-    """A gloo Flight Recorder answer of ``calls`` all_reduces on the default group, the last one
-    not completed when ``inside``."""
-    entries = [{"collective_seq_id": seq, "profiling_name": "gloo:all_reduce", "process_group": ["0", "default_pg"],
+def _dump(calls: int, inside: bool, backend: str = "gloo") -> bytes:
+    """A Flight Recorder answer of ``calls`` all_reduces on the default group, the last one not
+    completed when ``inside``."""
+    entries = [{"collective_seq_id": seq, "profiling_name": f"{backend}:all_reduce", "process_group": ["0", "default_pg"],
                 "input_sizes": [[4]], "output_sizes": [[4]], "input_dtypes": ["Float"], "output_dtypes": ["Float"],
                 "time_created_ns": 1000 * seq, "retired": not (inside and seq == calls), "state": "scheduled",
                 "is_p2p": False} for seq in range(1, calls + 1)]
@@ -157,17 +157,23 @@ Thread 0x00007f74c71eab80 (most recent call first):
 '''
 
 
-def _asking(readings: list[dict[int, bytes | None]]):
-    """An ``ask`` that gives each reading's Flight Recorder answers in turn, and STACK for stacks."""
+def _asking(readings: list[dict[int, bytes | None]], recorder: str = "fr_trace_json"):
+    """An ``ask`` that gives each reading's Flight Recorder answers in turn from ``recorder``
+    (the other recorder answers empty for gloo's, 404 for NCCL's: a torch without NCCL), and
+    STACK for stacks."""
     asked: list[tuple[str, list[int]]] = []
 
     def ask(workers, handler, timeout_s):
         asked.append((handler, [w.rank for w in workers]))
         if handler == "dump_traceback":
-            return {w.rank: Answer(w.rank, STACK.encode()) for w in workers}
-        bodies = readings[min(len([h for h, _ in asked if h == "fr_trace_json"]), len(readings)) - 1]
-        return {w.rank: Answer(w.rank, bodies[w.rank], "" if bodies[w.rank] else "no answer within 2 s")
-                for w in workers}
+            return {w.rank: Answer(w.rank, STACK.encode(), status=200) for w in workers}
+        if handler != recorder:
+            if handler == "dump_nccl_trace_json":
+                return {w.rank: Answer(w.rank, None, "dump_nccl_trace_json answered 404", status=404) for w in workers}
+            return {w.rank: Answer(w.rank, _dump(0, False), status=200) for w in workers}
+        bodies = readings[min(len([h for h, _ in asked if h == recorder]), len(readings)) - 1]
+        return {w.rank: Answer(w.rank, bodies[w.rank], "" if bodies[w.rank] else "no answer within 2 s",
+                               status=200 if bodies[w.rank] else None) for w in workers}
 
     return ask, asked
 
@@ -176,7 +182,7 @@ def test_ranks_in_step_exit_0_after_one_reading():
     ask, asked = _asking([{0: _dump(3, False), 1: _dump(3, False)}])
     snapshot = take_snapshot(WORKERS, ask=ask, sleep=lambda s: None)
     assert snapshot.exit_status == 0
-    assert asked == [("fr_trace_json", [0, 1])]
+    assert asked == [("fr_trace_json", [0, 1]), ("dump_nccl_trace_json", [0, 1])]
     assert snapshot.text().splitlines()[-1] == "every rank is in step"
 
 
@@ -195,6 +201,17 @@ def test_a_lasting_wait_asks_only_the_missing_rank_for_its_stack():
     assert asked[-1] == ("dump_traceback", [1])
     assert snapshot.text().splitlines()[-1] == "  rank 1 is missing from the call, at train.py:16 in step, inside " \
                                                "all_reduce (distributed_c10d.py:3252)"
+
+
+def test_an_nccl_jobs_calls_come_from_nccls_own_recorder():
+    reading = {0: _dump(4, True, "nccl"), 1: _dump(3, False, "nccl")}
+    ask, asked = _asking([reading, reading], recorder="dump_nccl_trace_json")
+    snapshot = take_snapshot(WORKERS, ask=ask, sleep=lambda s: None)
+    assert snapshot.exit_status == 1
+    assert snapshot.text().splitlines()[:3] == [
+        "rank 0: last completed all_reduce #3 on group 0 (default_pg); now in all_reduce #4 on group 0 (default_pg)",
+        "rank 1: last completed all_reduce #3 on group 0 (default_pg); in no collective",
+        "waiting: all_reduce #4 on group 0 (default_pg): rank 0 waits for rank 1"]
 
 
 def test_a_rank_that_does_not_answer_is_named_and_the_status_is_1():

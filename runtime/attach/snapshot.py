@@ -2,6 +2,10 @@
 the call it is in now, who waits on whom, and for each rank the others wait on, its Python stack
 line; the exit status says whether every rank is in step.
 
+torch keeps two Flight Recorders, one for CPU backends (gloo: the ``fr_trace_json`` handler) and
+one for NCCL (``dump_nccl_trace_json``, absent where torch has no NCCL: a 404 there is no error);
+a reading asks both and reads their calls as one dump per rank (their groups are distinct).
+
 The job is read twice, :attr:`SnapshotOptions.interval_s` apart (a call some ranks entered a
 moment before the others is in flight, not a wait): a wait is reported only where the same ranks
 wait in the same call in both readings. The Flight Recorder's calls are read with the dump
@@ -22,7 +26,11 @@ from ..wire.protocol import Collective, Stall
 from .stacks import user_stack_line
 from .workers import Answer, Worker, ask_all
 
-__all__ = ["RankNow", "Snapshot", "SnapshotOptions", "Wait", "take_snapshot"]
+__all__ = ["RECORDERS", "RankNow", "Snapshot", "SnapshotOptions", "Wait", "take_snapshot"]
+
+RECORDERS = ("fr_trace_json", "dump_nccl_trace_json")
+"""The handlers of torch's two Flight Recorders (CPU backends, NCCL)."""
+
 
 Ask = Callable[[Sequence[Worker], str, float], dict[int, Answer]]
 """How the servers are asked (:func:`~.workers.ask_all`; tests may pass another)."""
@@ -102,24 +110,40 @@ class _Reading:
     waits: dict[tuple[str, int], Wait]
 
 
+def _recorder(answer: Answer, handler: str) -> dict | str | None:
+    """One recorder's trace in ``answer``; None where the handler does not exist (NCCL's, without
+    NCCL); else why it could not be read."""
+    if answer.body is None:
+        return None if answer.status == 404 and handler != RECORDERS[0] else answer.error
+    try:
+        content = json.loads(answer.body)
+    except ValueError as exc:
+        return f"its {handler} answer is not JSON ({exc})"
+    return content if is_dump(content) else f"its {handler} answer is not a Flight Recorder trace"
+
+
+def _merged(traces: list[dict]) -> dict:
+    """One dump of the recorders' traces: every entry, every group's config and status."""
+    merged: dict = {"version": traces[0]["version"], "entries": [], "pg_config": {}, "pg_status": {}}
+    for trace in traces:
+        merged["entries"].extend(trace["entries"])
+        for part in ("pg_config", "pg_status"):
+            if isinstance(trace.get(part), dict):
+                merged[part].update(trace[part])
+    return merged
+
+
 def _read(workers: Sequence[Worker], options: SnapshotOptions, ask: Ask) -> _Reading:
-    answers = ask(workers, "fr_trace_json", options.timeout_s)
-    paths = {worker.rank: worker.path for worker in workers}
+    answers = {handler: ask(workers, handler, options.timeout_s) for handler in RECORDERS}
     ranks: dict[int, RankNow] = {}
     dumps = []
-    for rank, answer in sorted(answers.items()):
-        if answer.body is None:
-            ranks[rank] = RankNow(rank, error=answer.error)
+    for worker in sorted(workers, key=lambda w: w.rank):
+        read = [_recorder(answers[handler][worker.rank], handler) for handler in RECORDERS]
+        error = next((found for found in read if isinstance(found, str)), None)
+        if error is not None:
+            ranks[worker.rank] = RankNow(worker.rank, error=error)
             continue
-        try:
-            content = json.loads(answer.body)
-        except ValueError as exc:
-            ranks[rank] = RankNow(rank, error=f"its Flight Recorder answer is not JSON ({exc})")
-            continue
-        if not is_dump(content):
-            ranks[rank] = RankNow(rank, error="its answer is not a Flight Recorder trace")
-            continue
-        dumps.append(Dump(paths[rank], rank, content))
+        dumps.append(Dump(worker.path, worker.rank, _merged([found for found in read if isinstance(found, dict)])))
     if not any(dump.content["entries"] for dump in dumps):  # nothing issued yet: every rank read is in step
         ranks.update({dump.rank: RankNow(dump.rank) for dump in dumps})
         return _Reading(ranks, {})

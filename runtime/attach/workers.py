@@ -2,8 +2,9 @@
 opens one per rank on the Unix socket ``TORCH_WORKER_SERVER_SOCKET`` names;
 ``torch.distributed.debug.start_debug_server()`` opens one per rank on a TCP port and puts its
 ``http://HOST:PORT`` in the job's store (:mod:`.store`). Each answers HTTP POSTs to
-``/handler/NAME`` (``fr_trace_json``: the rank's Flight Recorder as JSON; ``dump_traceback``:
-every thread's Python stack; ``ping``).
+``/handler/NAME`` (``fr_trace_json``: the rank's Flight Recorder of CPU backends (gloo) as JSON;
+``dump_nccl_trace_json``: NCCL's, registered only where torch was built with NCCL;
+``dump_traceback``: every thread's Python stack; ``ping``).
 
 A socket's rank is the number its file name ends with (``rank3.sock``), as for Flight Recorder
 dumps: the server's answers do not say it. Every request is bounded (a timeout per rank, a byte
@@ -54,12 +55,14 @@ class Worker:
 
 @dataclass(frozen=True)
 class Answer:
-    """What one rank's server said to one handler: its body, or why there is none."""
+    """What one rank's server said to one handler: its body, or why there is none (``status``:
+    the HTTP status, None when the server did not answer)."""
 
     rank: int
     body: bytes | None
     error: str = ""
     took_s: float = 0.0
+    status: int | None = None
 
 
 def _is_socket(path: Path) -> bool:
@@ -147,10 +150,11 @@ def _ask(worker: Worker, handler: str, timeout_s: float, limit: int) -> Answer:
         if response.status != 200:
             first = body[:200].decode(errors="replace").strip().splitlines()
             return Answer(worker.rank, None, f"{handler} answered {response.status}"
-                          + (f": {first[0]}" if first else ""), took)
+                          + (f": {first[0]}" if first else ""), took, response.status)
         if len(body) > limit:
-            return Answer(worker.rank, None, f"{handler}'s answer is over {limit:,} bytes: not read", took)
-        return Answer(worker.rank, body, "", took)
+            return Answer(worker.rank, None, f"{handler}'s answer is over {limit:,} bytes: not read", took,
+                          response.status)
+        return Answer(worker.rank, body, "", took, response.status)
     except TimeoutError:
         return Answer(worker.rank, None, f"no answer within {timeout_s:g} s", time.monotonic() - start)
     except (OSError, http.client.HTTPException) as exc:
