@@ -154,8 +154,8 @@ def _read(workers: Sequence[Worker], options: SnapshotOptions, ask: Ask) -> _Rea
         if isinstance(event, Collective):
             (begun if event.edge == "begin" else ended)[event.rank] = event
     for dump in dumps:
-        first, last = begun.get(dump.rank), ended.get(dump.rank)
-        inside = first if first is not None and (last is None or last.phase != first.phase) else None
+        latest, last = begun.get(dump.rank), ended.get(dump.rank)  # a call begun and not ended: the rank is inside
+        inside = latest if latest is not None and (last is None or last.phase != latest.phase) else None
         ranks[dump.rank] = RankNow(dump.rank, done=_call_text(last) if last else "",
                                    inside=_call_text(inside) if inside else "")
     members = {(e.group, e.group_seq): e.group_ranks for e in events if isinstance(e, Collective)}
