@@ -279,9 +279,15 @@ def test_bad_targets_are_one_line_and_exit_2(tmp_path, capsys, names, expected):
     assert err.count("\n") == 1 and err.startswith("collviz: error: ") and expected in err
 
 
-def test_without_headless_attach_says_the_viewer_is_not_built_yet(tmp_path, capsys):
+def test_on_a_terminal_without_headless_attach_says_the_viewer_is_not_built_yet(tmp_path, capsys, monkeypatch):
+    import collviz.app.commands.attach as attach_command
+
+    monkeypatch.setattr(attach_command, "no_terminal", lambda: None)
     assert main(["attach", str(tmp_path)]) == 2
-    assert "--headless" in capsys.readouterr().err
+    assert "its live viewer is not built yet" in capsys.readouterr().err
+    monkeypatch.setattr(attach_command, "no_terminal", lambda: "stdout is not a terminal")
+    assert main(["attach", str(tmp_path)]) == 2, "without a terminal it reads (and finds no socket in the folder)"
+    assert "no Unix socket there" in capsys.readouterr().err
 
 
 def test_a_store_that_does_not_answer_is_one_line_and_exit_2():

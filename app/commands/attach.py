@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .options import OneLineParser, add_headless_option, command_parser
+from .options import OneLineParser, add_headless_option, command_parser, no_terminal
 
 __all__ = ["build_parser", "main"]
 
@@ -35,7 +35,7 @@ MASTER_ADDR:MASTER_PORT (each rank's address is read there: ranks on every host 
 The snapshot says, per rank, the call it last completed and the call it is in now; then, where
 ranks wait in a call for others (the same in two readings --interval apart), who is missing and
 the line of their own code they are in. Only reads are sent (HTTP POSTs to the handlers
-fr_trace_json and dump_traceback), each bounded by --timeout; a rank that does not answer is
+fr_trace_json, dump_nccl_trace_json and dump_traceback), each bounded by --timeout; a rank that does not answer is
 named, not waited for. The worker server has no authentication: anyone who can open its socket
 or port can read it, so keep the sockets in a folder only you can read, and the ports inside
 the cluster's network.
@@ -65,7 +65,7 @@ def main(argv: Sequence[str]) -> int:
     from collviz.runtime.errors import UsageError
     from collviz.runtime.limits import check_seconds
 
-    if not args.headless:
+    if not args.headless and no_terminal() is None:
         raise UsageError("collviz attach shows a snapshot with --headless; its live viewer is not built yet")
     options = SnapshotOptions(timeout_s=check_seconds("--timeout", args.timeout),
                               interval_s=check_seconds("--interval", args.interval))
