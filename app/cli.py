@@ -52,6 +52,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("export", "export", "collviz export TRACE --perfetto OUT.json",
             "timeline for ui.perfetto.dev / chrome://tracing"),
     Command("worker", "worker", "collviz worker SCENARIO --viewer URL", "a torchrun entry point streaming to a viewer"),
+    Command("attach", "attach", "collviz attach TARGET --headless",
+            "a running job's ranks from torch's worker servers: who waits on whom, and where"),
     Command("view", "view", "collviz view --listen HOST:PORT", "show the events of workers started by torchrun"),
     Command("doctor", "doctor", "collviz doctor", "what collviz runs on: versions, backends, GPUs"),
     Command("schema", "schema", "collviz schema [--lesson]", "the JSON Schema of scenario (lesson) files"),

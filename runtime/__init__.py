@@ -13,7 +13,10 @@ test command checks them):
   export, compare table, analytic estimates; they never launch processes nor import torch.
 - :mod:`.userjob` — a user's own script as a run (``collviz run --nproc N train.py``): the light
   observer of its collectives, the marks it may call (``collviz.step``), one rank running it.
+- :mod:`.attach` — a user's running job read from torch's worker servers (``collviz attach``):
+  bounded reads only, one snapshot of who waits on whom and where.
 - Beside them: :mod:`.errors` (UsageError), :mod:`.context` (what a rank uses to emit),
+  :mod:`.rank_output` (each rank's stdout/stderr: its log file and the terminal),
   :mod:`.worker` (one rank), :mod:`.launch` (the local session that forks the workers),
   :mod:`.remote` (a session fed by remote workers), :mod:`.torchrun_script` (a user's script
   under torchrun, streaming to one), :mod:`.headless` and :mod:`.compare` (drive sessions without

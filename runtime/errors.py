@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 
-__all__ = ["UsageError", "Interrupted", "STOP_SIGNALS", "EXIT_RECORDING_INCOMPLETE", "exit_status_for"]
+__all__ = ["UsageError", "ProgramExit", "Interrupted", "STOP_SIGNALS", "EXIT_RECORDING_INCOMPLETE", "exit_status_for"]
 
 EXIT_RECORDING_INCOMPLETE = 3
 """Exit status of a run that finished ok while its recording stopped early (a write error)."""
@@ -16,6 +16,11 @@ class UsageError(Exception):
     The command line prints ``collviz: error: <message>`` and exits with status 2; the message is
     one line that says what is wrong and, where it helps, what to do.
     """
+
+
+class ProgramExit(RuntimeError):
+    """A rank's program ended itself with a failing status (a script's ``sys.exit(2)``, argparse's
+    error): it has said why on its own stderr, so the rank reports the exit without a traceback."""
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)

@@ -97,11 +97,13 @@ def run_headless(session: AnySession, out: TextIO | None = None, err: TextIO | N
     return the exit status.
 
     Ctrl-C stops every worker and still prints what was collected. Progress (a bar over the phases,
-    as rank 0 enters each) goes to ``err`` when it is a terminal. ``out`` and ``err`` default to
+    as rank 0 enters each) goes to ``err`` when it is a terminal and the ranks' output is not echoed. ``out`` and ``err`` default to
     the process's stdout and stderr at the time of the call.
     """
     out, err = out or sys.stdout, err or sys.stderr
     progress = ProgressLine(err, "phase", 0)
+    if isinstance(session, Session) and session.echo is not None:  # the ranks' own lines come as they are written:
+        progress.enabled = False  # a line redrawn in place among them would garble both
 
     def on_event(event: AnyEvent) -> None:
         if isinstance(event, RunStart):

@@ -22,6 +22,7 @@ from pathlib import Path
 from .observation.fingerprints import Disagreement, FingerprintCheck
 from .observation.watchdog import CollectiveWatch, Stalled
 from .plan import RunPlan, run_start_fields, worker_config
+from .rank_output import Echo, RankOutput
 from .wire.protocol import AnyEvent, Dropped, Go, Mismatch, Phase, ProcessExit, RankEnd, RunEnd, RunStart, Stall
 from .wire.trace import TraceWriter
 from .wire.transport import Collector, Endpoints, LauncherEmitter
@@ -38,6 +39,10 @@ FLUSH_GRACE_S = 0.25
 
 TEARDOWN_GRACE_S = 2.0
 """How long survivors get after SIGTERM before SIGKILL."""
+
+OUTPUT_GRACE_S = 1.0
+"""Once every rank has exited, how long the ranks' output pipes may stay open (held by a process
+a script started) before the session stops reading them."""
 
 
 def worker_log_lines(run_dir: str, marker: str) -> list[str]:
@@ -149,6 +154,10 @@ class Session:
     _first_stall: Stalled | None = None
     """The first hang the watch reported: its missing ranks are the run's culprits."""
     endpoints: Endpoints | None = None
+    echo: Echo | None = None
+    """Where each line of the ranks' output goes besides ``rank<r>.log`` (:mod:`.rank_output`):
+    the terminal, prefixed with the rank, or kept for after the viewer; None: the logs only."""
+    _output: RankOutput | None = None
 
     def __post_init__(self) -> None:
         self._launcher = LauncherEmitter(self.run_id)
@@ -180,19 +189,24 @@ class Session:
         Path(self._run_dir, LAUNCHER_PID_FILE).write_text(str(os.getpid()))
         endpoints = self.endpoints = Endpoints.in_directory(self._run_dir)
         config = worker_config(plan, run=self.run_id, init_method=f"tcp://127.0.0.1:{_free_port()}",
-                               endpoints=endpoints, log_dir=self.log_dir)
+                               endpoints=endpoints)
+        output = self._output = RankOutput(self.log_dir, self.echo)
         if plan.record is not None:
             self._trace = TraceWriter(plan.record)
         sys.stdout.flush()
         sys.stderr.flush()
         for rank in range(plan.world_size):
+            output.open_pipes(rank)
             pid = os.fork()
             if pid == 0:
                 try:
+                    output.become_rank(rank)
                     worker_main(config, rank)
                 finally:
                     os._exit(70)
+            output.parent_after_fork(rank)
             self._ranks[rank] = _RankState(pid=pid)
+        output.start()
         self._collector = Collector(self.run_id, endpoints, plan.world_size)
         self._collector.on_release = lambda index: self._emit(Go, index=index)
         self._emit(RunStart, **run_start_fields(plan, os.getpid()))
@@ -330,10 +344,13 @@ class Session:
     def _describe_failure(self, rank: int, state: _RankState) -> str:
         where = f" during phase {state.phase[0]} '{state.phase[1]}'" if state.phase else " before its first phase"
         if state.error:
-            return f"rank {rank} failed{where}: {state.error}"
-        if state.exit_code is not None and state.exit_code < 0:
-            return f"rank {rank} was killed by {_signal_name(-state.exit_code)}{where}"
-        return f"rank {rank} exited with status {state.exit_code}{where}"
+            text = f"rank {rank} failed{where}: {state.error}"
+        elif state.exit_code is not None and state.exit_code < 0:
+            text = f"rank {rank} was killed by {_signal_name(-state.exit_code)}{where}"
+        else:
+            text = f"rank {rank} exited with status {state.exit_code}{where}"
+        last_words = self._output.last_words(rank) if self._output is not None else None
+        return f"{text}; its stderr ended: {last_words}" if last_words else text
 
     def _begin_teardown(self, flush_grace_s: float = FLUSH_GRACE_S) -> None:
         """Abort the gates, then SIGTERM every survivor after ``flush_grace_s`` (their queued
@@ -357,6 +374,8 @@ class Session:
 
     def _finish(self) -> None:
         collector = self._started_collector
+        if self._output is not None:  # every line the ranks wrote is out before the run's end is told
+            self._output.close(OUTPUT_GRACE_S)
         for event, payload in collector.receive(0):
             self._absorb(event, payload)
         if not all(state.ended for state in self._ranks.values()):  # a rank died mid-stream: stragglers
@@ -386,8 +405,8 @@ class Session:
 
     @property
     def log_dir(self) -> str:
-        """Where the workers' stdout/stderr logs are: the plan's ``logs`` folder (kept), else the
-        run's own folder (kept when a run fails)."""
+        """Where the workers' stdout/stderr logs (``rank<r>.log``) are: the plan's ``logs`` folder
+        (kept), else the run's own folder (kept when a run fails)."""
         return str(self.plan.logs) if self.plan.logs is not None else self._run_dir
 
     @property

@@ -198,14 +198,14 @@ def run_start_fields(plan: RunPlan, pid: int) -> dict:
     )
 
 
-def worker_config(plan: RunPlan, *, run: str, init_method: str, endpoints: Endpoints, log_dir: str | None,
+def worker_config(plan: RunPlan, *, run: str, init_method: str, endpoints: Endpoints,
                   secret: bytes | None = None, run_start: dict | None = None) -> WorkerConfig:
     """What every worker of ``plan`` receives; the transport (``run`` id, rendezvous, endpoints,
-    log folder, secret) is the session's."""
+    secret) is the session's."""
     return WorkerConfig(
         run=run, world_size=plan.world_size, backend=plan.backend, init_method=init_method, endpoints=endpoints,
         step=plan.step, timeout_s=plan.timeout_s + PROCESS_GROUP_GRACE_S, program=plan.program,
-        narration=dict(plan.scenario.narration), log_dir=log_dir, secret=secret, run_start=run_start,
+        narration=dict(plan.scenario.narration), secret=secret, run_start=run_start,
         memory_viz=None if plan.memory_viz is None else str(plan.memory_viz),
     )
 

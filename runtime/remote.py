@@ -293,5 +293,5 @@ def run_torchrun_worker(scenario: Scenario, options: RunOptions, *, backend: str
     plan = plan_run(scenario, me.world_size, backend=backend, options=options, timeout_s=timeout_s, memory=memory,
                     ranks_here=ranks_here, memory_viz=memory_viz)
     config = worker_config(plan, run=me.run, init_method="env://", endpoints=Endpoints(events=viewer, control=""),
-                           log_dir=None, secret=secret, run_start=run_start_fields(plan, os.getpid()))
+                           secret=secret, run_start=run_start_fields(plan, os.getpid()))
     worker_main(config, me.rank, me.local_rank)

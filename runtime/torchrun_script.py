@@ -28,5 +28,5 @@ def run_torchrun_script(script: UserScript, *, viewer: str, secret: bytes, timeo
     ranks_here = None if me.local_world_size == me.world_size else me.local_world_size
     plan = plan_script(script, me.world_size, timeout_s=timeout_s, ranks_here=ranks_here)
     config = worker_config(plan, run=me.run, init_method="env://", endpoints=Endpoints(events=viewer, control=""),
-                           log_dir=None, secret=secret, run_start=run_start_fields(plan, os.getpid()))
+                           secret=secret, run_start=run_start_fields(plan, os.getpid()))
     worker_main(config, me.rank, me.local_rank)

@@ -1,7 +1,7 @@
 """A worker process: one rank of the run, from fork to ``os._exit``.
 
 The launcher forks workers after importing torch once (the children skip the import). A worker
-never writes to the terminal (its stdout/stderr go to a log file in the run directory), ignores
+writes its stdout/stderr where the launcher put them (pipes it drains: :mod:`.rank_output`), ignores
 SIGINT (the launcher handles Ctrl-C and tears everything down), and dies with its parent.
 """
 
@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from .backends import BackendChoice
 from .context import RankContext
+from .errors import ProgramExit
 from .observation.memory import StorageTracker
 from .observation.memory_snapshot import start_memory_history, write_memory_snapshot
 from .scenarios.program import ScenarioProgram
@@ -48,8 +49,6 @@ class WorkerConfig:
     timeout_s: float
     program: ScenarioProgram
     narration: dict[str, str]
-    log_dir: str | None
-    """Where stdout/stderr go (``rank<r>.log``); None leaves them alone (torchrun collects them)."""
     secret: bytes | None = None
     """Shared secret signing every event (remote viewers)."""
     run_start: dict | None = None
@@ -104,18 +103,10 @@ def _die_with_parent() -> None:
         pass
 
 
-def _redirect_output(log_dir: str, rank: int) -> None:
-    """Send this process's stdout and stderr (fd 1 and 2) to ``rank<r>.log``."""
-    fd = os.open(os.path.join(log_dir, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    sys.stdout = open(1, "w", closefd=False, buffering=1)
-    sys.stderr = open(2, "w", closefd=False, buffering=1)
-
-
 def _error_text(exc: BaseException) -> str:
-    """One line naming the exception, plus where it was raised."""
+    """One line naming the exception, plus where it was raised; a program's own exit, as it is."""
+    if isinstance(exc, ProgramExit):
+        return str(exc)
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -139,8 +130,6 @@ def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     _die_with_parent()
-    if config.log_dir is not None:
-        _redirect_output(config.log_dir, rank)
     emitter = EventEmitter(config.endpoints.events, config.run, rank, secret=config.secret)
     if config.run_start is not None and rank == 0:
         emitter.emit(RunStart, **config.run_start)
@@ -187,7 +176,8 @@ def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) 
         exit_code = 1
         _write_snapshot(config, device, rank)  # before RankEnd: the launcher may end the ranks after it
         emitter.emit(RankEnd, status="error", error=_error_text(exc), phase=ctx.phase_index, dropped=emitter.dropped)
-        traceback.print_exc()
+        if not isinstance(exc, ProgramExit):  # a program's own exit said why itself
+            traceback.print_exc()
     emitter.close()
     if gates is not None:
         gates.close()

@@ -335,7 +335,10 @@ def test_a_failing_script_names_the_rank_and_its_error(userjob_runs):
     assert cause.startswith("collviz: rank 2 failed") and "RuntimeError: rank two gives up (at failing.py:9)" in cause
     end = next(e for e in trace.events if isinstance(e, RunEnd))
     assert end.status == "failed" and "rank 2" in end.detail
-    assert "Traceback" not in result.stderr
+    assert "its stderr ended" not in cause, "the error is the traceback's, which the cause already names"
+    # the rank's own traceback reaches the terminal prefixed, as under torchrun; collviz adds none of its own
+    assert "[rank2]: Traceback (most recent call last):" in result.stderr.splitlines()
+    assert not any(line.startswith("Traceback") for line in result.stderr.splitlines())
 
 
 @pytest.mark.parametrize("args, expected", [

@@ -104,12 +104,20 @@ def run_scenario(name: str, args: argparse.Namespace, notes: Mapping[str, str] |
 
 def play_plan(plan: RunPlan, *, headless: bool, json_output: bool = False, viewer: ViewerOptions | None = None) -> int:
     """Start the planned run: headless (its summary, or ``json_output``'s document) or in the
-    viewer (``viewer``: its options); say what it runs on first. Returns the exit status."""
+    viewer (``viewer``: its options); say what it runs on first. A script's ranks' output reaches
+    the terminal prefixed with their rank: as it is written when headless (all of it on stderr
+    with ``json_output``), after the viewer closes otherwise. Returns the exit status."""
     from collviz.runtime.launch import Session
+
+    from collviz.runtime.rank_output import KeptLines, TerminalEcho
 
     print(f"collviz: {plan.banner}", file=sys.stderr)
     clean_stale_runs()
     session = Session(plan)
+    kept = None
+    if plan.backend.row.program_joins:  # a user's script: its output goes where its author expects it
+        session.echo = (TerminalEcho(sys.stdout, sys.stderr, both_to=sys.stderr if json_output else None) if headless
+                        else (kept := KeptLines()))
     if headless:
         from collviz.runtime.headless import run_headless
 
@@ -118,7 +126,10 @@ def play_plan(plan: RunPlan, *, headless: bool, json_output: bool = False, viewe
     from collviz.runtime.headless import report_outcome
 
     session.start()  # fork before the viewer starts its threads
-    return report_outcome(session, run_viewer(session=session, options=viewer), sys.stderr)
+    exit_code = run_viewer(session=session, options=viewer)
+    if kept is not None:
+        kept.replay(sys.stdout, sys.stderr)
+    return report_outcome(session, exit_code, sys.stderr)
 
 
 def is_collviz_trace(path: Path) -> bool:

@@ -26,8 +26,10 @@ Your script runs on N ranks with torchrun's environment (RANK, WORLD_SIZE, LOCAL
 LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so its own init_process_group() works unchanged;
 it picks its backend and devices itself. collviz shows every collective it issues (op, group,
 sizes, dtype, time) without copies, waits or extra collectives: values and provenance are not
-captured. Each rank's output (stdout and stderr) goes to rank<r>.log in the run's temporary
-folder, deleted when the run succeeds and named when it fails; --logs DIR keeps it in DIR.
+captured. Each rank's stdout and stderr reach the terminal as under torchrun --tee, each line
+prefixed with its rank ([rank0]: ...): as they are written when headless (all on stderr with
+--json), after the viewer closes otherwise. They are also written to rank<r>.log in the run's
+temporary folder, deleted when the run succeeds and named when it fails; --logs DIR keeps them.
 Mark training steps with collviz.step (one viewer step each); outside a step each
 collective is a step of its own:
 
@@ -59,8 +61,9 @@ def script_parser() -> OneLineParser:
                              "hang, naming who waits where (default 30); the run then waits for the script's own "
                              "process-group timeout, or Ctrl-C")
     parser.add_argument("--logs", type=Path, metavar="DIR",
-                        help="append each rank's stdout and stderr to DIR/rank<r>.log and keep them (DIR is created "
-                             "if missing); without it they go to a temporary folder, deleted when the run succeeds")
+                        help="also append each rank's stdout and stderr to DIR/rank<r>.log and keep them (DIR is "
+                             "created if missing); without it those files are in a temporary folder, deleted when "
+                             "the run succeeds")
     parser.add_argument("--viewer", metavar="URL",
                         help="under torchrun: run this process's rank and stream its events to collviz view --listen "
                              "at tcp://HOST:PORT")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from ..context import RankContext
+from ..errors import ProgramExit
 from ..wire.protocol import NOT_RECORDED_OPTION
 from .observer import NOT_CAPTURED, ScriptObserver
 from .script import UserScript
@@ -20,7 +21,7 @@ from .script import UserScript
 __all__ = ["ScriptExit", "ScriptProgram", "run_as_main"]
 
 
-class ScriptExit(RuntimeError):
+class ScriptExit(ProgramExit):
     """The script called ``sys.exit`` with a failing status."""
 
 

@@ -1,0 +1,76 @@
+"""``collviz attach TARGET --headless``: one snapshot of a user's running job, like ``py-spy
+dump``, read from torch's worker servers (each rank's Flight Recorder, and the Python stack of
+each rank the others wait on).
+
+TARGET is the ranks' worker-server sockets: a folder of them, a glob pattern or one socket path
+(``TORCH_WORKER_SERVER_SOCKET`` under ``torch.distributed.elastic.control_plane.worker_main``);
+or ``HOST:PORT``, the job's store (``MASTER_ADDR:MASTER_PORT``), where
+``torch.distributed.debug.start_debug_server()`` put every rank's worker-server address.
+Exit status 0 when every rank is in step, 1 when some wait on others (or a rank did not answer),
+2 on a usage error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .options import OneLineParser, add_headless_option, command_parser, no_terminal
+
+__all__ = ["build_parser", "main"]
+
+ATTACH_EPILOG = """\
+Each rank of your job opens torch's worker server on a socket named after its rank, e.g.:
+
+  os.environ["TORCH_WORKER_SERVER_SOCKET"] = f"/tmp/job/rank{os.environ['RANK']}.sock"
+  with torch.distributed.elastic.control_plane.worker_main():
+      main()
+
+  collviz attach --headless /tmp/job
+
+or every rank calls torch.distributed.debug.start_debug_server() and TARGET is the job's store,
+MASTER_ADDR:MASTER_PORT (each rank's address is read there: ranks on every host are reached):
+
+  collviz attach --headless node0:29500
+
+The snapshot says, per rank, the call it last completed and the call it is in now; then, where
+ranks wait in a call for others (the same in two readings --interval apart), who is missing and
+the line of their own code they are in. Only reads are sent (HTTP POSTs to the handlers
+fr_trace_json, dump_nccl_trace_json and dump_traceback), each bounded by --timeout; a rank that does not answer is
+named, not waited for. The worker server has no authentication: anyone who can open its socket
+or port can read it, so keep the sockets in a folder only you can read, and the ports inside
+the cluster's network.
+"""
+
+
+def build_parser() -> OneLineParser:
+    """``collviz attach TARGET --headless [--timeout S] [--interval S]``."""
+    parser = command_parser("collviz attach", "Read a running job's ranks from torch's worker servers: who waits on "
+                            "whom, and where.", ATTACH_EPILOG)
+    parser.add_argument("target", metavar="TARGET",
+                        help="the ranks' worker-server sockets (a folder, a glob pattern or one socket path), or "
+                             "HOST:PORT, the job's store holding start_debug_server's addresses")
+    add_headless_option(parser, "one snapshot and exit (the live viewer of attach is not built yet)")
+    parser.add_argument("--timeout", type=float, default=2.0, metavar="S",
+                        help="the longest each rank's server is waited for, per request (default 2)")
+    parser.add_argument("--interval", type=float, default=1.0, metavar="S",
+                        help="the time between the two readings that confirm a wait (default 1)")
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    """Print one snapshot of the job at TARGET; its exit status."""
+    args = build_parser().parse_args(argv)
+    from collviz.runtime.attach.snapshot import SnapshotOptions, take_snapshot
+    from collviz.runtime.attach.workers import find_workers
+    from collviz.runtime.errors import UsageError
+    from collviz.runtime.limits import check_seconds
+
+    if not args.headless and no_terminal() is None:
+        raise UsageError("collviz attach shows a snapshot with --headless; its live viewer is not built yet")
+    options = SnapshotOptions(timeout_s=check_seconds("--timeout", args.timeout),
+                              interval_s=check_seconds("--interval", args.interval))
+    workers = find_workers(args.target, options.timeout_s)
+    snapshot = take_snapshot(workers, options)
+    print(f"collviz attach: the worker servers of {len(workers)} rank{'s' if len(workers) > 1 else ''} at {args.target}")
+    print(snapshot.text(), flush=True)
+    return snapshot.exit_status

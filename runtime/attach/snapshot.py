@@ -1,0 +1,187 @@
+"""One snapshot of a running job, like ``py-spy dump``: per rank the call it last completed and
+the call it is in now, who waits on whom, and for each rank the others wait on, its Python stack
+line; the exit status says whether every rank is in step.
+
+torch keeps two Flight Recorders, one for CPU backends (gloo: the ``fr_trace_json`` handler) and
+one for NCCL (``dump_nccl_trace_json``, absent where torch has no NCCL: a 404 there is no error);
+a reading asks both and reads their calls as one dump per rank (their groups are distinct).
+
+The job is read twice, :attr:`SnapshotOptions.interval_s` apart (a call some ranks entered a
+moment before the others is in flight, not a wait): a wait is reported only where the same ranks
+wait in the same call in both readings. The Flight Recorder's calls are read with the dump
+reader's own parser and analysis (:func:`~..sources.flight_recorder.import_dumps`: the watchdog's
+"who waits where, who never came"); only the ranks others wait on are asked for their stacks.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..observation.rank_lists import ranks_text
+from ..sources.flight_recorder import Dump, import_dumps, is_dump
+from ..wire.protocol import Collective, Stall
+from .stacks import user_stack_line
+from .workers import Answer, Worker, ask_all
+
+__all__ = ["RECORDERS", "RankNow", "Snapshot", "SnapshotOptions", "Wait", "take_snapshot"]
+
+RECORDERS = ("fr_trace_json", "dump_nccl_trace_json")
+"""The handlers of torch's two Flight Recorders (CPU backends, NCCL)."""
+
+
+Ask = Callable[[Sequence[Worker], str, float], dict[int, Answer]]
+"""How the servers are asked (:func:`~.workers.ask_all`; tests may pass another)."""
+
+
+@dataclass(frozen=True)
+class SnapshotOptions:
+    """How a snapshot reads: each request's timeout and the time between the two readings."""
+
+    timeout_s: float = 2.0
+    interval_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class RankNow:
+    """One rank as read: the call it last completed and the call it is in (their text; empty
+    when none), or why it could not be read."""
+
+    rank: int
+    done: str = ""
+    inside: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Ranks waiting in one call for others: the call, who waits, who is missing, and where each
+    missing rank's Python is (rank → stack line, empty where it could not be read)."""
+
+    call: str
+    waiting: tuple[int, ...]
+    missing: tuple[int, ...]
+    stacks: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every rank as read, and the waits both readings agree on."""
+
+    ranks: list[RankNow]
+    waits: list[Wait]
+
+    @property
+    def exit_status(self) -> int:
+        """0 when every rank answered and none waits on another; else 1."""
+        return 1 if self.waits or any(now.error for now in self.ranks) else 0
+
+    def text(self) -> str:
+        """The snapshot in lines: one per rank, then one per wait with each missing rank's stack."""
+        lines = []
+        for now in self.ranks:
+            if now.error:
+                lines.append(f"rank {now.rank}: not read: {now.error}")
+                continue
+            done = f"last completed {now.done}" if now.done else "no call completed"
+            lines.append(f"rank {now.rank}: {done}; " + (f"now in {now.inside}" if now.inside else "in no collective"))
+        for wait in self.waits:
+            plural = "s" if len(wait.missing) > 1 else ""
+            lines.append(f"waiting: {wait.call}: rank{'s' if len(wait.waiting) > 1 else ''} {ranks_text(wait.waiting)} "
+                         f"wait{'' if len(wait.waiting) > 1 else 's'} for rank{plural} {ranks_text(wait.missing)}")
+            for rank in wait.missing:
+                lines.append(f"  rank {rank} is missing from the call, at {wait.stacks.get(rank) or '(stack not read)'}")
+        if not self.waits and not any(now.error for now in self.ranks):
+            lines.append("every rank is in step")
+        return "\n".join(lines)
+
+
+def _call_text(event: Collective) -> str:
+    return f"{event.op} #{event.group_seq} on group {event.group}"
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """One reading of every rank: each rank's state, and the waits the dumps show, keyed by call."""
+
+    ranks: dict[int, RankNow]
+    waits: dict[tuple[str, int], Wait]
+
+
+def _recorder(answer: Answer, handler: str) -> dict | str | None:
+    """One recorder's trace in ``answer``; None where the handler does not exist (NCCL's, without
+    NCCL); else why it could not be read."""
+    if answer.body is None:
+        return None if answer.status == 404 and handler != RECORDERS[0] else answer.error
+    try:
+        content = json.loads(answer.body)
+    except ValueError as exc:
+        return f"its {handler} answer is not JSON ({exc})"
+    return content if is_dump(content) else f"its {handler} answer is not a Flight Recorder trace"
+
+
+def _merged(traces: list[dict]) -> dict:
+    """One dump of the recorders' traces: every entry, every group's config and status."""
+    merged: dict = {"version": traces[0]["version"], "entries": [], "pg_config": {}, "pg_status": {}}
+    for trace in traces:
+        merged["entries"].extend(trace["entries"])
+        for part in ("pg_config", "pg_status"):
+            if isinstance(trace.get(part), dict):
+                merged[part].update(trace[part])
+    return merged
+
+
+def _read(workers: Sequence[Worker], options: SnapshotOptions, ask: Ask) -> _Reading:
+    answers = {handler: ask(workers, handler, options.timeout_s) for handler in RECORDERS}
+    ranks: dict[int, RankNow] = {}
+    dumps = []
+    for worker in sorted(workers, key=lambda w: w.rank):
+        read = [_recorder(answers[handler][worker.rank], handler) for handler in RECORDERS]
+        error = next((found for found in read if isinstance(found, str)), None)
+        if error is not None:
+            ranks[worker.rank] = RankNow(worker.rank, error=error)
+            continue
+        dumps.append(Dump(worker.path, worker.rank, _merged([found for found in read if isinstance(found, dict)])))
+    if not any(dump.content["entries"] for dump in dumps):  # nothing issued yet: every rank read is in step
+        ranks.update({dump.rank: RankNow(dump.rank) for dump in dumps})
+        return _Reading(ranks, {})
+    events = import_dumps(dumps, []).events
+    begun: dict[int, Collective] = {}
+    ended: dict[int, Collective] = {}
+    for event in events:
+        if isinstance(event, Collective):
+            (begun if event.edge == "begin" else ended)[event.rank] = event
+    for dump in dumps:
+        latest, last = begun.get(dump.rank), ended.get(dump.rank)  # a call begun and not ended: the rank is inside
+        inside = latest if latest is not None and (last is None or last.phase != latest.phase) else None
+        ranks[dump.rank] = RankNow(dump.rank, done=_call_text(last) if last else "",
+                                   inside=_call_text(inside) if inside else "")
+    members = {(e.group, e.group_seq): e.group_ranks for e in events if isinstance(e, Collective)}
+    waits = {}
+    for stall in (e for e in events if isinstance(e, Stall)):
+        key = (stall.group, stall.group_seq)
+        missing = tuple(r for r in members.get(key, []) if r not in stall.waiting)
+        waits[key] = Wait(f"{stall.op} #{stall.group_seq} on group {stall.group}", tuple(stall.waiting), missing)
+    return _Reading(ranks, waits)
+
+
+def take_snapshot(workers: Sequence[Worker], options: SnapshotOptions = SnapshotOptions(),
+                  ask: Ask = ask_all, sleep: Callable[[float], None] = time.sleep) -> Snapshot:
+    """Read every rank (twice when some wait, ``options.interval_s`` apart) and ask the ranks the
+    others wait on for their stacks; the snapshot of the second reading."""
+    first = _read(workers, options, ask)
+    if not first.waits:
+        return Snapshot([first.ranks[rank] for rank in sorted(first.ranks)], [])
+    sleep(options.interval_s)
+    second = _read(workers, options, ask)
+    waits = [wait for key, wait in second.waits.items()
+             if key in first.waits and first.waits[key].waiting == wait.waiting]
+    missing = sorted({rank for wait in waits for rank in wait.missing})
+    by_rank = {worker.rank: worker for worker in workers}
+    stacks = ask([by_rank[rank] for rank in missing if rank in by_rank], "dump_traceback", options.timeout_s)
+    lines = {rank: user_stack_line(answer.body.decode(errors="replace")) if answer.body is not None
+             else f"(stack not read: {answer.error})" for rank, answer in stacks.items()}
+    waits = [Wait(wait.call, wait.waiting, wait.missing, {r: lines.get(r, "") for r in wait.missing}) for wait in waits]
+    return Snapshot([second.ranks[rank] for rank in sorted(second.ranks)], waits)
