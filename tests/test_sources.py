@@ -294,6 +294,9 @@ def _hostile(tmp_path: Path, made) -> dict[str, tuple[list[Path], str]]:
     cases["missing"] = ([tmp_path / "nowhere"], "no such file or folder")
     (tmp_path / "dump.json").write_bytes((made["healthy"] / "fr" / "json" / "rank_0.json").read_bytes())
     cases["no rank in the name"] = ([tmp_path / "dump.json"], "cannot tell which rank wrote this dump")
+    huge = tmp_path / f"rank_{'9' * 40}.json"
+    huge.write_bytes((made["healthy"] / "fr" / "json" / "rank_0.json").read_bytes())
+    cases["a rank beyond any job"] = ([huge], "more than any job has")
     cases["two kinds"] = ([made["healthy"] / "fr" / "json" / "rank_0.json", made["healthy"] / "profile" / "trace_0.json"],
                           "open one kind at a time")
     content = json.loads((made["healthy"] / "fr" / "json" / "rank_0.json").read_text())
@@ -328,7 +331,8 @@ def test_inconsistent_dumps_open_with_warnings(made, tmp_path):
     text = "\n".join(run.warnings)
     assert "rank_3.json: damaged JSON" in text
     assert "the dumps disagree on its ranks" in text
-    assert "rank 1: 1 entries left out, missing or malformed: collective_seq_id (1)" in text
+    assert "rank 1: 1 entries left out as damaged (a field missing, malformed or impossible): collective_seq_id (1)" in text
+    assert "rank 1: 1 calls missing inside its dump's sequence" in text
     assert "no dump of rank 3" in text
     begins = _begins(run.events)
     assert sorted(begins) == [0, 1, 2] and len(begins[1]) == len(jobs.HEALTHY_CALLS) - 1
@@ -418,3 +422,74 @@ def test_an_import_tells_its_progress_stage_by_stage(made):
     assert told == ([("reading files", n, jobs.WORLD) for n in range(jobs.WORLD + 1)]
                     + [("reading calls", n, jobs.WORLD) for n in range(jobs.WORLD + 1)]
                     + [("building steps", n, steps) for n in range(steps + 1)])
+
+
+def _hang_set(made, tmp_path: Path, ranks, edit=None) -> Path:
+    """The hang job's JSON dumps of ``ranks`` only, each with the default group's members in its
+    pg_config as an NCCL dump has them (gloo fills them in lazily), passed through ``edit``."""
+    folder = tmp_path / "set"
+    folder.mkdir()
+    for rank in ranks:
+        content = json.loads((made["hang"] / "fr" / "json" / f"rank_{rank}.json").read_text())
+        content["pg_config"] = {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(jobs.WORLD)))}}
+        if edit is not None:
+            edit(rank, content)
+        (folder / f"rank_{rank}.json").write_text(json.dumps(content))
+    return folder
+
+
+def test_a_partial_set_blames_only_ranks_whose_dumps_show_it(made, tmp_path):
+    """The skipper's dump and one waiter's: the skipper is the cause; the two ranks without a dump
+    are unknown (never a cause, never "not started"), and the verdict says how many are missing."""
+    waiter = 1
+    run = open_artifacts([_hang_set(made, tmp_path, [waiter, jobs.SKIPPER])])
+    assert run.exit_status == 1
+    absent = sorted(set(range(jobs.WORLD)) - {waiter, jobs.SKIPPER})
+    [end] = _only(run.events, RunEnd)
+    assert end.detail.startswith(f"hang caused by rank {jobs.SKIPPER}: "), end.detail
+    assert end.detail.endswith(f"(2 of {jobs.WORLD} ranks unknown: ranks {absent[0]}, {absent[1]}, no dump of this rank)")
+    [stall] = _only(run.events, Stall)
+    assert stall.waiting == [waiter] and f"rank {absent[0]}: no dump of this rank" in stall.elsewhere
+    final = view_at(EventLog(run.events), len(run.events))
+    status = {view.rank: view.status for view in final.ranks}
+    assert [status[r] for r in absent] == ["unknown: no dump of this rank"] * 2
+    assert all("not started" not in text for text in status.values())
+    summary = render_summary(run.events)
+    assert "imported from artifacts" in summary and "mode live" not in summary
+
+
+def test_a_set_of_waiters_only_names_no_cause(made, tmp_path):
+    """Every dump present waits in the call: the one rank that did not is among those without a dump."""
+    waiters = [r for r in range(jobs.WORLD) if r != jobs.SKIPPER]
+    run = open_artifacts([_hang_set(made, tmp_path, waiters)])
+    [end] = _only(run.events, RunEnd)
+    assert end.detail.startswith("hang, its cause unknown"), end.detail
+    assert end.detail.endswith(f"(1 of {jobs.WORLD} ranks unknown: rank {jobs.SKIPPER}, no dump of this rank)")
+
+
+def test_holes_damaged_values_and_older_names_in_dumps(made, tmp_path):
+    """Rank 0 lost its call #2; rank 1 holds an impossible size and an impossible duration; rank 3's
+    dump uses format 1.x's names (seq_id, no time_created_ns nor input_dtypes)."""
+    def edit(rank, content):
+        entries = content["entries"]
+        if rank == 0:
+            content["entries"] = [e for e in entries if e["collective_seq_id"] != 2]
+        if rank == 1:
+            entries[0]["duration_ms"] = -3.5
+            entries[-1]["input_sizes"] = [[10**30]]
+        if rank == 3:
+            content["version"] = "1.5"
+            for entry in entries:
+                entry["seq_id"] = entry.pop("collective_seq_id")
+                del entry["time_created_ns"], entry["input_dtypes"]
+
+    run = open_artifacts([_hang_set(made, tmp_path, range(jobs.WORLD), edit)])
+    text = "\n".join(run.warnings)
+    assert "rank 0: 1 calls missing inside its dump's sequence on group 0 (default_pg) (#2)" in text
+    assert "rank 1: 1 entries left out as damaged (a field missing, malformed or impossible): input_sizes (1)" in text
+    assert "rank 1: 1 entries hold an impossible duration" in text
+    assert "rank 3 (rank_3.json): Flight Recorder format 1.5" in text
+    begins = _begins(run.events)
+    calls = len(jobs.HANG_CALLS) + 1  # rank 3 waits in the last
+    assert [(c.group_seq, c.dtype) for c in begins[3] if c.group == WORLD_GROUP] == [(n, "unknown") for n in range(1, calls + 1)]
+    assert all(c.duration_ns is None for c in _only(run.events, Collective))

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import pickle
 import zlib
 from pathlib import Path
 from typing import Literal
+
+import msgspec
 
 from ..errors import UsageError
 from ..wire.files import read_regular_file
@@ -79,12 +80,13 @@ def sniff(data: bytes) -> Kind:
 
 
 def load_json(data: bytes, path: Path) -> object:
-    """The JSON value in ``data``; a UsageError naming ``path`` and the fault if it is not JSON."""
+    """The JSON value in ``data`` (msgspec's decoder: a 200 MB trace in a fraction of stdlib json's
+    time); a UsageError naming ``path`` and the fault, on one line, if it is not JSON."""
     try:
-        return json.loads(data)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: damaged JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except (UnicodeDecodeError, RecursionError, ValueError) as exc:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise UsageError(f"{path}: damaged JSON ({' '.join(str(exc).split())})") from None
+    except (RecursionError, MemoryError, ValueError) as exc:
         raise UsageError(f"{path}: not readable JSON ({type(exc).__name__})") from None
 
 
