@@ -493,3 +493,39 @@ def test_holes_damaged_values_and_older_names_in_dumps(made, tmp_path):
     calls = len(jobs.HANG_CALLS) + 1  # rank 3 waits in the last
     assert [(c.group_seq, c.dtype) for c in begins[3] if c.group == WORLD_GROUP] == [(n, "unknown") for n in range(1, calls + 1)]
     assert all(c.duration_ns is None for c in _only(run.events, Collective))
+
+
+def test_every_source_numbers_calls_from_one(made):
+    """The healthy job's dumps and its profiler traces number the same calls the same way: #1 first."""
+    numbers = {}
+    for source in ("fr/json", "profile"):
+        begins = _begins(open_artifacts([made["healthy"] / source]).events)
+        numbers[source] = {rank: [c.group_seq for c in calls] for rank, calls in begins.items()}
+    expected = list(range(1, len(jobs.HEALTHY_CALLS) + 1))
+    assert numbers["fr/json"] == numbers["profile"] == {rank: expected for rank in range(jobs.WORLD)}
+
+
+def test_impossible_values_in_a_trace_are_damaged_input_and_busbw_takes_the_calls_group(tmp_path):
+    """Two ranks of a 4-rank job on their own 2-rank group: rank 0's all-reduce kernel has a negative
+    duration (shown untimed, never as 1 ns), a third call claims 10^30 elements (left out); the
+    all-gather's busbw takes the factor of 2 ranks, (n−1)/n = 1/2, not the job's 3/4."""
+    for rank in range(2):
+        trace = _gpu_trace(rank)
+        trace["distributedInfo"]["world_size"] = 4
+        events = trace["traceEvents"]
+        if rank == 0:
+            next(e for e in events if e["name"].startswith("ncclDevKernel_AllReduce"))["dur"] = -80.0
+        huge = json.loads(json.dumps(events[0]))
+        huge["args"].update({"External id": 12, "In msg nelems": 10**30, "Out msg nelems": 10**30})
+        events.append(huge)
+        (tmp_path / f"gpu_{rank}.json").write_text(json.dumps(trace))
+    run = open_artifacts([tmp_path])
+    ends = {(e.rank, e.op): e for e in _only(run.events, Collective) if e.edge == "end"}
+    assert ends[(0, "all_reduce")].duration_ns is None and ends[(1, "all_reduce")].duration_ns == 81_000
+    assert sorted(ends) == [(0, "all_gather"), (0, "all_reduce"), (1, "all_gather"), (1, "all_reduce")]
+    text = "\n".join(run.warnings)
+    assert "rank 0: 1 calls with a zero, negative or impossible duration (shown untimed): damaged input" in text
+    assert "rank 1: 1 calls with a size beyond any device (left out): damaged input" in text
+    summary = render_summary(run.events)
+    assert "busbw = algbw × (n−1)/n = 1/2 = 0.5" in summary and "3/4" not in summary
+    assert "time (per rank): r1 0.081 ms\n" in summary  # rank 0's damaged time is not shown as one

@@ -34,6 +34,7 @@ from ..errors import UsageError
 from ..observation.metrics import BUS_FACTOR_OPS
 from ..observation.rank_lists import ranks_text
 from .names import P2P_OPS, dtype_name, itemsize, op_name, parse_ranks
+from .plausible import bytes_ok, duration_ok, rank_ok
 from .run import (
     Call,
     ImportedRun,
@@ -114,6 +115,8 @@ class _Rank:
     backend: str
     calls: list[_Pending] = field(default_factory=list)
     gpu: bool = False
+    damaged: Counter[str] = field(default_factory=Counter)
+    """Values that cannot be (a zero or negative duration, a size beyond any device), by what they are."""
 
 
 def _num(value: object) -> float | None:
@@ -185,13 +188,17 @@ def _param_comms_call(rank: _Rank, args: dict, groups: dict, counters: Counter, 
     name = str(args.get("Process Group Name", ""))
     label, ranks = groups.get(name, (group_label(name, str(args.get("Process Group Description") or "")), ()))
     ranks = parse_ranks(args.get("Process Group Ranks")) or ranks
-    if not ranks and _num(args.get("Group size")) and _num(args.get("Global rank start")) is not None:
+    size = _num(args.get("Group size"))
+    if not ranks and size and 0 < size <= rank.world and _num(args.get("Global rank start")) is not None:
         start, stride = int(args["Global rank start"]), int(_num(args.get("Global rank stride")) or 1)
-        ranks = tuple(start + i * stride for i in range(int(args["Group size"])))
-    seq = args.get("Seq")
-    if not isinstance(seq, int) or isinstance(seq, bool):
-        seq = counters[name]
+        ranks = tuple(start + i * stride for i in range(int(size)))
+    if ranks and not (rank_ok(ranks[0], rank.world) and rank_ok(ranks[-1], rank.world)):
+        rank.damaged[f"on a group naming a rank beyond the job's {rank.world} (its ranks taken as unknown)"] += 1
+        ranks = ()
     counters[name] += 1
+    seq = args.get("Seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        seq = counters[name]  # from #1, as torch's own Seq (the group's sequence number + 1)
     count, out = _num(args.get("In msg nelems")), _num(args.get("Out msg nelems"))
     if count is None:
         return None
@@ -214,8 +221,16 @@ def _read_param_comms(rank: _Rank, slices: list[dict], groups: dict, skipped: Co
         pending = _param_comms_call(rank, args, groups, counters, event["ts"])
         if pending is None:
             skipped["without sizes"] += 1
-            continue
-        rank.calls.append(pending)
+        elif _plausible(rank, pending):
+            rank.calls.append(pending)
+
+
+def _plausible(rank: _Rank, pending: _Pending) -> bool:
+    """Whether the call's sizes can be (else it is counted as damaged input, not shown)."""
+    if bytes_ok(pending.call.count) and bytes_ok(pending.out_count):
+        return True
+    rank.damaged["with a size beyond any device (left out)"] += 1
+    return False
 
 
 def _time_by_kernels(rank: _Rank, slices: list[dict]) -> None:
@@ -232,15 +247,21 @@ def _time_by_kernels(rank: _Rank, slices: list[dict]) -> None:
         if pending is None or pending.timed_by:
             unpaired.append(kernel)
             continue
-        _time(pending, kernel, "NCCL kernel")
+        _time(rank, pending, kernel, "NCCL kernel")
     untimed = [p for p in rank.calls if not p.timed_by]
     if untimed and len(unpaired) == len(untimed):
         for pending, kernel in zip(untimed, unpaired):
-            _time(pending, kernel, "NCCL kernel")
+            _time(rank, pending, kernel, "NCCL kernel")
 
 
-def _time(pending: _Pending, work: dict, source: str) -> None:
-    pending.call = replace(pending.call, t_ns=int(work["ts"] * 1000), duration_ns=max(1, int(work["dur"] * 1000)))
+def _time(rank: _Rank, pending: _Pending, work: dict, source: str) -> None:
+    """Time ``pending`` by ``work`` (its gloo work slice or NCCL kernel): its start and, where it can
+    be one, its duration; an impossible duration is counted as damaged and left out."""
+    took = work["dur"] * 1000
+    if not duration_ok(took):
+        rank.damaged["with a zero, negative or impossible duration (shown untimed)"] += 1
+    pending.call = replace(pending.call, t_ns=int(work["ts"] * 1000),
+                           duration_ns=int(took) if duration_ok(took) else None)
     pending.timed_by = source
 
 
@@ -254,7 +275,7 @@ def _read_c10d(rank: _Rank, slices: list[dict], groups: dict, skipped: Counter, 
         warnings.append(f"rank {rank.rank} belongs to groups {', '.join(g[0] for g in groups.values())} and its "
                         f"c10d slices do not name theirs ({rank.backend} records no record_param_comms): its calls "
                         f"are shown on group {default[0]}, and calls are not compared across ranks")
-    seq = 0
+    seq = 1  # numbered from #1 on the group, as Flight Recorder and torch's own Seq number calls
     for event in slices:
         if event["name"] not in _C10D_ARGS:
             continue
@@ -266,7 +287,8 @@ def _read_c10d(rank: _Rank, slices: list[dict], groups: dict, skipped: Counter, 
             skipped["without recorded shapes (record_shapes=True records them)"] += 1
             continue
         seq += 1
-        rank.calls.append(pending)
+        if _plausible(rank, pending):
+            rank.calls.append(pending)
     return known
 
 
@@ -295,7 +317,7 @@ def _time_by_gloo_work(rank: _Rank, slices: list[dict]) -> None:
         next_of[op] += 1
         args = _args(work)
         kinds = args.get("Input type") or []
-        _time(pending, work, "gloo work slice")
+        _time(rank, pending, work, "gloo work slice")
         pending.settle(dtype_name(kinds[0]) if kinds and isinstance(kinds[0], str) and kinds[0] else None)
 
 
@@ -307,6 +329,11 @@ def _read_rank(trace: ProfilerTrace, warnings: list[str]) -> tuple[_Rank, bool]:
     rank = _Rank(rank_number, world, str(info.get("backend") or "unknown"))
     slices = _slices(trace.content)
     groups = _groups(info)
+    for name, (label, members) in list(groups.items()):
+        if members and not rank_ok(members[-1], world):
+            warnings.append(f"rank {rank_number}: group {label} names rank {members[-1]} of a {world}-rank job: "
+                            "damaged input, its ranks taken as unknown")
+            groups[name] = (label, ())
     skipped: Counter[str] = Counter()
     known = True
     if any(e["name"] == "record_param_comms" for e in slices):
@@ -322,6 +349,8 @@ def _read_rank(trace: ProfilerTrace, warnings: list[str]) -> tuple[_Rank, bool]:
                         "(their work slice or kernel was not found)")
     for why, n in skipped.items():
         warnings.append(f"rank {rank.rank}: {n} calls {why} are not shown")
+    for why, n in rank.damaged.items():
+        warnings.append(f"rank {rank.rank}: {n} calls {why}: damaged input")
     return rank, known
 
 
