@@ -185,13 +185,13 @@ def test_nccl_log_gives_topology_choices_and_init_times():
             if e.edge == "end" and names[e.index] == "NCCL init of world"}
     assert took == {0: 530_000_000, 1: 520_000_000, 2: 540_000_000, 3: 510_000_000}
     calls = {(c.rank, c.group, c.group_seq): c for c in _begins(run.events)[0] + _begins(run.events)[2]}
-    assert (calls[(0, "world", 0)].count, calls[(0, "world", 0)].bytes_in) == (262144, 1 << 20)
-    pair = calls[(2, "nccl comm 1", 0)]
+    assert (calls[(0, "world", 1)].count, calls[(0, "world", 1)].bytes_in) == (262144, 1 << 20)  # opCount 0: call #1
+    pair = calls[(2, "nccl comm 1", 1)]
     assert (pair.op, pair.dtype, pair.count, pair.bytes_out, pair.group_ranks) == ("all_gather", "bfloat16", 1024,
                                                                                     4096, [0, 2])
     narration = {e.name: e.narration for e in _only(run.events, Phase) if e.edge == "begin"}
-    assert "RING/LL128 on ranks 0–3" in narration["all_reduce #0 on world"]
-    assert "RING/SIMPLE" in narration["all_reduce #1 on world"]
+    assert "RING/LL128 on ranks 0–3" in narration["all_reduce #1 on world"]
+    assert "RING/SIMPLE" in narration["all_reduce #2 on world"]
     assert "network transport: Socket" in narration["NCCL init of world"]
 
 

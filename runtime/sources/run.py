@@ -143,6 +143,8 @@ class Origin:
     nccl_version: str = ""
     host: str = ""
     check_calls: bool = True
+    devices: Mapping[int, str] = field(default_factory=dict)
+    """Each rank's own device text where the source names it (else ``device``)."""
 
 
 @dataclass(frozen=True)
@@ -397,7 +399,7 @@ def build_run(origin: Origin, steps: Sequence[Step], warnings: list[str], ranks:
           options=_options(origin, missing), description=origin.description, torch_version="not recorded",
           nccl_version=origin.nccl_version, host=origin.host, phase_count=len(steps))
     for rank in ranks:
-        stamp(RankStart, rank, start, device=origin.device, backend=origin.backend, host=origin.host, pid=0)
+        stamp(RankStart, rank, start, device=origin.devices.get(rank, origin.device), backend=origin.backend, host=origin.host, pid=0)
     last = _emit_steps(stamp, steps, warnings, progress)
     findings = _analyse(origin, stamp.events, last, missing, warnings)
     end = max((e.t_ns for e in stamp.events), default=start)
