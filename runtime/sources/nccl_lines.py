@@ -100,6 +100,8 @@ class Comm:
     """channel → the ring's order, where the log prints it whole."""
     trees: dict[int, int] = field(default_factory=dict)
     """channel → the parent rank (-1: this rank is the root)."""
+    children: dict[int, list[int]] = field(default_factory=dict)
+    """channel → the children this rank printed (its ``Trees`` line names both ends)."""
     links: dict[tuple[int, int], str] = field(default_factory=dict)
     init_s: float | None = None
     init_parts: str = ""
@@ -181,6 +183,10 @@ class LogReader:
             else:
                 thread.pending.append(record)
 
+    def network(self, host: str, pid: int) -> str:
+        """The network a process said it uses, else one another process of its host said ("")."""
+        return self.networks.get((host, pid)) or next((n for (h, _), n in self.networks.items() if h == host), "")
+
     def comms(self) -> list[Comm]:
         """Every communicator rank the log names, in the order it first named them; lines still
         waiting for their communicator go to their process's latest one on the same device."""
@@ -249,26 +255,35 @@ def _record(msg: str) -> _Record | None:
         link, via = (int(found["src"]), int(found["dst"])), found["via"]
         return _Record(link, lambda c: c.links.__setitem__(link, via))
     if msg.startswith("Trees"):
-        parents = {}
+        ends: dict[int, tuple[int, int, list[int]]] = {}
         for part in _TREES.finditer(msg):
-            if int(part["ch"]) not in parents:  # 2.5 prints each tree both ways: its first reading
-                parents[int(part["ch"])] = (int(part["me"]), _parent(part["left"], part["right"]))
-        if not parents:
+            if int(part["ch"]) not in ends:  # 2.5 prints each tree both ways: its first reading
+                ends[int(part["ch"])] = (int(part["me"]), *_tree_ends(part["left"], part["right"]))
+        if not ends:
             return None
-        me = next(iter(parents.values()))[0]
-        return _Record((me,), lambda c: c.trees.update({ch: up for ch, (_, up) in parents.items()}))
+        return _Record((next(iter(ends.values()))[0],), lambda c: _set_tree(c, ends))
     if (found := _TREE_OLD.match(msg)) is not None:
-        channel, up = int(found["ch"]), int(found["up"])
-        return _Record((int(found["me"]),), lambda c: c.trees.__setitem__(channel, up))
+        tree = {int(found["ch"]): (int(found["me"]), int(found["up"]), _ranks(found["down"]))}
+        return _Record((int(found["me"]),), lambda c: _set_tree(c, tree))
     if (found := _TIMINGS.search(msg)) is not None:
         total, parts = float(found["total"]), found["parts"] or ""
         return _Record((int(found["rank"]),), lambda c: (setattr(c, "init_s", total), setattr(c, "init_parts", parts)))
     return None
 
 
-def _parent(left: str, right: str) -> int:
-    """The parent in ``left->me->right``: children are the end with slashes (2.7 on: children on
-    the left; 2.4: on the right)."""
+def _ranks(text: str) -> list[int]:
+    return [int(r) for r in text.split("/") if int(r) >= 0]
+
+
+def _tree_ends(left: str, right: str) -> tuple[int, list[int]]:
+    """(parent, children) of ``left->me->right``: the children are the end with slashes (2.7 on:
+    children on the left; 2.4: on the right)."""
     if "/" in right and "/" not in left:
-        return int(left)
-    return int(right.split("/")[0])
+        return int(left), _ranks(right)
+    return int(right.split("/")[0]), _ranks(left)
+
+
+def _set_tree(comm: Comm, ends: dict[int, tuple[int, int, list[int]]]) -> None:
+    for channel, (_, parent, children) in ends.items():
+        comm.trees[channel] = parent
+        comm.children[channel] = children

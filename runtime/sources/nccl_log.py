@@ -75,7 +75,8 @@ class _Group:
         return tuple(sorted(self.members.values()))
 
     def global_rank(self, local: int) -> int | None:
-        return self.members.get(local)
+        """The global rank of communicator rank ``local`` (the world's ranks are the job's)."""
+        return self.members.get(local, local if self.world and 0 <= local < len(self.ranks) else None)
 
 
 def _agents(comms: Sequence[Comm]) -> dict[tuple[str, int, int | None], list[Comm]]:
@@ -104,9 +105,10 @@ def _global_ranks(agents: dict[tuple[str, int, int | None], list[Comm]], warning
         rank_of[agent] = world.rank
     unnamed = [a for a in agents if a not in rank_of and all(c.rank is None for c in agents[a])]
     if unnamed and not rank_of:
-        rank_of = {agent: number for number, agent in enumerate(unnamed)}
+        ordered = sorted(unnamed, key=lambda a: (a[0], -1 if a[2] is None else a[2], a[1]))
+        rank_of = {agent: number for number, agent in enumerate(ordered)}
         warnings.append("the log has per-call lines but no init lines (comm … rank R nranks N): its ranks are "
-                        "numbered in the order the log first shows them, not as the job numbered them")
+                        "numbered by host and device, not as the job numbered them")
     elif unnamed:
         warnings.append(f"{len(unnamed)} ranks print calls but never their rank (their init lines are not in the "
                         "log): left out")
@@ -160,6 +162,9 @@ def _tree_hops(group: _Group) -> list[tuple[list[int], list[Hop]]]:
         for channel, up in comm.trees.items():
             if up >= 0 and (parent := group.global_rank(up)) is not None:
                 by_channel[channel][rank] = parent
+            for child in comm.children.get(channel, []):  # a rank's line names its children too
+                if (known := group.global_rank(child)) is not None:
+                    by_channel[channel].setdefault(known, rank)
     return _distinct(by_channel, lambda parents: _tree_levels(group, parents))
 
 
@@ -213,7 +218,7 @@ def _topology_steps(group: _Group) -> list[Step]:
 
 
 def _init_step(group: _Group, reader: LogReader) -> Step:
-    networks = sorted({reader.networks[(c.host, c.pid)] for c in group.comms.values() if (c.host, c.pid) in reader.networks})
+    networks = sorted({reader.network(c.host, c.pid) for c in group.comms.values()} - {""})
     lines = [f"NCCL set up {group.label}: {group.size or len(group.members)} ranks"
              + (f", {len(group.members)} of them in the log ({ranks_text(sorted(group.members.values()))})"
                 if len(group.members) < group.size else f" ({ranks_text(sorted(group.members.values()))})")
