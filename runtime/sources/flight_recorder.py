@@ -143,7 +143,7 @@ def _entry(raw: object) -> _Entry | str:
     if not isinstance(group, (list, tuple)) or not group or not all(isinstance(g, str) for g in group):
         return "process_group"
     seq = raw.get("collective_seq_id", raw.get("seq_id"))
-    if not _int(seq) or seq < 0:
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
         return "collective_seq_id"
     profiling = raw.get("profiling_name")
     if not isinstance(profiling, str):
@@ -164,7 +164,7 @@ def _entry(raw: object) -> _Entry | str:
     completed = raw.get("retired") is True or state == "completed"
     duration = raw.get("duration_ms")
     timed = isinstance(duration, (int, float)) and not isinstance(duration, bool) and completed
-    duration_ns = duration * 1e6 if timed and abs(duration) < 1 << 60 else float("inf")
+    duration_ns = duration * 1e6 if isinstance(duration, (int, float)) and abs(duration) < 1 << 60 else float("inf")
     named = [d for d in dtypes if isinstance(d, str)]
     return _Entry(
         group=group[0], description=group[1] if len(group) > 1 else "", seq=seq,

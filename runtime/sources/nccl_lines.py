@@ -36,26 +36,27 @@ from dataclasses import dataclass, field
 
 from ..reports.nccl_log import NCCL_OPS, NcclChoice, nccl_choice
 from .names import nccl_dtype_name
+from .plausible import MAX_RANKS, rank_ok
 
 __all__ = ["Comm", "LoggedCall", "LogReader", "has_nccl_lines"]
 
-_PREFIX = re.compile(r"(?P<host>[^\s:\[\]|()<>]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>[^\]]*)\] NCCL (?:INFO|WARN) "
+_PREFIX = re.compile(r"(?P<host>[^\s:\[\]|()<>]+):(?P<pid>\d{1,12}):(?P<tid>\d{1,12}) \[(?P<dev>[^\]]*)\] NCCL (?:INFO|WARN) "
                      r"(?P<msg>.*)")
-_COMM = re.compile(r"\bcomm (?P<ptr>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nr?anks (?P<n>\d+)", re.IGNORECASE)
+_COMM = re.compile(r"\bcomm (?P<ptr>0x[0-9a-fA-F]+) rank (?P<rank>\d{1,12}) nr?anks (?P<n>\d{1,12})", re.IGNORECASE)
 _FIELDS = re.compile(r"\b(?P<key>cudaDev|busId|commId) (?P<value>\S+)")
-_ORDER = re.compile(r"^(?:Ring|Channel) (?P<ch>\d+)(?:/\d+)? :(?P<ranks>(?:\s+\d+)+)\s*$")
-_NEIGHBOURS = re.compile(r"^Ring (?P<ch>\d+) : (?P<prev>-?\d+) -> (?P<me>\d+) -> (?P<next>-?\d+)\s*$")
-_LINK = re.compile(r"^(?:Ring|Channel) (?P<ch>\d+)(?:/\d+)? : (?P<src>\d+)(?:\[[^\]]*\])? -> (?P<dst>\d+)(?:\[[^\]]*\])?"
+_ORDER = re.compile(r"^(?:Ring|Channel) (?P<ch>\d{1,12})(?:/\d{1,12})? :(?P<ranks>(?:\s+\d{1,12})+)\s*$")
+_NEIGHBOURS = re.compile(r"^Ring (?P<ch>\d{1,12}) : (?P<prev>-?\d{1,12}) -> (?P<me>\d{1,12}) -> (?P<next>-?\d{1,12})\s*$")
+_LINK = re.compile(r"^(?:Ring|Channel) (?P<ch>\d{1,12})(?:/\d{1,12})? : (?P<src>\d{1,12})(?:\[[^\]]*\])? -> (?P<dst>\d{1,12})(?:\[[^\]]*\])?"
                    r"(?: \[(?:send|receive)\])? via (?P<via>.+?)\s*$")
-_TREE_ENDS = r"(?:-?\d+/)*-?\d+"
-_TREES = re.compile(rf"\[(?P<ch>\d+)\] (?P<left>{_TREE_ENDS})->(?P<me>\d+)->(?P<right>{_TREE_ENDS})")
-_TREE_OLD = re.compile(rf"^Tree (?P<ch>\d+) : (?P<up>-?\d+) -> (?P<me>\d+) -> (?P<down>{_TREE_ENDS})\s*$")
+_TREE_ENDS = r"(?:-?\d{1,12}/)*-?\d{1,12}"
+_TREES = re.compile(rf"\[(?P<ch>\d{{1,12}})\] (?P<left>{_TREE_ENDS})->(?P<me>\d{{1,12}})->(?P<right>{_TREE_ENDS})")
+_TREE_OLD = re.compile(rf"^Tree (?P<ch>\d{{1,12}}) : (?P<up>-?\d{{1,12}}) -> (?P<me>\d{{1,12}}) -> (?P<down>{_TREE_ENDS})\s*$")
 _NETWORK = re.compile(r"Using network (?P<net>.+?)\s*$")
-_TIMINGS = re.compile(r"Init timings(?: - \w+)?: rank (?P<rank>\d+) nranks (?P<n>\d+) total (?P<total>[\d.]+)"
+_TIMINGS = re.compile(r"Init timings(?: - \w+)?: rank (?P<rank>\d{1,12}) nranks (?P<n>\d{1,12}) total (?P<total>\d{1,9}(?:\.\d{1,9})?)"
                       r"(?: \((?P<parts>[^)]*)\))?")
-_CALL = re.compile(r"^(?P<op>\w+): opCount (?P<number>[0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (?P<count>\d+) "
-                   r"datatype (?P<dtype>\d+) op \d+ root (?P<root>-?\d+) comm (?P<ptr>0x[0-9a-fA-F]+)"
-                   r"(?: \[nranks=(?P<n>\d+)\])?")
+_CALL = re.compile(r"^(?P<op>\w+): opCount (?P<number>[0-9a-fA-F]{1,16}) sendbuff \S+ recvbuff \S+ count (?P<count>\d{1,20}) "
+                   r"datatype (?P<dtype>\d{1,12}) op \d{1,12} root (?P<root>-?\d{1,12}) comm (?P<ptr>0x[0-9a-fA-F]+)"
+                   r"(?: \[nranks=(?P<n>\d{1,12})\])?")
 _VERSION = re.compile(r"NCCL version (?P<version>\d[\w.+-]*)")
 _P2P_OPS = ("Send", "Recv")
 
@@ -138,7 +139,7 @@ class _Thread:
 
 
 def _device(text: str) -> int | None:
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isdigit() and len(text) <= 6 else None
 
 
 class LogReader:
@@ -153,6 +154,8 @@ class LogReader:
         """NCCL lines read."""
         self.p2p = 0
         """Point-to-point calls (Send/Recv) left out."""
+        self.damaged = 0
+        """Lines whose numbers cannot be (rank ≥ nranks, more ranks than any job, an opCount past 2⁶²)."""
 
     def feed(self, line: str) -> None:
         """Read one line of the log (anything that is not an NCCL line is passed over)."""
@@ -206,6 +209,10 @@ class LogReader:
         return self._comms[key]
 
     def _announce(self, host: str, pid: int, thread: _Thread, found: re.Match[str], msg: str) -> None:
+        rank, size = int(found["rank"]), int(found["n"])
+        if not (rank_ok(rank, size) and size <= MAX_RANKS):
+            self.damaged += 1
+            return
         fields = {m["key"]: m["value"] for m in _FIELDS.finditer(msg)}
         device = _device(fields.get("cudaDev", "")) if "cudaDev" in fields else thread.device
         comm = self._comm(host, pid, found["ptr"], int(found["rank"]), int(found["n"]), device)
@@ -224,6 +231,9 @@ class LogReader:
             thread.last_call = None
             return
         size = int(found["n"]) if found["n"] else 0
+        if size > MAX_RANKS or int(found["number"], 16) >= 1 << 62:
+            self.damaged += 1
+            return
         comm = self._comm(host, pid, found["ptr"], None, size, thread.device)
         comm.size = comm.size or size
         root = int(found["root"]) if found["op"] in ("Broadcast", "Reduce") else None
@@ -267,7 +277,7 @@ def _record(msg: str) -> _Record | None:
         return _Record((int(found["me"]),), lambda c: _set_tree(c, tree))
     if (found := _TIMINGS.search(msg)) is not None:
         total, parts = float(found["total"]), found["parts"] or ""
-        return _Record((int(found["rank"]),), lambda c: (setattr(c, "init_s", total), setattr(c, "init_parts", parts)))
+        return _Record((int(found["rank"]),), lambda c: _set_init(c, total, parts))
     return None
 
 
@@ -281,6 +291,10 @@ def _tree_ends(left: str, right: str) -> tuple[int, list[int]]:
     if "/" in right and "/" not in left:
         return int(left), _ranks(right)
     return int(right.split("/")[0]), _ranks(left)
+
+
+def _set_init(comm: Comm, total: float, parts: str) -> None:
+    comm.init_s, comm.init_parts = total, parts
 
 
 def _set_tree(comm: Comm, ends: dict[int, tuple[int, int, list[int]]]) -> None:

@@ -97,6 +97,8 @@ def _global_ranks(agents: dict[tuple[str, int, int | None], list[Comm]], warning
         if not known:
             continue
         world = max(known, key=lambda c: (c.size, -c.order))
+        if world.rank is None:
+            continue
         if world.rank in claimed:
             warnings.append(f"two processes say they are rank {world.rank} (one is {agent[0]}:{agent[1]}): the log "
                             "holds more than one job; the second is left out")
@@ -324,6 +326,9 @@ def import_nccl_log(files: Sequence[tuple[Path, str]], warnings: list[str],
     if missing:
         warnings.append(f"the log has no lines of rank{'s' if len(missing) > 1 else ''} {ranks_text(sorted(missing))} "
                         f"(the job has {world} ranks)")
+    if reader.damaged:
+        warnings.append(f"{reader.damaged} lines name a rank or an opCount that cannot be (rank ≥ nranks, more ranks "
+                        f"than any job): damaged input, left out")
     if reader.p2p:
         warnings.append(f"{reader.p2p} point-to-point calls (Send/Recv) are not shown")
     if not any(s.calls for s in steps):
