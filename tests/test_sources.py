@@ -11,7 +11,9 @@ from __future__ import annotations
 import gzip
 import inspect
 import json
+import os
 import pickle
+import random
 from collections import defaultdict
 from pathlib import Path
 
@@ -294,6 +296,12 @@ def _hostile(tmp_path: Path, made) -> dict[str, tuple[list[Path], str]]:
     cases["missing"] = ([tmp_path / "nowhere"], "no such file or folder")
     (tmp_path / "dump.json").write_bytes((made["healthy"] / "fr" / "json" / "rank_0.json").read_bytes())
     cases["no rank in the name"] = ([tmp_path / "dump.json"], "cannot tell which rank wrote this dump")
+    real_json = (made["healthy"] / "fr" / "json" / "rank_0.json").read_bytes()
+    (tmp_path / "prefixed_0.json").write_bytes(b"[rank0]:" + real_json)
+    cases["a launcher's prefix before a dump"] = ([tmp_path / "prefixed_0.json"], "damaged JSON")
+    (tmp_path / "huge_0.json").write_bytes(real_json)
+    os.truncate(tmp_path / "huge_0.json", 300 * 1024 * 1024)  # sparse: past the bounded read
+    cases["huge"] = ([tmp_path / "huge_0.json"], "more than")
     huge = tmp_path / f"rank_{'9' * 40}.json"
     huge.write_bytes((made["healthy"] / "fr" / "json" / "rank_0.json").read_bytes())
     cases["a rank beyond any job"] = ([huge], "more than any job has")
@@ -529,3 +537,37 @@ def test_impossible_values_in_a_trace_are_damaged_input_and_busbw_takes_the_call
     summary = render_summary(run.events)
     assert "busbw = algbw × (n−1)/n = 1/2 = 0.5" in summary and "3/4" not in summary
     assert "time (per rank): r1 0.081 ms\n" in summary  # rank 0's damaged time is not shown as one
+
+
+_JUNK = (None, "x", -1, 10**30, -(10**30), [], {}, [[-5]], 1e308, True, "[0, 1, 99999999999]", [[10**20, 10**20]], 0, 2**63)
+
+
+def _garbled(value: object, rng: random.Random, odds: float) -> object:
+    """``value`` with each field and item replaced, at ``odds``, by a value of another kind or size."""
+    if isinstance(value, dict):
+        return {k: rng.choice(_JUNK) if rng.random() < odds else _garbled(v, rng, odds) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rng.choice(_JUNK) if rng.random() < odds else _garbled(v, rng, odds) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("source", ["hang/fr/json", "mismatch/fr/json", "healthy/profile", "gpu"])
+def test_garbled_dumps_and_traces_open_or_get_one_line(made, tmp_path, source):
+    """Real dumps and traces (and the documented GPU trace) with fields replaced by wrong kinds and
+    impossible sizes, 20 ways each: each set opens (with warnings) or is refused in one line, never
+    a traceback."""
+    if source == "gpu":
+        documents = {f"gpu_{rank}.json": _gpu_trace(rank) for rank in range(2)}
+    else:
+        folder = made[source.split("/")[0]].joinpath(*source.split("/")[1:])
+        documents = {path.name: json.loads(path.read_text()) for path in sorted(folder.iterdir())}
+    for seed in range(20):
+        rng = random.Random(seed)
+        target = tmp_path / str(seed)
+        target.mkdir()
+        for name, document in documents.items():
+            (target / name).write_text(json.dumps(_garbled(document, rng, 0.05 + seed / 100)))
+        try:
+            open_artifacts([target])
+        except UsageError as refused:
+            assert "\n" not in str(refused), (seed, str(refused))

@@ -28,13 +28,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from math import prod
 from pathlib import Path
-from typing import TypeGuard
+from typing import TypeGuard, cast
 
 from ..errors import UsageError
 from ..observation.metrics import BUS_FACTOR_OPS
 from ..observation.rank_lists import ranks_text
 from .names import P2P_OPS, dtype_name, itemsize, op_name, parse_ranks
-from .plausible import bytes_ok, duration_ok, rank_ok
+from .plausible import MAX_RANKS, bytes_ok, duration_ok, rank_ok
 from .run import (
     Call,
     ImportedRun,
@@ -71,6 +71,9 @@ _RUNS_AS = {"reduce_scatter": {"reduce_scatter", "all_reduce"}}
 
 _KNOWN_OPS = BUS_FACTOR_OPS | {"barrier"}
 
+_LARGEST = 2**53
+"""Past this a trace's time (µs) is not one it can hold."""
+
 
 @dataclass(frozen=True)
 class ProfilerTrace:
@@ -95,7 +98,7 @@ class _Pending:
     call: Call
     ts_us: float
     out_count: int
-    external_id: object = None
+    external_id: int | None = None
     seq_key: tuple[str, int] | None = None
     timed_by: str = ""
 
@@ -119,14 +122,18 @@ class _Rank:
     """Values that cannot be (a zero or negative duration, a size beyond any device), by what they are."""
 
 
-def _num(value: object) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+def _num(value: object, largest: float = 1e300) -> float | None:
+    """A number of a trace (below ``largest`` in size: a time stays below 2^53 µs), else None."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not -largest < value < largest:
+        return None
+    return float(value)
 
 
 def _slices(content: dict) -> list[dict]:
     """Complete events (``ph: X``) with a name, a start and a duration, by start time."""
     found = [e for e in content["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"
-             and isinstance(e.get("name"), str) and _num(e.get("ts")) is not None and _num(e.get("dur")) is not None]
+             and isinstance(e.get("name"), str) and _num(e.get("ts"), _LARGEST) is not None
+             and _num(e.get("dur"), _LARGEST) is not None]
     return sorted(found, key=lambda e: e["ts"])
 
 
@@ -136,10 +143,23 @@ def _args(event: dict) -> dict:
     return args if isinstance(args, dict) else {}
 
 
+def _external_id(args: dict) -> int | None:
+    """The ``External id`` linking a CPU row and its kernel, where it is a number."""
+    value = args.get("External id")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _list(args: dict, key: str) -> list:
+    """``args[key]`` where it is a list, else an empty one."""
+    value = args.get(key)
+    return value if isinstance(value, list) else []
+
+
 def _groups(info: dict) -> dict[str, tuple[str, tuple[int, ...]]]:
     """The rank's groups from ``distributedInfo.pg_config``: name → (label, ranks)."""
     groups = {}
-    for config in info.get("pg_config") or []:
+    configs = info.get("pg_config")
+    for config in configs if isinstance(configs, list) else []:
         if isinstance(config, dict) and isinstance(config.get("pg_name"), str):
             ranks = parse_ranks(config.get("ranks")) or ()
             groups[config["pg_name"]] = (group_label(config["pg_name"], str(config.get("pg_desc") or "")), ranks)
@@ -148,19 +168,23 @@ def _groups(info: dict) -> dict[str, tuple[str, tuple[int, ...]]]:
 
 def _tensor_count(dims: object, kind: object) -> tuple[int | None, str]:
     """(elements, element type) of one recorded argument: a tensor, a tensor list, or unrecorded."""
-    if kind == "TensorList" and isinstance(dims, list) and all(isinstance(d, list) for d in dims):
+    if kind == "TensorList" and isinstance(dims, list) and all(_shape(d) for d in dims):
         return sum(prod(d) for d in dims), ""
-    if isinstance(kind, str) and kind and kind not in ("Scalar", "ScalarList", "TensorList") and isinstance(dims, list):
-        return prod(dims), dtype_name(kind)
+    if isinstance(kind, str) and kind and kind not in ("Scalar", "ScalarList", "TensorList") and _shape(dims):
+        return prod(cast(list[int], dims)), dtype_name(kind)
     return None, ""
+
+
+def _shape(dims: object) -> bool:
+    """Whether ``dims`` is a tensor's shape: a list of sizes (whole numbers, none negative)."""
+    return isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims)
 
 
 def _c10d_call(rank: _Rank, event: dict, group: tuple[str, tuple[int, ...]], seq: int) -> _Pending | None:
     """The call a ``c10d::`` slice made, its sizes from ``Input Dims``."""
     inputs, outputs, root_at = _C10D_ARGS[event["name"]]
     args = _args(event)
-    dims, kinds = args.get("Input Dims") or [], args.get("Input type") or []
-    concrete = args.get("Concrete Inputs") or []
+    dims, kinds, concrete = (_list(args, key) for key in ("Input Dims", "Input type", "Concrete Inputs"))
 
     def argument(at: int | None) -> tuple[int | None, str]:
         return _tensor_count(dims[at], kinds[at]) if at is not None and at < min(len(dims), len(kinds)) else (None, "")
@@ -178,7 +202,7 @@ def _c10d_call(rank: _Rank, event: dict, group: tuple[str, tuple[int, ...]], seq
     root = concrete[root_at] if root_at is not None and root_at < len(concrete) else None
     call = Call(rank=rank.rank, group=group[0], group_ranks=group[1], group_seq=seq, op=op,
                 dtype=dtype or out_dtype or "unknown", count=count, bytes_in=0, bytes_out=0,
-                t_ns=int(event["ts"] * 1000), root=int(root) if isinstance(root, str) and root.isdigit() else None)
+                t_ns=int(event["ts"] * 1000), root=int(root) if isinstance(root, str) and root.isdigit() and rank_ok(int(root[:7]), rank.world) else None)
     return _Pending(call, event["ts"], out if out is not None else count)
 
 
@@ -205,7 +229,7 @@ def _param_comms_call(rank: _Rank, args: dict, groups: dict, counters: Counter, 
     call = Call(rank=rank.rank, group=label, group_ranks=ranks, group_seq=seq, op=op,
                 dtype=dtype_name(str(args.get("dtype") or "unknown")), count=int(count), bytes_in=0, bytes_out=0,
                 t_ns=int(ts * 1000))
-    pending = _Pending(call, ts, int(out if out is not None else count), args.get("External id"), (name, seq))
+    pending = _Pending(call, ts, int(out if out is not None else count), _external_id(args), (name, seq))
     pending.settle()
     return pending
 
@@ -241,7 +265,8 @@ def _time_by_kernels(rank: _Rank, slices: list[dict]) -> None:
     unpaired = []
     for kernel in kernels:
         args = _args(kernel)
-        pending = by_external.get(args.get("External id"))
+        external = _external_id(args)
+        pending = by_external.get(external) if external is not None else None
         if pending is None and isinstance(args.get("Seq"), int):
             pending = by_seq.get((str(args.get("Process Group Name", "")), args["Seq"]))
         if pending is None or pending.timed_by:
@@ -316,7 +341,7 @@ def _time_by_gloo_work(rank: _Rank, slices: list[dict]) -> None:
         work = works[op][next_of[op]]
         next_of[op] += 1
         args = _args(work)
-        kinds = args.get("Input type") or []
+        kinds = _list(args, "Input type")
         _time(rank, pending, work, "gloo work slice")
         pending.settle(dtype_name(kinds[0]) if kinds and isinstance(kinds[0], str) and kinds[0] else None)
 
@@ -324,8 +349,9 @@ def _time_by_gloo_work(rank: _Rank, slices: list[dict]) -> None:
 def _read_rank(trace: ProfilerTrace, warnings: list[str]) -> tuple[_Rank, bool]:
     info = trace.content["distributedInfo"]
     rank_number, world = info.get("rank"), info.get("world_size")
-    if not isinstance(rank_number, int) or not isinstance(world, int) or not 0 <= rank_number < world:
-        raise UsageError(f"{trace.path}: distributedInfo has no valid rank and world_size")
+    if (not isinstance(rank_number, int) or not isinstance(world, int) or world > MAX_RANKS
+            or not rank_ok(rank_number, world)):
+        raise UsageError(f"{trace.path}: distributedInfo has no valid rank and world_size (at most {MAX_RANKS:,} ranks)")
     rank = _Rank(rank_number, world, str(info.get("backend") or "unknown"))
     slices = _slices(trace.content)
     groups = _groups(info)
