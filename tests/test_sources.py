@@ -571,3 +571,65 @@ def test_garbled_dumps_and_traces_open_or_get_one_line(made, tmp_path, source):
             open_artifacts([target])
         except UsageError as refused:
             assert "\n" not in str(refused), (seed, str(refused))
+
+
+def _old_trace(rank: int, torch: str) -> dict:
+    """A 2-rank NCCL trace in the form torch 1.13 or 2.0 wrote (their fields as in Holistic Trace
+    Analysis' test data, tests/data/trace_diff and trace_filter): no process groups, a
+    record_param_comms row without a collective's name, the dispatcher's c10d:: slices (a tensor
+    list's shapes unrecorded), NCCL's own nccl: slices with the input's shape, and ncclKernel_
+    kernels whose External id is not the CPU row's."""
+    def cpu(name: str, ts: float, dims: list, kinds: list, cat: str = "cpu_op") -> dict:
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": 40.0, "pid": 7, "tid": 7,
+                "args": {"External id": int(ts), "Input Dims": dims, "Input type": kinds}}
+
+    def kernel(name: str, ts: float, dur: float) -> dict:
+        return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur, "pid": 0, "tid": 21,
+                "args": {"External id": 900000 + int(ts), "correlation": 900000 + int(ts), "device": rank}}
+
+    if torch == "1.13":
+        events = [cpu("record_param_comms", 100.0, [], []),
+                  cpu("nccl:all_to_all", 105.0, [[8, 1024, 16]], ["float"], "user_annotation"),
+                  kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", 120.0, 3000.0 + rank),
+                  cpu("c10d::allreduce_", 5000.0, [[], [], [], []], ["TensorList", "", "Scalar", "Scalar"]),
+                  cpu("nccl:all_reduce", 5010.0, [[1000]], ["float"], "user_annotation"),
+                  kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 5030.0, 1500.0 + rank)]
+    else:
+        events = [cpu("c10d::_allgather_base_", 100.0, [[2048], [1024], []], ["signed char", "signed char", ""]),
+                  cpu("record_param_comms", 102.0, [[1024], [], []], ["signed char", "Scalar", "Scalar"]),
+                  cpu("nccl:_all_gather_base", 105.0, [[1024]], ["signed char"], "user_annotation"),
+                  kernel("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", 140.0,
+                         70.0 + rank),
+                  cpu("c10d::alltoall_base_", 400.0, [[384], [384], [], [], [], []], ["long", "long", "", "", "", "Scalar"]),
+                  cpu("nccl:all_to_all", 405.0, [[384]], ["long"], "user_annotation"),
+                  kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", 420.0,
+                         900.0)]
+    return {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
+            "traceEvents": events}
+
+
+@pytest.mark.parametrize("torch", ["1.13", "2.0"])
+def test_traces_of_torch_before_2_1_give_their_calls(tmp_path, torch):
+    """Sizes from the shapes recorded (torch 1.13's all-reduce: its nccl: slice's [1000] floats; its
+    all-to-all: the nccl: slice alone, 8×1024×16 floats; 2.0's all-gather: c10d's [1024] int8 in,
+    [2048] out; its all-to-all: 384 int64), each call's time its kernel's, matched by op in order;
+    the missing groups said, not invented."""
+    for rank in range(2):
+        (tmp_path / f"rank_{rank}.json").write_text(json.dumps(_old_trace(rank, torch)))
+    run = open_artifacts([tmp_path])
+    ends = defaultdict(list)
+    for event in _only(run.events, Collective):
+        if event.edge == "end":
+            ends[event.rank].append((event.op, event.group_seq, event.dtype, event.count, event.bytes_in,
+                                     event.bytes_out, event.duration_ns))
+    for rank in range(2):
+        if torch == "1.13":
+            alltoall = 8 * 1024 * 16
+            expected = [("all_to_all", 1, "float32", alltoall, alltoall * 4, alltoall * 4, (3000 + rank) * 1000),
+                        ("all_reduce", 2, "float32", 1000, 4000, 4000, (1500 + rank) * 1000)]
+        else:
+            expected = [("all_gather", 1, "int8", 1024, 1024, 2048, (70 + rank) * 1000),
+                        ("all_to_all", 2, "int64", 384, 384 * 8, 384 * 8, 900_000)]
+        assert ends[rank] == expected, rank
+    assert "rank 0's trace names no process groups (torch before 2.1 records none): its calls are shown on group " \
+           "0 (default_pg)" in run.warnings

@@ -2,20 +2,30 @@
 
 ``prof.export_chrome_trace(f"trace_{rank}.json")`` (or ``tensorboard_trace_handler``, gzip or not)
 writes Chrome trace-event JSON whose ``distributedInfo`` names the backend, the rank, the world size
-and the process groups the rank belongs to (``pg_config``: name, description, ranks). Its calls:
+and, since torch 2.1, the process groups the rank belongs to (``pg_config``: name, description,
+ranks). Its calls, by what each torch records:
 
-- every backend: the dispatcher's ``c10d::allreduce_``, ``c10d::_allgather_base_`` … slices with
-  ``Input Dims`` and ``Input type`` (``record_shapes=True``). They time only the enqueueing, and on
-  gloo they do not name their group, so a rank in several groups has its calls shown on the default
-  group, with a warning, and calls are then not compared across ranks;
+- torch 2.1 on, NCCL: ``record_param_comms`` rows (``Collective name``, ``dtype``, ``In msg nelems``,
+  ``Out msg nelems``, ``Process Group Name``/``Description``/``Ranks``, ``Seq``) and the NCCL
+  kernels (``ncclDevKernel_…``), paired by ``External id`` (else by group and ``Seq``, else by op in
+  order), whose own GPU time is the call's;
+- every backend and torch 1.13 on: the dispatcher's ``c10d::allreduce_``, ``c10d::_allgather_base_`` …
+  slices with ``Input Dims`` and ``Input type`` (``record_shapes=True``); where a tensor list's
+  shapes are not recorded (torch ≤ 2.0) the ``nccl:all_reduce`` slice inside gives the input's, and
+  an ``nccl:`` slice outside any (torch 1.13's all-to-all) is a call of its own. torch ≤ 2.0 names
+  no groups: calls are shown on the default group, and said so. These slices time only the
+  enqueueing; each call's time is the work's, paired in order with a work slice of its op:
 - gloo: its worker threads' ``gloo:all_reduce`` … slices, the work itself (which includes waiting
-  for the other ranks): paired in order with the calls they execute, they give each call's time and
-  element type. On torch 2.13 gloo runs ``reduce_scatter_tensor`` as an all-reduce, named so;
-- NCCL: ``record_param_comms`` rows (``Collective name``, ``dtype``, ``In msg nelems``, ``Out msg
-  nelems``, ``Process Group Name``/``Description``/``Ranks``, ``Seq``) and the NCCL kernels
-  (``ncclDevKernel_…``), paired by ``External id`` (else by group and ``Seq``, else in order), whose
-  own GPU time is the call's. That path is written from torch's documented trace format and
-  labelled *not verified here (no GPU)*: the machines this was built on have none.
+  for the other ranks), which also give the element type; on torch 2.13 gloo runs
+  ``reduce_scatter_tensor`` as an all-reduce, named so. A rank in several groups has its calls
+  shown on the default group, with a warning, and calls are then not compared across ranks;
+- NCCL up to torch 2.0: its ``ncclKernel_AllReduce_RING_LL_Sum_float`` … kernels (an all-to-all
+  runs as ``SendRecv``), whose ``External id`` is not the CPU row's.
+
+The NCCL paths are written from torch's documented trace format and the traces of Holistic Trace
+Analysis' test data, and labelled *not verified here (no GPU)*: the machines this was built on
+have none. A value that cannot be (a zero or negative duration, a size beyond any device) is
+damaged input, warned and not shown (:mod:`.plausible`).
 
 Each call's ``algo_bytes`` is S of the nccl-tests formulas for its group's size, so the summary and
 the cost pane give algbw and busbw with the formula (:mod:`~..observation.metrics`).
@@ -23,6 +33,7 @@ the cost pane give algbw and busbw with the formula (:mod:`~..observation.metric
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -33,6 +44,7 @@ from typing import TypeGuard, cast
 from ..errors import UsageError
 from ..observation.metrics import BUS_FACTOR_OPS
 from ..observation.rank_lists import ranks_text
+from ..reports.nccl_log import NCCL_OPS
 from .names import P2P_OPS, dtype_name, itemsize, op_name, parse_ranks
 from .plausible import MAX_RANKS, bytes_ok, duration_ok, rank_ok
 from .run import (
@@ -66,8 +78,11 @@ _C10D_ARGS: dict[str, tuple[int | None, int | None, int | None]] = {
     "c10d::send": (0, None, None), "c10d::recv_": (0, None, None),
 }
 
-_RUNS_AS = {"reduce_scatter": {"reduce_scatter", "all_reduce"}}
-"""Work a call may run as on gloo, beyond its own op (torch 2.13's gloo reduce-scatters by all-reducing)."""
+_RUNS_AS = {"reduce_scatter": {"reduce_scatter", "all_reduce"}, "all_to_all": {"all_to_all", "sendrecv"}}
+"""Work a call may run as, beyond its own op: torch 2.13's gloo reduce-scatters by all-reducing,
+NCCL runs an all-to-all as a SendRecv kernel."""
+
+_KERNEL = re.compile(r"^nccl(?:Dev)?Kernel_(?P<op>[A-Za-z]+)")
 
 _KNOWN_OPS = BUS_FACTOR_OPS | {"barrier"}
 
@@ -168,7 +183,7 @@ def _groups(info: dict) -> dict[str, tuple[str, tuple[int, ...]]]:
 
 def _tensor_count(dims: object, kind: object) -> tuple[int | None, str]:
     """(elements, element type) of one recorded argument: a tensor, a tensor list, or unrecorded."""
-    if kind == "TensorList" and isinstance(dims, list) and all(_shape(d) for d in dims):
+    if kind == "TensorList" and isinstance(dims, list) and dims and all(_shape(d) for d in dims):
         return sum(prod(d) for d in dims), ""
     if isinstance(kind, str) and kind and kind not in ("Scalar", "ScalarList", "TensorList") and _shape(dims):
         return prod(cast(list[int], dims)), dtype_name(kind)
@@ -180,8 +195,11 @@ def _shape(dims: object) -> bool:
     return isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims)
 
 
-def _c10d_call(rank: _Rank, event: dict, group: tuple[str, tuple[int, ...]], seq: int) -> _Pending | None:
-    """The call a ``c10d::`` slice made, its sizes from ``Input Dims``."""
+def _c10d_call(rank: _Rank, event: dict, group: tuple[str, tuple[int, ...]], seq: int,
+               annotation: dict | None) -> _Pending | None:
+    """The call a ``c10d::`` slice made, its sizes from its ``Input Dims``, else from those of the
+    backend's own slice inside it (``nccl:all_reduce``: torch 1.13–2.0 record no shapes of a
+    c10d op's tensor list)."""
     inputs, outputs, root_at = _C10D_ARGS[event["name"]]
     args = _args(event)
     dims, kinds, concrete = (_list(args, key) for key in ("Input Dims", "Input type", "Concrete Inputs"))
@@ -189,21 +207,38 @@ def _c10d_call(rank: _Rank, event: dict, group: tuple[str, tuple[int, ...]], seq
     def argument(at: int | None) -> tuple[int | None, str]:
         return _tensor_count(dims[at], kinds[at]) if at is not None and at < min(len(dims), len(kinds)) else (None, "")
 
-    op = op_name(event["name"])
-    n = len(group[1]) or rank.world
     count, dtype = argument(inputs)
     out, out_dtype = argument(outputs)
+    if count is None and out is None and annotation is not None:
+        count, dtype = _annotated_input(annotation)
+    root = concrete[root_at] if root_at is not None and root_at < len(concrete) else None
+    return _sized_call(rank, op_name(event["name"]), group, seq, event["ts"], (count, dtype), (out, out_dtype),
+                       int(root) if isinstance(root, str) and root.isdigit() and rank_ok(int(root[:7]), rank.world)
+                       else None)
+
+
+def _annotated_input(annotation: dict) -> tuple[int | None, str]:
+    """(elements, element type) of the input a backend's slice (``nccl:all_reduce``) records."""
+    args = _args(annotation)
+    dims, kinds = _list(args, "Input Dims"), _list(args, "Input type")
+    return _tensor_count(dims[0], kinds[0]) if dims and kinds else (None, "")
+
+
+def _sized_call(rank: _Rank, op: str, group: tuple[str, tuple[int, ...]], seq: int, ts: float,
+                given: tuple[int | None, str], taken: tuple[int | None, str], root: int | None) -> _Pending | None:
+    """A call with its input and output elements, either derived from the other where only one was
+    recorded (an all-gather's output is n inputs, a reduce-scatter's input n outputs)."""
+    (count, dtype), (out, out_dtype) = given, taken
+    n = len(group[1]) or rank.world
     if count is None and out is not None:
         count = out * n if op in ("reduce_scatter", "scatter") else out
     if out is None and count is not None:
-        out = count * n if op in ("all_gather", "gather") else count
-    if count is None:
+        out = count * n if op in ("all_gather", "gather") else count // n if op in ("reduce_scatter", "scatter") else count
+    if count is None or out is None:
         return None
-    root = concrete[root_at] if root_at is not None and root_at < len(concrete) else None
     call = Call(rank=rank.rank, group=group[0], group_ranks=group[1], group_seq=seq, op=op,
-                dtype=dtype or out_dtype or "unknown", count=count, bytes_in=0, bytes_out=0,
-                t_ns=int(event["ts"] * 1000), root=int(root) if isinstance(root, str) and root.isdigit() and rank_ok(int(root[:7]), rank.world) else None)
-    return _Pending(call, event["ts"], out if out is not None else count)
+                dtype=dtype or out_dtype or "unknown", count=count, bytes_in=0, bytes_out=0, t_ns=int(ts * 1000), root=root)
+    return _Pending(call, ts, out)
 
 
 def _param_comms_call(rank: _Rank, args: dict, groups: dict, counters: Counter, ts: float) -> _Pending | None:
@@ -257,9 +292,9 @@ def _plausible(rank: _Rank, pending: _Pending) -> bool:
     return False
 
 
-def _time_by_kernels(rank: _Rank, slices: list[dict]) -> None:
-    """Each call's own GPU time from its NCCL kernel (GPU path, not verified here)."""
-    kernels = [e for e in slices if e.get("cat") == "kernel" and e["name"].lower().startswith("nccl")]
+def _time_by_kernels(rank: _Rank, kernels: list[dict]) -> list[dict]:
+    """Each call's own GPU time from its NCCL kernel, linked by ``External id`` (else by group and
+    ``Seq``); returns the kernels left unpaired."""
     by_external = {p.external_id: p for p in rank.calls if p.external_id is not None}
     by_seq = {p.seq_key: p for p in rank.calls if p.seq_key is not None}
     unpaired = []
@@ -273,10 +308,7 @@ def _time_by_kernels(rank: _Rank, slices: list[dict]) -> None:
             unpaired.append(kernel)
             continue
         _time(rank, pending, kernel, "NCCL kernel")
-    untimed = [p for p in rank.calls if not p.timed_by]
-    if untimed and len(unpaired) == len(untimed):
-        for pending, kernel in zip(untimed, unpaired):
-            _time(rank, pending, kernel, "NCCL kernel")
+    return unpaired
 
 
 def _time(rank: _Rank, pending: _Pending, work: dict, source: str) -> None:
@@ -291,7 +323,8 @@ def _time(rank: _Rank, pending: _Pending, work: dict, source: str) -> None:
 
 
 def _read_c10d(rank: _Rank, slices: list[dict], groups: dict, skipped: Counter, warnings: list[str]) -> bool:
-    """Calls from ``c10d::`` slices; returns whether their groups were known (not assumed)."""
+    """Calls from ``c10d::`` slices and from NCCL's own ``nccl:`` slices outside them (torch 1.13
+    records an all-to-all only so); returns whether their groups were known (not assumed)."""
     default = next((g for name, g in groups.items() if name == "0" or g[0].endswith("(default_pg)")),
                    ("0 (default_pg)", tuple(range(rank.world))))
     known = len(groups) <= 1
@@ -300,33 +333,83 @@ def _read_c10d(rank: _Rank, slices: list[dict], groups: dict, skipped: Counter, 
         warnings.append(f"rank {rank.rank} belongs to groups {', '.join(g[0] for g in groups.values())} and its "
                         f"c10d slices do not name theirs ({rank.backend} records no record_param_comms): its calls "
                         f"are shown on group {default[0]}, and calls are not compared across ranks")
+    made = [e for e in slices if e["name"] in _C10D_ARGS or e["name"].startswith("nccl:")]
+    nested = _nested(made)
     seq = 1  # numbered from #1 on the group, as Flight Recorder and torch's own Seq number calls
-    for event in slices:
-        if event["name"] not in _C10D_ARGS:
-            continue
+    for event in made:
+        if event["name"].startswith("nccl:") and id(event) in nested["inner"]:
+            continue  # the backend's record of a c10d call already read
         if op_name(event["name"]) in P2P_OPS:
             skipped["point-to-point"] += 1
             continue
-        pending = _c10d_call(rank, event, group, seq)
+        if event["name"] in _C10D_ARGS:
+            pending = _c10d_call(rank, event, group, seq, nested["outer"].get(id(event)))
+        else:
+            pending = _sized_call(rank, op_name(event["name"]), group, seq, event["ts"], _annotated_input(event),
+                                  (None, ""), None)
         if pending is None:
             skipped["without recorded shapes (record_shapes=True records them)"] += 1
             continue
         seq += 1
         if _plausible(rank, pending):
             rank.calls.append(pending)
+    if not groups and rank.calls:
+        warnings.append(f"rank {rank.rank}'s trace names no process groups (torch before 2.1 records none): its calls "
+                        f"are shown on group {default[0]}")
     return known
 
 
-def _time_by_gloo_work(rank: _Rank, slices: list[dict]) -> None:
-    """Pair each call, in issue order, with the first unused gloo work slice of a compatible op that
-    starts after it: its time and element type are the call's. (Calls and slices both go by start
-    time, so a slice passed over for one call is earlier than every later call too.)"""
+def _nested(made: list[dict]) -> dict[str, dict]:
+    """Which ``nccl:`` slices lie inside a ``c10d::`` slice of the same thread: ``outer`` maps the
+    c10d slice's id to its first such slice, ``inner`` holds theirs."""
+    outer: dict[int, dict] = {}
+    inner: dict[int, dict] = {}
+    open_calls: dict[tuple[int | str | None, ...], dict] = {}
+    for event in made:
+        thread = tuple(v if isinstance(v, (int, str)) else None for v in (event.get("pid"), event.get("tid")))
+        if event["name"] in _C10D_ARGS:
+            open_calls[thread] = event
+            continue
+        around = open_calls.get(thread)
+        if around is not None and event["ts"] <= around["ts"] + around["dur"] and id(around) not in outer:
+            outer[id(around)] = event
+            inner[id(event)] = around
+    return {"outer": outer, "inner": inner}
+
+
+def _gloo_works(slices: list[dict]) -> dict[str, list[dict]]:
+    """gloo's work slices (``gloo:all_reduce`` on its worker threads) by op."""
     works: dict[str, list[dict]] = defaultdict(list)
     for event in slices:
         if event["name"].startswith("gloo:"):
             works[op_name(event["name"])].append(event)
+    return works
+
+
+def _kernels(slices: list[dict]) -> list[dict]:
+    """NCCL's kernels: ``ncclKernel_AllReduce_RING_LL_Sum_float`` up to torch 2.0's NCCL,
+    ``ncclDevKernel_AllGather_RING_LL`` since."""
+    return [e for e in slices if _KERNEL.match(e["name"]) and e.get("cat") in ("kernel", "Kernel", None)]
+
+
+def _by_op(kernels: list[dict]) -> dict[str, list[dict]]:
+    """Kernels by the op their name says (a ``SendRecv`` kernel runs an all-to-all)."""
+    works: dict[str, list[dict]] = defaultdict(list)
+    for kernel in kernels:
+        op = cast(re.Match[str], _KERNEL.match(kernel["name"]))["op"]
+        works[NCCL_OPS.get(op, op.lower())].append(kernel)
+    return works
+
+
+def _time_by_work(rank: _Rank, works: dict[str, list[dict]], source: str) -> None:
+    """Pair each call not yet timed, in issue order, with the first unused work slice (gloo's work,
+    an NCCL kernel) of a compatible op that starts after it: its time, and its element type where
+    the call has none, are the call's. (Calls and slices both go by start time, so a slice passed
+    over for one call is earlier than every later call too.)"""
     next_of: Counter[str] = Counter()
     for pending in rank.calls:
+        if pending.timed_by:
+            continue
         heads = []
         for op in _RUNS_AS.get(pending.call.op, {pending.call.op}):
             queue = works.get(op, [])
@@ -340,9 +423,8 @@ def _time_by_gloo_work(rank: _Rank, slices: list[dict]) -> None:
         op = min(heads)[1]
         work = works[op][next_of[op]]
         next_of[op] += 1
-        args = _args(work)
-        kinds = _list(args, "Input type")
-        _time(rank, pending, work, "gloo work slice")
+        kinds = _list(_args(work), "Input type")
+        _time(rank, pending, work, source)
         pending.settle(dtype_name(kinds[0]) if kinds and isinstance(kinds[0], str) and kinds[0] else None)
 
 
@@ -362,13 +444,18 @@ def _read_rank(trace: ProfilerTrace, warnings: list[str]) -> tuple[_Rank, bool]:
             groups[name] = (label, ())
     skipped: Counter[str] = Counter()
     known = True
-    if any(e["name"] == "record_param_comms" for e in slices):
-        rank.gpu = True
+    kernels = _kernels(slices)
+    if any(e["name"] == "record_param_comms" and "Collective name" in _args(e) for e in slices):
+        rank.gpu = True  # torch 2.1 on: each call's own row, linked to its kernel
         _read_param_comms(rank, slices, groups, skipped)
-        _time_by_kernels(rank, slices)
-    else:
+        _time_by_work(rank, _by_op(_time_by_kernels(rank, kernels)), "NCCL kernel")
+    else:  # gloo, and NCCL up to torch 2.0: the dispatcher's c10d:: slices and NCCL's nccl: slices
         known = _read_c10d(rank, slices, groups, skipped, warnings)
-        _time_by_gloo_work(rank, slices)
+        rank.gpu = bool(kernels)
+        if rank.gpu:
+            _time_by_work(rank, _by_op(kernels), "NCCL kernel")
+        else:
+            _time_by_work(rank, _gloo_works(slices), "gloo work slice")
     untimed = sum(1 for p in rank.calls if not p.timed_by)
     if untimed and rank.calls:
         warnings.append(f"rank {rank.rank}: {untimed} of {len(rank.calls)} calls have no time of their own in the trace "
