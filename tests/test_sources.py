@@ -633,3 +633,23 @@ def test_traces_of_torch_before_2_1_give_their_calls(tmp_path, torch):
         assert ends[rank] == expected, rank
     assert "rank 0's trace names no process groups (torch before 2.1 records none): its calls are shown on group " \
            "0 (default_pg)" in run.warnings
+
+
+def test_a_coalesced_call_is_one_call_with_its_sizes_summed(made, tmp_path):
+    """Format 2.7 on: a coalesced call's tensors share one sequence number, then a 'coalesced' entry.
+    Each rank's all_reduce #1 gets a second tensor of 4 floats and the closing entry: one call of
+    ELEMENTS + 4 floats."""
+    for rank in range(jobs.WORLD):
+        content = json.loads((made["healthy"] / "fr" / "json" / f"rank_{rank}.json").read_text())
+        first = content["entries"][0]
+        extra = dict(first, input_sizes=[[4]], output_sizes=[[4]])
+        closing = dict(first, profiling_name="gloo:coalesced", input_sizes=[], output_sizes=[])
+        content["entries"][1:1] = [extra, closing]
+        (tmp_path / f"rank_{rank}.json").write_text(json.dumps(content))
+    run = open_artifacts([tmp_path])
+    firsts = [calls[0] for calls in _begins(run.events).values()]
+    total = jobs.ELEMENTS + 4
+    assert {(c.op, c.group_seq, c.count, c.bytes_in) for c in firsts} == {("all_reduce", 1, total, total * FLOAT32)}
+    assert "rank 0: 2 entries are further tensors of coalesced calls: each coalesced call is shown as one, its sizes " \
+           "summed" in run.warnings
+    assert not any("repeat a call number" in w for w in run.warnings) and run.exit_status == 0

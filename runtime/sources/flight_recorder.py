@@ -4,21 +4,26 @@ it completed — then which ranks hang, where, and why.
 torch's Flight Recorder (``TORCH_FR_BUFFER_SIZE=N``) keeps each rank's last N collective calls.
 ``torch._C._distributed_c10d._dump_fr_trace_json(True, True)`` returns them as JSON and
 ``_dump_fr_trace(True, True)`` as the pickle torch itself writes on a watchdog timeout
-(``TORCH_FR_DUMP_TEMP_FILE`` followed by the rank: ``nccl_trace_rank_<r>``). Format 2.x (2.10 here):
-``pg_config`` (group name → description, ranks), ``pg_status`` (each group's last enqueued, started
-and completed call) and ``entries``: per call ``collective_seq_id``, ``profiling_name``
+(``TORCH_FR_DUMP_TEMP_FILE`` followed by the rank: ``nccl_trace_rank_<r>``). The format (its
+``version``: 2.3 with torch 2.5, 2.4, 2.7 with ``nccl_version``, 2.10 with ``comm_lib_version`` in
+2.13): ``pg_config`` (group name → description, ranks), ``pg_status`` (each group's last enqueued,
+started and completed call) and ``entries``: per call ``collective_seq_id``, ``profiling_name``
 (``gloo:all_reduce``), ``process_group`` (name, description), input and output sizes and dtypes,
 ``state``, ``retired``, ``time_created_ns``, ``is_p2p``, ``duration_ms`` where timing was on, and
-in pickles the call's Python ``frames``.
+in pickles the call's Python ``frames``; since 2.7 a coalesced call's tensors share one sequence
+number and end with a ``coalesced`` entry. Older names are read too (``seq_id``; an entry without
+``time_created_ns`` or ``input_dtypes``).
 
 A dump does not say which rank wrote it: as torch's own analyser does, the rank is the number its
 file name ends with. Every call becomes a :class:`~.run.Call` (complete once ``retired`` or
 ``completed``); :func:`~.run.build_run` matches them across ranks by (group, sequence number) and
-runs the live run's own hang and mismatch checks. Real dumps disagree with themselves, and each
-disagreement is read and said in a warning rather than refused: gloo keys the default group ``''``
-in ``pg_config`` while its entries name it ``'0'`` (torch's analyser raises ``KeyError`` on it), a
-subgroup's members may be missing from ``pg_config``, ranks may have no dump, a full buffer drops
-a rank's oldest calls, an entry may lack fields.
+runs the live run's own hang and mismatch checks. A set of dumps is judged as found: a rank
+without a dump is unknown — never a cause of a hang, never "not started" — and the verdict says
+how many are missing. Real dumps disagree with themselves, and each disagreement is read and said
+in a warning rather than refused: gloo keys the default group ``''`` in ``pg_config`` while its
+entries name it ``'0'`` (torch's analyser raises ``KeyError`` on it), a subgroup's members may be
+missing from ``pg_config``, a full buffer drops a rank's oldest calls, an entry may be missing
+from the middle of a rank's sequence, lack fields or hold values that cannot be (:mod:`.plausible`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from pathlib import Path
 from typing import TypeGuard
@@ -250,15 +255,17 @@ def _call(rank: int, entry: _Entry, group: str, members: tuple[int, ...]) -> Cal
 
 def _read_entries(dump: Dump, warnings: list[str]) -> list[_Entry]:
     """The dump's collective entries in its own order; p2p, damaged and repeated entries are
-    counted in warnings and left out, impossible durations are dropped, and a hole in the
-    sequence numbers of a group (entries lost between ones the dump holds) is said."""
+    counted in warnings and left out, impossible durations are dropped, the entries of one
+    coalesced call (the same sequence number: its tensors, then a ``coalesced`` entry) become one
+    with their sizes summed, and a hole in the sequence numbers of a group (entries lost between
+    ones the dump holds) is said."""
     version = str(dump.content.get("version"))
     if not version.startswith("2."):
         warnings.append(f"rank {dump.rank} ({dump.path.name}): Flight Recorder format {version}, read as 2.x")
     entries: list[_Entry] = []
     bad: Counter[str] = Counter()
-    p2p, repeated, untimed = 0, 0, 0
-    seen: set[tuple[str, int]] = set()
+    p2p, repeated, untimed, coalesced = 0, 0, 0, 0
+    seen: dict[tuple[str, int], int] = {}
     numbered: dict[str, set[int]] = defaultdict(set)
     for raw in dump.content["entries"]:
         entry = _entry(raw)
@@ -269,9 +276,16 @@ def _read_entries(dump: Dump, warnings: list[str]) -> list[_Entry]:
         if (isinstance(raw, dict) and raw.get("is_p2p") is True) or entry.op in P2P_OPS:
             p2p += 1
         elif (entry.group, entry.seq) in seen:
-            repeated += 1
+            first = entries[seen[(entry.group, entry.seq)]]
+            if entry.op == "coalesced" or entry.op == first.op:  # one coalesced call's tensors (format 2.7 on)
+                coalesced += 1
+                if entry.op == first.op:
+                    entries[seen[(entry.group, entry.seq)]] = replace(
+                        first, in_sizes=first.in_sizes + entry.in_sizes, out_sizes=first.out_sizes + entry.out_sizes)
+            else:
+                repeated += 1
         else:
-            seen.add((entry.group, entry.seq))
+            seen[(entry.group, entry.seq)] = len(entries)
             entries.append(entry)
             untimed += entry.impossible_duration
     if bad:
@@ -283,7 +297,11 @@ def _read_entries(dump: Dump, warnings: list[str]) -> list[_Entry]:
     if p2p:
         warnings.append(f"rank {dump.rank}: {p2p} point-to-point entries (send/recv) are not shown")
     if repeated:
-        warnings.append(f"rank {dump.rank}: {repeated} entries repeat a call number already seen on their group: left out")
+        warnings.append(f"rank {dump.rank}: {repeated} entries repeat a call number already seen on their group with "
+                        "another op: left out")
+    if coalesced:
+        warnings.append(f"rank {dump.rank}: {coalesced} entries are further tensors of coalesced calls: each "
+                        "coalesced call is shown as one, its sizes summed")
     for group, seqs in sorted(numbered.items()):
         ordered = sorted(seqs)
         count = ordered[-1] - ordered[0] + 1 - len(ordered)
