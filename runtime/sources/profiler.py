@@ -33,10 +33,9 @@ the cost pane give algbw and busbw with the formula (:mod:`~..observation.metric
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from math import prod
 from pathlib import Path
 from typing import TypeGuard, cast
@@ -44,9 +43,8 @@ from typing import TypeGuard, cast
 from ..errors import UsageError
 from ..observation.metrics import BUS_FACTOR_OPS
 from ..observation.rank_lists import ranks_text
-from ..reports.nccl_log import NCCL_OPS
-from .names import P2P_OPS, dtype_name, itemsize, op_name, parse_ranks
-from .plausible import MAX_RANKS, bytes_ok, duration_ok, rank_ok
+from .names import P2P_OPS, dtype_name, op_name, parse_ranks
+from .plausible import MAX_RANKS, bytes_ok, rank_ok
 from .run import (
     Call,
     ImportedRun,
@@ -57,6 +55,19 @@ from .run import (
     group_label,
     no_progress,
     order_steps,
+)
+
+from .trace_work import (
+    Pending,
+    RankCalls,
+    args_of,
+    by_op,
+    external_id,
+    gloo_works,
+    kernels_of,
+    list_arg,
+    time_by_kernels,
+    time_by_work,
 )
 
 __all__ = ["ProfilerTrace", "GPU_LABEL", "is_profiler_trace", "import_traces"]
@@ -78,12 +89,6 @@ _C10D_ARGS: dict[str, tuple[int | None, int | None, int | None]] = {
     "c10d::send": (0, None, None), "c10d::recv_": (0, None, None),
 }
 
-_RUNS_AS = {"reduce_scatter": {"reduce_scatter", "all_reduce"}, "all_to_all": {"all_to_all", "sendrecv"}}
-"""Work a call may run as, beyond its own op: torch 2.13's gloo reduce-scatters by all-reducing,
-NCCL runs an all-to-all as a SendRecv kernel."""
-
-_KERNEL = re.compile(r"^nccl(?:Dev)?Kernel_(?P<op>[A-Za-z]+)")
-
 _KNOWN_OPS = BUS_FACTOR_OPS | {"barrier"}
 
 _LARGEST = 2**53
@@ -104,39 +109,6 @@ def is_profiler_trace(content: object) -> TypeGuard[dict]:
             and isinstance(content.get("distributedInfo"), dict))
 
 
-@dataclass
-class _Pending:
-    """One call as first read, before its time and element type are settled: ``call`` has no byte
-    counts yet, ``out_count`` its output elements; ``external_id`` and ``seq_key`` pair it with its
-    NCCL kernel; ``timed_by`` names what timed it."""
-
-    call: Call
-    ts_us: float
-    out_count: int
-    external_id: int | None = None
-    seq_key: tuple[str, int] | None = None
-    timed_by: str = ""
-
-    def settle(self, dtype: str | None = None) -> None:
-        """Take ``dtype`` where the call's own is unknown, and count its bytes."""
-        chosen = dtype if dtype and self.call.dtype == "unknown" else self.call.dtype
-        size = itemsize(chosen) or 0
-        self.call = replace(self.call, dtype=chosen, bytes_in=self.call.count * size, bytes_out=self.out_count * size)
-
-
-@dataclass
-class _Rank:
-    """What one rank's trace gave: its calls in issue order and how they were timed."""
-
-    rank: int
-    world: int
-    backend: str
-    calls: list[_Pending] = field(default_factory=list)
-    gpu: bool = False
-    damaged: Counter[str] = field(default_factory=Counter)
-    """Values that cannot be (a zero or negative duration, a size beyond any device), by what they are."""
-
-
 def _num(value: object, largest: float = 1e300) -> float | None:
     """A number of a trace (below ``largest`` in size: a time stays below 2^53 µs), else None."""
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not -largest < value < largest:
@@ -150,24 +122,6 @@ def _slices(content: dict) -> list[dict]:
              and isinstance(e.get("name"), str) and _num(e.get("ts"), _LARGEST) is not None
              and _num(e.get("dur"), _LARGEST) is not None]
     return sorted(found, key=lambda e: e["ts"])
-
-
-def _args(event: dict) -> dict:
-    """The slice's ``args``; empty where it has none or they are not an object."""
-    args = event.get("args")
-    return args if isinstance(args, dict) else {}
-
-
-def _external_id(args: dict) -> int | None:
-    """The ``External id`` linking a CPU row and its kernel, where it is a number."""
-    value = args.get("External id")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _list(args: dict, key: str) -> list:
-    """``args[key]`` where it is a list, else an empty one."""
-    value = args.get(key)
-    return value if isinstance(value, list) else []
 
 
 def _groups(info: dict) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -195,14 +149,14 @@ def _shape(dims: object) -> bool:
     return isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims)
 
 
-def _c10d_call(rank: _Rank, event: dict, group: tuple[str, tuple[int, ...]], seq: int,
-               annotation: dict | None) -> _Pending | None:
+def _c10d_call(rank: RankCalls, event: dict, group: tuple[str, tuple[int, ...]], seq: int,
+               annotation: dict | None) -> Pending | None:
     """The call a ``c10d::`` slice made, its sizes from its ``Input Dims``, else from those of the
     backend's own slice inside it (``nccl:all_reduce``: torch 1.13–2.0 record no shapes of a
     c10d op's tensor list)."""
     inputs, outputs, root_at = _C10D_ARGS[event["name"]]
-    args = _args(event)
-    dims, kinds, concrete = (_list(args, key) for key in ("Input Dims", "Input type", "Concrete Inputs"))
+    args = args_of(event)
+    dims, kinds, concrete = (list_arg(args, key) for key in ("Input Dims", "Input type", "Concrete Inputs"))
 
     def argument(at: int | None) -> tuple[int | None, str]:
         return _tensor_count(dims[at], kinds[at]) if at is not None and at < min(len(dims), len(kinds)) else (None, "")
@@ -219,13 +173,13 @@ def _c10d_call(rank: _Rank, event: dict, group: tuple[str, tuple[int, ...]], seq
 
 def _annotated_input(annotation: dict) -> tuple[int | None, str]:
     """(elements, element type) of the input a backend's slice (``nccl:all_reduce``) records."""
-    args = _args(annotation)
-    dims, kinds = _list(args, "Input Dims"), _list(args, "Input type")
+    args = args_of(annotation)
+    dims, kinds = list_arg(args, "Input Dims"), list_arg(args, "Input type")
     return _tensor_count(dims[0], kinds[0]) if dims and kinds else (None, "")
 
 
-def _sized_call(rank: _Rank, op: str, group: tuple[str, tuple[int, ...]], seq: int, ts: float,
-                given: tuple[int | None, str], taken: tuple[int | None, str], root: int | None) -> _Pending | None:
+def _sized_call(rank: RankCalls, op: str, group: tuple[str, tuple[int, ...]], seq: int, ts: float,
+                given: tuple[int | None, str], taken: tuple[int | None, str], root: int | None) -> Pending | None:
     """A call with its input and output elements, either derived from the other where only one was
     recorded (an all-gather's output is n inputs, a reduce-scatter's input n outputs)."""
     (count, dtype), (out, out_dtype) = given, taken
@@ -238,10 +192,10 @@ def _sized_call(rank: _Rank, op: str, group: tuple[str, tuple[int, ...]], seq: i
         return None
     call = Call(rank=rank.rank, group=group[0], group_ranks=group[1], group_seq=seq, op=op,
                 dtype=dtype or out_dtype or "unknown", count=count, bytes_in=0, bytes_out=0, t_ns=int(ts * 1000), root=root)
-    return _Pending(call, ts, out)
+    return Pending(call, ts, out)
 
 
-def _param_comms_call(rank: _Rank, args: dict, groups: dict, counters: Counter, ts: float) -> _Pending | None:
+def _param_comms_call(rank: RankCalls, args: dict, groups: dict, counters: Counter, ts: float) -> Pending | None:
     """The call a ``record_param_comms`` row describes (GPU path, not verified here)."""
     op = op_name(str(args.get("Collective name", "")))
     name = str(args.get("Process Group Name", ""))
@@ -264,15 +218,15 @@ def _param_comms_call(rank: _Rank, args: dict, groups: dict, counters: Counter, 
     call = Call(rank=rank.rank, group=label, group_ranks=ranks, group_seq=seq, op=op,
                 dtype=dtype_name(str(args.get("dtype") or "unknown")), count=int(count), bytes_in=0, bytes_out=0,
                 t_ns=int(ts * 1000))
-    pending = _Pending(call, ts, int(out if out is not None else count), _external_id(args), (name, seq))
+    pending = Pending(call, ts, int(out if out is not None else count), external_id(args), (name, seq))
     pending.settle()
     return pending
 
 
-def _read_param_comms(rank: _Rank, slices: list[dict], groups: dict, skipped: Counter) -> None:
+def _read_param_comms(rank: RankCalls, slices: list[dict], groups: dict, skipped: Counter) -> None:
     counters: Counter[str] = Counter()
     for event in slices:
-        args = _args(event)
+        args = args_of(event)
         if event["name"] != "record_param_comms" or op_name(str(args.get("Collective name", ""))) not in _KNOWN_OPS:
             if event["name"] == "record_param_comms" and op_name(str(args.get("Collective name", ""))) in P2P_OPS:
                 skipped["point-to-point"] += 1
@@ -284,7 +238,7 @@ def _read_param_comms(rank: _Rank, slices: list[dict], groups: dict, skipped: Co
             rank.calls.append(pending)
 
 
-def _plausible(rank: _Rank, pending: _Pending) -> bool:
+def _plausible(rank: RankCalls, pending: Pending) -> bool:
     """Whether the call's sizes can be (else it is counted as damaged input, not shown)."""
     if bytes_ok(pending.call.count) and bytes_ok(pending.out_count):
         return True
@@ -292,37 +246,7 @@ def _plausible(rank: _Rank, pending: _Pending) -> bool:
     return False
 
 
-def _time_by_kernels(rank: _Rank, kernels: list[dict]) -> list[dict]:
-    """Each call's own GPU time from its NCCL kernel, linked by ``External id`` (else by group and
-    ``Seq``); returns the kernels left unpaired."""
-    by_external = {p.external_id: p for p in rank.calls if p.external_id is not None}
-    by_seq = {p.seq_key: p for p in rank.calls if p.seq_key is not None}
-    unpaired = []
-    for kernel in kernels:
-        args = _args(kernel)
-        external = _external_id(args)
-        pending = by_external.get(external) if external is not None else None
-        if pending is None and isinstance(args.get("Seq"), int):
-            pending = by_seq.get((str(args.get("Process Group Name", "")), args["Seq"]))
-        if pending is None or pending.timed_by:
-            unpaired.append(kernel)
-            continue
-        _time(rank, pending, kernel, "NCCL kernel")
-    return unpaired
-
-
-def _time(rank: _Rank, pending: _Pending, work: dict, source: str) -> None:
-    """Time ``pending`` by ``work`` (its gloo work slice or NCCL kernel): its start and, where it can
-    be one, its duration; an impossible duration is counted as damaged and left out."""
-    took = work["dur"] * 1000
-    if not duration_ok(took):
-        rank.damaged["with a zero, negative or impossible duration (shown untimed)"] += 1
-    pending.call = replace(pending.call, t_ns=int(work["ts"] * 1000),
-                           duration_ns=int(took) if duration_ok(took) else None)
-    pending.timed_by = source
-
-
-def _read_c10d(rank: _Rank, slices: list[dict], groups: dict, skipped: Counter, warnings: list[str]) -> bool:
+def _read_c10d(rank: RankCalls, slices: list[dict], groups: dict, skipped: Counter, warnings: list[str]) -> bool:
     """Calls from ``c10d::`` slices and from NCCL's own ``nccl:`` slices outside them (torch 1.13
     records an all-to-all only so); returns whether their groups were known (not assumed)."""
     default = next((g for name, g in groups.items() if name == "0" or g[0].endswith("(default_pg)")),
@@ -377,64 +301,13 @@ def _nested(made: list[dict]) -> dict[str, dict]:
     return {"outer": outer, "inner": inner}
 
 
-def _gloo_works(slices: list[dict]) -> dict[str, list[dict]]:
-    """gloo's work slices (``gloo:all_reduce`` on its worker threads) by op."""
-    works: dict[str, list[dict]] = defaultdict(list)
-    for event in slices:
-        if event["name"].startswith("gloo:"):
-            works[op_name(event["name"])].append(event)
-    return works
-
-
-def _kernels(slices: list[dict]) -> list[dict]:
-    """NCCL's kernels: ``ncclKernel_AllReduce_RING_LL_Sum_float`` up to torch 2.0's NCCL,
-    ``ncclDevKernel_AllGather_RING_LL`` since."""
-    return [e for e in slices if _KERNEL.match(e["name"]) and e.get("cat") in ("kernel", "Kernel", None)]
-
-
-def _by_op(kernels: list[dict]) -> dict[str, list[dict]]:
-    """Kernels by the op their name says (a ``SendRecv`` kernel runs an all-to-all)."""
-    works: dict[str, list[dict]] = defaultdict(list)
-    for kernel in kernels:
-        op = cast(re.Match[str], _KERNEL.match(kernel["name"]))["op"]
-        works[NCCL_OPS.get(op, op.lower())].append(kernel)
-    return works
-
-
-def _time_by_work(rank: _Rank, works: dict[str, list[dict]], source: str) -> None:
-    """Pair each call not yet timed, in issue order, with the first unused work slice (gloo's work,
-    an NCCL kernel) of a compatible op that starts after it: its time, and its element type where
-    the call has none, are the call's. (Calls and slices both go by start time, so a slice passed
-    over for one call is earlier than every later call too.)"""
-    next_of: Counter[str] = Counter()
-    for pending in rank.calls:
-        if pending.timed_by:
-            continue
-        heads = []
-        for op in _RUNS_AS.get(pending.call.op, {pending.call.op}):
-            queue = works.get(op, [])
-            while next_of[op] < len(queue) and queue[next_of[op]]["ts"] < pending.ts_us:
-                next_of[op] += 1
-            if next_of[op] < len(queue):
-                heads.append((queue[next_of[op]]["ts"], op))
-        if not heads:
-            pending.settle()
-            continue
-        op = min(heads)[1]
-        work = works[op][next_of[op]]
-        next_of[op] += 1
-        kinds = _list(_args(work), "Input type")
-        _time(rank, pending, work, source)
-        pending.settle(dtype_name(kinds[0]) if kinds and isinstance(kinds[0], str) and kinds[0] else None)
-
-
-def _read_rank(trace: ProfilerTrace, warnings: list[str]) -> tuple[_Rank, bool]:
+def _read_rank(trace: ProfilerTrace, warnings: list[str]) -> tuple[RankCalls, bool]:
     info = trace.content["distributedInfo"]
     rank_number, world = info.get("rank"), info.get("world_size")
     if (not isinstance(rank_number, int) or not isinstance(world, int) or world > MAX_RANKS
             or not rank_ok(rank_number, world)):
         raise UsageError(f"{trace.path}: distributedInfo has no valid rank and world_size (at most {MAX_RANKS:,} ranks)")
-    rank = _Rank(rank_number, world, str(info.get("backend") or "unknown"))
+    rank = RankCalls(rank_number, world, str(info.get("backend") or "unknown"))
     slices = _slices(trace.content)
     groups = _groups(info)
     for name, (label, members) in list(groups.items()):
@@ -444,18 +317,18 @@ def _read_rank(trace: ProfilerTrace, warnings: list[str]) -> tuple[_Rank, bool]:
             groups[name] = (label, ())
     skipped: Counter[str] = Counter()
     known = True
-    kernels = _kernels(slices)
-    if any(e["name"] == "record_param_comms" and "Collective name" in _args(e) for e in slices):
+    kernels = kernels_of(slices)
+    if any(e["name"] == "record_param_comms" and "Collective name" in args_of(e) for e in slices):
         rank.gpu = True  # torch 2.1 on: each call's own row, linked to its kernel
         _read_param_comms(rank, slices, groups, skipped)
-        _time_by_work(rank, _by_op(_time_by_kernels(rank, kernels)), "NCCL kernel")
+        time_by_work(rank, by_op(time_by_kernels(rank, kernels)), "NCCL kernel")
     else:  # gloo, and NCCL up to torch 2.0: the dispatcher's c10d:: slices and NCCL's nccl: slices
         known = _read_c10d(rank, slices, groups, skipped, warnings)
         rank.gpu = bool(kernels)
         if rank.gpu:
-            _time_by_work(rank, _by_op(kernels), "NCCL kernel")
+            time_by_work(rank, by_op(kernels), "NCCL kernel")
         else:
-            _time_by_work(rank, _gloo_works(slices), "gloo work slice")
+            time_by_work(rank, gloo_works(slices), "gloo work slice")
     untimed = sum(1 for p in rank.calls if not p.timed_by)
     if untimed and rank.calls:
         warnings.append(f"rank {rank.rank}: {untimed} of {len(rank.calls)} calls have no time of their own in the trace "
@@ -481,7 +354,7 @@ def _narration(key: tuple[str, int], calls: list[Call], sources: dict[int, str],
 def import_traces(traces: Sequence[ProfilerTrace], warnings: list[str], progress: Progress = no_progress) -> ImportedRun:
     """The run these per-rank profiler traces describe (``warnings`` gains what could not be shown;
     ``progress`` is told each step built)."""
-    ranks: dict[int, _Rank] = {}
+    ranks: dict[int, RankCalls] = {}
     known = True
     for trace in traces:
         rank, rank_known = _read_rank(trace, warnings)
