@@ -416,6 +416,7 @@ def test_collviz_replay_and_export_open_a_jobs_artifacts_from_the_command_line(m
     assert profiled.returncode == 0, profiled.stderr
     calls = json.loads(profiled.stdout)["calls"]
     assert calls and all(call["slowest_seconds"] for call in calls)
+    assert json.loads(profiled.stdout)["run"]["mode"] == "imported"  # not "live": nothing ran here
     out = tmp_path / "job.json"
     exported = run_cli("export", str(made["healthy"] / "profile"), "--perfetto", str(out))
     assert exported.returncode == 0, exported.stderr

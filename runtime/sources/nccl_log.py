@@ -314,8 +314,9 @@ def import_nccl_log(files: Sequence[tuple[Path, str]], warnings: list[str],
     comms = reader.comms()
     rank_of, groups = _groups(comms, warnings)
     if not groups:
+        damaged = f", {reader.damaged} lines with impossible ranks or opCounts (damaged input)" if reader.damaged else ""
         raise UsageError(f"{files[0][0]}: {reader.lines} NCCL lines but no communicator (no 'comm 0x… rank R nranks N' "
-                         "line, no per-call line): log with NCCL_DEBUG=INFO from the job's start")
+                         f"line, no per-call line{damaged}): log with NCCL_DEBUG=INFO from the job's start")
     steps = [_init_step(g, reader) for g in groups if any(c.rank is not None for c in g.comms.values())]
     for group in groups:
         steps += _topology_steps(group)
