@@ -278,3 +278,27 @@ def test_hostile_logs_open_or_get_one_line(tmp_path):
     text = "\n".join(_open(tmp_path / "damaged.log").warnings)
     assert "1 lines name a rank or an opCount that cannot be" in text  # opCount 2^64 - 1
     assert "1 calls with a size beyond any device: damaged input" in text  # 10^20 float32 elements
+
+
+@pytest.mark.parametrize(("line", "rank", "parents", "children"), [
+    # NCCL 2.5 (nccl#300): each tree both ways, down->rank->up | up->rank->down
+    ("73e9f9f45158:6243:6442 [3] NCCL INFO Trees [0] -1/-1/-1->3->2|2->3->-1/-1/-1 [1] 1/-1/-1->3->2|2->3->1/-1/-1",
+     3, {0: 2, 1: 2}, {0: [], 1: [1]}),
+    # NCCL 2.4 (nccl#246): parent->rank->children
+    ("gpu1:134116:134566 [5] NCCL INFO Trees [0] 4->5->6/-1/-1", 5, {0: 4}, {0: [6]}),
+    # NCCL 2.4's other form (nccl-tests#329): Tree channel : parent -> rank -> children
+    ("a4df80236412:808:815 [0] NCCL INFO Tree 12 : -1 -> 0 -> -1/-1/-1", 0, {12: -1}, {12: []}),
+    # NCCL 2.7 on (nccl#1357): children->rank->parent, a root with two children
+    ("qh100-gpu20:39633:39689 [4] NCCL INFO Trees [10] 14/4/-1->12->-1", 12, {10: -1}, {10: [14, 4]}),
+])
+def test_every_versions_trees_line(line, rank, parents, children):
+    """A real Trees line of each NCCL format, then a comm line on the same thread (written here: the
+    issues' excerpts do not hold one) naming the rank: the line's parent and children, by hand."""
+    from collviz.runtime.sources.nccl_lines import LogReader
+
+    reader = LogReader()
+    reader.feed(line)
+    thread = line.split(" ")[0]
+    reader.feed(f"{thread} [0] NCCL INFO comm 0x1 rank {rank} nranks 16 cudaDev 0 busId 0 - Init COMPLETE")
+    [comm] = reader.comms()
+    assert (comm.trees, comm.children) == (parents, children)
