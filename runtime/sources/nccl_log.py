@@ -48,6 +48,8 @@ __all__ = ["TOPOLOGY_LABEL", "is_nccl_log", "import_nccl_log"]
 TOPOLOGY_LABEL = "NCCL's reported topology, not observed data"
 """How every ring and tree hop is labelled."""
 
+_Agent = tuple[str, int, int | None]
+"""Where a rank runs: (host, process, device) — one process may drive several GPUs."""
 
 
 def is_nccl_log(text: str) -> bool:
@@ -79,32 +81,29 @@ class _Group:
         return self.members.get(local, local if self.world and 0 <= local < len(self.ranks) else None)
 
 
-def _agents(comms: Sequence[Comm]) -> dict[tuple[str, int, int | None], list[Comm]]:
-    agents: dict[tuple[str, int, int | None], list[Comm]] = defaultdict(list)
+def _agents(comms: Sequence[Comm]) -> dict[_Agent, list[Comm]]:
+    agents: dict[_Agent, list[Comm]] = defaultdict(list)
     for comm in comms:
         agents[comm.agent].append(comm)
     return agents
 
 
-def _global_ranks(agents: dict[tuple[str, int, int | None], list[Comm]], warnings: list[str]) -> dict:
-    """Each rank's place (host, process, device) → its global rank: its rank in its largest
-    communicator; where the log names no rank at all (per-call lines only), numbered in the
-    order the log first shows them."""
-    rank_of: dict[tuple[str, int, int | None], int] = {}
-    claimed: dict[int, tuple[str, int, int | None]] = {}
+def _global_ranks(agents: dict[_Agent, list[Comm]], warnings: list[str]) -> dict[_Agent, int]:
+    """Each rank's place → its global rank: its rank in its largest communicator; where the log
+    names no rank at all (per-call lines only), numbered by host and device."""
+    rank_of: dict[_Agent, int] = {}
+    claimed: dict[int, _Agent] = {}
     for agent, found in agents.items():
-        known = [c for c in found if c.rank is not None]
+        known = [(c.size, -c.order, c.rank) for c in found if c.rank is not None]
         if not known:
             continue
-        world = max(known, key=lambda c: (c.size, -c.order))
-        if world.rank is None:
-            continue
-        if world.rank in claimed:
-            warnings.append(f"two processes say they are rank {world.rank} (one is {agent[0]}:{agent[1]}): the log "
+        rank = max(known)[2]
+        if rank in claimed:
+            warnings.append(f"two processes say they are rank {rank} (one is {agent[0]}:{agent[1]}): the log "
                             "holds more than one job; the second is left out")
             continue
-        claimed[world.rank] = agent
-        rank_of[agent] = world.rank
+        claimed[rank] = agent
+        rank_of[agent] = rank
     unnamed = [a for a in agents if a not in rank_of and all(c.rank is None for c in agents[a])]
     if unnamed and not rank_of:
         ordered = sorted(unnamed, key=lambda a: (a[0], -1 if a[2] is None else a[2], a[1]))
@@ -117,7 +116,7 @@ def _global_ranks(agents: dict[tuple[str, int, int | None], list[Comm]], warning
     return rank_of
 
 
-def _groups(comms: Sequence[Comm], warnings: list[str]) -> tuple[dict, list[_Group]]:
+def _groups(comms: Sequence[Comm], warnings: list[str]) -> tuple[dict[_Agent, int], list[_Group]]:
     """Each rank's global rank and every communicator across ranks (by commId where printed, else
     by size and the order each rank created it)."""
     agents = _agents(comms)
@@ -296,7 +295,7 @@ def _clocked(steps: list[Step]) -> list[Step]:
     return placed
 
 
-def _devices(rank_of: dict[tuple[str, int, int | None], int], comms: Sequence[Comm]) -> dict[int, str]:
+def _devices(rank_of: dict[_Agent, int], comms: Sequence[Comm]) -> dict[int, str]:
     """Each rank's device as the log names it: ``cuda:1 (busId 7000) on como``."""
     bus = {c.agent: c.bus for c in comms if c.bus}
     return {rank: (f"cuda:{agent[2]}" if agent[2] is not None else "cuda") + (f" (busId {bus[agent]})" if agent in bus else "")
