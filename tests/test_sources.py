@@ -11,7 +11,9 @@ from __future__ import annotations
 import gzip
 import inspect
 import json
+import os
 import pickle
+import random
 from collections import defaultdict
 from pathlib import Path
 
@@ -185,13 +187,13 @@ def test_nccl_log_gives_topology_choices_and_init_times():
             if e.edge == "end" and names[e.index] == "NCCL init of world"}
     assert took == {0: 530_000_000, 1: 520_000_000, 2: 540_000_000, 3: 510_000_000}
     calls = {(c.rank, c.group, c.group_seq): c for c in _begins(run.events)[0] + _begins(run.events)[2]}
-    assert (calls[(0, "world", 0)].count, calls[(0, "world", 0)].bytes_in) == (262144, 1 << 20)
-    pair = calls[(2, "nccl comm 1", 0)]
+    assert (calls[(0, "world", 1)].count, calls[(0, "world", 1)].bytes_in) == (262144, 1 << 20)  # opCount 0: call #1
+    pair = calls[(2, "nccl comm 1", 1)]
     assert (pair.op, pair.dtype, pair.count, pair.bytes_out, pair.group_ranks) == ("all_gather", "bfloat16", 1024,
                                                                                     4096, [0, 2])
     narration = {e.name: e.narration for e in _only(run.events, Phase) if e.edge == "begin"}
-    assert "RING/LL128 on ranks 0–3" in narration["all_reduce #0 on world"]
-    assert "RING/SIMPLE" in narration["all_reduce #1 on world"]
+    assert "RING/LL128 on ranks 0–3" in narration["all_reduce #1 on world"]
+    assert "RING/SIMPLE" in narration["all_reduce #2 on world"]
     assert "network transport: Socket" in narration["NCCL init of world"]
 
 
@@ -294,6 +296,15 @@ def _hostile(tmp_path: Path, made) -> dict[str, tuple[list[Path], str]]:
     cases["missing"] = ([tmp_path / "nowhere"], "no such file or folder")
     (tmp_path / "dump.json").write_bytes((made["healthy"] / "fr" / "json" / "rank_0.json").read_bytes())
     cases["no rank in the name"] = ([tmp_path / "dump.json"], "cannot tell which rank wrote this dump")
+    real_json = (made["healthy"] / "fr" / "json" / "rank_0.json").read_bytes()
+    (tmp_path / "prefixed_0.json").write_bytes(b"[rank0]:" + real_json)
+    cases["a launcher's prefix before a dump"] = ([tmp_path / "prefixed_0.json"], "damaged JSON")
+    (tmp_path / "huge_0.json").write_bytes(real_json)
+    os.truncate(tmp_path / "huge_0.json", 300 * 1024 * 1024)  # sparse: past the bounded read
+    cases["huge"] = ([tmp_path / "huge_0.json"], "more than")
+    huge = tmp_path / f"rank_{'9' * 40}.json"
+    huge.write_bytes((made["healthy"] / "fr" / "json" / "rank_0.json").read_bytes())
+    cases["a rank beyond any job"] = ([huge], "more than any job has")
     cases["two kinds"] = ([made["healthy"] / "fr" / "json" / "rank_0.json", made["healthy"] / "profile" / "trace_0.json"],
                           "open one kind at a time")
     content = json.loads((made["healthy"] / "fr" / "json" / "rank_0.json").read_text())
@@ -328,7 +339,8 @@ def test_inconsistent_dumps_open_with_warnings(made, tmp_path):
     text = "\n".join(run.warnings)
     assert "rank_3.json: damaged JSON" in text
     assert "the dumps disagree on its ranks" in text
-    assert "rank 1: 1 entries left out, missing or malformed: collective_seq_id (1)" in text
+    assert "rank 1: 1 entries left out as damaged (a field missing, malformed or impossible): collective_seq_id (1)" in text
+    assert "rank 1: 1 calls missing inside its dump's sequence" in text
     assert "no dump of rank 3" in text
     begins = _begins(run.events)
     assert sorted(begins) == [0, 1, 2] and len(begins[1]) == len(jobs.HEALTHY_CALLS) - 1
@@ -404,6 +416,7 @@ def test_collviz_replay_and_export_open_a_jobs_artifacts_from_the_command_line(m
     assert profiled.returncode == 0, profiled.stderr
     calls = json.loads(profiled.stdout)["calls"]
     assert calls and all(call["slowest_seconds"] for call in calls)
+    assert json.loads(profiled.stdout)["run"]["mode"] == "imported"  # not "live": nothing ran here
     out = tmp_path / "job.json"
     exported = run_cli("export", str(made["healthy"] / "profile"), "--perfetto", str(out))
     assert exported.returncode == 0, exported.stderr
@@ -418,3 +431,226 @@ def test_an_import_tells_its_progress_stage_by_stage(made):
     assert told == ([("reading files", n, jobs.WORLD) for n in range(jobs.WORLD + 1)]
                     + [("reading calls", n, jobs.WORLD) for n in range(jobs.WORLD + 1)]
                     + [("building steps", n, steps) for n in range(steps + 1)])
+
+
+def _hang_set(made, tmp_path: Path, ranks, edit=None) -> Path:
+    """The hang job's JSON dumps of ``ranks`` only, each with the default group's members in its
+    pg_config as an NCCL dump has them (gloo fills them in lazily), passed through ``edit``."""
+    folder = tmp_path / "set"
+    folder.mkdir()
+    for rank in ranks:
+        content = json.loads((made["hang"] / "fr" / "json" / f"rank_{rank}.json").read_text())
+        content["pg_config"] = {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(jobs.WORLD)))}}
+        if edit is not None:
+            edit(rank, content)
+        (folder / f"rank_{rank}.json").write_text(json.dumps(content))
+    return folder
+
+
+def test_a_partial_set_blames_only_ranks_whose_dumps_show_it(made, tmp_path):
+    """The skipper's dump and one waiter's: the skipper is the cause; the two ranks without a dump
+    are unknown (never a cause, never "not started"), and the verdict says how many are missing."""
+    waiter = 1
+    run = open_artifacts([_hang_set(made, tmp_path, [waiter, jobs.SKIPPER])])
+    assert run.exit_status == 1
+    absent = sorted(set(range(jobs.WORLD)) - {waiter, jobs.SKIPPER})
+    [end] = _only(run.events, RunEnd)
+    assert end.detail.startswith(f"hang caused by rank {jobs.SKIPPER}: "), end.detail
+    assert end.detail.endswith(f"(2 of {jobs.WORLD} ranks unknown: ranks {absent[0]}, {absent[1]}, no dump of this rank)")
+    [stall] = _only(run.events, Stall)
+    assert stall.waiting == [waiter] and f"rank {absent[0]}: no dump of this rank" in stall.elsewhere
+    final = view_at(EventLog(run.events), len(run.events))
+    status = {view.rank: view.status for view in final.ranks}
+    assert [status[r] for r in absent] == ["unknown: no dump of this rank"] * 2
+    assert all("not started" not in text for text in status.values())
+    summary = render_summary(run.events)
+    assert "imported from artifacts" in summary and "mode live" not in summary
+
+
+def test_a_set_of_waiters_only_names_no_cause(made, tmp_path):
+    """Every dump present waits in the call: the one rank that did not is among those without a dump."""
+    waiters = [r for r in range(jobs.WORLD) if r != jobs.SKIPPER]
+    run = open_artifacts([_hang_set(made, tmp_path, waiters)])
+    [end] = _only(run.events, RunEnd)
+    assert end.detail.startswith("hang, its cause unknown"), end.detail
+    assert end.detail.endswith(f"(1 of {jobs.WORLD} ranks unknown: rank {jobs.SKIPPER}, no dump of this rank)")
+
+
+def test_holes_damaged_values_and_older_names_in_dumps(made, tmp_path):
+    """Rank 0 lost its call #2; rank 1 holds an impossible size and an impossible duration; rank 3's
+    dump uses format 1.x's names (seq_id, no time_created_ns nor input_dtypes)."""
+    def edit(rank, content):
+        entries = content["entries"]
+        if rank == 0:
+            content["entries"] = [e for e in entries if e["collective_seq_id"] != 2]
+        if rank == 1:
+            entries[0]["duration_ms"] = -3.5
+            entries[-1]["input_sizes"] = [[10**30]]
+        if rank == 3:
+            content["version"] = "1.5"
+            for entry in entries:
+                entry["seq_id"] = entry.pop("collective_seq_id")
+                del entry["time_created_ns"], entry["input_dtypes"]
+
+    run = open_artifacts([_hang_set(made, tmp_path, range(jobs.WORLD), edit)])
+    text = "\n".join(run.warnings)
+    assert "rank 0: 1 calls missing inside its dump's sequence on group 0 (default_pg) (#2)" in text
+    assert "rank 1: 1 entries left out as damaged (a field missing, malformed or impossible): input_sizes (1)" in text
+    assert "rank 1: 1 entries hold an impossible duration" in text
+    assert "rank 3 (rank_3.json): Flight Recorder format 1.5" in text
+    begins = _begins(run.events)
+    calls = len(jobs.HANG_CALLS) + 1  # rank 3 waits in the last
+    assert [(c.group_seq, c.dtype) for c in begins[3] if c.group == WORLD_GROUP] == [(n, "unknown") for n in range(1, calls + 1)]
+    assert all(c.duration_ns is None for c in _only(run.events, Collective))
+
+
+def test_every_source_numbers_calls_from_one(made):
+    """The healthy job's dumps and its profiler traces number the same calls the same way: #1 first."""
+    numbers = {}
+    for source in ("fr/json", "profile"):
+        begins = _begins(open_artifacts([made["healthy"] / source]).events)
+        numbers[source] = {rank: [c.group_seq for c in calls] for rank, calls in begins.items()}
+    expected = list(range(1, len(jobs.HEALTHY_CALLS) + 1))
+    assert numbers["fr/json"] == numbers["profile"] == {rank: expected for rank in range(jobs.WORLD)}
+
+
+def test_impossible_values_in_a_trace_are_damaged_input_and_busbw_takes_the_calls_group(tmp_path):
+    """Two ranks of a 4-rank job on their own 2-rank group: rank 0's all-reduce kernel has a negative
+    duration (shown untimed, never as 1 ns), a third call claims 10^30 elements (left out); the
+    all-gather's busbw takes the factor of 2 ranks, (n−1)/n = 1/2, not the job's 3/4."""
+    for rank in range(2):
+        trace = _gpu_trace(rank)
+        trace["distributedInfo"]["world_size"] = 4
+        events = trace["traceEvents"]
+        if rank == 0:
+            next(e for e in events if e["name"].startswith("ncclDevKernel_AllReduce"))["dur"] = -80.0
+        huge = json.loads(json.dumps(events[0]))
+        huge["args"].update({"External id": 12, "In msg nelems": 10**30, "Out msg nelems": 10**30})
+        events.append(huge)
+        (tmp_path / f"gpu_{rank}.json").write_text(json.dumps(trace))
+    run = open_artifacts([tmp_path])
+    ends = {(e.rank, e.op): e for e in _only(run.events, Collective) if e.edge == "end"}
+    assert ends[(0, "all_reduce")].duration_ns is None and ends[(1, "all_reduce")].duration_ns == 81_000
+    assert sorted(ends) == [(0, "all_gather"), (0, "all_reduce"), (1, "all_gather"), (1, "all_reduce")]
+    text = "\n".join(run.warnings)
+    assert "rank 0: 1 calls with a zero, negative or impossible duration (shown untimed): damaged input" in text
+    assert "rank 1: 1 calls with a size beyond any device (left out): damaged input" in text
+    summary = render_summary(run.events)
+    assert "busbw = algbw × (n−1)/n = 1/2 = 0.5" in summary and "3/4" not in summary
+    assert "time (per rank): r1 0.081 ms\n" in summary  # rank 0's damaged time is not shown as one
+
+
+_JUNK = (None, "x", -1, 10**30, -(10**30), [], {}, [[-5]], 1e308, True, "[0, 1, 99999999999]", [[10**20, 10**20]], 0, 2**63)
+
+
+def _garbled(value: object, rng: random.Random, odds: float) -> object:
+    """``value`` with each field and item replaced, at ``odds``, by a value of another kind or size."""
+    if isinstance(value, dict):
+        return {k: rng.choice(_JUNK) if rng.random() < odds else _garbled(v, rng, odds) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rng.choice(_JUNK) if rng.random() < odds else _garbled(v, rng, odds) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("source", ["hang/fr/json", "mismatch/fr/json", "healthy/profile", "gpu"])
+def test_garbled_dumps_and_traces_open_or_get_one_line(made, tmp_path, source):
+    """Real dumps and traces (and the documented GPU trace) with fields replaced by wrong kinds and
+    impossible sizes, 20 ways each: each set opens (with warnings) or is refused in one line, never
+    a traceback."""
+    if source == "gpu":
+        documents = {f"gpu_{rank}.json": _gpu_trace(rank) for rank in range(2)}
+    else:
+        folder = made[source.split("/")[0]].joinpath(*source.split("/")[1:])
+        documents = {path.name: json.loads(path.read_text()) for path in sorted(folder.iterdir())}
+    for seed in range(20):
+        rng = random.Random(seed)
+        target = tmp_path / str(seed)
+        target.mkdir()
+        for name, document in documents.items():
+            (target / name).write_text(json.dumps(_garbled(document, rng, 0.05 + seed / 100)))
+        try:
+            open_artifacts([target])
+        except UsageError as refused:
+            assert "\n" not in str(refused), (seed, str(refused))
+
+
+def _old_trace(rank: int, torch: str) -> dict:
+    """A 2-rank NCCL trace in the form torch 1.13 or 2.0 wrote (their fields as in Holistic Trace
+    Analysis' test data, tests/data/trace_diff and trace_filter): no process groups, a
+    record_param_comms row without a collective's name, the dispatcher's c10d:: slices (a tensor
+    list's shapes unrecorded), NCCL's own nccl: slices with the input's shape, and ncclKernel_
+    kernels whose External id is not the CPU row's."""
+    def cpu(name: str, ts: float, dims: list, kinds: list, cat: str = "cpu_op") -> dict:
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": 40.0, "pid": 7, "tid": 7,
+                "args": {"External id": int(ts), "Input Dims": dims, "Input type": kinds}}
+
+    def kernel(name: str, ts: float, dur: float) -> dict:
+        return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur, "pid": 0, "tid": 21,
+                "args": {"External id": 900000 + int(ts), "correlation": 900000 + int(ts), "device": rank}}
+
+    if torch == "1.13":
+        events = [cpu("record_param_comms", 100.0, [], []),
+                  cpu("nccl:all_to_all", 105.0, [[8, 1024, 16]], ["float"], "user_annotation"),
+                  kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", 120.0, 3000.0 + rank),
+                  cpu("c10d::allreduce_", 5000.0, [[], [], [], []], ["TensorList", "", "Scalar", "Scalar"]),
+                  cpu("nccl:all_reduce", 5010.0, [[1000]], ["float"], "user_annotation"),
+                  kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 5030.0, 1500.0 + rank)]
+    else:
+        events = [cpu("c10d::_allgather_base_", 100.0, [[2048], [1024], []], ["signed char", "signed char", ""]),
+                  cpu("record_param_comms", 102.0, [[1024], [], []], ["signed char", "Scalar", "Scalar"]),
+                  cpu("nccl:_all_gather_base", 105.0, [[1024]], ["signed char"], "user_annotation"),
+                  kernel("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", 140.0,
+                         70.0 + rank),
+                  cpu("c10d::alltoall_base_", 400.0, [[384], [384], [], [], [], []], ["long", "long", "", "", "", "Scalar"]),
+                  cpu("nccl:all_to_all", 405.0, [[384]], ["long"], "user_annotation"),
+                  kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", 420.0,
+                         900.0)]
+    return {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
+            "traceEvents": events}
+
+
+@pytest.mark.parametrize("torch", ["1.13", "2.0"])
+def test_traces_of_torch_before_2_1_give_their_calls(tmp_path, torch):
+    """Sizes from the shapes recorded (torch 1.13's all-reduce: its nccl: slice's [1000] floats; its
+    all-to-all: the nccl: slice alone, 8×1024×16 floats; 2.0's all-gather: c10d's [1024] int8 in,
+    [2048] out; its all-to-all: 384 int64), each call's time its kernel's, matched by op in order;
+    the missing groups said, not invented."""
+    for rank in range(2):
+        (tmp_path / f"rank_{rank}.json").write_text(json.dumps(_old_trace(rank, torch)))
+    run = open_artifacts([tmp_path])
+    ends = defaultdict(list)
+    for event in _only(run.events, Collective):
+        if event.edge == "end":
+            ends[event.rank].append((event.op, event.group_seq, event.dtype, event.count, event.bytes_in,
+                                     event.bytes_out, event.duration_ns))
+    for rank in range(2):
+        if torch == "1.13":
+            alltoall = 8 * 1024 * 16
+            expected = [("all_to_all", 1, "float32", alltoall, alltoall * 4, alltoall * 4, (3000 + rank) * 1000),
+                        ("all_reduce", 2, "float32", 1000, 4000, 4000, (1500 + rank) * 1000)]
+        else:
+            expected = [("all_gather", 1, "int8", 1024, 1024, 2048, (70 + rank) * 1000),
+                        ("all_to_all", 2, "int64", 384, 384 * 8, 384 * 8, 900_000)]
+        assert ends[rank] == expected, rank
+    assert "rank 0's trace names no process groups (torch before 2.1 records none): its calls are shown on group " \
+           "0 (default_pg)" in run.warnings
+
+
+def test_a_coalesced_call_is_one_call_with_its_sizes_summed(made, tmp_path):
+    """Format 2.7 on: a coalesced call's tensors share one sequence number, then a 'coalesced' entry.
+    Each rank's all_reduce #1 gets a second tensor of 4 floats and the closing entry: one call of
+    ELEMENTS + 4 floats."""
+    for rank in range(jobs.WORLD):
+        content = json.loads((made["healthy"] / "fr" / "json" / f"rank_{rank}.json").read_text())
+        first = content["entries"][0]
+        extra = dict(first, input_sizes=[[4]], output_sizes=[[4]])
+        closing = dict(first, profiling_name="gloo:coalesced", input_sizes=[], output_sizes=[])
+        content["entries"][1:1] = [extra, closing]
+        (tmp_path / f"rank_{rank}.json").write_text(json.dumps(content))
+    run = open_artifacts([tmp_path])
+    firsts = [calls[0] for calls in _begins(run.events).values()]
+    total = jobs.ELEMENTS + 4
+    assert {(c.op, c.group_seq, c.count, c.bytes_in) for c in firsts} == {("all_reduce", 1, total, total * FLOAT32)}
+    assert "rank 0: 2 entries are further tensors of coalesced calls: each coalesced call is shown as one, its sizes " \
+           "summed" in run.warnings
+    assert not any("repeat a call number" in w for w in run.warnings) and run.exit_status == 0

@@ -267,7 +267,7 @@ def test_features_steps_subgroups_inference_mode_and_exit_zero(userjob_runs):
     events = _ok(userjob_runs, "features")
     for rank in range(RANKS):
         steps = _steps(events, rank)
-        assert list(steps.values()) == ["all_reduce #0 (world)", "barrier #1 (world)", "first", "second", "timed"]
+        assert list(steps.values()) == ["all_reduce #1 (world)", "barrier #2 (world)", "first", "second", "timed"]
         calls = _calls(events, rank)
         by_step = {index: [(c.op, c.count, c.dtype, tuple(c.group_ranks)) for c in calls if c.phase == index]
                    for index in steps}

@@ -13,6 +13,7 @@ depend on how the ranks' events interleaved on the way to the collector.
 from __future__ import annotations
 
 import heapq
+import json
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 from collviz.runtime.wire.protocol import (
+    UNKNOWN_RANKS_OPTION,
     AnyEvent,
     Buffer,
     Check,
@@ -322,12 +324,24 @@ def _first_in_order(dsts: np.ndarray, orders: np.ndarray, count: int) -> np.ndar
     return chosen[np.lexsort((orders[chosen], dsts[chosen]))[:count]]  # stable: ties keep their arrival order
 
 
+def _unknown_ranks(log: EventLog) -> dict[int, str]:
+    """Ranks an imported run does not describe (rank → why), from its RunStart: said unknown, never
+    "not started"."""
+    text = log.run_start.options.get(UNKNOWN_RANKS_OPTION) if log.run_start is not None else None
+    try:
+        found = json.loads(text) if isinstance(text, str) else {}
+        return {int(rank): str(why) for rank, why in found.items()}
+    except (ValueError, AttributeError):
+        return {}
+
+
 def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     """The view of ``log`` after its first ``cursor`` events (clamped to ``0..len(log)``)."""
     cursor = max(0, min(cursor, len(log)))
     step = step_at(log, cursor)
     names = {number: phase.name for number, phase in log.phases.items()}
     ranks = []
+    unknown = _unknown_ranks(log)
     for number in range(max(log.world_size, log.max_rank + 1)):
         index = log.ranks.get(number) or RankIndex(number)
         buffers: list[Buffer] = []
@@ -345,6 +359,8 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
         if collective is not None and collective.phase != step:
             collective = None
         state, status, rank_phase = _rank_status(index, cursor, step, names)
+        if index.start is None and number in unknown:
+            status = f"unknown: {unknown[number]}"
         start = index.start[1] if index.start is not None else None
         ranks.append(
             RankView(

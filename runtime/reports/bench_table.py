@@ -127,14 +127,15 @@ def bench_row(phase_events: Iterable[AnyEvent], world_size: int) -> BenchRow | N
     slowest_ns = max(statistics.median(times) for times in per_rank.values())
     first = ends[0]
     itemsize = next((c.bytes_in // c.count for c in ends if c.count), 1)
-    bw = bandwidth(first.op, world_size, first.algo_bytes, slowest_ns / 1e9)
+    ranks = len(first.group_ranks) or world_size  # the call's own group: a subgroup's factor is its own
+    bw = bandwidth(first.op, ranks, first.algo_bytes, slowest_ns / 1e9)
     reported = {c.rank for c in checks}
     wrong = sum(parse_wrong_detail(c.detail) for c in checks) if len(reported) == world_size else None
     return BenchRow(
         op=first.op, size=first.algo_bytes, count=first.algo_bytes // itemsize, dtype=first.dtype,
         iters=min(len(times) for times in per_rank.values()), time_us=slowest_ns / 1e3,
-        algbw_gbps=bw.algbw / 1e9, busbw_gbps=bw.busbw / 1e9, bus_factor=float(bus_factor(first.op, world_size)),
-        bus_factor_text=bus_factor_text(first.op, world_size), wrong=wrong,
+        algbw_gbps=bw.algbw / 1e9, busbw_gbps=bw.busbw / 1e9, bus_factor=float(bus_factor(first.op, ranks)),
+        bus_factor_text=bus_factor_text(first.op, ranks), wrong=wrong,
         algo=first.algo or "library", hops=first.hops, sent_bytes=max(c.sent_bytes for c in ends),
     )
 

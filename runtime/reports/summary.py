@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from ..observation.fingerprints import disagreements
 from ..observation.metrics import BUS_FACTOR_OPS, bandwidth, human_bytes
 from ..wire.protocol import (
+    IMPORT_RUN_PREFIX,
     NOTE_MARK,
     UNTIMED_OPTION,
     AnyEvent,
@@ -95,7 +96,8 @@ def _header(start: RunStart | None) -> list[str]:
     return [
         f"collviz {start.scenario} — {start.world_size} ranks, {start.backend_reason}",
         f"inputs: {start.example}" + (f" · dtype {dtype}" if dtype else "") if start.example else "",
-        f"run {start.run} · torch {start.torch_version} · mode {start.mode}",
+        f"run {start.run} · torch {start.torch_version} · "
+        + ("imported from artifacts" if start.run.startswith(IMPORT_RUN_PREFIX) else f"mode {start.mode}"),
     ]
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from ..observation.fingerprints import disagreements
 from ..observation.metrics import BUS_FACTOR_OPS, bandwidth
-from ..wire.protocol import AnyEvent, Check, Collective, Memory, Phase, RunEnd, RunStart, Stall
+from ..wire.protocol import IMPORT_RUN_PREFIX, AnyEvent, Check, Collective, Memory, Phase, RunEnd, RunStart, Stall
 
 __all__ = ["SUMMARY_FORMAT", "summary_document"]
 
@@ -70,7 +70,8 @@ def summary_document(events: Iterable[AnyEvent]) -> dict:
     end = next((e for e in events if isinstance(e, RunEnd)), None)
     run = None if start is None else {
         "run": start.run, "scenario": start.scenario, "world_size": start.world_size, "backend": start.backend,
-        "device_kind": start.device_kind, "banner": start.backend_reason, "mode": start.mode,
+        "device_kind": start.device_kind, "banner": start.backend_reason,
+        "mode": "imported" if start.run.startswith(IMPORT_RUN_PREFIX) else start.mode,
         "inputs": start.example, "torch": start.torch_version, "options": start.options,
     }
     return {

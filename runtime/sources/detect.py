@@ -3,7 +3,8 @@ as a collviz run.
 
 ``collviz replay PATH`` calls :func:`open_artifacts` for anything that is not a collviz trace (the
 caller checks a trace's magic first). Each file is read whole, bounded (:mod:`.reading`), and
-recognised by its content, never its name: per-rank Flight Recorder dumps (JSON or pickle),
+recognised by its content, never its name (nor its first character alone: a log whose launcher
+prefixed its lines with ``[1,0]<stdout>:`` looks like JSON until it is read as such): per-rank Flight Recorder dumps (JSON or pickle),
 per-rank torch.profiler Chrome traces (``distributedInfo`` names the rank), or an
 ``NCCL_DEBUG=INFO`` log. One kind at a time. A file named on the command line that is none of
 these is a one-line :class:`~..errors.UsageError` saying what was expected; in a folder such a
@@ -79,7 +80,13 @@ def _recognise(path: Path, data: bytes) -> _Found | str:
         content = load_plain_pickle(data, path)
         return _Found(path, "flight-recorder", document=content) if is_dump(content) else "a pickle that is not a Flight Recorder dump"
     if kind == "json":
-        content = load_json(data, path)
+        try:
+            content = load_json(data, path)
+        except UsageError:
+            text = data.decode("utf-8", "replace")
+            if is_nccl_log(text):  # a launcher's prefix ([1,0]<stdout>:, [default0]:) begins with '['
+                return _Found(path, "nccl-log", text=text)
+            raise
         if is_dump(content):
             return _Found(path, "flight-recorder", document=content)
         if is_profiler_trace(content):

@@ -4,21 +4,26 @@ it completed — then which ranks hang, where, and why.
 torch's Flight Recorder (``TORCH_FR_BUFFER_SIZE=N``) keeps each rank's last N collective calls.
 ``torch._C._distributed_c10d._dump_fr_trace_json(True, True)`` returns them as JSON and
 ``_dump_fr_trace(True, True)`` as the pickle torch itself writes on a watchdog timeout
-(``TORCH_FR_DUMP_TEMP_FILE`` followed by the rank: ``nccl_trace_rank_<r>``). Format 2.x (2.10 here):
-``pg_config`` (group name → description, ranks), ``pg_status`` (each group's last enqueued, started
-and completed call) and ``entries``: per call ``collective_seq_id``, ``profiling_name``
+(``TORCH_FR_DUMP_TEMP_FILE`` followed by the rank: ``nccl_trace_rank_<r>``). The format (its
+``version``: 2.3 with torch 2.5, 2.4, 2.7 with ``nccl_version``, 2.10 with ``comm_lib_version`` in
+2.13): ``pg_config`` (group name → description, ranks), ``pg_status`` (each group's last enqueued,
+started and completed call) and ``entries``: per call ``collective_seq_id``, ``profiling_name``
 (``gloo:all_reduce``), ``process_group`` (name, description), input and output sizes and dtypes,
 ``state``, ``retired``, ``time_created_ns``, ``is_p2p``, ``duration_ms`` where timing was on, and
-in pickles the call's Python ``frames``.
+in pickles the call's Python ``frames``; since 2.7 a coalesced call's tensors share one sequence
+number and end with a ``coalesced`` entry. Older names are read too (``seq_id``; an entry without
+``time_created_ns`` or ``input_dtypes``).
 
 A dump does not say which rank wrote it: as torch's own analyser does, the rank is the number its
 file name ends with. Every call becomes a :class:`~.run.Call` (complete once ``retired`` or
 ``completed``); :func:`~.run.build_run` matches them across ranks by (group, sequence number) and
-runs the live run's own hang and mismatch checks. Real dumps disagree with themselves, and each
-disagreement is read and said in a warning rather than refused: gloo keys the default group ``''``
-in ``pg_config`` while its entries name it ``'0'`` (torch's analyser raises ``KeyError`` on it), a
-subgroup's members may be missing from ``pg_config``, ranks may have no dump, a full buffer drops
-a rank's oldest calls, an entry may lack fields.
+runs the live run's own hang and mismatch checks. A set of dumps is judged as found: a rank
+without a dump is unknown — never a cause of a hang, never "not started" — and the verdict says
+how many are missing. Real dumps disagree with themselves, and each disagreement is read and said
+in a warning rather than refused: gloo keys the default group ``''`` in ``pg_config`` while its
+entries name it ``'0'`` (torch's analyser raises ``KeyError`` on it), a subgroup's members may be
+missing from ``pg_config``, a full buffer drops a rank's oldest calls, an entry may be missing
+from the middle of a rank's sequence, lack fields or hold values that cannot be (:mod:`.plausible`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from pathlib import Path
 from typing import TypeGuard
@@ -34,6 +39,7 @@ from typing import TypeGuard
 from ..errors import UsageError
 from ..observation.rank_lists import ranks_text
 from .names import P2P_OPS, dtype_name, itemsize, op_name, parse_ranks
+from .plausible import MAX_RANKS, bytes_ok, duration_ok, rank_ok
 from .run import (
     Call,
     ImportedRun,
@@ -70,9 +76,17 @@ def is_dump(content: object) -> TypeGuard[dict]:
 
 
 def rank_from_name(path: Path) -> int | None:
-    """The rank a dump's file name ends with (``nccl_trace_rank_3`` → 3, ``fr_2.json`` → 2), or None."""
+    """The rank a dump's file name ends with (``nccl_trace_rank_3`` → 3, ``fr_2.json`` → 2), or None.
+    Raises :class:`~..errors.UsageError` (one line) for a number no job's rank can be."""
     match = _RANK_AT_END.search(path.name)
-    return int(match.group(1)) if match else None
+    if match is None:
+        return None
+    digits = match.group(1).lstrip("0") or "0"
+    if len(digits) > len(str(MAX_RANKS)) or not rank_ok(int(digits)):
+        shown = digits if len(digits) <= 12 else f"{digits[:6]}…({len(digits)} digits)"
+        raise UsageError(f"{path}: its name ends with rank {shown}, more than any job has "
+                         f"(at most {MAX_RANKS:,}): not a dump's rank")
+    return int(digits)
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,7 @@ class _Entry:
     state: str
     t_ns: int
     duration_ns: int | None
+    impossible_duration: bool
     where: str
 
 
@@ -123,40 +138,46 @@ def _where(frames: object) -> str:
 
 
 def _entry(raw: object) -> _Entry | str:
-    """The checked entry, or the name of the field that is missing or malformed."""
+    """The checked entry, or the name of the field that is missing, malformed or impossible (a size
+    no device holds). Older dumps' names are read too: ``seq_id`` (format 1.x) for
+    ``collective_seq_id``; an entry without ``time_created_ns`` or ``input_dtypes`` (format < 2.0)
+    is placed by its order and typed ``unknown``."""
     if not isinstance(raw, dict):
         return "entry"
     group = raw.get("process_group")
     if not isinstance(group, (list, tuple)) or not group or not all(isinstance(g, str) for g in group):
         return "process_group"
-    checks = (("collective_seq_id", _int(raw.get("collective_seq_id"))),
-              ("profiling_name", isinstance(raw.get("profiling_name"), str)),
-              ("time_created_ns", _int(raw.get("time_created_ns"))))
-    for name, ok in checks:
-        if not ok:
-            return name
+    seq = raw.get("collective_seq_id", raw.get("seq_id"))
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        return "collective_seq_id"
+    profiling = raw.get("profiling_name")
+    if not isinstance(profiling, str):
+        return "profiling_name"
+    created = raw.get("time_created_ns", 0)
+    if not _int(created) or created < 0:
+        return "time_created_ns"
     in_sizes, out_sizes = _shapes(raw.get("input_sizes")), _shapes(raw.get("output_sizes"))
-    if in_sizes is None:
+    if in_sizes is None or not bytes_ok(_count(in_sizes)):
         return "input_sizes"
-    if out_sizes is None:
+    if out_sizes is None or not bytes_ok(_count(out_sizes)):
         return "output_sizes"
-    if not isinstance(raw.get("input_dtypes"), (list, tuple)):
+    dtypes = raw.get("input_dtypes", [])
+    if not isinstance(dtypes, (list, tuple)):
         return "input_dtypes"
-    profiling = raw["profiling_name"]
     backend = profiling.split(":", 1)[0] if ":" in profiling else ""
     state = raw.get("state") if isinstance(raw.get("state"), str) else ""
     completed = raw.get("retired") is True or state == "completed"
     duration = raw.get("duration_ms")
-    dtypes = [d for d in raw["input_dtypes"] if isinstance(d, str)]
+    timed = isinstance(duration, (int, float)) and not isinstance(duration, bool) and completed
+    duration_ns = duration * 1e6 if isinstance(duration, (int, float)) and abs(duration) < 1 << 60 else float("inf")
+    named = [d for d in dtypes if isinstance(d, str)]
     return _Entry(
-        group=group[0], description=group[1] if len(group) > 1 else "", seq=raw["collective_seq_id"],
+        group=group[0], description=group[1] if len(group) > 1 else "", seq=seq,
         backend=backend, op=op_name(profiling), in_sizes=in_sizes,
-        out_sizes=out_sizes, in_dtype=dtype_name(dtypes[0]) if dtypes else "unknown",
+        out_sizes=out_sizes, in_dtype=dtype_name(named[0]) if named else "unknown",
         completed=completed, state=state or ("completed" if completed else "not completed"),
-        t_ns=raw["time_created_ns"],
-        duration_ns=int(duration * 1e6) if isinstance(duration, (int, float)) and not isinstance(duration, bool)
-        and duration > 0 and completed else None,
-        where=_where(raw.get("frames")))
+        t_ns=created, duration_ns=int(duration_ns) if timed and duration_ok(duration_ns) else None,
+        impossible_duration=timed and not duration_ok(duration_ns), where=_where(raw.get("frames")))
 
 
 @dataclass
@@ -172,7 +193,7 @@ class _Groups:
         highest = max(d.rank for d in self.dumps)
         for dump in self.dumps:
             for config in _configs(dump):
-                ranks = parse_ranks(config.get("ranks"))
+                ranks = _ranks(config.get("ranks"))
                 highest = max(highest, max(ranks) if ranks else 0)
         return highest + 1
 
@@ -186,9 +207,9 @@ class _Groups:
             configs = dump.content.get("pg_config")
             if not isinstance(configs, dict):
                 continue
-            found = parse_ranks(configs[name].get("ranks")) if isinstance(configs.get(name), dict) else None
+            found = _ranks(configs[name].get("ranks")) if isinstance(configs.get(name), dict) else None
             if found is None and default and isinstance(configs.get(""), dict):
-                found = parse_ranks(configs[""].get("ranks"))
+                found = _ranks(configs[""].get("ranks"))
                 under_blank = under_blank or found is not None
             if found is not None:
                 votes[found] += 1
@@ -209,6 +230,12 @@ class _Groups:
         return seen
 
 
+def _ranks(value: object) -> tuple[int, ...] | None:
+    """A group's ranks as :func:`~.names.parse_ranks` reads them; None also where one is beyond any job."""
+    ranks = parse_ranks(value)
+    return ranks if ranks is None or rank_ok(ranks[-1]) else None
+
+
 def _configs(dump: Dump) -> list[dict]:
     configs = dump.content.get("pg_config")
     return [c for c in configs.values() if isinstance(c, dict)] if isinstance(configs, dict) else []
@@ -227,34 +254,68 @@ def _call(rank: int, entry: _Entry, group: str, members: tuple[int, ...]) -> Cal
 
 
 def _read_entries(dump: Dump, warnings: list[str]) -> list[_Entry]:
-    """The dump's collective entries in its own order; p2p, malformed and repeated entries are
-    counted in warnings and left out."""
+    """The dump's collective entries in its own order; p2p, damaged and repeated entries are
+    counted in warnings and left out, impossible durations are dropped, the entries of one
+    coalesced call (the same sequence number: its tensors, then a ``coalesced`` entry) become one
+    with their sizes summed, and a hole in the sequence numbers of a group (entries lost between
+    ones the dump holds) is said."""
     version = str(dump.content.get("version"))
     if not version.startswith("2."):
         warnings.append(f"rank {dump.rank} ({dump.path.name}): Flight Recorder format {version}, read as 2.x")
     entries: list[_Entry] = []
     bad: Counter[str] = Counter()
-    p2p, repeated = 0, 0
-    seen: set[tuple[str, int]] = set()
+    p2p, repeated, untimed, coalesced = 0, 0, 0, 0
+    seen: dict[tuple[str, int], int] = {}
+    numbered: dict[str, set[int]] = defaultdict(set)
     for raw in dump.content["entries"]:
         entry = _entry(raw)
         if isinstance(entry, str):
             bad[entry] += 1
-        elif (isinstance(raw, dict) and raw.get("is_p2p") is True) or entry.op in P2P_OPS:
+            continue
+        numbered[group_label(entry.group, entry.description)].add(entry.seq)
+        if (isinstance(raw, dict) and raw.get("is_p2p") is True) or entry.op in P2P_OPS:
             p2p += 1
         elif (entry.group, entry.seq) in seen:
-            repeated += 1
+            first = entries[seen[(entry.group, entry.seq)]]
+            if entry.op == "coalesced" or entry.op == first.op:  # one coalesced call's tensors (format 2.7 on)
+                coalesced += 1
+                if entry.op == first.op:
+                    entries[seen[(entry.group, entry.seq)]] = replace(
+                        first, in_sizes=first.in_sizes + entry.in_sizes, out_sizes=first.out_sizes + entry.out_sizes)
+            else:
+                repeated += 1
         else:
-            seen.add((entry.group, entry.seq))
+            seen[(entry.group, entry.seq)] = len(entries)
             entries.append(entry)
+            untimed += entry.impossible_duration
     if bad:
-        warnings.append(f"rank {dump.rank}: {sum(bad.values())} entries left out, missing or malformed: "
-                        + ", ".join(f"{field} ({n})" for field, n in bad.most_common()))
+        warnings.append(f"rank {dump.rank}: {sum(bad.values())} entries left out as damaged (a field missing, "
+                        "malformed or impossible): " + ", ".join(f"{field} ({n})" for field, n in bad.most_common()))
+    if untimed:
+        warnings.append(f"rank {dump.rank}: {untimed} entries hold an impossible duration (zero, negative or over "
+                        "a week): damaged input, shown untimed")
     if p2p:
         warnings.append(f"rank {dump.rank}: {p2p} point-to-point entries (send/recv) are not shown")
     if repeated:
-        warnings.append(f"rank {dump.rank}: {repeated} entries repeat a call number already seen on their group: left out")
+        warnings.append(f"rank {dump.rank}: {repeated} entries repeat a call number already seen on their group with "
+                        "another op: left out")
+    if coalesced:
+        warnings.append(f"rank {dump.rank}: {coalesced} entries are further tensors of coalesced calls: each "
+                        "coalesced call is shown as one, its sizes summed")
+    for group, seqs in sorted(numbered.items()):
+        ordered = sorted(seqs)
+        count = ordered[-1] - ordered[0] + 1 - len(ordered)
+        if count:
+            warnings.append(f"rank {dump.rank}: {count:,} calls missing inside its dump's sequence on group {group} "
+                            f"({_holes_text(ordered)}): lost or damaged entries; what the rank did there is unknown")
     return entries
+
+
+def _holes_text(ordered: Sequence[int], most: int = 8) -> str:
+    """The first ``most`` gaps between consecutive numbers of ``ordered`` as ``#4, #7–#9``."""
+    gaps = [(a + 1, b - 1) for a, b in zip(ordered, ordered[1:]) if b > a + 1]
+    text = ", ".join(f"#{lo}" if lo == hi else f"#{lo}–#{hi}" for lo, hi in gaps[:most])
+    return text + (", …" if len(gaps) > most else "")
 
 
 def _truncation_warnings(calls: Mapping[int, list[Call]], warnings: list[str]) -> None:

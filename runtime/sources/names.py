@@ -64,6 +64,7 @@ _OP_SPELLINGS = {
     "allgather": "all_gather", "_allgather_base": "all_gather", "allgather_base": "all_gather",
     "allgather_into_tensor_coalesced": "all_gather", "all_gather_into_tensor": "all_gather",
     "allgather_coalesced": "all_gather", "all_gather_into_tensor_coalesced": "all_gather",
+    "_all_gather_base": "all_gather", "all_gather_base": "all_gather",
     "_reduce_scatter_base": "reduce_scatter", "reduce_scatter_base": "reduce_scatter",
     "reduce_scatter_tensor": "reduce_scatter", "reduce_scatter_tensor_coalesced": "reduce_scatter",
     "reducescatter": "reduce_scatter", "alltoall": "all_to_all", "alltoall_base": "all_to_all",

@@ -1,41 +1,36 @@
-"""An ``NCCL_DEBUG=INFO`` log: the rings and trees NCCL built, its transport, its init times, and
-each call's algorithm and protocol.
+"""An ``NCCL_DEBUG=INFO`` log: the job's ranks and devices, the rings and trees NCCL built for every
+communicator, its transport, its init times, and each call's algorithm and protocol.
 
-One file holds every rank's lines (or one file per process, ``NCCL_DEBUG_FILE=nccl.%h.%p.log``);
-each line starts ``host:pid:tid [device] NCCL INFO``. What is read:
-
-- ``comm 0x… rank R nranks N …`` (``nRanks`` in newer versions, ``commId 0x…`` where printed):
-  which process is which rank of which communicator; a process's largest communicator is taken as
-  the world, its rank as the process's global rank;
-- ``Ring 00 : 3 -> 0 -> 1`` (previous → this rank → next) and, where no ring lines are printed,
-  ``Channel 00/02 :    0   1   2   3`` (the ring's order); ``Trees [0] 1/2/-1->0->-1 …`` (children →
-  this rank → parent); ``Channel 00/0 : 0[0] -> 1[1] via P2P/IPC`` (the transport of each link);
-  ``Using network Socket``; ``Init timings - ncclCommInitRank: rank 0 nranks 4 total 0.53 (…)``;
-- per call (``NCCL_DEBUG_SUBSYS=COLL``) ``AllReduce: opCount 3 sendbuff … count 262144 datatype 7
-  op 0 root 0 comm 0x… [nranks=4] …``, and its tuning line ``AllReduce: 1048576 Bytes -> Algo
-  RING proto LL128 …`` (read by :func:`~..reports.nccl_log.nccl_choice`).
+One file holds every rank's lines (or one file per process, ``NCCL_DEBUG_FILE=nccl.%h.%p.log``),
+from any NCCL 2.4–2.28 and any launcher: :mod:`.nccl_lines` reads the lines, in whatever order
+they come. Here each rank — a (host, process, device), so a process driving several GPUs is
+several ranks — gets its global rank (its rank in its largest communicator); communicators are
+matched across ranks by ``commId`` where printed, else by size and creation order; the job's rank
+count is the largest ``nranks`` printed, and ranks the log has no line of are said absent. A log of
+per-call lines only numbers its ranks in the order it shows them, and says so.
 
 The rings and trees become steps of ``p2p`` Transfer events, drawn as collviz draws its own
 ``--algo ring|tree`` hops (a ring: every rank sends to the next; a tree: up level by level, then
 down), each labelled as NCCL's reported topology, not observed data; the log gives no byte counts
-for them (0). Each call is a step with NCCL's algorithm and protocol in its narration, labelled as
-NCCL's own report. The log has no clock, so steps go in log order and no call has a duration. GPU
-only: these machines have none, so this is read from the format NCCL prints (see the tests'
-fixture) and labelled *not verified here (no GPU)*.
+for them (0). Each call is a step numbered by its opCount from #1, with NCCL's algorithm and
+protocol in its narration, labelled as NCCL's own report. The log has no clock, so steps go in log
+order and no call has a duration. The tests read excerpts of real logs posted in public issues
+(``tests/fixtures/nccl/real/``); these machines have no GPU to make one.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import UsageError
 from ..observation.rank_lists import ranks_text
-from ..reports.nccl_log import NCCL_LABEL, NCCL_OPS, NcclChoice, nccl_choice
-from .names import itemsize, nccl_dtype_name
+from ..reports.nccl_log import NCCL_LABEL, NcclChoice
+from .names import itemsize
+from .nccl_lines import Comm, LoggedCall, LogReader, has_nccl_lines
+from .plausible import bytes_ok
 from .run import (
     Call,
     Hop,
@@ -53,187 +48,94 @@ __all__ = ["TOPOLOGY_LABEL", "is_nccl_log", "import_nccl_log"]
 TOPOLOGY_LABEL = "NCCL's reported topology, not observed data"
 """How every ring and tree hop is labelled."""
 
-_MARK = re.compile(r"NCCL (?:INFO|WARN) ")
-_PREFIX = re.compile(r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[[^\]]*\] NCCL (?:INFO|WARN) (?P<msg>.*)")
-_COMM = re.compile(r"comm (?P<ptr>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nr?anks (?P<n>\d+)(?:.*commId (?P<id>0x[0-9a-fA-F]+))?",
-                   re.IGNORECASE)
-_RING = re.compile(r"^Ring (?P<ch>\d+) : (?P<prev>-?\d+) -> (?P<me>\d+) -> (?P<next>-?\d+)\s*$")
-_TREES = re.compile(r"\[(?P<ch>\d+)\] (?P<down>-?\d+(?:/-?\d+)*)->(?P<me>\d+)->(?P<up>-?\d+)")
-_ORDER = re.compile(r"^Channel (?P<ch>\d+)/\d+ :(?P<ranks>(?:\s+\d+)+)\s*$")
-_LINK = re.compile(r"^Channel (?P<ch>\d+)(?:/\d+)? : (?P<src>\d+)\[[^\]]*\] -> (?P<dst>\d+)\[[^\]]*\]"
-                   r"(?: \[(?:send|receive)\])? via (?P<via>\S+)")
-_NETWORK = re.compile(r"Using network (?P<net>\S+)")
-_TIMINGS = re.compile(r"Init timings(?: - \w+)?: rank (?P<rank>\d+) nranks (?P<n>\d+) total (?P<total>[\d.]+)(?: \((?P<parts>[^)]*)\))?")
-_CALL = re.compile(r"^(?P<op>\w+): opCount (?P<count_op>[0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (?P<count>\d+) "
-                   r"datatype (?P<dtype>\d+) op \d+ root (?P<root>-?\d+) comm (?P<ptr>0x[0-9a-fA-F]+)")
-_VERSION = re.compile(r"NCCL version (?P<version>\S+)")
+_Agent = tuple[str, int, int | None]
+"""Where a rank runs: (host, process, device) — one process may drive several GPUs."""
 
 
 def is_nccl_log(text: str) -> bool:
-    """Whether ``text`` has NCCL's debug lines."""
-    return _MARK.search(text) is not None
-
-
-@dataclass
-class _Comm:
-    """One process's view of one communicator: its rank there and what it printed about it."""
-
-    ptr: str
-    rank: int
-    size: int
-    comm_id: str
-    order: int
-    rings: dict[int, int] = field(default_factory=dict)
-    """channel → the next rank (communicator ranks)."""
-    trees: dict[int, int] = field(default_factory=dict)
-    """channel → the parent rank (-1: this rank is the root)."""
-    orders: dict[int, list[int]] = field(default_factory=dict)
-    links: dict[tuple[int, int], str] = field(default_factory=dict)
-    init_s: float | None = None
-    init_parts: str = ""
-
-
-@dataclass
-class _LoggedCall:
-    """One call a process logged, on one communicator, with NCCL's choice where it printed one."""
-
-    ptr: str
-    op: str
-    number: int | None
-    count: int | None
-    dtype: str
-    root: int | None
-    choice: NcclChoice | None = None
-
-
-@dataclass
-class _Process:
-    """Everything one process (host:pid) printed."""
-
-    key: tuple[str, int]
-    comms: dict[str, _Comm] = field(default_factory=dict)
-    current: dict[int, str] = field(default_factory=dict)
-    """thread → the communicator it announced last."""
-    calls: list[_LoggedCall] = field(default_factory=list)
-    last_call: dict[int, _LoggedCall] = field(default_factory=dict)
-    network: str = ""
-
-    def comm(self, tid: int, rank: int | None = None) -> _Comm | None:
-        """The communicator a line of thread ``tid`` is about: the thread's last announced one, else
-        the process's latest in which it has ``rank``."""
-        found = self.comms.get(self.current.get(tid, ""))
-        if found is not None and (rank is None or found.rank == rank):
-            return found
-        fitting = [c for c in self.comms.values() if rank is None or c.rank == rank]
-        return max(fitting, key=lambda c: c.order) if fitting else None
-
-
-def _parse(lines: Sequence[str], processes: dict[tuple[str, int], _Process], versions: set[str]) -> int:
-    """Read every NCCL line into ``processes``; returns how many NCCL lines there were."""
-    seen = 0
-    for line in lines:
-        match = _PREFIX.search(line)
-        if match is None:
-            continue
-        seen += 1
-        process = processes.setdefault((match["host"], int(match["pid"])), _Process((match["host"], int(match["pid"]))))
-        _read_line(process, int(match["tid"]), line, match["msg"].strip(), versions)
-    return seen
-
-
-def _read_line(process: _Process, tid: int, line: str, msg: str, versions: set[str]) -> None:
-    """One NCCL line (``msg``: the part after ``NCCL INFO``) into what ``process`` printed."""
-    if (found := _VERSION.search(msg)) is not None:
-        versions.add(found["version"])
-    if (found := _CALL.match(msg)) is not None:
-        comm = process.comms.get(found["ptr"])
-        call = _LoggedCall(found["ptr"], NCCL_OPS.get(found["op"], found["op"].lower()), int(found["count_op"], 16),
-                           int(found["count"]), nccl_dtype_name(int(found["dtype"])),
-                           int(found["root"]) if found["op"] in ("Broadcast", "Reduce") else None)
-        if comm is not None:
-            process.calls.append(call)
-            process.last_call[tid] = call
-        return
-    if (choice := nccl_choice(line)) is not None:
-        last = process.last_call.pop(tid, None)
-        if last is not None and last.op == choice.op and last.choice is None:
-            last.choice = choice
-        elif (comm := process.comm(tid)) is not None:
-            process.calls.append(_LoggedCall(comm.ptr, choice.op, None, None, "unknown", None, choice))
-        return
-    if (found := _COMM.search(msg)) is not None and "Init timings" not in msg:
-        ptr = found["ptr"]
-        if ptr not in process.comms:
-            process.comms[ptr] = _Comm(ptr, int(found["rank"]), int(found["n"]), found["id"] or "", len(process.comms))
-        elif found["id"]:
-            process.comms[ptr].comm_id = found["id"]
-        process.current[tid] = ptr
-        return
-    _read_topology(process, tid, msg)
-
-
-def _read_topology(process: _Process, tid: int, msg: str) -> None:
-    if (found := _RING.match(msg)) is not None:
-        if (comm := process.comm(tid, int(found["me"]))) is not None:
-            comm.rings[int(found["ch"])] = int(found["next"])
-    elif msg.startswith("Trees"):
-        for found in _TREES.finditer(msg):
-            if (comm := process.comm(tid, int(found["me"]))) is not None:
-                comm.trees[int(found["ch"])] = int(found["up"])
-    elif (found := _ORDER.match(msg)) is not None:
-        if (comm := process.comm(tid)) is not None:
-            comm.orders[int(found["ch"])] = [int(r) for r in found["ranks"].split()]
-    elif (found := _LINK.match(msg)) is not None:
-        if (comm := process.comm(tid)) is not None:
-            comm.links[(int(found["src"]), int(found["dst"]))] = found["via"]
-    elif (found := _NETWORK.search(msg)) is not None:
-        process.network = found["net"]
-    elif (found := _TIMINGS.search(msg)) is not None:
-        if (comm := process.comm(tid, int(found["rank"]))) is not None:
-            comm.init_s, comm.init_parts = float(found["total"]), found["parts"] or ""
+    """Whether ``text`` has NCCL's debug lines (behind whatever prefix a launcher gave them)."""
+    return has_nccl_lines(text)
 
 
 @dataclass
 class _Group:
-    """One communicator across processes: its members (communicator rank → global rank)."""
+    """One communicator across ranks: its size (``nranks``), its members (communicator rank →
+    global rank) and each member's view of it."""
 
     label: str
+    size: int
     members: dict[int, int]
-    comms: dict[int, _Comm]
-    """global rank → that process's view of it."""
+    comms: dict[int, Comm]
+    """global rank → that rank's view of it."""
+    world: bool = False
 
     @property
     def ranks(self) -> tuple[int, ...]:
+        """Its ranks: the whole job's for the world (the log may not show every rank), else those seen."""
+        if self.world:
+            return tuple(range(max(self.size, max(self.members.values()) + 1)))
         return tuple(sorted(self.members.values()))
 
     def global_rank(self, local: int) -> int | None:
-        return self.members.get(local)
+        """The global rank of communicator rank ``local`` (the world's ranks are the job's)."""
+        return self.members.get(local, local if self.world and 0 <= local < len(self.ranks) else None)
 
 
-def _groups(processes: dict[tuple[str, int], _Process], warnings: list[str]) -> tuple[dict[tuple[str, int], int], list[_Group]]:
-    """Each process's global rank (its rank in its largest communicator) and every communicator
-    across processes (by commId where printed, else by size and creation order)."""
-    rank_of: dict[tuple[str, int], int] = {}
-    for key, process in processes.items():
-        if process.comms:
-            world = max(process.comms.values(), key=lambda c: (c.size, -c.order))
-            if world.rank in rank_of.values():
-                warnings.append(f"two processes say they are rank {world.rank} (one is {key[0]}:{key[1]}): "
-                                "the log holds more than one job; the second is left out")
-                continue
-            rank_of[key] = world.rank
+def _agents(comms: Sequence[Comm]) -> dict[_Agent, list[Comm]]:
+    agents: dict[_Agent, list[Comm]] = defaultdict(list)
+    for comm in comms:
+        agents[comm.agent].append(comm)
+    return agents
+
+
+def _global_ranks(agents: dict[_Agent, list[Comm]], warnings: list[str]) -> dict[_Agent, int]:
+    """Each rank's place → its global rank: its rank in its largest communicator; where the log
+    names no rank at all (per-call lines only), numbered by host and device."""
+    rank_of: dict[_Agent, int] = {}
+    claimed: dict[int, _Agent] = {}
+    for agent, found in agents.items():
+        known = [(c.size, -c.order, c.rank) for c in found if c.rank is not None]
+        if not known:
+            continue
+        rank = max(known)[2]
+        if rank in claimed:
+            warnings.append(f"two processes say they are rank {rank} (one is {agent[0]}:{agent[1]}): the log "
+                            "holds more than one job; the second is left out")
+            continue
+        claimed[rank] = agent
+        rank_of[agent] = rank
+    unnamed = [a for a in agents if a not in rank_of and all(c.rank is None for c in agents[a])]
+    if unnamed and not rank_of:
+        ordered = sorted(unnamed, key=lambda a: (a[0], -1 if a[2] is None else a[2], a[1]))
+        rank_of = {agent: number for number, agent in enumerate(ordered)}
+        warnings.append("the log has per-call lines but no init lines (comm … rank R nranks N): its ranks are "
+                        "numbered by host and device, not as the job numbered them")
+    elif unnamed:
+        warnings.append(f"{len(unnamed)} ranks print calls but never their rank (their init lines are not in the "
+                        "log): left out")
+    return rank_of
+
+
+def _groups(comms: Sequence[Comm], warnings: list[str]) -> tuple[dict[_Agent, int], list[_Group]]:
+    """Each rank's global rank and every communicator across ranks (by commId where printed, else
+    by size and the order each rank created it)."""
+    agents = _agents(comms)
+    rank_of = _global_ranks(agents, warnings)
     found: dict[tuple, _Group] = {}
-    for key, rank in sorted(rank_of.items(), key=lambda kv: kv[1]):
+    for agent, rank in sorted(rank_of.items(), key=lambda kv: kv[1]):
         sizes: Counter[int] = Counter()
-        for comm in sorted(processes[key].comms.values(), key=lambda c: c.order):
+        for comm in agents[agent]:
             identity = ("id", comm.comm_id) if comm.comm_id else ("size", comm.size, sizes[comm.size])
             sizes[comm.size] += 1
-            group = found.setdefault(identity, _Group("", {}, {}))
-            group.members[comm.rank] = rank
-            group.comms[rank] = comm
-    groups = sorted(found.values(), key=lambda g: (-len(g.members), min(g.members.values())))
+            group = found.setdefault(identity, _Group("", comm.size, {}, {}))
+            local = comm.rank if comm.rank is not None else len(group.members)
+            if local not in group.members:
+                group.members[local] = rank
+                group.comms[rank] = comm
+    groups = sorted(found.values(), key=lambda g: (-max(g.size, len(g.members)), min(g.members.values())))
     for number, group in enumerate(groups):
         group.label = "world" if number == 0 else f"nccl comm {number}"
+        group.world = number == 0
     return rank_of, groups
 
 
@@ -261,6 +163,9 @@ def _tree_hops(group: _Group) -> list[tuple[list[int], list[Hop]]]:
         for channel, up in comm.trees.items():
             if up >= 0 and (parent := group.global_rank(up)) is not None:
                 by_channel[channel][rank] = parent
+            for child in comm.children.get(channel, []):  # a rank's line names its children too
+                if (known := group.global_rank(child)) is not None:
+                    by_channel[channel].setdefault(known, rank)
     return _distinct(by_channel, lambda parents: _tree_levels(group, parents))
 
 
@@ -313,10 +218,12 @@ def _topology_steps(group: _Group) -> list[Step]:
     return steps
 
 
-def _init_step(group: _Group, processes: dict, rank_of: dict, versions: set[str]) -> Step:
-    networks = sorted({processes[k].network for k, r in rank_of.items() if r in group.comms and processes[k].network})
-    lines = [f"NCCL set up {group.label}: {len(group.members)} ranks ({ranks_text(group.ranks)})"
-             + (f", NCCL {', '.join(sorted(versions))}" if versions else "") + "."]
+def _init_step(group: _Group, reader: LogReader) -> Step:
+    networks = sorted({reader.network(c.host, c.pid) for c in group.comms.values()} - {""})
+    lines = [f"NCCL set up {group.label}: {group.size or len(group.members)} ranks"
+             + (f", {len(group.members)} of them in the log ({ranks_text(sorted(group.members.values()))})"
+                if len(group.members) < group.size else f" ({ranks_text(sorted(group.members.values()))})")
+             + (f", NCCL {', '.join(sorted(reader.versions))}" if reader.versions else "") + "."]
     if networks:
         lines.append(f"network transport: {', '.join(networks)}")
     took = {}
@@ -328,59 +235,54 @@ def _init_step(group: _Group, processes: dict, rank_of: dict, versions: set[str]
     return Step(name=f"NCCL init of {group.label}", narration="\n".join(lines), took_ns=took or dict.fromkeys(group.comms, 0))
 
 
-def _sizes(logged: _LoggedCall, n: int) -> tuple[int, int, int]:
+def _sizes(logged: LoggedCall, n: int) -> tuple[int, int, int]:
     """(bytes in, bytes out, input elements) of a logged call. NCCL's ``count`` is an all-gather's
-    send count and a reduce-scatter's receive count; a call known only from its tuning line has
-    NCCL's byte count, and no element count."""
-    size = itemsize(logged.dtype)
-    if logged.count is None or not size:
-        nbytes = logged.choice.size if logged.choice else 0
-        return nbytes, nbytes, 0
-    count = logged.count * n if logged.op == "reduce_scatter" else logged.count
-    out = logged.count * n if logged.op == "all_gather" else logged.count
+    send count and a reduce-scatter's receive count."""
+    size = itemsize(logged.dtype) or 0
+    count = (logged.count or 0) * n if logged.op == "reduce_scatter" else logged.count or 0
+    out = (logged.count or 0) * n if logged.op == "all_gather" else logged.count or 0
     return count * size, out * size, count
 
 
-def _call_steps(groups: list[_Group], processes: dict, rank_of: dict) -> list[Step]:
-    """One step per call, matched across ranks by communicator and opCount (or order)."""
-    group_of = {(rank, comm.ptr): group for group in groups for rank, comm in group.comms.items()}
-    sequences: dict[int, list[tuple[str, int]]] = {}
+def _call_steps(groups: list[_Group], warnings: list[str]) -> list[Step]:
+    """One step per call, matched across ranks by communicator and opCount (numbered from #1, as
+    every source numbers calls), or by order where the log printed no opCount."""
+    sequences: dict[int, list[tuple[str, int]]] = defaultdict(list)
     by_key: dict[tuple[str, int], list[tuple[Call, NcclChoice | None]]] = defaultdict(list)
     first_seen: dict[tuple[str, int], int] = {}
-    position = 0
-    for key, rank in rank_of.items():
-        counters: Counter[str] = Counter()
-        sequences[rank] = []
-        for logged in processes[key].calls:
-            group = group_of.get((rank, logged.ptr))
-            if group is None:
-                continue
-            number = logged.number if logged.number is not None else counters[group.label]
-            counters[group.label] += 1
-            bytes_in, bytes_out, count = _sizes(logged, len(group.members))
-            call = Call(rank=rank, group=group.label, group_ranks=group.ranks, group_seq=number, op=logged.op,
-                        dtype=logged.dtype, count=count, bytes_in=bytes_in, bytes_out=bytes_out, t_ns=0,
-                        root=group.global_rank(logged.root) if logged.root is not None else None)
-            step_key = (group.label, number)
-            sequences[rank].append(step_key)
-            by_key[step_key].append((call, logged.choice))
-            position += 1
-            first_seen.setdefault(step_key, position)
+    damaged = 0
+    for group in groups:
+        n = group.size or len(group.members)
+        for rank, comm in group.comms.items():
+            for position, logged in enumerate(comm.calls, start=1):
+                number = logged.number + 1 if logged.number is not None else position
+                bytes_in, bytes_out, count = _sizes(logged, n)
+                if not (bytes_ok(bytes_in) and bytes_ok(bytes_out)):
+                    damaged += 1
+                    continue
+                call = Call(rank=rank, group=group.label, group_ranks=group.ranks, group_seq=number, op=logged.op,
+                            dtype=logged.dtype, count=count, bytes_in=bytes_in, bytes_out=bytes_out, t_ns=0,
+                            root=group.global_rank(logged.root) if logged.root is not None else None)
+                key = (group.label, number)
+                sequences[rank].append(key)
+                by_key[key].append((call, logged.choice))
+                first_seen.setdefault(key, (comm.order, position))  # type: ignore[arg-type]
+    if damaged:
+        warnings.append(f"{damaged} calls with a size beyond any device: damaged input, left out")
     steps = []
-    for step_key in order_steps(sequences, first_seen):
-        found = by_key[step_key]
+    for key in order_steps(dict(sequences), first_seen):
+        found = by_key[key]
         op = Counter(c.op for c, _ in found).most_common(1)[0][0]
         chosen: dict[str, list[int]] = defaultdict(list)
         for call, choice in found:
             chosen[f"{choice.algo}/{choice.protocol}" if choice else "not printed"].append(call.rank)
         first = found[0][0]
         size = f"{first.dtype} ×{first.count:,}, " if first.count else ""
-        narration = (f"NCCL log: {op} #{step_key[1]} on {step_key[0]} ({size}{first.bytes_in:,} B). "
-                     + "; ".join(f"algorithm/protocol {text} on ranks {ranks_text(ranks)}"
+        narration = (f"NCCL log: {op} #{key[1]} on {key[0]} ({size}{first.bytes_in:,} B). "
+                     + "; ".join(f"algorithm/protocol {text} on ranks {ranks_text(sorted(ranks))}"
                                  for text, ranks in chosen.items())
                      + f" — as {NCCL_LABEL}. The log holds no values, no provenance and no times.")
-        steps.append(Step(name=f"{op} #{step_key[1]} on {step_key[0]}", narration=narration,
-                          calls=[c for c, _ in found]))
+        steps.append(Step(name=f"{op} #{key[1]} on {key[0]}", narration=narration, calls=[c for c, _ in found]))
     return steps
 
 
@@ -393,36 +295,51 @@ def _clocked(steps: list[Step]) -> list[Step]:
     return placed
 
 
+def _devices(rank_of: dict[_Agent, int], comms: Sequence[Comm]) -> dict[int, str]:
+    """Each rank's device as the log names it: ``cuda:1 (busId 7000) on como``."""
+    bus = {c.agent: c.bus for c in comms if c.bus}
+    return {rank: (f"cuda:{agent[2]}" if agent[2] is not None else "cuda") + (f" (busId {bus[agent]})" if agent in bus else "")
+            + f" on {agent[0]}" for agent, rank in rank_of.items()}
+
+
 def import_nccl_log(files: Sequence[tuple[Path, str]], warnings: list[str],
                     progress: Progress = no_progress) -> ImportedRun:
     """The run an NCCL debug log describes (one file of several ranks' lines, or one per process;
     ``progress`` is told each step built)."""
-    processes: dict[tuple[str, int], _Process] = {}
-    versions: set[str] = set()
-    lines = sum(_parse(text.splitlines(), processes, versions) for _, text in files)
-    rank_of, groups = _groups(processes, warnings)
+    reader = LogReader()
+    for _, text in files:
+        for line in text.splitlines():
+            reader.feed(line)
+    comms = reader.comms()
+    rank_of, groups = _groups(comms, warnings)
     if not groups:
-        raise UsageError(f"{files[0][0]}: {lines} NCCL lines but no communicator (no 'comm 0x… rank R nranks N' line): "
-                         "log with NCCL_DEBUG=INFO from the job's start")
-    steps = [_init_step(g, processes, rank_of, versions) for g in groups]
+        damaged = f", {reader.damaged} lines with impossible ranks or opCounts (damaged input)" if reader.damaged else ""
+        raise UsageError(f"{files[0][0]}: {reader.lines} NCCL lines but no communicator (no 'comm 0x… rank R nranks N' "
+                         f"line, no per-call line{damaged}): log with NCCL_DEBUG=INFO from the job's start")
+    steps = [_init_step(g, reader) for g in groups if any(c.rank is not None for c in g.comms.values())]
     for group in groups:
         steps += _topology_steps(group)
-    steps += _call_steps(groups, processes, rank_of)
-    world = max(len(g.members) for g in groups)
+    steps += _call_steps(groups, warnings)
+    world = len(groups[0].ranks)
     ranks = sorted(rank_of.values())
-    missing = {r: "not in the log" for r in range(world) if r not in ranks}
+    missing = {r: "not in the log" for r in range(world) if r not in rank_of.values()}
     if missing:
-        warnings.append(f"the log has no lines of rank{'s' if len(missing) > 1 else ''} {ranks_text(sorted(missing))}")
+        warnings.append(f"the log has no lines of rank{'s' if len(missing) > 1 else ''} {ranks_text(sorted(missing))} "
+                        f"(the job has {world} ranks)")
+    if reader.damaged:
+        warnings.append(f"{reader.damaged} lines name a rank or an opCount that cannot be (rank ≥ nranks, more ranks "
+                        f"than any job): damaged input, left out")
+    if reader.p2p:
+        warnings.append(f"{reader.p2p} point-to-point calls (Send/Recv) are not shown")
     if not any(s.calls for s in steps):
         warnings.append("the log has no per-call lines (NCCL_DEBUG_SUBSYS=COLL,TUNING prints them): topology only")
     origin = Origin(
         scenario="nccl-log",
-        description=(f"An NCCL_DEBUG=INFO log of {len(ranks)} ranks: NCCL's init, the rings and trees it built "
-                     f"({TOPOLOGY_LABEL}), then one step per call with the algorithm and protocol NCCL chose. The log "
-                     "has no clock (steps are in log order, none timed), no values and no provenance. Read from the "
-                     "format NCCL prints: not verified here (no GPU)."),
+        description=(f"An NCCL_DEBUG=INFO log of {len(ranks)} of a job's {world} ranks: NCCL's init, the rings and trees it "
+                     f"built ({TOPOLOGY_LABEL}), then one step per call with the algorithm and protocol NCCL chose. The log "
+                     "has no clock (steps are in log order, none timed), no values and no provenance."),
         reason="nccl, imported from an NCCL_DEBUG=INFO log: topology and choices as NCCL reported them",
         backend="nccl", device_kind="cuda", world_size=world, device="cuda", untimed="an NCCL log has no clock",
         not_recorded="an NCCL log holds the links NCCL built and its choices: no values, provenance or data moved",
-        nccl_version=", ".join(sorted(versions)))
+        nccl_version=", ".join(sorted(reader.versions)), devices=_devices(rank_of, comms))
     return build_run(origin, _clocked(steps), warnings, ranks, missing, progress)

@@ -2,20 +2,30 @@
 
 ``prof.export_chrome_trace(f"trace_{rank}.json")`` (or ``tensorboard_trace_handler``, gzip or not)
 writes Chrome trace-event JSON whose ``distributedInfo`` names the backend, the rank, the world size
-and the process groups the rank belongs to (``pg_config``: name, description, ranks). Its calls:
+and, since torch 2.1, the process groups the rank belongs to (``pg_config``: name, description,
+ranks). Its calls, by what each torch records:
 
-- every backend: the dispatcher's ``c10d::allreduce_``, ``c10d::_allgather_base_`` … slices with
-  ``Input Dims`` and ``Input type`` (``record_shapes=True``). They time only the enqueueing, and on
-  gloo they do not name their group, so a rank in several groups has its calls shown on the default
-  group, with a warning, and calls are then not compared across ranks;
+- torch 2.1 on, NCCL: ``record_param_comms`` rows (``Collective name``, ``dtype``, ``In msg nelems``,
+  ``Out msg nelems``, ``Process Group Name``/``Description``/``Ranks``, ``Seq``) and the NCCL
+  kernels (``ncclDevKernel_…``), paired by ``External id`` (else by group and ``Seq``, else by op in
+  order), whose own GPU time is the call's;
+- every backend and torch 1.13 on: the dispatcher's ``c10d::allreduce_``, ``c10d::_allgather_base_`` …
+  slices with ``Input Dims`` and ``Input type`` (``record_shapes=True``); where a tensor list's
+  shapes are not recorded (torch ≤ 2.0) the ``nccl:all_reduce`` slice inside gives the input's, and
+  an ``nccl:`` slice outside any (torch 1.13's all-to-all) is a call of its own. torch ≤ 2.0 names
+  no groups: calls are shown on the default group, and said so. These slices time only the
+  enqueueing; each call's time is the work's, paired in order with a work slice of its op:
 - gloo: its worker threads' ``gloo:all_reduce`` … slices, the work itself (which includes waiting
-  for the other ranks): paired in order with the calls they execute, they give each call's time and
-  element type. On torch 2.13 gloo runs ``reduce_scatter_tensor`` as an all-reduce, named so;
-- NCCL: ``record_param_comms`` rows (``Collective name``, ``dtype``, ``In msg nelems``, ``Out msg
-  nelems``, ``Process Group Name``/``Description``/``Ranks``, ``Seq``) and the NCCL kernels
-  (``ncclDevKernel_…``), paired by ``External id`` (else by group and ``Seq``, else in order), whose
-  own GPU time is the call's. That path is written from torch's documented trace format and
-  labelled *not verified here (no GPU)*: the machines this was built on have none.
+  for the other ranks), which also give the element type; on torch 2.13 gloo runs
+  ``reduce_scatter_tensor`` as an all-reduce, named so. A rank in several groups has its calls
+  shown on the default group, with a warning, and calls are then not compared across ranks;
+- NCCL up to torch 2.0: its ``ncclKernel_AllReduce_RING_LL_Sum_float`` … kernels (an all-to-all
+  runs as ``SendRecv``), whose ``External id`` is not the CPU row's.
+
+The NCCL paths are written from torch's documented trace format and the traces of Holistic Trace
+Analysis' test data, and labelled *not verified here (no GPU)*: the machines this was built on
+have none. A value that cannot be (a zero or negative duration, a size beyond any device) is
+damaged input, warned and not shown (:mod:`.plausible`).
 
 Each call's ``algo_bytes`` is S of the nccl-tests formulas for its group's size, so the summary and
 the cost pane give algbw and busbw with the formula (:mod:`~..observation.metrics`).
@@ -25,15 +35,16 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from math import prod
 from pathlib import Path
-from typing import TypeGuard
+from typing import TypeGuard, cast
 
 from ..errors import UsageError
 from ..observation.metrics import BUS_FACTOR_OPS
 from ..observation.rank_lists import ranks_text
-from .names import P2P_OPS, dtype_name, itemsize, op_name, parse_ranks
+from .names import P2P_OPS, dtype_name, op_name, parse_ranks
+from .plausible import MAX_RANKS, bytes_ok, rank_ok
 from .run import (
     Call,
     ImportedRun,
@@ -44,6 +55,19 @@ from .run import (
     group_label,
     no_progress,
     order_steps,
+)
+
+from .trace_work import (
+    Pending,
+    RankCalls,
+    args_of,
+    by_op,
+    external_id,
+    gloo_works,
+    kernels_of,
+    list_arg,
+    time_by_kernels,
+    time_by_work,
 )
 
 __all__ = ["ProfilerTrace", "GPU_LABEL", "is_profiler_trace", "import_traces"]
@@ -65,10 +89,10 @@ _C10D_ARGS: dict[str, tuple[int | None, int | None, int | None]] = {
     "c10d::send": (0, None, None), "c10d::recv_": (0, None, None),
 }
 
-_RUNS_AS = {"reduce_scatter": {"reduce_scatter", "all_reduce"}}
-"""Work a call may run as on gloo, beyond its own op (torch 2.13's gloo reduce-scatters by all-reducing)."""
-
 _KNOWN_OPS = BUS_FACTOR_OPS | {"barrier"}
+
+_LARGEST = 2**53
+"""Past this a trace's time (µs) is not one it can hold."""
 
 
 @dataclass(frozen=True)
@@ -85,58 +109,26 @@ def is_profiler_trace(content: object) -> TypeGuard[dict]:
             and isinstance(content.get("distributedInfo"), dict))
 
 
-@dataclass
-class _Pending:
-    """One call as first read, before its time and element type are settled: ``call`` has no byte
-    counts yet, ``out_count`` its output elements; ``external_id`` and ``seq_key`` pair it with its
-    NCCL kernel; ``timed_by`` names what timed it."""
-
-    call: Call
-    ts_us: float
-    out_count: int
-    external_id: object = None
-    seq_key: tuple[str, int] | None = None
-    timed_by: str = ""
-
-    def settle(self, dtype: str | None = None) -> None:
-        """Take ``dtype`` where the call's own is unknown, and count its bytes."""
-        chosen = dtype if dtype and self.call.dtype == "unknown" else self.call.dtype
-        size = itemsize(chosen) or 0
-        self.call = replace(self.call, dtype=chosen, bytes_in=self.call.count * size, bytes_out=self.out_count * size)
-
-
-@dataclass
-class _Rank:
-    """What one rank's trace gave: its calls in issue order and how they were timed."""
-
-    rank: int
-    world: int
-    backend: str
-    calls: list[_Pending] = field(default_factory=list)
-    gpu: bool = False
-
-
-def _num(value: object) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+def _num(value: object, largest: float = 1e300) -> float | None:
+    """A number of a trace (below ``largest`` in size: a time stays below 2^53 µs), else None."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not -largest < value < largest:
+        return None
+    return float(value)
 
 
 def _slices(content: dict) -> list[dict]:
     """Complete events (``ph: X``) with a name, a start and a duration, by start time."""
     found = [e for e in content["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"
-             and isinstance(e.get("name"), str) and _num(e.get("ts")) is not None and _num(e.get("dur")) is not None]
+             and isinstance(e.get("name"), str) and _num(e.get("ts"), _LARGEST) is not None
+             and _num(e.get("dur"), _LARGEST) is not None]
     return sorted(found, key=lambda e: e["ts"])
-
-
-def _args(event: dict) -> dict:
-    """The slice's ``args``; empty where it has none or they are not an object."""
-    args = event.get("args")
-    return args if isinstance(args, dict) else {}
 
 
 def _groups(info: dict) -> dict[str, tuple[str, tuple[int, ...]]]:
     """The rank's groups from ``distributedInfo.pg_config``: name → (label, ranks)."""
     groups = {}
-    for config in info.get("pg_config") or []:
+    configs = info.get("pg_config")
+    for config in configs if isinstance(configs, list) else []:
         if isinstance(config, dict) and isinstance(config.get("pg_name"), str):
             ranks = parse_ranks(config.get("ranks")) or ()
             groups[config["pg_name"]] = (group_label(config["pg_name"], str(config.get("pg_desc") or "")), ranks)
@@ -145,68 +137,96 @@ def _groups(info: dict) -> dict[str, tuple[str, tuple[int, ...]]]:
 
 def _tensor_count(dims: object, kind: object) -> tuple[int | None, str]:
     """(elements, element type) of one recorded argument: a tensor, a tensor list, or unrecorded."""
-    if kind == "TensorList" and isinstance(dims, list) and all(isinstance(d, list) for d in dims):
+    if kind == "TensorList" and isinstance(dims, list) and dims and all(_shape(d) for d in dims):
         return sum(prod(d) for d in dims), ""
-    if isinstance(kind, str) and kind and kind not in ("Scalar", "ScalarList", "TensorList") and isinstance(dims, list):
-        return prod(dims), dtype_name(kind)
+    if isinstance(kind, str) and kind and kind not in ("Scalar", "ScalarList", "TensorList") and _shape(dims):
+        return prod(cast(list[int], dims)), dtype_name(kind)
     return None, ""
 
 
-def _c10d_call(rank: _Rank, event: dict, group: tuple[str, tuple[int, ...]], seq: int) -> _Pending | None:
-    """The call a ``c10d::`` slice made, its sizes from ``Input Dims``."""
+def _shape(dims: object) -> bool:
+    """Whether ``dims`` is a tensor's shape: a list of sizes (whole numbers, none negative)."""
+    return isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims)
+
+
+def _c10d_call(rank: RankCalls, event: dict, group: tuple[str, tuple[int, ...]], seq: int,
+               annotation: dict | None) -> Pending | None:
+    """The call a ``c10d::`` slice made, its sizes from its ``Input Dims``, else from those of the
+    backend's own slice inside it (``nccl:all_reduce``: torch 1.13–2.0 record no shapes of a
+    c10d op's tensor list)."""
     inputs, outputs, root_at = _C10D_ARGS[event["name"]]
-    args = _args(event)
-    dims, kinds = args.get("Input Dims") or [], args.get("Input type") or []
-    concrete = args.get("Concrete Inputs") or []
+    args = args_of(event)
+    dims, kinds, concrete = (list_arg(args, key) for key in ("Input Dims", "Input type", "Concrete Inputs"))
 
     def argument(at: int | None) -> tuple[int | None, str]:
         return _tensor_count(dims[at], kinds[at]) if at is not None and at < min(len(dims), len(kinds)) else (None, "")
 
-    op = op_name(event["name"])
-    n = len(group[1]) or rank.world
     count, dtype = argument(inputs)
     out, out_dtype = argument(outputs)
+    if count is None and out is None and annotation is not None:
+        count, dtype = _annotated_input(annotation)
+    root = concrete[root_at] if root_at is not None and root_at < len(concrete) else None
+    return _sized_call(rank, op_name(event["name"]), group, seq, event["ts"], (count, dtype), (out, out_dtype),
+                       int(root) if isinstance(root, str) and root.isdigit() and rank_ok(int(root[:7]), rank.world)
+                       else None)
+
+
+def _annotated_input(annotation: dict) -> tuple[int | None, str]:
+    """(elements, element type) of the input a backend's slice (``nccl:all_reduce``) records."""
+    args = args_of(annotation)
+    dims, kinds = list_arg(args, "Input Dims"), list_arg(args, "Input type")
+    return _tensor_count(dims[0], kinds[0]) if dims and kinds else (None, "")
+
+
+def _sized_call(rank: RankCalls, op: str, group: tuple[str, tuple[int, ...]], seq: int, ts: float,
+                given: tuple[int | None, str], taken: tuple[int | None, str], root: int | None) -> Pending | None:
+    """A call with its input and output elements, either derived from the other where only one was
+    recorded (an all-gather's output is n inputs, a reduce-scatter's input n outputs)."""
+    (count, dtype), (out, out_dtype) = given, taken
+    n = len(group[1]) or rank.world
     if count is None and out is not None:
         count = out * n if op in ("reduce_scatter", "scatter") else out
     if out is None and count is not None:
-        out = count * n if op in ("all_gather", "gather") else count
-    if count is None:
+        out = count * n if op in ("all_gather", "gather") else count // n if op in ("reduce_scatter", "scatter") else count
+    if count is None or out is None:
         return None
-    root = concrete[root_at] if root_at is not None and root_at < len(concrete) else None
     call = Call(rank=rank.rank, group=group[0], group_ranks=group[1], group_seq=seq, op=op,
-                dtype=dtype or out_dtype or "unknown", count=count, bytes_in=0, bytes_out=0,
-                t_ns=int(event["ts"] * 1000), root=int(root) if isinstance(root, str) and root.isdigit() else None)
-    return _Pending(call, event["ts"], out if out is not None else count)
+                dtype=dtype or out_dtype or "unknown", count=count, bytes_in=0, bytes_out=0, t_ns=int(ts * 1000), root=root)
+    return Pending(call, ts, out)
 
 
-def _param_comms_call(rank: _Rank, args: dict, groups: dict, counters: Counter, ts: float) -> _Pending | None:
+def _param_comms_call(rank: RankCalls, args: dict, groups: dict, counters: Counter, ts: float) -> Pending | None:
     """The call a ``record_param_comms`` row describes (GPU path, not verified here)."""
     op = op_name(str(args.get("Collective name", "")))
     name = str(args.get("Process Group Name", ""))
     label, ranks = groups.get(name, (group_label(name, str(args.get("Process Group Description") or "")), ()))
     ranks = parse_ranks(args.get("Process Group Ranks")) or ranks
-    if not ranks and _num(args.get("Group size")) and _num(args.get("Global rank start")) is not None:
+    size = _num(args.get("Group size"))
+    if not ranks and size and 0 < size <= rank.world and _num(args.get("Global rank start")) is not None:
         start, stride = int(args["Global rank start"]), int(_num(args.get("Global rank stride")) or 1)
-        ranks = tuple(start + i * stride for i in range(int(args["Group size"])))
-    seq = args.get("Seq")
-    if not isinstance(seq, int) or isinstance(seq, bool):
-        seq = counters[name]
+        ranks = tuple(start + i * stride for i in range(int(size)))
+    if ranks and not (rank_ok(ranks[0], rank.world) and rank_ok(ranks[-1], rank.world)):
+        rank.damaged[f"on a group naming a rank beyond the job's {rank.world} (its ranks taken as unknown)"] += 1
+        ranks = ()
     counters[name] += 1
+    seq = args.get("Seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        seq = counters[name]  # from #1, as torch's own Seq (the group's sequence number + 1)
     count, out = _num(args.get("In msg nelems")), _num(args.get("Out msg nelems"))
     if count is None:
         return None
     call = Call(rank=rank.rank, group=label, group_ranks=ranks, group_seq=seq, op=op,
                 dtype=dtype_name(str(args.get("dtype") or "unknown")), count=int(count), bytes_in=0, bytes_out=0,
                 t_ns=int(ts * 1000))
-    pending = _Pending(call, ts, int(out if out is not None else count), args.get("External id"), (name, seq))
+    pending = Pending(call, ts, int(out if out is not None else count), external_id(args), (name, seq))
     pending.settle()
     return pending
 
 
-def _read_param_comms(rank: _Rank, slices: list[dict], groups: dict, skipped: Counter) -> None:
+def _read_param_comms(rank: RankCalls, slices: list[dict], groups: dict, skipped: Counter) -> None:
     counters: Counter[str] = Counter()
     for event in slices:
-        args = _args(event)
+        args = args_of(event)
         if event["name"] != "record_param_comms" or op_name(str(args.get("Collective name", ""))) not in _KNOWN_OPS:
             if event["name"] == "record_param_comms" and op_name(str(args.get("Collective name", ""))) in P2P_OPS:
                 skipped["point-to-point"] += 1
@@ -214,38 +234,21 @@ def _read_param_comms(rank: _Rank, slices: list[dict], groups: dict, skipped: Co
         pending = _param_comms_call(rank, args, groups, counters, event["ts"])
         if pending is None:
             skipped["without sizes"] += 1
-            continue
-        rank.calls.append(pending)
+        elif _plausible(rank, pending):
+            rank.calls.append(pending)
 
 
-def _time_by_kernels(rank: _Rank, slices: list[dict]) -> None:
-    """Each call's own GPU time from its NCCL kernel (GPU path, not verified here)."""
-    kernels = [e for e in slices if e.get("cat") == "kernel" and e["name"].lower().startswith("nccl")]
-    by_external = {p.external_id: p for p in rank.calls if p.external_id is not None}
-    by_seq = {p.seq_key: p for p in rank.calls if p.seq_key is not None}
-    unpaired = []
-    for kernel in kernels:
-        args = _args(kernel)
-        pending = by_external.get(args.get("External id"))
-        if pending is None and isinstance(args.get("Seq"), int):
-            pending = by_seq.get((str(args.get("Process Group Name", "")), args["Seq"]))
-        if pending is None or pending.timed_by:
-            unpaired.append(kernel)
-            continue
-        _time(pending, kernel, "NCCL kernel")
-    untimed = [p for p in rank.calls if not p.timed_by]
-    if untimed and len(unpaired) == len(untimed):
-        for pending, kernel in zip(untimed, unpaired):
-            _time(pending, kernel, "NCCL kernel")
+def _plausible(rank: RankCalls, pending: Pending) -> bool:
+    """Whether the call's sizes can be (else it is counted as damaged input, not shown)."""
+    if bytes_ok(pending.call.count) and bytes_ok(pending.out_count):
+        return True
+    rank.damaged["with a size beyond any device (left out)"] += 1
+    return False
 
 
-def _time(pending: _Pending, work: dict, source: str) -> None:
-    pending.call = replace(pending.call, t_ns=int(work["ts"] * 1000), duration_ns=max(1, int(work["dur"] * 1000)))
-    pending.timed_by = source
-
-
-def _read_c10d(rank: _Rank, slices: list[dict], groups: dict, skipped: Counter, warnings: list[str]) -> bool:
-    """Calls from ``c10d::`` slices; returns whether their groups were known (not assumed)."""
+def _read_c10d(rank: RankCalls, slices: list[dict], groups: dict, skipped: Counter, warnings: list[str]) -> bool:
+    """Calls from ``c10d::`` slices and from NCCL's own ``nccl:`` slices outside them (torch 1.13
+    records an all-to-all only so); returns whether their groups were known (not assumed)."""
     default = next((g for name, g in groups.items() if name == "0" or g[0].endswith("(default_pg)")),
                    ("0 (default_pg)", tuple(range(rank.world))))
     known = len(groups) <= 1
@@ -254,74 +257,86 @@ def _read_c10d(rank: _Rank, slices: list[dict], groups: dict, skipped: Counter, 
         warnings.append(f"rank {rank.rank} belongs to groups {', '.join(g[0] for g in groups.values())} and its "
                         f"c10d slices do not name theirs ({rank.backend} records no record_param_comms): its calls "
                         f"are shown on group {default[0]}, and calls are not compared across ranks")
-    seq = 0
-    for event in slices:
-        if event["name"] not in _C10D_ARGS:
-            continue
+    made = [e for e in slices if e["name"] in _C10D_ARGS or e["name"].startswith("nccl:")]
+    nested = _nested(made)
+    seq = 1  # numbered from #1 on the group, as Flight Recorder and torch's own Seq number calls
+    for event in made:
+        if event["name"].startswith("nccl:") and id(event) in nested["inner"]:
+            continue  # the backend's record of a c10d call already read
         if op_name(event["name"]) in P2P_OPS:
             skipped["point-to-point"] += 1
             continue
-        pending = _c10d_call(rank, event, group, seq)
+        if event["name"] in _C10D_ARGS:
+            pending = _c10d_call(rank, event, group, seq, nested["outer"].get(id(event)))
+        else:
+            pending = _sized_call(rank, op_name(event["name"]), group, seq, event["ts"], _annotated_input(event),
+                                  (None, ""), None)
         if pending is None:
             skipped["without recorded shapes (record_shapes=True records them)"] += 1
             continue
         seq += 1
-        rank.calls.append(pending)
+        if _plausible(rank, pending):
+            rank.calls.append(pending)
+    if not groups and rank.calls:
+        warnings.append(f"rank {rank.rank}'s trace names no process groups (torch before 2.1 records none): its calls "
+                        f"are shown on group {default[0]}")
     return known
 
 
-def _time_by_gloo_work(rank: _Rank, slices: list[dict]) -> None:
-    """Pair each call, in issue order, with the first unused gloo work slice of a compatible op that
-    starts after it: its time and element type are the call's. (Calls and slices both go by start
-    time, so a slice passed over for one call is earlier than every later call too.)"""
-    works: dict[str, list[dict]] = defaultdict(list)
-    for event in slices:
-        if event["name"].startswith("gloo:"):
-            works[op_name(event["name"])].append(event)
-    next_of: Counter[str] = Counter()
-    for pending in rank.calls:
-        heads = []
-        for op in _RUNS_AS.get(pending.call.op, {pending.call.op}):
-            queue = works.get(op, [])
-            while next_of[op] < len(queue) and queue[next_of[op]]["ts"] < pending.ts_us:
-                next_of[op] += 1
-            if next_of[op] < len(queue):
-                heads.append((queue[next_of[op]]["ts"], op))
-        if not heads:
-            pending.settle()
+def _nested(made: list[dict]) -> dict[str, dict]:
+    """Which ``nccl:`` slices lie inside a ``c10d::`` slice of the same thread: ``outer`` maps the
+    c10d slice's id to its first such slice, ``inner`` holds theirs."""
+    outer: dict[int, dict] = {}
+    inner: dict[int, dict] = {}
+    open_calls: dict[tuple[int | str | None, ...], dict] = {}
+    for event in made:
+        thread = tuple(v if isinstance(v, (int, str)) else None for v in (event.get("pid"), event.get("tid")))
+        if event["name"] in _C10D_ARGS:
+            open_calls[thread] = event
             continue
-        op = min(heads)[1]
-        work = works[op][next_of[op]]
-        next_of[op] += 1
-        args = _args(work)
-        kinds = args.get("Input type") or []
-        _time(pending, work, "gloo work slice")
-        pending.settle(dtype_name(kinds[0]) if kinds and isinstance(kinds[0], str) and kinds[0] else None)
+        around = open_calls.get(thread)
+        if around is not None and event["ts"] <= around["ts"] + around["dur"] and id(around) not in outer:
+            outer[id(around)] = event
+            inner[id(event)] = around
+    return {"outer": outer, "inner": inner}
 
 
-def _read_rank(trace: ProfilerTrace, warnings: list[str]) -> tuple[_Rank, bool]:
+def _read_rank(trace: ProfilerTrace, warnings: list[str]) -> tuple[RankCalls, bool]:
     info = trace.content["distributedInfo"]
     rank_number, world = info.get("rank"), info.get("world_size")
-    if not isinstance(rank_number, int) or not isinstance(world, int) or not 0 <= rank_number < world:
-        raise UsageError(f"{trace.path}: distributedInfo has no valid rank and world_size")
-    rank = _Rank(rank_number, world, str(info.get("backend") or "unknown"))
+    if (not isinstance(rank_number, int) or not isinstance(world, int) or world > MAX_RANKS
+            or not rank_ok(rank_number, world)):
+        raise UsageError(f"{trace.path}: distributedInfo has no valid rank and world_size (at most {MAX_RANKS:,} ranks)")
+    rank = RankCalls(rank_number, world, str(info.get("backend") or "unknown"))
     slices = _slices(trace.content)
     groups = _groups(info)
+    for name, (label, members) in list(groups.items()):
+        if members and not rank_ok(members[-1], world):
+            warnings.append(f"rank {rank_number}: group {label} names rank {members[-1]} of a {world}-rank job: "
+                            "damaged input, its ranks taken as unknown")
+            groups[name] = (label, ())
     skipped: Counter[str] = Counter()
     known = True
-    if any(e["name"] == "record_param_comms" for e in slices):
-        rank.gpu = True
+    kernels = kernels_of(slices)
+    if any(e["name"] == "record_param_comms" and "Collective name" in args_of(e) for e in slices):
+        rank.gpu = True  # torch 2.1 on: each call's own row, linked to its kernel
         _read_param_comms(rank, slices, groups, skipped)
-        _time_by_kernels(rank, slices)
-    else:
+        time_by_work(rank, by_op(time_by_kernels(rank, kernels)), "NCCL kernel")
+    else:  # gloo, and NCCL up to torch 2.0: the dispatcher's c10d:: slices and NCCL's nccl: slices
         known = _read_c10d(rank, slices, groups, skipped, warnings)
-        _time_by_gloo_work(rank, slices)
+        rank.gpu = bool(kernels)
+        if rank.gpu:
+            time_by_work(rank, by_op(kernels), "NCCL kernel")
+        else:
+            time_by_work(rank, gloo_works(slices), "gloo work slice")
     untimed = sum(1 for p in rank.calls if not p.timed_by)
     if untimed and rank.calls:
         warnings.append(f"rank {rank.rank}: {untimed} of {len(rank.calls)} calls have no time of their own in the trace "
                         "(their work slice or kernel was not found)")
     for why, n in skipped.items():
         warnings.append(f"rank {rank.rank}: {n} calls {why} are not shown")
+    for why, n in rank.damaged.items():
+        warnings.append(f"rank {rank.rank}: {n} calls {why}: damaged input")
     return rank, known
 
 
@@ -339,7 +354,7 @@ def _narration(key: tuple[str, int], calls: list[Call], sources: dict[int, str],
 def import_traces(traces: Sequence[ProfilerTrace], warnings: list[str], progress: Progress = no_progress) -> ImportedRun:
     """The run these per-rank profiler traces describe (``warnings`` gains what could not be shown;
     ``progress`` is told each step built)."""
-    ranks: dict[int, _Rank] = {}
+    ranks: dict[int, RankCalls] = {}
     known = True
     for trace in traces:
         rank, rank_known = _read_rank(trace, warnings)

@@ -21,6 +21,7 @@ when it begins and carries ``duration_ns=None``, so no report invents a duration
 from __future__ import annotations
 
 import heapq
+import json
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
@@ -30,8 +31,10 @@ from ..observation.metrics import BUS_FACTOR_OPS, algo_bytes
 from ..observation.rank_lists import ranks_text
 from ..observation.watchdog import CollectiveWatch, Stalled
 from ..wire.protocol import (
+    IMPORT_RUN_PREFIX,
     LAUNCHER_RANK,
     NOT_RECORDED_OPTION,
+    UNKNOWN_RANKS_OPTION,
     UNTIMED_OPTION,
     AnyEvent,
     Collective,
@@ -140,6 +143,8 @@ class Origin:
     nccl_version: str = ""
     host: str = ""
     check_calls: bool = True
+    devices: Mapping[int, str] = field(default_factory=dict)
+    """Each rank's own device text where the source names it (else ``device``)."""
 
 
 @dataclass(frozen=True)
@@ -213,6 +218,15 @@ class _Stamper:
         return event
 
 
+def _options(origin: Origin, missing: Mapping[int, str]) -> dict[str, str | int | float | bool]:
+    """The RunStart's options: why calls are untimed, why nothing else is recorded, which ranks are unknown."""
+    options: dict[str, str | int | float | bool] = {UNTIMED_OPTION: origin.untimed,
+                                                    NOT_RECORDED_OPTION: origin.not_recorded}
+    if missing:
+        options[UNKNOWN_RANKS_OPTION] = json.dumps({str(rank): why for rank, why in sorted(missing.items())})
+    return options
+
+
 def _algo_bytes(call: Call) -> int:
     """S of the nccl-tests formulas for ``call`` on its group, or its input bytes where the op has none."""
     if call.op not in BUS_FACTOR_OPS:
@@ -262,31 +276,44 @@ def _emit_steps(stamp: _Stamper, steps: Sequence[Step], warnings: list[str],
 
 @dataclass
 class _Findings:
-    """What the checks found: stalls, mismatches, the ranks they implicate, and a sentence about
-    the last call of each rank that was not where the others waited."""
+    """What the checks found: stalls, mismatches, the ranks they implicate, a sentence about the
+    last call of each rank that was not where the others waited, and the ranks the artifacts do
+    not describe (rank → why), which are never a cause: what they did is unknown."""
 
     stalls: list[Stalled]
     mismatches: list[Disagreement]
     implicated: set[int]
     last_calls: list[str]
+    unknown: Mapping[int, str]
+    world_size: int
 
     @property
     def failed(self) -> bool:
         return bool(self.stalls or self.mismatches)
 
     def detail(self) -> str:
-        """The RunEnd's account: the first mismatch, else who caused the first hang and what each
-        of those ranks called last."""
+        """The RunEnd's account: the first mismatch, else who caused the first hang (only ranks the
+        artifacts show elsewhere) and what each of those ranks called last; then how many ranks
+        the artifacts do not describe."""
         if self.mismatches:
             more = f" (and {len(self.mismatches) - 1} more mismatches)" if len(self.mismatches) > 1 else ""
-            return self.mismatches[0].text + more
+            return self.mismatches[0].text + more + self._unknown_text()
         if self.stalls:
             stall = self.stalls[0]
-            culprits = ", ".join(str(r) for r in sorted(stall.elsewhere))
+            culprits = sorted(r for r in stall.elsewhere if r not in self.unknown)
             more = f" (and {len(self.stalls) - 1} more groups hung)" if len(self.stalls) > 1 else ""
-            return (f"hang caused by rank{'s' if len(stall.elsewhere) > 1 else ''} {culprits}: {stall.text}{more}"
-                    + "".join(f"; {line}" for line in self.last_calls))
+            cause = (f"hang caused by rank{'s' if len(culprits) > 1 else ''} {ranks_text(culprits)}" if culprits
+                     else "hang, its cause unknown (every rank missing from it left no artifact)")
+            return (f"{cause}: {stall.text}{more}" + "".join(f"; {line}" for line in self.last_calls)
+                    + self._unknown_text())
         return ""
+
+    def _unknown_text(self) -> str:
+        if not self.unknown:
+            return ""
+        absent = sorted(self.unknown)
+        return (f" ({len(absent)} of {self.world_size} ranks unknown: rank{'s' if len(absent) > 1 else ''} "
+                f"{ranks_text(absent)}, {self.unknown[absent[0]]})")
 
 
 def _analyse(origin: Origin, events: list[AnyEvent], last: Mapping[int, tuple[int, Call | None]],
@@ -305,16 +332,18 @@ def _analyse(origin: Origin, events: list[AnyEvent], last: Mapping[int, tuple[in
     completed = {(e.rank, e.group, e.group_seq) for e in events if isinstance(e, Collective) and e.edge == "end"}
     stalls = []
     for stall in watch.check_at_end():
-        if all((rank, stall.group, stall.group_seq) in completed for rank in stall.elsewhere):
+        known = [rank for rank in stall.elsewhere if rank not in missing]
+        if known and all((rank, stall.group, stall.group_seq) in completed for rank in known):
             warnings.append(f"{stall.op} #{stall.group_seq} on group {stall.group}: every other rank completed it, "
                             f"but rank{'s' if len(stall.waiting) > 1 else ''} {ranks_text(stall.waiting)} had "
                             "not yet recorded it completed: not a hang")
             continue
         stalls.append(stall)
-    findings = _Findings(stalls, check.check() if origin.check_calls else [], set(), [])
+    _open_call_warnings(events, completed, {(s.group, s.group_seq) for s in stalls}, warnings)
+    findings = _Findings(stalls, check.check() if origin.check_calls else [], set(), [], missing, origin.world_size)
     for stall in findings.stalls:
         findings.implicated.update(stall.waiting)
-        for rank in sorted(stall.elsewhere):
+        for rank in sorted(r for r in stall.elsewhere if r not in missing):
             findings.implicated.add(rank)
             previous = last.get(rank, (0, None))[1]
             if previous is not None and stall is findings.stalls[0]:
@@ -322,6 +351,24 @@ def _analyse(origin: Origin, events: list[AnyEvent], last: Mapping[int, tuple[in
     for found in findings.mismatches:
         findings.implicated.update(found.odd_ranks)
     return findings
+
+
+def _open_call_warnings(events: list[AnyEvent], completed: set[tuple[int, str, int]],
+                        stalled: set[tuple[str, int]], warnings: list[str]) -> None:
+    """Say each call every rank of the artifacts was still inside with no other rank to blame (every
+    member the artifacts know is inside it): a job stuck there, or one taken mid-call, cannot be
+    told apart; the artifacts of other ranks, if the job had more, would say."""
+    inside: dict[tuple[str, int, str], list[int]] = {}
+    for event in events:
+        if (isinstance(event, Collective) and event.edge == "begin" and (event.group, event.group_seq) not in stalled
+                and (event.rank, event.group, event.group_seq) not in completed):
+            inside.setdefault((event.group, event.group_seq, event.op), []).append(event.rank)
+    done = {(group, seq) for _, group, seq in completed}
+    for (group, seq, op), ranks in inside.items():
+        if (group, seq) not in done:
+            warnings.append(f"{op} #{seq} on group {group}: rank{'s' if len(ranks) > 1 else ''} {ranks_text(sorted(ranks))} "
+                            "still inside it, and no rank of the artifacts completed it: stuck there or taken mid-call "
+                            "(the job's other ranks, if it had more, would say)")
 
 
 def _last_call_text(call: Call) -> str:
@@ -344,15 +391,15 @@ def build_run(origin: Origin, steps: Sequence[Step], warnings: list[str], ranks:
     ranks of the world they do not (rank → why, e.g. "no dump of this rank"); ``warnings`` gains
     what could not be shown; ``progress`` is told each step built."""
     missing = dict(missing or {})
-    stamp = _Stamper(f"import-{origin.scenario}")
+    stamp = _Stamper(f"{IMPORT_RUN_PREFIX}{origin.scenario}")
     times = [c.t_ns for s in steps for c in s.calls] + [s.t_ns for s in steps if not s.calls]
     start = min(times, default=0)
     stamp(RunStart, LAUNCHER_RANK, start, scenario=origin.scenario, world_size=origin.world_size,
           backend=origin.backend, device_kind=origin.device_kind, backend_reason=origin.reason, mode="live",
-          options={UNTIMED_OPTION: origin.untimed, NOT_RECORDED_OPTION: origin.not_recorded}, description=origin.description, torch_version="not recorded",
+          options=_options(origin, missing), description=origin.description, torch_version="not recorded",
           nccl_version=origin.nccl_version, host=origin.host, phase_count=len(steps))
     for rank in ranks:
-        stamp(RankStart, rank, start, device=origin.device, backend=origin.backend, host=origin.host, pid=0)
+        stamp(RankStart, rank, start, device=origin.devices.get(rank, origin.device), backend=origin.backend, host=origin.host, pid=0)
     last = _emit_steps(stamp, steps, warnings, progress)
     findings = _analyse(origin, stamp.events, last, missing, warnings)
     end = max((e.t_ns for e in stamp.events), default=start)

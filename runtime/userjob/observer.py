@@ -320,11 +320,11 @@ class ScriptObserver:
                 self._announce_locked(sample, group)
             if self._polled:
                 self._poll_locked()
-            seq = self._group_seq[label]
+            seq = self._group_seq[label] + 1  # numbered from #1 on each group, as Flight Recorder numbers them
             if not self._step_open:
                 self._open_locked(f"{name} #{seq} ({label})", issued_ns, _PER_CALL + NOT_CAPTURED)
             call = _Call(name, known, sizes, c10d_root(name, args), self.phase_index, seq, issued_ns)
-            self._group_seq[label] = seq + 1
+            self._group_seq[label] = seq
             self._queue.append(call)
             if not self._step_open:  # a step of one call: it ends when the call does
                 self._queue.append(_Edge(self.phase_index, self._phase_name, "end", None, after=call))

@@ -24,6 +24,8 @@ __all__ = [
     "NOTE_MARK",
     "UNTIMED_OPTION",
     "NOT_RECORDED_OPTION",
+    "UNKNOWN_RANKS_OPTION",
+    "IMPORT_RUN_PREFIX",
     "WIRE_HEADER",
     "ProtocolError",
     "IncompatibleVersion",
@@ -82,6 +84,15 @@ NOT_RECORDED_OPTION = "not_recorded"
 """A RunStart option saying why the run holds no values, provenance or transfers (an imported
 artifact, a user's script observed without copies): the viewer says so where they would be shown,
 rather than showing none."""
+
+UNKNOWN_RANKS_OPTION = "unknown_ranks"
+"""A RunStart option naming the ranks of the world an imported run does not describe (a Flight
+Recorder set with some dumps missing), as a JSON object of rank → why (``{"0": "no dump of this
+rank"}``): the viewer says them unknown, never "not started"."""
+
+IMPORT_RUN_PREFIX = "import-"
+"""How the ``run`` id of an imported run (a user's artifacts opened as events) begins: it has no
+mode of its own, and reports say it was imported instead."""
 
 LAUNCHER_RANK = -1
 """The ``rank`` field of events emitted by the launching process rather than a worker."""

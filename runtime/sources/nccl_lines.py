@@ -1,0 +1,303 @@
+"""Reading an ``NCCL_DEBUG=INFO`` log line by line: what each rank of each communicator printed.
+
+A line is ``host:pid:tid [dev] NCCL INFO message`` after whatever a launcher put before it —
+mpirun's ``[1,0]<stdout>:``, torchrun's ``[default0]:`` or ``[rank0]:``, srun's ``0: ``, a
+``[155] `` or a timestamp — which is skipped, so every launcher's log reads the same. What NCCL
+printed in each version from 2.4 to 2.28:
+
+- a rank of a communicator: ``comm 0x… rank R nranks N cudaDev D busId B`` (``nRanks`` since
+  2.19, ``commId`` where printed; ``… - Init START`` first since 2.14, ``… - Init COMPLETE``
+  last; a ``Destroy`` line is not a new one);
+- its rings: the order (``Ring 00 : 0 1 2 3`` up to 2.3, ``Channel 00 :    0   1`` in 2.4,
+  ``Channel 00/02 :    0   1   2   3`` since) or this rank's neighbours (``Ring 00 : 3 -> 0 -> 1``);
+- its trees: ``Trees [0] 22->23->-1/-1/-1`` (2.4: parent → rank → children), ``Trees [0]
+  -1/-1/-1->3->2|2->3->-1/-1/-1`` (2.5: the same tree both ways), ``Trees [0] 3/-1/-1->2->1``
+  (2.7 on: children → rank → parent), ``Tree 12 : -1 -> 0 -> -1/-1/-1`` (2.4's other form);
+- the transport of each link (``Channel 00/0 : 0[0] -> 1[1] via P2P/IPC``, ``Ring 00 : 7 -> 8
+  [receive] via NET/AWS Libfabric/0``), the network (``Using network AWS Libfabric``), the init
+  time (``Init timings - ncclCommInitRank: rank 0 nranks 4 total 0.53 (…)``);
+- per call (``NCCL_DEBUG_SUBSYS=COLL``): ``AllReduce: opCount 1a sendbuff … count 64 datatype 7 op 0
+  root 0 comm 0x… [nranks=2] …`` and its tuning line (:func:`~..reports.nccl_log.nccl_choice`).
+
+Lines come in any order. A thread prints its communicator's rings and trees after announcing it
+(since 2.14) or before its ``Init COMPLETE`` line (up to 2.18, where nothing else names it first):
+so a thread's lines wait for the next communicator line it prints, or go to the communicator it
+is still setting up; whatever is left at the end goes to its process's latest communicator on that
+device. A process may drive several ranks (one thread per GPU, as nccl-tests does): a rank is a
+(host, process, device), never a process alone. A log of per-call lines only (no init) still
+names each call's communicator and its size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..reports.nccl_log import NCCL_OPS, NcclChoice, nccl_choice
+from .names import nccl_dtype_name
+from .plausible import MAX_RANKS, rank_ok
+
+__all__ = ["Comm", "LoggedCall", "LogReader", "has_nccl_lines"]
+
+_PREFIX = re.compile(r"(?P<host>[^\s:\[\]|()<>]+):(?P<pid>\d{1,12}):(?P<tid>\d{1,12}) \[(?P<dev>[^\]]*)\] NCCL (?:INFO|WARN) "
+                     r"(?P<msg>.*)")
+_COMM = re.compile(r"\bcomm (?P<ptr>0x[0-9a-fA-F]+) rank (?P<rank>\d{1,12}) nr?anks (?P<n>\d{1,12})", re.IGNORECASE)
+_FIELDS = re.compile(r"\b(?P<key>cudaDev|busId|commId) (?P<value>\S+)")
+_ORDER = re.compile(r"^(?:Ring|Channel) (?P<ch>\d{1,12})(?:/\d{1,12})? :(?P<ranks>(?:\s+\d{1,12})+)\s*$")
+_NEIGHBOURS = re.compile(r"^Ring (?P<ch>\d{1,12}) : (?P<prev>-?\d{1,12}) -> (?P<me>\d{1,12}) -> (?P<next>-?\d{1,12})\s*$")
+_LINK = re.compile(r"^(?:Ring|Channel) (?P<ch>\d{1,12})(?:/\d{1,12})? : (?P<src>\d{1,12})(?:\[[^\]]*\])? -> (?P<dst>\d{1,12})(?:\[[^\]]*\])?"
+                   r"(?: \[(?:send|receive)\])? via (?P<via>.+?)\s*$")
+_TREE_ENDS = r"(?:-?\d{1,12}/)*-?\d{1,12}"
+_TREES = re.compile(rf"\[(?P<ch>\d{{1,12}})\] (?P<left>{_TREE_ENDS})->(?P<me>\d{{1,12}})->(?P<right>{_TREE_ENDS})")
+_TREE_OLD = re.compile(rf"^Tree (?P<ch>\d{{1,12}}) : (?P<up>-?\d{{1,12}}) -> (?P<me>\d{{1,12}}) -> (?P<down>{_TREE_ENDS})\s*$")
+_NETWORK = re.compile(r"Using network (?P<net>.+?)\s*$")
+_TIMINGS = re.compile(r"Init timings(?: - \w+)?: rank (?P<rank>\d{1,12}) nranks (?P<n>\d{1,12}) total (?P<total>\d{1,9}(?:\.\d{1,9})?)"
+                      r"(?: \((?P<parts>[^)]*)\))?")
+_CALL = re.compile(r"^(?P<op>\w+): opCount (?P<number>[0-9a-fA-F]{1,16}) sendbuff \S+ recvbuff \S+ count (?P<count>\d{1,20}) "
+                   r"datatype (?P<dtype>\d{1,12}) op \d{1,12} root (?P<root>-?\d{1,12}) comm (?P<ptr>0x[0-9a-fA-F]+)"
+                   r"(?: \[nranks=(?P<n>\d{1,12})\])?")
+_VERSION = re.compile(r"NCCL version (?P<version>\d[\w.+-]*)")
+_P2P_OPS = ("Send", "Recv")
+
+
+def has_nccl_lines(text: str) -> bool:
+    """Whether ``text`` holds lines NCCL's debug output prints (``host:pid:tid [dev] NCCL INFO``)."""
+    return _PREFIX.search(text) is not None
+
+
+@dataclass
+class LoggedCall:
+    """One call a rank logged on one communicator, with NCCL's choice where it printed one.
+    ``number``: NCCL's opCount on that communicator (from 0), or None (a tuning line alone)."""
+
+    op: str
+    number: int | None
+    count: int | None
+    dtype: str
+    root: int | None
+    choice: NcclChoice | None = None
+
+
+@dataclass
+class Comm:
+    """One rank's view of one communicator: who it is there and what it printed about it.
+
+    ``rank`` is None for a communicator known only from per-call lines (which do not say it).
+    """
+
+    host: str
+    pid: int
+    ptr: str
+    rank: int | None
+    size: int
+    device: int | None
+    order: int
+    bus: str = ""
+    comm_id: str = ""
+    rings: dict[int, int] = field(default_factory=dict)
+    """channel → the next rank (communicator ranks)."""
+    orders: dict[int, list[int]] = field(default_factory=dict)
+    """channel → the ring's order, where the log prints it whole."""
+    trees: dict[int, int] = field(default_factory=dict)
+    """channel → the parent rank (-1: this rank is the root)."""
+    children: dict[int, list[int]] = field(default_factory=dict)
+    """channel → the children this rank printed (its ``Trees`` line names both ends)."""
+    links: dict[tuple[int, int], str] = field(default_factory=dict)
+    init_s: float | None = None
+    init_parts: str = ""
+    calls: list[LoggedCall] = field(default_factory=list)
+
+    @property
+    def agent(self) -> tuple[str, int, int | None]:
+        """The rank's place: (host, process, device) — one process may drive several ranks."""
+        return (self.host, self.pid, self.device)
+
+
+@dataclass(frozen=True)
+class _Record:
+    """A line about a communicator: the ranks of it the line names, one of which must be the
+    communicator's own (empty: any), and what the line sets on it."""
+
+    ranks: tuple[int, ...]
+    sets: Callable[[Comm], None]
+
+    def fits(self, comm: Comm) -> bool:
+        """Whether the line can be about ``comm``: it names ``comm``'s rank, within its size."""
+        if not self.ranks or comm.rank is None:
+            return True
+        return comm.rank in self.ranks and (not comm.size or max(self.ranks) < comm.size)
+
+
+@dataclass
+class _Thread:
+    open: Comm | None = None
+    """The communicator the thread announced and has not yet completed."""
+    pending: list[_Record] = field(default_factory=list)
+    last_call: LoggedCall | None = None
+    device: int | None = None
+
+
+def _device(text: str) -> int | None:
+    return int(text) if text.isdigit() and len(text) <= 6 else None
+
+
+class LogReader:
+    """Reads a log's lines (:meth:`feed`), then gives every communicator rank found (:meth:`comms`)."""
+
+    def __init__(self) -> None:
+        self._comms: dict[tuple[str, int, str], Comm] = {}
+        self._threads: dict[tuple[str, int, int], _Thread] = {}
+        self.versions: set[str] = set()
+        self.networks: dict[tuple[str, int], str] = {}
+        self.lines = 0
+        """NCCL lines read."""
+        self.p2p = 0
+        """Point-to-point calls (Send/Recv) left out."""
+        self.damaged = 0
+        """Lines whose numbers cannot be (rank ≥ nranks, more ranks than any job, an opCount past 2⁶²)."""
+
+    def feed(self, line: str) -> None:
+        """Read one line of the log (anything that is not an NCCL line is passed over)."""
+        if "NCCL" not in line:
+            return
+        if (version := _VERSION.search(line)) is not None:
+            self.versions.add(version["version"])
+        match = _PREFIX.search(line)
+        if match is None:
+            return
+        self.lines += 1
+        host, pid = match["host"], int(match["pid"])
+        thread = self._threads.setdefault((host, pid, int(match["tid"])), _Thread())
+        thread.device = _device(match["dev"].strip())
+        msg = match["msg"].strip()
+        if (found := _CALL.match(msg)) is not None:
+            self._call(host, pid, thread, found)
+        elif (choice := nccl_choice(line)) is not None:
+            self._choice(thread, choice)
+        elif (found := _COMM.search(msg)) is not None and "Init timings" not in msg:
+            if "Destroy" not in msg and "Abort" not in msg:
+                self._announce(host, pid, thread, found, msg)
+        elif (found := _NETWORK.search(msg)) is not None:
+            self.networks[(host, pid)] = found["net"]
+        elif (record := _record(msg)) is not None:
+            if thread.open is not None:
+                _apply(thread.open, record)
+            else:
+                thread.pending.append(record)
+
+    def network(self, host: str, pid: int) -> str:
+        """The network a process said it uses, else one another process of its host said ("")."""
+        return self.networks.get((host, pid)) or next((n for (h, _), n in self.networks.items() if h == host), "")
+
+    def comms(self) -> list[Comm]:
+        """Every communicator rank the log names, in the order it first named them; lines still
+        waiting for their communicator go to their process's latest one on the same device."""
+        for (host, pid, _), thread in self._threads.items():
+            for record in thread.pending:
+                fitting = [c for c in self._comms.values() if (c.host, c.pid) == (host, pid)
+                           and c.device in (thread.device, None) and record.fits(c)]
+                if fitting:
+                    _apply(max(fitting, key=lambda c: c.order), record)
+            thread.pending.clear()
+        return sorted(self._comms.values(), key=lambda c: c.order)
+
+    def _comm(self, host: str, pid: int, ptr: str, rank: int | None, size: int, device: int | None) -> Comm:
+        key = (host, pid, ptr)
+        if key not in self._comms:
+            self._comms[key] = Comm(host, pid, ptr, rank, size, device, len(self._comms))
+        return self._comms[key]
+
+    def _announce(self, host: str, pid: int, thread: _Thread, found: re.Match[str], msg: str) -> None:
+        rank, size = int(found["rank"]), int(found["n"])
+        if not (rank_ok(rank, size) and size <= MAX_RANKS):
+            self.damaged += 1
+            return
+        fields = {m["key"]: m["value"] for m in _FIELDS.finditer(msg)}
+        device = _device(fields.get("cudaDev", "")) if "cudaDev" in fields else thread.device
+        comm = self._comm(host, pid, found["ptr"], int(found["rank"]), int(found["n"]), device)
+        comm.rank, comm.size = int(found["rank"]), int(found["n"])
+        comm.device = device if device is not None else comm.device
+        comm.bus = fields.get("busId", comm.bus)
+        comm.comm_id = fields.get("commId", comm.comm_id)
+        for record in thread.pending:
+            _apply(comm, record)
+        thread.pending.clear()
+        thread.open = None if msg.rstrip().endswith("COMPLETE") else comm
+
+    def _call(self, host: str, pid: int, thread: _Thread, found: re.Match[str]) -> None:
+        if found["op"] in _P2P_OPS:
+            self.p2p += 1
+            thread.last_call = None
+            return
+        size = int(found["n"]) if found["n"] else 0
+        if size > MAX_RANKS or int(found["number"], 16) >= 1 << 62:
+            self.damaged += 1
+            return
+        comm = self._comm(host, pid, found["ptr"], None, size, thread.device)
+        comm.size = comm.size or size
+        root = int(found["root"]) if found["op"] in ("Broadcast", "Reduce") else None
+        call = LoggedCall(NCCL_OPS.get(found["op"], found["op"].lower()), int(found["number"], 16),
+                          int(found["count"]), nccl_dtype_name(int(found["dtype"])), root)
+        comm.calls.append(call)
+        thread.last_call = call
+
+    def _choice(self, thread: _Thread, choice: NcclChoice) -> None:
+        last, thread.last_call = thread.last_call, None
+        if last is not None and last.op == choice.op and last.choice is None:
+            last.choice = choice
+
+
+def _apply(comm: Comm, record: _Record) -> None:
+    if record.fits(comm):
+        record.sets(comm)
+
+
+def _record(msg: str) -> _Record | None:
+    """What a topology or timing line sets on its communicator, or None for any other line."""
+    if (found := _NEIGHBOURS.match(msg)) is not None:
+        channel, after = int(found["ch"]), int(found["next"])
+        return _Record((int(found["me"]),), lambda c: c.rings.__setitem__(channel, after))
+    if (found := _ORDER.match(msg)) is not None:
+        channel, order = int(found["ch"]), [int(r) for r in found["ranks"].split()]
+        return _Record((), lambda c: c.orders.__setitem__(channel, order))
+    if (found := _LINK.match(msg)) is not None:
+        link, via = (int(found["src"]), int(found["dst"])), found["via"]
+        return _Record(link, lambda c: c.links.__setitem__(link, via))
+    if msg.startswith("Trees"):
+        ends: dict[int, tuple[int, int, list[int]]] = {}
+        for part in _TREES.finditer(msg):
+            if int(part["ch"]) not in ends:  # 2.5 prints each tree both ways: its first reading
+                ends[int(part["ch"])] = (int(part["me"]), *_tree_ends(part["left"], part["right"]))
+        if not ends:
+            return None
+        return _Record((next(iter(ends.values()))[0],), lambda c: _set_tree(c, ends))
+    if (found := _TREE_OLD.match(msg)) is not None:
+        tree = {int(found["ch"]): (int(found["me"]), int(found["up"]), _ranks(found["down"]))}
+        return _Record((int(found["me"]),), lambda c: _set_tree(c, tree))
+    if (found := _TIMINGS.search(msg)) is not None:
+        total, parts = float(found["total"]), found["parts"] or ""
+        return _Record((int(found["rank"]),), lambda c: _set_init(c, total, parts))
+    return None
+
+
+def _ranks(text: str) -> list[int]:
+    return [int(r) for r in text.split("/") if int(r) >= 0]
+
+
+def _tree_ends(left: str, right: str) -> tuple[int, list[int]]:
+    """(parent, children) of ``left->me->right``: the children are the end with slashes (2.7 on:
+    children on the left; 2.4: on the right)."""
+    if "/" in right and "/" not in left:
+        return int(left), _ranks(right)
+    return int(right.split("/")[0]), _ranks(left)
+
+
+def _set_init(comm: Comm, total: float, parts: str) -> None:
+    comm.init_s, comm.init_parts = total, parts
+
+
+def _set_tree(comm: Comm, ends: dict[int, tuple[int, int, list[int]]]) -> None:
+    for channel, (_, parent, children) in ends.items():
+        comm.trees[channel] = parent
+        comm.children[channel] = children
