@@ -14,12 +14,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..sources.flight_recorder import is_user_code
+
 __all__ = ["Frame", "user_stack_line"]
 
 _FRAME = re.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+) in (?P<name>.+)$')
 _THREAD = re.compile(r"^(Current thread|Thread) 0x[0-9a-fA-F]+")
-_NOT_USER_CODE = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3.", "<frozen")
-"""Paths with these parts are torch's, a library's or the interpreter's, not the user's."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Frame:
     @property
     def users(self) -> bool:
         """Whether the frame is in the user's code."""
-        return not any(part in self.file.replace("\\", "/") for part in _NOT_USER_CODE)
+        return is_user_code(self.file)
 
     def __str__(self) -> str:
         return f"{Path(self.file).name}:{self.line} in {self.name}"

@@ -52,12 +52,18 @@ from .run import (
     order_steps,
 )
 
-__all__ = ["Dump", "is_dump", "rank_from_name", "import_dumps"]
+__all__ = ["Dump", "is_dump", "rank_from_name", "import_dumps", "is_user_code"]
 
 _RANK_AT_END = re.compile(r"(\d+)(?:\.[A-Za-z][A-Za-z0-9]*)*$")
 _DEFAULT_NAMES = ("0", "default_pg")
 _NOT_USER_CODE = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3.", "<frozen")
 """Frames of paths with these parts are torch's, a library's or the interpreter's, not the user's."""
+
+
+def is_user_code(filename: str) -> bool:
+    """Whether a frame in ``filename`` is the user's own code, not torch's, a library's or the
+    interpreter's (the frame a hang's report points at: a dump's stack, a live rank's traceback)."""
+    return not any(part in filename.replace("\\", "/") for part in _NOT_USER_CODE)
 
 
 @dataclass(frozen=True)
@@ -131,7 +137,7 @@ def _where(frames: object) -> str:
         if not isinstance(frame, dict):
             continue
         filename, line, name = frame.get("filename"), frame.get("line"), frame.get("name")
-        if not isinstance(filename, str) or any(part in filename.replace("\\", "/") for part in _NOT_USER_CODE):
+        if not isinstance(filename, str) or not is_user_code(filename):
             continue
         return f"{Path(filename).name}:{line} in {name}"
     return ""
