@@ -80,11 +80,12 @@ def torchrun_environment(config: WorkerConfig, rank: int, local_rank: int | None
     """The variables torchrun gives rank ``rank``, for a program that joins the process group
     itself (``init_process_group()`` reads them): ranks and sizes, the rendezvous address of a
     ``tcp://`` init method, and ``OMP_NUM_THREADS=1`` where unset and several ranks share the
-    machine. Under torchrun (``env://``) they are set already: nothing is returned."""
+    machine. ``LOCAL_RANK`` names the rank's GPU (:meth:`~.backends.BackendChoice.local_rank`).
+    Under torchrun (``env://``) they are set already: nothing is returned."""
     if not config.init_method.startswith("tcp://"):
         return {}
     host, _, port = config.init_method.removeprefix("tcp://").rpartition(":")
-    local = rank if local_rank is None else local_rank
+    local = config.backend.local_rank(rank, local_rank)
     environment = {
         "RANK": str(rank), "WORLD_SIZE": str(config.world_size), "LOCAL_RANK": str(local),
         "LOCAL_WORLD_SIZE": str(config.backend.ranks), "GROUP_RANK": "0", "ROLE_RANK": str(rank),
