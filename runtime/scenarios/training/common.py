@@ -20,6 +20,7 @@ from torch.distributed.tensor import DTensor
 from ...context import RankContext
 from ...errors import UsageError
 from ...wire.protocol import Check
+from ..devices import rank_tensor
 from ..program import RunOptions
 from .kinds import SettingValue
 
@@ -156,7 +157,7 @@ def check_identical(ctx: RankContext, name: str, tensors: Iterable[torch.Tensor]
     """
     with ctx.tracker.suspended():
         mine = torch.cat([t.detach().reshape(-1).float() for t in tensors])
-        everyone = torch.empty(ctx.world_size * mine.numel(), dtype=mine.dtype, device=mine.device)
+        everyone = rank_tensor(mine.device, mine.dtype, shape=ctx.world_size * mine.numel())
         dist.all_gather_into_tensor(everyone, mine)
         copies = everyone.view(ctx.world_size, -1)
         differ = [r for r in range(ctx.world_size) if not torch.equal(copies[r], mine)]
