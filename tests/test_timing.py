@@ -1,0 +1,105 @@
+"""A collective's GPU time by CUDA events on the issuing stream, checked on CPU with fake events:
+since torch 2.8 a synchronous NCCL call (every FSDP2 all-gather and reduce-scatter) returns no
+Work, yet the events recorded on the current stream before and after it bracket its kernel."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import collviz.runtime.scenarios.training.observer as training_observer
+from collviz.runtime.context import RankContext
+from collviz.runtime.observation.memory import StorageTracker
+from collviz.runtime.observation.timing import CallClock
+from collviz.runtime.scenarios.training.observer import CollectiveObserver
+from collviz.runtime.wire.protocol import Collective
+
+ELAPSED_MS = 2.5
+"""What every fake event pair reports."""
+
+
+class FakeEvent:
+    """Stands in for ``torch.cuda.Event(enable_timing=True)``: records where and when it was
+    recorded (``stream`` None: the current stream, the issuing one) into a shared log."""
+
+    log: list[tuple[int, object]] = []
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        assert enable_timing, "a timing event must be asked for"
+        self.synchronized = False
+
+    def record(self, stream: object = None) -> None:
+        FakeEvent.log.append((id(self), stream))
+
+    def synchronize(self) -> None:
+        self.synchronized = True
+
+    def elapsed_time(self, end_event: FakeEvent) -> float:
+        recorded = [event for event, _ in FakeEvent.log]
+        assert recorded.index(id(self)) < recorded.index(id(end_event)), "the end was recorded before the start"
+        assert end_event.synchronized, "the time was read before the call completed"
+        return ELAPSED_MS
+
+
+class Emitted:
+    """A rank emitter that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[type, dict]] = []
+
+    def emit(self, event_type: type, t_ns: int | None = None, **fields: object) -> None:
+        self.events.append((event_type, fields))
+
+    def flush(self) -> None:
+        """Nothing is queued."""
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    """A gloo process group of one rank in this process, destroyed afterwards."""
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=datetime.timedelta(seconds=30))
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.fixture
+def fake_cuda_events(monkeypatch):
+    """torch.cuda.Event replaced by :class:`FakeEvent`, its log emptied."""
+    FakeEvent.log = []
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    return FakeEvent.log
+
+
+def test_a_call_that_returned_no_work_is_timed_by_the_events_on_the_issuing_stream(fake_cuda_events):
+    clock = CallClock(torch.device("cuda", 0))
+    clock.issued(seen_complete=False)  # no Work: a synchronous NCCL call
+    took = clock.read()
+    assert (took.duration_ns, took.clock) == (int(ELAPSED_MS * 1e6), "gpu")
+    assert len(fake_cuda_events) == 2 and all(stream is None for _, stream in fake_cuda_events)
+
+
+def test_on_cpu_a_call_not_seen_complete_has_no_time():
+    clock = CallClock(torch.device("cpu"))
+    clock.issued(seen_complete=False)
+    assert (clock.read().duration_ns, clock.read().clock) == (None, "")
+    waited = CallClock(torch.device("cpu"))
+    waited.issued()
+    assert waited.read().clock == "host" and waited.read().duration_ns >= 0
+
+
+def test_the_training_observer_gives_an_fsdp_style_call_without_work_its_gpu_time(
+        one_rank_group, fake_cuda_events, monkeypatch):
+    monkeypatch.setattr(training_observer, "work_of", lambda out: None)  # as NCCL's synchronous calls return
+    emitter = Emitted()
+    ctx = RankContext(rank=0, world_size=1, backend="nccl", device=torch.device("cuda", 0), emitter=emitter,
+                      tracker=StorageTracker(torch.device("cpu")))
+    with CollectiveObserver(ctx):
+        dist.all_gather_into_tensor(torch.zeros(4), torch.ones(4))
+    [end] = [fields for kind, fields in emitter.events if kind is Collective and fields["edge"] == "end"]
+    assert end["op"] == "all_gather"
+    assert (end["duration_ns"], end["clock"]) == (int(ELAPSED_MS * 1e6), "gpu")
+    assert len(fake_cuda_events) == 2 and all(stream is None for _, stream in fake_cuda_events)
