@@ -25,6 +25,7 @@ from .backends import BackendChoice
 from .context import RankContext
 from .observation.memory import StorageTracker
 from .observation.memory_snapshot import start_memory_history, write_memory_snapshot
+from .observation.timing import wait_for_device
 from .scenarios.program import ScenarioProgram
 from .wire.protocol import RankEnd, RankStart, RunStart
 from .wire.transport import Endpoints, EventEmitter, GateClient
@@ -182,6 +183,7 @@ def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) 
                          pid=os.getpid())
             with ctx.tracker:
                 config.program.run(ctx)
+            wait_for_device(device)  # NCCL work still queued when the process ends makes peers abort
         _write_snapshot(config, device, rank)
         emitter.emit(RankEnd, status="ok", phase=ctx.phase_index, dropped=emitter.dropped)
     except BaseException as exc:  # everything a rank can die of is reported, then the process ends

@@ -1,6 +1,8 @@
-"""A collective's GPU time by CUDA events on the issuing stream, checked on CPU with fake events:
-since torch 2.8 a synchronous NCCL call (every FSDP2 all-gather and reduce-scatter) returns no
-Work, yet the events recorded on the current stream before and after it bracket its kernel."""
+"""GPU time, checked on CPU with fake CUDA events and a fake synchronize: a collective's time by
+CUDA events on the issuing stream (since torch 2.8 a synchronous NCCL call, such as every FSDP2
+all-gather and reduce-scatter, returns no Work, yet the events recorded on the current stream
+before and after it bracket its kernel); timed training steps and pipeline spans that wait for
+the GPU instead of reading the host's launch times."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ import collviz.runtime.scenarios.training.observer as training_observer
 from collviz.runtime.context import RankContext
 from collviz.runtime.observation.memory import StorageTracker
 from collviz.runtime.observation.timing import CallClock
+from collviz.runtime.scenarios.training.common import PhaseSequence, timed_steps
 from collviz.runtime.scenarios.training.observer import CollectiveObserver
-from collviz.runtime.wire.protocol import Collective
+from collviz.runtime.scenarios.training.pp import _StageWatch
+from collviz.runtime.wire.protocol import Collective, Phase, Span
 
 ELAPSED_MS = 2.5
 """What every fake event pair reports."""
@@ -103,3 +107,51 @@ def test_the_training_observer_gives_an_fsdp_style_call_without_work_its_gpu_tim
     assert end["op"] == "all_gather"
     assert (end["duration_ns"], end["clock"]) == (int(ELAPSED_MS * 1e6), "gpu")
     assert len(fake_cuda_events) == 2 and all(stream is None for _, stream in fake_cuda_events)
+
+
+def _cuda_context(emitter: Emitted) -> RankContext:
+    """A rank context on a (fake) CUDA device whose memory samples are dropped (no CUDA here)."""
+    ctx = RankContext(rank=0, world_size=1, backend="nccl", device=torch.device("cuda", 0), emitter=emitter,
+                      tracker=StorageTracker(torch.device("cpu")))
+    ctx.memory = lambda label: None  # type: ignore[method-assign]
+    return ctx
+
+
+def test_timed_steps_drain_the_gpu_before_the_phase_begins_and_before_it_ends(monkeypatch):
+    order: list[str] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: order.append("drain"))
+
+    class Ordered(Emitted):
+        def emit(self, event_type: type, t_ns: int | None = None, **fields: object) -> None:
+            if event_type is Phase:
+                order.append(f"phase {fields['edge']}")
+
+    ctx = _cuda_context(Ordered())
+    timed_steps(ctx, PhaseSequence(ctx, memory=False), 2, lambda: order.append("step"))
+    assert order == ["drain", "phase begin", "step", "step", "drain", "phase end"]
+
+
+def test_a_pipeline_span_on_cuda_is_timed_by_events_read_once_the_stage_has_run(fake_cuda_events):
+    class Stage:
+        """The four methods of a PipelineStage the watch wraps."""
+
+        def get_fwd_recv_ops(self, chunk: int) -> list:
+            return []
+
+        def get_bwd_recv_ops(self, chunk: int) -> list:
+            return []
+
+        def forward_one_chunk(self, chunk: int) -> str:
+            return f"forward {chunk}"
+
+        def backward_one_chunk(self, chunk: int) -> str:
+            return f"backward {chunk}"
+
+    emitter = Emitted()
+    ctx = _cuda_context(emitter)
+    stage = Stage()
+    _StageWatch(ctx, PhaseSequence(ctx, memory=False), stage)  # type: ignore[arg-type]
+    assert stage.forward_one_chunk(3) == "forward 3"
+    [span] = [fields for kind, fields in emitter.events if kind is Span]
+    assert (span["kind"], span["microbatch"], span["duration_ns"]) == ("forward", 3, int(ELAPSED_MS * 1e6))
+    assert len(fake_cuda_events) == 2

@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 
 import torch
 
-__all__ = ["CallClock", "CallTime", "GpuEvent", "cuda_event"]
+__all__ = ["CallClock", "CallTime", "GpuEvent", "cuda_event", "wait_for_device"]
 
 Clock = Literal["host", "gpu", ""]
 
@@ -45,6 +45,13 @@ class GpuEvent(Protocol):
 def cuda_event() -> GpuEvent:
     """A timing CUDA event (the default event maker of :class:`CallClock`)."""
     return torch.cuda.Event(enable_timing=True)
+
+
+def wait_for_device(device: torch.device) -> None:
+    """On CUDA, wait (host) until every kernel queued on ``device`` has run, so that a host
+    timestamp taken next is the GPU's too; nothing on CPU."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 @dataclass(frozen=True)
