@@ -15,7 +15,8 @@ torch's own included, reaches the dispatcher as one):
   collviz's to place.
 
 A breach raises :class:`MisplacedTensor` inside the op, so the rank fails with a message naming
-the op and the tensor.
+the op and the tensor. :class:`NoIntegerMatmul` holds a CPU run to another of CUDA's rules: there
+is no integer matrix product.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ import torch
 
 import collviz.runtime
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["DeviceCheck", "MisplacedTensor"]
+__all__ = ["DeviceCheck", "MisplacedTensor", "NoIntegerMatmul"]
 
 _FACTORIES = {
     torch.zeros, torch.ones, torch.empty, torch.full, torch.tensor, torch.arange, torch.rand, torch.randn,
@@ -141,3 +143,17 @@ class DeviceCheck:
     def __exit__(self, *exc_info: object) -> None:
         self._collectives.__exit__(*exc_info)
         self._origins.__exit__(*exc_info)
+
+
+_MATMULS = {torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm, torch.ops.aten.baddbmm, torch.ops.aten.dot}
+
+
+class NoIntegerMatmul(TorchDispatchMode):
+    """While entered, an integer matrix product raises, as it does on CUDA (no kernel for it)."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func.overloadpacket in _MATMULS:
+            integer = [t.dtype for t in _tensors(args) if not (t.dtype.is_floating_point or t.dtype.is_complex)]
+            if integer:
+                raise RuntimeError(f"{func} has no CUDA kernel for {integer[0]} (as on a GPU)")
+        return func(*args, **(kwargs or {}))

@@ -1,7 +1,8 @@
 """Every tensor a scenario hands to a collective is made on the rank's planned device: checked on
 gloo by :class:`device_check.DeviceCheck` in every worker of every scenario (NCCL refuses a CPU
 tensor, gloo takes it, so only this check shows the mistake before a GPU run), and the check
-itself unit-tested against a fake planned device."""
+itself unit-tested against a fake planned device. Likewise CUDA's lack of an integer matrix
+product, for the worked example's follow-up."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from collviz.runtime.scenarios.bench import bench_scenario, build_bench
 from collviz.runtime.scenarios.devices import rank_tensor
 from collviz.runtime.scenarios.loading import find_scenario
 from collviz.runtime.scenarios.program import RunOptions
-from device_check import DeviceCheck, MisplacedTensor
+from collviz.runtime.wire.protocol import Buffer
+from collviz.runtime.wire.trace import read_trace
+from device_check import DeviceCheck, MisplacedTensor, NoIntegerMatmul
 
 COLLECTIVES = ("broadcast", "reduce", "all-reduce", "gather", "all-gather", "scatter", "reduce-scatter", "all-to-all")
 TRAINING = ("ring-all-reduce", "tp", "ddp", "fsdp", "hsdp", "fsdp-tp", "moe", "pp")
@@ -100,3 +103,25 @@ def test_bench_hands_collectives_tensors_on_its_planned_device(monkeypatch):
     program = build_bench(list(ALGORITHMS), [4096], 4, iters=1, warmup=0)
     outcome = _run(plan_run(bench_scenario(), 4, backend="gloo", program=program))
     assert outcome.status == "ok", outcome.detail
+
+
+def _cuda_like_worker(config, rank, local_rank=None):
+    """The real worker, with integer matrix products refused as CUDA refuses them."""
+    with NoIntegerMatmul():
+        launch_worker(config, rank, local_rank)
+
+
+def test_the_worked_examples_follow_up_in_an_integer_dtype_needs_no_integer_matmul(monkeypatch, tmp_path):
+    monkeypatch.setattr(launch, "worker_main", _cuda_like_worker)
+    trace = tmp_path / "int.cvz"
+    outcome = _run(plan_run(find_scenario("all-gather"), 4, backend="gloo", options=RunOptions(dtype="int64"),
+                            record=trace))
+    assert outcome.status == "ok", outcome.detail
+    events = read_trace(trace).events
+    gathered = next(e for e in events if isinstance(e, Buffer) and e.rank == 0 and e.name == "gathered"
+                    and e.moment == "after")
+    scenario = find_scenario("all-gather")
+    right = torch.tensor(scenario.followup.right, dtype=torch.int64)
+    expected = torch.tensor(gathered.values, dtype=torch.int64).reshape(gathered.shape) @ right.T
+    result = next(e for e in events if isinstance(e, Buffer) and e.rank == 0 and e.name == scenario.followup.name)
+    assert result.dtype == "int64" and result.values == expected.reshape(-1).tolist()

@@ -27,7 +27,7 @@ from .transfers import emit_logical_transfers
 __all__ = [
     "CollectiveSpec", "resolve_spec", "run_collective_scenario", "OUTPUT_NAMES", "make_input", "allocate_input",
     "make_output", "present",
-    "collective_caller", "collective_fields", "timed_ns", "timed_calls",
+    "collective_caller", "collective_fields", "timed_ns", "timed_calls", "exact_matmul",
 ]
 
 WORLD_GROUP = "world"
@@ -453,11 +453,20 @@ def _run_followup(ctx: RankContext, followup: Followup, dtype_name: str, gathere
     dtype = getattr(torch, dtype_name)
     with ctx.tracker.category("activations"):
         right = rank_tensor(ctx.device, dtype, values=followup.right)
-        result = gathered.reshape(gathered_shape) @ right.T
+        result = exact_matmul(gathered.reshape(gathered_shape), right.T)
     ctx.buffer(followup.right_name, "input", "before", right, uniform_provenance(right.numel(), [ctx.rank]))
     ctx.buffer(followup.name, "result", "result", result, uniform_provenance(result.numel(), [ctx.rank]))
     if followup.note_result is not None:
         _compare_with_note(ctx, followup, result)
+
+
+def exact_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """``left @ right``; integer tensors multiply in float64 and come back as their dtype, since
+    CUDA has no integer matrix product (exact while every partial sum stays below 2**53, as the
+    worked examples' small numbers do)."""
+    if left.dtype.is_floating_point or left.dtype.is_complex:
+        return left @ right
+    return (left.double() @ right.double()).round().to(left.dtype)
 
 
 def _compare_with_note(ctx: RankContext, followup: Followup, result: torch.Tensor) -> None:
