@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import torch
 
@@ -38,8 +38,8 @@ class GpuEvent(Protocol):
     def synchronize(self) -> None:
         """Wait (host) until the event has completed."""
 
-    def elapsed_time(self, end_event: GpuEvent) -> float:
-        """Milliseconds from this event to ``end_event``."""
+    def elapsed_time(self, end_event: Any) -> float:
+        """Milliseconds from this event to ``end_event`` (another event of the same kind)."""
 
 
 def cuda_event() -> GpuEvent:

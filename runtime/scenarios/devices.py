@@ -22,8 +22,8 @@ def rank_tensor(device: torch.device, dtype: torch.dtype, *, shape: Sequence[int
                 values: object = None, fill: int | float = 0) -> torch.Tensor:
     """A new tensor on ``device``: ``values`` (nested lists or tuples of numbers) when given,
     else ``shape`` filled with ``fill`` (a ValueError when both or neither are given)."""
-    if (values is None) == (shape is None):
-        raise ValueError("rank_tensor takes either values or a shape")
-    if values is not None:
+    if values is not None and shape is None:
         return torch.tensor(values, dtype=dtype, device=device)
+    if shape is None or values is not None:
+        raise ValueError("rank_tensor takes either values or a shape")
     return torch.full((shape,) if isinstance(shape, int) else tuple(shape), fill, dtype=dtype, device=device)
