@@ -13,8 +13,10 @@ import torch
 import torch.distributed as dist
 
 import collviz.runtime.scenarios.training.observer as training_observer
+import collviz.runtime.userjob.observer as script_observer
 from collviz.runtime.context import RankContext
 from collviz.runtime.observation.memory import StorageTracker
+from collviz.runtime.observation.c10d_calls import c10d_async
 from collviz.runtime.observation.timing import CallClock
 from collviz.runtime.scenarios.training.common import PhaseSequence, timed_steps
 from collviz.runtime.scenarios.training.observer import CollectiveObserver
@@ -37,6 +39,10 @@ class FakeEvent:
 
     def record(self, stream: object = None) -> None:
         FakeEvent.log.append((id(self), stream))
+
+    def query(self) -> bool:
+        self.synchronized = True  # a completed event needs no wait
+        return True
 
     def synchronize(self) -> None:
         self.synchronized = True
@@ -155,3 +161,35 @@ def test_a_pipeline_span_on_cuda_is_timed_by_events_read_once_the_stage_has_run(
     [span] = [fields for kind, fields in emitter.events if kind is Span]
     assert (span["kind"], span["microbatch"], span["duration_ns"]) == ("forward", 3, int(ELAPSED_MS * 1e6))
     assert len(fake_cuda_events) == 2
+
+
+class Collected:
+    """The emitter side the script observer uses: its events arrive through ``emit_all``."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[type, dict]] = []
+
+    def collect_every(self, interval_s: float, source: object) -> None:
+        """Nothing is collected on a timer here: everything comes at the end."""
+
+    def stop_collecting(self) -> None:
+        """See :meth:`collect_every`."""
+
+    def emit_all(self, events: list[tuple[type, dict]]) -> None:
+        self.events.extend(events)
+
+
+def test_a_scripts_synchronous_call_without_work_is_timed_by_the_events_around_it(
+        one_rank_group, fake_cuda_events, monkeypatch):
+    """``collviz run``: a synchronous call on CUDA tensors (async_op=False) returns no Work on NCCL;
+    the events recorded on the current stream around it give its time once they have completed."""
+    monkeypatch.setattr(script_observer, "work_of", lambda out: None)
+    monkeypatch.setattr(script_observer, "_synchronous_cuda_clock",  # as for CUDA tensors
+                        lambda args, signature: None if c10d_async(args, signature) else CallClock(torch.device("cuda", 0)))
+    emitter = Collected()
+    with script_observer.ScriptObserver(emitter):  # type: ignore[arg-type]
+        dist.all_reduce(torch.ones(4))
+    [end] = [fields for kind, fields in emitter.events if kind is Collective and fields["edge"] == "end"]
+    assert end["op"] == "all_reduce"
+    assert (end["duration_ns"], end["clock"]) == (int(ELAPSED_MS * 1e6), "gpu")
+    assert len(fake_cuda_events) == 2 and all(stream is None for _, stream in fake_cuda_events)
