@@ -62,13 +62,14 @@ def test_rank_tensor_takes_values_or_a_shape_on_the_device_it_is_given():
         rank_tensor(torch.device("cpu"), torch.float32)
 
 
+launch_worker = launch.worker_main
+"""The real worker, which the wrappers below run (the tests put a wrapper in its place)."""
+
+
 def _checked_worker(config, rank, local_rank=None):
     """The real worker, with every c10d op checked against the rank's planned device (gloo: cpu)."""
     with DeviceCheck(torch.device("cpu")):
         launch_worker(config, rank, local_rank)
-
-
-launch_worker = launch.worker_main
 
 
 def _run(plan) -> RunOutcome:
