@@ -15,7 +15,6 @@ observer that reads at once synchronises the host with the call.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -43,7 +42,7 @@ class GpuEvent(Protocol):
 
 
 def cuda_event() -> GpuEvent:
-    """A timing CUDA event (the default event maker of :class:`CallClock`)."""
+    """A timing CUDA event, recorded by :class:`CallClock` (the seam a test fakes: ``torch.cuda.Event``)."""
     return torch.cuda.Event(enable_timing=True)
 
 
@@ -67,16 +66,16 @@ class CallTime:
 
 class CallClock:
     """Times one call on ``device``: create it just before issuing, :meth:`issued` right after,
-    :meth:`read` once it has completed. ``new_event`` makes the CUDA events (the seam a test uses)."""
+    :meth:`read` once it has completed. Its CUDA events come from :func:`cuda_event`."""
 
-    def __init__(self, device: torch.device, new_event: Callable[[], GpuEvent] = cuda_event) -> None:
+    def __init__(self, device: torch.device) -> None:
         self.gpu = device.type == "cuda"
         self.started_ns = time.monotonic_ns()
         self._ended_ns: int | None = None
         self._seen_complete = True
         self._events: tuple[GpuEvent, GpuEvent] | None = None
         if self.gpu:
-            self._events = (new_event(), new_event())
+            self._events = (cuda_event(), cuda_event())
             self._events[0].record()
 
     def issued(self, seen_complete: bool = True) -> None:
