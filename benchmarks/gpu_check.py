@@ -27,6 +27,15 @@ installs them from the folder (``pip install --no-index --find-links``) and coll
 current environment. ``--quick``: every step, tiny, on whatever backend this machine has (gloo
 without a GPU), with the report in a temporary folder: a check that the command runs (the test
 suite runs it); its figures mean nothing.
+
+**In parts.** The whole check takes about a quarter of an hour (the tier records some 80 CLI
+runs). Where one command may run 10 minutes at most, run it in parts, each writing its own
+report (named after its steps)::
+
+    python benchmarks/gpu_check.py --only tier --tier-k "every_collective or average"
+    python benchmarks/gpu_check.py --only tier --tier-k "every_training"
+    python benchmarks/gpu_check.py --only tier --tier-k "not every_collective and not average and not every_training"
+    python benchmarks/gpu_check.py --only fsdp,memory-viz,observer,latency
 """
 
 from __future__ import annotations
@@ -46,6 +55,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+STEPS = ("tier", "fsdp", "memory-viz", "observer", "latency")
+"""The steps, in the order they run (``--only`` picks some)."""
+
 TEST_EXTRAS = ("pytest", "pytest-timeout", "pytest-asyncio")
 """The test packages the GPU tier needs beside collviz's own dependencies."""
 
@@ -108,13 +120,14 @@ def _machine() -> list[str]:
             f"NCCL {info['nccl']}", f"- GPUs: {', '.join(info['gpus']) or 'none'}", f"- Python {sys.version.split()[0]}"]
 
 
-def tier(quick: bool) -> Step:
-    """Step 1: the GPU tier."""
-    step = Step("GPU tier: pytest -m gpu tests/test_gpu.py")
+def tier(quick: bool, select: str | None) -> Step:
+    """Step 1: the GPU tier (its tests matching ``select``, pytest's ``-k``, when given)."""
+    select = "bench" if quick and select is None else select
+    step = Step("GPU tier: pytest -m gpu tests/test_gpu.py" + (f" -k '{select}'" if select else ""))
     with tempfile.TemporaryDirectory() as folder:
         junit = Path(folder) / "tier.xml"
         command = [sys.executable, "-m", "pytest", "-m", "gpu", str(ROOT / "tests" / "test_gpu.py"), "-p",
-                   "no:cacheprovider", "-q", f"--junitxml={junit}"] + (["-k", "bench"] if quick else [])
+                   "no:cacheprovider", "-q", f"--junitxml={junit}"] + (["-k", select] if select else [])
         result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, stdin=subprocess.DEVNULL)
         counts, failed = _junit(junit)
     step.lines.append(", ".join(f"{count} {what}" for what, count in counts.items()))
@@ -322,22 +335,30 @@ def main() -> int:
     parser.add_argument("--wheels", type=Path, metavar="DIR", help="install the carried wheels first")
     parser.add_argument("--out", type=Path, help="the report (default gpu-check-YYYY-MM-DD.md here)")
     parser.add_argument("--quick", action="store_true", help="every step, tiny: a check that the command runs")
+    parser.add_argument("--only", metavar="STEP,…", help=f"run these steps only: {', '.join(STEPS)}")
+    parser.add_argument("--tier-k", metavar="EXPR", help="the tier's tests matching this pytest -k expression")
     args = parser.parse_args()
+    chosen = list(STEPS) if args.only is None else [name.strip() for name in args.only.split(",")]
+    unknown = [name for name in chosen if name not in STEPS]
+    if unknown:
+        parser.error(f"--only {args.only}: unknown step {', '.join(unknown)}; choose from {', '.join(STEPS)}")
     if args.download is not None:
         return download(args.download, args.python_version)
     if args.wheels is not None:
         install(args.wheels)
     started = datetime.datetime.now(datetime.timezone.utc)
-    out = args.out or (Path(tempfile.mkdtemp()) if args.quick else Path.cwd()) / f"gpu-check-{started:%Y-%m-%d}.md"
+    part = "" if args.only is None else "-" + "-".join(chosen)
+    out = args.out or (Path(tempfile.mkdtemp()) if args.quick else Path.cwd()) / f"gpu-check-{started:%Y-%m-%d}{part}.md"
     cuda = _gpus() > 0
     backend = "nccl" if cuda else "gloo"
     ranks = 2 if args.quick else 4
-    steps: list[Callable[[], Step]] = [lambda: tier(args.quick), lambda: fsdp_gpu_time(backend, ranks),
-                                       lambda: memory_viz(cuda), lambda: observer_cost(cuda, args.quick),
-                                       lambda: shared_latency(backend, args.quick)]
+    steps: dict[str, Callable[[], Step]] = {
+        "tier": lambda: tier(args.quick, args.tier_k), "fsdp": lambda: fsdp_gpu_time(backend, ranks),
+        "memory-viz": lambda: memory_viz(cuda), "observer": lambda: observer_cost(cuda, args.quick),
+        "latency": lambda: shared_latency(backend, args.quick)}
     done = []
-    for number, run in enumerate(steps, 1):
-        step = run()
+    for number, name in enumerate(chosen, 1):
+        step = steps[name]()
         print(f"{number}. {step.title}: {step.outcome}", flush=True)
         done.append(step)
     out.write_text(report(done, _machine(), started, args.quick))
