@@ -27,7 +27,7 @@ from .wire.trace import TraceWriter
 from .wire.transport import Collector, Endpoints, LauncherEmitter
 from .worker import worker_main
 
-__all__ = ["failure_cause", "remove_stale_run_folders", "RunOutcome", "Session", "worker_log_lines"]
+__all__ = ["remove_stale_run_folders", "RunOutcome", "Session", "worker_log_lines"]
 
 ENDING_POLL_S = 0.005
 """How long a poll waits for events once every rank has said its last word (RankEnd): the
@@ -119,41 +119,6 @@ class _RankState:
     reaped_order: int = 0
     waiting_in_stall: bool = False
     """It died inside a collective already reported hung (NCCL's watchdog aborts such waiters)."""
-
-
-def failure_cause(ranks: dict[int, _RankState], first_stall: Stalled | None, mismatch: str | None) -> str:
-    """Which rank made a run fail, from everything known once every process is reaped.
-
-    A collective mismatch comes first (whatever happened after it is its consequence); then
-    a rank killed by a signal collviz did not send (its peers' errors are consequences of its
-    death), unless it died waiting in a hang already reported: NCCL's watchdog aborts the
-    waiters of a stuck collective (SIGABRT), so their deaths are the hang's consequence; then,
-    after a reported hang, the ranks that were not where the others waited (the waiters'
-    timeouts are its consequences, named as such); then the earliest error a rank reported; then
-    any bad exit.
-    """
-    if mismatch is not None:
-        return mismatch
-    killed = sorted((s.reaped_order, r) for r, s in ranks.items() if s.killed_externally and not s.waiting_in_stall)
-    if killed:
-        return _describe_failure(killed[0][1], ranks[killed[0][1]])
-    errors = sorted((s.error_t_ns, r) for r, s in ranks.items() if s.error_t_ns is not None)
-    bad_exits = sorted((s.reaped_order, r) for r, s in ranks.items() if s.exit_code)
-    rank = errors[0][1] if errors else bad_exits[0][1]
-    if first_stall is not None:
-        culprits = ", ".join(str(r) for r in sorted(first_stall.elsewhere))
-        return (f"hang caused by rank{'s' if len(first_stall.elsewhere) > 1 else ''} {culprits}: {first_stall.text}; "
-                f"consequence: {_describe_failure(rank, ranks[rank])}")
-    return _describe_failure(rank, ranks[rank])
-
-
-def _describe_failure(rank: int, state: _RankState) -> str:
-    where = f" during phase {state.phase[0]} '{state.phase[1]}'" if state.phase else " before its first phase"
-    if state.error:
-        return f"rank {rank} failed{where}: {state.error}"
-    if state.exit_code is not None and state.exit_code < 0:
-        return f"rank {rank} was killed by {_signal_name(-state.exit_code)}{where}"
-    return f"rank {rank} exited with status {state.exit_code}{where}"
 
 
 @dataclass
@@ -340,8 +305,39 @@ class Session:
             self._begin_teardown()
 
     def _cause(self) -> str:
-        """Which rank made the run fail (see :func:`failure_cause`)."""
-        return failure_cause(self._ranks, self._first_stall, self._mismatch.text if self._mismatch else None)
+        """Which rank made the run fail, from everything known once every process is reaped.
+
+        A collective mismatch comes first (whatever happened after it is its consequence); then
+        a rank killed by a signal collviz did not send (its peers' errors are
+        consequences of its death), unless it died waiting in a hang already reported (NCCL's
+        watchdog aborts the waiters with SIGABRT); then, after a reported hang, the ranks that
+        were not where the others waited (the waiters' timeouts are its consequences, named as
+        such); then the earliest error a rank reported; then any bad exit.
+        """
+        if self._mismatch is not None:
+            return self._mismatch.text
+        ranks = self._ranks.items()
+        killed = sorted((s.reaped_order, r) for r, s in ranks if s.killed_externally and not s.waiting_in_stall)
+        if killed:
+            rank = killed[0][1]
+        else:
+            errors = sorted((s.error_t_ns, r) for r, s in ranks if s.error_t_ns is not None)
+            bad_exits = sorted((s.reaped_order, r) for r, s in ranks if s.exit_code)
+            rank = errors[0][1] if errors else bad_exits[0][1]
+            if self._first_stall is not None:
+                stall = self._first_stall
+                culprits = ", ".join(str(r) for r in sorted(stall.elsewhere))
+                return (f"hang caused by rank{'s' if len(stall.elsewhere) > 1 else ''} {culprits}: {stall.text}; "
+                        f"consequence: {self._describe_failure(rank, self._ranks[rank])}")
+        return self._describe_failure(rank, self._ranks[rank])
+
+    def _describe_failure(self, rank: int, state: _RankState) -> str:
+        where = f" during phase {state.phase[0]} '{state.phase[1]}'" if state.phase else " before its first phase"
+        if state.error:
+            return f"rank {rank} failed{where}: {state.error}"
+        if state.exit_code is not None and state.exit_code < 0:
+            return f"rank {rank} was killed by {_signal_name(-state.exit_code)}{where}"
+        return f"rank {rank} exited with status {state.exit_code}{where}"
 
     def _begin_teardown(self, flush_grace_s: float = FLUSH_GRACE_S) -> None:
         """Abort the gates, then SIGTERM every survivor after ``flush_grace_s`` (their queued

@@ -83,7 +83,8 @@ def tensor_contents(tensor: torch.Tensor) -> dict:
     sums = torch.stack([part.sum(dtype=torch.float64) for part in parts])
     sizes = torch.tensor([part.numel() for part in parts], dtype=torch.float64, device=sums.device)
     extremes = torch.stack([numbers.min(), numbers.max()]).double()
-    shown = torch.cat([sums / sizes, extremes, sums.sum().reshape(1) / numbers.numel()]).tolist()  # one copy to the host
+    mean = sums.sum().reshape(1) / numbers.numel()
+    shown = torch.cat([sums / sizes, extremes, mean]).tolist()  # the one copy to the host
     fields["summary"] = BufferSummary(min=shown[-3], max=shown[-2], mean=shown[-1], crc32=f"{_crc32(flat):08x}",
                                       picture=shown[:PICTURE_POINTS])
     return fields
