@@ -81,6 +81,24 @@ def test_a_script_with_more_ranks_than_gpus_gets_a_local_rank_naming_a_gpu_and_i
         assert host_ids == [None] * ranks
 
 
+def test_a_scripts_ranks_see_torchruns_variables_with_local_rank_naming_their_shared_gpu(tmp_path, monkeypatch):
+    from collviz.runtime.plan import plan_script, worker_config
+    from collviz.runtime.userjob.script import check_script
+    from collviz.runtime.wire.transport import Endpoints
+    from collviz.runtime.worker import torchrun_environment
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    plan = plan_script(check_script(script), 4, gpus=2)
+    config = worker_config(plan, run="r", init_method="tcp://127.0.0.1:29500", endpoints=Endpoints.in_directory(str(tmp_path)),
+                           log_dir=None)
+    environments = [torchrun_environment(config, rank) for rank in range(4)]
+    assert [e["LOCAL_RANK"] for e in environments] == ["0", "1", "0", "1"]
+    assert [e["RANK"] for e in environments] == ["0", "1", "2", "3"]
+    assert {e["LOCAL_WORLD_SIZE"] for e in environments} == {"4"}
+
+
 def test_a_chosen_socket_interface_and_machines_beyond_this_one_are_left_alone(monkeypatch):
     monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth0")
     assert "NCCL_SOCKET_IFNAME" not in choose_backend("auto", 4, gpus=1).placement(2).environment
