@@ -6,7 +6,6 @@ product, for the worked example's follow-up."""
 
 from __future__ import annotations
 
-import datetime
 import time
 
 import pytest
@@ -27,15 +26,6 @@ from device_check import DeviceCheck, MisplacedTensor, NoIntegerMatmul
 
 COLLECTIVES = ("broadcast", "reduce", "all-reduce", "gather", "all-gather", "scatter", "reduce-scatter", "all-to-all")
 TRAINING = ("ring-all-reduce", "tp", "ddp", "fsdp", "hsdp", "fsdp-tp", "moe", "pp")
-
-
-@pytest.fixture
-def one_rank_group(tmp_path):
-    """A gloo process group of one rank in this process, destroyed afterwards."""
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=datetime.timedelta(seconds=30))
-    yield
-    dist.destroy_process_group()
 
 
 def test_the_check_refuses_a_tensor_off_the_planned_device(one_rank_group):

@@ -6,7 +6,6 @@ the GPU instead of reading the host's launch times."""
 
 from __future__ import annotations
 
-import datetime
 
 import pytest
 import torch
@@ -65,15 +64,6 @@ class Emitted:
 
     def flush(self) -> None:
         """Nothing is queued."""
-
-
-@pytest.fixture
-def one_rank_group(tmp_path):
-    """A gloo process group of one rank in this process, destroyed afterwards."""
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=datetime.timedelta(seconds=30))
-    yield
-    dist.destroy_process_group()
 
 
 @pytest.fixture
