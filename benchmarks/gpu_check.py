@@ -82,10 +82,18 @@ def _tail(result: subprocess.CompletedProcess, lines: int = 15) -> list[str]:
     return ["```", *text.strip().splitlines()[-lines:], "```"]
 
 
+def _name(spec: str) -> str:
+    """``pyzmq>=25`` → ``pyzmq``."""
+    for mark in "<>=!~ ;[":
+        spec = spec.split(mark)[0]
+    return spec.strip().lower()
+
+
 def _requirements() -> list[str]:
-    """collviz's dependencies but torch (read from pyproject.toml), and the tier's test packages."""
-    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    return [spec for spec in listed if not spec.replace(" ", "").lower().startswith("torch")] + list(TEST_EXTRAS)
+    """collviz's dependencies but torch, and the tier's test packages, as pyproject.toml pins them."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    tests = [spec for spec in project["optional-dependencies"]["test"] if _name(spec) in TEST_EXTRAS]
+    return [spec for spec in project["dependencies"] if _name(spec) != "torch"] + tests
 
 
 def download(folder: Path, python_version: str) -> int:
@@ -99,7 +107,7 @@ def download(folder: Path, python_version: str) -> int:
 
 def install(folder: Path) -> None:
     """Install the carried wheels, then collviz without its dependencies (the image's torch stays)."""
-    names = [spec.split(">")[0].split("=")[0].split("<")[0].strip() for spec in _requirements()]
+    names = [_name(spec) for spec in _requirements()]
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--find-links", str(folder), *names],
                    check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-e", str(ROOT)],
