@@ -122,6 +122,8 @@ class _RankState:
     """The rank's RankEnd arrived: every event it sent before it has arrived too (one ordered stream)."""
     killed_externally: bool = False
     reaped_order: int = 0
+    waiting_in_stall: bool = False
+    """It died inside a collective already reported hung (NCCL's watchdog aborts such waiters)."""
 
 
 @dataclass
@@ -305,6 +307,7 @@ class Session:
             state.reaped_order = self._reaped
             signal_name = _signal_name(-state.exit_code) if state.exit_code < 0 else None
             state.killed_externally = state.exit_code < 0 and -state.exit_code not in self._sent
+            state.waiting_in_stall = self._first_stall is not None and rank in self._first_stall.waiting
             self._emit(ProcessExit, target=rank, exit_code=None if signal_name else state.exit_code, signal=signal_name)
             if state.exit_code != 0:
                 self._fail()
@@ -320,14 +323,15 @@ class Session:
 
         A collective mismatch comes first (whatever happened after it is its consequence); then
         a rank killed by a signal collviz did not send (its peers' errors are
-        consequences of its death); then, after a reported hang, the ranks that were not where the
-        others waited (the waiters' timeouts are its consequences, named as such); then the
-        earliest error a rank reported; then any bad exit.
+        consequences of its death), unless it died waiting in a hang already reported (NCCL's
+        watchdog aborts the waiters with SIGABRT); then, after a reported hang, the ranks that
+        were not where the others waited (the waiters' timeouts are its consequences, named as
+        such); then the earliest error a rank reported; then any bad exit.
         """
         if self._mismatch is not None:
             return self._mismatch.text
         ranks = self._ranks.items()
-        killed = sorted((s.reaped_order, r) for r, s in ranks if s.killed_externally)
+        killed = sorted((s.reaped_order, r) for r, s in ranks if s.killed_externally and not s.waiting_in_stall)
         if killed:
             rank = killed[0][1]
         else:
