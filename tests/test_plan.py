@@ -91,8 +91,7 @@ def test_a_scripts_ranks_see_torchruns_variables_with_local_rank_naming_their_sh
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")
     plan = plan_script(check_script(script), 4, gpus=2)
-    config = worker_config(plan, run="r", init_method="tcp://127.0.0.1:29500", endpoints=Endpoints.in_directory(str(tmp_path)),
-                           log_dir=None)
+    config = worker_config(plan, run="r", init_method="tcp://127.0.0.1:29500", endpoints=Endpoints.in_directory(str(tmp_path)))
     environments = [torchrun_environment(config, rank) for rank in range(4)]
     assert [e["LOCAL_RANK"] for e in environments] == ["0", "1", "0", "1"]
     assert [e["RANK"] for e in environments] == ["0", "1", "2", "3"]
