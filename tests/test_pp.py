@@ -17,10 +17,10 @@ import torch
 import torch.nn.functional as F
 
 from collviz.app.cli import main
-from collviz.runtime.scenarios.training.model import make_gpt, token_batch
 from collviz.runtime.wire.protocol import Buffer, Check, Memory, RunEnd, Span, Transfer
 from collviz.runtime.wire.trace import TraceContents, read_trace
 from conftest import run_cli
+from reference_models import reference_batch, reference_gpt
 
 SCENARIO = Path(__file__).parent.parent / "scenarios" / "pp.toml"
 RUNS = {"gpipe-4": ("gpipe", 4, 8), "1f1b-4": ("1f1b", 4, 8), "1f1b-2": ("1f1b", 2, 2)}
@@ -116,8 +116,8 @@ def test_every_activation_and_gradient_message_is_a_transfer_of_the_right_size(r
 def test_microbatch_losses_equal_the_whole_model_on_each_slice(runs, key, settings):
     trace, _ = runs[key]
     _, stages, microbatches = RUNS[key]
-    model = make_gpt(settings)
-    inputs, targets = token_batch(settings, 0)
+    model = reference_gpt(settings)
+    inputs, targets = reference_batch(settings, 0)
     with torch.no_grad():
         expected = [float(F.cross_entropy(model(x).reshape(-1, settings["vocab"]), y.reshape(-1)))
                     for x, y in zip(inputs.chunk(microbatches), targets.chunk(microbatches))]
