@@ -240,6 +240,22 @@ def planted_text(bug: Bug, original: str) -> str:
     return original.replace(bug.snippet, bug.replacement)
 
 
+def _run_pytest(command: list[str], env: dict[str, str], timeout_s: float) -> tuple[int | None, str]:
+    """(exit status or None on a timeout, the output's tail) of pytest in its own process group,
+    which is killed whole (the workers a test started included) on a timeout or an interrupt."""
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout_s)
+        return process.returncode, output[-600:]
+    except subprocess.TimeoutExpired:
+        return None, ""
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+
+
 def run_selection(bug: Bug, timeout_s: float) -> Verdict:
     """Plant ``bug``, run its tests, restore the file, and judge."""
     target = ROOT / bug.path
@@ -254,11 +270,7 @@ def run_selection(bug: Bug, timeout_s: float) -> Verdict:
         started = time.monotonic()
         try:
             target.write_bytes(buggy)
-            result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s,
-                                    stdin=subprocess.DEVNULL)
-            returncode, tail = result.returncode, result.stdout[-600:]
-        except subprocess.TimeoutExpired:
-            returncode, tail = None, ""
+            returncode, tail = _run_pytest(command, env, timeout_s)
         finally:
             target.write_bytes(original)
         seconds = time.monotonic() - started
@@ -302,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{bug.name:28} {bug.path}\n{'':28} {bug.what}\n{'':28} pytest {' '.join(bug.tests)}")
         return 0
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, _raise_interrupt)  # also where the shell started us ignoring it
     verdicts = []
     for index, bug in enumerate(chosen, 1):
         print(f"[{index}/{len(chosen)}] {bug.name}: {bug.what} …", end=" ", flush=True)
@@ -310,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         except PlantError as error:
             print(f"\nplanted_bugs: {error}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            print(f"\nplanted_bugs: interrupted; {bug.path} restored", file=sys.stderr)
+            return 130
         print(f"{verdict.outcome} ({verdict.seconds:.0f} s)", flush=True)
         verdicts.append(verdict)
     width = max(len(v.bug.name) for v in verdicts) if verdicts else 4
