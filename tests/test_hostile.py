@@ -120,13 +120,14 @@ def test_a_rank_that_never_arrives_is_a_hang_blaming_it(tmp_path):
     [final] = [line for line in result.stderr.splitlines() if line.startswith("collviz: hang caused by")]
     assert final.startswith("collviz: hang caused by rank 2: all_reduce #1 on group world: ranks 0, 1, 3 waiting ")
     assert "; consequence: rank " in final
-    # the stall is reported once the configured 5 s have passed, well before gloo's own timeout (5 + 3 s)
+    # the stall is reported once the configured 5 s have passed (the launcher checks every 50 ms; a
+    # loaded machine may delay it), well before gloo's own timeout (5 + 3 s)
     events = read_trace(trace).events
     [stall] = [e for e in events if isinstance(e, Stall)]
     entered = min(e.t_ns for e in events if isinstance(e, Collective) and e.edge == "begin" and e.group_seq == 1)
     assert stall.waiting == [0, 1, 3]
-    assert 5.0 <= (stall.t_ns - entered) / 1e9 < 5.9
-    assert 5.0 <= stall.waited_s < 5.9
+    assert 5.0 <= (stall.t_ns - entered) / 1e9 < 6.5
+    assert 5.0 <= stall.waited_s < 6.5
 
 
 def test_a_newer_minor_workers_unknown_events_are_skipped_without_a_false_gap(tmp_path):
