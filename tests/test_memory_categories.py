@@ -80,10 +80,16 @@ def test_moe_keeps_the_router_and_every_expert_and_its_own_tokens(runs):
     assert setup == {r: {"params": FLOAT * (router + N * expert), "inputs": FLOAT * s["tokens"] * d} for r in range(N)}
 
 
-def test_tp_counts_the_hidden_slice_as_activations_and_the_summed_output_as_communication(runs):
+def test_tp_keeps_its_shards_and_counts_the_hidden_slice_as_activations_and_the_sum_as_communication(runs):
     s = settings_of("tp")
+    d, part = s["d_model"], s["hidden"] // N
+    shards = part * d + part + d * part + d  # W1's rows, b1's slice, W2's columns, all of b2 (replicated)
+    x = s["batch"] * d  # the input every rank holds
+    setup = _at_end(runs["tp"], "setup")
+    # and the device mesh's table of the N ranks (int32 in torch 2.13; int64 allowed)
+    assert {r: c["params"] - FLOAT * (shards + x) for r, c in setup.items()} in (
+        {r: 4 * N for r in range(N)}, {r: 8 * N for r in range(N)})
     fc1 = _at_end(runs["tp"], "fc1")
     assert {r: c["activations"] for r, c in fc1.items()} == {r: FLOAT * s["batch"] * s["hidden"] // N for r in range(N)}
     summed = _at_end(runs["tp"], "all-reduce")
     assert {r: c["communication"] for r, c in summed.items()} == {r: FLOAT * s["batch"] * s["d_model"] for r in range(N)}
-    assert len({c["params"] for c in summed.values()}) == 1  # every rank holds an equal share
