@@ -27,6 +27,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 """The worktree this script runs from: the bugs are planted in its files."""
@@ -38,7 +42,8 @@ REPORT_ENV = "COLLVIZ_PLANTED_BUG_REPORT"
 @dataclass(frozen=True)
 class Bug:
     """One planted bug: ``snippet`` in ``path`` (relative to the worktree) becomes ``replacement``;
-    ``tests`` is the pytest selection (node ids or ``-k`` arguments) that should catch it."""
+    ``tests`` is the pytest selection (node ids or ``-k`` arguments) that should catch it; ``what``
+    says in a line what the bug does, as a user would see it."""
 
     name: str
     path: str
@@ -208,18 +213,21 @@ BUGS: tuple[Bug, ...] = (
         ("tests/test_checks.py",),
         "'identical on all ranks' accepts ranks that drifted apart"),
 )
+"""The fixed list, grouped by what breaks; each selection is the narrowest that should catch its bug."""
 
 
 # --- the pytest plugin half: loaded in the subprocess with ``-p planted_bugs`` -----------------
 
-def pytest_exception_interact(node, call, report) -> None:  # noqa: ANN001 - pytest's hook signature
+def pytest_exception_interact(node: pytest.Item | pytest.Collector, call: pytest.CallInfo[object],
+                              report: pytest.TestReport | pytest.CollectReport) -> None:
     """Record each failure's test, phase and exception type for the runner."""
     path = os.environ.get(REPORT_ENV)
     if not path or call.excinfo is None:
         return
+    text = str(call.excinfo.value).strip()
     record = {"test": node.nodeid, "when": call.when, "type": call.excinfo.type.__name__,
               "assertion": issubclass(call.excinfo.type, AssertionError),
-              "message": str(call.excinfo.value).strip().splitlines()[0][:160] if str(call.excinfo.value).strip() else ""}
+              "message": text.splitlines()[0][:160] if text else ""}
     with open(path, "a", encoding="utf-8") as out:
         out.write(json.dumps(record) + "\n")
 
@@ -269,6 +277,8 @@ def _run_pytest(command: list[str], env: dict[str, str], timeout_s: float) -> tu
 def run_selection(bug: Bug, timeout_s: float) -> Verdict:
     """Plant ``bug``, run its tests, restore the file, and judge."""
     target = ROOT / bug.path
+    if not target.is_file():
+        raise PlantError(f"{bug.name}: no file {bug.path}")
     original = target.read_bytes()
     buggy = planted_text(bug, original.decode("utf-8")).encode("utf-8")
     with tempfile.TemporaryDirectory(prefix="collviz-planted-") as tmp:
@@ -310,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="NAME", help="plant only these bugs")
     parser.add_argument("--timeout", type=float, default=300, help="seconds one selection may run (default 300)")
     args = parser.parse_args(argv)
+    if not args.timeout > 0:
+        parser.error(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     names = [bug.name for bug in BUGS]
     if len(set(names)) != len(names):
         print("planted_bugs: two bugs share a name", file=sys.stderr)
