@@ -3,20 +3,13 @@ worked out here: the transfers' count and bytes, the slowest rank's time, S, alg
 
 from __future__ import annotations
 
-import msgspec
-
 from collviz.runtime.reports.summary import render_summary
-from collviz.runtime.wire.protocol import Collective
 
-from fixtures.synthetic import SHARD, all_gather_events
-
-TIMES_NS = {0: 20_000, 1: 80_000, 2: 50_000, 3: 10_000}
+from fixtures.synthetic import SHARD, unevenly_timed_all_gather
 
 
 def _summary() -> list[str]:
-    events = [msgspec.structs.replace(e, duration_ns=TIMES_NS[e.rank])
-              if isinstance(e, Collective) and e.edge == "end" else e for e in all_gather_events(world=4)]
-    return render_summary(events).splitlines()
+    return render_summary(unevenly_timed_all_gather()).splitlines()
 
 
 def test_the_transfers_are_counted_in_bytes():
