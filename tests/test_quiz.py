@@ -48,6 +48,22 @@ def test_values_are_graded_to_the_precision_shown():
     assert short.right[:2] == (True, True) and not any(short.right[2:])
 
 
+def test_a_prediction_one_percent_off_is_wrong():
+    """Three significant digits leave at most half a unit in the third digit (0.5 %) between a
+    shown value and the true one; a 1 % error, or one in the third digit of a small value, is wrong."""
+    events = read_trace(FIXTURES / "all-gather.cvz").events
+    [question] = questions(EventLog(events), rank=0)
+    values = list(question.values)  # 0.1 to 1.6
+    first, last = 0, len(values) - 1
+    off = [f"{v:.6g}" for v in values]
+    off[first] = f"{values[first] * 1.01:.6g}"  # 1 % high
+    off[last] = f"{values[last] * 0.99:.6g}"  # 1 % low
+    marks = grade(question, " ".join(off)).right
+    assert [i for i, right in enumerate(marks) if not right] == [first, last]
+    shown = [f"{v:.3g}" for v in values]  # what the screen shows, each within 0.5 % of the truth
+    assert grade(question, " ".join(shown)).all_right
+
+
 def test_who_predictions_are_rank_sets_per_element():
     events = read_trace(FIXTURES / "all-gather.cvz").events
     [question] = questions(EventLog(events), rank=1)
