@@ -54,7 +54,7 @@ class TransfersPane(TextPane):
         transfers = view.transfers
         self.set_title(transfers_title(view))
         if not transfers:
-            self.show_text(Text(not_recorded(view) or "no transfers in this step", "dim"))
+            self.show_text(Text(not_recorded(view) or "no transfers in this step", "dim"), quiet=True)
             return
         if transfers != self._listed:  # a live step's first transfers stay the same frame after frame
             self._listed, self._listing = transfers, _listing(transfers)
