@@ -42,7 +42,7 @@ READER_STOP_SECONDS = 2.0
 PACE_POLL = 0.1
 """Seconds between the pacing timer's looks at the clock."""
 
-MODE_ACTIONS = frozenset({"toggle_play", "speed", "toggle_quiz", "release_gate"})
+MODE_ACTIONS = frozenset({"toggle_play", "speed", "toggle_quiz", "release_gate", "toggle_pacing"})
 """The actions only some modes have (:meth:`ViewerMode.allows` says which)."""
 
 
@@ -225,8 +225,10 @@ class StepMode(LiveMode):
             host.set_interval(PACE_POLL, partial(self.pace_tick, host))
 
     def allows(self, action: str) -> bool:
-        """The gate key, and the quiz unless the gates open by themselves."""
-        return action == "release_gate" or (action == "toggle_quiz" and self.pacer is None)
+        """The gate key and the quiz, or where the gates open by themselves, pausing them."""
+        if self.pacer is not None:
+            return action == "toggle_pacing"
+        return action in ("release_gate", "toggle_quiz")
 
     def labels(self, host: ModeHost, following: bool) -> Labels:
         """``step-through``, or the pacing and its countdown."""

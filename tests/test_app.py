@@ -427,7 +427,7 @@ async def test_the_footer_keeps_help_and_quit_at_the_minimum_size(trace: Path):
         await pilot.pause()
         svg = app.export_screenshot()
     text = "".join(re.findall(r">([^<]*)</text>", svg)).replace("&#160;", " ")
-    assert " ? help " in text and " q quit " in text
+    assert "?helpqquit" in re.sub(r"\s+", "", text)
 
 
 async def test_compare_viewer_draws_both_runs_on_one_scale():
@@ -471,3 +471,53 @@ async def test_r_opens_any_rank_s_detail_by_number_beyond_the_digit_keys():
         await pilot.pause()
         assert not isinstance(app.screen, (RankDetailScreen, NumberPrompt))
         await pilot.press("q")
+
+
+async def test_question_mark_opens_the_help_over_every_screen(trace: Path):
+    """? opens the keys over the viewer, a rank's detail and the factor box, and in compare."""
+    from collviz.app.compare_view import CompareApp
+    from collviz.app.screens.factor import FactorScreen
+    from collviz.app.screens.help import HelpScreen
+    from collviz.runtime.wire.trace import read_trace
+
+    app = make_app(trace=trace)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.loaded)
+        for opener, screen in ((None, None), ("2", RankDetailScreen), ("b", FactorScreen)):
+            if opener is not None:
+                await pilot.press(opener)
+                await _until(pilot, lambda: isinstance(app.screen, screen))
+            await pilot.press("question_mark")
+            await _until(pilot, lambda: isinstance(app.screen, HelpScreen))
+            await pilot.press("escape")
+            await _until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+            if opener is not None:
+                await pilot.press("escape")
+        await pilot.press("q")
+    events = read_trace(trace).events
+    compare = CompareApp([("a", events), ("b", events)], "the table")
+    async with compare.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await _until(pilot, lambda: isinstance(compare.screen, HelpScreen))
+        assert "one scale" in str(compare.screen.query_one("#help-intro").render())
+        await pilot.press("escape", "q")
+
+
+@pytest.mark.parametrize("kind", ["lesson", "step"])
+async def test_lesson_and_step_footers_say_what_each_key_does_uncut_at_100x30(trace: Path, kind: str):
+    """A lesson's q moves on (n too), so its footer says so; step-through's space runs a step;
+    both keep ? help and q at the right end of 100 columns."""
+    from collviz.app.viewer_options import LessonPlace, ViewerOptions
+
+    if kind == "lesson":
+        app = make_app(trace=trace, options=ViewerOptions(lesson=LessonPlace("collectives", 2, 8, "all-gather")))
+        expected = "spaceplay/pause←back→stependlatestggotostepppreviousQendlesson?helpqnextitem"
+    else:
+        app = make_app(session=FakeSession(all_gather_events(4, step=True), step=True))
+        expected = "spacerunastep←back→stependlatestggotostep?helpqquit"
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.3)
+        svg = app.export_screenshot()
+        await pilot.press("Q" if kind == "lesson" else "q")
+    footer = re.sub(r"\s+", "", "".join(re.findall(r">([^<]*)</text>", svg)).replace("&#160;", " ")).rsplit("─╯", 1)[-1]
+    assert footer == expected

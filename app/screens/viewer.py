@@ -95,7 +95,7 @@ class ViewerScreen(Screen[None]):
         yield self._log
         yield Static(f"terminal too small (need {MIN_SIZE[0]}x{MIN_SIZE[1]})", id="too-small")
         yield WorkProgress(id="work")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)  # every key's word uncut at 100 columns
 
     def on_mount(self) -> None:
         """Check the size, then show any view that arrived before the panes existed."""
