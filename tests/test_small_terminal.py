@@ -139,15 +139,14 @@ async def test_every_side_pane_fits_the_side_column(ranks, size):
 def test_the_side_column_is_shared_by_priority():
     """Worked by hand: the cost pane keeps its headline (4 lines here, 7 with its details) and, in
     a column of 24 rows or more, grows to 9 rows; a pane with one line to say gets that line; the
-    legend goes when the narration (5) and transfers (4, or 3 for one line) would not fit beside
-    it; the transfers take a third of the rest (at least 4), no more than their text needs."""
+    legend goes when the narration (5) and transfers (5, or 3 for one line) would not fit beside
+    it; the transfers take a third of the rest (at least 5), no more than their text needs."""
     from collviz.app.widgets.side_column import SideShares, side_shares
     from collviz.app.widgets.text_pane import PaneRows
 
     call, listing = PaneRows(4, 7), PaneRows(2, 14)
-    assert side_shares(20, 4, call, listing) == SideShares(narration=6, cost=6, transfers=4, legend=4)  # 100x30
-    assert side_shares(20, 5, call, listing) == SideShares(narration=5, cost=6, transfers=4, legend=5)
-    assert side_shares(20, 6, call, listing) == SideShares(narration=10, cost=6, transfers=4, legend=0)
+    assert side_shares(20, 4, call, listing) == SideShares(narration=5, cost=6, transfers=5, legend=4)  # 100x30
+    assert side_shares(20, 5, call, listing) == SideShares(narration=9, cost=6, transfers=5, legend=0)  # 8 ranks
     assert side_shares(38, 4, call, listing) == SideShares(narration=17, cost=9, transfers=8, legend=4)  # 160x50
     assert side_shares(38, 4, call, PaneRows(2, 3)) == SideShares(narration=20, cost=9, transfers=5, legend=4)
     quiet = PaneRows(1, 1)

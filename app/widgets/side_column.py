@@ -38,7 +38,7 @@ shorter than 24 rows, only its headline)."""
 COST_ROWS_FROM = (24, 0)
 
 LEAST_NARRATION = 5
-LEAST_TRANSFERS = 4
+LEAST_TRANSFERS = 5
 """Rows the narration and the transfers (when they list any) need beside the legend: else the
 legend is hidden; with fewer left the transfers get one line."""
 
