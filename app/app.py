@@ -270,16 +270,12 @@ class CollvizApp(OverlayActions, App[int]):
 
     def labels(self) -> Labels:
         """The header's words: the mode's, then the event position, status and notes."""
-        mode, playback, history = self.mode.labels(self, self.following)
-        if not self.mask_volatile:
-            playback = f"{playback}   event {self.cursor}/{len(self.event_log)}"
-        if self.status_line:
-            playback = f"{playback}   {self.status_line}"
-        if self.opening_note:
-            playback = f"{playback}   {self.opening_note}"
+        mode, playback, history, kind = self.mode.labels(self, self.following)
+        position = "" if self.mask_volatile else f"event {self.cursor}/{len(self.event_log)}"
+        playback = "   ".join(part for part in (playback, position, self.status_line, self.opening_note) if part)
         if self.options.lesson is not None:
             mode = f"{self.options.lesson} · {mode}"
-        return Labels(mode, playback, history)
+        return Labels(mode, playback, history, kind)
 
     def render_now(self) -> None:
         """Render a frame now on every screen that shows the view.

@@ -63,10 +63,11 @@ class CompareApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        """Draw each run's memory over its whole run, naming the run in its border."""
+        """Draw each run's memory over its whole run, naming the run in its border (the scale
+        they share is said once, above them)."""
         for chart, (name, view) in zip(self.query(MemoryTimeline), self.views):
             chart.show(view)
-            chart.border_title = Text(f"{name} · {chart.border_title}")
+            chart.border_title = Text(f"{name} · live bytes by category")
 
 
     def action_help(self) -> None:

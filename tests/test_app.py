@@ -129,6 +129,22 @@ async def test_bad_trace_is_reported_and_the_app_stays_open(tmp_path: Path):
         assert app.is_running
 
 
+def test_the_header_s_first_word_says_what_the_viewer_does():
+    """Following its run, the viewer is live or stepping, and finished once the run has ended
+    (ok, failed or interrupted); an earlier moment of a live run is browsing; a recording, replay."""
+    from collviz.app.model import Labels
+    from collviz.app.widgets.run_header import viewer_status
+
+    following = {kind: Labels("", "", False, kind) for kind in ("live", "stepping")}
+    assert [viewer_status(following["live"], state) for state in ("starting", "running", "stalled")] == ["live"] * 3
+    assert viewer_status(following["stepping"], "waiting") == "stepping"
+    assert {viewer_status(labels, state) for labels in following.values()
+            for state in ("finished", "failed", "interrupted")} == {"finished"}
+    assert viewer_status(Labels("", "", True, "live"), "running") == "browsing"
+    assert viewer_status(Labels("", "", True, "stepping"), "finished") == "browsing"
+    assert viewer_status(Labels("", "", True, "replay"), "running") == "replay"
+
+
 async def test_live_session_reaches_the_end_and_quit_stops_it():
     session = FakeSession(all_gather_events())
     app = make_app(session=session)
@@ -141,11 +157,14 @@ async def test_live_session_reaches_the_end_and_quit_stops_it():
         assert app.following and app.cursor == len(app.event_log)
         view = app.current_view()
         assert view.state.kind == "finished"
+        assert app.screen.query_one("#header").render().plain.splitlines()[1].startswith(" finished ")
         assert view.ranks[3].buffers[0].values == [0.0, 1.0, 10.0, 11.0, 20.0, 21.0, 30.0, 31.0]  # the latest step's first
         # stepping back stops following; end resumes it
         await pilot.press("left")
         assert not app.following and app.cursor < len(app.event_log)
-        assert "browsing history · the run has finished" in app.labels()[1]  # not only the moment shown
+        assert "the run has finished (end: follow)" in app.labels()[1]  # not only the moment shown
+        await pilot.pause()
+        assert app.screen.query_one("#header").render().plain.splitlines()[1].startswith(" browsing ")
         await pilot.press("end")
         assert app.following
         await pilot.press("q")
@@ -432,7 +451,7 @@ async def test_the_footer_keeps_help_and_quit_at_the_minimum_size(trace: Path):
 
 async def test_compare_viewer_draws_both_runs_on_one_scale():
     """Two runs' memory charts share the larger run's peak as full height (here the fsdp fixture
-    against a copy of itself with half its bytes)."""
+    against a copy of itself with half its bytes), said once above them."""
     from collviz.app.compare_view import CompareApp
     from collviz.runtime.wire.protocol import Memory
     from collviz.runtime.wire.trace import read_trace
@@ -449,7 +468,9 @@ async def test_compare_viewer_draws_both_runs_on_one_scale():
         charts = list(app.query("MemoryTimeline"))
         assert [str(c.border_title).split(" · ")[0] for c in charts] == ["full", "half"]
         assert all(c.shared_top == peak for c in charts)
-        assert all(format_bytes(peak) in str(c.border_title) for c in charts)
+        title = str(app.query_one("#compare-title").render())
+        assert f"one scale: full height = {format_bytes(peak)}" in title  # said once, above the charts
+        assert not any("scale" in str(c.border_title) for c in charts)
         rows = {c.id: "".join(s.text for line in c.build_lines(140, 12) for s in line) for c in charts}
         assert f"peak {format_bytes(peak)}" in rows["memory-0"]
         assert f"peak {format_bytes(peak // 2)}" in rows["memory-1"]

@@ -16,6 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from ..model.quiz import Grade, Question, grade
+from ..widgets.render import format_values
 
 __all__ = ["QuizScreen", "marks_text"]
 
@@ -26,13 +27,14 @@ WRONG_LISTED = 16
 
 def marks_text(graded: Grade) -> Text:
     """The tally (``✓ 62 of 64 right``), then only the elements predicted wrong: the prediction
-    and what the run reported."""
+    and what the run reported, written as the rank panels write it (a float result keeps its
+    ``.0``)."""
     question = graded.question
     right, total = sum(graded.right), len(graded.right)
     text = Text()
     text.append("✓ " if right == total else "✗ ", style="bold green" if right == total else "bold red")
     text.append(f"all {total} right" if right == total and total > 1 else f"{right} of {total} right", style="bold")
-    actual = ([f"{v:.4g}" for v in question.values] if graded.kind == "values"
+    actual = (format_values(question.values) if graded.kind == "values"
               else ["+".join(f"r{r}" for r in sorted(s)) or "none" for s in question.provenance])
     wrong = [i for i, ok in enumerate(graded.right) if not ok]
     for i in wrong[:WRONG_LISTED]:

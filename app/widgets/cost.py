@@ -104,6 +104,10 @@ def _seconds(mask_volatile: bool) -> Callable[[float], str]:
     return (lambda t: f"{MASKED} s") if mask_volatile else format_seconds
 
 
+NO_CALL = "no collective call in this step"
+"""What the pane says for a step without collective calls: all it says (one line is enough)."""
+
+
 def _no_cost(view: ViewState) -> str:
     """Why the step shows no cost: no call of it has ended (each call the ranks are still inside,
     with those ranks), or it has none."""
@@ -113,7 +117,7 @@ def _no_cost(view: ViewState) -> str:
         if latest is not None and latest.edge == "begin" and latest.phase == view.step:
             inside.setdefault((latest.op, latest.group, latest.group_seq), []).append(rank.rank)
     if not inside:
-        return "no collective call in this step"
+        return NO_CALL
     if len(inside) == 1:
         [((op, _, seq), ranks)] = inside.items()
         return f"{op} #{seq} has not ended on {_ranks_text(ranks)}: no cost"
@@ -181,7 +185,8 @@ class CostPane(TextPane):
         costs = view.costs
         if not costs:
             self.set_title("cost")
-            self.show_text(Text(_no_cost(view), "dim"), quiet=True)
+            why = _no_cost(view)
+            self.show_text(Text(why, "dim"), quiet=why == NO_CALL)  # a call not ended says which, whole
             return
         latest = costs[-1]
         count = view.call_count

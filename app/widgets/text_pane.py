@@ -62,8 +62,8 @@ class TextPane(Static):
     def show_text(self, text: Text, headline: Text | None = None, *, quiet: bool = False) -> None:
         """Display ``text`` unless it is what the pane already shows (same size: no re-layout),
         and say whether it runs past the pane's bottom (a short text clears a longer one's hint);
-        ``headline``: the leading lines of ``text`` that must be seen without scrolling (none: its
-        first line); ``quiet``: the text only says why the pane has nothing to show, and one line
+        ``headline``: the leading lines of ``text`` that must be seen without scrolling (none: all
+        of it); ``quiet``: the text only says why the pane has nothing to show, and one line
         of it is enough (the rest scrolls)."""
         if text == self._shown and headline == self._headline and quiet == self._quiet:
             return
@@ -76,12 +76,12 @@ class TextPane(Static):
             self.post_message(self.RowsChanged(self))
 
     def rows_wanted(self, width: int) -> PaneRows:
-        """The rows the shown text takes at ``width`` columns, and its headline's (at least one;
-        one in all for a quiet text)."""
+        """The rows the shown text takes at ``width`` columns, and its headline's (all of it
+        without a headline; one in all for a quiet text)."""
         if self._shown is None or self._quiet or width <= 0:
             return PaneRows(1, 1)
         full = self._wrapped_height(self._shown, width)
-        least = self._wrapped_height(self._headline, width) if self._headline is not None else 1
+        least = self._wrapped_height(self._headline, width) if self._headline is not None else full
         return PaneRows(min(least, full), full)
 
     def hint_overflow(self) -> None:
