@@ -6,6 +6,7 @@ algbw and busbw with its factor are on the screen without scrolling, and no numb
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 from pathlib import Path
@@ -18,7 +19,7 @@ from collviz.app.theme import palette_for
 from collviz.app.viewer_options import ViewerOptions
 from collviz.app.widgets.cost import format_seconds
 from collviz.app.widgets.render import format_bytes
-from collviz.runtime.observation.metrics import human_rate
+from collviz.runtime.observation.metrics import Bandwidth, human_rate
 from collviz.runtime.sources.detect import open_artifacts
 from test_app import _until
 
@@ -66,9 +67,9 @@ def headline(cost: CallCost) -> list[str]:
     figures = [f"S = {format_bytes(cost.algo_bytes)}"]
     if cost.seconds is not None:
         figures.append(f"t = {format_seconds(cost.seconds)}")
-    if cost.rate is not None:
-        figures += [f"algbw = S/t = {human_rate(cost.rate.algbw)}",
-                    f"busbw = algbw × {factor} = {human_rate(cost.rate.busbw)}"]
+    if cost.rate is not None:  # busbw's figure may go on a line of its own, whole
+        figures += [f"algbw = S/t = {human_rate(cost.rate.algbw)}", f"busbw = algbw × {factor}",
+                    f"= {human_rate(cost.rate.busbw)}"]
     return figures
 
 
@@ -76,23 +77,31 @@ def test_the_headline_writes_s_t_algbw_and_busbw_with_the_factor():
     cost = CallCost(op="all_reduce", group="world", ranks=16, dtype="float32", bytes_in=4096, bytes_out=4096,
                     algo_bytes=4096, seconds=0.002, timed="call", calls=1, reported=16, rate=None)
     assert headline(cost) == ["S = 4.0 KiB", "t = 2 ms"]
+    timed = dataclasses.replace(cost, rate=Bandwidth(algbw=2048e3, busbw=3840e3, formula=""))
+    assert headline(timed)[2:] == ["algbw = S/t = 2.05 MB/s", "busbw = algbw × 2·15/16", "= 3.84 MB/s"]
 
 
 def _app(name: str, present: bool):
-    """The viewer of fixture ``name`` (``16-ranks``: a synthetic all-gather on 16 ranks;
-    ``nccl-import``: the NCCL log fixture, imported)."""
+    """The viewer of fixture ``name`` (``16-ranks``: a synthetic all-gather on 16 ranks, and
+    ``16-ranks-all-reduce`` the same called an all-reduce, whose factor 2·15/16 makes busbw's
+    line the longest; ``nccl-import``: the NCCL log fixture, imported)."""
     options = ViewerOptions(present=present)
-    if name == "16-ranks":
+    if name.startswith("16-ranks"):
+        import msgspec
+
+        from collviz.runtime.wire.protocol import Collective
         from fixtures.synthetic import all_gather_events
 
-        return make_app(events=all_gather_events(16), options=options)
+        op = "all_reduce" if name.endswith("all-reduce") else "all_gather"
+        events = [msgspec.structs.replace(e, op=op) if isinstance(e, Collective) else e for e in all_gather_events(16)]
+        return make_app(events=events, options=options)
     if name == "nccl-import":
         return make_app(events=open_artifacts([FIXTURES / "nccl" / "job-4ranks.log"]).events, options=options)
     return make_app(trace=FIXTURES / f"{name}.cvz", options=options)
 
 
 @pytest.mark.parametrize("present", [False, True], ids=["plain", "present"])
-@pytest.mark.parametrize("name", (*TRACES, "16-ranks", "nccl-import"))
+@pytest.mark.parametrize("name", (*TRACES, "16-ranks", "16-ranks-all-reduce", "nccl-import"))
 async def test_every_step_at_100x30_shows_the_call_s_figures_and_keeps_every_unit_whole(name, present):
     app = _app(name, present)
     cut: list[str] = []

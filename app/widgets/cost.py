@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from collviz.runtime.observation.metrics import human_rate
@@ -43,10 +44,12 @@ MASKED = "‒.‒‒"
 """What a time or a bandwidth shows as when volatile figures are masked (snapshot tests)."""
 
 
-def cost_headline(cost: CallCost, mask_volatile: bool = False) -> Text:
+def cost_headline(cost: CallCost, mask_volatile: bool = False, width: int | None = None) -> Text:
     """The call's headline: what it was, then S and t, algbw = S/t and busbw = algbw × factor
     (times and rates as :data:`MASKED` with ``mask_volatile``): the lines a layout keeps on
-    screen before any other (an untimed call's: what it was, S, and that t is missing)."""
+    screen before any other (an untimed call's: what it was, S, and that t is missing). Where
+    busbw's line is wider than ``width`` its figure goes on a line of its own, so a wrap never
+    parts a number from its unit."""
     seconds = _seconds(mask_volatile)
     text = Text()
     text.append(cost.op, "bold")
@@ -63,7 +66,9 @@ def cost_headline(cost: CallCost, mask_volatile: bool = False) -> Text:
         return text
     rate = f"{MASKED} B/s" if mask_volatile else None
     text.append(f"\nalgbw = S/t = {rate or human_rate(cost.rate.algbw)}")
-    text.append(f"\nbusbw = algbw × {_factor(cost.op, cost.ranks)} = {rate or human_rate(cost.rate.busbw)}")
+    formula, busbw = f"busbw = algbw × {_factor(cost.op, cost.ranks)}", f"= {rate or human_rate(cost.rate.busbw)}"
+    parted = width is not None and cell_len(f"{formula} {busbw}") > width
+    text.append(f"\n{formula}\n      {busbw}" if parted else f"\n{formula} {busbw}")
     return text
 
 
@@ -179,9 +184,17 @@ class CostPane(TextPane):
         super().__init__(**kwargs)
         self.mask_volatile = mask_volatile
         self.compact = False
+        self._view: ViewState | None = None
+
+    def on_resize(self) -> None:
+        """A new width may part busbw's line differently (see :func:`cost_headline`)."""
+        if self._view is not None:
+            self.show(self._view)
+        super().on_resize()
 
     def show(self, view: ViewState) -> None:
         """Render the costs of ``view``'s step."""
+        self._view = view
         costs = view.costs
         if not costs:
             self.set_title("cost")
@@ -192,7 +205,8 @@ class CostPane(TextPane):
         count = view.call_count
         self.set_title(f"cost · {count:,} collective call{'s' if count > 1 else ''}"
                        + (" · the latest" if count > 1 else ""))
-        headline = cost_headline(latest, self.mask_volatile)
+        width = self.content_size.width
+        headline = cost_headline(latest, self.mask_volatile, width or None)
         if self.compact:
             self.show_text(headline, headline)
             return

@@ -99,6 +99,6 @@ class SideColumn(Vertical):
 
 
 def _text_width(pane: TextPane, width: int) -> int:
-    """The columns ``pane``'s text wraps at in a column ``width`` wide, its scroll bar counted
-    (shown whenever its text runs past the bottom)."""
-    return width - pane.styles.gutter.width - pane.styles.scrollbar_size_vertical
+    """The columns ``pane``'s text wraps at in a column ``width`` wide (a text pane scrolls
+    without drawing a scroll bar)."""
+    return width - pane.styles.gutter.width
