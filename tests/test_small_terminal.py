@@ -7,20 +7,16 @@ algbw and busbw with its factor are on the screen without scrolling, and no numb
 from __future__ import annotations
 
 import dataclasses
-import html
-import re
 from pathlib import Path
 
 import pytest
 
 from collviz.app.app import make_app
 from collviz.app.model import CallCost
-from collviz.app.theme import palette_for
 from collviz.app.viewer_options import ViewerOptions
-from collviz.app.widgets.cost import format_seconds
-from collviz.app.widgets.render import format_bytes
-from collviz.runtime.observation.metrics import Bandwidth, human_rate
+from collviz.runtime.observation.metrics import Bandwidth
 from collviz.runtime.sources.detect import open_artifacts
+from screen_support import cut_units, headline, walk_every_step
 from test_app import _until
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -28,27 +24,6 @@ TRACES = ("all-gather", "reduce-scatter", "all-reduce", "all-gather-ring", "ring
           "moe", "pp", "fsdp-tiny")
 WITHOUT_CALLS = ("all-gather-ring", "ring-all-reduce", "pp")
 """Fixtures whose ranks only send and receive: no collective call has a cost."""
-UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "ns", "µs", "ms", "s", "B/s", "kB/s", "MB/s", "GB/s", "TB/s")
-CUT_UNITS = {unit[:i] for unit in UNITS for i in range(1, len(unit))} - set(UNITS)
-"""Beginnings of a unit that are not a unit themselves: what a cut unit looks like."""
-AT_AN_EDGE = re.compile(r"\d(?:\.\d+)? ?([A-Za-zµ/]+)(?:…|$|(?=[│╮╯╭╰┃▏]))")
-
-
-def screen_lines(svg: str) -> list[str]:
-    """The screen's text, one string per row, from Textual's SVG screenshot."""
-    rows: dict[float, list[tuple[float, str]]] = {}
-    for attributes, body in re.findall(r"<text([^>]*)>(.*?)</text>", svg):
-        x, y = re.search(r'x="([\d.]+)"', attributes), re.search(r'y="([\d.]+)"', attributes)
-        if x and y:
-            text = html.unescape(re.sub(r"<[^>]+>", "", body)).replace("\xa0", " ")
-            rows.setdefault(float(y.group(1)), []).append((float(x.group(1)), text))
-    return ["".join(text for _, text in sorted(parts)) for _, parts in sorted(rows.items())]
-
-
-def cut_units(lines: list[str]) -> list[str]:
-    """The lines where a number's unit is cut."""
-    return [line.strip() for line in lines for match in AT_AN_EDGE.finditer(line.rstrip())
-            if match.group(1) in CUT_UNITS]
 
 
 def test_the_search_finds_a_cut_unit_and_passes_whole_ones():
@@ -56,21 +31,6 @@ def test_the_search_finds_a_cut_unit_and_passes_whole_ones():
     assert cut_units(["step 3/5 AdamW (211.8 K…"]) and cut_units(["busbw 1.2 GB/│"])
     assert cut_units(["busbw 1.2 GB/s│"]) == []
     assert cut_units(["│all_gather 16 B→64 B 8.38 ms│", "t = 4.5 ms", "12.8 KiB in → 3.2 KiB out"]) == []
-
-
-def headline(cost: CallCost) -> list[str]:
-    """The figures a call's headline shows, as the cost pane writes each number, the bus factor
-    written out here from the op and n (nccl-tests: 2(n−1)/n for all-reduce, 1 for broadcast and
-    reduce, (n−1)/n for the rest): S, and t, algbw and busbw where the call has them."""
-    n = cost.ranks
-    factor = {"all_reduce": f"2·{n - 1}/{n}", "broadcast": "1", "reduce": "1"}.get(cost.op, f"{n - 1}/{n}")
-    figures = [f"S = {format_bytes(cost.algo_bytes)}"]
-    if cost.seconds is not None:
-        figures.append(f"t = {format_seconds(cost.seconds)}")
-    if cost.rate is not None:  # busbw's figure may go on a line of its own, whole
-        figures += [f"algbw = S/t = {human_rate(cost.rate.algbw)}", f"busbw = algbw × {factor}",
-                    f"= {human_rate(cost.rate.busbw)}"]
-    return figures
 
 
 def test_the_headline_writes_s_t_algbw_and_busbw_with_the_factor():
@@ -103,28 +63,9 @@ def _app(name: str, present: bool):
 @pytest.mark.parametrize("present", [False, True], ids=["plain", "present"])
 @pytest.mark.parametrize("name", (*TRACES, "16-ranks", "16-ranks-all-reduce", "nccl-import"))
 async def test_every_step_at_100x30_shows_the_call_s_figures_and_keeps_every_unit_whole(name, present):
-    app = _app(name, present)
-    cut: list[str] = []
-    hidden: list[str] = []
-    calls = 0
-    async with app.run_test(size=(100, 30)) as pilot:
-        await _until(pilot, lambda: app.loaded)
-        await pilot.press("home")
-        for _ in range(len(app.event_log.step_ends) + 1):
-            await pilot.pause()
-            view = app.current_view()
-            lines = screen_lines(app.export_screenshot())
-            cut += [f"step {view.step + 1}: {line}" for line in cut_units(lines)]
-            screen = ["".join(line.split()) for line in lines]
-            for figure in headline(view.costs[-1]) if view.costs else []:
-                calls += 1
-                if not any("".join(figure.split()) in line for line in screen):
-                    hidden.append(f"step {view.step + 1}: {figure}")
-            await pilot.press("right")
-        await pilot.press("q")
-    palette_for("textual-dark")  # the projector's palette is module state: leave it as other tests expect
-    assert cut == [] and hidden == []
-    assert calls or name in WITHOUT_CALLS, name  # the walk met calls to check
+    walk = await walk_every_step(_app(name, present), (100, 30))
+    assert walk.cut == [] and walk.hidden == []
+    assert walk.checked or name in WITHOUT_CALLS, name  # the walk met calls to check
 
 
 @pytest.mark.parametrize(("ranks", "size"), [(4, (100, 30)), (64, (100, 30)), (8, (100, 32)), (64, (160, 50))])
