@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 import zmq
-from collviz.runtime.launch import Session
+from collviz.runtime.sessions.local import LocalSession
 from collviz.runtime.plan import plan_run
 from collviz.runtime.scenarios.loading import find_scenario
 from collviz.runtime.wire.protocol import (
@@ -29,8 +29,8 @@ from test_failures import _alive
 from test_trace import FutureEvent
 
 
-def _session(name: str, world: int = 4, timeout_s: float = 30.0) -> Session:
-    return Session(plan_run(find_scenario(name), world, backend="gloo", timeout_s=timeout_s))
+def _session(name: str, world: int = 4, timeout_s: float = 30.0) -> LocalSession:
+    return LocalSession(plan_run(find_scenario(name), world, backend="gloo", timeout_s=timeout_s))
 
 
 def test_hostile_frames_are_dropped_and_counted_and_the_run_is_unaffected():
