@@ -39,13 +39,28 @@ def _no_environment(rank: int, one_machine: bool) -> dict[str, str]:
 
 def _own_host_id(rank: int, one_machine: bool) -> dict[str, str]:
     """NCCL refuses two ranks on one GPU by comparing host id and bus id; a rank with its own host
-    id passes, and NCCL then connects the ranks through its socket transport as if each were on
-    its own host. On one machine that transport runs over loopback unless the user chose an
-    interface; across machines the user's network setting is left alone."""
+    id passes, and NCCL then connects the ranks through its network transport as if each were on
+    its own host. On one machine that is its socket transport over loopback (``NCCL_NET=Socket``:
+    on a host with InfiniBand NCCL would otherwise pick NET/IB) unless the user chose a network or
+    an interface; across machines the user's network settings are left alone."""
     environment = {"NCCL_HOSTID": f"collviz-rank{rank}"}
     if one_machine and "NCCL_SOCKET_IFNAME" not in os.environ:
         environment["NCCL_SOCKET_IFNAME"] = "lo"
+    if one_machine and "NCCL_NET" not in os.environ:
+        environment["NCCL_NET"] = "Socket"
     return environment
+
+
+def _shared_transport() -> str:
+    """The transport ranks sharing a GPU talk over, as the banner names it: NCCL's socket transport
+    (collviz sets ``NCCL_NET=Socket``) unless the user chose another network with ``NCCL_NET``."""
+    chosen = os.environ.get("NCCL_NET", "Socket")
+    return "its socket transport" if chosen.lower() == "socket" else f"NCCL_NET={chosen}"
+
+
+def _shared_banner(gpus: int, ranks: int, auto: bool) -> str:
+    return (f"{ranks} ranks share {_plural(gpus, 'GPU')}: NCCL over {_shared_transport()}, not NVLink — "
+            f"times are not a {ranks}-GPU machine's")
 
 
 def _plural(count: int, word: str) -> str:
@@ -83,9 +98,7 @@ BACKENDS: tuple[Backend, ...] = (
     Backend("nccl", "nccl", "cuda", applies=lambda gpus, ranks: gpus >= ranks,
             banner=lambda gpus, ranks, auto: f"NCCL on {ranks} of {gpus} visible GPUs"),
     Backend("nccl-shared", "nccl", "cuda", applies=lambda gpus, ranks: 0 < gpus < ranks,
-            banner=lambda gpus, ranks, auto: (f"{ranks} ranks share {_plural(gpus, 'GPU')}: NCCL over its socket "
-                                        f"transport, not NVLink — times are not a {ranks}-GPU machine's"),
-            environment=_own_host_id, shares_gpus=True),
+            banner=_shared_banner, environment=_own_host_id, shares_gpus=True),
     Backend("gloo", "gloo", "cpu", applies=lambda gpus, ranks: True,
             banner=lambda gpus, ranks, auto: "gloo on CPU" + (": no GPU is visible" if auto else "")),
 )
@@ -100,14 +113,23 @@ def _script_banner(gpus: int, ranks: int, auto: bool) -> str:
     return f"the script picks its own backend and devices ({visible})"
 
 
+def _script_shared_banner(gpus: int, ranks: int, auto: bool) -> str:
+    return (f"the script picks its own backend; {ranks} ranks share {_plural(gpus, 'GPU')} (LOCAL_RANK names "
+            f"each rank's GPU; NCCL over {_shared_transport()})")
+
+
 SCRIPT_ROWS: tuple[Backend, ...] = (
-    Backend("script-cuda", "script's own", "cuda", applies=lambda gpus, ranks: gpus > 0, banner=_script_banner,
+    Backend("script-cuda", "script's own", "cuda", applies=lambda gpus, ranks: gpus >= ranks, banner=_script_banner,
             program_joins=True),
+    Backend("script-cuda-shared", "script's own", "cuda", applies=lambda gpus, ranks: 0 < gpus < ranks,
+            banner=_script_shared_banner, environment=_own_host_id, shares_gpus=True, program_joins=True),
     Backend("script-cpu", "script's own", "cpu", applies=lambda gpus, ranks: True, banner=_script_banner,
             program_joins=True),
 )
 """The rows of a user's script (``collviz run train.py``), which joins the process group itself;
-not choices of ``--backend``. Their device kind is what the script will find: GPUs, or none."""
+not choices of ``--backend``. Their device kind is what the script will find: GPUs, or none. With
+more ranks than GPUs, each rank gets its own NCCL host id (as ``nccl-shared``) and a LOCAL_RANK
+naming its GPU, so a script's ``torch.cuda.set_device(LOCAL_RANK)`` works."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +159,14 @@ class BackendChoice:
         """Where global rank ``rank`` (``local_rank`` on its machine; default ``rank``) runs."""
         local = rank if local_rank is None else local_rank
         return RankPlacement(self.row.device_index(local, self.gpus), self.row.environment(rank, self.one_machine))
+
+    def local_rank(self, rank: int, local_rank: int | None = None) -> int:
+        """The ``LOCAL_RANK`` a program that joins the group itself sees: on CUDA, the index of the
+        rank's GPU (what ``torch.cuda.set_device(LOCAL_RANK)`` needs; ranks sharing a GPU see the
+        same), on CPU its rank on this machine."""
+        local = rank if local_rank is None else local_rank
+        index = self.row.device_index(local, self.gpus)
+        return local if index is None else index
 
     def ranks_on_device(self, index: int) -> int:
         """How many of this machine's ranks use CUDA device ``index`` (0 on CPU)."""

@@ -26,6 +26,7 @@ from .context import RankContext
 from .errors import ProgramExit
 from .observation.memory import StorageTracker
 from .observation.memory_snapshot import start_memory_history, write_memory_snapshot
+from .observation.timing import wait_for_device
 from .scenarios.program import ScenarioProgram
 from .wire.protocol import RankEnd, RankStart, RunStart
 from .wire.transport import Endpoints, EventEmitter, GateClient
@@ -79,11 +80,12 @@ def torchrun_environment(config: WorkerConfig, rank: int, local_rank: int | None
     """The variables torchrun gives rank ``rank``, for a program that joins the process group
     itself (``init_process_group()`` reads them): ranks and sizes, the rendezvous address of a
     ``tcp://`` init method, and ``OMP_NUM_THREADS=1`` where unset and several ranks share the
-    machine. Under torchrun (``env://``) they are set already: nothing is returned."""
+    machine. ``LOCAL_RANK`` names the rank's GPU (:meth:`~.backends.BackendChoice.local_rank`).
+    Under torchrun (``env://``) they are set already: nothing is returned."""
     if not config.init_method.startswith("tcp://"):
         return {}
     host, _, port = config.init_method.removeprefix("tcp://").rpartition(":")
-    local = rank if local_rank is None else local_rank
+    local = config.backend.local_rank(rank, local_rank)
     environment = {
         "RANK": str(rank), "WORLD_SIZE": str(config.world_size), "LOCAL_RANK": str(local),
         "LOCAL_WORLD_SIZE": str(config.backend.ranks), "GROUP_RANK": "0", "ROLE_RANK": str(rank),
@@ -170,6 +172,7 @@ def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) 
                          pid=os.getpid())
             with ctx.tracker:
                 config.program.run(ctx)
+            wait_for_device(device)  # NCCL work still queued when the process ends makes peers abort
         _write_snapshot(config, device, rank)
         emitter.emit(RankEnd, status="ok", phase=ctx.phase_index, dropped=emitter.dropped)
     except BaseException as exc:  # everything a rank can die of is reported, then the process ends

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch.distributed as dist
 
 from collviz.runtime.wire.trace import TraceContents, read_trace
 from fixtures.nodes import identity
@@ -97,3 +99,12 @@ def training_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TraceCo
 def trained_reference() -> dict:
     """The tiny GPT after one AdamW step on every rank's batch at once, on one process."""
     return single_process_step()
+
+
+@pytest.fixture
+def one_rank_group(tmp_path: Path):
+    """A gloo process group of one rank in this process, destroyed afterwards."""
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=datetime.timedelta(seconds=30))
+    yield
+    dist.destroy_process_group()

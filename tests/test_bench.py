@@ -10,7 +10,7 @@ import pytest
 
 import collviz.runtime.scenarios.bench as bench
 from collviz.app.cli import main
-from collviz.runtime.reports.bench_table import bench_report, render_table
+from collviz.runtime.reports.bench_table import bench_report, parse_table, render_table
 from collviz.runtime.wire.trace import read_trace
 from conftest import run_cli
 
@@ -74,6 +74,40 @@ def test_replay_headless_prints_the_bench_table(sweep, capsys):
     assert main(["replay", str(trace), "--headless"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("collviz bench — 4 ranks") and "reduce_scatter       65536" in out
+
+
+def test_the_printed_tables_rows_read_back_as_the_report_computed_them(sweep, capsys):
+    """The row parser the GPU tier and gpu_check read tables with, on collviz's real output:
+    rows start with the op name, not a digit."""
+    _, trace, _ = sweep
+    assert main(["replay", str(trace), "--headless"]) == 0
+    printed = capsys.readouterr().out
+    assert not [line for line in printed.splitlines() if line.lstrip()[:1].isdigit()]  # no row starts with a digit
+    report = bench_report(read_trace(trace).events)
+    rows = parse_table(printed)
+    assert [(r.op, r.size, r.count, r.dtype, r.wrong, r.algo, r.nccl) for r in rows] == [
+        (op, size, size // 4, "float32", 0, "library", None) for op in ("all_reduce", "reduce_scatter") for size in SIZES]
+    for parsed, computed in zip(rows, report.rows):
+        assert parsed.time_us == pytest.approx(computed.time_us, abs=0.05)
+        assert parsed.busbw_gbps == pytest.approx(computed.busbw_gbps, abs=0.0005)
+
+
+def test_the_row_parser_reads_ncclls_column_and_an_algorithm_table():
+    from collviz.runtime.reports.bench_table import BenchReport, BenchRow
+    from collviz.runtime.reports.nccl_log import NcclChoice
+
+    def row(algo: str, size: int) -> BenchRow:
+        return BenchRow(op="all_reduce", size=size, count=size // 4, dtype="float32", iters=1, time_us=12.25,
+                        algbw_gbps=1.0, busbw_gbps=1.5, bus_factor=1.5, bus_factor_text="2(n−1)/n", wrong=0, algo=algo,
+                        hops=2 if algo != "library" else 0, sent_bytes=size if algo != "library" else 0)
+
+    report = BenchReport(world_size=2, backend="nccl", backend_reason="2 GPUs", options={},
+                         rows=[row("library", 1024), row("ring", 1024)], devices=[], status="ok")
+    nccl = {("all_reduce", 1024): NcclChoice("all_reduce", 1024, "RING", "LL")}
+    parsed = parse_table(render_table(report, explain=True, nccl=nccl))
+    assert [(r.algo, r.op, r.size, r.time_us, r.busbw_gbps, r.nccl) for r in parsed] == [
+        ("library", "all_reduce", 1024, 12.2, 1.5, "RING/LL"), ("ring", "all_reduce", 1024, 12.2, 1.5, None)]
+    assert parse_table("no table here") == []
 
 
 def test_no_progress_when_stderr_is_not_a_terminal(sweep):

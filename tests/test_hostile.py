@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import re
+import signal
 import time
 from pathlib import Path
 
 import msgspec
 import zmq
-from collviz.runtime.sessions.local import LocalSession
+from collviz.runtime.observation.watchdog import Stalled
 from collviz.runtime.plan import plan_run
 from collviz.runtime.scenarios.loading import find_scenario
+from collviz.runtime.sessions.intake import Intake
+from collviz.runtime.sessions.local import LocalSession, _RankState
 from collviz.runtime.wire.protocol import (
     WIRE_HEADER,
     Buffer,
@@ -116,6 +120,57 @@ def test_a_rank_that_never_arrives_is_a_hang_blaming_it(tmp_path):
     [final] = [line for line in result.stderr.splitlines() if line.startswith("collviz: hang caused by")]
     assert final.startswith("collviz: hang caused by rank 2: all_reduce #1 on group world: ranks 0, 1, 3 waiting ")
     assert "; consequence: rank " in final
+
+
+def _aborted_child() -> int:
+    """A child process that dies of SIGABRT at once, as NCCL's watchdog ends a rank stuck waiting."""
+    pid = os.fork()
+    if pid == 0:
+        faulthandler.disable()
+        os.kill(os.getpid(), signal.SIGABRT)
+        os._exit(70)
+    return pid
+
+
+def _unstarted_session(tmp_path: Path) -> LocalSession:
+    """A 4-rank session with its intake open but no workers started (nothing to tear down): its
+    reaping and its cause are tried on the test's own child processes."""
+    session = _session("all-reduce")
+    session._teardown_started = True
+    collector = Collector(session.run_id, Endpoints.in_directory(str(tmp_path)), world_size=4)
+    session._intake = Intake(collector, None, 30.0, session.run_id)
+    return session
+
+
+def test_waiters_aborted_after_a_reported_hang_are_its_consequence_not_its_cause(tmp_path):
+    session = _unstarted_session(tmp_path)
+    stall = Stalled("world", 1, "all_reduce", waiting=[0, 1, 3],
+                    elsewhere={2: "rank 2 never arrived (last seen in phase 2 'skip')"}, waited_s=6.0,
+                    text="all_reduce #1 on group world: ranks 0, 1, 3 waiting 6 s; rank 2 never arrived")
+    session._started_intake.first_stall = stall
+    session._ranks = {rank: _RankState(pid=_aborted_child()) for rank in (0, 1, 3)}
+    session._ranks[2] = _RankState(pid=0, exited=True, exit_code=-signal.SIGTERM, reaped_order=99)  # ended by collviz
+    session._sent.add(signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while not all(state.exited for state in session._ranks.values()) and time.monotonic() < deadline:
+        session._reap()
+        time.sleep(0.01)
+    assert {r: s.exit_code for r, s in session._ranks.items()} == {0: -6, 1: -6, 2: -15, 3: -6}
+    cause = session._cause()
+    assert cause.startswith("hang caused by rank 2: all_reduce #1 on group world: ranks 0, 1, 3 waiting 6 s")
+    assert cause.endswith("consequence: rank 0 was killed by SIGABRT before its first phase")
+    session._started_intake.collector.close()
+
+
+def test_a_rank_killed_outside_any_reported_hang_is_still_the_cause(tmp_path):
+    session = _unstarted_session(tmp_path)
+    session._ranks = {0: _RankState(pid=_aborted_child()), 1: _RankState(pid=0, exited=True, exit_code=1)}
+    deadline = time.monotonic() + 10
+    while not session._ranks[0].exited and time.monotonic() < deadline:
+        session._reap()
+        time.sleep(0.01)
+    assert session._cause() == "rank 0 was killed by SIGABRT before its first phase"
+    session._started_intake.collector.close()
 
 
 def test_a_newer_minor_workers_unknown_events_are_skipped_without_a_false_gap(tmp_path):

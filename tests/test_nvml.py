@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -27,8 +28,10 @@ class FakeNvml:
 
     def __init__(self, utilization: bool = True) -> None:
         self.utilization = utilization
+        self.calls: list[str] = []
 
     def __call__(self, name: str, *args: Any) -> Any:
+        self.calls.append(name)
         if name == "nvmlDeviceGetCount":
             return len(UUIDS)
         if name == "nvmlDeviceGetHandleByIndex":
@@ -49,6 +52,7 @@ class FakeNvml:
 def fake_machine(monkeypatch: pytest.MonkeyPatch) -> FakeNvml:
     fake = FakeNvml()
     monkeypatch.setattr(nvml, "nvml_call", fake)
+    monkeypatch.setattr(nvml, "_visible", {}, raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     return fake
 
@@ -124,6 +128,7 @@ def _fake_pynvml(library_missing: bool = False) -> ModuleType:
     module.NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
     module.NVMLError_DriverNotLoaded = NVMLError_DriverNotLoaded
     module.init_calls = 0
+    module.shutdown_calls = 0
 
     def nvmlInit() -> None:  # noqa: N802
         module.init_calls += 1
@@ -136,7 +141,11 @@ def _fake_pynvml(library_missing: bool = False) -> ModuleType:
     def nvmlDeviceGetPowerUsage(handle: Any) -> int:  # noqa: N802
         raise NVMLError("Not Supported")
 
+    def nvmlShutdown() -> None:  # noqa: N802
+        module.shutdown_calls += 1
+
     module.nvmlInit = nvmlInit
+    module.nvmlShutdown = nvmlShutdown
     module.nvmlDeviceGetCount = nvmlDeviceGetCount
     module.nvmlDeviceGetPowerUsage = nvmlDeviceGetPowerUsage
     return module
@@ -148,6 +157,7 @@ def fresh_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(nvml, "_initialised", False)
     monkeypatch.setattr(nvml, "_library", None)
     monkeypatch.setattr(nvml, "_reason", None)
+    monkeypatch.setattr(nvml, "_visible", {}, raising=False)
 
 
 def test_a_failed_initialisation_is_tried_once_and_explained(
@@ -177,3 +187,31 @@ def test_working_nvml_answers_and_a_failing_call_degrades(
     assert nvml.nvml_call("nvmlFunctionFromTheFuture") is None
     assert nvml.nvml_unavailable_reason() is None
     assert fake.init_calls == 1
+
+
+def test_each_memory_reading_reads_memory_without_enumerating_the_devices_again(fake_machine: FakeNvml) -> None:
+    for _ in range(3):
+        assert nvml.device_memory(1) == NvmlMemory(used=GIB, total=80 * GIB, utilization_pct=10)
+    assert fake_machine.calls.count("nvmlDeviceGetCount") == 1
+    assert fake_machine.calls.count("nvmlDeviceGetHandleByIndex") == len(UUIDS)
+    assert fake_machine.calls.count("nvmlDeviceGetMemoryInfo") == 3
+
+
+def test_nvml_state_never_crosses_a_fork(fresh_nvml: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _fake_pynvml()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert nvml.nvml_call("nvmlDeviceGetCount") == 2 and fake.init_calls == 1
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker: nothing of the parent's NVML, its own initialisation when asked
+        fresh = not nvml._initialised and nvml._library is None
+        answered = nvml.nvml_call("nvmlDeviceGetCount") == 2
+        os.write(write, f"{fresh} {answered} {fake.init_calls}".encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 100).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert child == "True True 2"  # the parent's one initialisation, then the child's own
+    assert fake.shutdown_calls == 1  # the parent shut NVML down before forking
+    assert nvml.nvml_call("nvmlDeviceGetCount") == 2 and fake.init_calls == 2  # and initialises again when asked

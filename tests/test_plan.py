@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from collviz.runtime.backends import BACKEND_NAMES, BACKENDS, choose_backend
+from collviz.runtime.backends import BACKEND_NAMES, BACKENDS, choose_backend, script_backend
 from collviz.runtime.errors import UsageError
 from collviz.runtime.wire.protocol import NvmlMemory
 from collviz.runtime.plan import MAX_RANKS, MemoryNeed, RunPlan, plan_run
@@ -48,6 +48,54 @@ def test_ranks_share_gpus_round_robin_each_with_its_own_host_id(monkeypatch):
     two = choose_backend("auto", 8, gpus=3)
     assert [two.placement(rank).device_index for rank in range(8)] == [0, 1, 2, 0, 1, 2, 0, 1]
     assert [two.ranks_on_device(index) for index in range(3)] == [3, 3, 2]
+
+
+def test_ranks_sharing_a_gpu_use_the_socket_transport_the_banner_names(monkeypatch):
+    monkeypatch.delenv("NCCL_NET", raising=False)
+    shared = choose_backend("auto", 4, gpus=1)
+    assert {shared.placement(rank).environment["NCCL_NET"] for rank in range(4)} == {"Socket"}
+    assert "NCCL over its socket transport" in shared.reason
+    monkeypatch.setenv("NCCL_NET", "IB")
+    chosen = choose_backend("auto", 4, gpus=1)
+    assert "NCCL_NET" not in chosen.placement(0).environment
+    assert "NCCL over NCCL_NET=IB, not NVLink" in chosen.reason and "socket" not in chosen.reason
+
+
+@pytest.mark.parametrize("gpus, ranks, local_ranks", [
+    (1, 4, [0, 0, 0, 0]),
+    (2, 4, [0, 1, 0, 1]),
+    (4, 4, [0, 1, 2, 3]),
+    (0, 4, [0, 1, 2, 3]),
+])
+def test_a_script_with_more_ranks_than_gpus_gets_a_local_rank_naming_a_gpu_and_its_own_host_id(
+        monkeypatch, gpus, ranks, local_ranks):
+    monkeypatch.delenv("NCCL_NET", raising=False)
+    choice = script_backend(ranks, gpus=gpus)
+    assert [choice.local_rank(rank) for rank in range(ranks)] == local_ranks
+    assert all(index < max(gpus, ranks) for index in local_ranks)
+    host_ids = [choice.placement(rank).environment.get("NCCL_HOSTID") for rank in range(ranks)]
+    if 0 < gpus < ranks:
+        assert choice.row.shares_gpus and len(set(host_ids)) == ranks
+        assert "4 ranks share" in choice.reason
+    else:
+        assert host_ids == [None] * ranks
+
+
+def test_a_scripts_ranks_see_torchruns_variables_with_local_rank_naming_their_shared_gpu(tmp_path, monkeypatch):
+    from collviz.runtime.plan import plan_script, worker_config
+    from collviz.runtime.userjob.script import check_script
+    from collviz.runtime.wire.transport import Endpoints
+    from collviz.runtime.worker import torchrun_environment
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    plan = plan_script(check_script(script), 4, gpus=2)
+    config = worker_config(plan, run="r", init_method="tcp://127.0.0.1:29500", endpoints=Endpoints.in_directory(str(tmp_path)))
+    environments = [torchrun_environment(config, rank) for rank in range(4)]
+    assert [e["LOCAL_RANK"] for e in environments] == ["0", "1", "0", "1"]
+    assert [e["RANK"] for e in environments] == ["0", "1", "2", "3"]
+    assert {e["LOCAL_WORLD_SIZE"] for e in environments} == {"4"}
 
 
 def test_a_chosen_socket_interface_and_machines_beyond_this_one_are_left_alone(monkeypatch):

@@ -32,7 +32,7 @@ from .memory_chart import (
 )
 from .render import DIM, Line, format_bytes, rank_label_style
 
-__all__ = ["MemoryTimeline", "device_figures", "NO_DEVICE_FIGURES", "MAX_GROUPS"]
+__all__ = ["MemoryTimeline", "device_figures", "ranks_sharing", "NO_DEVICE_FIGURES", "MAX_GROUPS"]
 
 NA = "N/A"
 NO_DEVICE_FIGURES = f"CUDA allocator {NA} · NVML {NA}"
@@ -55,12 +55,22 @@ MIN_LINES = 5
 _MARK = Style(color="white", bold=True)
 
 
-def device_figures(track: MemoryTrack) -> str:
+def device_figures(track: MemoryTrack, sharing: int = 1) -> str:
     """`` · CUDA 1.2 GiB/2.0 GiB · NVML 10.3 GiB/79.6 GiB`` from a rank's latest sample, N/A for
-    each figure it did not carry."""
+    each figure it did not carry. NVML's figure is the whole GPU's: where ``sharing`` ranks use
+    the rank's GPU it says so (``NVML whole GPU, 4 ranks: …``), not to be read as the rank's own."""
     cuda = f"{format_bytes(track.cuda.allocated)}/{format_bytes(track.cuda.reserved)}" if track.cuda else NA
     nvml = f"{format_bytes(track.nvml.used)}/{format_bytes(track.nvml.total)}" if track.nvml else NA
-    return f" · CUDA {cuda} · NVML {nvml}"
+    whole = f" whole GPU, {sharing} ranks:" if track.nvml and sharing > 1 else ""
+    return f" · CUDA {cuda} · NVML{whole} {nvml}"
+
+
+def ranks_sharing(view: ViewState, rank: int) -> int:
+    """How many of ``view``'s ranks use ``rank``'s CUDA device (1 on CPU or when unknown)."""
+    device = next((r.device for r in view.ranks if r.rank == rank), "")
+    if not device.startswith("cuda"):
+        return 1
+    return sum(1 for r in view.ranks if r.device == device)
 
 
 def _with_rest(categories: dict[str, int], live: int) -> dict[str, int]:
@@ -230,7 +240,7 @@ class MemoryTimeline(LineWidget):
         track = group.track
         now = f"now {format_bytes(track.current)}"
         if track.cuda is not None or track.nvml is not None:
-            now += device_figures(track)
+            now += device_figures(track, ranks_sharing(view, group.ranks[0]))
         label = Segment(group.label.ljust(label_width), rank_label_style(group.ranks[0], bold=False))
         peak_at = _peak_sample(track)
         peak_texts: list[str] = []  # longest first: the marker line uses the first that fits

@@ -129,8 +129,10 @@ def c10d_root(op: str, args: tuple) -> int | None:
 def work_of(out: Any) -> dist.Work | None:
     """The Work a ``c10d`` op returned (boxed as a script object), or None.
 
-    NCCL returns no Work object for some calls (``Work.unbox`` gives None: coalesced collectives,
-    ``batch_isend_irecv``); their time is not observed."""
+    NCCL returns no Work object for some calls (``Work.unbox`` gives None): since torch 2.8 every
+    synchronous call (``async_op=False``), which ran on the caller's current stream, and coalesced
+    calls. Observers time the synchronous ones by CUDA events on that stream
+    (:mod:`.timing`)."""
     for item in out if isinstance(out, (tuple, list)) else (out,):
         if type(item).__name__ == "ScriptObject":
             try:

@@ -3,7 +3,10 @@
 Every NVML call goes through :func:`nvml_call` (nvitop's habit): the library is imported and
 initialised once, lazily; a missing package, library or driver, or a failing call, yields
 ``None``. The launcher counts GPUs here before forking workers, which must not find CUDA
-initialised, so nothing in this module touches torch.cuda.
+initialised, so nothing in this module touches torch.cuda. NVML's state does not cross a fork:
+a process about to fork shuts NVML down (it initialises again when next asked), so every worker
+initialises its own. The devices CUDA shows a process are enumerated once per process (and
+``CUDA_VISIBLE_DEVICES`` value), not on every Memory event.
 """
 
 from __future__ import annotations
@@ -21,6 +24,26 @@ _lock = threading.Lock()
 _initialised = False
 _library: ModuleType | None = None
 _reason: str | None = None
+_visible: dict[str | None, list[Any]] = {}
+"""The handles of the devices CUDA shows this process, by the ``CUDA_VISIBLE_DEVICES`` they were read under."""
+
+
+def _before_fork() -> None:
+    """Shut NVML down in a process about to fork, so that no child inherits its state (its
+    handles and the driver's file descriptors are this process's); a failed initialisation,
+    which holds nothing, is kept."""
+    global _initialised, _library
+    with _lock:
+        if _library is not None:
+            try:
+                _library.nvmlShutdown()
+            except (_library.NVMLError, OSError, AttributeError):
+                pass
+            _initialised, _library = False, None
+        _visible.clear()
+
+
+os.register_at_fork(before=_before_fork)
 
 
 def _nvml() -> ModuleType | None:
@@ -113,9 +136,19 @@ def _visible_handles() -> list[Any]:
     (``GPU-…`` prefixes, ``MIG-…`` in full); the first invalid entry ends the list, and a repeated
     device empties it.
     """
+    setting = os.environ.get("CUDA_VISIBLE_DEVICES")
+    known = _visible.get(setting)
+    if known is not None:
+        return known
     count = nvml_call("nvmlDeviceGetCount")
     if not count:
         return []
+    _visible[setting] = handles = _enumerate(count)
+    return handles
+
+
+def _enumerate(count: int) -> list[Any]:
+    """The handles :func:`_visible_handles` returns, read from NVML's ``count`` devices."""
     entries = _visible_entries()
     if entries is None:
         entries = list(range(count))

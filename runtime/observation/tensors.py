@@ -29,6 +29,7 @@ from ..wire.protocol import BufferSummary, ProvenanceRun
 
 __all__ = [
     "VALUE_LIMIT",
+    "CHECKSUM_CHUNK_BYTES",
     "MAX_PROVENANCE_RUNS",
     "dtype_name",
     "tensor_contents",
@@ -65,23 +66,43 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 def tensor_contents(tensor: torch.Tensor) -> dict:
-    """Keyword fields of a Buffer event describing ``tensor``: shape, dtype, values or summary."""
-    flat = tensor.detach().reshape(-1).cpu().contiguous()
+    """Keyword fields of a Buffer event describing ``tensor``: shape, dtype, values or summary.
+
+    A large tensor is summarised where it lives: min, max and the picture's means are reduced on
+    its device (a CUDA tensor is never copied whole to the host, nor widened to float64 whole),
+    and only those numbers come back; the checksum reads its bytes through a host buffer of
+    :data:`CHECKSUM_CHUNK_BYTES` at a time.
+    """
+    flat = tensor.detach().reshape(-1).contiguous()
     fields: dict = {"shape": list(tensor.shape), "dtype": dtype_name(tensor.dtype)}
     if flat.numel() <= VALUE_LIMIT:
-        fields["values"] = flat.tolist()
-    else:
-        as_double = flat.double()
-        picture = [chunk.mean().item() for chunk in torch.tensor_split(as_double, PICTURE_POINTS)]
-        fields["summary"] = BufferSummary(
-            min=as_double.min().item(),
-            max=as_double.max().item(),
-            mean=as_double.mean().item(),
-            # .numpy() pins a storage's size; hash a copy so the observed tensor stays resizable
-            crc32=f"{zlib.crc32(flat.view(torch.uint8).clone().numpy().data):08x}",
-            picture=picture,
-        )
+        fields["values"] = flat.cpu().tolist()
+        return fields
+    numbers = flat.view(torch.uint8) if flat.dtype == torch.bool else flat
+    parts = torch.tensor_split(numbers, PICTURE_POINTS)
+    sums = torch.stack([part.sum(dtype=torch.float64) for part in parts])
+    sizes = torch.tensor([part.numel() for part in parts], dtype=torch.float64, device=sums.device)
+    extremes = torch.stack([numbers.min(), numbers.max()]).double()
+    mean = sums.sum().reshape(1) / numbers.numel()
+    shown = torch.cat([sums / sizes, extremes, mean]).tolist()  # the one copy to the host
+    fields["summary"] = BufferSummary(min=shown[-3], max=shown[-2], mean=shown[-1], crc32=f"{_crc32(flat):08x}",
+                                      picture=shown[:PICTURE_POINTS])
     return fields
+
+
+CHECKSUM_CHUNK_BYTES = 64 * 2**20
+"""How much of a tensor the checksum copies to the host at a time."""
+
+
+def _crc32(flat: torch.Tensor) -> int:
+    """CRC-32 of the bytes of contiguous ``flat``, read :data:`CHECKSUM_CHUNK_BYTES` at a time
+    (each chunk a copy: ``.numpy()`` would pin the observed storage's size)."""
+    raw = flat.view(torch.uint8)
+    crc = 0
+    for start in range(0, raw.numel(), CHECKSUM_CHUNK_BYTES):
+        part = raw[start:start + CHECKSUM_CHUNK_BYTES]
+        crc = zlib.crc32((part.cpu() if part.device.type != "cpu" else part.clone()).numpy().data, crc)
+    return crc
 
 
 @dataclass(frozen=True)

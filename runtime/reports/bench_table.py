@@ -22,7 +22,8 @@ from .alpha_beta import fit_alpha_beta, fit_lines, fitted_rows
 from .nccl_log import NCCL_LABEL, NcclChoice
 from ..wire.protocol import AnyEvent, Check, Collective, Memory, RankStart, RunEnd, RunStart
 
-__all__ = ["BENCH_SCENARIO_NAME", "wrong_detail", "parse_wrong_detail", "is_bench_log", "BenchRow", "DeviceFigures", "BenchReport", "bench_row", "bench_report", "render_table", "render_json"]
+__all__ = ["BENCH_SCENARIO_NAME", "wrong_detail", "parse_wrong_detail", "is_bench_log", "BenchRow", "DeviceFigures", "BenchReport", "bench_row", "bench_report", "render_table", "render_json",
+           "TableRow", "parse_table"]
 
 NA = "N/A"
 """What the table shows for a figure the run did not have."""
@@ -243,3 +244,42 @@ def render_json(report: BenchReport) -> str:
     document["format"] = "collviz-bench"
     document["wrong_total"] = report.wrong_total
     return json.dumps(document, indent=2)
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One row of a printed bench table, read back from its text (:func:`parse_table`)."""
+
+    op: str
+    size: int
+    count: int
+    dtype: str
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    wrong: int | None
+    algo: str = "library"
+    nccl: str | None = None
+    """NCCL's ``algorithm/protocol`` for the row, where the table names it."""
+
+
+def parse_table(text: str) -> list[TableRow]:
+    """The rows of a table :func:`render_table` printed (what ``collviz bench`` writes): the
+    lines after its column titles up to the first blank line. Each row starts with its op
+    (after the algorithm, in a table with an ``algo`` column), right-aligned under the titles."""
+    lines = text.splitlines()
+    header = next((i for i, line in enumerate(lines) if "busbw (GB/s)" in line), None)
+    if header is None:
+        return []
+    with_algo = lines[header].split()[0] == "algo"
+    rows = []
+    for line in lines[header + 1:]:
+        if not line.strip():
+            break
+        fields = line.split()
+        algo = fields.pop(0) if with_algo else "library"
+        op, size, count, dtype, time_us, algbw, busbw, wrong = fields[:8]
+        nccl = fields[fields.index("NCCL:") + 1] if "NCCL:" in fields else None
+        rows.append(TableRow(op, int(size), int(count), dtype, float(time_us), float(algbw), float(busbw),
+                             None if wrong == "?" else int(wrong), algo, nccl))
+    return rows

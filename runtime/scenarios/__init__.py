@@ -5,7 +5,8 @@ Loading and validation: :mod:`.loading` (find, list, load ``scenarios/*.toml``),
 their JSON Schema), :mod:`.decoding` (TOML to a document, with collviz's messages), :mod:`.kinds`
 (one reader per kind), :mod:`.arrays` (the worked examples' numbers), :mod:`.lessons`.
 Programs: :mod:`.program` (the interface and the run options), :mod:`.registry` (kind → builder),
-:mod:`.collectives`, :mod:`.desync`, :mod:`.bench` and :mod:`.training` (ring, DDP, FSDP2, TP).
+:mod:`.collectives`, :mod:`.desync`, :mod:`.bench` and :mod:`.training` (ring, DDP, FSDP2, TP); every
+tensor they hand a collective is made on the rank's device by :mod:`.devices`.
 
 May import :mod:`collviz.runtime.context`, :mod:`~collviz.runtime.observation`,
 :mod:`~collviz.runtime.wire`, :mod:`~collviz.runtime.reports` (shared formats) and

@@ -28,6 +28,7 @@ from ..observation.metrics import human_bytes
 from ..reports.bench_table import BENCH_SCENARIO_NAME, wrong_detail
 from ..wire.protocol import Check
 from .collectives import IN_PLACE, CollectiveSpec, collective_caller, make_output, present, timed_calls
+from .devices import rank_tensor
 from .loading import find_scenario
 from .schema import COLLECTIVES, DTYPES, REDUCING, Scenario
 from .algorithms.execute import algorithm_caller
@@ -245,7 +246,7 @@ def _input(op: str, rank: int, count: int, program: BenchProgram, device: torch.
     if op == "scatter" and rank != _ROOT:
         return None
     if op == "broadcast" and rank != _ROOT:
-        return torch.zeros(count, dtype=dtype, device=device)
+        return rank_tensor(device, dtype, shape=count)
     return pattern(rank, count, program.period, device).to(dtype)
 
 
@@ -271,7 +272,7 @@ def _run_case(ctx: RankContext, program: BenchProgram, case: BenchCase) -> None:
     with ctx.tracker.category("inputs"):
         inp = _input(op, rank, case.rank_count, program, ctx.device)
     with ctx.tracker.category("communication"):
-        out = make_output(spec, inp, rank, n)
+        out = make_output(spec, rank, n, ctx.device)
     pristine = None
     if op in IN_PLACE:
         with ctx.tracker.category("timing copy"):

@@ -19,6 +19,7 @@ from ..errors import UsageError
 from ..observation.metrics import algo_bytes, human_bytes
 from ..observation.tensors import PendingTags, TagPass, observe_provenance, uniform_provenance
 from ..wire.protocol import Check, Collective, ProvenanceRun
+from .devices import rank_tensor
 from .schema import COLLECTIVES, REDUCE_OPS, REDUCING, ROOTED, Followup, Scenario
 from .patterns import exact_period, pattern
 from .transfers import emit_logical_transfers
@@ -26,7 +27,7 @@ from .transfers import emit_logical_transfers
 __all__ = [
     "CollectiveSpec", "resolve_spec", "run_collective_scenario", "OUTPUT_NAMES", "make_input", "allocate_input",
     "make_output", "present",
-    "collective_caller", "collective_fields", "timed_ns", "timed_calls",
+    "collective_caller", "collective_fields", "timed_ns", "timed_calls", "exact_matmul",
 ]
 
 WORLD_GROUP = "world"
@@ -229,17 +230,17 @@ def present(tensor: torch.Tensor | None, what: str) -> torch.Tensor:
 
 
 def make_input(spec: CollectiveSpec, rank: int, world_size: int, device: torch.device) -> torch.Tensor | None:
-    """This rank's input: its worked-example values, or generated ones (see :mod:`.patterns`);
-    zeros on a broadcast's non-roots, None on a scatter's."""
+    """This rank's input on ``device``: its worked-example values, or generated ones (see
+    :mod:`.patterns`); zeros on a broadcast's non-roots, None on a scatter's."""
     dtype = getattr(torch, spec.dtype)
     if spec.op == "scatter" and rank != spec.root:
         return None
     if spec.inputs is not None:
         template = spec.inputs[spec.root] if not _has_input(spec, rank) else spec.inputs[rank]
-        tensor = torch.tensor(template, dtype=dtype, device=device)
+        tensor = rank_tensor(device, dtype, values=template)
         return torch.zeros_like(tensor) if not _has_input(spec, rank) else tensor
     if not _has_input(spec, rank):
-        return torch.zeros(spec.count, dtype=dtype, device=device)
+        return rank_tensor(device, dtype, shape=spec.count)
     return pattern(rank, spec.count, spec.period, device).to(dtype)
 
 
@@ -253,18 +254,18 @@ def allocate_input(ctx: RankContext, spec: CollectiveSpec) -> torch.Tensor | Non
     return inp
 
 
-def make_output(spec: CollectiveSpec, inp: torch.Tensor | None, rank: int, world_size: int) -> torch.Tensor | None:
-    """The zero-filled output buffer of an out-of-place collective on ``rank`` (None if it has none)."""
+def make_output(spec: CollectiveSpec, rank: int, world_size: int, device: torch.device) -> torch.Tensor | None:
+    """The zero-filled output buffer of an out-of-place collective on ``rank``, on ``device``
+    (None if it has none: an in-place op, a gather's non-root)."""
     n = world_size
     dtype = getattr(torch, spec.dtype)
     if spec.op in IN_PLACE or (spec.op == "gather" and rank != spec.root):
         return None
     if spec.op in ("gather", "all_gather"):
-        return torch.zeros(spec.count * n, dtype=dtype, device=present(inp, "input").device)
+        return rank_tensor(device, dtype, shape=spec.count * n)
     if spec.op in ("scatter", "reduce_scatter"):
-        device = inp.device if inp is not None else None
-        return torch.zeros(spec.count // n, dtype=dtype, device=device)
-    return torch.zeros(spec.count, dtype=dtype, device=present(inp, "input").device)  # all_to_all
+        return rank_tensor(device, dtype, shape=spec.count // n)
+    return rank_tensor(device, dtype, shape=spec.count)  # all_to_all
 
 
 def _output_shape(spec: CollectiveSpec, input_shape: list[int], world_size: int) -> list[int]:
@@ -406,7 +407,7 @@ def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
     out_name = OUTPUT_NAMES.get(spec.op, spec.buffer_name)
     with ctx.phase("collective", spec.display_name):
         with ctx.tracker.category("communication"):
-            out = make_output(spec, inp, rank, n)
+            out = make_output(spec, rank, n, ctx.device)
         out_shape = _output_shape(spec, input_shape, n)
         if out is not None:
             ctx.buffer(out_name, "output", "before", out, uniform_provenance(out.numel(), []), shape=out_shape)
@@ -451,12 +452,21 @@ def _run_followup(ctx: RankContext, followup: Followup, dtype_name: str, gathere
     """Compute ``gathered @ rightᵀ`` on this rank, for real, and show both operands' result."""
     dtype = getattr(torch, dtype_name)
     with ctx.tracker.category("activations"):
-        right = torch.tensor(followup.right, dtype=dtype, device=ctx.device)
-        result = gathered.reshape(gathered_shape) @ right.T
+        right = rank_tensor(ctx.device, dtype, values=followup.right)
+        result = exact_matmul(gathered.reshape(gathered_shape), right.T)
     ctx.buffer(followup.right_name, "input", "before", right, uniform_provenance(right.numel(), [ctx.rank]))
     ctx.buffer(followup.name, "result", "result", result, uniform_provenance(result.numel(), [ctx.rank]))
     if followup.note_result is not None:
         _compare_with_note(ctx, followup, result)
+
+
+def exact_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """``left @ right``; integer tensors multiply in float64 and come back as their dtype, since
+    CUDA has no integer matrix product (exact while every partial sum stays below 2**53, as the
+    worked examples' small numbers do)."""
+    if left.dtype.is_floating_point or left.dtype.is_complex:
+        return left @ right
+    return (left.double() @ right.double()).round().to(left.dtype)
 
 
 def _compare_with_note(ctx: RankContext, followup: Followup, result: torch.Tensor) -> None:

@@ -82,7 +82,7 @@ class DesyncProgram:
 
 def _issue(ctx: RankContext, spec: CollectiveSpec, inp: torch.Tensor) -> None:
     """One real call of ``spec`` with its Collective events (begin is sent before the call)."""
-    out = make_output(spec, inp, ctx.rank, ctx.world_size)
+    out = make_output(spec, ctx.rank, ctx.world_size, ctx.device)
     fields = collective_fields(ctx, spec, inp, out)
     ctx.emitter.emit(Collective, edge="begin", **fields)
     ctx.emitter.flush()

@@ -115,6 +115,8 @@ class _RankState:
     """The rank's RankEnd arrived: every event it sent before it has arrived too (one ordered stream)."""
     killed_externally: bool = False
     reaped_order: int = 0
+    waiting_in_stall: bool = False
+    """It died inside a collective already reported hung (NCCL's watchdog aborts such waiters)."""
 
 
 @dataclass
@@ -213,7 +215,7 @@ class LocalSession:
         if all(state.ended for state in self._ranks.values()):
             timeout = min(timeout, ENDING_POLL_S)
         self._note(intake.receive(timeout))
-        self._reap(intake)
+        self._reap()
         if intake.check():
             self._fail()
         while self._signals_due and time.monotonic() >= self._signals_due[0][0]:
@@ -256,7 +258,8 @@ class LocalSession:
                     state.error, state.error_t_ns = event.error, event.t_ns
                     self._fail()
 
-    def _reap(self, intake: Intake) -> None:
+    def _reap(self) -> None:
+        intake = self._started_intake
         for rank, state in self._ranks.items():
             if state.exited:
                 continue
@@ -272,6 +275,7 @@ class LocalSession:
             state.reaped_order = self._reaped
             signal_name = _signal_name(-state.exit_code) if state.exit_code < 0 else None
             state.killed_externally = state.exit_code < 0 and -state.exit_code not in self._sent
+            state.waiting_in_stall = intake.first_stall is not None and rank in intake.first_stall.waiting
             intake.emit(ProcessExit, target=rank, exit_code=None if signal_name else state.exit_code, signal=signal_name)
             if state.exit_code != 0:
                 self._fail()
@@ -287,15 +291,16 @@ class LocalSession:
 
         A collective mismatch comes first (whatever happened after it is its consequence); then
         a rank killed by a signal collviz did not send (its peers' errors are
-        consequences of its death); then, after a reported hang, the ranks that were not where the
-        others waited (the waiters' timeouts are its consequences, named as such); then the
-        earliest error a rank reported; then any bad exit.
+        consequences of its death), unless it died waiting in a hang already reported (NCCL's
+        watchdog aborts the waiters with SIGABRT); then, after a reported hang, the ranks that
+        were not where the others waited (the waiters' timeouts are its consequences, named as
+        such); then the earliest error a rank reported; then any bad exit.
         """
         intake = self._started_intake
         if intake.mismatch is not None:
             return intake.mismatch.text
         ranks = self._ranks.items()
-        killed = sorted((s.reaped_order, r) for r, s in ranks if s.killed_externally)
+        killed = sorted((s.reaped_order, r) for r, s in ranks if s.killed_externally and not s.waiting_in_stall)
         if killed:
             rank = killed[0][1]
         else:

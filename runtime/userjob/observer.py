@@ -17,7 +17,10 @@ observed (they are not matched across a group as collectives are).
 - *CUDA* (NCCL): the process group records CUDA events around each call on its own stream
   (``TORCH_NCCL_ENABLE_TIMING``, set before the script creates its group); ``Work._get_duration``
   reads their time once the call is seen complete — polled at the next call, step mark or the
-  script's end, never waited for. Clock ``gpu``. (Not yet run by collviz's tests: no GPU.)
+  script's end, never waited for. Clock ``gpu``. A synchronous call (``async_op=False``) returns
+  no Work on NCCL since torch 2.8 and runs on the current stream: the observer records two CUDA
+  events on that stream around it (:class:`~..observation.timing.CallClock`) and reads them
+  when the second has completed, polled the same way. (Not yet run by collviz's tests: no GPU.)
 - *the caller's wait*, for the calls whose caller waits at once from Python: those
   ``torch.distributed``'s functions issue without ``async_op`` (they pass ``async_op=False`` down
   to the op and wait on its ``Work`` before returning), and gloo's ``reduce_scatter_tensor`` (an
@@ -79,9 +82,11 @@ from ..observation.c10d_calls import (
     call_fields,
     call_sizes,
     group_label,
+    tensors_in,
     work_of,
 )
 from ..observation.memory import storages_of
+from ..observation.timing import CallClock
 from ..wire.protocol import Collective, CudaMemory, Memory, Phase, RankStart
 from ..wire.transport import EventEmitter
 from .watcher import Watcher
@@ -111,6 +116,16 @@ _DESCRIPTIONS_KEPT = 1024
 _PER_CALL = "Outside collviz.step each collective is a step of its own. "
 
 _AFTER_BACKEND_SELECT = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.BackendSelect)
+
+
+def _synchronous_cuda_clock(args: tuple, signature: C10dSignature) -> CallClock | None:
+    """A started :class:`CallClock` for a synchronous call on CUDA tensors (``async_op=False``:
+    NCCL runs it on the current stream and returns no Work since torch 2.8), else None."""
+    if c10d_async(args, signature):
+        return None
+    first = args[0] if args else None
+    sample = first if isinstance(first, torch.Tensor) else next(iter(tensors_in(first)), None)
+    return CallClock(sample.device) if sample is not None and sample.is_cuda else None
 
 
 @dataclass(slots=True)
@@ -218,8 +233,8 @@ class ScriptObserver:
         """The step calls go to now (-1: none yet)."""
         self._lock = threading.Lock()
         self._queue: deque[_Call | _Edge] = deque()
-        self._polled: list[tuple[dist.Work, _Call]] = []
-        """CUDA calls and their Work, until seen complete."""
+        self._polled: list[tuple[dist.Work | CallClock, _Call]] = []
+        """CUDA calls and their Work (or, for a synchronous call, the events around it), until seen complete."""
         self._waited: dict[int, tuple[dist.Work, _Call]] = {}
         """id(Work) → (Work, call) for calls whose end is the caller's wait."""
         self._group_seq: Counter[str] = Counter()
@@ -288,9 +303,12 @@ class ScriptObserver:
         """Issue the call (the real kernel, at once), then record it as ``name``; returns what the
         call returned."""
         issued_ns = time.monotonic_ns()
+        clock = _synchronous_cuda_clock(args, signature)
         out = op.redispatch(keyset & _AFTER_BACKEND_SELECT, *args, **kwargs)
+        if clock is not None:
+            clock.issued()
         if not self._closed:
-            self._issued(op, name, signature, args, out, issued_ns)
+            self._issued(op, name, signature, args, out, issued_ns, clock)
         return out
 
     def _group(self, group: dist.ProcessGroup) -> _Group:
@@ -301,8 +319,9 @@ class ScriptObserver:
         return known
 
     def _issued(self, op: torch._ops.OpOverload, name: str, signature: C10dSignature, args: tuple, out: Any,
-                issued_ns: int) -> None:
-        """Record a call of ``op`` just issued: what it moves, and where its end will come from."""
+                issued_ns: int, clock: CallClock | None = None) -> None:
+        """Record a call of ``op`` just issued: what it moves, and where its end will come from
+        (``clock``: the CUDA events around a synchronous call, which returns no Work on NCCL)."""
         inputs, outputs = c10d_tensors(args)
         group = c10d_group(args, signature.group_at)
         known = self._group(group)
@@ -328,7 +347,9 @@ class ScriptObserver:
             self._queue.append(call)
             if not self._step_open:  # a step of one call: it ends when the call does
                 self._queue.append(_Edge(self.phase_index, self._phase_name, "end", None, after=call))
-            if work is None:
+            if work is None and clock is not None:
+                self._polled.append((clock, call))
+            elif work is None:
                 call.end(issued_ns, None, "")  # nothing to time (NCCL's coalesced calls return no Work)
             elif on_gpu:
                 self._polled.append((work, call))
@@ -368,8 +389,14 @@ class ScriptObserver:
 
     def _poll_locked(self) -> None:
         """Stamp the CUDA calls whose work has completed with the GPU time NCCL measured."""
-        pending = []
+        pending: list[tuple[dist.Work | CallClock, _Call]] = []
         for work, call in self._polled:
+            if isinstance(work, CallClock):
+                if work.done():
+                    call.end(time.monotonic_ns(), work.read().duration_ns, "gpu")
+                else:
+                    pending.append((work, call))
+                continue
             if not work.is_completed():
                 pending.append((work, call))
                 continue

@@ -1,7 +1,8 @@
 """Running a plan on real ranks: each hop one ``batch_isend_irecv``, provenance travelling along.
 
 Every message is two point-to-point sends with their own tags: the data, and an int64 mask per
-element whose bit r says rank r's data is in it (collviz's observation, not counted as traffic).
+element whose bit r says rank r's data is in it (collviz's observation, not counted as traffic),
+on the data's device: NCCL sends CUDA tensors only.
 A receiver adds (reduce) or copies the data and ORs or copies the mask, so after every hop each
 rank's buffers say exactly which ranks' data they hold, as the ring scenario does.
 """
@@ -15,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from ..collectives import present
+from ..devices import rank_tensor
 from .plans import Hop, Plan
 
 __all__ = ["RankBuffers", "run_hop", "plan_buffers", "finish", "algorithm_caller", "COMBINE", "MAX_MASK_RANKS"]
@@ -37,9 +39,9 @@ class RankBuffers:
 
     @classmethod
     def traced(cls, data: dict[str, torch.Tensor], own: dict[str, tuple[int, int]], rank: int) -> RankBuffers:
-        """``data`` with provenance masks: ``own[name] = (start, length)`` holds this rank's data,
-        everything else none yet."""
-        masks = {name: torch.zeros(t.numel(), dtype=torch.int64) for name, t in data.items()}
+        """``data`` with provenance masks (on each buffer's device: they travel in the same
+        batches): ``own[name] = (start, length)`` holds this rank's data, everything else none yet."""
+        masks = {name: rank_tensor(t.device, torch.int64, shape=t.numel()) for name, t in data.items()}
         buffers = cls(data, masks)
         for name, (start, length) in own.items():
             buffers.mark(name, start, length, rank)
@@ -68,7 +70,7 @@ def plan_buffers(op: str, rank: int, n: int, count: int, root: int, inp: torch.T
             source = inp.reshape(-1)
         else:
             like = present(out, "output")
-            source = torch.zeros(count, dtype=like.dtype, device=like.device)
+            source = rank_tensor(like.device, like.dtype, shape=count)
         return {"in": source}, ({"in": (0, count)} if rank == root else {})
     flat_in = present(inp, "input").reshape(-1)
     if op == "all_to_all":
@@ -76,7 +78,7 @@ def plan_buffers(op: str, rank: int, n: int, count: int, root: int, inp: torch.T
         target = present(out, "output").reshape(-1)
         target[rank * chunk:(rank + 1) * chunk] = flat_in[rank * chunk:(rank + 1) * chunk]
         return {"in": flat_in, "out": target}, {"in": (0, count), "out": (rank * chunk, chunk)}
-    target = out.reshape(-1) if out is not None else torch.zeros(n * count, dtype=flat_in.dtype, device=flat_in.device)
+    target = out.reshape(-1) if out is not None else rank_tensor(flat_in.device, flat_in.dtype, shape=n * count)
     target[rank * count:(rank + 1) * count] = flat_in  # all_gather, gather (a non-root's is a tree's scratch)
     buffers = {"out": target} if op == "all_gather" else {"in": flat_in, "out": target}
     own = {"out": (rank * count, count)} if op == "all_gather" else {"in": (0, count), "out": (rank * count, count)}
@@ -136,11 +138,11 @@ def run_hop(hop: Hop, rank: int, buffers: RankBuffers, reduce_op: str,
                 operations.append(dist.P2POp(dist.isend, sent_mask, message.dst, group, tag + 1))
         if message.dst == rank:
             like = buffers.data[message.into]
-            data = torch.empty(message.length, dtype=like.dtype, device=like.device)
+            data = rank_tensor(like.device, like.dtype, shape=message.length)
             operations.append(dist.P2POp(dist.irecv, data, message.src, group, tag))
             mask: torch.Tensor | None = None
             if provenance:
-                mask = torch.empty(message.length, dtype=torch.int64)
+                mask = rank_tensor(like.device, torch.int64, shape=message.length)
                 operations.append(dist.P2POp(dist.irecv, mask, message.src, group, tag + 1))
             arrivals.append((message, data, mask))
     if operations:

@@ -71,10 +71,11 @@ def _names(spec: CollectiveSpec) -> dict[str, str]:
     return {"x": spec.buffer_name, "in": spec.buffer_name, "out": output}
 
 
-def _working_buffers(spec: CollectiveSpec, rank: int, n: int, inp: torch.Tensor | None) -> tuple[RankBuffers, torch.Tensor | None]:
+def _working_buffers(spec: CollectiveSpec, rank: int, n: int, inp: torch.Tensor | None,
+                     device: torch.device) -> tuple[RankBuffers, torch.Tensor | None]:
     """The buffers ``plan`` works in on ``rank`` (over a copy of the input), provenance marked,
-    and the library-style output the result goes to."""
-    out = make_output(spec, inp, rank, n)
+    and the library-style output the result goes to, on ``device``."""
+    out = make_output(spec, rank, n, device)
     data, own = plan_buffers(spec.op, rank, n, spec.count, spec.root, None if inp is None else inp.clone(), out)
     return RankBuffers.traced(data, own, rank), out
 
@@ -89,7 +90,7 @@ def _show(ctx: RankContext, spec: CollectiveSpec, buffers: RankBuffers, moment: 
 def _library_result(spec: CollectiveSpec, rank: int, n: int, device: torch.device) -> torch.Tensor | None:
     """The library's own call on the same inputs (untracked), as :func:`_result` reads it."""
     inp = make_input(spec, rank, n, device)
-    out = make_output(spec, inp, rank, n)
+    out = make_output(spec, rank, n, device)
     collective_caller(spec, rank, n)(inp, out, spec.reduce_op or "sum")
     if spec.op in ("all_reduce", "broadcast", "reduce"):
         return present(inp, "input").reshape(-1) if spec.op != "reduce" or rank == spec.root else None
@@ -114,7 +115,7 @@ def run_algorithm(ctx: RankContext, spec: CollectiveSpec, plan: Plan) -> None:
     with ctx.phase("setup", f"setup: {spec.op} by {plan.algo}, {len(plan.hops)} hops"):
         inp = allocate_input(ctx, spec)
         with ctx.tracker.category("communication"):
-            buffers, out = _working_buffers(spec, rank, n, inp)
+            buffers, out = _working_buffers(spec, rank, n, inp, ctx.device)
         _show(ctx, spec, buffers, "before")
         ctx.memory("buffers allocated")
     for number, hop in enumerate(plan.hops):

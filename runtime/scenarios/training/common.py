@@ -19,7 +19,9 @@ from torch.distributed.tensor import DTensor
 
 from ...context import RankContext
 from ...errors import UsageError
+from ...observation.timing import wait_for_device
 from ...wire.protocol import Check
+from ..devices import rank_tensor
 from ..program import RunOptions
 from .kinds import SettingValue
 
@@ -134,18 +136,22 @@ def timed_steps(ctx: RankContext, phases: PhaseSequence, steps: int, step: Calla
     """Phase "timed": ``step()`` ``steps`` times with no events, tracking or observation.
 
     The phase's own begin and end times are the measurement: its duration ÷ ``steps`` is the
-    time of one training step free of collviz's observation work. Memory is sampled as the phase
-    opens, not as it closes: storages made while untracked are not counted, so an end figure
-    would be wrong.
+    time of one training step free of collviz's observation work. On CUDA the host only queues
+    the steps' kernels, so the device is drained before the phase begins and before it ends: the
+    phase's times are the GPU's. Memory is sampled as the phase opens, not as it closes: storages
+    made while untracked are not counted, so an end figure would be wrong.
     """
+    wait_for_device(ctx.device)
     phases.next("timed", f"{steps} more steps, unobserved: step time = phase time / {steps}")
     phases.paused = phases.untracked = True
     try:
         with ctx.tracker.suspended():
             for _ in range(steps):
                 step()
+            wait_for_device(ctx.device)
     finally:
         phases.paused = False
+    phases.close()
 
 
 def check_identical(ctx: RankContext, name: str, tensors: Iterable[torch.Tensor]) -> bool:
@@ -156,7 +162,7 @@ def check_identical(ctx: RankContext, name: str, tensors: Iterable[torch.Tensor]
     """
     with ctx.tracker.suspended():
         mine = torch.cat([t.detach().reshape(-1).float() for t in tensors])
-        everyone = torch.empty(ctx.world_size * mine.numel(), dtype=mine.dtype, device=mine.device)
+        everyone = rank_tensor(mine.device, mine.dtype, shape=ctx.world_size * mine.numel())
         dist.all_gather_into_tensor(everyone, mine)
         copies = everyone.view(ctx.world_size, -1)
         differ = [r for r in range(ctx.world_size) if not torch.equal(copies[r], mine)]

@@ -11,6 +11,7 @@ from torch import nn
 from ...context import RankContext
 from ...observation.tensors import TagPass, observe_provenance, uniform_provenance
 from ...wire.protocol import Check, ProvenanceRun
+from ..devices import rank_tensor
 from .common import dtensor
 
 __all__ = ["gathered_buffer", "own_gradient_buffer", "reduced_gradient_buffer", "check_shards", "GATHERED_NAME",
@@ -39,7 +40,7 @@ def gathered_buffer(ctx: RankContext, param: torch.Tensor, group: dist.ProcessGr
 
         def received(tag_pass: TagPass) -> torch.Tensor:
             mine = tag_pass.tags(like, me).reshape(-1)
-            everyone = torch.empty(len(members) * mine.numel(), dtype=tag_pass.tag_type, device=param.device)
+            everyone = rank_tensor(param.device, tag_pass.tag_type, shape=len(members) * mine.numel())
             dist.all_gather_into_tensor(everyone, mine, group=group)
             return everyone[: param.numel()]
 
@@ -79,7 +80,7 @@ def reduced_gradient_buffer(ctx: RankContext, param: torch.Tensor, shard_group: 
 
         def received(tag_pass: TagPass) -> torch.Tensor:
             tags = tag_pass.tags(whole, ctx.rank).reshape(-1)  # tags by global rank: no translation needed
-            kept = torch.empty(tags.numel() // len(members), dtype=tag_pass.tag_type, device=local.device)
+            kept = rank_tensor(local.device, tag_pass.tag_type, shape=tags.numel() // len(members))
             dist.reduce_scatter_tensor(kept, tags, group=shard_group)
             if replicate_group is not None:
                 dist.all_reduce(kept, group=replicate_group)
@@ -96,8 +97,8 @@ def check_shards(ctx: RankContext, model: nn.Module) -> bool:
     whole on every rank of a pair)."""
     with ctx.tracker.suspended():
         params = [dtensor(p) for p in model.parameters()]
-        mine = torch.tensor([p.to_local().numel() for p in params], dtype=torch.int64, device=ctx.device)
-        everyone = torch.empty(ctx.world_size * len(params), dtype=torch.int64, device=ctx.device)
+        mine = rank_tensor(ctx.device, torch.int64, values=[p.to_local().numel() for p in params])
+        everyone = rank_tensor(ctx.device, torch.int64, shape=ctx.world_size * len(params))
         dist.all_gather_into_tensor(everyone, mine)
         local = everyone.view(ctx.world_size, -1).tolist()
         holders = [p.device_mesh.mesh.flatten().tolist() for p in params]

@@ -22,6 +22,7 @@ from ...observation.metrics import algo_bytes
 from ...observation.tensors import uniform_provenance
 from ...observation.timing import CallClock
 from ...wire.protocol import Collective, ProvenanceRun, Transfer
+from ..devices import rank_tensor
 from ..program import RunOptions
 from ..schema import Scenario
 from .common import PhaseSequence, TrainingProgram, check_close, refuse_options
@@ -188,12 +189,12 @@ def run_moe(ctx: RankContext, program: MoEProgram) -> None:
 
         phases.next("dispatch", "dispatch: the counts, then the tokens, by all_to_all with uneven splits",
                     category="communication")
-        receive_counts = torch.empty(n, dtype=torch.int64, device=device)
-        _all_to_all(ctx, receive_counts, torch.tensor(send, dtype=torch.int64, device=device), [1] * n, [1] * n, 8,
+        receive_counts = rank_tensor(device, torch.int64, shape=n)
+        _all_to_all(ctx, receive_counts, rank_tensor(device, torch.int64, values=send), [1] * n, [1] * n, 8,
                     "slot counts")
         receive = [int(c) for c in receive_counts]
-        outgoing = x[[token for token, _, _ in kept]] if kept else torch.zeros(0, d, device=device)
-        incoming = torch.empty(sum(receive), d, device=device)
+        outgoing = x[[token for token, _, _ in kept]] if kept else rank_tensor(device, x.dtype, shape=(0, d))
+        incoming = rank_tensor(device, x.dtype, shape=(sum(receive), d))
         _all_to_all(ctx, incoming, outgoing, send, receive, d * x.element_size(), "expert input")
         ctx.buffer("expert input", "communication", "after", incoming, _row_provenance(receive, d))
         ctx.buffer("slots received from each rank", "routing", "result", torch.tensor(receive, dtype=torch.float32),
@@ -205,7 +206,7 @@ def run_moe(ctx: RankContext, program: MoEProgram) -> None:
 
         phases.next("combine", "combine: the results go back by all_to_all, each weighted by its gate",
                     category="communication")
-        returned = torch.empty(len(kept), d, device=device)
+        returned = rank_tensor(device, results.dtype, shape=(len(kept), d))
         _all_to_all(ctx, returned, results, receive, send, d * x.element_size(), "expert results")
         y = torch.zeros_like(x)
         for row, (token, slot, _) in enumerate(kept):

@@ -14,9 +14,12 @@ completion: a ``c10d`` op only *enqueues* work (gloo runs it on its own thread; 
 the returned Work later) and a functional collective returns a tensor to wait on later (DTensor
 often waits only when the result is next used), so the observer waits itself, right after the
 issue, and times that; work torch would overlap with the call (FSDP's ``--prefetch``) then starts
-after it, and the step's results are unchanged. On CUDA, the issuing stream is made to wait for
-the call (the host is not) and CUDA events on that stream give the call's GPU time. The
-observation passes (rank tags) run after the call and are never part of its time.
+after it, and the step's results are unchanged. On CUDA, CUDA events on the issuing stream
+bracket the call — an asynchronous call's Work is waited on (the stream waits for it), a
+synchronous one (every FSDP2 all-gather and reduce-scatter: no Work since torch 2.8) ran on that
+stream — and the observer then reads them, which **blocks the host** until the call is done: an
+observed CUDA run is serialised call by call, as the CPU one is. The observation passes (rank
+tags) run after the call is read and are never part of its time.
 """
 
 from __future__ import annotations
@@ -126,14 +129,13 @@ class CollectiveObserver(TorchDispatchMode):
         clock = CallClock(self.ctx.device)
         out = func(*args, **kwargs)
         if namespace == "c10d":
-            work = work_of(out)
+            work = work_of(out)  # None: a synchronous NCCL call, which ran on the issuing stream
             if work is not None:
                 work.wait()  # CPU: until it completes; CUDA: the issuing stream waits, the host does not
-            clock.issued()
+            clock.issued(seen_complete=work is not None)
             inputs, outputs = c10d_tensors(args)
             root = c10d_root(op, args)
             call = self._call(op, c10d_group(args), inputs, outputs, None, root)
-            timed = work is not None
         else:
             inputs = tensors_in(args[:1])
             reduce_op = args[1] if len(args) > 1 and isinstance(args[1], str) else None
@@ -141,12 +143,11 @@ class CollectiveObserver(TorchDispatchMode):
             outputs = [torch.ops._c10d_functional.wait_tensor(t) for t in tensors_in(out)]
             clock.issued()
             call = self._call(op, _functional_group(args), inputs, outputs, reduce_op, root)
-            timed = True
-        provenance = self._observe(call)
         took = clock.read()
+        provenance = self._observe(call)
         self.ctx.emitter.emit(Collective, t_ns=took.started_ns, edge="begin", **call.fields)
-        self.ctx.emitter.emit(Collective, t_ns=took.ended_ns, edge="end", duration_ns=took.duration_ns if timed else None,
-                              clock=took.clock if timed else "", **call.fields)
+        self.ctx.emitter.emit(Collective, t_ns=took.ended_ns, edge="end", duration_ns=took.duration_ns,
+                              clock=took.clock, **call.fields)
         self._moved(call, provenance)
         if namespace == "_c10d_functional" and self.on_result is not None and outputs:
             with self.ctx.tracker.suspended():

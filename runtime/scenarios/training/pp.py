@@ -6,7 +6,10 @@ last stage, the blocks spread so every stage has at least one) and is wrapped in
 wraps the stage's per-microbatch methods to see what the schedule does, without changing it:
 
 - each ``forward_one_chunk`` / ``backward_one_chunk`` is a :class:`Span` event (its duration), and
-  a memory sample follows it, so the stage's activations are seen to pile up and drain;
+  a memory sample follows it, so the stage's activations are seen to pile up and drain. On CUDA
+  the span is timed by CUDA events on the compute stream and the host waits for its end before
+  going on (the host only queues kernels: its own clock would give launch times), so a span and
+  the bubble between spans are the GPU's;
 - what each stage received before a forward (activations from the previous stage) or a backward
   (the gradient of its output from the next stage) is a ``p2p`` :class:`Transfer`, from the
   receive ops the schedule itself posted.
@@ -20,7 +23,6 @@ near ε into a difference of up to lr, so equal gradients are the meaningful tes
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
@@ -32,6 +34,7 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 from ...context import RankContext
 from ...errors import UsageError
 from ...observation.tensors import uniform_provenance
+from ...observation.timing import CallClock
 from ...reports.pipeline import ideal_bubble
 from ...wire.protocol import Span, Transfer
 from ..program import RunOptions
@@ -188,11 +191,12 @@ class _StageWatch:
             if self.phases.paused:
                 return method(chunk, *args, **kwargs)
             self._show_received(kind, chunk)
-            started = time.monotonic_ns()
+            clock = CallClock(ctx.device)  # CUDA: events on the compute stream, read once it has run
             result = method(chunk, *args, **kwargs)
-            ended = time.monotonic_ns()
-            ctx.emitter.emit(Span, t_ns=ended, phase=ctx.phase_index, kind=kind, microbatch=chunk,
-                             duration_ns=ended - started)
+            clock.issued()
+            took = clock.read()
+            ctx.emitter.emit(Span, t_ns=took.ended_ns, phase=ctx.phase_index, kind=kind, microbatch=chunk,
+                             duration_ns=took.duration_ns)
             ctx.memory(f"{'F' if kind == 'forward' else 'B'}{chunk}")
             return result
 

@@ -19,6 +19,7 @@ from ...context import RankContext
 from ...errors import UsageError
 from ...observation.metrics import human_bytes
 from ...wire.protocol import ProvenanceRun, Transfer
+from ..devices import rank_tensor
 from ..program import RunOptions
 from ..schema import Scenario
 from .common import TrainingProgram, check_close, refuse_options
@@ -106,7 +107,7 @@ def _provenance(masks: list[int], chunk: int) -> list[ProvenanceRun]:
 def _hop(x_chunks: list[torch.Tensor], masks: list[int], send: int, right: int, left: int) -> tuple[torch.Tensor, int]:
     """One real hop: send chunk ``send`` and its bitmask right, receive a chunk and bitmask from left."""
     out_data = x_chunks[send].clone()
-    out_mask = torch.tensor([masks[send]], dtype=torch.int64, device=out_data.device)
+    out_mask = rank_tensor(out_data.device, torch.int64, values=[masks[send]])
     in_data, in_mask = torch.empty_like(out_data), torch.empty_like(out_mask)
     requests = dist.batch_isend_irecv([
         dist.P2POp(dist.isend, out_data, right), dist.P2POp(dist.irecv, in_data, left),
