@@ -65,13 +65,15 @@ class CollvizApp(OverlayActions, App[int]):
     BINDINGS = [
         Binding("space", "toggle_play", "play/pause", key_display="space",
                 tooltip="replay: play from here at the current speed, or pause"),
-        Binding("space", "release_gate", "release gate", key_display="space",
+        Binding("space", "release_gate", "run a step", key_display="space",
                 tooltip="step-through: release every rank into the next phase"),
-        Binding("left", "step(-1)", "step back", key_display="←"),
+        Binding("space", "toggle_pacing", "pause/resume", key_display="space",
+                tooltip="paced step-through: pause or resume the gates' clock"),
+        Binding("left", "step(-1)", "back", key_display="←", tooltip="the step before"),
         Binding("right", "step(1)", "step", key_display="→",
                 tooltip="next step; on a pipelined step, one more piece of its schedule"),
         Binding("home", "home", "start", show=False, tooltip="the start of the run, before step 1"),
-        Binding("end", "end", "last · follow", tooltip="go to the end; in a live run, follow it again"),
+        Binding("end", "end", "latest", tooltip="go to the end; in a live run, follow it again"),
         Binding("plus,equals_sign", "speed(1)", "faster", key_display="+", tooltip="replay: play faster", show=False),
         Binding("minus", "speed(-1)", "slower", key_display="-", tooltip="replay: play slower", show=False),
         Binding("g", "seek", "go to step"),
@@ -85,8 +87,8 @@ class CollvizApp(OverlayActions, App[int]):
                 tooltip="why busbw = algbw × factor, worked through with this step's latest collective"),
         Binding("P", "toggle_present", "projector", key_display="P", show=False,
                 tooltip="the projector layout: larger cells, high contrast, colour-blind-safe rank colours"),
-        Binding("n", "lesson(1)", "next item", tooltip="lesson: leave this item for the next one"),
-        Binding("p", "lesson(-1)", "previous item", tooltip="lesson: go back to the previous item"),
+        Binding("n", "lesson(1)", "next item", show=False, tooltip="lesson: leave this item for the next one (q too)"),
+        Binding("p", "lesson(-1)", "previous", tooltip="lesson: go back to the previous item"),
         Binding("Q", "end_lesson", "end lesson", key_display="Q", tooltip="lesson: end the whole lesson here"),
         Binding("z", "toggle_quiz", "quiz", show=False,
                 tooltip="replay or step-through: predict each collective's result before it is revealed, with a score"),
@@ -95,6 +97,7 @@ class CollvizApp(OverlayActions, App[int]):
         Binding("ctrl+up", "scroll_narration(-3)", "narration ↑", show=False, key_display="ctrl+↑",
                 tooltip="scroll the narration up"),
         Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "lesson(1)", "next item", tooltip="lesson: leave this item for the next one (n too)"),
         Binding("q", "quit", "quit", tooltip="quit; a live run's workers are stopped first"),
     ]
 
@@ -267,16 +270,12 @@ class CollvizApp(OverlayActions, App[int]):
 
     def labels(self) -> Labels:
         """The header's words: the mode's, then the event position, status and notes."""
-        mode, playback, history = self.mode.labels(self, self.following)
-        if not self.mask_volatile:
-            playback = f"{playback}   event {self.cursor}/{len(self.event_log)}"
-        if self.status_line:
-            playback = f"{playback}   {self.status_line}"
-        if self.opening_note:
-            playback = f"{playback}   {self.opening_note}"
+        mode, playback, history, kind = self.mode.labels(self, self.following)
+        position = "" if self.mask_volatile else f"event {self.cursor}/{len(self.event_log)}"
+        playback = "   ".join(part for part in (playback, position, self.status_line, self.opening_note) if part)
         if self.options.lesson is not None:
             mode = f"{self.options.lesson} · {mode}"
-        return Labels(mode, playback, history)
+        return Labels(mode, playback, history, kind)
 
     def render_now(self) -> None:
         """Render a frame now on every screen that shows the view.
@@ -477,17 +476,19 @@ class CollvizApp(OverlayActions, App[int]):
         self.playing = not self.playing
 
     def action_release_gate(self) -> None:
-        """Step-through: release every rank at the next gate (each press advances one phase);
-        in a paced run, pause or resume the pacing instead."""
+        """Step-through: release every rank at the next gate (each press advances one phase)."""
         mode = self.mode
         assert isinstance(mode, StepMode)
-        if mode.pacer is not None:
-            mode.toggle_pacing(self)
-            self.render_now()
-            return
         if mode.release_next_gate(self) and self.quiz:  # hold the frame before the released step until it is answered
             self.quizzes.hold = mode.released
             self.following = False
+
+    def action_toggle_pacing(self) -> None:
+        """Paced step-through: pause or resume the pacing clock."""
+        mode = self.mode
+        assert isinstance(mode, StepMode)
+        mode.toggle_pacing(self)
+        self.render_now()
 
     def action_toggle_log(self) -> None:
         """Show or hide the raw event log."""

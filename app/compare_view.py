@@ -18,10 +18,17 @@ from textual.widgets import Footer, Static
 from collviz.runtime.wire.protocol import AnyEvent
 
 from .model import EventLog, view_at
+from .screens.help import HelpScreen
 from .widgets import MemoryTimeline
 from .widgets.render import format_bytes
 
 __all__ = ["CompareApp", "run_compare_viewer"]
+
+COMPARE_INTRO = (
+    "Each run's memory, live bytes stacked by category, on one scale: the same height is the same "
+    "bytes in both charts. Under them, the measured peaks beside what theory predicts. ↑/↓ or the "
+    "mouse wheel scroll."
+)
 
 
 class CompareApp(App[None]):
@@ -32,7 +39,11 @@ class CompareApp(App[None]):
     MemoryTimeline { height: auto; border: round $panel-lighten-2; border-title-align: left; padding: 0 1; }
     #compare-table { padding: 0 1; }
     """
-    BINDINGS = [Binding("q", "quit", "quit"), Binding("escape", "quit", "quit", show=False)]
+    BINDINGS = [
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "quit", "quit"),
+        Binding("escape", "quit", "quit", show=False),
+    ]
 
     def __init__(self, runs: Sequence[tuple[str, Sequence[AnyEvent]]], table: str) -> None:
         super().__init__()
@@ -52,10 +63,16 @@ class CompareApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        """Draw each run's memory over its whole run, naming the run in its border."""
+        """Draw each run's memory over its whole run, naming the run in its border (the scale
+        they share is said once, above them)."""
         for chart, (name, view) in zip(self.query(MemoryTimeline), self.views):
             chart.show(view)
-            chart.border_title = Text(f"{name} · {chart.border_title}")
+            chart.border_title = Text(f"{name} · live bytes by category")
+
+
+    def action_help(self) -> None:
+        """Say what the screen shows and which keys work."""
+        self.push_screen(HelpScreen(COMPARE_INTRO))
 
 
 def run_compare_viewer(runs: Sequence[tuple[str, Sequence[AnyEvent]]], table: str) -> None:

@@ -43,7 +43,7 @@ READER_STOP_SECONDS = 2.0
 PACE_POLL = 0.1
 """Seconds between the pacing timer's looks at the clock."""
 
-MODE_ACTIONS = frozenset({"toggle_play", "speed", "toggle_quiz", "release_gate"})
+MODE_ACTIONS = frozenset({"toggle_play", "speed", "toggle_quiz", "release_gate", "toggle_pacing"})
 """The actions only some modes have (:meth:`ViewerMode.allows` says which)."""
 
 
@@ -139,7 +139,7 @@ class ReplayMode(ViewerMode):
         start = host.event_log.run_start
         recorded = start.mode if start else "live"
         mode = "replay" if recorded == "live" else f"replay ({recorded})"
-        return Labels(mode, f"replay {'▶ playing' if host.playing else '⏸ paused'} {host.speed:g}x", True)
+        return Labels(mode, f"{'▶ playing' if host.playing else '⏸ paused'} {host.speed:g}x", True, "replay")
 
 
 class LiveMode(ViewerMode):
@@ -181,9 +181,9 @@ class LiveMode(ViewerMode):
         self._batch_taken.set()
 
     def labels(self, host: ModeHost, following: bool) -> Labels:
-        """``live``; following the run, or browsing its history and saying where the run is now."""
-        playback = "following" if following else f"browsing history · {self._run_now(host.event_log)} (end: follow)"
-        return Labels("live", playback, not following)
+        """``live``; browsing its history, where the run is now."""
+        playback = "" if following else f"{self._run_now(host.event_log)} (end: follow)"
+        return Labels("live", playback, not following, "live")
 
     @staticmethod
     def _run_now(log: EventLog) -> str:
@@ -229,19 +229,21 @@ class StepMode(LiveMode):
             host.set_interval(PACE_POLL, partial(self.pace_tick, host))
 
     def allows(self, action: str) -> bool:
-        """The gate key, and the quiz unless the gates open by themselves."""
-        return action == "release_gate" or (action == "toggle_quiz" and self.pacer is None)
+        """The gate key and the quiz, or where the gates open by themselves, pausing them."""
+        if self.pacer is not None:
+            return action == "toggle_pacing"
+        return action in ("release_gate", "toggle_quiz")
 
     def labels(self, host: ModeHost, following: bool) -> Labels:
         """``step-through``, or the pacing and its countdown."""
-        mode, playback, history = super().labels(host, following)
+        _, playback, history, _ = super().labels(host, following)
         if self.pacer is None:
-            return Labels("step-through", playback, history)
+            return Labels("step-through", playback, history, "stepping")
         remaining = self.pacer.remaining()
         pacing = ("run over" if host.event_log.run_end is not None else
                   "⏸ paused (space resumes)" if self.pacer.paused else
                   f"next step in {remaining:.0f} s" if remaining is not None else "waiting for the ranks")
-        return Labels(f"paced every {self.pacer.period:g} s · {pacing}", playback, history)
+        return Labels(f"paced every {self.pacer.period:g} s · {pacing}", playback, history, "stepping")
 
     def pace_tick(self, host: ModeHost) -> None:
         """Open the next gate when every rank waits there and its time is up."""

@@ -130,6 +130,22 @@ async def test_bad_trace_is_reported_and_the_app_stays_open(tmp_path: Path):
         assert app.is_running
 
 
+def test_the_header_s_first_word_says_what_the_viewer_does():
+    """Following its run, the viewer is live or stepping, and finished once the run has ended
+    (ok, failed or interrupted); an earlier moment of a live run is browsing; a recording, replay."""
+    from collviz.app.model import Labels
+    from collviz.app.widgets.run_header import viewer_status
+
+    following = {kind: Labels("", "", False, kind) for kind in ("live", "stepping")}
+    assert [viewer_status(following["live"], state) for state in ("starting", "running", "stalled")] == ["live"] * 3
+    assert viewer_status(following["stepping"], "waiting") == "stepping"
+    assert {viewer_status(labels, state) for labels in following.values()
+            for state in ("finished", "failed", "interrupted")} == {"finished"}
+    assert viewer_status(Labels("", "", True, "live"), "running") == "browsing"
+    assert viewer_status(Labels("", "", True, "stepping"), "finished") == "browsing"
+    assert viewer_status(Labels("", "", True, "replay"), "running") == "replay"
+
+
 async def test_live_session_reaches_the_end_and_quit_stops_it():
     session = FakeSession(all_gather_events())
     app = make_app(session=session)
@@ -142,11 +158,14 @@ async def test_live_session_reaches_the_end_and_quit_stops_it():
         assert app.following and app.cursor == len(app.event_log)
         view = app.current_view()
         assert view.state.kind == "finished"
+        assert app.screen.query_one("#header").render().plain.splitlines()[1].startswith(" finished ")
         assert view.ranks[3].buffers[0].values == [0.0, 1.0, 10.0, 11.0, 20.0, 21.0, 30.0, 31.0]  # the latest step's first
         # stepping back stops following; end resumes it
         await pilot.press("left")
         assert not app.following and app.cursor < len(app.event_log)
-        assert "browsing history · the run has finished" in app.labels()[1]  # not only the moment shown
+        assert "the run has finished (end: follow)" in app.labels()[1]  # not only the moment shown
+        await pilot.pause()
+        assert app.screen.query_one("#header").render().plain.splitlines()[1].startswith(" browsing ")
         await pilot.press("end")
         assert app.following
         await pilot.press("q")
@@ -428,12 +447,12 @@ async def test_the_footer_keeps_help_and_quit_at_the_minimum_size(trace: Path):
         await pilot.pause()
         svg = app.export_screenshot()
     text = "".join(re.findall(r">([^<]*)</text>", svg)).replace("&#160;", " ")
-    assert " ? help " in text and " q quit " in text
+    assert "?helpqquit" in re.sub(r"\s+", "", text)
 
 
 async def test_compare_viewer_draws_both_runs_on_one_scale():
     """Two runs' memory charts share the larger run's peak as full height (here the fsdp fixture
-    against a copy of itself with half its bytes)."""
+    against a copy of itself with half its bytes), said once above them."""
     from collviz.app.compare_view import CompareApp
     from collviz.runtime.wire.protocol import Memory
     from collviz.runtime.wire.trace import read_trace
@@ -450,7 +469,9 @@ async def test_compare_viewer_draws_both_runs_on_one_scale():
         charts = list(app.query("MemoryTimeline"))
         assert [str(c.border_title).split(" · ")[0] for c in charts] == ["full", "half"]
         assert all(c.shared_top == peak for c in charts)
-        assert all(format_bytes(peak) in str(c.border_title) for c in charts)
+        title = str(app.query_one("#compare-title").render())
+        assert f"one scale: full height = {format_bytes(peak)}" in title  # said once, above the charts
+        assert not any("scale" in str(c.border_title) for c in charts)
         rows = {c.id: "".join(s.text for line in c.build_lines(140, 12) for s in line) for c in charts}
         assert f"peak {format_bytes(peak)}" in rows["memory-0"]
         assert f"peak {format_bytes(peak // 2)}" in rows["memory-1"]
@@ -472,3 +493,53 @@ async def test_r_opens_any_rank_s_detail_by_number_beyond_the_digit_keys():
         await pilot.pause()
         assert not isinstance(app.screen, (RankDetailScreen, NumberPrompt))
         await pilot.press("q")
+
+
+async def test_question_mark_opens_the_help_over_every_screen(trace: Path):
+    """? opens the keys over the viewer, a rank's detail and the factor box, and in compare."""
+    from collviz.app.compare_view import CompareApp
+    from collviz.app.screens.factor import FactorScreen
+    from collviz.app.screens.help import HelpScreen
+    from collviz.runtime.wire.trace import read_trace
+
+    app = make_app(trace=trace)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: app.loaded)
+        for opener, screen in ((None, None), ("2", RankDetailScreen), ("b", FactorScreen)):
+            if opener is not None:
+                await pilot.press(opener)
+                await _until(pilot, lambda: isinstance(app.screen, screen))
+            await pilot.press("question_mark")
+            await _until(pilot, lambda: isinstance(app.screen, HelpScreen))
+            await pilot.press("escape")
+            await _until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+            if opener is not None:
+                await pilot.press("escape")
+        await pilot.press("q")
+    events = read_trace(trace).events
+    compare = CompareApp([("a", events), ("b", events)], "the table")
+    async with compare.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await _until(pilot, lambda: isinstance(compare.screen, HelpScreen))
+        assert "one scale" in str(compare.screen.query_one("#help-intro").render())
+        await pilot.press("escape", "q")
+
+
+@pytest.mark.parametrize("kind", ["lesson", "step"])
+async def test_lesson_and_step_footers_say_what_each_key_does_uncut_at_100x30(trace: Path, kind: str):
+    """A lesson's q moves on (n too), so its footer says so; step-through's space runs a step;
+    both keep ? help and q at the right end of 100 columns."""
+    from collviz.app.viewer_options import LessonPlace, ViewerOptions
+
+    if kind == "lesson":
+        app = make_app(trace=trace, options=ViewerOptions(lesson=LessonPlace("collectives", 2, 8, "all-gather")))
+        expected = "spaceplay/pause←back→stependlatestggotostepppreviousQendlesson?helpqnextitem"
+    else:
+        app = make_app(session=FakeSession(all_gather_events(4, step=True), step=True))
+        expected = "spacerunastep←back→stependlatestggotostep?helpqquit"
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.3)
+        svg = app.export_screenshot()
+        await pilot.press("Q" if kind == "lesson" else "q")
+    footer = re.sub(r"\s+", "", "".join(re.findall(r">([^<]*)</text>", svg)).replace("&#160;", " ")).rsplit("─╯", 1)[-1]
+    assert footer == expected

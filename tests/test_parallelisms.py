@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from collviz.runtime.scenarios.training.model import MLP, TinyGPT
 from collviz.runtime.wire.protocol import Check, Collective, Transfer
+from reference_models import ReferenceGPT, ReferenceMLP
 from training_support import N, assert_matches, buffers, events, per_rank_gradients, phase_names, settings_of
 
 
@@ -22,7 +22,7 @@ def _moe_expected(s: dict, n: int) -> tuple[list[torch.Tensor], list[list[list[i
     slot over capacity), and how many slots it sends each expert."""
     torch.manual_seed(s["seed"])
     router = torch.nn.Linear(s["d_model"], n, bias=False)
-    experts = [MLP(s["d_model"], s["hidden"]) for _ in range(n)]
+    experts = [ReferenceMLP(s["d_model"], s["hidden"]) for _ in range(n)]
     capacity = math.ceil(s["capacity_factor"] * s["tokens"] * s["top_k"] / n)
     outputs, choices, sends = [], [], []
     with torch.no_grad():
@@ -135,7 +135,7 @@ def test_fsdp_tp_splits_mlps_in_pairs_shards_across_them_and_equals_one_process(
     equals the single-process model trained on those two batches."""
     trace, s = training_runs["fsdp-tp"], settings_of("fsdp-tp")
     torch.manual_seed(s["seed"])
-    model = TinyGPT(s["vocab"], s["d_model"], s["blocks"], s["seq"])
+    model = ReferenceGPT(s["vocab"], s["d_model"], s["blocks"], s["seq"])
     batches = []
     for data_rank in range(N // 2):
         tokens = torch.randint(s["vocab"], (s["batch"], s["seq"] + 1),

@@ -17,10 +17,10 @@ import torch
 import torch.nn.functional as F
 
 from collviz.app.cli import main
-from collviz.runtime.scenarios.training.model import make_gpt, token_batch
 from collviz.runtime.wire.protocol import Buffer, Check, Memory, RunEnd, Span, Transfer
 from collviz.runtime.wire.trace import TraceContents, read_trace
 from conftest import run_cli
+from reference_models import reference_batch, reference_gpt
 
 SCENARIO = Path(__file__).parent.parent / "scenarios" / "pp.toml"
 RUNS = {"gpipe-4": ("gpipe", 4, 8), "1f1b-4": ("1f1b", 4, 8), "1f1b-2": ("1f1b", 2, 2)}
@@ -116,8 +116,8 @@ def test_every_activation_and_gradient_message_is_a_transfer_of_the_right_size(r
 def test_microbatch_losses_equal_the_whole_model_on_each_slice(runs, key, settings):
     trace, _ = runs[key]
     _, stages, microbatches = RUNS[key]
-    model = make_gpt(settings)
-    inputs, targets = token_batch(settings, 0)
+    model = reference_gpt(settings)
+    inputs, targets = reference_batch(settings, 0)
     with torch.no_grad():
         expected = [float(F.cross_entropy(model(x).reshape(-1, settings["vocab"]), y.reshape(-1)))
                     for x, y in zip(inputs.chunk(microbatches), targets.chunk(microbatches))]
@@ -286,3 +286,20 @@ def test_every_phase_is_narrated_with_the_run_s_numbers(runs, key):
     assert len(begins) == 5 and all(b.narration for b in begins.values())
     schedule = next(b for b in begins.values() if b.key == "schedule")
     assert f"= {(p - 1) / (m + p - 1):.3f} for p = {p}, m = {m}" in schedule.narration
+
+
+def test_the_measured_bubble_is_each_stage_s_idle_share_of_the_step():
+    """Two stages over a 5 ms window: stage 0 computes 0–1 and 2–3 ms (idle 3/5), stage 1 computes
+    1–2 and 3–5 ms (idle 2/5); the mean is 1/2. The ideal for p = 4, m = 4 is 3/7."""
+    from collviz.runtime.reports.pipeline import ideal_bubble, timeline_of
+
+    ms = 1_000_000
+    busy = {0: [(0, 1), (2, 3)], 1: [(1, 2), (3, 5)]}
+    spans = [Span(run="r", rank=rank, seq=i, t_ns=end * ms, phase=1, kind=("forward", "backward")[i], microbatch=0,
+                  duration_ns=(end - start) * ms)
+             for rank, pieces in busy.items() for i, (start, end) in enumerate(pieces)]
+    timeline = timeline_of(spans)
+    assert timeline.window_ns == 5 * ms
+    assert (timeline.bubble(0), timeline.bubble(1)) == pytest.approx((3 / 5, 2 / 5))
+    assert timeline.mean_bubble() == pytest.approx(1 / 2)
+    assert ideal_bubble(4, 4) == pytest.approx(3 / 7) and ideal_bubble(2, 8) == pytest.approx(1 / 9)

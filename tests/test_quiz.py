@@ -48,6 +48,22 @@ def test_values_are_graded_to_the_precision_shown():
     assert short.right[:2] == (True, True) and not any(short.right[2:])
 
 
+def test_a_prediction_one_percent_off_is_wrong():
+    """Three significant digits leave at most half a unit in the third digit (0.5 %) between a
+    shown value and the true one; a 1 % error, or one in the third digit of a small value, is wrong."""
+    events = read_trace(FIXTURES / "all-gather.cvz").events
+    [question] = questions(EventLog(events), rank=0)
+    values = list(question.values)  # 0.1 to 1.6
+    first, last = 0, len(values) - 1
+    off = [f"{v:.6g}" for v in values]
+    off[first] = f"{values[first] * 1.01:.6g}"  # 1 % high
+    off[last] = f"{values[last] * 0.99:.6g}"  # 1 % low
+    marks = grade(question, " ".join(off)).right
+    assert [i for i, right in enumerate(marks) if not right] == [first, last]
+    shown = [f"{v:.3g}" for v in values]  # what the screen shows, each within 0.5 % of the truth
+    assert grade(question, " ".join(shown)).all_right
+
+
 def test_who_predictions_are_rank_sets_per_element():
     events = read_trace(FIXTURES / "all-gather.cvz").events
     [question] = questions(EventLog(events), rank=1)
@@ -135,3 +151,42 @@ def test_a_trace_opened_whole_asks_the_same_questions_as_its_events_in_memory():
         assert questions(stored) == questions(EventLog(events)) and questions(stored)
         for step in range(stored.phase_count):
             assert QuizRound().ask(stored, step) == QuizRound().ask(EventLog(events), step)
+
+
+def test_the_marks_are_a_tally_and_the_wrong_elements_only():
+    """A 16-value question answered with two values changed: the tally, then those two, each with
+    what was typed and what the run reported; all right: the tally alone."""
+    import dataclasses
+
+    from collviz.app.model.quiz import Grade
+    from collviz.app.screens.quiz import marks_text
+
+    events = read_trace(FIXTURES / "all-gather.cvz").events
+    [question] = questions(EventLog(events), rank=0)
+    typed = [f"{v:.3g}" for v in question.values]
+    assert marks_text(grade(question, " ".join(typed))).plain == "✓ all 16 right"
+    typed[3], typed[9] = "7", "8"
+    lines = marks_text(grade(question, " ".join(typed))).plain.splitlines()
+    def shown(v: float) -> str:  # the panels' way: a float with no fraction keeps its .0 among fractions
+        return f"{v:.1f}" if v.is_integer() else f"{v:.3g}"
+
+    assert lines == ["✗ 14 of 16 right",
+                     f"✗ [3] you: 7   the run: {shown(question.values[3])}",
+                     f"✗ [9] you: 8   the run: {shown(question.values[9])}"]
+    one = Grade(dataclasses.replace(question, values=(1.0, 1.4)), "values", ("2", "1.4"), (False, True))
+    assert marks_text(one).plain.splitlines()[1] == "✗ [0] you: 2   the run: 1.0"  # a float result, not 1
+    who = marks_text(grade(question, "who: " + ", ".join(["0"] * 16))).plain.splitlines()
+    assert who[0] == "✗ 4 of 16 right"  # elements 0-3 are rank 0's shard, 4-15 the others'
+    assert who[1:] == [f"✗ [{i}] you: 0   the run: r{i // 4}" for i in range(4, 16)]
+
+
+def test_past_sixteen_wrong_elements_the_rest_are_counted():
+    from collviz.app.model.quiz import Grade
+    from collviz.app.screens.quiz import WRONG_LISTED, marks_text
+
+    events = read_trace(FIXTURES / "all-gather.cvz").events
+    [question] = questions(EventLog(events), rank=0)
+    many = Grade(question, "values", ("1",) * 64, (False,) * 60 + (True,) * 4)
+    lines = marks_text(many).plain.splitlines()
+    assert lines[0] == "✗ 4 of 64 right" and len(lines) == 1 + WRONG_LISTED + 1
+    assert lines[-1] == f"… and {60 - WRONG_LISTED} more wrong"

@@ -259,3 +259,49 @@ def test_nvml_figures_of_ranks_sharing_a_gpu_say_they_are_the_whole_gpus():
     assert [ranks_sharing(shared, r) for r in range(5)] == [3, 2, 3, 2, 3]  # type: ignore[arg-type]
     on_cpu = SimpleNamespace(ranks=[SimpleNamespace(rank=r, device="cpu") for r in range(4)])
     assert ranks_sharing(on_cpu, 2) == 1  # type: ignore[arg-type]
+
+
+
+def test_the_legend_s_last_shade_names_every_count_it_stands_for():
+    """Sums of 8 or more ranks share the lightest shade: at 16 ranks its swatch says Σ8–16 (cells
+    name up to Σ16), at 8 just Σ8, at 4 the swatches stop at Σ4."""
+    from collviz.app.widgets.legend import legend_text
+
+    def swatches(world: int) -> list[str]:
+        return [word.strip("\u00a0") for word in legend_text(world, labelled_rows=True).plain.split() if "Σ" in word]
+
+    assert swatches(16) == ["Σ2", "Σ3", "Σ4", "Σ5", "Σ6", "Σ7", "Σ8–16"]
+    assert swatches(8)[-1] == "Σ8" and swatches(4) == ["Σ2", "Σ3", "Σ4"]
+
+
+def test_a_summary_line_keeps_whole_figures_and_says_what_it_left_out():
+    """A narrow panel drops the checksum (then the mean…) whole, with an ellipsis, rather than
+    cutting 'crc deadbeef' to 'crc dea'."""
+    from collviz.app.widgets.render import summary_text
+    from collviz.runtime.wire.protocol import BufferSummary
+
+    summary = BufferSummary(min=-1.0, max=2.0, mean=0.5, crc32="deadbeef", picture=[0.0])
+    whole = "  min -1 max 2 mean 0.5 crc deadbeef"
+    assert summary_text(summary, 80) == summary_text(summary, len(whole)) == whole
+    assert summary_text(summary, len(whole) - 1) == "  min -1 max 2 mean 0.5 …"
+    assert summary_text(summary, 12) == "  min -1 …"
+    assert summary_text(summary, 5) == "  …"
+
+
+def test_run_text_is_cut_by_terminal_cells_not_characters():
+    """An emoji takes two cells: a failed rank's error with emoji, cut to a heatmap row, fills its
+    room exactly and says it was cut, so the columns beside it stay in line (cut by characters,
+    it ran past its room)."""
+    from rich.cells import cell_len
+
+    from collviz.app.widgets.rank_heatmap import RankHeatmap
+    from collviz.app.widgets.render import fit_cells
+    from collviz.app.model import MemoryTrack, RankView
+
+    error = "failed: 🚨 gloo timed out ⏳ waiting for rank 2 ❌ after 3000 ms"
+    assert fit_cells("plain", 5) == "plain" and fit_cells("🚨🚨🚨", 4) == "🚨 …"  # a half emoji is a space
+    assert cell_len(fit_cells(error, 20)) == 20 and fit_cells(error, 20).endswith("…")
+    rank = RankView(rank=3, device="cpu", backend="gloo", state="error", status=error, phase=1, buffers=(),
+                    collective=None, memory=MemoryTrack((), (), (), (), 0, 0, 0, 0, 0))
+    row = RankHeatmap._row(rank, None, 4, 30)
+    assert sum(cell_len(segment.text) for segment in row) == 30

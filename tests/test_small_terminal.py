@@ -1,42 +1,29 @@
-"""At 100×30, the smallest size the viewer draws, no number loses its unit: every step of every
-fixture trace is walked and the screen's text searched for a number followed by a cut unit
-(``8.38 m`` for ms, ``211.8 K…`` for KiB) at a pane's edge or before an ellipsis."""
+"""At 100×30, the smallest size the viewer draws, and there with ``--present``: every step of every
+fixture trace (and of a 16-rank run and an imported NCCL log) is walked; the current call's S, t,
+algbw and busbw with its factor are on the screen without scrolling, and no number loses its unit
+(the screen's text is searched for a number followed by a cut unit, ``8.38 m`` for ms,
+``211.8 K…`` for KiB, at a pane's edge or before an ellipsis)."""
 
 from __future__ import annotations
 
-import html
-import re
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from collviz.app.app import make_app
+from collviz.app.model import CallCost
+from collviz.app.viewer_options import ViewerOptions
+from collviz.runtime.observation.metrics import Bandwidth
+from collviz.runtime.sources.detect import open_artifacts
+from screen_support import cut_units, headline, walk_every_step
 from test_app import _until
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TRACES = ("all-gather", "reduce-scatter", "all-reduce", "all-gather-ring", "ring-all-reduce", "desync", "hang",
           "moe", "pp", "fsdp-tiny")
-UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "ns", "µs", "ms", "s", "B/s", "kB/s", "MB/s", "GB/s", "TB/s")
-CUT_UNITS = {unit[:i] for unit in UNITS for i in range(1, len(unit))} - set(UNITS)
-"""Beginnings of a unit that are not a unit themselves: what a cut unit looks like."""
-AT_AN_EDGE = re.compile(r"\d(?:\.\d+)? ?([A-Za-zµ/]+)(?:…|$|(?=[│╮╯╭╰┃▏]))")
-
-
-def screen_lines(svg: str) -> list[str]:
-    """The screen's text, one string per row, from Textual's SVG screenshot."""
-    rows: dict[float, list[tuple[float, str]]] = {}
-    for attributes, body in re.findall(r"<text([^>]*)>(.*?)</text>", svg):
-        x, y = re.search(r'x="([\d.]+)"', attributes), re.search(r'y="([\d.]+)"', attributes)
-        if x and y:
-            text = html.unescape(re.sub(r"<[^>]+>", "", body)).replace("\xa0", " ")
-            rows.setdefault(float(y.group(1)), []).append((float(x.group(1)), text))
-    return ["".join(text for _, text in sorted(parts)) for _, parts in sorted(rows.items())]
-
-
-def cut_units(lines: list[str]) -> list[str]:
-    """The lines where a number's unit is cut."""
-    return [line.strip() for line in lines for match in AT_AN_EDGE.finditer(line.rstrip())
-            if match.group(1) in CUT_UNITS]
+WITHOUT_CALLS = ("all-gather-ring", "ring-all-reduce", "pp")
+"""Fixtures whose ranks only send and receive: no collective call has a cost."""
 
 
 def test_the_search_finds_a_cut_unit_and_passes_whole_ones():
@@ -46,23 +33,39 @@ def test_the_search_finds_a_cut_unit_and_passes_whole_ones():
     assert cut_units(["│all_gather 16 B→64 B 8.38 ms│", "t = 4.5 ms", "12.8 KiB in → 3.2 KiB out"]) == []
 
 
-@pytest.mark.parametrize("name", TRACES)
-async def test_every_step_at_100x30_keeps_every_unit_whole(name):
-    app = make_app(trace=FIXTURES / f"{name}.cvz")
-    found: list[str] = []
-    async with app.run_test(size=(100, 30)) as pilot:
-        for _ in range(400):
-            if app.loaded:
-                break
-            await pilot.pause(0.05)
-        await pilot.press("home")
-        for _ in range(len(app.event_log.step_ends) + 1):
-            await pilot.pause()
-            found += [f"step {app.current_view().step + 1}: {line}" for line in cut_units(screen_lines(
-                app.export_screenshot()))]
-            await pilot.press("right")
-        await pilot.press("q")
-    assert found == []
+def test_the_headline_writes_s_t_algbw_and_busbw_with_the_factor():
+    cost = CallCost(op="all_reduce", group="world", ranks=16, dtype="float32", bytes_in=4096, bytes_out=4096,
+                    algo_bytes=4096, seconds=0.002, timed="call", calls=1, reported=16, rate=None)
+    assert headline(cost) == ["S = 4.0 KiB", "t = 2 ms"]
+    timed = dataclasses.replace(cost, rate=Bandwidth(algbw=2048e3, busbw=3840e3, formula=""))
+    assert headline(timed)[2:] == ["algbw = S/t = 2.05 MB/s", "busbw = algbw × 2·15/16", "= 3.84 MB/s"]
+
+
+def _app(name: str, present: bool):
+    """The viewer of fixture ``name`` (``16-ranks``: a synthetic all-gather on 16 ranks, and
+    ``16-ranks-all-reduce`` the same called an all-reduce, whose factor 2·15/16 makes busbw's
+    line the longest; ``nccl-import``: the NCCL log fixture, imported)."""
+    options = ViewerOptions(present=present)
+    if name.startswith("16-ranks"):
+        import msgspec
+
+        from collviz.runtime.wire.protocol import Collective
+        from fixtures.synthetic import all_gather_events
+
+        op = "all_reduce" if name.endswith("all-reduce") else "all_gather"
+        events = [msgspec.structs.replace(e, op=op) if isinstance(e, Collective) else e for e in all_gather_events(16)]
+        return make_app(events=events, options=options)
+    if name == "nccl-import":
+        return make_app(events=open_artifacts([FIXTURES / "nccl" / "job-4ranks.log"]).events, options=options)
+    return make_app(trace=FIXTURES / f"{name}.cvz", options=options)
+
+
+@pytest.mark.parametrize("present", [False, True], ids=["plain", "present"])
+@pytest.mark.parametrize("name", (*TRACES, "16-ranks", "16-ranks-all-reduce", "nccl-import"))
+async def test_every_step_at_100x30_shows_the_call_s_figures_and_keeps_every_unit_whole(name, present):
+    walk = await walk_every_step(_app(name, present), (100, 30))
+    assert walk.cut == [] and walk.hidden == []
+    assert walk.checked or name in WITHOUT_CALLS, name  # the walk met calls to check
 
 
 @pytest.mark.parametrize(("ranks", "size"), [(4, (100, 30)), (64, (100, 30)), (8, (100, 32)), (64, (160, 50))])
@@ -86,18 +89,27 @@ async def test_every_side_pane_fits_the_side_column(ranks, size):
 
 
 def test_the_side_column_is_shared_by_priority():
-    """Worked by hand: the cost pane keeps its figures (9 rows from 24, 7 from 18, else 5), the
-    legend goes when the narration and transfers would have fewer than 9 rows beside it, then the
-    transfers take a third of the rest (at least 4 where 9 are left)."""
+    """Worked by hand: the cost pane keeps its headline (4 lines here, 7 with its details) and, in
+    a column of 24 rows or more, grows to 9 rows; a pane with one line to say gets that line; the
+    legend goes when the narration (5) and transfers (5, or 3 for one line) would not fit beside
+    it; the transfers take a third of the rest (at least 5), no more than their text needs."""
     from collviz.app.widgets.side_column import SideShares, side_shares
+    from collviz.app.widgets.text_pane import PaneRows
 
-    assert side_shares(20, 4) == SideShares(narration=5, cost=7, transfers=4, legend=4)  # 100x30, 4 ranks
-    assert side_shares(20, 5) == SideShares(narration=9, cost=7, transfers=4, legend=0)  # 8 ranks' longer legend
-    assert side_shares(38, 4) == SideShares(narration=17, cost=9, transfers=8, legend=4)  # 160x50
-    assert side_shares(12, 4) == SideShares(narration=4, cost=5, transfers=3, legend=0)  # the pipeline pane shown
-    assert side_shares(20, 4, with_cost=False) == SideShares(narration=11, cost=0, transfers=5, legend=4)
-    for height in range(8, 81):
+    call, listing = PaneRows(4, 7), PaneRows(2, 14)
+    assert side_shares(20, 4, call, listing) == SideShares(narration=5, cost=6, transfers=5, legend=4)  # 100x30
+    assert side_shares(20, 5, call, listing) == SideShares(narration=9, cost=6, transfers=5, legend=0)  # 8 ranks
+    assert side_shares(38, 4, call, listing) == SideShares(narration=17, cost=9, transfers=8, legend=4)  # 160x50
+    assert side_shares(38, 4, call, PaneRows(2, 3)) == SideShares(narration=20, cost=9, transfers=5, legend=4)
+    quiet = PaneRows(1, 1)
+    assert side_shares(20, 4, quiet, quiet) == SideShares(narration=10, cost=3, transfers=3, legend=4)
+    assert side_shares(12, 4, call, listing) == SideShares(narration=3, cost=6, transfers=3, legend=0)  # pipeline
+    assert side_shares(3, 4, PaneRows(6, 9), listing) == SideShares(narration=0, cost=3, transfers=0, legend=0)
+    for height in range(3, 81):
         for legend in range(1, 9):
-            shares = side_shares(height, legend)
-            assert shares.narration + shares.cost + shares.transfers + shares.legend == height
-            assert min(shares.narration, shares.transfers) >= 0
+            for cost in (call, quiet, PaneRows(1, 12)):
+                for transfers in (listing, quiet):
+                    shares = side_shares(height, legend, cost, transfers)
+                    assert shares.narration + shares.cost + shares.transfers + shares.legend == height
+                    assert min(shares.narration, shares.transfers) >= 0
+                    assert shares.cost >= min(height, cost.least + 2)

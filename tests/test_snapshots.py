@@ -163,6 +163,22 @@ def test_fsdp_reduce_scatter_at_100x30_shows_gradients_before_and_the_kept_shard
     assert snap_compare(_app("fsdp-tiny"), terminal_size=(100, 30), run_before=_at_step(step))
 
 
+@pytest.mark.parametrize("present", [False, True], ids=["plain", "present"])
+def test_fsdp_all_gather_at_100x30_keeps_the_cost_headline(snap_compare, present):
+    """Block 0's forward all-gather at the smallest size, plain and in the projector layout: the
+    cost pane's headline (S, t, algbw, busbw × 3/4) whole above the transfers and legend."""
+    from collviz.app.viewer_options import ViewerOptions
+
+    from collviz.app.theme import palette_for
+
+    app = make_app(trace=FIXTURES / "fsdp-tiny.cvz", mask_volatile=True, options=ViewerOptions(present=present))
+    step = _fsdp_step("block 0 forward: all-gather")
+    try:
+        assert snap_compare(app, terminal_size=(100, 30), run_before=_at_step(step))
+    finally:
+        palette_for("textual-dark")  # the palette is module state: leave it as the next test expects
+
+
 def test_a_quiz_question_in_fsdp(snap_compare):
     """The quiz in a training scenario: block 0's forward all-gather asks whose data one row of
     rank 0's gathered W_query holds."""

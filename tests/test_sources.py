@@ -226,6 +226,23 @@ def test_summary_export_and_viewer_model_take_every_import(made, tmp_path):
         _imports(made)["healthy"].events)
 
 
+@pytest.mark.parametrize("present", [False, True], ids=["plain", "present"])
+@pytest.mark.parametrize("name", ["healthy", "hang", "profile"])
+async def test_every_step_of_an_import_at_100x30_shows_its_call_s_figures(made, name, present):
+    """Flight Recorder dumps (healthy, hung) and profiler traces, at the smallest size, plain and
+    in the projector layout: each step's call shows S (and t, algbw, busbw where the artifact has
+    times) on the screen."""
+    from collviz.app.viewer_options import ViewerOptions
+    from screen_support import walk_every_step
+
+    where = {"healthy": made["healthy"] / "fr" / "json", "hang": made["hang"] / "fr" / "pickle",
+             "profile": made["healthy"] / "profile"}[name]
+    run = open_artifacts([where])
+    walk = await walk_every_step(make_app(events=run.events, options=ViewerOptions(present=present)), (100, 30))
+    assert walk.hidden == [] and walk.cut == [] and walk.checked >= len(jobs.HANG_CALLS if name == "hang" else
+                                                                         jobs.HEALTHY_CALLS)
+
+
 async def _last_step_panes(events, back: int = 0) -> dict[str, str]:
     """The transfers pane's title and the text of the transfers, cost and memory panes at the last
     step, or ``back`` steps before it (each pane's text on one line)."""
@@ -252,7 +269,9 @@ async def test_the_viewer_says_what_an_artifact_does_not_hold(made):
     assert f"all_reduce #{len(jobs.HANG_CALLS) + 1} has not ended on {waiting}: no cost" in panes["cost"]
     assert panes["memory"] == "memory not recorded: the imported artifact holds none"
     cost = (await _last_step_panes(events, back=1))["cost"]  # the skipper's last call, completed everywhere
-    assert "time: not recorded: a Flight Recorder dump records durations only with timing on" in cost
+    gathered = jobs.ELEMENTS * FLOAT32 * jobs.WORLD  # the skipper's last call: an all_gather of every input
+    assert f"S = {gathered} B · t not recorded" in cost  # the headline says t is missing, the details why
+    assert "t: not recorded: a Flight Recorder dump records durations only with timing on" in cost
     assert "t = " not in cost  # no duration made up from the phase's edges
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from collviz.runtime.scenarios.training.model import MLP
 from collviz.runtime.wire.protocol import Buffer, Check, Collective, Freed, Memory, Phase, RunEnd, RunStart, Transfer
 from collviz.runtime.wire.trace import TraceContents
+from reference_models import ReferenceMLP
 from training_support import N, assert_matches, buffers, events, per_rank_gradients, phase_names, settings_of
 
 
@@ -77,7 +77,7 @@ def test_ring_provenance_grows_hop_by_hop(training_runs):
 def test_tp_output_equals_the_unsharded_mlp_and_shards_are_its_slices(training_runs):
     trace, s = training_runs["tp"], settings_of("tp")
     torch.manual_seed(s["seed"])
-    mlp = MLP(s["d_model"], s["hidden"])
+    mlp = ReferenceMLP(s["d_model"], s["hidden"])
     x = torch.randn(s["batch"], s["d_model"], generator=torch.Generator().manual_seed(s["seed"] + 1))
     with torch.no_grad():
         expected = mlp(x)

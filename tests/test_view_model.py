@@ -410,3 +410,15 @@ def test_the_first_transfers_in_order_are_those_of_a_full_stable_sort():
             expected.sort()  # (destination, key, arrival): the stable order, computed without numpy
             got = _first_in_order(dsts, orders, count).tolist()
             assert got == [i for _, _, i in expected[:count]], (case, count)
+
+
+def test_a_rank_s_status_names_a_phase_only_other_than_the_step_shown():
+    """The header and the narration name the step; a rank in it says just done or running, a
+    rank elsewhere (behind, in a live run) names where it is."""
+    events = all_gather_events(4)
+    log = EventLog(events)
+    assert {rank.status for rank in view_at(log, log.step_ends[1]).ranks} == {"done"}
+    begun = next(i for i, e in enumerate(events) if isinstance(e, Phase) and e.index == 1 and e.rank == 0)
+    live = view_at(EventLog(events[:begun + 1]), begun + 1)  # rank 0 has begun step 2, the rest not yet
+    assert live.step == 1
+    assert [rank.status for rank in live.ranks] == ["running"] + [f"done {PHASES[0]}"] * 3

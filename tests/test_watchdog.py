@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from collviz.runtime.wire.protocol import Collective, Phase
 from collviz.runtime.observation.watchdog import CollectiveWatch
 
@@ -77,3 +79,13 @@ def test_a_rank_never_seen_is_said_so_plainly():
         watch.observe(_coll(rank, "begin", "all_reduce", 0, 0))
     [stall] = watch.check(5 * S)
     assert stall.elsewhere == {3: "rank 3 never arrived (before its first phase)"}
+
+
+def test_a_stall_is_reported_once_the_timeout_has_passed_and_not_before():
+    watch = CollectiveWatch(timeout_s=5)
+    for rank in (0, 1, 2):
+        watch.observe(_coll(rank, "begin", "all_reduce", 2, 10))
+    assert watch.check(int(14.9 * S)) == []
+    stalls = watch.check(int(15.1 * S))
+    assert [(s.waiting, s.waited_s) for s in stalls] == [([0, 1, 2], pytest.approx(5.1))]
+    assert stalls[0].text == "all_reduce #2 on group world: ranks 0–2 waiting 5 s; rank 3 never arrived (before its first phase)"

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from collviz.runtime.scenarios.training.model import TinyGPT
+from reference_models import ReferenceGPT
 from collviz.runtime.wire.protocol import Buffer, Phase
 from collviz.runtime.wire.trace import TraceContents
 
@@ -46,7 +46,7 @@ def single_process_step() -> dict:
     s = settings_of("ddp")
     assert all(settings_of("fsdp")[k] == s[k] for k in ("seed", "vocab", "d_model", "blocks", "seq", "batch", "lr"))
     torch.manual_seed(s["seed"])
-    model = TinyGPT(s["vocab"], s["d_model"], s["blocks"], s["seq"])
+    model = ReferenceGPT(s["vocab"], s["d_model"], s["blocks"], s["seq"])
     batches = []
     for rank in range(N):
         tokens = torch.randint(s["vocab"], (s["batch"], s["seq"] + 1), generator=torch.Generator().manual_seed(s["seed"] + 1 + rank))
@@ -71,7 +71,7 @@ def per_rank_gradients(name: str) -> list[torch.Tensor]:
     gradients = []
     for rank in range(N):
         torch.manual_seed(s["seed"])
-        model = TinyGPT(s["vocab"], s["d_model"], s["blocks"], s["seq"])
+        model = ReferenceGPT(s["vocab"], s["d_model"], s["blocks"], s["seq"])
         tokens = torch.randint(s["vocab"], (s["batch"], s["seq"] + 1), generator=torch.Generator().manual_seed(s["seed"] + 1 + rank))
         logits = model(tokens[:, :-1])
         F.cross_entropy(logits.reshape(-1, s["vocab"]), tokens[:, 1:].reshape(-1)).backward()

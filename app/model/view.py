@@ -117,11 +117,13 @@ class Labels(NamedTuple):
     """The header's words from the app: ``mode`` (replay, live, step-through, paced…),
     ``playback`` (where the view is and what the controls do), and ``history``: whether the frame
     shows a moment other than the run's present (a replay, or a live run browsed back), so the run's
-    state at the cursor is "the run here", not the run now."""
+    state at the cursor is "the run here", not the run now; ``kind``: ``replay``, ``live`` or
+    ``stepping``, what the viewer does while it follows its run."""
 
     mode: str
     playback: str
     history: bool
+    kind: str = "replay"
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,8 @@ def _memory(index: RankIndex, cursor: int, step: int) -> MemoryTrack:
 
 
 def _rank_status(index: RankIndex, cursor: int, step: int, names: dict[int, str]) -> tuple[RankState, str, int | None]:
-    """State, a short sentence and the current phase of one rank at the cursor."""
+    """State, a short sentence and the current phase of one rank at the cursor (the phase named
+    only where it is not the step shown)."""
     if index.end is not None and index.end[0] < cursor and (index.end[1].phase or 0) <= step:
         end: RankEnd = index.end[1]
         if end.status == "ok":
@@ -218,6 +221,8 @@ def _rank_status(index: RankIndex, cursor: int, step: int, names: dict[int, str]
             return "waiting", f"waiting at gate {gate + 1}", gate  # gate k opens step k, 1-based on screen
     if phase_at >= 0:
         event = index.phases.events[phase_at]
+        if event.index == step:  # the step the header and narration already name: not a third time
+            return "running", "running" if event.edge == "begin" else "done", event.index
         name = names.get(event.index, event.name)
         verb = "in" if event.edge == "begin" else "done"
         return "running", f"{verb} {name}", event.index

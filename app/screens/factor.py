@@ -62,7 +62,8 @@ def factor_explanation(cost: CallCost) -> Text:
 class FactorScreen(ModalScreen[None]):
     """A box explaining the bus factor of one call; esc or b closes it."""
 
-    BINDINGS = [Binding("escape", "dismiss", "close"), Binding("b", "dismiss", "close", show=False)]
+    BINDINGS = [Binding("escape", "dismiss", "close"), Binding("b", "dismiss", "close", show=False),
+                Binding("question_mark", "app.help", "help", key_display="?", show=False)]
 
     def __init__(self, cost: CallCost) -> None:
         super().__init__()

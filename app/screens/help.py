@@ -15,17 +15,28 @@ __all__ = ["HelpScreen", "scroll_hint"]
 INTRO = (
     "Each rank panel shows that rank's buffers; a cell's colour says which rank's data it holds. "
     "Steps are the scenario's phases: ←/→ move between them in every mode, even while a live run "
-    "goes on. Click a rank panel for its full detail."
+    "goes on. Click a rank panel for its full detail; ctrl+p opens Textual's command palette."
 )
 
 
 class HelpScreen(ModalScreen[None]):
-    """Keys and what they do, taken from the app's bindings."""
+    """Keys and what they do, taken from the app's bindings, under ``intro`` (the viewer's by
+    default): any of collviz's apps opens it on ``?``."""
 
     BINDINGS = [
         Binding("escape", "dismiss", "close"),
         Binding("question_mark", "dismiss", "close", show=False),
     ]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    #help-box { width: 80; max-width: 95%; height: auto; max-height: 90%; border: thick $primary;
+                background: $surface; padding: 1 2; }
+    #help-intro { margin-bottom: 1; }
+    """
+
+    def __init__(self, intro: str = INTRO) -> None:
+        super().__init__()
+        self.intro = intro
 
     def compose(self) -> ComposeResult:
         """A table of keys under a short introduction."""
@@ -36,7 +47,7 @@ class HelpScreen(ModalScreen[None]):
             if isinstance(binding, Binding) and binding.description:
                 table.add_row(binding.key_display or binding.key, binding.tooltip or binding.description)
         with VerticalScroll(id="help-box"):
-            yield Static(INTRO, id="help-intro")
+            yield Static(Text(self.intro), id="help-intro")
             yield Static(table)
 
     def on_mount(self) -> None:

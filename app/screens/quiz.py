@@ -16,21 +16,33 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from ..model.quiz import Grade, Question, grade
+from ..widgets.render import format_values
 
 __all__ = ["QuizScreen", "marks_text"]
 
 
+WRONG_LISTED = 16
+"""Wrong elements listed one by one; beyond, only counted."""
+
+
 def marks_text(graded: Grade) -> Text:
-    """One line per element: the prediction, what the run reported, ✓ or ✗; then the tally."""
+    """The tally (``✓ 62 of 64 right``), then only the elements predicted wrong: the prediction
+    and what the run reported, written as the rank panels write it (a float result keeps its
+    ``.0``)."""
     question = graded.question
+    right, total = sum(graded.right), len(graded.right)
     text = Text()
-    actual = ([f"{v:.4g}" for v in question.values] if graded.kind == "values"
+    text.append("✓ " if right == total else "✗ ", style="bold green" if right == total else "bold red")
+    text.append(f"all {total} right" if right == total and total > 1 else f"{right} of {total} right", style="bold")
+    actual = (format_values(question.values) if graded.kind == "values"
               else ["+".join(f"r{r}" for r in sorted(s)) or "none" for s in question.provenance])
-    for i, (real, right) in enumerate(zip(actual, graded.right)):
+    wrong = [i for i, ok in enumerate(graded.right) if not ok]
+    for i in wrong[:WRONG_LISTED]:
         said = graded.predicted[i] if i < len(graded.predicted) else "—"
-        text.append("✓ " if right else "✗ ", style="bold green" if right else "bold red")
-        text.append(f"[{i}] you: {said}   the run: {real}\n")
-    text.append(f"{sum(graded.right)} of {len(graded.right)} right", style="bold")
+        text.append("\n✗ ", style="bold red")
+        text.append(f"[{i}] you: {said}   the run: {actual[i]}")
+    if len(wrong) > WRONG_LISTED:
+        text.append(f"\n… and {len(wrong) - WRONG_LISTED} more wrong", style="dim")
     return text
 
 

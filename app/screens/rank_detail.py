@@ -33,7 +33,8 @@ def _row_width(buffer: Buffer) -> int:
 class RankDetailScreen(ModalScreen[None]):
     """The focused rank; follows the cursor while open (the app calls :meth:`show_view`)."""
 
-    BINDINGS = [Binding("escape", "dismiss", "back"), Binding("enter", "dismiss", "back", show=False)]
+    BINDINGS = [Binding("escape", "dismiss", "back"), Binding("enter", "dismiss", "back", show=False),
+                Binding("question_mark", "app.help", "help", key_display="?", show=False)]
 
     def __init__(self, rank: int, view: ViewState, *, mask_volatile: bool = False) -> None:
         super().__init__()

@@ -95,7 +95,7 @@ class ViewerScreen(Screen[None]):
         yield self._log
         yield Static(f"terminal too small (need {MIN_SIZE[0]}x{MIN_SIZE[1]})", id="too-small")
         yield WorkProgress(id="work")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)  # every key's word uncut at 100 columns
 
     def on_mount(self) -> None:
         """Check the size, then show any view that arrived before the panes existed."""
@@ -152,6 +152,7 @@ class ViewerScreen(Screen[None]):
         self._cost.show(view)
         self._transfers.show(view)
         self._pipeline.show(view)
+        self._memory.set_class(not any(rank.memory.length for rank in view.ranks), "-empty")
         self._memory.show(view)
         if self._log.has_class("-visible"):
             self._log.show(view)
@@ -178,8 +179,12 @@ class ViewerScreen(Screen[None]):
         self._side.share()
 
     def set_present(self, present: bool) -> None:
-        """The projector layout: memory, cost and event log hidden, wider cells (see app.tcss)."""
+        """The projector layout: memory and event log hidden, the cost pane's headline alone, wider
+        cells (see app.tcss)."""
         self.set_class(present, "-present")
+        self._cost.compact = present
+        if self._view is not None and self._ready:
+            self._cost.show(self._view)
         self._side.share()
         for panel in self.query(RankPanel):
             panel.padding = 2 if present else 0

@@ -1,12 +1,16 @@
 """The cost pane: what the step's collective calls moved and what they cost.
 
-For the step's latest call: bytes per rank in and out, the time and what it measured,
-algbw = S/t and busbw = algbw × factor with the numbers; the step's earlier calls are listed on
-one line. ``b`` opens the "why this factor" explanation.
+For the step's latest call, a headline (what it was, S and t, algbw = S/t, busbw = algbw × factor:
+the figures a layout keeps on screen first), then what they stand on (bytes per rank in and out,
+what the time measured, the factor's formula); the step's earlier calls are listed on one line.
+``b`` opens the "why this factor" explanation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from rich.cells import cell_len
 from rich.text import Text
 
 from collviz.runtime.observation.metrics import human_rate
@@ -16,7 +20,7 @@ from ..model import CallCost, ViewState
 from .render import format_bytes
 from .text_pane import TextPane
 
-__all__ = ["CostPane", "cost_lines", "format_seconds", "TIMED_LABELS", "MASKED"]
+__all__ = ["CostPane", "cost_headline", "cost_details", "cost_lines", "format_seconds", "TIMED_LABELS", "MASKED"]
 
 TIMED_LABELS = {
     "call": "slowest rank's call",
@@ -40,40 +44,73 @@ MASKED = "‒.‒‒"
 """What a time or a bandwidth shows as when volatile figures are masked (snapshot tests)."""
 
 
-def cost_lines(cost: CallCost, mask_volatile: bool = False, untimed: str = "") -> Text:
-    """The figures of one call in short lines: what, bytes per rank, time, algbw and busbw with
-    the numbers that make them (times and rates as :data:`MASKED` with ``mask_volatile``);
-    ``untimed`` says why a call of an imported run has no time."""
-    seconds = (lambda t: f"{MASKED} s") if mask_volatile else format_seconds  # noqa: E731
-    rate = (lambda r: f"{MASKED} B/s") if mask_volatile else human_rate  # noqa: E731
+def cost_headline(cost: CallCost, mask_volatile: bool = False, width: int | None = None) -> Text:
+    """The call's headline: what it was, then S and t, algbw = S/t and busbw = algbw × factor
+    (times and rates as :data:`MASKED` with ``mask_volatile``): the lines a layout keeps on
+    screen before any other (an untimed call's: what it was, S, and that t is missing). Where
+    busbw's line is wider than ``width`` its figure goes on a line of its own, so a wrap never
+    parts a number from its unit."""
+    seconds = _seconds(mask_volatile)
     text = Text()
     text.append(cost.op, "bold")
     group = "" if cost.group == "world" else f" on {cost.group}"
     text.append(f"{group} · {cost.ranks} ranks · {cost.dtype}")
     if cost.reported < cost.ranks:
         text.append(f" · {cost.reported} of {cost.ranks} ranks so far", "dim")
+    text.append(f"\nS = {format_bytes(cost.algo_bytes)} · ")
+    if cost.seconds is None:
+        text.append(f"t {TIMED_LABELS[cost.timed]}", "dim")
+        return text
+    text.append(f"t = {seconds(cost.seconds)}")
+    if cost.rate is None:
+        return text
+    rate = f"{MASKED} B/s" if mask_volatile else None
+    text.append(f"\nalgbw = S/t = {rate or human_rate(cost.rate.algbw)}")
+    formula, busbw = f"busbw = algbw × {_factor(cost.op, cost.ranks)}", f"= {rate or human_rate(cost.rate.busbw)}"
+    parted = width is not None and cell_len(f"{formula} {busbw}") > width
+    text.append(f"\n{formula}\n      {busbw}" if parted else f"\n{formula} {busbw}")
+    return text
+
+
+def cost_details(cost: CallCost, mask_volatile: bool = False, untimed: str = "") -> Text:
+    """What the headline's figures stand on, one short line each: bytes per rank in and out (each
+    rank's, for an uneven call), what t measured (``untimed``: why an imported call has no time)
+    and the bus factor's formula."""
+    text = Text()
     if cost.even:
-        text.append(f"\n{format_bytes(cost.bytes_in)} in → {format_bytes(cost.bytes_out)} out per rank")
+        text.append(f"{format_bytes(cost.bytes_in)} in → {format_bytes(cost.bytes_out)} out per rank")
     else:
-        text.append("\nuneven: each rank's in → out", "dim")
-        text.append_text(_per_rank_text(cost, seconds))
+        text.append("uneven: each rank's in → out", "dim")
+        text.append_text(_per_rank_text(cost, _seconds(mask_volatile)))
     if cost.seconds is None:
         why = f": {untimed}" if cost.timed == "absent" and untimed else ""
-        text.append(f"\ntime: {TIMED_LABELS[cost.timed]}{why}", "dim")
+        text.append(f"\nt: {TIMED_LABELS[cost.timed]}{why}", "dim")
         return text
     repeats = f", median of {cost.calls}" if cost.calls > 1 else ""
     whose = f" (r{cost.slowest})" if cost.slowest is not None and cost.timed == "call" else ""
+    own = f"; S is r{cost.slowest}'s" if not cost.even and cost.slowest is not None else ""
     clock = {"gpu": ", GPU time (CUDA events)", "host": ""}.get(cost.clock, "")
-    text.append(f"\nt = {seconds(cost.seconds)}")
-    text.append(f" {TIMED_LABELS[cost.timed]}{whose}{repeats}{clock}", "dim")
-    if cost.rate is None:
-        return text
-    own = f" (r{cost.slowest}'s)" if not cost.even and cost.slowest is not None else ""
-    text.append(f"\nalgbw = S/t = {format_bytes(cost.algo_bytes)}{own}/{seconds(cost.seconds)}"
-                f" = {rate(cost.rate.algbw)}")
-    text.append(f"\nbusbw = algbw × {_factor(cost.op, cost.ranks)} = {rate(cost.rate.busbw)}")
-    text.append(f"\n{_factor_name(cost.op)}, n = {cost.ranks} · b: why", "dim italic")
+    text.append(f"\nt: {TIMED_LABELS[cost.timed]}{whose}{repeats}{clock}{own}", "dim")
+    if cost.rate is not None:
+        text.append(f"\nfactor {_factor_name(cost.op)}, n = {cost.ranks} · b: why", "dim italic")
     return text
+
+
+def cost_lines(cost: CallCost, mask_volatile: bool = False, untimed: str = "") -> Text:
+    """The call's :func:`cost_headline`, then its :func:`cost_details`."""
+    text = cost_headline(cost, mask_volatile)
+    text.append("\n")
+    text.append_text(cost_details(cost, mask_volatile, untimed))
+    return text
+
+
+def _seconds(mask_volatile: bool) -> Callable[[float], str]:
+    """How a time is written: :func:`format_seconds`, or :data:`MASKED` with ``mask_volatile``."""
+    return (lambda t: f"{MASKED} s") if mask_volatile else format_seconds
+
+
+NO_CALL = "no collective call in this step"
+"""What the pane says for a step without collective calls: all it says (one line is enough)."""
 
 
 def _no_cost(view: ViewState) -> str:
@@ -85,7 +122,7 @@ def _no_cost(view: ViewState) -> str:
         if latest is not None and latest.edge == "begin" and latest.phase == view.step:
             inside.setdefault((latest.op, latest.group, latest.group_seq), []).append(rank.rank)
     if not inside:
-        return "no collective call in this step"
+        return NO_CALL
     if len(inside) == 1:
         [((op, _, seq), ranks)] = inside.items()
         return f"{op} #{seq} has not ended on {_ranks_text(ranks)}: no cost"
@@ -102,7 +139,7 @@ MAX_RANKS_LISTED = 8
 """Ranks an uneven call lists one by one; beyond, the range of their figures."""
 
 
-def _per_rank_text(cost: CallCost, seconds) -> Text:
+def _per_rank_text(cost: CallCost, seconds: Callable[[float], str]) -> Text:
     """Each rank's bytes in → out and its own time (uneven calls), the slowest marked."""
     text = Text()
     ranks = cost.by_rank
@@ -140,28 +177,46 @@ def _factor_name(op: str) -> str:
 
 
 class CostPane(TextPane):
-    """The step's latest collective call in figures; its earlier calls on one line."""
+    """The step's latest collective call in figures, its headline first; its earlier calls on one
+    line. ``compact`` (the projector layout): the headline alone."""
 
     def __init__(self, *, mask_volatile: bool = False, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.mask_volatile = mask_volatile
+        self.compact = False
+        self._view: ViewState | None = None
+
+    def on_resize(self) -> None:
+        """A new width may part busbw's line differently (see :func:`cost_headline`)."""
+        if self._view is not None:
+            self.show(self._view)
+        super().on_resize()
 
     def show(self, view: ViewState) -> None:
         """Render the costs of ``view``'s step."""
+        self._view = view
         costs = view.costs
-        if not costs:  # the pane keeps its size: a frame never re-lays the screen out
+        if not costs:
             self.set_title("cost")
-            self.show_text(Text(_no_cost(view), "dim"))
+            why = _no_cost(view)
+            self.show_text(Text(why, "dim"), quiet=why == NO_CALL)  # a call not ended says which, whole
             return
         latest = costs[-1]
         count = view.call_count
         self.set_title(f"cost · {count:,} collective call{'s' if count > 1 else ''}"
                        + (" · the latest" if count > 1 else ""))
+        width = self.content_size.width
+        headline = cost_headline(latest, self.mask_volatile, width or None)
+        if self.compact:
+            self.show_text(headline, headline)
+            return
         untimed = str(view.run.options.get(UNTIMED_OPTION, "")) if view.run is not None else ""
-        text = cost_lines(latest, self.mask_volatile, untimed)
+        text = headline.copy()
+        text.append("\n")
+        text.append_text(cost_details(latest, self.mask_volatile, untimed))
         earlier = costs[:-1][::-1]
         if earlier:
             listed = ", ".join(f"{c.op} {format_bytes(c.algo_bytes)}" for c in earlier[:4])
             more = f" and {count - 1 - len(earlier[:4]):,} more" if count - 1 > len(earlier[:4]) else ""
             text.append(f"\nbefore it: {listed}{more}", "dim")
-        self.show_text(text)
+        self.show_text(text, headline)

@@ -16,6 +16,7 @@ from itertools import repeat
 from operator import itemgetter
 
 import msgspec
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -27,7 +28,7 @@ from collviz.runtime.wire.protocol import Buffer, ProvenanceRun
 from ..model import RankView, ViewState
 from .line_widget import LineWidget
 from .rank_panel import collective_line
-from .render import DIM, PLACEHOLDER_STYLE, Line, palette, provenance_style, rank_label_style
+from .render import DIM, PLACEHOLDER_STYLE, Line, fit_cells, palette, provenance_style, rank_label_style
 
 __all__ = ["RankHeatmap", "shown_buffer", "heatmap_cells"]
 
@@ -177,7 +178,7 @@ class RankHeatmap(LineWidget):
         lines: list[Line] = [[] for _ in range(per_column * tall)]
         for index, rank in enumerate(ranks):
             row = self._row(rank, name, label_width, column_width, self.mask_volatile)
-            used = sum(map(len, map(_TEXT, row)))
+            used = sum(map(cell_len, map(_TEXT, row)))
             for line in range(tall):
                 target = lines[(index % per_column) * tall + line]
                 if index >= per_column:
@@ -202,12 +203,12 @@ class RankHeatmap(LineWidget):
         buffer = next((b for b in rank.buffers if b.name == name), None)
         if buffer is None and rank.state not in _SAID and rank.collective is not None:  # a run without values
             call = collective_line(rank, mask_volatile, room)
-            if sum(map(len, map(_TEXT, call))) > room:  # even the op is too long: cut, marked
-                call = [Segment(call[0].text[:max(0, room - 1)] + "…", call[0].style)]
+            if sum(map(cell_len, map(_TEXT, call))) > room:  # even the op is too long: cut, marked
+                call = [Segment(fit_cells(call[0].text, room), call[0].style)]
             return [*row, *call]
         if buffer is None:
             text = rank.status if rank.state in _SAID else "—"
-            return [*row, Segment(text[:room], style if rank.state == "error" else DIM)]
+            return [*row, Segment(fit_cells(text, room), style if rank.state == "error" else DIM)]
         return [*row, *heatmap_cells(buffer, room)]
 
     def on_click(self, event: events.Click) -> None:

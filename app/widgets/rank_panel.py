@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -56,7 +57,7 @@ def _call_parts(view: RankView, mask_volatile: bool) -> tuple[Line, Line, Line, 
 
 
 def _fits(line: Line, width: int | None) -> bool:
-    return width is None or sum(len(segment.text) for segment in line) <= width
+    return width is None or sum(cell_len(segment.text) for segment in line) <= width
 
 
 def collective_line(view: RankView, mask_volatile: bool = False, width: int | None = None) -> Line:
@@ -111,7 +112,7 @@ def _freed_line(freed: Freed, width: int) -> Line:
     narrow panel the size goes first, then the name's first words."""
     size = f" ({format_bytes(freed.bytes)})" if freed.bytes else ""
     when = f" freed in step {freed.phase + 1}"
-    if width > 0 and len(freed.name) + len(when) + len(size) > width:
+    if width > 0 and cell_len(freed.name) + len(when) + len(size) > width:
         size = ""
     name = _shortened(freed.name, width - len(when)) if width > 0 else freed.name
     return [Segment(name, _FREED), Segment(f"{when}{size}", DIM)]
@@ -120,12 +121,22 @@ def _freed_line(freed: Freed, width: int) -> Line:
 def _shortened(name: str, room: int) -> str:
     """``name`` in ``room`` columns (at least :data:`MIN_NAME`), losing its first words:
     ``…W_query shard``; a number stays with the word it counts ("block 0")."""
-    if len(name) <= room:
+    if cell_len(name) <= room:
         return name
     keep = max(MIN_NAME, room - 1)
     words = name.split(" ")
     tails = [" ".join(words[i:]) for i in range(1, len(words)) if not words[i].isdigit()]
-    return "…" + next((tail for tail in tails if len(tail) <= keep), name[-keep:])
+    return "…" + next((tail for tail in tails if cell_len(tail) <= keep), _last_cells(name, keep))
+
+
+def _last_cells(text: str, cells: int) -> str:
+    """The end of ``text`` that fits in ``cells`` terminal cells."""
+    tail = ""
+    for char in reversed(text):
+        if cell_len(char + tail) > cells:
+            break
+        tail = char + tail
+    return tail
 
 
 MIN_NAME = 8
@@ -137,7 +148,7 @@ def fitted_title(title: Line, width: int) -> Line:
     columns. What goes first: the step note, then the shape (the grid below shows it), then the
     name's first words (``…grad (averaged)``), then the moment."""
     def length(line: Line) -> int:
-        return sum(len(segment.text) for segment in line)
+        return sum(cell_len(segment.text) for segment in line)
 
     if width <= 0 or length(title) <= width:
         return title

@@ -13,12 +13,13 @@ from functools import lru_cache
 from math import prod
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.strip import Strip
 
-from collviz.runtime.wire.protocol import Buffer
+from collviz.runtime.wire.protocol import Buffer, BufferSummary
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,6 +43,8 @@ __all__ = [
     "format_bytes",
     "format_value",
     "format_values",
+    "summary_text",
+    "fit_cells",
     "picture_segments",
     "sparkline",
     "Line",
@@ -309,6 +312,25 @@ def _title(buffer: Buffer, detail: bool) -> Line:
     return [Segment(buffer.name, BOLD), Segment(f"{role} [{shape}]{dtype} "), Segment(buffer.moment, MOMENT)]
 
 
+def fit_cells(text: str, width: int) -> str:
+    """``text`` in at most ``width`` terminal cells, cut with an ellipsis where it is longer:
+    measured in cells (an emoji takes two), never in characters."""
+    if cell_len(text) <= width:
+        return text
+    return set_cell_size(text, max(0, width - 1)) + "…" if width > 0 else ""
+
+
+def summary_text(summary: BufferSummary, width: int) -> str:
+    """``  min … max … mean … crc …``, the figures that fit in ``width`` columns whole, the rest
+    left to an ellipsis (a checksum is never cut into a different number)."""
+    figures = [f"min {summary.min:.3g}", f"max {summary.max:.3g}", f"mean {summary.mean:.3g}", f"crc {summary.crc32}"]
+    for shown in range(len(figures), 0, -1):
+        text = "  " + " ".join(figures[:shown]) + (" …" if shown < len(figures) else "")
+        if cell_len(text) <= width:
+            return text
+    return "  …"
+
+
 def buffer_lines(buffer: Buffer, width: int, max_rows: int | None = None, detail: bool = False,
                  padding: int = 0) -> list[Line]:
     """A buffer as a title line and a grid of provenance-coloured value cells (or its summary).
@@ -323,8 +345,7 @@ def buffer_lines(buffer: Buffer, width: int, max_rows: int | None = None, detail
         if summary is None:
             lines.append([Segment("  (no values)", DIM)])
             return lines
-        lines.append([Segment(f"  min {summary.min:.3g} max {summary.max:.3g} mean {summary.mean:.3g}"
-                              f" crc {summary.crc32}")])
+        lines.append([Segment(summary_text(summary, width))])
         lines.append([Segment("  "), *picture_segments(buffer, max(1, width - 2))])
         return lines
     labels = format_values(buffer.values)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from ..model import Labels, ViewState
 from .text_pane import TextPane
 
-__all__ = ["RunHeader"]
+__all__ = ["RunHeader", "viewer_status"]
 
 _STATE_STYLES = {
     "empty": "dim",
@@ -24,14 +25,26 @@ _STATE_STYLES = {
 _UNREMARKABLE = frozenset({"empty", "starting", "running"})
 """Run states a header showing history does not repeat (the playback's words say enough)."""
 
+_ENDED = frozenset({"finished", "failed", "interrupted"})
+"""Run states after the run's end."""
+
+
+def viewer_status(labels: Labels, state: str) -> str:
+    """The header's first word, what the viewer is doing: ``replay`` (a recording), ``browsing``
+    (a live run's earlier moment), ``finished`` (following a run that has ended), else ``live`` or
+    ``stepping`` (following a run that goes on); ``state`` is the run's state kind at the cursor."""
+    if labels.history:
+        return "replay" if labels.kind == "replay" else "browsing"
+    return "finished" if state in _ENDED else labels.kind
+
 
 def _fitting(text: str, room: int) -> str:
-    """``text``, or as many of its words as fit in ``room`` columns followed by "…" (never half a
-    word: a number keeps its unit). Unknown room (0 or less before the first layout): all of it."""
-    if room <= 0 or len(text) <= room:
+    """``text``, or as many of its words as fit in ``room`` cells followed by "…" (never half a
+    word: a number keeps its unit; an emoji counts its two cells). Unknown room (0 or less before the first layout): all of it."""
+    if room <= 0 or cell_len(text) <= room:
         return text
     words = text.split(" ")
-    while words and len(" ".join(words)) + 1 > room:
+    while words and cell_len(" ".join(words)) + 1 > room:
         words.pop()
     return " ".join(words) + "…"
 
@@ -41,7 +54,7 @@ class RunHeader(TextPane):
 
     def show(self, view: ViewState, labels: Labels) -> None:
         """Render the header for ``view``; ``labels`` are the app's own words."""
-        mode, playback, history = labels
+        mode, playback, history, _ = labels
         run = view.run
         line = Text.assemble(("collviz ", "bold"), (run.scenario if run else "(no run yet)", "bold cyan"))
         if run is not None:
@@ -51,16 +64,19 @@ class RunHeader(TextPane):
         where = f"before step 1/{total}" if view.cursor == 0 else f"step {min(view.step + 1, total)}/{total}"
         line.append(f" · {where}", "bold")
         if view.phase_name:
-            line.append(f" {_fitting(view.phase_name, self.size.width - len(line.plain) - 1)}", "italic")
+            line.append(f" {_fitting(view.phase_name, self.size.width - line.cell_len - 1)}", "italic")
         style = _STATE_STYLES[view.state.kind]
+        status = viewer_status(labels, view.state.kind)
+        state = Text(f" {status} ", f"bold reverse {style}" if not history else "bold reverse")
         if history:
             # a moment other than the run's present (a replay, a live run browsed back): the
             # playback's words first; the run's state at the cursor only where it says something
-            state = Text(playback, "bold")
+            state.append(f" {playback}" if playback else "", "bold")
             if view.state.kind not in _UNREMARKABLE:
                 state.append(f"   the run here: {view.state.text}", style)
         else:
-            state = Text.assemble(("● ", style), (view.state.text, style))
+            if view.state.text != status:  # "finished" once, not "finished · finished"
+                state.append(f" {view.state.text}", style)
             if playback:
                 state.append(f"   {playback}")
         if run is not None and run.backend_reason:

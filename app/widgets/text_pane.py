@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
+from textual.message import Message
 from textual.widgets import Static
 
-__all__ = ["TextPane", "LINE_COUNTS_KEPT"]
+__all__ = ["TextPane", "PaneRows", "LINE_COUNTS_KEPT"]
 
 LINE_COUNTS_KEPT = 4096
 """Lines a pane remembers the wrapped height of (all are dropped when it would keep more)."""
+
+
+@dataclass(frozen=True)
+class PaneRows:
+    """Rows of text a pane wants at some width: ``least``, its headline's (what must be on screen
+    without scrolling); ``full``, all of its text's."""
+
+    least: int
+    full: int
 
 
 class TextPane(Static):
@@ -16,11 +28,27 @@ class TextPane(Static):
 
     The app renders up to 40 frames per second while events flood in; most panes show the same
     text from one frame to the next, and an unneeded repaint costs as much as a needed one.
+    A pane posts :class:`RowsChanged` when the lengths of its text's lines change, so whatever
+    shares out its height can ask :meth:`rows_wanted` again.
     """
+
+    class RowsChanged(Message):
+        """The lines of ``pane``'s text changed in number or length: the rows it wants may have."""
+
+        def __init__(self, pane: TextPane) -> None:
+            super().__init__()
+            self.pane = pane
+
+        def can_replace(self, message: Message) -> bool:
+            """A newer change of the same pane stands for this one."""
+            return isinstance(message, TextPane.RowsChanged) and message.pane is self.pane
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._shown: Text | None = None
+        self._headline: Text | None = None
+        self._quiet = False
+        self._shape: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
         self._title: str | None = None
         self._line_counts: dict[tuple[str, int, object, object, object, int | None], int] = {}
 
@@ -31,14 +59,30 @@ class TextPane(Static):
             self._title = title
             self.border_title = Text(title)
 
-    def show_text(self, text: Text) -> None:
+    def show_text(self, text: Text, headline: Text | None = None, *, quiet: bool = False) -> None:
         """Display ``text`` unless it is what the pane already shows (same size: no re-layout),
-        and say whether it runs past the pane's bottom (a short text clears a longer one's hint)."""
-        if text == self._shown:
+        and say whether it runs past the pane's bottom (a short text clears a longer one's hint);
+        ``headline``: the leading lines of ``text`` that must be seen without scrolling (none: all
+        of it); ``quiet``: the text only says why the pane has nothing to show, and one line
+        of it is enough (the rest scrolls)."""
+        if text == self._shown and headline == self._headline and quiet == self._quiet:
             return
-        self._shown = text
+        self._shown, self._headline, self._quiet = text, headline, quiet
         self.update(text, layout=False)
         self.hint_overflow()
+        shape = (_line_lengths(headline), () if quiet else _line_lengths(text))
+        if shape != self._shape:
+            self._shape = shape
+            self.post_message(self.RowsChanged(self))
+
+    def rows_wanted(self, width: int) -> PaneRows:
+        """The rows the shown text takes at ``width`` columns, and its headline's (all of it
+        without a headline; one in all for a quiet text)."""
+        if self._shown is None or self._quiet or width <= 0:
+            return PaneRows(1, 1)
+        full = self._wrapped_height(self._shown, width)
+        least = self._wrapped_height(self._headline, width) if self._headline is not None else full
+        return PaneRows(min(least, full), full)
 
     def hint_overflow(self) -> None:
         """After the next refresh, say in the border's subtitle whether the text runs past the
@@ -73,3 +117,8 @@ class TextPane(Static):
                                                no_wrap=text.no_wrap, tab_size=text.tab_size).wrap(self.app.console, width))
             total += found
         return total
+
+
+def _line_lengths(text: Text | None) -> tuple[int, ...]:
+    """The length of each of ``text``'s lines (none: empty)."""
+    return () if text is None else tuple(map(len, text.plain.split("\n")))

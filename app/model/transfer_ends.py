@@ -1,0 +1,57 @@
+"""Where a logical transfer came from: the range of the sender's input it carried.
+
+A :class:`~collviz.runtime.wire.protocol.Transfer` names the receiver's range (``start``,
+``length`` of its ``buffer``) and the sender, not the sender's range. For a logical transfer of a
+call whose definition fixes which part of each input lands where (torch.distributed's own
+contract for the op, with the even split its element counts say), that range is known from the
+call and the receiver's range; it is given only then, and only when it lies inside the sender's
+input. Everything else (a p2p hop, an uneven all-to-all, a step of several calls, an imported
+run) keeps the receiver's range alone: the sender's is not recorded.
+"""
+
+from __future__ import annotations
+
+from collviz.runtime.wire.protocol import Collective, Transfer
+
+__all__ = ["source_range", "step_call"]
+
+_SAME_PLACE = frozenset({"all_reduce", "broadcast", "reduce"})
+"""Ops whose output element i comes from element i of the inputs."""
+_WHOLE_INPUT = frozenset({"all_gather", "all_gather_into_tensor", "gather"})
+"""Ops whose output holds each sender's whole input at the sender's place in the group."""
+_OWN_CHUNK = frozenset({"reduce_scatter", "reduce_scatter_tensor", "scatter"})
+"""Ops whose output on the receiver is the receiver's chunk of each sender's input."""
+
+
+def step_call(calls: list[Collective | None], step: int) -> Collective | None:
+    """The one call every rank's latest ended call in ``step`` is (same op, group and count): the
+    call the step's logical transfers belong to; None when the ranks' latest calls differ or
+    lie outside ``step`` (a step of several calls cannot say which moved what)."""
+    ended = [c for c in calls if c is not None]
+    if not ended or any(c.edge != "end" or c.phase != step for c in ended):
+        return None
+    keys = {(c.op, c.group, c.group_seq, c.count, c.root) for c in ended}
+    return ended[0] if len(keys) == 1 else None
+
+
+def source_range(transfer: Transfer, call: Collective) -> tuple[int, int] | None:
+    """``(start, stop)`` of the sender's input that ``transfer`` carried, where ``call``'s op
+    fixes it (see the module); None where it does not, or the range would leave the input."""
+    if transfer.kind != "logical" or transfer.src not in call.group_ranks or transfer.dst not in call.group_ranks:
+        return None
+    world, count = len(call.group_ranks), call.count
+    sender, receiver = call.group_ranks.index(transfer.src), call.group_ranks.index(transfer.dst)
+    start, length = transfer.start, transfer.length
+    if call.op in _SAME_PLACE:
+        if (call.op == "broadcast" and transfer.src != call.root) or (call.op == "reduce" and transfer.dst != call.root):
+            return None
+        begin = start
+    elif call.op in _WHOLE_INPUT:
+        begin = start - sender * count
+    elif call.op in _OWN_CHUNK and count % world == 0:
+        begin = receiver * (count // world) + start
+        if start + length > count // world:
+            return None
+    else:
+        return None
+    return (begin, begin + length) if 0 <= begin and begin + length <= count else None
