@@ -10,6 +10,6 @@ tensor they hand a collective is made on the rank's device by :mod:`.devices`.
 
 May import :mod:`collviz.runtime.context`, :mod:`~collviz.runtime.observation`,
 :mod:`~collviz.runtime.wire`, :mod:`~collviz.runtime.reports` (shared formats) and
-:mod:`~collviz.runtime.errors`; never a session (launch, remote, headless, worker): programs run
+:mod:`~collviz.runtime.errors`; never a session (:mod:`~collviz.runtime.sessions`) nor the worker: programs run
 inside a worker and never start processes.
 """
