@@ -5,7 +5,8 @@ plans its run here: the scenario and its program for that many ranks, the backen
 each rank runs (:mod:`.backends`), whether the run's tensors fit in the memory of the devices it
 runs on, and how it is driven (gates, recording, the hang timeout). A plan that exists is valid:
 :class:`RunPlan` checks itself when built, naming every offending value, as torchtitan's
-``ParallelDims`` does.
+``ParallelDims`` does. Importing it refuses a torch older than collviz supports (one line, exit 2)
+before anything here touches what that torch may lack.
 """
 
 from __future__ import annotations
@@ -16,9 +17,14 @@ from pathlib import Path
 
 import torch
 
-from . import preload  # noqa: F401  (first: torch's import, frozen before everything after it; see preload)
-from .backends import BackendChoice, choose_backend, script_backend
+from .compat import floor_refusal
 from .errors import UsageError
+
+if (_TOO_OLD := floor_refusal()) is not None:  # before the imports below, which an older torch may fail
+    raise UsageError(_TOO_OLD)
+
+from . import preload  # noqa: F401  (torch's import frozen before everything after it; see preload)
+from .backends import BackendChoice, choose_backend, script_backend
 from .limits import MAX_TIMEOUT_S, MEMORY_HEADROOM, MIN_TIMEOUT_S, check_seconds
 from .observation import nvml
 from .observation.environment import available_memory

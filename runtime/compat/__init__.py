@@ -1,0 +1,117 @@
+"""Every torch API collviz touches whose presence depends on torch's version: the one place to look
+when torch moves.
+
+collviz supports torch ≥ 2.8 (:data:`FLOOR`; a vendor build of a release counts as that release, e.g.
+``2.8.0a0+5228986c39.nv25.05`` is 2.8) and never replaces the torch that is installed. Each API
+below names the lowest torch that has it and what collviz does on an older one — a fallback here,
+or a one-line refusal of the scenario that needs it, before any process starts:
+
+=====================================================  ======  ==========================================
+API                                                    since   below it
+=====================================================  ======  ==========================================
+``distributed_c10d.GroupName``                         2.10    :data:`GroupName` is ``str`` (torch's is a
+                                                               ``NewType`` of ``str``)
+``DistributedDataParallel(bucket_cap_mb_list=)``       2.11    scenario ``ddp`` is refused
+                                                               (:data:`DDP_BUCKET_CAP_MB_LIST`): an older
+                                                               DDP puts every gradient in one bucket in
+                                                               its first step, whatever ``bucket_cap_mb``
+=====================================================  ======  ==========================================
+
+Checked on 2.8 and needing no fallback in the supported range (what breaks below it, for whoever
+lowers the floor): FSDP2's public ``torch.distributed.fsdp.fully_shard`` and ``FSDPModule`` (2.6;
+``torch.distributed._composable.fsdp`` before); gloo's ``ReduceOp.AVG``, all-reduce's default op
+(2.6's gloo refuses it, 2.8's takes it); the Flight Recorder dumps ``_dump_fr_trace`` and
+``_dump_fr_trace_json`` (2.8 has them beside the older ``_dump_nccl_trace*`` names); the ``c10d``
+and ``_c10d_functional`` ops the observers intercept; ``torch._C._dispatch_keyset_full_after``;
+``torch.distributed.pipelining``'s ``PipelineStage``, ``ScheduleGPipe`` and ``Schedule1F1B``.
+
+Not used, on purpose: the list form of ``all_to_all`` (``dist.all_to_all``), which gloo lacks on 2.8
+and 2.11 ("Backend gloo does not support alltoall") and has on 2.13; collviz's ``all-to-all`` and
+``moe`` call ``all_to_all_single``, which every supported gloo has.
+
+Adding an API is a :class:`TorchAPI` (or a fallback import) here, and the code that uses it reads it
+from this module; :mod:`.verified` names the releases CI checks.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from .verified import PINNED_TORCH, VERIFIED_TORCH
+
+__all__ = ["FLOOR", "PINNED_TORCH", "VERIFIED_TORCH", "TORCH_VERSION", "TorchAPI", "DDP_BUCKET_CAP_MB_LIST",
+           "GroupName", "release", "floor_refusal", "is_verified"]
+
+FLOOR = (2, 8)
+"""The oldest torch release collviz runs on."""
+
+TORCH_VERSION = str(torch.__version__)
+"""The installed torch, as it names itself (``2.8.0+cu128``, ``2.13.0+cpu``)."""
+
+if TYPE_CHECKING:  # the type check runs against the pinned torch, which has it
+    from torch.distributed.distributed_c10d import GroupName
+else:
+    try:
+        from torch.distributed.distributed_c10d import GroupName  # torch ≥ 2.10
+    except ImportError:  # older: torch's GroupName is a NewType of str, and str is what its functions take
+        GroupName = str
+
+
+def release(version: str) -> tuple[int, int]:
+    """The (major, minor) release of a torch version string: ``2.8.0a0+5228986c39.nv25.05`` → (2, 8).
+
+    A pre-release or local build counts as its release, as a vendor's container build of 2.8 is 2.8.
+    ValueError where the string does not start with ``MAJOR.MINOR``.
+    """
+    found = re.match(r"(\d+)\.(\d+)", version)
+    if found is None:
+        raise ValueError(f"not a torch version: {version!r}")
+    return int(found[1]), int(found[2])
+
+
+def _text(version: tuple[int, int]) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+@dataclass(frozen=True)
+class TorchAPI:
+    """A torch API that some torch releases lack: what it is, the lowest release having it, and
+    whether the installed torch has it (read from torch itself, so a vendor build that has it
+    counts, whatever its version says)."""
+
+    name: str
+    since: tuple[int, int]
+    present: bool
+
+    def refusal(self, what: str) -> str | None:
+        """One line saying ``what`` needs a newer torch (``scenario ddp needs torch ≥ 2.11 (this is
+        2.8.0+cu128)``), or None where this torch has the API."""
+        if self.present:
+            return None
+        return f"{what} needs torch ≥ {_text(self.since)} (this is {TORCH_VERSION})"
+
+
+DDP_BUCKET_CAP_MB_LIST = TorchAPI(
+    "DistributedDataParallel(bucket_cap_mb_list=)", (2, 11),
+    "bucket_cap_mb_list" in inspect.signature(DistributedDataParallel.__init__).parameters)
+"""Per-bucket caps that DDP applies from its first step (the ``ddp`` scenario's buckets)."""
+
+
+def floor_refusal(version: str = TORCH_VERSION) -> str | None:
+    """One line saying collviz needs a newer torch than ``version``, or None where it is supported."""
+    try:
+        too_old = release(version) < FLOOR
+    except ValueError:
+        return None  # a torch that names itself oddly: let it try
+    return f"this torch is {version}; collviz needs torch ≥ {_text(FLOOR)}" if too_old else None
+
+
+def is_verified(version: str = TORCH_VERSION) -> bool:
+    """Whether ``version`` (its local part aside: ``2.8.0+cu128`` is 2.8.0) is one CI verifies."""
+    return version.split("+")[0] in VERIFIED_TORCH
