@@ -117,3 +117,13 @@ def test_serve_without_its_extra_says_how_to_install_it():
                        "serve", str(ROOT / "tests" / "fixtures" / "all-reduce.cvz"))
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == 'collviz: error: collviz serve needs its extra: pip install "collviz[serve]"\n'
+
+
+def test_an_averaging_reduce_scatter_on_a_gloo_that_sums_for_avg_is_refused_in_one_line():
+    patch = ("import dataclasses, collviz.runtime.compat as c\n"
+             "c.GLOO_REDUCE_SCATTER_AVG = dataclasses.replace(c.GLOO_REDUCE_SCATTER_AVG, present=False)")
+    result = _cli_with(patch, "reduce-scatter", "--op", "avg", "--gpus", "2", "--backend", "gloo", "--headless")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == \
+        f"collviz: error: reduce-scatter --op avg on gloo needs torch ≥ 2.11 (this is {torch.__version__})\n"
+

@@ -15,7 +15,16 @@ API                                                    since   below it
                                                                (:data:`DDP_BUCKET_CAP_MB_LIST`): an older
                                                                DDP puts every gradient in one bucket in
                                                                its first step, whatever ``bucket_cap_mb``
+gloo's reduce-scatter with ``ReduceOp.AVG``            2.11    FSDP2 on gloo reduces by SUM and divides
+                                                               after (:func:`fsdp_average_by_sum`): 2.8's
+                                                               gloo returns the *sum* for AVG, silently
+                                                               (FSDP2's gradients came out N× too large);
+                                                               ``reduce-scatter --op avg`` on gloo is
+                                                               refused (:data:`GLOO_REDUCE_SCATTER_AVG`)
 =====================================================  ======  ==========================================
+
+(The AVG reduce-scatter is right on 2.11, by the issue #30 trial, and on 2.13; 2.9 and 2.10 are
+unchecked and take the fallback, which is exact: SUM, then one division.)
 
 Checked on 2.8 and needing no fallback in the supported range (what breaks below it, for whoever
 lowers the floor): FSDP2's public ``torch.distributed.fsdp.fully_shard`` and ``FSDPModule`` (2.6;
@@ -37,16 +46,19 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import FSDPModule
 from torch.nn.parallel import DistributedDataParallel
 
 from .verified import PINNED_TORCH, VERIFIED_TORCH
 
 __all__ = ["FLOOR", "PINNED_TORCH", "VERIFIED_TORCH", "TORCH_VERSION", "TorchAPI", "DDP_BUCKET_CAP_MB_LIST",
-           "GroupName", "release", "floor_refusal", "is_verified"]
+           "GLOO_REDUCE_SCATTER_AVG", "GroupName", "release", "floor_refusal", "is_verified", "fsdp_average_by_sum"]
 
 FLOOR = (2, 8)
 """The oldest torch release collviz runs on."""
@@ -101,6 +113,30 @@ DDP_BUCKET_CAP_MB_LIST = TorchAPI(
     "DistributedDataParallel(bucket_cap_mb_list=)", (2, 11),
     "bucket_cap_mb_list" in inspect.signature(DistributedDataParallel.__init__).parameters)
 """Per-bucket caps that DDP applies from its first step (the ``ddp`` scenario's buckets)."""
+
+
+def _installed_since(since: tuple[int, int]) -> bool:
+    """Whether the installed torch's release is ``since`` or newer (a version it cannot read: yes)."""
+    try:
+        return release(TORCH_VERSION) >= since
+    except ValueError:
+        return True
+
+
+GLOO_REDUCE_SCATTER_AVG = TorchAPI("gloo's reduce-scatter with ReduceOp.AVG", (2, 11), _installed_since((2, 11)))
+"""A reduce-scatter that averages on gloo (2.8's returns the sum); what FSDP2 reduces gradients with."""
+
+
+def fsdp_average_by_sum(modules: Iterable[FSDPModule], group: dist.ProcessGroup | None) -> bool:
+    """On a gloo ``group`` (None: the world) whose reduce-scatter sums for AVG, make every FSDP2
+    module of ``modules`` reduce its gradients by SUM and divide afterwards (FSDP2's own path for
+    low precision): the gradients it keeps are then the average, as on a newer torch. True where
+    it did so."""
+    if GLOO_REDUCE_SCATTER_AVG.present or dist.get_backend(group) != "gloo":
+        return False
+    for module in modules:
+        module.set_force_sum_reduction_for_comms(True)
+    return True
 
 
 def floor_refusal(version: str = TORCH_VERSION) -> str | None:
