@@ -468,3 +468,19 @@ def test_the_watcher_stamps_every_call_once_in_issue_order_and_failures_untimed(
     assert [(call, ok) for call, ok, _ in stamped] == [("a", True), ("b", True), ("c", False), ("d", True)]
     a_time, b_time, c_time, d_time = (now for _, _, now in stamped)
     assert before_a <= a_time == b_time == c_time < d_time
+
+
+def test_a_scripts_own_usage_error_is_in_its_exit_message_and_still_on_its_stderr(tmp_path, capsys):
+    """argparse prints its error and exits 2: the ScriptExit the launcher reports ends with that
+    line, so it reaches the terminal, not only the rank's log; the script's stderr is unchanged."""
+    from collviz.runtime.userjob.program import ScriptExit, run_as_main
+    from collviz.runtime.userjob.script import UserScript
+
+    script = tmp_path / "train.py"
+    script.write_text("import argparse\nargparse.ArgumentParser(prog='train.py').parse_args()\n")
+    stderr = sys.stderr
+    with pytest.raises(ScriptExit) as raised:
+        run_as_main(UserScript(script, ("--bogus",)))
+    assert str(raised.value) == "train.py exited with status 2: train.py: error: unrecognized arguments: --bogus"
+    assert capsys.readouterr().err == "usage: train.py [-h]\ntrain.py: error: unrecognized arguments: --bogus\n"
+    assert sys.stderr is stderr

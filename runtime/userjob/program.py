@@ -10,7 +10,7 @@ import os
 import runpy
 import sys
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, TextIO, Union
 
 from ..context import RankContext
 from ..wire.protocol import NOT_RECORDED_OPTION
@@ -24,20 +24,42 @@ class ScriptExit(RuntimeError):
     """The script called ``sys.exit`` with a failing status."""
 
 
+class _LastLine:
+    """``sys.stderr`` as the script sees it: everything written goes through to ``stream``, and
+    the last non-blank line is kept (what a script says as it exits: argparse's usage error)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.last = ""
+
+    def write(self, text: str) -> int:
+        """Write ``text`` through, remembering its last non-blank line."""
+        said = [line for line in text.splitlines() if line.strip()]
+        if said:
+            self.last = said[-1].strip()
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def run_as_main(script: UserScript) -> None:
     """Run ``script`` as ``python SCRIPT ARGS…`` would: as ``__main__``, with ``sys.argv`` its name
     and arguments and its folder first on ``sys.path``. ``sys.exit(0)`` returns; another status
-    raises :class:`ScriptExit`."""
-    argv, path = sys.argv[:], sys.path[:]
+    raises :class:`ScriptExit`, whose message ends with the last line the script wrote to stderr
+    (its own usage error, say), so that it reaches the terminal and not only the rank's log."""
+    argv, path, stderr = sys.argv[:], sys.path[:], sys.stderr
     sys.argv = [str(script.path), *script.args]
     sys.path.insert(0, str(script.path.parent))
+    sys.stderr = said = _LastLine(stderr)  # type: ignore[assignment]  (a TextIO in all it is asked for)
     try:
         runpy.run_path(str(script.path), run_name="__main__")
     except SystemExit as exit_:
         if exit_.code not in (None, 0):
-            raise ScriptExit(f"{script.name} exited with status {exit_.code}") from None
+            last = f": {said.last}" if said.last else ""
+            raise ScriptExit(f"{script.name} exited with status {exit_.code}{last}") from None
     finally:
-        sys.argv, sys.path[:] = argv, path
+        sys.argv, sys.path[:], sys.stderr = argv, path, stderr
 
 
 @dataclass(frozen=True)
