@@ -52,10 +52,12 @@ from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
-from torch.distributed.fsdp import FSDPModule
 from torch.nn.parallel import DistributedDataParallel
 
 from .verified import PINNED_TORCH, VERIFIED_TORCH
+
+if TYPE_CHECKING:  # not imported to run: torch 2.8's fsdp package makes a temporary folder as it loads
+    from torch.distributed.fsdp import FSDPModule
 
 __all__ = ["FLOOR", "PINNED_TORCH", "VERIFIED_TORCH", "TORCH_VERSION", "TorchAPI", "DDP_BUCKET_CAP_MB_LIST",
            "GLOO_REDUCE_SCATTER_AVG", "GroupName", "release", "floor_refusal", "is_verified", "fsdp_average_by_sum"]

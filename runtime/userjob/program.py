@@ -51,7 +51,7 @@ def run_as_main(script: UserScript) -> None:
     argv, path, stderr = sys.argv[:], sys.path[:], sys.stderr
     sys.argv = [str(script.path), *script.args]
     sys.path.insert(0, str(script.path.parent))
-    sys.stderr = said = _LastLine(stderr)  # type: ignore[assignment]  (a TextIO in all it is asked for)
+    sys.stderr = said = _LastLine(stderr)
     try:
         runpy.run_path(str(script.path), run_name="__main__")
     except SystemExit as exit_:
