@@ -33,6 +33,8 @@ lowers the floor): FSDP2's public ``torch.distributed.fsdp.fully_shard`` and ``F
 ``_dump_fr_trace_json`` (2.8 has them beside the older ``_dump_nccl_trace*`` names); the ``c10d``
 and ``_c10d_functional`` ops the observers intercept; ``torch._C._dispatch_keyset_full_after``;
 ``torch.distributed.pipelining``'s ``PipelineStage``, ``ScheduleGPipe`` and ``Schedule1F1B``.
+(2.8's ``torch.distributed.fsdp`` makes a temporary folder as it loads, removed at a normal exit:
+this module does not import it to run.)
 
 Not used, on purpose: the list form of ``all_to_all`` (``dist.all_to_all``), which gloo lacks on 2.8
 and 2.11 ("Backend gloo does not support alltoall") and has on 2.13; collviz's ``all-to-all`` and
