@@ -23,8 +23,8 @@ gloo's reduce-scatter with ``ReduceOp.AVG``            2.11    FSDP2 on gloo red
                                                                refused (:data:`GLOO_REDUCE_SCATTER_AVG`)
 =====================================================  ======  ==========================================
 
-(The AVG reduce-scatter is right on 2.11, by the issue #30 trial, and on 2.13; 2.9 and 2.10 are
-unchecked and take the fallback, which is exact: SUM, then one division.)
+(The AVG reduce-scatter is right on 2.11 and 2.13, checked 2026-11-25 on 2 gloo ranks; 2.9 and
+2.10 are unchecked and take the fallback, which is exact: SUM, then one division.)
 
 Checked on 2.8 and needing no fallback in the supported range (what breaks below it, for whoever
 lowers the floor): FSDP2's public ``torch.distributed.fsdp.fully_shard`` and ``FSDPModule`` (2.6;
