@@ -89,6 +89,20 @@ def test_ddp_on_a_torch_without_per_bucket_caps_is_refused_in_one_line_before_an
     assert not trace.exists()  # refused before anything started
 
 
+def test_a_lesson_skips_an_item_this_torch_cannot_run_saying_why(tmp_path):
+    lesson = tmp_path / "ddp-only.toml"
+    lesson.write_text('name = "ddp-only"\ntitle = "t"\ndescription = "d"\n\n'
+                      '[[item]]\nscenario = "ddp"\ntitle = "DDP"\n\n'
+                      '[[item]]\ncompare = ["ddp", "fsdp"]\ntitle = "DDP beside FSDP"\n')
+    patch = ("import dataclasses, collviz.runtime.compat as c\n"
+             "c.DDP_BUCKET_CAP_MB_LIST = dataclasses.replace(c.DDP_BUCKET_CAP_MB_LIST, present=False)")
+    result = _cli_with(patch, "lesson", str(lesson), "--headless")
+    refusal = f"collviz: scenario ddp needs torch ≥ 2.11 (this is {torch.__version__}): item skipped"
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["collviz lesson ddp-only — 1/2: DDP", "collviz lesson ddp-only — 2/2: DDP beside FSDP"]
+    assert result.stderr.splitlines() == [refusal, refusal]
+
+
 def test_doctor_json_gives_fields_and_the_releases_ci_verifies():
     result = run_cli("doctor", "--json")
     assert result.returncode == 0, result.stderr

@@ -12,7 +12,8 @@ API                                                    since   below it
 ``distributed_c10d.GroupName``                         2.10    :data:`GroupName` is ``str`` (torch's is a
                                                                ``NewType`` of ``str``)
 ``DistributedDataParallel(bucket_cap_mb_list=)``       2.11    scenario ``ddp`` is refused
-                                                               (:data:`DDP_BUCKET_CAP_MB_LIST`): an older
+                                                               (:data:`DDP_BUCKET_CAP_MB_LIST`, named in
+                                                               ``scenarios.registry.NEEDS``): an older
                                                                DDP puts every gradient in one bucket in
                                                                its first step, whatever ``bucket_cap_mb``
 gloo's reduce-scatter with ``ReduceOp.AVG``            2.11    FSDP2 on gloo reduces by SUM and divides

@@ -20,9 +20,7 @@ import torch._dynamo  # noqa: F401
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from ...compat import DDP_BUCKET_CAP_MB_LIST
 from ...context import RankContext
-from ...errors import UsageError
 from ...observation.c10d_calls import world_group
 from ...observation.metrics import human_bytes
 from ...observation.tensors import uniform_provenance
@@ -73,11 +71,8 @@ class DDPProgram(TrainingProgram):
 
 
 def build(scenario: Scenario, world_size: int, options: RunOptions) -> DDPProgram:
-    """The DDP program: the model is built here once to count its parameters and buckets.
-
-    Refused (UsageError) on a torch whose DDP lacks per-bucket caps from the first step."""
-    if refusal := DDP_BUCKET_CAP_MB_LIST.refusal(f"scenario {scenario.name}"):
-        raise UsageError(refusal)
+    """The DDP program: the model is built here once to count its parameters and buckets (a torch
+    whose DDP lacks per-bucket caps is refused before: ``registry.NEEDS``)."""
     refuse_options(options, scenario.name)
     model = make_gpt(dict(scenario.settings))
     params = sum(p.numel() for p in model.parameters())
