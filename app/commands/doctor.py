@@ -1,8 +1,9 @@
 """``collviz doctor``: what this installation runs on, and what a run would use here.
 
 Versions (collviz, Python, torch — whether CI verifies it, and which releases it verifies — its
-backends, the wire and viewer libraries), the GPUs NVML sees, and the backend table with the row ``--backend auto`` would take for a few world sizes, so
-"why is this gloo?" has its answer in one place. ``collviz --version`` prints one line only.
+backends, the wire and viewer libraries), the GPUs NVML sees, and the backend table with the row
+``--backend auto`` would take for a few world sizes, so "why is this gloo?" has its answer in one
+place; ``--json`` gives the same as fields. ``collviz --version`` prints one line only.
 """
 
 from __future__ import annotations
