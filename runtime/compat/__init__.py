@@ -99,8 +99,9 @@ def _text(version: tuple[int, int]) -> str:
 @dataclass(frozen=True)
 class TorchAPI:
     """A torch API that some torch releases lack: what it is, the lowest release having it, and
-    whether the installed torch has it (read from torch itself, so a vendor build that has it
-    counts, whatever its version says)."""
+    whether the installed torch has it — read from torch itself where that can be done without
+    running anything (a vendor build that has it then counts, whatever its version says), else
+    from its release."""
 
     name: str
     since: tuple[int, int]
