@@ -109,17 +109,24 @@ def _int(value: object, low: int = 0, high: int = 1 << 63) -> int | None:
 
 def _gbs(value: object) -> float | None:
     """A bandwidth NCCL wrote, or None where it cannot be one (not a finite number ≥ 0)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-    return float(value) if ok else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+def _dict(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list:
+    return value if isinstance(value, list) else []
 
 
 def _record(path: Path, value: object) -> _Record | str:
     """The checked record in ``value``, or why it is damaged."""
-    if not is_inspector_record(value):
+    if not isinstance(value, dict) or not is_inspector_record(value):
         return "not an Inspector record"
-    assert isinstance(value, dict)
-    header, perf = value["header"], value["coll_perf"]
-    meta = value.get("metadata") if isinstance(value.get("metadata"), dict) else {}
+    header, perf, meta = value["header"], value["coll_perf"], _dict(value.get("metadata"))
     nranks = _int(header.get("n_ranks"), 1, MAX_RANKS + 1)
     rank = _int(header.get("rank"))
     if nranks is None or rank is None or not rank_ok(rank, nranks):
@@ -133,8 +140,8 @@ def _record(path: Path, value: object) -> _Record | str:
     exec_us = _int(perf.get("coll_exec_time_us"), 0, MAX_DURATION_NS // 1000 + 1)
     if exec_us is None:
         return "an execution time that cannot be"
-    trace = perf.get("event_trace_ts") if isinstance(perf.get("event_trace_ts"), dict) else {}
-    kernels = trace.get("kernel_events") if isinstance(trace.get("kernel_events"), list) else []
+    trace = _dict(perf.get("event_trace_ts"))
+    kernels = _list(trace.get("kernel_events"))
     starts = [t for k in kernels if isinstance(k, dict) and (t := _int(k.get("kernel_start_ts"))) is not None]
     start = min(starts) if starts else _int(trace.get("coll_start_ts"))  # the kernel's, as its time is
     return _Record(path, comm, rank, nranks, op_name(coll), sn, size, exec_us, str(perf.get("coll_timing_source") or "not recorded"),
@@ -157,7 +164,7 @@ def _read(path: Path, text: str, warnings: list[str]) -> list[_Record]:
             if number == len(lines):
                 warnings.append(f"{path.name}: its last line is cut short (the file was being written): left out")
                 continue
-            found = "not JSON"
+            found = "broken JSON"
         if isinstance(found, str):
             damaged[found] += 1
         else:
