@@ -107,12 +107,13 @@ def test_damaged_lines_are_warned_and_left_out(tmp_path):
     good = _lines("node0-pid1001.log")
     bad = [good[0].replace('"coll_msg_size_bytes":1048576', '"coll_msg_size_bytes":' + "9" * 31),
            good[0].replace('"rank":0', '"rank":' + "9" * 40),
+           good[0].replace('"coll_sn":0', '"coll_sn":' + "9" * 19),
            good[0].replace('"n_ranks":4', '"n_ranks":0'),
            good[0].replace('"coll_algobw_gbs":10.48576', '"coll_algobw_gbs":1e999'),
            '{"header": {"id": "0x1", "rank": 0', "garbage"]
     (tmp_path / "node0-pid1001.log").write_text("\n".join(good[1:2] + bad + good[2:]) + "\n")
     run = open_artifacts([tmp_path])
-    assert any("1 line with a call number or size that cannot be: damaged input" in w for w in run.warnings)
+    assert any("2 lines with a call number or size that cannot be: damaged input" in w for w in run.warnings)
     assert any("2 lines with a rank or n_ranks that cannot be" in w for w in run.warnings)
     assert any("3 lines with broken JSON" in w for w in run.warnings)  # 1e999, the cut object, garbage
     assert sum(isinstance(e, Collective) and e.edge == "end" for e in run.events) == 2  # good[1:] less the 2-rank one
@@ -163,3 +164,13 @@ def test_collviz_replay_headless_reads_a_folder_and_refuses_garbage_in_one_line(
     refused = run_cli("replay", str(bad), "--headless")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+async def test_every_step_of_an_inspector_import_at_100x30_shows_its_call_s_figures():
+    """In the viewer at its smallest size each step's call shows S, t, algbw and busbw."""
+    from collviz.app.app import make_app
+    from screen_support import walk_every_step
+
+    run = open_artifacts([FIXTURES / "job"])
+    walk = await walk_every_step(make_app(events=run.events), (100, 30))
+    assert walk.hidden == [] and walk.cut == [] and walk.checked >= 4

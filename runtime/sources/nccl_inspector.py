@@ -62,6 +62,8 @@ INSPECTOR_LABEL = "NCCL Inspector's own figures (NCCL's kernel timing)"
 
 _OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"})
 _SNIFF_LINES = 5
+_MAX_SN = 1 << 48
+"""More calls than one communicator makes: 2⁴⁸ at a million calls a second is nine years."""
 
 
 def is_inspector_record(value: object) -> bool:
@@ -72,7 +74,7 @@ def is_inspector_record(value: object) -> bool:
 
 def is_inspector_log(text: str) -> bool:
     """Whether ``text`` is NCCL Inspector output: one of its first non-blank lines is a record."""
-    lines = [line for line in text.splitlines()[: _SNIFF_LINES * 4] if line.strip()][:_SNIFF_LINES]
+    lines = [line for line in text.split("\n", _SNIFF_LINES * 4)[: _SNIFF_LINES * 4] if line.strip()][:_SNIFF_LINES]
     for line in lines:
         try:
             if is_inspector_record(msgspec.json.decode(line)):
@@ -134,7 +136,7 @@ def _record(path: Path, value: object) -> _Record | str:
     comm, coll = header.get("id"), perf.get("coll")
     if not isinstance(comm, str) or not comm or not isinstance(coll, str):
         return "no communicator id or operation"
-    sn, size = _int(perf.get("coll_sn")), _int(perf.get("coll_msg_size_bytes"))
+    sn, size = _int(perf.get("coll_sn"), 0, _MAX_SN), _int(perf.get("coll_msg_size_bytes"))
     if sn is None or size is None or not bytes_ok(size):
         return "a call number or size that cannot be"
     exec_us = _int(perf.get("coll_exec_time_us"), 0, MAX_DURATION_NS // 1000 + 1)
