@@ -37,6 +37,12 @@ its time is NCCL's execution time, its narration NCCL's own algbw/busbw, labelle
 files hold no datatype, element count, values, provenance or root. Damaged values (sizes beyond
 any device, ranks ≥ n_ranks, non-finite bandwidths) are warned and left out (:mod:`.plausible`).
 The tests' files follow the documented format; none came from a real GPU run yet.
+
+After the job, or as a snapshot while it runs (a cut last line is warned and left out; opening
+again reads what was appended since). There is no ``--follow``: one call's records reach the
+ranks' files at different dumps, so a step already shown would have to gain ranks, which the
+append-only event log (DESIGN.md §1) does not allow; following needs steps that close only after
+a grace of some dump intervals.
 """
 
 from __future__ import annotations
