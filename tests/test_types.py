@@ -1,4 +1,6 @@
-"""``runtime/`` type-checks: mypy, with the repository's ``[tool.mypy]`` settings, finds no error.
+"""``runtime/`` and ``app/`` type-check: mypy, with the repository's ``[tool.mypy]`` settings, finds
+no error (the viewer's model typed end to end: the event log's series are generic in their event
+kind, the app satisfies the Protocols its modes and the sessions rely on).
 
 mypy resolves ``collviz.runtime`` through folders, and the installed layout maps three of them
 (``src/collviz``, ``runtime/``, ``app/``) onto one package; the check runs on that package assembled
@@ -28,10 +30,11 @@ pytestmark = pytest.mark.skipif(
 
 
 def mypy(root: Path) -> subprocess.CompletedProcess[str]:
-    """``mypy collviz/runtime`` on the package assembled under ``root``, with the repository's settings."""
+    """``mypy collviz/runtime collviz/app`` on the package assembled under ``root``, with the
+    repository's settings."""
     return subprocess.run(
         [sys.executable, "-m", "mypy", "--config-file", str(CONFIG), "--cache-dir", str(root / ".mypy_cache"),
-         "collviz/runtime"],
+         "collviz/runtime", "collviz/app"],
         cwd=root, capture_output=True, text=True, timeout=300,
     )
 
@@ -44,7 +47,7 @@ def assembled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subproces
     return root, mypy(root)
 
 
-def test_runtime_type_checks(assembled):
+def test_runtime_and_app_type_check(assembled):
     _, result = assembled
     assert result.returncode == 0, result.stdout + result.stderr
 

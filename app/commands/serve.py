@@ -62,6 +62,7 @@ def tab_command(target: str, *, lesson: bool, live: bool, prepared: Path, max_li
 def prepare(target: str, *, lesson: bool, live: bool, folder: Path) -> None:
     """Record what the tabs will replay (nothing for a trace or live runs), with collviz's own
     command in a child process; a UsageError if it fails."""
+    command: list[str] | None
     if lesson:
         command = ["lesson", target, "--record", str(folder)]
     elif target.endswith(".cvz"):
