@@ -15,18 +15,19 @@ reader's own parser and analysis (:func:`~..sources.flight_recorder.import_dumps
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..observation.rank_lists import ranks_text
-from ..sources.flight_recorder import Dump, import_dumps, is_dump
+from ..sources.flight_recorder import Dump, import_dumps
 from ..wire.protocol import Collective, Stall
 from .stacks import user_stack_line
+from .tail import Trace, decode_trace, tail_content
 from .workers import Answer, Worker, ask_all
 
-__all__ = ["RECORDERS", "RankNow", "Snapshot", "SnapshotOptions", "Wait", "take_snapshot"]
+__all__ = ["RECORDERS", "RankNow", "Reading", "Snapshot", "SnapshotOptions", "Wait", "confirm", "read_once",
+           "take_snapshot"]
 
 RECORDERS = ("fr_trace_json", "dump_nccl_trace_json")
 """The handlers of torch's two Flight Recorders (CPU backends, NCCL)."""
@@ -103,50 +104,40 @@ def _call_text(event: Collective) -> str:
 
 
 @dataclass(frozen=True)
-class _Reading:
+class Reading:
     """One reading of every rank: each rank's state, and the waits the dumps show, keyed by call."""
 
     ranks: dict[int, RankNow]
     waits: dict[tuple[str, int], Wait]
 
 
-def _recorder(answer: Answer, handler: str) -> dict | str | None:
-    """One recorder's trace in ``answer``; None where the handler does not exist (NCCL's, without
-    NCCL); else why it could not be read."""
+def _recorder(answer: Answer, handler: str) -> Trace | str | None:
+    """One recorder's trace in ``answer``, skimmed (:mod:`.tail`); None where the handler does not
+    exist (NCCL's, without NCCL); else why it could not be read."""
     if answer.body is None:
         return None if answer.status == 404 and handler != RECORDERS[0] else answer.error
-    try:
-        content = json.loads(answer.body)
-    except ValueError as exc:
-        return f"its {handler} answer is not JSON ({exc})"
-    return content if is_dump(content) else f"its {handler} answer is not a Flight Recorder trace"
+    trace = decode_trace(answer.body)
+    return f"its {handler} answer is {trace}" if isinstance(trace, str) else trace
 
 
-def _merged(traces: list[dict]) -> dict:
-    """One dump of the recorders' traces: every entry, every group's config and status."""
-    merged: dict = {"version": traces[0]["version"], "entries": [], "pg_config": {}, "pg_status": {}}
-    for trace in traces:
-        merged["entries"].extend(trace["entries"])
-        for part in ("pg_config", "pg_status"):
-            if isinstance(trace.get(part), dict):
-                merged[part].update(trace[part])
-    return merged
-
-
-def _read(workers: Sequence[Worker], options: SnapshotOptions, ask: Ask) -> _Reading:
+def read_once(workers: Sequence[Worker], options: SnapshotOptions = SnapshotOptions(),
+              ask: Ask = ask_all) -> Reading:
+    """One reading of every rank's Flight Recorder (both recorders), its waits not yet confirmed."""
     answers = {handler: ask(workers, handler, options.timeout_s) for handler in RECORDERS}
     ranks: dict[int, RankNow] = {}
-    dumps = []
+    traces: dict[int, list[Trace]] = {}
     for worker in sorted(workers, key=lambda w: w.rank):
         read = [_recorder(answers[handler][worker.rank], handler) for handler in RECORDERS]
         error = next((found for found in read if isinstance(found, str)), None)
         if error is not None:
             ranks[worker.rank] = RankNow(worker.rank, error=error)
             continue
-        dumps.append(Dump(worker.path, worker.rank, _merged([found for found in read if isinstance(found, dict)])))
+        traces[worker.rank] = [found for found in read if isinstance(found, Trace)]
+    paths = {worker.rank: worker.path for worker in workers}
+    dumps = [Dump(paths[rank], rank, content) for rank, content in tail_content(traces).items()]
     if not any(dump.content["entries"] for dump in dumps):  # nothing issued yet: every rank read is in step
         ranks.update({dump.rank: RankNow(dump.rank) for dump in dumps})
-        return _Reading(ranks, {})
+        return Reading(ranks, {})
     events = import_dumps(dumps, []).events
     begun: dict[int, Collective] = {}
     ended: dict[int, Collective] = {}
@@ -164,18 +155,13 @@ def _read(workers: Sequence[Worker], options: SnapshotOptions, ask: Ask) -> _Rea
         key = (stall.group, stall.group_seq)
         missing = tuple(r for r in members.get(key, []) if r not in stall.waiting)
         waits[key] = Wait(f"{stall.op} #{stall.group_seq} on group {stall.group}", tuple(stall.waiting), missing)
-    return _Reading(ranks, waits)
+    return Reading(ranks, waits)
 
 
-def take_snapshot(workers: Sequence[Worker], options: SnapshotOptions = SnapshotOptions(),
-                  ask: Ask = ask_all, sleep: Callable[[float], None] = time.sleep) -> Snapshot:
-    """Read every rank (twice when some wait, ``options.interval_s`` apart) and ask the ranks the
-    others wait on for their stacks; the snapshot of the second reading."""
-    first = _read(workers, options, ask)
-    if not first.waits:
-        return Snapshot([first.ranks[rank] for rank in sorted(first.ranks)], [])
-    sleep(options.interval_s)
-    second = _read(workers, options, ask)
+def confirm(first: Reading, second: Reading, workers: Sequence[Worker], options: SnapshotOptions = SnapshotOptions(),
+            ask: Ask = ask_all) -> Snapshot:
+    """The snapshot of ``second``: its waits that ``first`` shows too (the same ranks waiting in the
+    same call), with the stack of each rank they wait on (only those ranks are asked)."""
     waits = [wait for key, wait in second.waits.items()
              if key in first.waits and first.waits[key].waiting == wait.waiting]
     missing = sorted({rank for wait in waits for rank in wait.missing})
@@ -185,3 +171,14 @@ def take_snapshot(workers: Sequence[Worker], options: SnapshotOptions = Snapshot
              else f"(stack not read: {answer.error})" for rank, answer in stacks.items()}
     waits = [Wait(wait.call, wait.waiting, wait.missing, {r: lines.get(r, "") for r in wait.missing}) for wait in waits]
     return Snapshot([second.ranks[rank] for rank in sorted(second.ranks)], waits)
+
+
+def take_snapshot(workers: Sequence[Worker], options: SnapshotOptions = SnapshotOptions(),
+                  ask: Ask = ask_all, sleep: Callable[[float], None] = time.sleep) -> Snapshot:
+    """Read every rank (twice when some wait, ``options.interval_s`` apart) and ask the ranks the
+    others wait on for their stacks; the snapshot of the second reading."""
+    first = read_once(workers, options, ask)
+    if not first.waits:
+        return Snapshot([first.ranks[rank] for rank in sorted(first.ranks)], [])
+    sleep(options.interval_s)
+    return confirm(first, read_once(workers, options, ask), workers, options, ask)
