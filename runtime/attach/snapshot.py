@@ -79,6 +79,31 @@ class Snapshot:
         """0 when every rank answered and none waits on another; else 1."""
         return 1 if self.waits or any(now.error for now in self.ranks) else 0
 
+    def document(self) -> dict:
+        """The snapshot as JSON-ready data (``collviz attach --json``): per rank its last completed
+        call and the call it is in (null when none), the call it waits in and for whom, the call it
+        is missing from and its stack line, or why it was not read; then every wait, the ranks
+        others wait on (``missing``), the ranks not read and the exit status."""
+        waiting = {rank: wait for wait in self.waits for rank in wait.waiting}
+        missing = {rank: wait for wait in self.waits for rank in wait.missing}
+        ranks = []
+        for now in self.ranks:
+            row: dict = {"rank": now.rank}
+            if now.error:
+                ranks.append({**row, "error": now.error})
+                continue
+            waits_in, absent_from = waiting.get(now.rank), missing.get(now.rank)
+            ranks.append({**row, "last_completed": now.done or None, "current": now.inside or None,
+                          "waiting_in": waits_in.call if waits_in else None,
+                          "waiting_for": list(waits_in.missing) if waits_in else [],
+                          "missing_from": absent_from.call if absent_from else None,
+                          "stack": (absent_from.stacks.get(now.rank) or None) if absent_from else None})
+        return {"ranks": ranks,
+                "waits": [{"call": w.call, "waiting": list(w.waiting), "missing": list(w.missing),
+                           "stacks": {str(r): w.stacks.get(r) or None for r in w.missing}} for w in self.waits],
+                "missing": sorted(missing), "not_read": [now.rank for now in self.ranks if now.error],
+                "in_step": self.exit_status == 0, "exit_status": self.exit_status}
+
     def text(self) -> str:
         """The snapshot in lines: one per rank, then one per wait with each missing rank's stack."""
         lines = []
@@ -109,6 +134,11 @@ class Reading:
 
     ranks: dict[int, RankNow]
     waits: dict[tuple[str, int], Wait]
+
+    def unconfirmed(self) -> Snapshot:
+        """The ranks as read, without waits: what one reading says before a second confirms a wait
+        (one seen once may be a call some ranks entered a moment before the others)."""
+        return Snapshot([self.ranks[rank] for rank in sorted(self.ranks)], [])
 
 
 def _recorder(answer: Answer, handler: str) -> Trace | str | None:
@@ -166,7 +196,8 @@ def confirm(first: Reading, second: Reading, workers: Sequence[Worker], options:
              if key in first.waits and first.waits[key].waiting == wait.waiting]
     missing = sorted({rank for wait in waits for rank in wait.missing})
     by_rank = {worker.rank: worker for worker in workers}
-    stacks = ask([by_rank[rank] for rank in missing if rank in by_rank], "dump_traceback", options.timeout_s)
+    asked = [by_rank[rank] for rank in missing if rank in by_rank]
+    stacks = ask(asked, "dump_traceback", options.timeout_s) if asked else {}
     lines = {rank: user_stack_line(answer.body.decode(errors="replace")) if answer.body is not None
              else f"(stack not read: {answer.error})" for rank, answer in stacks.items()}
     waits = [Wait(wait.call, wait.waiting, wait.missing, {r: lines.get(r, "") for r in wait.missing}) for wait in waits]
@@ -179,6 +210,6 @@ def take_snapshot(workers: Sequence[Worker], options: SnapshotOptions = Snapshot
     others wait on for their stacks; the snapshot of the second reading."""
     first = read_once(workers, options, ask)
     if not first.waits:
-        return Snapshot([first.ranks[rank] for rank in sorted(first.ranks)], [])
+        return first.unconfirmed()
     sleep(options.interval_s)
     return confirm(first, read_once(workers, options, ask), workers, options, ask)
