@@ -308,6 +308,17 @@ def test_bad_targets_are_one_line_and_exit_2(tmp_path, capsys, names, expected):
     assert err.count("\n") == 1 and err.startswith("collviz: error: ") and expected in err
 
 
+@pytest.mark.parametrize("options, expected", [
+    (["--count", "3"], "--count counts the readings of --watch"),
+    (["--watch", "--count", "0"], "--count 0: must be between 1 and"),
+    (["--watch", "--slowest", "nan"], "--slowest nan: must be a number of seconds"),
+])
+def test_watch_options_out_of_range_are_one_line_and_exit_2(tmp_path, capsys, options, expected):
+    assert main(["attach", "--headless", *options, str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("collviz: error: ") and expected in err
+
+
 def test_on_a_terminal_without_headless_attach_says_the_viewer_is_not_built_yet(tmp_path, capsys, monkeypatch):
     import collviz.app.commands.attach as attach_command
 
