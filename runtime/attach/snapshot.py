@@ -10,7 +10,8 @@ The job is read twice, :attr:`SnapshotOptions.interval_s` apart (a call some ran
 moment before the others is in flight, not a wait): a wait is reported only where the same ranks
 wait in the same call in both readings. The Flight Recorder's calls are read with the dump
 reader's own parser and analysis (:func:`~..sources.flight_recorder.import_dumps`: the watchdog's
-"who waits where, who never came"); only the ranks others wait on are asked for their stacks.
+"who waits where, who never came"), given only each rank's tail (:mod:`.tail`: the calls from the
+last one every rank completed onwards); only the ranks others wait on are asked for their stacks.
 """
 
 from __future__ import annotations
