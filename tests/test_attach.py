@@ -400,6 +400,16 @@ def test_the_pace_doubles_while_steady_and_is_fastest_while_calls_move_or_ranks_
         "stacks only for confirmed waits, of the rank missing"
 
 
+def test_watch_ends_when_no_rank_answers():
+    from collviz.runtime.attach.watch import watch
+
+    ask, _ = _asking([{0: _dump(3, False), 1: _dump(3, False)}, {0: None, 1: None}])
+    shown = []
+    last = watch(WORKERS, shown.append, ask=ask, sleep=lambda s: None)
+    assert len(shown) == 2 and last.exit_status == 1
+    assert last.text().splitlines() == ["rank 0: not read: no answer within 2 s", "rank 1: not read: no answer within 2 s"]
+
+
 def test_json_says_a_rank_not_read():
     ask, _ = _asking([{0: _dump(3, False), 1: None}])
     document = take_snapshot(WORKERS, ask=ask, sleep=lambda s: None).document()

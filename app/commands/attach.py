@@ -40,7 +40,7 @@ fr_trace_json, dump_nccl_trace_json and dump_traceback), each bounded by --timeo
 named, not waited for.
 
 --watch reads again and again and prints each snapshot that differs from the last (with --json,
-one document per line), until Ctrl-C or --count readings. Every reading costs each rank the
+one document per line), until Ctrl-C, --count readings or no rank answers (the job ended). Every reading costs each rank the
 building of its whole Flight Recorder answer (torch cannot send less), so the pace adapts: every
 --interval seconds while calls move or ranks wait, twice as long after each reading that finds
 nothing new, up to --slowest.

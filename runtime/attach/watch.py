@@ -32,12 +32,17 @@ class Pace:
         return self.fastest_s if busy else min(self.slowest_s, max(interval_s, self.fastest_s) * 2)
 
 
+def _gone(reading: Reading) -> bool:
+    """Whether no rank answered (the job has ended, or its servers are gone)."""
+    return all(now.error for now in reading.ranks.values())
+
+
 def watch(workers: Sequence[Worker], show: Callable[[Snapshot], None], pace: Pace = Pace(),
           options: SnapshotOptions = SnapshotOptions(), readings: int | None = None, ask: Ask = ask_all,
           sleep: Callable[[float], None] = time.sleep) -> Snapshot:
     """Read every rank, paced by ``pace``, until ``readings`` readings were taken and one snapshot
-    shown (None: until interrupted); ``show`` each snapshot that differs from the one shown before.
-    The last snapshot shown."""
+    shown (None: until interrupted) or no rank answers (the job is gone); ``show`` each snapshot
+    that differs from the one shown before. The last snapshot shown."""
     previous: Reading | None = None
     shown: Snapshot | None = None
     interval, taken = pace.fastest_s, 0
@@ -52,7 +57,7 @@ def watch(workers: Sequence[Worker], show: Callable[[Snapshot], None], pace: Pac
         if snapshot is not None and snapshot != shown:
             show(snapshot)
             shown = snapshot
-        if shown is not None and readings is not None and taken >= readings:
+        if shown is not None and ((readings is not None and taken >= readings) or _gone(current)):
             return shown
         interval = pace.after(interval, busy)
         sleep(interval)
