@@ -60,7 +60,10 @@ class CompareApp(App[None]):
                           f"{format_bytes(self.top)}"), id="compare-title")
         # one legend for every chart: the categories any run held, said once above them
         seen = set().union(*(categories_seen(view) for _, view in self.views))
-        yield Static(Text.assemble(*((s.text, s.style) for s in [*category_keys(seen), *PEAK_KEY])), id="compare-legend")
+        legend = Text()
+        for segment in [*category_keys(seen), *PEAK_KEY]:
+            legend.append(segment.text, segment.style)
+        yield Static(legend, id="compare-legend")
         with VerticalScroll():
             for index, _ in enumerate(self.views):
                 yield MemoryTimeline(screen_share=3, top=self.top, legend=False, id=f"memory-{index}")
