@@ -181,7 +181,7 @@ class CollvizApp(OverlayActions, App[int]):
                 gc.freeze()  # absorbed events live as long as the app: spare them every full collection
                 self._frozen = self.absorbed
             if self.following:
-                self.cursor = len(self.event_log)
+                self.cursor = self.mode.follow_cursor(self.event_log)
                 if self.event_log.run_end is not None:
                     self._show_first_collective()
             hold = self.quizzes.hold
@@ -210,7 +210,7 @@ class CollvizApp(OverlayActions, App[int]):
         target = ends[hold] if hold is not None and hold < len(ends) else len(self.event_log)
         self.quizzes.hold = None
         if not self._ask(target):
-            self._move(len(self.event_log))  # follow again: the end, which may already be the next gate's wait
+            self._move(self.mode.follow_cursor(self.event_log))  # follow again: it may already be the next gate's wait
 
     def on_session_failed(self, message: SessionFailed) -> None:
         """Say that the session failed; the app stays open."""
@@ -352,7 +352,8 @@ class CollvizApp(OverlayActions, App[int]):
         self.opening_note = ""
         self.pieces = pieces
         self.set_reactive(CollvizApp.cursor, cursor)
-        self.set_reactive(CollvizApp.following, cursor >= len(self.event_log))
+        self.set_reactive(CollvizApp.following,
+                          cursor >= len(self.event_log) or cursor == self.mode.follow_cursor(self.event_log))
         self.render_now()
 
     def action_step(self, direction: int) -> None:
@@ -424,8 +425,8 @@ class CollvizApp(OverlayActions, App[int]):
         self._move(0)
 
     def action_end(self) -> None:
-        """Go to the end of the log (live: follow it again)."""
-        self._move(len(self.event_log))
+        """Go to the end of the log (live: follow it again, step-through: where every rank last arrived)."""
+        self._move(self.mode.follow_cursor(self.event_log))
 
     def action_speed(self, direction: int) -> None:
         """Replay faster (1) or slower (-1)."""
