@@ -76,6 +76,10 @@ class ViewerMode:
         """Whether ``action`` (one of :data:`MODE_ACTIONS`) works in this mode."""
         return False
 
+    lands_piece_by_piece: ClassVar[bool] = False
+    """Whether a followed frame that lands on a pipelined step shows it from its first piece
+    (the recorded spans one by one), rather than whole."""
+
     opens_finished_runs_at_first_collective: ClassVar[bool] = False
     """Whether a run followed to its good end is then shown at its first collective (its last
     step, unobserved timed steps and checks, is its emptiest): only where nothing waits for the
@@ -217,6 +221,7 @@ class StepMode(LiveMode):
     gates open by themselves every ``pace`` seconds once every rank waits (space pauses)."""
 
     opens_finished_runs_at_first_collective = False
+    lands_piece_by_piece = True
     quiz_key = "space"
 
     def __init__(self, session: Session, *, pace: float | None = None,
