@@ -21,6 +21,7 @@ from collviz.runtime.wire.protocol import Buffer, Check, Memory, RunEnd, Span, T
 from collviz.runtime.wire.trace import TraceContents, read_trace
 from conftest import run_cli
 from reference_models import reference_batch, reference_gpt
+from test_app import _real_session, _until
 
 SCENARIO = Path(__file__).parent.parent / "scenarios" / "pp.toml"
 RUNS = {"gpipe-4": ("gpipe", 4, 8), "1f1b-4": ("1f1b", 4, 8), "1f1b-2": ("1f1b", 2, 2)}
@@ -312,7 +313,6 @@ async def test_a_step_through_pp_run_lands_on_its_pipelined_step_piece_by_piece(
     after the whole step opens the next gate."""
     from collviz.app.app import make_app
     from collviz.app.widgets.pipeline_timeline import PipelineTimeline
-    from test_app import _real_session, _until
 
     session = _real_session("pp", step=True)
     app = make_app(session=session)
