@@ -425,7 +425,7 @@ class EventLog:
             return
         self.arrived[rank] = gate
         world = self.world_size
-        if len(self.arrived) < world:
+        if world <= 0 or len(self.arrived) < world:  # a trace may declare an impossible world
             return
         reached = min(self.arrived.get(number, -1) for number in range(world))
         if reached > self.gate_reached:
