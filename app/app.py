@@ -181,7 +181,7 @@ class CollvizApp(OverlayActions, App[int]):
                 gc.freeze()  # absorbed events live as long as the app: spare them every full collection
                 self._frozen = self.absorbed
             if self.following:
-                self.cursor = len(self.event_log)
+                self._follow()
                 if self.event_log.run_end is not None:
                     self._show_first_collective()
             hold = self.quizzes.hold
@@ -191,6 +191,14 @@ class CollvizApp(OverlayActions, App[int]):
         finally:
             assert isinstance(self.mode, LiveMode)
             self.mode.took_batch()
+
+    def _follow(self) -> None:
+        """Put the cursor where the mode follows the run; a step-through frame landing on a
+        pipelined step shows it from its first piece (space or → adds the next)."""
+        landed = self.mode.follow_cursor(self.event_log)
+        if landed != self.cursor and self.mode.lands_piece_by_piece:
+            self.pieces = 1 if step_pieces(self.event_log, landed) > 1 else None
+        self.cursor = landed
 
     def _show_first_collective(self) -> None:
         """A live run (not step-through, no quiz) has just finished well while the view followed
@@ -210,7 +218,7 @@ class CollvizApp(OverlayActions, App[int]):
         target = ends[hold] if hold is not None and hold < len(ends) else len(self.event_log)
         self.quizzes.hold = None
         if not self._ask(target):
-            self._move(len(self.event_log))  # follow again: the end, which may already be the next gate's wait
+            self._move(self.mode.follow_cursor(self.event_log))  # follow again: it may already be the next gate's wait
 
     def on_session_failed(self, message: SessionFailed) -> None:
         """Say that the session failed; the app stays open."""
@@ -352,7 +360,8 @@ class CollvizApp(OverlayActions, App[int]):
         self.opening_note = ""
         self.pieces = pieces
         self.set_reactive(CollvizApp.cursor, cursor)
-        self.set_reactive(CollvizApp.following, cursor >= len(self.event_log))
+        self.set_reactive(CollvizApp.following,
+                          cursor >= len(self.event_log) or cursor == self.mode.follow_cursor(self.event_log))
         self.render_now()
 
     def action_step(self, direction: int) -> None:
@@ -424,8 +433,8 @@ class CollvizApp(OverlayActions, App[int]):
         self._move(0)
 
     def action_end(self) -> None:
-        """Go to the end of the log (live: follow it again)."""
-        self._move(len(self.event_log))
+        """Go to the end of the log (live: follow it again, step-through: where every rank last arrived)."""
+        self._move(self.mode.follow_cursor(self.event_log))
 
     def action_speed(self, direction: int) -> None:
         """Replay faster (1) or slower (-1)."""
@@ -476,9 +485,12 @@ class CollvizApp(OverlayActions, App[int]):
         self.playing = not self.playing
 
     def action_release_gate(self) -> None:
-        """Step-through: release every rank at the next gate (each press advances one phase)."""
+        """Step-through: release every rank at the next gate (each press advances one phase),
+        or show the next piece of a pipelined step that landed piece by piece."""
         mode = self.mode
         assert isinstance(mode, StepMode)
+        if self._next_piece():  # a pipelined step landed piece by piece: its next piece first
+            return
         if mode.release_next_gate(self) and self.quiz:  # hold the frame before the released step until it is answered
             self.quizzes.hold = mode.released
             self.following = False

@@ -30,7 +30,8 @@ from collviz.runtime.wire.protocol import AnyEvent
 from collviz.runtime.wire.trace import TraceError
 
 from .messages import EventsArrived, LoadProgress, SessionFailed, TraceFailed, TraceLoaded
-from .model import EventLog, Labels, view_at
+from .model import EventLog, Labels
+from .model.log import ENDED
 from .model.pacing import Pacer
 from .model.sources import load_trace, pump_session
 
@@ -76,6 +77,10 @@ class ViewerMode:
         """Whether ``action`` (one of :data:`MODE_ACTIONS`) works in this mode."""
         return False
 
+    lands_piece_by_piece: ClassVar[bool] = False
+    """Whether a followed frame that lands on a pipelined step shows it from its first piece
+    (the recorded spans one by one), rather than whole."""
+
     opens_finished_runs_at_first_collective: ClassVar[bool] = False
     """Whether a run followed to its good end is then shown at its first collective (its last
     step, unobserved timed steps and checks, is its emptiest): only where nothing waits for the
@@ -88,6 +93,10 @@ class ViewerMode:
     def after_answer(self, log: EventLog, target: int) -> int:
         """Where the cursor goes once a quiz question about the step ending at ``target`` is answered."""
         return target
+
+    def follow_cursor(self, log: EventLog) -> int:
+        """Where a view that follows the run puts its cursor: the end of the log."""
+        return len(log)
 
     def exit_code(self, log: EventLog) -> int:
         """The viewer's exit status when it closes."""
@@ -194,8 +203,8 @@ class LiveMode(ViewerMode):
         return f"the run has {'finished' if status == 'ok' else status}"
 
     def after_answer(self, log: EventLog, target: int) -> int:
-        """Follow the run again from its end (the ranks may already wait at the next gate)."""
-        return len(log)
+        """Follow the run again (the ranks may already wait at the next gate)."""
+        return self.follow_cursor(log)
 
     def exit_code(self, log: EventLog) -> int:
         """The run's own: 0 ok, 1 failed, 130 quit before its end."""
@@ -213,6 +222,7 @@ class StepMode(LiveMode):
     gates open by themselves every ``pace`` seconds once every rank waits (space pauses)."""
 
     opens_finished_runs_at_first_collective = False
+    lands_piece_by_piece = True
     quiz_key = "space"
 
     def __init__(self, session: Session, *, pace: float | None = None,
@@ -234,9 +244,24 @@ class StepMode(LiveMode):
             return action == "toggle_pacing"
         return action in ("release_gate", "toggle_quiz")
 
+    def follow_cursor(self, log: EventLog) -> int:
+        """Where every rank last arrived together at a gate (or ended): a step lands once every
+        rank has done it. The end of the log once the run has ended, failed, stalled or
+        mismatched: what went wrong is shown as it happens, not held back for ranks that may
+        never arrive."""
+        if log.run_end is not None or log.failures or log.stalls or log.mismatches:
+            return len(log)
+        return log.arrival_cursor
+
     def labels(self, host: ModeHost, following: bool) -> Labels:
-        """``step-through``, or the pacing and its countdown."""
+        """``step-through``, or the pacing and its countdown; while the step released runs, how
+        many ranks have done it (its frame lands when all have)."""
         _, playback, history, _ = super().labels(host, following)
+        log = host.event_log
+        if following and self.follow_cursor(log) < len(log):
+            done = sum(gate > log.gate_reached for gate in log.arrived.values())
+            running = f"step {self.released + 1} running" if self.released >= 0 else "starting"
+            playback = f"{running} · {done}/{log.world_size} ranks at the next gate"
         if self.pacer is None:
             return Labels("step-through", playback, history, "stepping")
         remaining = self.pacer.remaining()
@@ -249,8 +274,7 @@ class StepMode(LiveMode):
         """Open the next gate when every rank waits there and its time is up."""
         assert self.pacer is not None
         log = host.event_log
-        run = view_at(log, len(log), tail=0).state  # the run now, not the frame browsed
-        if self.pacer.due(ready=run.kind == "waiting"):
+        if self.pacer.due(ready=self.released < log.gate_reached < ENDED):  # every rank waits at a gate not yet opened
             self.release_next_gate(host)
         host.request_frame()  # the header counts down
 
@@ -262,7 +286,7 @@ class StepMode(LiveMode):
     def release_next_gate(self, host: ModeHost) -> bool:
         """Release every rank waiting at the next gate; whether there was one left."""
         gos = host.event_log.gos.events
-        gate = max(self.released, gos[-1].index if gos else -1) + 1
+        gate = host.event_log.next_gate(max(self.released, gos[-1].index if gos else -1))
         if host.event_log.run_start is not None and gate >= host.event_log.phase_count:
             host.notify("no gate left to release")
             return False

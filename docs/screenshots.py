@@ -68,10 +68,9 @@ async def main() -> None:
     stepping = make_app(session=_session("all-gather", step=True))
 
     async def at_gate(pilot) -> None:
-        for _ in range(2):
-            await _until(pilot, lambda: stepping.current_view().state.kind == "waiting")
-            await pilot.press("space")
-            await pilot.pause(0.5)
+        await _until(pilot, lambda: stepping.current_view().state.kind == "waiting")  # gate 2: the setup has none
+        await pilot.press("space")
+        await pilot.pause(0.5)
         await _until(pilot, lambda: stepping.current_view().state.kind == "waiting")
 
     await _shoot(stepping, "step-all-gather", at_gate)

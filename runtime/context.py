@@ -22,7 +22,9 @@ class RankContext:
     """One rank's view of the run: identity, device, and the means to emit what it does.
 
     Phases are numbered from 0 in the order the scenario opens them; every rank opens the same
-    phases, so index k means the same step everywhere. In step mode each phase starts behind a gate.
+    phases, so index k means the same step everywhere. In step mode each phase starts behind gate k,
+    except an ungated one (a setup, which the class should see done before the first gate: the
+    first gate then shows what every rank holds, not four empty panels).
     """
 
     rank: int
@@ -39,14 +41,15 @@ class RankContext:
     _group_seq: collections.Counter[str] = field(default_factory=collections.Counter)
 
     @contextmanager
-    def phase(self, key: str, name: str, narration: str | None = None, unit: str | None = None) -> Iterator[int]:
-        """Open phase ``name``: gate, begin, body, end. Its narration is the scenario's text for
-        ``key`` (with the teacher's notes; for a phase of one ``unit`` of the model, the text for
-        ``UNIT.KEY`` where notes were given for that unit), or ``narration`` when the program
-        words it itself."""
+    def phase(self, key: str, name: str, narration: str | None = None, unit: str | None = None,
+              gated: bool = True) -> Iterator[int]:
+        """Open phase ``name``: gate (unless not ``gated``), begin, body, end. Its narration is the
+        scenario's text for ``key`` (with the teacher's notes; for a phase of one ``unit`` of the
+        model, the text for ``UNIT.KEY`` where notes were given for that unit), or ``narration``
+        when the program words it itself."""
         index = self._next_phase
         self._next_phase += 1
-        if self.gates is not None:
+        if self.gates is not None and gated:
             self.emitter.emit(Gate, index=index, edge="wait")
             self.emitter.flush()
             self.gates.wait(index)

@@ -10,6 +10,7 @@ import pytest
 from rich.color import Color
 
 from collviz.app.app import EXIT_INTERRUPTED, make_app
+from collviz.app.messages import EventsArrived
 from collviz.app.screens import HelpScreen, NumberPrompt, RankDetailScreen
 from collviz.app.screens.help import scroll_hint
 from collviz.app.widgets import RankHeatmap, RankPanel
@@ -26,12 +27,14 @@ class FakeSession:
     from a prepared event list.
 
     Live: hands out every event at once. Step: hands out events up to each gate's ``Go`` only
-    once ``release`` has been called for that gate (as the real workers would wait).
+    once ``release`` has been called for that gate (as the real workers would wait). ``batch``:
+    at most that many events a poll (ranks arriving one event at a time).
     """
 
-    def __init__(self, events, *, step: bool = False) -> None:
+    def __init__(self, events, *, step: bool = False, batch: int | None = None) -> None:
         self.events = list(events)
         self.step = step
+        self.batch = batch
         self.finished = False
         self.stopped = 0
         self.released: list[int] = []
@@ -51,7 +54,7 @@ class FakeSession:
 
     def poll(self, timeout: float) -> list:
         with self._lock:
-            limit = self._limit()
+            limit = self._limit() if self.batch is None else min(self._limit(), self._sent + self.batch)
             batch = self.events[self._sent : limit]
             self._sent = limit
             if self._sent == len(self.events):
@@ -192,6 +195,35 @@ async def test_step_mode_space_releases_one_gate_per_press():
         await pilot.press("space")  # no gate left: nothing released
         await pilot.pause()
         assert session.released == [0, 1, 2]
+
+
+async def test_a_step_through_frame_lands_only_once_every_rank_has_arrived():
+    """The ranks arrive at each gate one event at a time (each right after its own end of the
+    step): every frame the viewer follows to has all 4 ranks waiting at a gate (or none begun,
+    or every one ended), never a step some ranks have done and others not; the header says how many
+    have arrived meanwhile, and space opens the gate they wait at (the setup has none)."""
+    session = FakeSession([], step=True)
+    app = make_app(session=session)
+    followed: list[tuple[str, tuple[int, ...], str]] = []
+    async with app.run_test(size=SIZE) as pilot:
+        for event in all_gather_events(step=True, staggered=True):
+            if isinstance(event, Go):  # the launcher's Go answers space
+                await pilot.press("space")
+                await _until(pilot, lambda: session.released[-1:] == [event.index])
+            app.post_message(EventsArrived([event]))
+            await pilot.pause()
+            state = app.current_view().state
+            kind = "ended" if all(rank.state == "done" for rank in app.current_view().ranks) else state.kind
+            followed.append((kind, state.waiting, app.mode.labels(app, app.following)[1]))
+            if state.kind == "waiting" and state.gate == 1:
+                assert app.current_view().step == 0 and all(rank.buffers for rank in app.current_view().ranks)
+        await pilot.press("q")
+    assert session.released == [1, 2]
+    assert {kind for kind, _, _ in followed} == {"starting", "waiting", "ended"}  # every rank ended, then the run
+    assert all(waiting == (0, 1, 2, 3) for kind, waiting, _ in followed if kind == "waiting")
+    running = [label for _, _, label in followed if "running" in label]
+    assert {"step 2 running · 1/4 ranks at the next gate", "step 2 running · 3/4 ranks at the next gate",
+            "step 3 running · 2/4 ranks at the next gate"} <= set(running), running
 
 
 async def test_quitting_a_live_run_early_is_interrupted():
@@ -386,16 +418,21 @@ async def test_step_mode_on_real_ranks_no_rank_passes_a_gate_before_space():
             if app.event_log.run_end is not None or app.current_view().state.kind != "waiting":
                 break
             count = app.event_log.phase_count
-            gate = app.current_view().state.gate
+            view = app.current_view()
+            gate = view.state.gate
             assert not _gate_passes(app.event_log.events, gate)  # nobody is through before space
+            assert view.state.waiting == (0, 1, 2, 3)  # the frame lands once every rank has arrived
+            if presses == 0:  # the first gate: the setup done, every rank shows what it holds
+                assert gate == 1 and view.step == 0 and all(rank.buffers for rank in view.ranks)
             await pilot.press("space")
             presses += 1
             await _until(pilot, lambda: app.current_view().state.gate != gate or app.event_log.run_end is not None,
                          tries=1500)
         await _until(pilot, lambda: app.event_log.run_end is not None, tries=1500)
-        assert presses == count
+        assert presses == count - 1  # every phase but the setup waits at a gate
         events = app.event_log.events
-        for index in range(count):
+        assert not _gate_passes(events, 0)
+        for index in range(1, count):
             go = next(i for i, e in enumerate(events) if isinstance(e, Go) and e.index == index)
             passes = _gate_passes(events, index)
             assert len(passes) == 4 and min(passes) > go

@@ -21,6 +21,7 @@ from collviz.runtime.wire.protocol import Buffer, Check, Memory, RunEnd, Span, T
 from collviz.runtime.wire.trace import TraceContents, read_trace
 from conftest import run_cli
 from reference_models import reference_batch, reference_gpt
+from test_app import _real_session, _until
 
 SCENARIO = Path(__file__).parent.parent / "scenarios" / "pp.toml"
 RUNS = {"gpipe-4": ("gpipe", 4, 8), "1f1b-4": ("1f1b", 4, 8), "1f1b-2": ("1f1b", 2, 2)}
@@ -303,3 +304,39 @@ def test_the_measured_bubble_is_each_stage_s_idle_share_of_the_step():
     assert (timeline.bubble(0), timeline.bubble(1)) == pytest.approx((3 / 5, 2 / 5))
     assert timeline.mean_bubble() == pytest.approx(1 / 2)
     assert ideal_bubble(4, 4) == pytest.approx(3 / 7) and ideal_bubble(2, 8) == pytest.approx(1 / 9)
+
+
+async def test_a_step_through_pp_run_lands_on_its_pipelined_step_piece_by_piece():
+    """`collviz pp --step` on 4 real gloo ranks: the first gate (before the schedule) shows every
+    stage's parameters; once every rank has run the schedule its frame lands at the first piece
+    (one stage's forward of microbatch 0), each space shows one more recorded span, and the space
+    after the whole step opens the next gate."""
+    from collviz.app.app import make_app
+    from collviz.app.widgets.pipeline_timeline import PipelineTimeline
+
+    session = _real_session("pp", step=True)
+    app = make_app(session=session)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await _until(pilot, lambda: app.current_view().state.kind == "waiting", tries=3000)
+        view = app.current_view()
+        assert view.state.gate == 1 and view.state.waiting == (0, 1, 2, 3) and view.step == 0
+        assert all(any(b.name == f"stage {rank.rank} parameters" for b in rank.buffers) for rank in view.ranks)
+        await pilot.press("space")
+        await _until(pilot, lambda: app.current_view().state.gate == 2, tries=3000)
+        schedule = app.event_log.phases[1]
+        total = schedule.spans.count_upto(len(app.event_log))
+        assert total == 2 * 4 * int(app.event_log.run_start.options["microbatches"])  # F and B per stage and microbatch
+        pane = app.screen.query_one(PipelineTimeline)
+        for count in range(1, total):
+            view = app.current_view()
+            assert view.step == 1 and len(view.spans) == count and view.spans_hidden == total - count
+            assert str(pane.border_title).startswith(f"pipeline · piece {count} of {total}: r")
+            assert "as recorded" in str(pane.border_title)
+            await pilot.press("space")
+            await pilot.pause()
+        assert app.current_view().spans_hidden == 0 and "bubble measured" in str(pane.border_title)
+        assert app.mode.released == 1
+        await pilot.press("space")
+        assert app.mode.released == 2
+        await _until(pilot, lambda: app.current_view().state.gate == 3, tries=3000)
+        await pilot.press("q")

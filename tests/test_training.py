@@ -366,7 +366,7 @@ def test_step_mode_gates_every_hook_opened_phase_on_all_ranks_together(name):
                             stdin=subprocess.DEVNULL)
     status, count, passed = result.stdout.strip().split(" ", 2)
     assert status == "ok", result.stderr[-2000:]
-    assert json.loads(passed) == list(range(int(count)))
+    assert json.loads(passed) == list(range(1, int(count)))  # the setup runs behind no gate
 
 
 @pytest.mark.parametrize("key", ["ddp", "fsdp"])

@@ -275,22 +275,8 @@ def test_stepping_back_from_the_end_leaves_the_last_step_and_each_step_is_one_fr
     assert previous_boundary(log, middle) == log.step_ends[0]
 
 
-def _interleaved_gates(events):
-    """A step-through run as the ranks really emit it: each rank waits at gate k right after it
-    ends step k−1, so early ranks wait while later ones still finish the step."""
-    waits = {(e.rank, e.index): e for e in events if isinstance(e, Gate) and e.edge == "wait"}
-    out = []
-    for event in events:
-        if isinstance(event, Gate) and event.edge == "wait" and event.index > 0:
-            continue
-        out.append(event)
-        if isinstance(event, Phase) and event.edge == "end" and (event.rank, event.index + 1) in waits:
-            out.append(waits[event.rank, event.index + 1])
-    return out
-
-
 def test_step_through_stepping_lands_where_every_rank_waits_at_the_gate():
-    events = _interleaved_gates(all_gather_events(step=True))
+    events = all_gather_events(step=True, staggered=True)
     log = EventLog(events)
     for step, end in enumerate(log.step_ends[:-1]):
         # computed from the events: each rank's last gate event before the boundary is its wait at gate step+1
@@ -302,6 +288,60 @@ def test_step_through_stepping_lands_where_every_rank_waits_at_the_gate():
         state = view_at(log, end).state
         assert state.kind == "waiting" and state.text == f"waiting at gate {step + 2} before step {step + 2} (all 4 ranks)"
         assert view_at(log, end).step == step
+
+
+def _arrivals(events: list, world: int = 4) -> list[int]:
+    """The cursors just after the last rank came to each gate or ended (in that order), found
+    by walking the events: where a step-through run's followed frames should land."""
+    came: dict[int, int] = {}
+    cursors = []
+    for position, event in enumerate(events):
+        if isinstance(event, Gate) and event.edge == "wait":
+            came[event.rank] = event.index
+        elif type(event).__name__ == "RankEnd":
+            came[event.rank] = 10**9
+        else:
+            continue
+        if len(came) == world and (not cursors or min(came.values()) > cursors[-1][0]):
+            cursors.append((min(came.values()), position + 1))
+    return [cursor for _, cursor in cursors]
+
+
+def test_a_step_through_frame_lands_only_when_every_rank_has_arrived():
+    """Ranks arrive at each gate one by one (each right after its own end of the step): at every
+    moment, the log's arrival cursor is just after the last rank's arrival at the latest gate all
+    have reached, and the frame there has every rank waiting (or the run over), never some ranks
+    still in the step."""
+    events = all_gather_events(step=True, staggered=True)
+    expected = _arrivals(events)
+    assert len(expected) == 3  # gate 1, gate 2, every rank ended
+    seen = set()
+    for upto in range(1, len(events) + 1):
+        log = EventLog(events[:upto])
+        cursor = log.arrival_cursor
+        assert cursor == max([c for c in expected if c <= upto], default=0)
+        seen.add(cursor)
+        state = view_at(log, cursor).state
+        if 0 < cursor < expected[-1]:
+            assert state.kind == "waiting" and state.waiting == (0, 1, 2, 3), (upto, state)
+    assert seen == {0, *expected}
+    log = EventLog(events)
+    assert [view_at(log, cursor).state.text for cursor in expected[:2]] == [
+        "waiting at gate 2 before step 2 (all 4 ranks)", "waiting at gate 3 before step 3 (all 4 ranks)"]
+    assert view_at(log, expected[0]).step == 0  # the setup, done on every rank: what each holds at the first gate
+    assert all(_buffers(view_at(log, expected[0]), rank)["input"].values for rank in range(4))
+
+
+def test_the_gate_released_next_is_the_lowest_a_rank_waits_at():
+    """The setup has no gate: the first gate released is 1, where the ranks wait; with no rank
+    waiting past the last released gate, the next number."""
+    events = all_gather_events(step=True, staggered=True)
+    first_wait = next(i for i, e in enumerate(events) if isinstance(e, Gate))
+    assert EventLog(events[:first_wait]).next_gate(-1) == 0  # nobody waits yet
+    assert EventLog(events[:first_wait + 1]).next_gate(-1) == 1
+    assert EventLog(events[:first_wait + 1]).next_gate(1) == 2
+    log = EventLog(events)
+    assert log.next_gate(2) == 3 and log.gate_reached > 2  # every rank ended: past every gate
 
 
 def test_gates_are_numbered_like_steps():

@@ -60,19 +60,19 @@ async def test_a_paced_run_opens_its_gates_by_the_clock_and_space_pauses_it():
         assert "paced every 5 s" in app.labels()[0]
         clock.now = 5.0
         app.mode.pace_tick(app)
-        assert app.mode.released == 0
-        await _until(pilot, lambda: app.current_view().state.gate == 1, tries=1500)
+        assert app.mode.released == 1  # the setup has no gate: the first is gate 1
+        await _until(pilot, lambda: app.current_view().state.gate == 2, tries=1500)
         await pilot.press("space")  # pause
         assert app.mode.pacer.paused and "paused" in app.labels()[0]
         clock.now = 60.0
         app.mode.pace_tick(app)
-        assert app.mode.released == 0
+        assert app.mode.released == 1
         await pilot.press("left")  # browsing back does not stop the run
         await pilot.press("space")  # resume: a full period from now
         app.mode.pace_tick(app)
         clock.now = 65.0
         app.mode.pace_tick(app)
-        assert app.mode.released == 1 and not app.following
+        assert app.mode.released == 2 and not app.following
         await pilot.press("q")
 
 

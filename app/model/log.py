@@ -40,10 +40,13 @@ from collviz.runtime.wire.protocol import (
     Transfer,
 )
 
-__all__ = ["Series", "MemorySeries", "RankIndex", "PhaseIndex", "EventLog", "EXIT_INTERRUPTED"]
+__all__ = ["Series", "MemorySeries", "RankIndex", "PhaseIndex", "EventLog", "EXIT_INTERRUPTED", "ENDED"]
 
 EXIT_INTERRUPTED = 130
 """Exit status of a run that was interrupted, or left before it ended."""
+
+ENDED = 1 << 62
+"""The gate a rank whose run has ended counts as having arrived at: past every gate."""
 
 E = TypeVar("E", bound=AnyEvent)
 """The kind of event a :class:`Series` holds."""
@@ -250,6 +253,15 @@ class EventLog:
         self.mismatches: list[tuple[int, Mismatch]] = []
         self.span_phases: list[int] = []
         """Phases that have pipeline spans, in order."""
+        self.arrived: dict[int, int] = {}
+        """Per rank, the highest gate it has waited at (:data:`ENDED` once its run has ended)."""
+        self.gate_reached = -1
+        """The gate every rank has arrived at (waited there, gone past it, or ended: then
+        :data:`ENDED`); -1 before every rank has waited at one."""
+        self.arrival_cursor = 0
+        """The cursor at which every rank had last arrived together: just after the last rank
+        came to :attr:`gate_reached` (0 before). A step-through run's followed frame lands
+        here, so a step is shown once every rank has done it, not rank by rank."""
         self.max_rank = -1
         self._handlers: dict[type, Callable[[int, Any], None]] = {
             RunStart: self._run_start,
@@ -367,11 +379,13 @@ class EventLog:
 
     def _rank_end(self, index: int, event: RankEnd) -> None:
         self.rank(event.rank).end = (index, event)
+        self._arrive(event.rank, ENDED, index)
         if event.status != "ok":
             self.failures.append((index, event))
 
     def _process_exit(self, index: int, event: ProcessExit) -> None:
         self.rank(event.target).exit = (index, event)
+        self._arrive(event.target, ENDED, index)
         if event.signal or event.exit_code:
             self.failures.append((index, event))
 
@@ -399,8 +413,30 @@ class EventLog:
         """A rank waits at gate k once it has ended step k−1: that step's frame waits for it too,
         so stepping through a step-through run lands where every rank has arrived at the gate."""
         self.rank(event.rank).gates.add(index, event.index)
-        if event.edge == "wait" and event.index > 0:
-            self._end_step_after(event.index - 1, index)
+        if event.edge == "wait":
+            if event.index > 0:
+                self._end_step_after(event.index - 1, index)
+            self._arrive(event.rank, event.index, index)
+
+    def _arrive(self, rank: int, gate: int, index: int) -> None:
+        """``rank`` has come to ``gate`` (or ended) at event ``index``: once every rank has come
+        to a later gate than :attr:`gate_reached`, the ranks have arrived together there."""
+        if self.arrived.get(rank, -1) >= gate:
+            return
+        self.arrived[rank] = gate
+        world = self.world_size
+        if world <= 0 or len(self.arrived) < world:  # a trace may declare an impossible world
+            return
+        reached = min(self.arrived.get(number, -1) for number in range(world))
+        if reached > self.gate_reached:
+            self.gate_reached, self.arrival_cursor = reached, index + 1
+
+    def next_gate(self, after: int) -> int:
+        """The gate to release after gate ``after``: the lowest later one a rank waits at (a
+        gate's number is its phase's, and a phase without a gate has no one waiting at it),
+        or ``after + 1`` while no rank waits past ``after``."""
+        waited = [gate for gate in self.arrived.values() if after < gate < ENDED]
+        return min(waited, default=after + 1)
 
     def _go(self, index: int, event: Go) -> None:
         self.gos.add(index, event.index)

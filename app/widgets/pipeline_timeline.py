@@ -54,7 +54,7 @@ def _title(view: ViewState, timeline: Timeline) -> str:
     if view.spans_hidden:
         latest = view.spans[-1]
         return (f"pipeline · piece {len(view.spans)} of {len(view.spans) + view.spans_hidden}: r{latest.rank} "
-                f"{latest.kind} of microbatch {latest.microbatch} · → next piece · g or end: jump")
+                f"{latest.kind} of microbatch {latest.microbatch} · as recorded · → next piece · g or end: jump")
     return (f"pipeline · time → ({timeline.window_ns / 1e6:.1f} ms) · bubble measured "
             f"{timeline.mean_bubble():.2f} · ideal (p−1)/(m+p−1) = {ideal_bubble(timeline.stages, timeline.microbatches):.2f}")
 

@@ -395,7 +395,7 @@ def run_collective_scenario(ctx: RankContext, spec: CollectiveSpec) -> None:
     rank, n = ctx.rank, ctx.world_size
     itemsize = getattr(torch, spec.dtype).itemsize
     call = collective_caller(spec, rank, n)
-    with ctx.phase("setup", "setup"):
+    with ctx.phase("setup", "setup", gated=False):
         inp = allocate_input(ctx, spec)
         if inp is not None:
             own = uniform_provenance(inp.numel(), [rank] if _has_input(spec, rank) else [])

@@ -62,7 +62,7 @@ class DesyncProgram:
 
     def run(self, ctx: RankContext) -> None:
         """Run this rank's part: agree once, then (mis)behave."""
-        with ctx.phase("setup", "setup"):
+        with ctx.phase("setup", "setup", gated=False):
             inp = present(allocate_input(ctx, self.agreed), "input")  # every rank has one: the collective is unrooted
             ctx.buffer(self.agreed.buffer_name, "input", "before", inp, uniform_provenance(inp.numel(), [ctx.rank]))
             ctx.memory("inputs allocated")

@@ -112,7 +112,7 @@ def run_algorithm(ctx: RankContext, spec: CollectiveSpec, plan: Plan) -> None:
     """Run ``plan`` on this rank: setup, each hop, the check against the library."""
     rank, n = ctx.rank, ctx.world_size
     itemsize = getattr(torch, spec.dtype).itemsize
-    with ctx.phase("setup", f"setup: {spec.op} by {plan.algo}, {len(plan.hops)} hops"):
+    with ctx.phase("setup", f"setup: {spec.op} by {plan.algo}, {len(plan.hops)} hops", gated=False):
         inp = allocate_input(ctx, spec)
         with ctx.tracker.category("communication"):
             buffers, out = _working_buffers(spec, rank, n, inp, ctx.device)

@@ -102,13 +102,14 @@ class PhaseSequence:
         self._category: AbstractContextManager | None = None
         self._name = ""
 
-    def next(self, key: str, name: str, category: str | None = None, unit: str | None = None) -> None:
+    def next(self, key: str, name: str, category: str | None = None, unit: str | None = None,
+             gated: bool = True) -> None:
         """Close the open phase (if any) and open ``name``, narrated by ``key`` (or ``UNIT.KEY``
-        for a phase of one ``unit`` of the model), unless paused."""
+        for a phase of one ``unit`` of the model), unless paused; behind no gate if not ``gated``."""
         if self.paused:
             return
         self.close()
-        self._phase = self.ctx.phase(key, name, unit=unit)
+        self._phase = self.ctx.phase(key, name, unit=unit, gated=gated)
         self._phase.__enter__()
         self.opened += 1
         self._name = name

@@ -141,7 +141,7 @@ def run_ddp(ctx: RankContext, program: DDPProgram) -> None:
     phases = PhaseSequence(ctx)
     observer = CollectiveObserver(ctx)
     with observer:
-        phases.next("setup", "setup: same weights everywhere, DDP buckets the gradients", category="params")
+        phases.next("setup", "setup: same weights everywhere, DDP buckets the gradients", category="params", gated=False)
         model = make_gpt(settings).to(ctx.device)
         tracked = model.get_parameter(TRACKED[0])
         with ctx.tracker.category("grads"):

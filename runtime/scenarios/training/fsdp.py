@@ -272,7 +272,7 @@ def run_fsdp(ctx: RankContext, program: FSDPProgram) -> None:
     settings = dict(program.settings)
     phases = PhaseSequence(ctx)
     with CollectiveObserver(ctx):
-        phases.next("setup", "setup: every unit sharded over the ranks", category="params")
+        phases.next("setup", "setup: every unit sharded over the ranks", category="params", gated=False)
         model, units, groups = _shard(ctx, program)
         for name, module in units:
             _UnitPhases(ctx, phases, name, module, program.prefetch, groups)

@@ -168,7 +168,7 @@ def run_moe(ctx: RankContext, program: MoEProgram) -> None:
     d = int(settings["d_model"])
     capacity = program.capacity(n)
     phases = PhaseSequence(ctx)
-    phases.next("setup", f"setup: a router over {n} experts, expert r on rank r", category="params")
+    phases.next("setup", f"setup: a router over {n} experts, expert r on rank r", category="params", gated=False)
     device = ctx.device
     router, experts = _layers(settings, n)
     router, experts = router.to(device), [e.to(device) for e in experts]

@@ -222,7 +222,7 @@ def run_pp(ctx: RankContext, program: PipelineProgram) -> None:
     first, last = rank == 0, rank == stages - 1
     pieces = stage_pieces(int(settings["blocks"]), stages, rank)
     phases = PhaseSequence(ctx)
-    phases.next("setup", f"setup: the model cut into {stages} stages, one per rank", category="params")
+    phases.next("setup", f"setup: the model cut into {stages} stages, one per rank", category="params", gated=False)
     module = PipelineStageModule(make_gpt(settings), pieces).to(ctx.device)
     named = module.named_model_parameters()
     with ctx.tracker.category("grads"):

@@ -122,7 +122,7 @@ def run_ring(ctx: RankContext, program: RingProgram) -> None:
     """This rank's part of the ring all-reduce: every phase, every event."""
     rank, n, chunk = ctx.rank, ctx.world_size, program.chunk
     right, left = (rank + 1) % n, (rank - 1) % n
-    with ctx.phase("setup", "setup"):
+    with ctx.phase("setup", "setup", gated=False):
         with ctx.tracker.category("inputs"):
             x = ring_input(rank, program.count).to(ctx.device)
             original = x.clone()

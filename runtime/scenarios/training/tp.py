@@ -75,7 +75,7 @@ def run_tp(ctx: RankContext, program: TPProgram) -> None:
     """This rank's part of the tensor-parallel forward."""
     settings, rank = program.settings, ctx.rank
     phases = PhaseSequence(ctx)
-    phases.next("setup", "setup: shard W1 by rows, W2 by columns", category="params")
+    phases.next("setup", "setup: shard W1 by rows, W2 by columns", category="params", gated=False)
     torch.manual_seed(int(settings["seed"]))
     mlp = MLP(int(settings["d_model"]), int(settings["hidden"])).to(ctx.device)
     with ctx.tracker.suspended():
