@@ -24,8 +24,8 @@ from .errors import UsageError
 from .observation.fingerprints import Disagreement, FingerprintCheck
 from .observation.watchdog import CollectiveWatch
 from .plan import MemoryNeed, plan_run, run_start_fields, worker_config
-from .scenarios.loading import Scenario
-from .scenarios.program import RunOptions
+from .scenario_files.loading import Scenario
+from .programs.program import RunOptions
 from .wire.files import read_regular_file
 from .wire.protocol import AnyEvent, Dropped, Mismatch, RankEnd, RunEnd, RunStart, Stall
 from .wire.trace import TraceWriter

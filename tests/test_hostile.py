@@ -14,7 +14,7 @@ import zmq
 from collviz.runtime.launch import Session, _RankState
 from collviz.runtime.observation.watchdog import Stalled
 from collviz.runtime.plan import plan_run
-from collviz.runtime.scenarios.loading import find_scenario
+from collviz.runtime.scenario_files.loading import find_scenario
 from collviz.runtime.wire.protocol import (
     WIRE_HEADER,
     Buffer,

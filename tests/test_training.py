@@ -336,7 +336,7 @@ import json, sys, time
 from collviz.runtime.launch import Session
 from collviz.runtime.plan import plan_run
 from collviz.runtime.wire.protocol import Gate
-from collviz.runtime.scenarios.loading import find_scenario
+from collviz.runtime.scenario_files.loading import find_scenario
 plan = plan_run(find_scenario(sys.argv[1]), 4, backend="gloo", step=True, timeout_s=60)
 session = Session(plan)
 session.start()

@@ -51,7 +51,7 @@ def main(argv: Sequence[str]) -> int:
     if not args.viewer.startswith("tcp://"):
         raise UsageError(f"--viewer {args.viewer!r}: expected tcp://HOST:PORT")
     from collviz.runtime.remote import load_secret, run_torchrun_worker, torchrun_rank
-    from collviz.runtime.scenarios.loading import find_scenario
+    from collviz.runtime.scenario_files.loading import find_scenario
 
     world_size = torchrun_rank().world_size
     scenario = find_scenario(name)

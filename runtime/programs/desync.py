@@ -18,7 +18,7 @@ from ..errors import UsageError
 from ..observation.tensors import uniform_provenance
 from ..wire.protocol import Collective
 from .collectives import CollectiveSpec, allocate_input, collective_caller, collective_fields, make_output, present, timed_ns
-from .schema import Scenario
+from ..scenario_files.schema import Scenario
 from .program import RunOptions
 
 __all__ = ["DesyncProgram", "build_desync"]

@@ -23,7 +23,7 @@ from ...observation.timing import wait_for_device
 from ...wire.protocol import Check
 from ..devices import rank_tensor
 from ..program import RunOptions
-from .kinds import SettingValue
+from ...scenario_files.training_kinds import SettingValue
 
 __all__ = ["TrainingProgram", "PhaseSequence", "refuse_options", "check_identical", "check_close", "timed_steps",
            "dtensor", "gradient"]

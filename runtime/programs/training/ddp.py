@@ -26,7 +26,7 @@ from ...observation.metrics import human_bytes
 from ...observation.tensors import uniform_provenance
 from ...wire.protocol import ProvenanceRun
 from ..program import RunOptions
-from ..schema import Scenario
+from ...scenario_files.schema import Scenario
 from .common import PhaseSequence, TrainingProgram, check_identical, gradient, refuse_options, timed_steps
 from .model import TinyGPT, make_gpt, token_batch
 from .observer import CollectiveObserver

@@ -24,7 +24,7 @@ from ...observation.timing import CallClock
 from ...wire.protocol import Collective, ProvenanceRun, Transfer
 from ..devices import rank_tensor
 from ..program import RunOptions
-from ..schema import Scenario
+from ...scenario_files.schema import Scenario
 from .common import PhaseSequence, TrainingProgram, check_close, refuse_options
 from .model import MLP
 

@@ -38,7 +38,7 @@ from ...observation.timing import CallClock
 from ...reports.pipeline import ideal_bubble
 from ...wire.protocol import Span, Transfer
 from ..program import RunOptions
-from ..schema import Scenario
+from ...scenario_files.schema import Scenario
 from .common import PhaseSequence, TrainingProgram, check_close, gradient, refuse_options, timed_steps
 from .model import TinyGPT, make_gpt, token_batch
 

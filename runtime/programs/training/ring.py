@@ -21,7 +21,7 @@ from ...observation.metrics import human_bytes
 from ...wire.protocol import ProvenanceRun, Transfer
 from ..devices import rank_tensor
 from ..program import RunOptions
-from ..schema import Scenario
+from ...scenario_files.schema import Scenario
 from .common import TrainingProgram, check_close, refuse_options
 from .observer import CollectiveObserver
 

@@ -26,7 +26,7 @@ from ...errors import UsageError
 from ...observation.tensors import uniform_provenance
 from ...wire.protocol import ProvenanceRun
 from ..program import RunOptions
-from ..schema import Scenario
+from ...scenario_files.schema import Scenario
 from .common import PhaseSequence, TrainingProgram, check_close, dtensor, refuse_options
 from .model import MLP
 from .observer import CollectiveObserver
