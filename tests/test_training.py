@@ -44,7 +44,7 @@ def test_ring_has_2n_minus_2_hops_each_moving_one_chunk_to_the_right(training_ru
     for t in transfers:
         assert t.kind == "p2p" and t.bytes == count // N * 4 and t.length == count // N
         assert t.src == (t.dst - 1) % N
-        assert t.phase == hops[t.step - 1]  # hops count from 1
+        assert t.phase == hops[t.hop - 1]  # hops count from 1
 
 
 def test_ring_compare_shows_the_library_all_reduce_as_logical_transfers(training_runs):
