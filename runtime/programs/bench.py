@@ -26,11 +26,11 @@ from ..context import RankContext
 from ..errors import UsageError
 from ..observation.metrics import human_bytes
 from ..reports.bench_table import BENCH_SCENARIO_NAME, wrong_detail
+from ..scenario_files.loading import find_scenario
+from ..scenario_files.schema import COLLECTIVES, DTYPES, REDUCING, Scenario
 from ..wire.protocol import Check
 from .collectives import GATHERING, IN_PLACE, CollectiveSpec, collective_caller, make_output, present, timed_calls
 from .devices import rank_tensor
-from ..scenario_files.loading import find_scenario
-from ..scenario_files.schema import COLLECTIVES, DTYPES, REDUCING, Scenario
 from .algorithms.execute import algorithm_caller
 from .algorithms.plans import ALGORITHMS, PlanError, plan
 from .patterns import EXACT_LIMIT, pattern

@@ -18,10 +18,10 @@ import torch.distributed as dist
 from ...context import RankContext
 from ...errors import UsageError
 from ...observation.metrics import human_bytes
+from ...scenario_files.schema import Scenario
 from ...wire.protocol import ProvenanceRun, Transfer
 from ..devices import rank_tensor
 from ..program import RunOptions
-from ...scenario_files.schema import Scenario
 from .common import TrainingProgram, check_close, refuse_options
 from .observer import CollectiveObserver
 
