@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from collviz.runtime.sessions.contract import Session
 from collviz.runtime.wire.protocol import AnyEvent
 from textual.app import App
 from textual.binding import Binding
@@ -36,7 +37,6 @@ from .model import (
     view_at,
 )
 from .model.quiz import Grade, QuizRound, nothing_to_ask
-from .model.sources import Session
 from .overlays import OverlayActions
 from .modes import MODE_ACTIONS, Labels, LiveMode, ReplayMode, StepMode, ViewerMode
 from .viewer_options import ViewerOptions
@@ -44,7 +44,7 @@ from .screens import ViewerScreen
 from .screens.quiz import QuizScreen
 from .theme import PROJECTOR_THEME, palette_for
 
-__all__ = ["Session", "CollvizApp", "make_app", "run_viewer", "FRAME_RATE",
+__all__ = ["CollvizApp", "make_app", "run_viewer", "FRAME_RATE",
            "EXIT_INTERRUPTED"]
 
 FRAME_RATE = 40.0

@@ -25,13 +25,14 @@ from textual.message import Message
 from textual.timer import Timer
 from textual.worker import Worker, get_current_worker
 
+from collviz.runtime.sessions.contract import Session
 from collviz.runtime.wire.protocol import AnyEvent
 from collviz.runtime.wire.trace import TraceError
 
 from .messages import EventsArrived, LoadProgress, SessionFailed, TraceFailed, TraceLoaded
 from .model import EventLog, Labels, view_at
 from .model.pacing import Pacer
-from .model.sources import Session, load_trace, pump_session
+from .model.sources import load_trace, pump_session
 
 __all__ = ["Labels", "ModeHost", "ViewerMode", "ReplayMode", "LiveMode", "StepMode", "MODE_ACTIONS",
            "READER_STOP_SECONDS", "PACE_POLL"]

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from collviz.runtime.launch import remove_stale_run_folders
+from collviz.runtime.sessions.local import remove_stale_run_folders
 from collviz.runtime.wire.protocol import RankStart, RunEnd
 from collviz.runtime.wire.trace import TraceError, read_trace
 

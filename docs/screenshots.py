@@ -22,7 +22,7 @@ from collviz.app.viewer_options import ViewerOptions  # noqa: E402
 from collviz.app.model.log import EventLog  # noqa: E402
 from collviz.app.model.quiz import questions  # noqa: E402
 from collviz.runtime.wire.trace import read_trace  # noqa: E402
-from collviz.runtime.launch import Session  # noqa: E402
+from collviz.runtime.sessions.local import LocalSession  # noqa: E402
 from collviz.runtime.plan import plan_run  # noqa: E402
 from collviz.runtime.scenario_files.loading import find_scenario  # noqa: E402
 from fixtures.synthetic import all_gather_events  # noqa: E402
@@ -32,8 +32,8 @@ OUT = ROOT / "docs" / "screens"
 SIZE = (160, 50)
 
 
-def _session(name: str, step: bool = False) -> Session:
-    session = Session(plan_run(find_scenario(name), 4, backend="gloo", step=step))
+def _session(name: str, step: bool = False) -> LocalSession:
+    session = LocalSession(plan_run(find_scenario(name), 4, backend="gloo", step=step))
     session.start()
     return session
 

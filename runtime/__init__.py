@@ -17,12 +17,13 @@ test command checks them):
   observer of its collectives, the marks it may call (``collviz.step``), one rank running it.
 - :mod:`.attach` — a user's running job read from torch's worker servers (``collviz attach``):
   bounded reads only, one snapshot of who waits on whom and where.
+- :mod:`.sessions` — one run's events from its workers to its consumers: the session contract
+  and the intake every session's events pass through, the local session that forks the workers
+  (each rank's stdout/stderr: its log file and the terminal), the listening session fed by
+  torchrun's workers, one torchrun rank streaming to it, the headless drivers.
 - Beside them: :mod:`.errors` (UsageError), :mod:`.context` (what a rank uses to emit),
-  :mod:`.rank_output` (each rank's stdout/stderr: its log file and the terminal),
-  :mod:`.worker` (one rank), :mod:`.launch` (the local session that forks the workers),
-  :mod:`.remote` (a session fed by remote workers), :mod:`.torchrun_script` (a user's script
-  under torchrun, streaming to one), :mod:`.headless` and :mod:`.compare` (drive sessions without
-  a screen).
+  :mod:`.worker` (one rank), :mod:`.plan` (the one validated run plan), :mod:`.compare` (several
+  sessions side by side, without a screen).
 
 Never imports textual or :mod:`collviz.app`: this package runs on cluster nodes without a screen.
 """

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import NamedTuple, TextIO
 
 from .errors import EXIT_RECORDING_INCOMPLETE, UsageError
-from .headless import collect, report_recording
-from .launch import Session
 from .plan import RunPlan, plan_run
 from .reports.compare import ModelSizes, RunFigures, figures_of
 from .reports.progress import ProgressLine
 from .scenario_files.loading import Scenario, find_scenario
+from .sessions.headless import collect, report_recording
+from .sessions.local import LocalSession
 from .wire.protocol import AnyEvent, Phase
 
 __all__ = ["MODEL_KEYS", "COMPARABLE", "ComparedRun", "same_model", "plan_comparison", "compare_runs", "model_sizes"]
@@ -73,7 +73,7 @@ def compare_runs(plans: list[RunPlan], err: TextIO | None = None) -> list[Compar
     try:
         for plan in plans:
             scenario, program = plan.scenario, plan.program
-            session = Session(plan)
+            session = LocalSession(plan)
 
             def on_event(event: AnyEvent, offset: int = offset, name: str = scenario.name) -> None:
                 if isinstance(event, Phase) and event.edge == "begin" and event.rank == 0:

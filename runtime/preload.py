@@ -1,6 +1,6 @@
 """What the launcher imports once, before it forks its workers: torch, then frozen.
 
-Workers are forked from the launcher after its one ``import torch`` (:mod:`.launch`): whatever the
+Workers are forked from the launcher after its one ``import torch`` (:mod:`.sessions.local`): whatever the
 launcher has imported, no worker imports again. Importing this module makes that cheaper twice:
 
 * torch imports some modules lazily, on their first use; each worker would import them after the

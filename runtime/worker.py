@@ -1,7 +1,7 @@
 """A worker process: one rank of the run, from fork to ``os._exit``.
 
 The launcher forks workers after importing torch once (the children skip the import). A worker
-writes its stdout/stderr where the launcher put them (pipes it drains: :mod:`.rank_output`), ignores
+writes its stdout/stderr where the launcher put them (pipes it drains: :mod:`.sessions.rank_output`), ignores
 SIGINT (the launcher handles Ctrl-C and tears everything down), and dies with its parent.
 """
 

@@ -1,6 +1,6 @@
 """Real artifacts of small 4-rank gloo jobs, made the way a user makes them in their own job.
 
-Nothing here imports collviz. Each job forks 4 ranks that meet through a file, set
+Nothing here imports collviz. Each job forks 4 ranks (from a clean fork server) that meet through a file, set
 ``TORCH_FR_BUFFER_SIZE`` so torch's Flight Recorder records their calls, and write per rank:
 
 - :func:`healthy`: Flight Recorder dumps as JSON (``fr/json/rank_<r>.json``) and as the pickle torch
@@ -154,12 +154,16 @@ def _rank_main(job: Callable[[int, Path], None], rank: int, meeting: str, out: P
 
 
 def run_job(job: Callable[[int, Path], None], out: Path, timeout_s: float = 60) -> Path:
-    """Fork WORLD ranks running ``job(rank, out)``; wait for them (killing any left after ``timeout_s``)."""
-    import torch._inductor.config  # noqa: F401 - torch.profiler imports it as it starts: once here, not in 4 ranks at once
+    """Fork WORLD ranks running ``job(rank, out)``; wait for them (killing any left after ``timeout_s``).
 
+    The ranks fork from a fork server, a fresh process that has never made a process group: forked
+    from the test process they would inherit its Flight Recorder, holding the calls of any group a
+    test made there (a one-rank group of a unit test), and dump those as the job's."""
     out.mkdir(parents=True, exist_ok=True)
     os.environ["TORCH_FR_BUFFER_SIZE"] = "2000"
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context("forkserver")
+    # torch.profiler imports torch._inductor.config as it starts: once in the server, not in 4 ranks at once
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "torch._inductor.config", "artifact_jobs"])
     with tempfile.TemporaryDirectory(prefix="collviz-artifacts-") as meeting:
         procs = [ctx.Process(target=_rank_main, args=(job, r, os.path.join(meeting, "store"), out)) for r in range(WORLD)]
         for proc in procs:

@@ -22,7 +22,8 @@ SIZE = (120, 36)
 
 
 class FakeSession:
-    """Implements the launcher's Session interface from a prepared event list.
+    """Stands in for a session (the viewer's part of ``collviz.runtime.sessions.contract.Session``),
+    from a prepared event list.
 
     Live: hands out every event at once. Step: hands out events up to each gate's ``Go`` only
     once ``release`` has been called for that gate (as the real workers would wait).
@@ -332,11 +333,11 @@ async def test_too_small_terminal_says_so():
 
 def _real_session(name: str, *, step: bool = False, record: Path | None = None):
     """A started session of the real runtime: ``name`` on 4 gloo ranks, built as ``collviz NAME`` does."""
-    from collviz.runtime.launch import Session
+    from collviz.runtime.sessions.local import LocalSession
     from collviz.runtime.plan import plan_run
     from collviz.runtime.scenario_files.loading import find_scenario
 
-    session = Session(plan_run(find_scenario(name), 4, backend="gloo", step=step, record=record))
+    session = LocalSession(plan_run(find_scenario(name), 4, backend="gloo", step=step, record=record))
     session.start()
     return session
 

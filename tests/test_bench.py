@@ -233,7 +233,7 @@ def test_nccl_choices_are_read_from_its_tuning_lines_and_labelled_on_library_row
 
 
 def test_worker_log_lines_keeps_only_the_marked_lines_of_every_rank(tmp_path):
-    from collviz.runtime.launch import worker_log_lines
+    from collviz.runtime.sessions.local import worker_log_lines
 
     (tmp_path / "rank0.log").write_text("hello\nx NCCL INFO AllReduce: 8 Bytes -> Algo RING proto LL\n")
     (tmp_path / "rank1.log").write_text("x NCCL INFO Channel 00/02\nbye\n")

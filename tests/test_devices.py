@@ -12,14 +12,15 @@ import pytest
 import torch
 import torch.distributed as dist
 
-import collviz.runtime.launch as launch
-from collviz.runtime.launch import RunOutcome, Session
+import collviz.runtime.sessions.local as local
 from collviz.runtime.plan import plan_run
 from collviz.runtime.programs.algorithms.plans import ALGORITHMS
 from collviz.runtime.programs.bench import bench_scenario, build_bench
 from collviz.runtime.programs.devices import rank_tensor
 from collviz.runtime.scenario_files.loading import find_scenario
 from collviz.runtime.programs.program import RunOptions
+from collviz.runtime.sessions.contract import RunOutcome
+from collviz.runtime.sessions.local import LocalSession
 from collviz.runtime.wire.protocol import Buffer
 from collviz.runtime.wire.trace import read_trace
 from device_check import DeviceCheck, MisplacedTensor, NoIntegerMatmul
@@ -52,7 +53,7 @@ def test_rank_tensor_takes_values_or_a_shape_on_the_device_it_is_given():
         rank_tensor(torch.device("cpu"), torch.float32)
 
 
-launch_worker = launch.worker_main
+launch_worker = local.worker_main
 """The real worker, which the wrappers below run (the tests put a wrapper in its place)."""
 
 
@@ -63,7 +64,7 @@ def _checked_worker(config, rank, local_rank=None):
 
 
 def _run(plan) -> RunOutcome:
-    session = Session(plan)
+    session = LocalSession(plan)
     session.start()
     deadline = time.monotonic() + 240
     while not session.finished and time.monotonic() < deadline:
@@ -83,14 +84,14 @@ def _cases() -> list[tuple[str, object]]:
 
 @pytest.mark.parametrize("name, options", _cases(), ids=[name for name, _ in _cases()])
 def test_every_scenario_hands_collectives_tensors_on_its_planned_device(monkeypatch, name, options):
-    monkeypatch.setattr(launch, "worker_main", _checked_worker)
+    monkeypatch.setattr(local, "worker_main", _checked_worker)
     scenario = find_scenario(name.removesuffix(" --algo"))
     outcome = _run(plan_run(scenario, 4, backend="gloo", options=options))
     assert outcome.status == "ok", outcome.detail
 
 
 def test_bench_hands_collectives_tensors_on_its_planned_device(monkeypatch):
-    monkeypatch.setattr(launch, "worker_main", _checked_worker)
+    monkeypatch.setattr(local, "worker_main", _checked_worker)
     program = build_bench(list(ALGORITHMS), [4096], 4, iters=1, warmup=0)
     outcome = _run(plan_run(bench_scenario(), 4, backend="gloo", program=program))
     assert outcome.status == "ok", outcome.detail
@@ -103,7 +104,7 @@ def _cuda_like_worker(config, rank, local_rank=None):
 
 
 def test_the_worked_examples_follow_up_in_an_integer_dtype_needs_no_integer_matmul(monkeypatch, tmp_path):
-    monkeypatch.setattr(launch, "worker_main", _cuda_like_worker)
+    monkeypatch.setattr(local, "worker_main", _cuda_like_worker)
     trace = tmp_path / "int.cvz"
     outcome = _run(plan_run(find_scenario("all-gather"), 4, backend="gloo", options=RunOptions(dtype="int64"),
                             record=trace))

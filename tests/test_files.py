@@ -130,7 +130,7 @@ def test_force_overwrites_and_the_new_trace_is_private(tmp_path):
 
 
 def test_run_folders_of_killed_launchers_are_removed_and_kept_ones_stay(tmp_path):
-    from collviz.runtime.launch import LAUNCHER_PID_FILE, RUN_FOLDER_PREFIX, remove_stale_run_folders
+    from collviz.runtime.sessions.local import LAUNCHER_PID_FILE, RUN_FOLDER_PREFIX, remove_stale_run_folders
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     left = tmp_path / f"{RUN_FOLDER_PREFIX}killed"

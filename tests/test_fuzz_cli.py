@@ -37,10 +37,10 @@ def no_launch(monkeypatch):
         raise Launched
 
     from collviz.app import app
-    from collviz.runtime import launch, remote
+    from collviz.runtime.sessions import listening, local
 
-    monkeypatch.setattr(launch.Session, "start", launched)
-    monkeypatch.setattr(remote.RemoteSession, "start", launched)
+    monkeypatch.setattr(local.LocalSession, "start", launched)
+    monkeypatch.setattr(listening.RemoteSession, "start", launched)
     monkeypatch.setattr(app, "run_viewer", launched)
 
 

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import msgspec
 import zmq
-from collviz.runtime.launch import Session, _RankState
 from collviz.runtime.observation.watchdog import Stalled
 from collviz.runtime.plan import plan_run
 from collviz.runtime.scenario_files.loading import find_scenario
+from collviz.runtime.sessions.intake import Intake
+from collviz.runtime.sessions.local import LocalSession, _RankState
 from collviz.runtime.wire.protocol import (
     WIRE_HEADER,
     Buffer,
@@ -34,8 +35,8 @@ from test_failures import _alive
 from test_trace import FutureEvent
 
 
-def _session(name: str, world: int = 4, timeout_s: float = 30.0) -> Session:
-    return Session(plan_run(find_scenario(name), world, backend="gloo", timeout_s=timeout_s))
+def _session(name: str, world: int = 4, timeout_s: float = 30.0) -> LocalSession:
+    return LocalSession(plan_run(find_scenario(name), world, backend="gloo", timeout_s=timeout_s))
 
 
 def test_hostile_frames_are_dropped_and_counted_and_the_run_is_unaffected():
@@ -143,13 +144,22 @@ def _aborted_child() -> int:
     return pid
 
 
-def test_waiters_aborted_after_a_reported_hang_are_its_consequence_not_its_cause():
+def _unstarted_session(tmp_path: Path) -> LocalSession:
+    """A 4-rank session with its intake open but no workers started (nothing to tear down): its
+    reaping and its cause are tried on the test's own child processes."""
     session = _session("all-reduce")
-    session._teardown_started = True  # no workers were started: nothing to tear down
+    session._teardown_started = True
+    collector = Collector(session.run_id, Endpoints.in_directory(str(tmp_path)), world_size=4)
+    session._intake = Intake(collector, None, 30.0, session.run_id)
+    return session
+
+
+def test_waiters_aborted_after_a_reported_hang_are_its_consequence_not_its_cause(tmp_path):
+    session = _unstarted_session(tmp_path)
     stall = Stalled("world", 1, "all_reduce", waiting=[0, 1, 3],
                     elsewhere={2: "rank 2 never arrived (last seen in phase 2 'skip')"}, waited_s=6.0,
                     text="all_reduce #1 on group world: ranks 0, 1, 3 waiting 6 s; rank 2 never arrived")
-    session._first_stall = stall
+    session._started_intake.first_stall = stall
     session._ranks = {rank: _RankState(pid=_aborted_child()) for rank in (0, 1, 3)}
     session._ranks[2] = _RankState(pid=0, exited=True, exit_code=-signal.SIGTERM, reaped_order=99)  # ended by collviz
     session._sent.add(signal.SIGTERM)
@@ -161,17 +171,18 @@ def test_waiters_aborted_after_a_reported_hang_are_its_consequence_not_its_cause
     cause = session._cause()
     assert cause.startswith("hang caused by rank 2: all_reduce #1 on group world: ranks 0, 1, 3 waiting 6 s")
     assert cause.endswith("consequence: rank 0 was killed by SIGABRT before its first phase")
+    session._started_intake.collector.close()
 
 
-def test_a_rank_killed_outside_any_reported_hang_is_still_the_cause():
-    session = _session("all-reduce")
-    session._teardown_started = True
+def test_a_rank_killed_outside_any_reported_hang_is_still_the_cause(tmp_path):
+    session = _unstarted_session(tmp_path)
     session._ranks = {0: _RankState(pid=_aborted_child()), 1: _RankState(pid=0, exited=True, exit_code=1)}
     deadline = time.monotonic() + 10
     while not session._ranks[0].exited and time.monotonic() < deadline:
         session._reap()
         time.sleep(0.01)
     assert session._cause() == "rank 0 was killed by SIGABRT before its first phase"
+    session._started_intake.collector.close()
 
 
 def test_a_newer_minor_workers_unknown_events_are_skipped_without_a_false_gap(tmp_path):

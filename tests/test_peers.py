@@ -14,7 +14,7 @@ from unittest import mock
 import pytest
 import zmq
 
-from collviz.runtime.remote import RemoteSession
+from collviz.runtime.sessions.listening import RemoteSession
 from collviz.runtime.wire.frames import SIGNATURE_WINDOW_S, encode_frames
 from collviz.runtime.wire.protocol import WIRE_HEADER, Phase
 

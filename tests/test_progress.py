@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import msgspec
 
-from collviz.runtime.headless import run_bench, run_headless
+from collviz.runtime.sessions.headless import run_bench, run_headless
 from collviz.runtime.reports.progress import ProgressLine, bar_text
 from collviz.runtime.wire.protocol import Phase, RunStart
 from collviz.runtime.wire.trace import PROGRESS_RECORDS, read_trace

@@ -12,7 +12,7 @@ import zmq
 
 from collviz.runtime.wire.frames import encode_frames
 from collviz.runtime.wire.protocol import Buffer, Phase, RankStart, RunEnd, RunStart
-from collviz.runtime.remote import RemoteSession
+from collviz.runtime.sessions.listening import RemoteSession
 from collviz.runtime.wire.trace import read_trace
 from test_cli_errors import run_main
 

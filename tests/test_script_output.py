@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from collviz.runtime.rank_output import KeptLines, line_prefix
+from collviz.runtime.sessions.rank_output import KeptLines, line_prefix
 from conftest import run_cli
 
 SCRIPT = textwrap.dedent('''

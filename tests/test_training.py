@@ -333,12 +333,12 @@ async def test_trace_replays_in_the_viewer_to_the_end(training_runs, key):
 
 STEP_SCRIPT = """
 import json, sys, time
-from collviz.runtime.launch import Session
+from collviz.runtime.sessions.local import LocalSession
 from collviz.runtime.plan import plan_run
 from collviz.runtime.wire.protocol import Gate
 from collviz.runtime.scenario_files.loading import find_scenario
 plan = plan_run(find_scenario(sys.argv[1]), 4, backend="gloo", step=True, timeout_s=60)
-session = Session(plan)
+session = LocalSession(plan)
 session.start()
 released, passed, deadline = -1, [], time.monotonic() + 240
 while not session.finished and time.monotonic() < deadline:

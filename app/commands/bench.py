@@ -83,12 +83,12 @@ def build_parser() -> OneLineParser:
 def main(argv: Sequence[str]) -> int:
     """Run the sweep headless (table or JSON on stdout, progress on stderr) or, with --view, in
     the viewer, where the busbw-versus-size plot grows as each size completes."""
-    from collviz.runtime.headless import run_bench
-    from collviz.runtime.launch import Session
     from collviz.runtime.limits import MAX_ITERS, check_count, check_size
     from collviz.runtime.observation import nvml
     from collviz.runtime.plan import MemoryNeed, check_world_size, plan_run
     from collviz.runtime.programs.bench import bench_scenario, build_bench, op_name, sweep_sizes
+    from collviz.runtime.sessions.headless import run_bench
+    from collviz.runtime.sessions.local import LocalSession
 
     args = build_parser().parse_args(argv)
     if args.view and (args.json or args.explain):
@@ -115,9 +115,9 @@ def main(argv: Sequence[str]) -> int:
         print(f"collviz: {no_terminal()}: printing the table instead of the plot", file=sys.stderr)
     if view:
         from collviz.app.app import run_viewer
-        from collviz.runtime.headless import report_outcome
+        from collviz.runtime.sessions.headless import report_outcome
 
-        session = Session(plan)
+        session = LocalSession(plan)
         session.start()  # fork before the viewer starts its threads
         return report_outcome(session, run_viewer(session=session), sys.stderr)
-    return run_bench(Session(plan), as_json=args.json, explain=args.explain)
+    return run_bench(LocalSession(plan), as_json=args.json, explain=args.explain)

@@ -134,7 +134,7 @@ def check_record_option(args: argparse.Namespace) -> None:
 
 def clean_stale_runs() -> None:
     """Remove the run folders of collviz launchers that were killed (SIGKILL), saying so."""
-    from collviz.runtime.launch import remove_stale_run_folders
+    from collviz.runtime.sessions.local import remove_stale_run_folders
 
     removed = remove_stale_run_folders()
     if removed:

@@ -107,23 +107,22 @@ def play_plan(plan: RunPlan, *, headless: bool, json_output: bool = False, viewe
     viewer (``viewer``: its options); say what it runs on first. A script's ranks' output reaches
     the terminal prefixed with their rank: as it is written when headless (all of it on stderr
     with ``json_output``), after the viewer closes otherwise. Returns the exit status."""
-    from collviz.runtime.launch import Session
-
-    from collviz.runtime.rank_output import KeptLines, TerminalEcho
+    from collviz.runtime.sessions.local import LocalSession
+    from collviz.runtime.sessions.rank_output import KeptLines, TerminalEcho
 
     print(f"collviz: {plan.banner}", file=sys.stderr)
     clean_stale_runs()
-    session = Session(plan)
+    session = LocalSession(plan)
     kept = None
     if plan.backend.row.program_joins:  # a user's script: its output goes where its author expects it
         session.echo = (TerminalEcho(sys.stdout, sys.stderr, both_to=sys.stderr if json_output else None) if headless
                         else (kept := KeptLines()))
     if headless:
-        from collviz.runtime.headless import run_headless
+        from collviz.runtime.sessions.headless import run_headless
 
         return run_headless(session, as_json=json_output)
     from collviz.app.app import run_viewer
-    from collviz.runtime.headless import report_outcome
+    from collviz.runtime.sessions.headless import report_outcome
 
     session.start()  # fork before the viewer starts its threads
     exit_code = run_viewer(session=session, options=viewer)

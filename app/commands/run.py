@@ -75,8 +75,8 @@ def _run_under_torchrun(args: argparse.Namespace, script: UserScript) -> None:
         raise UsageError("--viewer runs under torchrun, which sets RANK and WORLD_SIZE: torchrun --nproc-per-node N "
                          "-m collviz.app.cli run --viewer tcp://HOST:PORT SCRIPT.py")
     from collviz.runtime.limits import check_seconds
-    from collviz.runtime.remote import SECRET_ENV, load_secret
-    from collviz.runtime.torchrun_script import run_torchrun_script
+    from collviz.runtime.sessions.access import SECRET_ENV, load_secret
+    from collviz.runtime.sessions.torchrun import run_torchrun_script
 
     check_seconds("--timeout", args.timeout)
     secret = load_secret(args.secret_file)

@@ -39,14 +39,14 @@ def main(argv: Sequence[str]) -> int:
     """Listen for remote workers; show them in the viewer, or headless with a summary."""
     args = build_parser().parse_args(argv)
     from collviz.runtime.limits import check_seconds
-    from collviz.runtime.remote import (
+    from collviz.runtime.sessions.access import (
         SECRET_ENV,
-        RemoteSession,
         check_listen_address,
         generated_secret,
         load_secret,
         parse_listen,
     )
+    from collviz.runtime.sessions.listening import RemoteSession
 
     host, port = parse_listen(args.listen)
     check_seconds("--timeout", args.timeout)
@@ -63,10 +63,10 @@ def main(argv: Sequence[str]) -> int:
     print(f"collviz: listening on {host}:{port} for torchrun workers (collviz worker … --viewer {url})",
           file=sys.stderr, flush=True)
     if headless_instead(args.headless, args.json):
-        from collviz.runtime.headless import run_headless
+        from collviz.runtime.sessions.headless import run_headless
 
         return run_headless(session, as_json=args.json)
     from collviz.app.app import run_viewer
-    from collviz.runtime.headless import report_outcome
+    from collviz.runtime.sessions.headless import report_outcome
 
     return report_outcome(session, run_viewer(session=session), sys.stderr)

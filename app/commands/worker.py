@@ -1,5 +1,5 @@
 """``collviz worker SCENARIO --viewer tcp://HOST:PORT``: one rank of a torchrun job, streaming
-signed events to ``collviz view --listen`` (the start-up itself is :mod:`collviz.runtime.remote`'s)."""
+signed events to ``collviz view --listen`` (the start-up itself is :mod:`collviz.runtime.sessions.torchrun`'s)."""
 
 from __future__ import annotations
 
@@ -50,8 +50,9 @@ def main(argv: Sequence[str]) -> int:
                          "the ranks, the viewer records")
     if not args.viewer.startswith("tcp://"):
         raise UsageError(f"--viewer {args.viewer!r}: expected tcp://HOST:PORT")
-    from collviz.runtime.remote import load_secret, run_torchrun_worker, torchrun_rank
     from collviz.runtime.scenario_files.loading import find_scenario
+    from collviz.runtime.sessions.access import load_secret
+    from collviz.runtime.sessions.torchrun import run_torchrun_worker, torchrun_rank
 
     world_size = torchrun_rank().world_size
     scenario = find_scenario(name)

@@ -18,7 +18,7 @@ from .navigation import (
     slower,
     step_pieces,
 )
-from .sources import Session, load_trace, pump_session
+from .sources import load_trace, pump_session
 from .view import TAIL_LENGTH, Labels, MemoryTrack, RankView, RunState, ViewState, step_at, view_at
 
 __all__ = [
@@ -48,7 +48,6 @@ __all__ = [
     "step_pieces",
     "previous_boundary",
     "seek_step",
-    "Session",
     "load_trace",
     "pump_session",
     "SPEEDS",

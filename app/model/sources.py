@@ -10,8 +10,8 @@ import gc
 import os
 import time
 from collections.abc import Callable
-from typing import Protocol
 
+from collviz.runtime.sessions.contract import Session
 from collviz.runtime.wire.protocol import AnyEvent
 from collviz.runtime.wire.scan import NotIntact
 from collviz.runtime.wire.trace import read_trace
@@ -19,7 +19,7 @@ from collviz.runtime.wire.trace import read_trace
 from .log import EventLog
 from .trace_index import index_trace
 
-__all__ = ["Session", "pump_session", "load_trace", "POLL_SECONDS", "COALESCE_SECONDS", "MAX_BATCH",
+__all__ = ["pump_session", "load_trace", "POLL_SECONDS", "COALESCE_SECONDS", "MAX_BATCH",
            "READY_POLL_SECONDS", "LOAD_CHUNK"]
 
 POLL_SECONDS = 0.05
@@ -36,25 +36,6 @@ READY_POLL_SECONDS = 0.002
 
 LOAD_CHUNK = 100_000
 """Events indexed between two progress reports while a trace loads."""
-
-
-class Session(Protocol):
-    """The live/step session the runtime's launcher provides (``collviz.runtime.launch.Session``)."""
-
-    finished: bool
-    step: bool
-
-    def start(self) -> None:
-        """Fork the workers (the caller does this before the viewer's threads exist)."""
-
-    def poll(self, timeout: float) -> list[AnyEvent]:
-        """Events arrived since the last call, waiting up to ``timeout`` seconds."""
-
-    def release(self, index: int) -> None:
-        """Step mode: release every rank waiting at gates ``<= index``."""
-
-    def stop(self) -> None:
-        """Tear down every worker and close the trace (idempotent)."""
 
 
 def pump_session(session: Session, emit: Callable[[list[AnyEvent]], None], stopped: Callable[[], bool],

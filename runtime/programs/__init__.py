@@ -9,6 +9,7 @@ PP); every tensor they hand a collective is made on the rank's device by :mod:`.
 A program reads its :class:`~collviz.runtime.scenario_files.schema.Scenario` from
 :mod:`~collviz.runtime.scenario_files` and may import :mod:`collviz.runtime.context`,
 :mod:`~collviz.runtime.observation`, :mod:`~collviz.runtime.wire`, :mod:`~collviz.runtime.reports`
-(shared formats) and :mod:`~collviz.runtime.errors`; never a session (launch, remote, headless,
-worker): programs run inside a worker and never start processes.
+(shared formats) and :mod:`~collviz.runtime.errors`; never a session
+(:mod:`~collviz.runtime.sessions`) nor the worker: programs run inside a worker and never start
+processes.
 """

@@ -1,9 +1,11 @@
-"""Launching a planned run (:mod:`.plan`): fork the workers, collect their events, tear down.
+"""Launching a planned run (:mod:`~collviz.runtime.plan`): fork the workers, collect their events,
+tear down.
 
-:class:`Session` is the one object every consumer drives — the headless summary, the recorder and
-the Textual viewer all call ``start``, then ``poll`` until ``finished``, and ``stop`` to interrupt.
-Workers are forked from this process after its single ``import torch`` (faster than fresh
-interpreters); this process therefore never touches CUDA — GPUs are counted through NVML.
+:class:`LocalSession` is the session (:class:`~.contract.Session`) of a run on this machine: the
+headless summary, the recorder and the Textual viewer drive it as they drive any other; its events
+pass through the shared :class:`~.intake.Intake`. Workers are forked from this process after its
+single ``import torch`` (faster than fresh interpreters); this process therefore never touches
+CUDA — GPUs are counted through NVML.
 """
 
 from __future__ import annotations
@@ -19,16 +21,16 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .observation.fingerprints import Disagreement, FingerprintCheck
-from .observation.watchdog import CollectiveWatch, Stalled
-from .plan import RunPlan, run_start_fields, worker_config
+from ..plan import RunPlan, run_start_fields, worker_config
+from ..wire.protocol import AnyEvent, Go, Phase, ProcessExit, RankEnd, RunStart
+from ..wire.trace import TraceWriter
+from ..wire.transport import Collector, Endpoints
+from ..worker import worker_main
+from .contract import RunOutcome
+from .intake import Intake
 from .rank_output import Echo, RankOutput
-from .wire.protocol import AnyEvent, Dropped, Go, Mismatch, Phase, ProcessExit, RankEnd, RunEnd, RunStart, Stall
-from .wire.trace import TraceWriter
-from .wire.transport import Collector, Endpoints, LauncherEmitter
-from .worker import worker_main
 
-__all__ = ["remove_stale_run_folders", "RunOutcome", "Session", "worker_log_lines"]
+__all__ = ["remove_stale_run_folders", "LocalSession", "worker_log_lines"]
 
 ENDING_POLL_S = 0.005
 """How long a poll waits for events once every rank has said its last word (RankEnd): the
@@ -52,15 +54,6 @@ def worker_log_lines(run_dir: str, marker: str) -> list[str]:
         with log.open(errors="replace") as text:
             lines.extend(line.rstrip("\n") for line in text if marker in line)
     return lines
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """How a run ended: ``ok``, ``failed`` (a rank died or raised) or ``interrupted``."""
-
-    status: str
-    detail: str
-    exit_code: int
 
 
 RUN_FOLDER_PREFIX = "collviz-"
@@ -127,17 +120,14 @@ class _RankState:
 
 
 @dataclass
-class Session:
-    """One run of workers: start it, poll its events until finished, or stop it."""
+class LocalSession:
+    """One run of workers forked on this machine: start it, poll its events until finished, or stop it."""
 
     plan: RunPlan
     outcome: RunOutcome | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     _ranks: dict[int, _RankState] = field(default_factory=dict)
-    _collector: Collector | None = None
-    _trace: TraceWriter | None = None
-    _launcher: LauncherEmitter = field(init=False)
-    _pending: list[AnyEvent] = field(default_factory=list)
+    _intake: Intake | None = None
     _run_dir: str = ""
     nccl_lines: list[str] = field(default_factory=list)
     """With ``plan.nccl_tuning``: the NCCL INFO lines of every worker's log, read as the run ended."""
@@ -148,22 +138,11 @@ class Session:
     _reaped: int = 0
     _signals_due: list[tuple[float, int]] = field(default_factory=list)
     _teardown_started: bool = False
-    _events_seen: int = 0
-    _watch: CollectiveWatch = field(init=False)
-    _fingerprints: FingerprintCheck = field(default_factory=FingerprintCheck)
-    _mismatch: Disagreement | None = None
-    """The first collective mismatch: it ends the run and is its cause."""
-    _first_stall: Stalled | None = None
-    """The first hang the watch reported: its missing ranks are the run's culprits."""
     endpoints: Endpoints | None = None
     echo: Echo | None = None
     """Where each line of the ranks' output goes besides ``rank<r>.log`` (:mod:`.rank_output`):
     the terminal, prefixed with the rank, or kept for after the viewer; None: the logs only."""
     _output: RankOutput | None = None
-
-    def __post_init__(self) -> None:
-        self._launcher = LauncherEmitter(self.run_id)
-        self._watch = CollectiveWatch(self.plan.timeout_s)
 
     @property
     def step(self) -> bool:
@@ -171,11 +150,11 @@ class Session:
         return self.plan.step
 
     @property
-    def _started_collector(self) -> Collector:
-        """The collector :meth:`start` opened (a RuntimeError before it has run)."""
-        if self._collector is None:
+    def _started_intake(self) -> Intake:
+        """The intake :meth:`start` opened (a RuntimeError before it has run)."""
+        if self._intake is None:
             raise RuntimeError("the session has not been started")
-        return self._collector
+        return self._intake
 
     @property
     def finished(self) -> bool:
@@ -193,8 +172,7 @@ class Session:
         config = worker_config(plan, run=self.run_id, init_method=f"tcp://127.0.0.1:{_free_port()}",
                                endpoints=endpoints)
         output = self._output = RankOutput(self.log_dir, self.echo)
-        if plan.record is not None:
-            self._trace = TraceWriter(plan.record)
+        trace = TraceWriter(plan.record) if plan.record is not None else None
         sys.stdout.flush()
         sys.stderr.flush()
         for rank in range(plan.world_size):
@@ -209,9 +187,10 @@ class Session:
             output.parent_after_fork(rank)
             self._ranks[rank] = _RankState(pid=pid)
         output.start()
-        self._collector = Collector(self.run_id, endpoints, plan.world_size)
-        self._collector.on_release = lambda index: self._emit(Go, index=index)
-        self._emit(RunStart, **run_start_fields(plan, os.getpid()))
+        collector = Collector(self.run_id, endpoints, plan.world_size)
+        intake = self._intake = Intake(collector, trace, plan.timeout_s, self.run_id)
+        collector.on_release = lambda index: intake.emit(Go, index=index)
+        intake.emit(RunStart, **run_start_fields(plan, os.getpid()))
 
     @property
     def pids(self) -> dict[int, int]:
@@ -221,67 +200,56 @@ class Session:
     @property
     def waiting_ranks(self) -> dict[int, int]:
         """rank → gate index for the ranks now held at a gate (step mode)."""
-        return self._collector.waiting_ranks if self._collector else {}
+        return self._intake.collector.waiting_ranks if self._intake else {}
 
     def poll(self, timeout: float) -> list[AnyEvent]:
         """Events that arrived since the last call (waiting up to ``timeout`` s for some)."""
-        if self.finished:
-            pending, self._pending = self._pending, []
-            return pending
+        intake = self._started_intake
+        if not self.finished:
+            self._advance(intake, timeout)
+        return intake.take_pending()
+
+    def _advance(self, intake: Intake, timeout: float) -> None:
+        """Take in what arrived (waiting up to ``timeout`` s), reap, check, signal, and finish
+        once every process is gone; the events stay queued for the next :meth:`poll`."""
         if all(state.ended for state in self._ranks.values()):
             timeout = min(timeout, ENDING_POLL_S)
-        for event, payload in self._started_collector.receive(timeout):
-            self._absorb(event, payload)
+        self._note(intake.receive(timeout))
         self._reap()
-        for found in self._fingerprints.check(time.monotonic_ns()):
-            self._emit(Mismatch, group=found.group, group_ranks=list(found.group_ranks), group_seq=found.group_seq,
-                       calls=found.calls, odd_ranks=found.odd_ranks, text=found.text)
-            self._mismatch = self._mismatch or found
+        if intake.check():
             self._fail()
-        for stall in self._watch.check(time.monotonic_ns()):
-            self._first_stall = self._first_stall or stall
-            self._emit(Stall, group=stall.group, group_seq=stall.group_seq, op=stall.op, waiting=stall.waiting,
-                       elsewhere=list(stall.elsewhere.values()), waited_s=stall.waited_s, text=stall.text)
         while self._signals_due and time.monotonic() >= self._signals_due[0][0]:
             self._kill_all(self._signals_due.pop(0)[1])
         if all(state.exited for state in self._ranks.values()):
-            self._finish()
-        elif self._trace is not None:
-            self._trace.flush()  # one write per batch: a trace being written stays readable
-        pending, self._pending = self._pending, []
-        return pending
+            self._finish(intake)
+        else:
+            intake.flush()
 
     def release(self, index: int) -> None:
         """Step mode: release every rank waiting at a gate ≤ ``index`` (thread-safe)."""
-        if self._collector is not None:
-            self._collector.request_release(index)
+        if self._intake is not None:
+            self._intake.collector.request_release(index)
 
     def stop(self, signum: int = signal.SIGINT) -> None:
         """Interrupt (by ``signum``: Ctrl-C unless told): end every worker within seconds, flush
         the trace; idempotent."""
-        if self.finished or self._collector is None:
+        intake = self._intake
+        if self.finished or intake is None:
             return
         self._interrupted = signum
-        self._begin_teardown()
+        self._begin_teardown(intake)
         deadline = time.monotonic() + TEARDOWN_GRACE_S + 3.0
         while not self.finished and time.monotonic() < deadline:
-            events = self.poll(0.05)
-            self._pending.extend(events)
+            self._advance(intake, 0.05)
         if not self.finished:  # a worker survived SIGKILL: give up on it rather than hang
-            self._finish()
+            self._finish(intake)
 
-    def _emit(self, event_type, **fields) -> None:
-        event, payload = self._launcher.make(event_type, **fields)
-        self._absorb(event, payload)
-
-    def _absorb(self, event: AnyEvent, payload: bytes) -> None:
-        self._events_seen += 1
-        self._watch.observe(event)
-        self._fingerprints.observe(event, time.monotonic_ns())
-        if self._trace is not None:
-            self._trace.append(payload)
-        state = self._ranks.get(event.rank)
-        if state is not None:
+    def _note(self, events: list[AnyEvent]) -> None:
+        """Follow each rank through the events it sent: its phase, its end, its error."""
+        for event in events:
+            state = self._ranks.get(event.rank)
+            if state is None:
+                continue
             if isinstance(event, Phase) and event.edge == "begin":
                 state.phase = (event.index, event.name)
             elif isinstance(event, RankEnd):
@@ -289,9 +257,9 @@ class Session:
                 if event.status == "error":
                     state.error, state.error_t_ns = event.error, event.t_ns
                     self._fail()
-        self._pending.append(event)
 
     def _reap(self) -> None:
+        intake = self._started_intake
         for rank, state in self._ranks.items():
             if state.exited:
                 continue
@@ -307,8 +275,8 @@ class Session:
             state.reaped_order = self._reaped
             signal_name = _signal_name(-state.exit_code) if state.exit_code < 0 else None
             state.killed_externally = state.exit_code < 0 and -state.exit_code not in self._sent
-            state.waiting_in_stall = self._first_stall is not None and rank in self._first_stall.waiting
-            self._emit(ProcessExit, target=rank, exit_code=None if signal_name else state.exit_code, signal=signal_name)
+            state.waiting_in_stall = intake.first_stall is not None and rank in intake.first_stall.waiting
+            intake.emit(ProcessExit, target=rank, exit_code=None if signal_name else state.exit_code, signal=signal_name)
             if state.exit_code != 0:
                 self._fail()
 
@@ -316,7 +284,7 @@ class Session:
         """A rank died or raised: end the run (its cause is decided at the end, see _cause)."""
         if not self._interrupted:
             self._failed = True
-            self._begin_teardown()
+            self._begin_teardown(self._started_intake)
 
     def _cause(self) -> str:
         """Which rank made the run fail, from everything known once every process is reaped.
@@ -328,8 +296,9 @@ class Session:
         were not where the others waited (the waiters' timeouts are its consequences, named as
         such); then the earliest error a rank reported; then any bad exit.
         """
-        if self._mismatch is not None:
-            return self._mismatch.text
+        intake = self._started_intake
+        if intake.mismatch is not None:
+            return intake.mismatch.text
         ranks = self._ranks.items()
         killed = sorted((s.reaped_order, r) for r, s in ranks if s.killed_externally and not s.waiting_in_stall)
         if killed:
@@ -338,8 +307,8 @@ class Session:
             errors = sorted((s.error_t_ns, r) for r, s in ranks if s.error_t_ns is not None)
             bad_exits = sorted((s.reaped_order, r) for r, s in ranks if s.exit_code)
             rank = errors[0][1] if errors else bad_exits[0][1]
-            if self._first_stall is not None:
-                stall = self._first_stall
+            if intake.first_stall is not None:
+                stall = intake.first_stall
                 culprits = ", ".join(str(r) for r in sorted(stall.elsewhere))
                 return (f"hang caused by rank{'s' if len(stall.elsewhere) > 1 else ''} {culprits}: {stall.text}; "
                         f"consequence: {self._describe_failure(rank, self._ranks[rank])}")
@@ -356,13 +325,13 @@ class Session:
         last_words = self._output.last_words(rank) if self._output is not None else None
         return f"{text}; its stderr ended: {last_words}" if last_words else text
 
-    def _begin_teardown(self, flush_grace_s: float = FLUSH_GRACE_S) -> None:
+    def _begin_teardown(self, intake: Intake, flush_grace_s: float = FLUSH_GRACE_S) -> None:
         """Abort the gates, then SIGTERM every survivor after ``flush_grace_s`` (their queued
         events keep arriving meanwhile) and SIGKILL whoever is left TEARDOWN_GRACE_S later."""
         if self._teardown_started:
             return
         self._teardown_started = True
-        self._started_collector.abort_gates()
+        intake.collector.abort_gates()
         now = time.monotonic()
         self._signals_due = [(now + flush_grace_s, signal.SIGTERM),
                              (now + flush_grace_s + TEARDOWN_GRACE_S, signal.SIGKILL)]
@@ -376,18 +345,12 @@ class Session:
                 except ProcessLookupError:
                     pass
 
-    def _finish(self) -> None:
-        collector = self._started_collector
+    def _finish(self, intake: Intake) -> None:
         if self._output is not None:  # every line the ranks wrote is out before the run's end is told
             self._output.close(OUTPUT_GRACE_S)
-        for event, payload in collector.receive(0):
-            self._absorb(event, payload)
+        self._note(intake.receive(0))
         if not all(state.ended for state in self._ranks.values()):  # a rank died mid-stream: stragglers
-            for event, payload in collector.receive(0.05):
-                self._absorb(event, payload)
-        dropped = sum(collector.dropped.values())
-        if dropped:
-            self._emit(Dropped, counts=dict(collector.dropped))
+            self._note(intake.receive(0.05))
         if self._interrupted:
             outcome = RunOutcome("interrupted", f"interrupted by {_signal_name(self._interrupted)}: every worker was "
                                  "stopped", 128 + self._interrupted)
@@ -395,10 +358,7 @@ class Session:
             outcome = RunOutcome("failed", self._cause(), 1)
         else:
             outcome = RunOutcome("ok", "", 0)
-        self._emit(RunEnd, status=outcome.status, detail=outcome.detail, events=self._events_seen + 1, dropped=dropped)
-        if self._trace is not None:
-            self._trace.close()
-        collector.close()
+        intake.close(outcome)
         if self.plan.nccl_tuning:
             self.nccl_lines = worker_log_lines(self.log_dir, "NCCL INFO")
         if outcome.status != "failed" or self.plan.logs is not None:  # a failed run keeps its worker logs, and says where
@@ -421,4 +381,4 @@ class Session:
     @property
     def recording_error(self) -> str | None:
         """Why the trace stopped before the run's end (a write error), or None."""
-        return self._trace.error if self._trace is not None else None
+        return self._intake.recording_error if self._intake is not None else None

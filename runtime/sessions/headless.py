@@ -12,26 +12,22 @@ import signal
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
-from .errors import EXIT_RECORDING_INCOMPLETE
-from .launch import RunOutcome, Session
-from .reports.nccl_log import nccl_choices
-from .reports.bench_table import bench_report, bench_row, render_json, render_table
-from .reports.progress import ProgressLine
-from .reports.summary import render_summary
-from .reports.summary_json import summary_document
-from .wire.protocol import AnyEvent, Check, Collective, Phase, RunStart, Stall
-
-if TYPE_CHECKING:  # a local run never imports the remote viewer's module (its start-up cost, for a type)
-    from .remote import RemoteOutcome, RemoteSession
-
-    AnySession = Session | RemoteSession
+from ..errors import EXIT_RECORDING_INCOMPLETE
+from ..reports.bench_table import bench_report, bench_row, render_json, render_table
+from ..reports.nccl_log import nccl_choices
+from ..reports.progress import ProgressLine
+from ..reports.summary import render_summary
+from ..reports.summary_json import summary_document
+from ..wire.protocol import AnyEvent, Check, Collective, Phase, RunStart, Stall
+from .contract import RunOutcome, Session
+from .local import LocalSession
 
 __all__ = ["drive", "collect", "run_headless", "run_bench", "report_outcome", "report_recording"]
 
 
-def drive(session: AnySession, on_event: Callable[[AnyEvent], None] | None = None) -> list[AnyEvent]:
+def drive(session: Session, on_event: Callable[[AnyEvent], None] | None = None) -> list[AnyEvent]:
     """Start ``session`` and return every event it produced, passing each to ``on_event`` as it arrives.
 
     Ctrl-C stops every worker; the events received so far (and the stop's own) are still returned.
@@ -61,14 +57,14 @@ def collect(session: Session, on_event: Callable[[AnyEvent], None] | None = None
     return events
 
 
-def _outcome(session: AnySession) -> RunOutcome | RemoteOutcome:
+def _outcome(session: Session) -> RunOutcome:
     """How ``session`` ended (:func:`drive` returns once it has)."""
     if session.outcome is None:
         raise RuntimeError("the session has not ended")
     return session.outcome
 
 
-def report_outcome(session: AnySession, exit_code: int, err: TextIO) -> int:
+def report_outcome(session: Session, exit_code: int, err: TextIO) -> int:
     """Say how the run ended (why it failed, and where the workers' logs were kept) and where its
     trace is; ``exit_code`` (the viewer's, or the run's), counting an incomplete recording."""
     outcome = session.outcome
@@ -78,7 +74,7 @@ def report_outcome(session: AnySession, exit_code: int, err: TextIO) -> int:
     return report_recording(session, exit_code, err)
 
 
-def report_recording(session: AnySession, exit_code: int, err: TextIO) -> int:
+def report_recording(session: Session, exit_code: int, err: TextIO) -> int:
     """Say where the trace is (and why it is incomplete); ``exit_code``, or
     :data:`EXIT_RECORDING_INCOMPLETE` for a run that was ok but whose recording stopped early."""
     if session.record_path is None:
@@ -91,7 +87,7 @@ def report_recording(session: AnySession, exit_code: int, err: TextIO) -> int:
     return EXIT_RECORDING_INCOMPLETE if exit_code == 0 else exit_code
 
 
-def run_headless(session: AnySession, out: TextIO | None = None, err: TextIO | None = None, *,
+def run_headless(session: Session, out: TextIO | None = None, err: TextIO | None = None, *,
                  as_json: bool = False) -> int:
     """Start ``session``, collect every event, print the summary (``as_json``: its JSON document);
     return the exit status.
@@ -102,7 +98,7 @@ def run_headless(session: AnySession, out: TextIO | None = None, err: TextIO | N
     """
     out, err = out or sys.stdout, err or sys.stderr
     progress = ProgressLine(err, "phase", 0)
-    if isinstance(session, Session) and session.echo is not None:  # the ranks' own lines come as they are written:
+    if isinstance(session, LocalSession) and session.echo is not None:  # the ranks' own lines come as they are written:
         progress.enabled = False  # a line redrawn in place among them would garble both
 
     def on_event(event: AnyEvent) -> None:
@@ -121,7 +117,7 @@ def run_headless(session: AnySession, out: TextIO | None = None, err: TextIO | N
     return report_outcome(session, _outcome(session).exit_code, err)
 
 
-def run_bench(session: Session, *, as_json: bool = False, explain: bool = False,
+def run_bench(session: LocalSession, *, as_json: bool = False, explain: bool = False,
               out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Start ``session`` (a bench plan), show progress as each size completes, then the report.
 

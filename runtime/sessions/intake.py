@@ -1,0 +1,118 @@
+"""One session's events on their way in, written once for every kind of session.
+
+Each event a session receives or emits itself passes through :class:`Intake` exactly once: it is
+counted, watched for hangs (:mod:`~collviz.runtime.observation.watchdog`), fingerprinted for
+collectives whose ranks disagree (:mod:`~collviz.runtime.observation.fingerprints`), appended to
+the trace, and queued until the consumer polls. What a session does besides — following its
+processes, deciding when the run is over and why — is its own.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..observation.fingerprints import Disagreement, FingerprintCheck
+from ..observation.watchdog import CollectiveWatch, Stalled
+from ..wire.protocol import AnyEvent, Dropped, Mismatch, RunEnd, Stall
+from ..wire.trace import TraceWriter
+from ..wire.transport import Collector, LauncherEmitter
+from .contract import RunOutcome
+
+__all__ = ["Intake"]
+
+
+class Intake:
+    """Counts, watches, fingerprints, records and queues every event of one run.
+
+    ``collector`` is the session's receiving socket, ``trace`` the recording (opened by the session,
+    which may need it before its workers exist), ``timeout_s`` how long a collective may wait
+    before the watch reports a hang, ``run`` the run the session's own events speak for (None:
+    the run of the first event received, for workers that chose it themselves).
+    """
+
+    def __init__(self, collector: Collector, trace: TraceWriter | None, timeout_s: float, run: str | None) -> None:
+        self.collector = collector
+        self.trace = trace
+        self._watch = CollectiveWatch(timeout_s)
+        self._fingerprints = FingerprintCheck()
+        self._emitter = LauncherEmitter(run) if run is not None else None
+        self._pending: list[AnyEvent] = []
+        self.events_seen = 0
+        """Every event taken in so far, received or emitted."""
+        self.mismatch: Disagreement | None = None
+        """The first collective whose ranks disagreed: the run's cause wherever it was found."""
+        self.first_stall: Stalled | None = None
+        """The first hang the watch reported: its missing ranks are the run's culprits."""
+
+    def receive(self, timeout: float) -> list[AnyEvent]:
+        """Take in what the collector has (waiting up to ``timeout`` s for some); those events,
+        in arrival order, for the session's own bookkeeping."""
+        events = []
+        for event, payload in self.collector.receive(timeout):
+            self._take(event, payload)
+            events.append(event)
+        return events
+
+    def emit(self, event_type: type[AnyEvent], **fields: Any) -> None:
+        """Take in an event of the session's own (rank ``LAUNCHER_RANK``)."""
+        if self._emitter is None:
+            raise RuntimeError("no event has arrived yet: the run to speak for is not known")
+        event, payload = self._emitter.make(event_type, **fields)
+        self._take(event, payload)
+
+    def check(self) -> bool:
+        """Emit a Mismatch for each collective found to disagree and a Stall for each hang found
+        since the last check; whether a mismatch was found."""
+        if self._emitter is None:  # nothing has arrived: nothing to check, nobody to speak for
+            return False
+        now = time.monotonic_ns()
+        found_mismatch = False
+        for found in self._fingerprints.check(now):
+            self.emit(Mismatch, group=found.group, group_ranks=list(found.group_ranks), group_seq=found.group_seq,
+                      calls=found.calls, odd_ranks=found.odd_ranks, text=found.text)
+            self.mismatch = self.mismatch or found
+            found_mismatch = True
+        for stall in self._watch.check(now):
+            self.first_stall = self.first_stall or stall
+            self.emit(Stall, group=stall.group, group_seq=stall.group_seq, op=stall.op, waiting=stall.waiting,
+                      elsewhere=list(stall.elsewhere.values()), waited_s=stall.waited_s, text=stall.text)
+        return found_mismatch
+
+    def flush(self) -> None:
+        """Write the trace's pending records (once per batch: a trace being written stays readable)."""
+        if self.trace is not None:
+            self.trace.flush()
+
+    def take_pending(self) -> list[AnyEvent]:
+        """The events queued since the last call, in the order they were taken in."""
+        pending, self._pending = self._pending, []
+        return pending
+
+    def close(self, outcome: RunOutcome) -> None:
+        """End the run as ``outcome`` says: emit Dropped (if the collector refused frames) and RunEnd
+        (when there is a run to speak for), close the trace and the collector."""
+        dropped = sum(self.collector.dropped.values())
+        if self._emitter is not None:
+            if dropped:
+                self.emit(Dropped, counts=dict(self.collector.dropped))
+            self.emit(RunEnd, status=outcome.status, detail=outcome.detail, events=self.events_seen + 1,
+                      dropped=dropped)
+        if self.trace is not None:
+            self.trace.close()
+        self.collector.close()
+
+    @property
+    def recording_error(self) -> str | None:
+        """Why the trace stopped before the run's end (a write error), or None."""
+        return self.trace.error if self.trace is not None else None
+
+    def _take(self, event: AnyEvent, payload: bytes) -> None:
+        if self._emitter is None:
+            self._emitter = LauncherEmitter(event.run)
+        self.events_seen += 1
+        self._watch.observe(event)
+        self._fingerprints.observe(event, time.monotonic_ns())
+        if self.trace is not None:
+            self.trace.append(payload)
+        self._pending.append(event)

@@ -1,0 +1,92 @@
+"""One torchrun rank, streaming signed events to ``collviz view --listen``.
+
+torchrun starts the processes (on any number of nodes); each runs one rank under its environment
+(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, …) and sends its events, signed with the shared secret
+(:mod:`.access`), to the listening viewer (:mod:`.listening`). Rank 0 emits the RunStart, since no
+collviz launcher exists. Two entry points:
+
+- ``collviz worker SCENARIO --viewer tcp://HOST:PORT``: a scenario (:func:`run_torchrun_worker`);
+- ``torchrun … -m collviz.app.cli run --viewer tcp://HOST:PORT train.py [args]``: a user's script
+  under the light observer (:mod:`~collviz.runtime.userjob`), its ``init_process_group()`` reading
+  torchrun's environment (:func:`run_torchrun_script`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from ..errors import UsageError
+from ..plan import MemoryNeed, RunPlan, plan_run, plan_script, run_start_fields, worker_config
+from ..scenario_files.loading import Scenario
+from ..programs.program import RunOptions
+from ..userjob.script import UserScript
+from ..wire.transport import Endpoints
+from ..worker import worker_main
+
+__all__ = ["TorchrunRank", "torchrun_rank", "run_torchrun_worker", "run_torchrun_script"]
+
+
+@dataclass(frozen=True)
+class TorchrunRank:
+    """This process's place in a torchrun job, from the environment torchrun sets."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    run: str
+    """The run id every rank shares: torchrun's run id and rendezvous address."""
+
+    @property
+    def ranks_here(self) -> int | None:
+        """How many ranks run on this machine, or None when they all do (a plan's ``ranks_here``)."""
+        return None if self.local_world_size == self.world_size else self.local_world_size
+
+
+def _env_int(name: str) -> int:
+    value = os.environ.get(name)
+    if value is None or not value.isdigit():
+        raise UsageError(f"${name} is not set: collviz worker runs under torchrun (see: collviz worker SCENARIO --help)")
+    return int(value)
+
+
+def torchrun_rank() -> TorchrunRank:
+    """This process's rank, world and run id from torchrun's variables (a UsageError without them)."""
+    rank, world_size, local_rank = _env_int("RANK"), _env_int("WORLD_SIZE"), _env_int("LOCAL_RANK")
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    run = f"{run}-{os.environ.get('MASTER_ADDR', '')}-{os.environ.get('MASTER_PORT', '')}".strip("-")
+    return TorchrunRank(rank, world_size, local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", world_size)), run)
+
+
+def run_torchrun_worker(scenario: Scenario, options: RunOptions, *, backend: str, timeout_s: float, viewer: str,
+                        secret: bytes | None, memory: MemoryNeed | None = None,
+                        memory_viz: Path | None = None) -> NoReturn:
+    """Run this torchrun process's rank of ``scenario``, streaming signed events to ``viewer``
+    (and, with ``memory_viz``, its CUDA memory snapshot to that folder on this machine).
+
+    The run is planned as a local one is (:func:`~collviz.runtime.plan.plan_run`), for the ranks on
+    this machine: NCCL whenever this node has a GPU (its ranks sharing GPUs when there are fewer),
+    gloo on CPU otherwise.
+    """
+    me = torchrun_rank()
+    plan = plan_run(scenario, me.world_size, backend=backend, options=options, timeout_s=timeout_s, memory=memory,
+                    ranks_here=me.ranks_here, memory_viz=memory_viz)
+    _run_rank(plan, me, viewer, secret)
+
+
+def run_torchrun_script(script: UserScript, *, viewer: str, secret: bytes, timeout_s: float = 30.0) -> NoReturn:
+    """Run this torchrun process's rank of ``script``, streaming signed events to ``viewer``
+    (``tcp://HOST:PORT``); the process exits with the rank's status."""
+    me = torchrun_rank()
+    plan = plan_script(script, me.world_size, timeout_s=timeout_s, ranks_here=me.ranks_here)
+    _run_rank(plan, me, viewer, secret)
+
+
+def _run_rank(plan: RunPlan, me: TorchrunRank, viewer: str, secret: bytes | None) -> NoReturn:
+    """Run rank ``me`` of ``plan``, its events signed with ``secret`` and sent to ``viewer``."""
+    config = worker_config(plan, run=me.run, init_method="env://", endpoints=Endpoints(events=viewer, control=""),
+                           secret=secret, run_start=run_start_fields(plan, os.getpid()))
+    worker_main(config, me.rank, me.local_rank)
