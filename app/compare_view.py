@@ -20,6 +20,7 @@ from collviz.runtime.wire.protocol import AnyEvent
 from .model import EventLog, view_at
 from .screens.help import HelpScreen
 from .widgets import MemoryTimeline
+from .widgets.memory_timeline import PEAK_KEY, categories_seen, category_keys
 from .widgets.render import format_bytes
 
 __all__ = ["CompareApp", "run_compare_viewer"]
@@ -36,6 +37,7 @@ class CompareApp(App[None]):
 
     CSS = """
     #compare-title { height: 1; padding: 0 1; background: $boost; text-style: bold; }
+    #compare-legend { height: auto; padding: 0 1; }
     MemoryTimeline { height: auto; border: round $panel-lighten-2; border-title-align: left; padding: 0 1; }
     #compare-table { padding: 0 1; }
     """
@@ -56,9 +58,12 @@ class CompareApp(App[None]):
         names = " vs ".join(name for name, _ in self.views)
         yield Static(Text(f"collviz compare · {names} · the same model · one scale: full height = "
                           f"{format_bytes(self.top)}"), id="compare-title")
+        # one legend for every chart: the categories any run held, said once above them
+        seen = set().union(*(categories_seen(view) for _, view in self.views))
+        yield Static(Text.assemble(*((s.text, s.style) for s in [*category_keys(seen), *PEAK_KEY])), id="compare-legend")
         with VerticalScroll():
             for index, _ in enumerate(self.views):
-                yield MemoryTimeline(screen_share=3, top=self.top, id=f"memory-{index}")
+                yield MemoryTimeline(screen_share=3, top=self.top, legend=False, id=f"memory-{index}")
             yield Static(Text(self.table), id="compare-table")
         yield Footer()
 

@@ -5,7 +5,8 @@ plans its run here: the scenario and its program for that many ranks, the backen
 each rank runs (:mod:`.backends`), whether the run's tensors fit in the memory of the devices it
 runs on, and how it is driven (gates, recording, the hang timeout). A plan that exists is valid:
 :class:`RunPlan` checks itself when built, naming every offending value, as torchtitan's
-``ParallelDims`` does.
+``ParallelDims`` does. Importing it refuses a torch older than collviz supports (one line, exit 2)
+before anything here touches what that torch may lack.
 """
 
 from __future__ import annotations
@@ -16,16 +17,22 @@ from pathlib import Path
 
 import torch
 
-from . import preload  # noqa: F401  (first: torch's import, frozen before everything after it; see preload)
-from .backends import BackendChoice, choose_backend, script_backend
+from .compat import GLOO_REDUCE_SCATTER_AVG, floor_refusal
 from .errors import UsageError
+
+if (_TOO_OLD := floor_refusal()) is not None:  # before the imports below, which an older torch may fail
+    raise UsageError(_TOO_OLD)
+
+from . import preload  # noqa: F401  (torch's import frozen before everything after it; see preload)
+from .backends import BackendChoice, choose_backend, script_backend
 from .limits import MAX_TIMEOUT_S, MEMORY_HEADROOM, MIN_TIMEOUT_S, check_seconds
 from .observation import nvml
 from .observation.environment import available_memory
 from .observation.metrics import human_bytes
-from .scenario_files.loading import Scenario
+from .programs.collectives import CollectiveSpec
 from .programs.program import RunOptions, ScenarioProgram
 from .programs.registry import build_program
+from .scenario_files.loading import Scenario
 from .userjob.program import ScriptProgram
 from .userjob.script import UserScript
 from .wire.transport import Endpoints
@@ -131,6 +138,7 @@ def plan_run(scenario: Scenario, world_size: int | None = None, *, backend: str 
     choice = choose_backend(backend, here, gpus=gpus, one_machine=ranks_here is None)
     if program is None:
         program = build_program(scenario, size, options or RunOptions())
+    _check_torch_runs(program, choice)
     if memory is not None:
         _check_fits(memory, choice)
     if memory_viz is not None and choice.device_kind != "cuda":
@@ -138,6 +146,15 @@ def plan_run(scenario: Scenario, world_size: int | None = None, *, backend: str 
                          f"this run is on CPU ({choice.backend}): run it where a GPU is visible")
     return RunPlan(scenario=scenario, world_size=size, backend=choice, program=program, step=step, record=record,
                    timeout_s=timeout_s, nccl_tuning=nccl_tuning and choice.backend == "nccl", memory_viz=memory_viz)
+
+
+def _check_torch_runs(program: ScenarioProgram, choice: BackendChoice) -> None:
+    """A UsageError where this torch's backend would give a collective's result wrong: an averaging
+    reduce-scatter on a gloo that sums for AVG (:data:`~.compat.GLOO_REDUCE_SCATTER_AVG`)."""
+    if isinstance(program, CollectiveSpec) and (program.op, program.reduce_op, choice.backend) == \
+            ("reduce_scatter", "avg", "gloo"):
+        if (refusal := GLOO_REDUCE_SCATTER_AVG.refusal("reduce-scatter --op avg on gloo")) is not None:
+            raise UsageError(refusal)
 
 
 def plan_script(script: UserScript, nproc: int, *, record: Path | None = None, timeout_s: float = 30.0,

@@ -13,7 +13,8 @@ launcher has imported, no worker imports again. Importing this module makes that
   collections skip (the gc module's advice for a process that forks without exec: collections in
   the children then never write to those objects' shared pages either).
 
-:mod:`.plan`, the first runtime module every launching command imports, imports this module first.
+:mod:`.plan`, the first runtime module every launching command imports, imports this module
+before the rest (after only the torch version check, :mod:`.compat`).
 """
 
 from __future__ import annotations

@@ -45,10 +45,10 @@ def _plain(op: str, inp: torch.Tensor | None, rank: int, n: int, root: int, redu
         out = torch.empty(inp.numel() // n, dtype=inp.dtype)
         dist.reduce_scatter(out, list(inp.chunk(n)), op=red)
         return out
-    if op == "all_to_all":
-        outs = [torch.empty(inp.numel() // n, dtype=inp.dtype) for _ in range(n)]
-        dist.all_to_all(outs, list(inp.chunk(n)))
-        return torch.cat(outs)
+    if op == "all_to_all":  # the single-tensor form: gloo lacks the list form before 2.13 (2.8, 2.11)
+        out = torch.empty_like(inp)
+        dist.all_to_all_single(out, inp)
+        return out
     raise ValueError(op)
 
 

@@ -475,6 +475,11 @@ async def test_compare_viewer_draws_both_runs_on_one_scale():
         rows = {c.id: "".join(s.text for line in c.build_lines(140, 12) for s in line) for c in charts}
         assert f"peak {format_bytes(peak)}" in rows["memory-0"]
         assert f"peak {format_bytes(peak // 2)}" in rows["memory-1"]
+        # the categories' legend is said once, above the charts, naming every category the fixture holds
+        held = {name for e in events if isinstance(e, Memory) for name in e.by_category}
+        legend = str(app.query_one("#compare-legend").render())
+        assert held and all(f"■ {name}" in legend for name in held) and "▼ peak" in legend
+        assert not any("■" in text for text in rows.values())
         await pilot.press("q")
 
 

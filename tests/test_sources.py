@@ -298,7 +298,7 @@ def _hostile(tmp_path: Path, made) -> dict[str, tuple[list[Path], str]]:
         "global.pkl": (pickle.dumps(__import__("collections").OrderedDict(a=1)), "refers to collections.OrderedDict"),
         "set.pkl": (pickle.dumps({"entries": {1, 2}}), "holds a set"),
         "reduce.pkl": (_pickle_with_reduce(tmp_path / "pwned"), "refers to pathlib"),
-        "foreign.json": (b'{"hello": 1}', "neither a Flight Recorder dump nor a torch.profiler trace"),
+        "foreign.json": (b'{"hello": 1}', "neither a Flight Recorder dump, a torch.profiler trace nor NCCL Inspector output"),
         "perfetto.json": (b'{"traceEvents": []}', "without torch.profiler's distributedInfo"),
         "junk.bin": (bytes(range(256)) * 4, "neither JSON, a pickle nor text"),
         "notes.txt": (b"hello\nworld\n", "text without NCCL INFO lines"),

@@ -15,6 +15,7 @@ import torch
 from collviz.runtime.wire.protocol import Buffer, Check, Collective, Freed, Memory, Phase, RunEnd, RunStart, Transfer
 from collviz.runtime.wire.trace import TraceContents
 from reference_models import ReferenceMLP
+from conftest import needs_ddp
 from training_support import N, assert_matches, buffers, events, per_rank_gradients, phase_names, settings_of
 
 
@@ -353,7 +354,7 @@ print(session.outcome.status if session.outcome else "unfinished", plan.program.
 """
 
 
-@pytest.mark.parametrize("name", ["ddp", "fsdp"])
+@pytest.mark.parametrize("name", [pytest.param("ddp", marks=needs_ddp), "fsdp"])
 def test_step_mode_gates_every_hook_opened_phase_on_all_ranks_together(name):
     """Phases opened from DDP's comm hook and FSDP2's parameter groups are gates: all 4 ranks
     reach gate k together, and the run finishes once every gate is released in order."""

@@ -1,8 +1,9 @@
 """``collviz doctor``: what this installation runs on, and what a run would use here.
 
-Versions (collviz, Python, torch, its backends, the wire and viewer libraries), the GPUs NVML
-sees, and the backend table with the row ``--backend auto`` would take for a few world sizes, so
-"why is this gloo?" has its answer in one place. ``collviz --version`` prints one line only.
+Versions (collviz, Python, torch — whether CI verifies it, and which releases it verifies — its
+backends, the wire and viewer libraries), the GPUs NVML sees, and the backend table with the row
+``--backend auto`` would take for a few world sizes, so "why is this gloo?" has its answer in one
+place; ``--json`` gives the same as fields. ``collviz --version`` prints one line only.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     from collviz.runtime.backends import BACKENDS, choose_backend
     from collviz.runtime.errors import UsageError
-    from collviz.runtime.observation.environment import version_lines
+    from collviz.runtime.observation.environment import environment, version_lines
 
-    versions = version_lines()
+    fields = environment()
     rows = [{"row": row.name, "backend": row.process_group, "device": row.device_kind} for row in BACKENDS]
     choices = {}
     for ranks in _WORLD_SIZES:
@@ -40,9 +41,9 @@ def main(argv: Sequence[str]) -> int:
         except UsageError as exc:
             choices[ranks] = f"none: {exc}"
     if args.json:
-        print_json({"versions": versions, "backends": rows, "auto": choices})
+        print_json({**fields, "backend_table": rows, "auto": {str(ranks): reason for ranks, reason in choices.items()}})
         return 0
-    print("\n".join(versions))
+    print("\n".join(version_lines(fields)))
     print("backend table (--backend auto takes the first row that applies): "
           + ", ".join(f"{r['row']} ({r['backend']} on {r['device']})" for r in rows))
     for ranks, reason in choices.items():

@@ -73,15 +73,16 @@ def main(argv: Sequence[str]) -> int:
         raise UsageError("give a lesson to play, or --list (see: collviz lesson --help)")
     lesson = find_lesson(args.lesson)
     status = 0
-    number = 1
+    number, direction = 1, 1
     while 1 <= number <= len(lesson.items):
         item = lesson.items[number - 1]
         print(f"collviz lesson {lesson.name} — {number}/{len(lesson.items)}: {item.title}", flush=True,
               file=sys.stdout if args.headless or args.record else sys.stderr)
-        if item.compare and (args.record or args.traces):
-            print(f"collviz: a comparison runs both scenarios live, so it is skipped with --record/--traces "
-                  f"(run: collviz compare {' '.join(item.compare)})", file=sys.stderr)
-            number += 1
+        if (skipped := _why_skipped(item, recording=args.record is not None, replaying=args.traces is not None)):
+            print(f"collviz: {skipped}", file=sys.stderr)
+            number += direction
+            if number < 1:  # skipped back past the first item: on from there
+                number, direction = 2, 1
             continue
         trace = item_trace(args.record or args.traces, number, item)
         viewer = ViewerOptions(lesson=LessonPlace(lesson.name, number, len(lesson.items), item.title))
@@ -89,9 +90,26 @@ def main(argv: Sequence[str]) -> int:
                        recording=args.record is not None, viewer=viewer)
         if viewer.navigation == "end" or (status >= 128 and viewer.navigation is None):
             return status  # Q in the viewer, or Ctrl-C: the lesson ends here
-        number += -1 if viewer.navigation == "previous" else 1  # n, q or the end: on; p: back
-        number = max(number, 1)
+        direction = -1 if viewer.navigation == "previous" else 1  # n, q or the end: on; p: back
+        number = max(number + direction, 1)
     return status
+
+
+def _why_skipped(item: LessonItem, *, recording: bool, replaying: bool) -> str | None:
+    """Why ``item`` is skipped (a comparison while recording or replaying; a scenario this torch
+    cannot run, unless replayed), or None where it plays."""
+    if item.compare and (recording or replaying):
+        return (f"a comparison runs both scenarios live, so it is skipped with --record/--traces "
+                f"(run: collviz compare {' '.join(item.compare)})")
+    if replaying:
+        return None
+    from collviz.runtime.scenario_files.loading import find_scenario
+    from collviz.runtime.programs.registry import torch_refusal
+
+    for name in item.compare or (item.scenario,):
+        if name is not None and (refusal := torch_refusal(find_scenario(name))) is not None:
+            return f"{refusal}: item skipped"
+    return None
 
 
 def item_trace(folder: Path | None, number: int, item: LessonItem) -> Path | None:

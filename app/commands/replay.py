@@ -30,7 +30,7 @@ def build_parser() -> OneLineParser:
     parser = command_parser("collviz replay", "Replay a recorded trace, or open your own job's artifacts.", EPILOG)
     parser.add_argument("paths", type=Path, nargs="+", metavar="PATH",
                         help="a .cvz file written with --record; or Flight Recorder dumps, torch.profiler traces "
-                             "(one per rank) or an NCCL_DEBUG=INFO log, as files or a folder")
+                             "(one per rank), an NCCL_DEBUG=INFO log or NCCL Inspector output, as files or a folder")
     add_headless_option(parser, "the summary the run printed")
     add_json_option(parser, "the summary (or a bench trace's table)")
     parser.add_argument("--quiz", action="store_true",

@@ -1,4 +1,5 @@
-"""``collviz serve``: the viewer in a class's browsers, one viewer per tab (textual-serve).
+"""``collviz serve``: the viewer in a class's browsers, one viewer per tab (textual-serve, the
+``collviz[serve]`` extra: without it the command says how to install it, exit 2).
 
 What each tab runs:
 
@@ -61,6 +62,7 @@ def tab_command(target: str, *, lesson: bool, live: bool, prepared: Path, max_li
 def prepare(target: str, *, lesson: bool, live: bool, folder: Path) -> None:
     """Record what the tabs will replay (nothing for a trace or live runs), with collviz's own
     command in a child process; a UsageError if it fails."""
+    command: list[str] | None
     if lesson:
         command = ["lesson", target, "--record", str(folder)]
     elif target.endswith(".cvz"):
@@ -104,7 +106,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         from textual_serve.server import Server
     except ImportError:
-        raise UsageError("collviz serve needs textual-serve (pip install textual-serve)") from None
+        raise UsageError('collviz serve needs its extra: pip install "collviz[serve]"') from None
     if not _is_loopback(args.host):
         print(f"collviz: warning: serving on {args.host}: anyone who can reach port {args.port} gets a viewer"
               + (" and may start live runs" if args.live else ""), file=sys.stderr)

@@ -9,6 +9,7 @@ axis under the rows names the phases (abbreviated); samples after the cursor are
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Iterable
 
 from rich.segment import Segment
 from rich.style import Style
@@ -65,6 +66,31 @@ def device_figures(track: MemoryTrack, sharing: int = 1) -> str:
     return f" · CUDA {cuda} · NVML{whole} {nvml}"
 
 
+def category_keys(names: Iterable[str]) -> Line:
+    """The legend's swatches: each memory category in ``names`` in its colour, in the charts' order."""
+    line: Line = []
+    for name in sorted(set(names), key=lambda c: (CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else 99, c)):
+        line += [Segment("■ ", category_style(name)), Segment(f"{name}  ")]
+    return line
+
+
+def categories_seen(view: ViewState) -> set[str]:
+    """Every category any of ``view``'s ranks held up to its cursor ("other" where live bytes
+    exceeded what the categories account for), for a legend shared by several charts."""
+    seen: set[str] = set()
+    for rank in view.ranks:
+        track = rank.memory
+        for live, categories in zip(track.live[: track.upto], track.categories[: track.upto]):
+            seen.update(categories)
+            if live > sum(categories.values()):
+                seen.add("other")
+    return seen
+
+
+PEAK_KEY: Line = [Segment("▼ ", _MARK), Segment("peak  ")]
+"""The legend's key to the peak marker."""
+
+
 def ranks_sharing(view: ViewState, rank: int) -> int:
     """How many of ``view``'s ranks use ``rank``'s CUDA device (1 on CPU or when unknown)."""
     device = next((r.device for r in view.ranks if r.rank == rank), "")
@@ -110,10 +136,12 @@ class MemoryTimeline(LineWidget):
     Drawn from lines of segments (see :class:`LineWidget`).
     """
 
-    def __init__(self, *, screen_share: int = 4, top: int | None = None, **kwargs: object) -> None:
+    def __init__(self, *, screen_share: int = 4, top: int | None = None, legend: bool = True, **kwargs: object) -> None:
         """``screen_share``: the pane takes about 1/``screen_share`` of the screen's height;
-        ``top``: a scale shared with other charts (bytes at full height), else this run's peak."""
+        ``top``: a scale shared with other charts (bytes at full height), else this run's peak;
+        ``legend``: whether the chart opens with its categories' legend (charts side by side share one)."""
         super().__init__(**kwargs)
+        self.legend = legend
         self.screen_share = screen_share
         self.shared_top = top
         self._view: ViewState | None = None
@@ -156,7 +184,7 @@ class MemoryTimeline(LineWidget):
         sizing = lines is None
         if lines is None:
             lines = max(MIN_LINES, height // self.screen_share if height >= SHORT_SCREEN else 0)
-        budget = lines - 2  # less the legend and the axis
+        budget = lines - (2 if self.legend else 1)  # less the legend and the axis
         groups, hidden = representative_groups(group_ranks([r.memory for r in view.ranks], self._digests), MAX_GROUPS)
         if len(groups) + (1 if hidden else 0) > budget:
             groups, hidden = representative_groups(groups, 3)
@@ -171,7 +199,7 @@ class MemoryTimeline(LineWidget):
             return 1
         groups, hidden, chart_rows = self._layout(view)
         per_group = chart_rows + 1 if chart_rows > 1 else 1
-        return 2 + len(groups) * per_group + (1 if hidden else 0)
+        return (2 if self.legend else 1) + len(groups) * per_group + (1 if hidden else 0)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         """Legend, each row's chart, the axis (one line for the placeholder): the most lines any
@@ -189,7 +217,7 @@ class MemoryTimeline(LineWidget):
         # one text row per rank leaves the figures beside the chart: every chart (and the axis
         # under them) keeps the same share of the width, and the figures fit in the rest
         chart_width = max(8, width - label_width if chart_rows > 1 else (width - label_width) * 3 // 5)
-        lines: list[Line] = [self._legend(groups, width)]
+        lines: list[Line] = [self._legend(groups, width)] if self.legend else []
         for group in groups:
             lines.extend(self._group_lines(group, view, top, chart_rows, label_width, chart_width, width))
         if hidden:
@@ -221,11 +249,8 @@ class MemoryTimeline(LineWidget):
         return found[1]
 
     def _legend(self, groups: list[RankGroup], width: int) -> Line:
-        seen = {name for g in groups for name in self._digests.digest(g.track)[1]}
-        line: Line = []
-        for name in sorted(seen, key=lambda c: (CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else 99, c)):
-            line += [Segment("■ ", category_style(name)), Segment(f"{name}  ")]
-        extras: list[Line] = [[Segment("▼ ", _MARK), Segment("peak  ")]]
+        line = category_keys(name for g in groups for name in self._digests.digest(g.track)[1])
+        extras: list[Line] = [PEAK_KEY]
         if any(g.track.upto < g.track.length for g in groups):  # a whole run (compare) has nothing after its cursor
             extras.append([Segment("grey: after the cursor", DIM)])
         room = width - sum(len(segment.text) for segment in line)

@@ -1,7 +1,8 @@
 """What this installation runs on: collviz, Python, torch and its backends, the wire libraries, GPUs.
 
-``collviz --version`` prints :func:`version_lines`. Nothing here initialises CUDA: GPUs are counted
-through NVML (:mod:`.nvml`), and NCCL's version is read from torch's build, not from a device.
+``collviz doctor`` prints :func:`version_lines` (``--json``: :func:`environment`'s fields). Nothing
+here initialises CUDA: GPUs are counted through NVML (:mod:`.nvml`), and NCCL's version is read
+from torch's build, not from a device.
 """
 
 from __future__ import annotations
@@ -11,51 +12,87 @@ from importlib.metadata import PackageNotFoundError, version
 
 from . import nvml
 
-__all__ = ["VERIFIED_TORCH", "version_lines", "available_memory"]
-
-VERIFIED_TORCH = ("2.13.0",)
-"""torch releases the whole test suite (training scenarios included) has passed on."""
+__all__ = ["environment", "version_lines", "available_memory"]
 
 
-def _package(name: str) -> str:
+def _package(name: str) -> str | None:
     try:
         return version(name)
     except PackageNotFoundError:
-        return "not installed"
+        return None
 
 
-def _nccl() -> str:
+def _nccl() -> dict:
+    """NCCL as this torch has it: ``built`` (bool), ``version`` ("2.27.3" or None) and, where the
+    version is unknown although NCCL is built in, ``error``."""
     import torch
     import torch.distributed as dist
 
     if not dist.is_nccl_available():
-        return "NCCL not built into this torch" + (" (CPU build)" if torch.version.cuda is None else "")
+        return {"built": False, "version": None}
     try:
         major_minor_patch = torch.cuda.nccl.version()
     except (AttributeError, RuntimeError) as exc:
-        return f"NCCL built in, version unknown ({exc})"
-    return "NCCL " + ".".join(str(part) for part in major_minor_patch)
+        return {"built": True, "version": None, "error": str(exc)}
+    return {"built": True, "version": ".".join(str(part) for part in major_minor_patch)}
 
 
-def version_lines() -> list[str]:
-    """One line per component: collviz, Python, torch (verified or not), backends, wire, GPUs."""
+def environment() -> dict:
+    """What this installation runs on, as fields (``collviz doctor --json``): collviz, Python, torch
+    (its version, whether CI verifies it, the verified releases and the supported floor), its
+    backends, the wire and viewer libraries (None where not installed), and the GPUs NVML sees."""
     import collviz
     import torch
     import torch.distributed as dist
 
-    torch_version = str(torch.__version__)
-    verified = "verified" if torch_version.split("+")[0] in VERIFIED_TORCH else \
-        f"not verified (collviz is tested on torch {', '.join(VERIFIED_TORCH)})"
-    gloo = "gloo available" if dist.is_gloo_available() else "gloo not built into this torch"
+    from .. import compat
+
     gpus = nvml.gpu_count()
-    gpu_text = f"{gpus} visible through NVML" if gpus else f"none visible ({nvml.nvml_unavailable_reason() or 'NVML sees no GPU'})"
+    return {
+        "collviz": {"version": collviz.__version__},
+        "python": {"version": platform.python_version(), "system": platform.system(), "machine": platform.machine()},
+        "torch": {"version": compat.TORCH_VERSION, "verified": compat.is_verified(),
+                  "verified_versions": list(compat.VERIFIED_TORCH), "pinned": compat.PINNED_TORCH,
+                  "floor": ".".join(map(str, compat.FLOOR)), "supported": compat.floor_refusal() is None,
+                  "cuda": torch.version.cuda},
+        "backends": {"gloo": dist.is_gloo_available(), "nccl": _nccl()},
+        "packages": {name: _package(name) for name in ("pyzmq", "msgspec", "textual", "rich", "textual-serve")},
+        "gpus": {"visible": gpus, "unavailable_reason": None if gpus else
+                 (nvml.nvml_unavailable_reason() or "NVML sees no GPU")},
+    }
+
+
+def version_lines(fields: dict | None = None) -> list[str]:
+    """One line per component of :func:`environment` (or of ``fields``, a report it made)."""
+    found = environment() if fields is None else fields
+    torch_fields, nccl, packages = found["torch"], found["backends"]["nccl"], found["packages"]
+    ci = f"CI verifies torch {', '.join(torch_fields['verified_versions'])}"
+    if torch_fields["verified"]:
+        verified = f"verified ({ci})"
+    elif torch_fields["supported"]:
+        verified = f"not verified ({ci}; collviz supports ≥ {torch_fields['floor']})"
+    else:
+        verified = f"older than collviz supports (torch ≥ {torch_fields['floor']})"
+    if not nccl["built"]:
+        nccl_text = "NCCL not built into this torch" + (" (CPU build)" if torch_fields["cuda"] is None else "")
+    elif nccl["version"] is None:
+        nccl_text = f"NCCL built in, version unknown ({nccl['error']})"
+    else:
+        nccl_text = f"NCCL {nccl['version']}"
+    gpus = found["gpus"]
+    python = found["python"]
+
+    def package(name: str) -> str:
+        return packages[name] or "not installed"
+
     return [
-        f"collviz {collviz.__version__}",
-        f"python {platform.python_version()} ({platform.system()} {platform.machine()})",
-        f"torch {torch_version}, {verified}; CUDA {torch.version.cuda or 'none (CPU build)'}",
-        f"backends: {gloo}; {_nccl()}",
-        f"wire: pyzmq {_package('pyzmq')}, msgspec {_package('msgspec')}; viewer: textual {_package('textual')}",
-        f"GPUs: {gpu_text}",
+        f"collviz {found['collviz']['version']}",
+        f"python {python['version']} ({python['system']} {python['machine']})",
+        f"torch {torch_fields['version']}, {verified}; CUDA {torch_fields['cuda'] or 'none (CPU build)'}",
+        f"backends: {'gloo available' if found['backends']['gloo'] else 'gloo not built into this torch'}; {nccl_text}",
+        f"wire: pyzmq {package('pyzmq')}, msgspec {package('msgspec')}; viewer: textual {package('textual')}, "
+        f"rich {package('rich')}; serve: textual-serve {package('textual-serve')}",
+        f"GPUs: {gpus['visible']} visible through NVML" if gpus["visible"] else f"GPUs: none visible ({gpus['unavailable_reason']})",
     ]
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..compat import DDP_BUCKET_CAP_MB_LIST, TorchAPI
 from ..errors import UsageError
 from ..scenario_files.schema import Scenario
 from .program import RunOptions, ScenarioProgram, refuse_training_options
 
-__all__ = ["BUILDERS", "build_program"]
+__all__ = ["BUILDERS", "NEEDS", "build_program", "torch_refusal"]
 
 Builder = Callable[[Scenario, int, RunOptions], ScenarioProgram]
 
@@ -65,9 +66,27 @@ BUILDERS: dict[str, Builder] = {
 """Scenario kind → the function that resolves it into a program."""
 
 
+NEEDS: dict[str, tuple[TorchAPI, ...]] = {
+    "ddp": (DDP_BUCKET_CAP_MB_LIST,),  # per-bucket caps from DDP's first step
+}
+"""Scenario kind → the version-sensitive torch APIs (:mod:`..compat`) it cannot run without."""
+
+
+def torch_refusal(scenario: Scenario) -> str | None:
+    """One line saying why this torch cannot run ``scenario`` (``scenario ddp needs torch ≥ 2.11
+    (this is 2.8.0+cu128)``), or None where it can."""
+    for api in NEEDS.get(scenario.kind, ()):
+        if (refusal := api.refusal(f"scenario {scenario.name}")) is not None:
+            return refusal
+    return None
+
+
 def build_program(scenario: Scenario, world_size: int, options: RunOptions) -> ScenarioProgram:
-    """Resolve ``scenario`` for ``world_size`` ranks; UsageError names what does not fit."""
+    """Resolve ``scenario`` for ``world_size`` ranks; UsageError names what does not fit, this
+    torch included (:func:`torch_refusal`)."""
     builder = BUILDERS.get(scenario.kind)
     if builder is None:
         raise UsageError(f"scenario {scenario.name}: kind {scenario.kind!r} cannot run in this collviz")
+    if (refusal := torch_refusal(scenario)) is not None:
+        raise UsageError(refusal)
     return builder(scenario, world_size, options)

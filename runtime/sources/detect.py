@@ -5,8 +5,8 @@ as a collviz run.
 caller checks a trace's magic first). Each file is read whole, bounded (:mod:`.reading`), and
 recognised by its content, never its name (nor its first character alone: a log whose launcher
 prefixed its lines with ``[1,0]<stdout>:`` looks like JSON until it is read as such): per-rank Flight Recorder dumps (JSON or pickle),
-per-rank torch.profiler Chrome traces (``distributedInfo`` names the rank), or an
-``NCCL_DEBUG=INFO`` log. One kind at a time. A file named on the command line that is none of
+per-rank torch.profiler Chrome traces (``distributedInfo`` names the rank), an
+``NCCL_DEBUG=INFO`` log, or NCCL Inspector output (one JSON record a line, a file per process). One kind at a time. A file named on the command line that is none of
 these is a one-line :class:`~..errors.UsageError` saying what was expected; in a folder such a
 file is skipped with a warning, so a dump folder with a README still opens.
 """
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .flight_recorder import Dump, import_dumps, is_dump, rank_from_name
+from .nccl_inspector import import_inspector, is_inspector_log, is_inspector_record
 from .nccl_log import import_nccl_log, is_nccl_log
 from .profiler import ProfilerTrace, import_traces, is_profiler_trace
 from .reading import (
@@ -33,11 +34,12 @@ from .run import ImportedRun, Progress, no_progress
 
 __all__ = ["EXPECTED", "open_artifacts"]
 
-EXPECTED = ("Flight Recorder dumps (JSON or pickle, one per rank), torch.profiler traces (one per rank) "
-            "or an NCCL_DEBUG=INFO log")
+EXPECTED = ("Flight Recorder dumps (JSON or pickle, one per rank), torch.profiler traces (one per rank), "
+            "an NCCL_DEBUG=INFO log or NCCL Inspector output")
 """What :func:`open_artifacts` opens, as its errors say it."""
 
-_KIND_NAMES = {"flight-recorder": "Flight Recorder dumps", "profiler": "profiler traces", "nccl-log": "NCCL logs"}
+_KIND_NAMES = {"flight-recorder": "Flight Recorder dumps", "profiler": "profiler traces", "nccl-log": "NCCL logs",
+               "nccl-inspector": "NCCL Inspector output"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ class _Found:
     document: dict = field(default_factory=dict)
     """A dump's or a profiler trace's decoded JSON or pickle (empty for a log)."""
     text: str = ""
-    """An NCCL log's text (empty for the other kinds)."""
+    """An NCCL log's or NCCL Inspector output's text (empty for the other kinds)."""
 
 
 def _files(paths: Sequence[Path], warnings: list[str]) -> list[tuple[Path, bool]]:
@@ -84,6 +86,8 @@ def _recognise(path: Path, data: bytes) -> _Found | str:
             content = load_json(data, path)
         except UsageError:
             text = data.decode("utf-8", "replace")
+            if is_inspector_log(text):  # one JSON record a line: not one JSON document
+                return _Found(path, "nccl-inspector", text=text)
             if is_nccl_log(text):  # a launcher's prefix ([1,0]<stdout>:, [default0]:) begins with '['
                 return _Found(path, "nccl-log", text=text)
             raise
@@ -91,9 +95,11 @@ def _recognise(path: Path, data: bytes) -> _Found | str:
             return _Found(path, "flight-recorder", document=content)
         if is_profiler_trace(content):
             return _Found(path, "profiler", document=content)
+        if is_inspector_record(content):  # a file of one record
+            return _Found(path, "nccl-inspector", text=data.decode("utf-8", "replace"))
         if isinstance(content, dict) and "traceEvents" in content:
             return "a Chrome trace without torch.profiler's distributedInfo (not a distributed torch.profiler trace)"
-        return "JSON that is neither a Flight Recorder dump nor a torch.profiler trace"
+        return "JSON that is neither a Flight Recorder dump, a torch.profiler trace nor NCCL Inspector output"
     if kind == "text":
         text = data.decode("utf-8", "replace")
         return _Found(path, "nccl-log", text=text) if is_nccl_log(text) else "text without NCCL INFO lines"
@@ -147,6 +153,8 @@ def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> I
         return import_dumps(_dumps(found, warnings), warnings, progress)
     if kind == "profiler":
         return import_traces([ProfilerTrace(f.path, f.document) for f in found], warnings, progress)
+    if kind == "nccl-inspector":
+        return import_inspector([(f.path, f.text) for f in found], warnings, progress)
     return import_nccl_log([(f.path, f.text) for f in found], warnings, progress)
 
 

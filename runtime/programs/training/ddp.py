@@ -71,7 +71,8 @@ class DDPProgram(TrainingProgram):
 
 
 def build(scenario: Scenario, world_size: int, options: RunOptions) -> DDPProgram:
-    """The DDP program: the model is built here once to count its parameters and buckets."""
+    """The DDP program: the model is built here once to count its parameters and buckets (a torch
+    whose DDP lacks per-bucket caps is refused before: ``registry.NEEDS``)."""
     refuse_options(options, scenario.name)
     model = make_gpt(dict(scenario.settings))
     params = sum(p.numel() for p in model.parameters())

@@ -26,6 +26,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
+from ...compat import fsdp_average_by_sum
 from ...context import RankContext
 from ...errors import UsageError
 from ...observation.metrics import human_bytes
@@ -247,7 +248,8 @@ def _shard(ctx: RankContext, program: FSDPProgram) -> tuple[TinyGPT, list[tuple[
         mesh, groups = grid["dp"], _MeshGroups(grid.get_group("dp"))
     with ctx.tracker.category("params"):
         sharded = [fully_shard(module, mesh=mesh, reshard_after_forward=program.reshard_after_forward) for _, module in units]
-        fully_shard(model, mesh=mesh, reshard_after_forward=program.reshard_after_forward)
+        root = fully_shard(model, mesh=mesh, reshard_after_forward=program.reshard_after_forward)
+    fsdp_average_by_sum([*sharded, root], groups.shard)  # a torch whose gloo sums for AVG: see compat
     ctx.tracker.track(model.parameters(), "params")
     if program.prefetch:
         for current, following in zip(sharded, sharded[1:]):

@@ -30,9 +30,10 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.distributed_c10d import GroupName, _resolve_process_group
+from torch.distributed.distributed_c10d import _resolve_process_group
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass_type
 
+from ...compat import GroupName
 from ...context import RankContext
 from ...observation.c10d_calls import (
     OP_NAMES,
