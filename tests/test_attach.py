@@ -95,6 +95,9 @@ def stalled_job(tmp_path_factory: pytest.TempPathFactory) -> dict:
         _wait_for(folder / "stalling", folder / "waiting", folder / "rank0.sock", folder / "rank1.sock", job=job)
         time.sleep(0.3)  # rank 0 goes from its marker into the all_reduce
         attached = run_cli("attach", "--headless", str(folder), timeout=DEADLINE_S)
+        as_json = run_cli("attach", "--headless", "--json", str(folder), timeout=DEADLINE_S)
+        watched = run_cli("attach", "--headless", "--json", "--watch", "--count", "3",
+                          str(folder), timeout=DEADLINE_S)
         store = (folder / "store").read_text()
         through_store = run_cli("attach", "--headless", store, timeout=DEADLINE_S)
         (folder / "release").touch()
@@ -103,7 +106,7 @@ def stalled_job(tmp_path_factory: pytest.TempPathFactory) -> dict:
         if job.poll() is None:
             job.kill()
             job.wait()
-    return {"attach": attached, "store": (store, through_store), "job": (job.returncode, out, err), "folder": folder}
+    return {"attach": attached, "json": as_json, "watch": watched, "store": (store, through_store), "job": (job.returncode, out, err), "folder": folder}
 
 
 def test_attach_names_the_stalled_rank_and_its_own_function(stalled_job):
@@ -124,6 +127,32 @@ def test_attach_through_the_debug_servers_store_says_the_same(stalled_job):
     lines = attached.stdout.splitlines()
     assert lines[0] == f"collviz attach: the worker servers of 2 ranks at {store}"
     assert lines[1:] == stalled_job["attach"].stdout.splitlines()[1:]
+
+
+STALLED_DOCUMENT = {
+    "ranks": [
+        {"rank": 0, "last_completed": "all_reduce #5 on group 0 (default_pg)",
+         "current": "all_reduce #6 on group 0 (default_pg)", "waiting_in": "all_reduce #6 on group 0 (default_pg)",
+         "waiting_for": [1], "missing_from": None, "stack": None},
+        {"rank": 1, "last_completed": "all_reduce #5 on group 0 (default_pg)", "current": None, "waiting_in": None,
+         "waiting_for": [], "missing_from": "all_reduce #6 on group 0 (default_pg)",
+         "stack": f"job.py:{STALLED_LINE} in slow_data_loader"}],
+    "waits": [{"call": "all_reduce #6 on group 0 (default_pg)", "waiting": [0], "missing": [1],
+               "stacks": {"1": f"job.py:{STALLED_LINE} in slow_data_loader"}}],
+    "missing": [1], "not_read": [], "in_step": False, "exit_status": 1}
+
+
+def test_attach_json_is_one_document_of_the_same_snapshot(stalled_job):
+    attached = stalled_job["json"]
+    assert attached.returncode == 1, attached.stderr
+    assert json.loads(attached.stdout) == STALLED_DOCUMENT
+
+
+def test_watch_prints_a_snapshot_only_when_it_changes(stalled_job):
+    watched = stalled_job["watch"]
+    assert watched.returncode == 1, watched.stderr
+    assert [json.loads(line) for line in watched.stdout.splitlines()] == [STALLED_DOCUMENT], \
+        "three readings of the same stall: the first two confirm it, the third changes nothing"
 
 
 def test_the_job_goes_on_unharmed(stalled_job):
@@ -279,6 +308,17 @@ def test_bad_targets_are_one_line_and_exit_2(tmp_path, capsys, names, expected):
     assert err.count("\n") == 1 and err.startswith("collviz: error: ") and expected in err
 
 
+@pytest.mark.parametrize("options, expected", [
+    (["--count", "3"], "--count counts the readings of --watch"),
+    (["--watch", "--count", "0"], "--count 0: must be between 1 and"),
+    (["--watch", "--slowest", "nan"], "--slowest nan: must be a number of seconds"),
+])
+def test_watch_options_out_of_range_are_one_line_and_exit_2(tmp_path, capsys, options, expected):
+    assert main(["attach", "--headless", *options, str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("collviz: error: ") and expected in err
+
+
 def test_on_a_terminal_without_headless_attach_says_the_viewer_is_not_built_yet(tmp_path, capsys, monkeypatch):
     import collviz.app.commands.attach as attach_command
 
@@ -315,3 +355,63 @@ def test_a_store_without_addresses_is_refused_and_a_dead_rank_is_named():
     attached = run_cli("attach", "--headless", address, timeout=DEADLINE_S)
     assert attached.returncode == 1
     assert attached.stdout.splitlines()[1] == "rank 0: not read: ConnectionRefusedError: [Errno 111] Connection refused"
+
+
+# ---- reading little: the tail of each rank's recorder, and the pace of --watch ---------------------
+
+
+def test_only_the_calls_from_the_last_one_every_rank_completed_are_decoded():
+    from collviz.runtime.attach.tail import decode_trace, tail_content
+
+    traces = {0: [decode_trace(_dump(9, True))], 1: [decode_trace(_dump(6, False))], 2: [decode_trace(_dump(7, False))]}
+    kept = {rank: [e["collective_seq_id"] for e in content["entries"]] for rank, content in tail_content(traces).items()}
+    assert kept == {0: [6, 7, 8, 9], 1: [6], 2: [6, 7]}, "rank 1 completed up to #6: every rank keeps #6 onwards"
+
+
+@pytest.mark.parametrize("body, expected", [
+    (b"{not json", "not JSON"),
+    (b'{"entries": 3, "version": "2.10", "pg_config": {}}', "not a Flight Recorder trace"),
+    (b'{"entries": [], "version": "2.10"}', "not a Flight Recorder trace (no pg_config or pg_status)"),
+])
+def test_an_answer_that_is_no_trace_is_said_in_one_line(body, expected):
+    from collviz.runtime.attach.tail import decode_trace
+
+    found = decode_trace(body)
+    assert isinstance(found, str) and found.startswith(expected) and "\n" not in found
+
+
+def test_the_pace_doubles_while_steady_and_is_fastest_while_calls_move_or_ranks_wait():
+    from collviz.runtime.attach.watch import Pace, watch
+
+    steady = {0: _dump(3, False), 1: _dump(3, False)}
+    moved = {0: _dump(4, False), 1: _dump(4, False)}
+    waiting = {0: _dump(5, True), 1: _dump(4, False)}
+    ask, asked = _asking([steady] * 5 + [moved] + [waiting] * 3 + [moved])
+    slept: list[float] = []
+    shown = []
+    last = watch(WORKERS, shown.append, Pace(0.5, 3.0), readings=10, ask=ask, sleep=slept.append)
+    assert slept == [0.5, 1.0, 2.0, 3.0, 3.0, 0.5, 0.5, 0.5, 0.5], \
+        "new readings: fast; steady: 1, 2, 3 (the slowest); a new call and a wait: fastest again"
+    assert [s.ranks[0].inside for s in shown] == ["", "", "all_reduce #5 on group 0 (default_pg)",
+                                                  "all_reduce #5 on group 0 (default_pg)", ""]
+    assert [s.exit_status for s in shown] == [0, 0, 0, 1, 0] and last == shown[-1], \
+        "rank 0 enters #5 (seen once: in flight), then its wait is confirmed, then the call completes"
+    assert [ranks for handler, ranks in asked if handler == "dump_traceback"] == [[1], [1]], \
+        "stacks only for confirmed waits, of the rank missing"
+
+
+def test_watch_ends_when_no_rank_answers():
+    from collviz.runtime.attach.watch import watch
+
+    ask, _ = _asking([{0: _dump(3, False), 1: _dump(3, False)}, {0: None, 1: None}])
+    shown = []
+    last = watch(WORKERS, shown.append, ask=ask, sleep=lambda s: None)
+    assert len(shown) == 2 and last.exit_status == 1
+    assert last.text().splitlines() == ["rank 0: not read: no answer within 2 s", "rank 1: not read: no answer within 2 s"]
+
+
+def test_json_says_a_rank_not_read():
+    ask, _ = _asking([{0: _dump(3, False), 1: None}])
+    document = take_snapshot(WORKERS, ask=ask, sleep=lambda s: None).document()
+    assert document["ranks"][1] == {"rank": 1, "error": "no answer within 2 s"}
+    assert (document["not_read"], document["missing"], document["exit_status"]) == ([1], [], 1)

@@ -12,9 +12,10 @@ Exit status 0 when every rank is in step, 1 when some wait on others (or a rank 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
-from .options import OneLineParser, add_headless_option, command_parser, no_terminal
+from .options import OneLineParser, add_headless_option, add_json_option, command_parser, no_terminal, print_json
 
 __all__ = ["build_parser", "main"]
 
@@ -36,14 +37,23 @@ The snapshot says, per rank, the call it last completed and the call it is in no
 ranks wait in a call for others (the same in two readings --interval apart), who is missing and
 the line of their own code they are in. Only reads are sent (HTTP POSTs to the handlers
 fr_trace_json, dump_nccl_trace_json and dump_traceback), each bounded by --timeout; a rank that does not answer is
-named, not waited for. The worker server has no authentication: anyone who can open its socket
+named, not waited for.
+
+--watch reads again and again and prints each snapshot that differs from the last (with --json,
+one document per line), until Ctrl-C, --count readings or no rank answers (the job ended). Every reading costs each rank the
+building of its whole Flight Recorder answer (torch cannot send less), so the pace adapts: every
+--interval seconds while calls move or ranks wait, twice as long after each reading that finds
+nothing new, up to --slowest.
+
+The worker server has no authentication: anyone who can open its socket
 or port can read it, so keep the sockets in a folder only you can read, and the ports inside
 the cluster's network.
 """
 
 
 def build_parser() -> OneLineParser:
-    """``collviz attach TARGET --headless [--timeout S] [--interval S]``."""
+    """``collviz attach TARGET --headless [--json] [--watch [--count N] [--slowest S]] [--timeout S]
+    [--interval S]``."""
     parser = command_parser("collviz attach", "Read a running job's ranks from torch's worker servers: who waits on "
                             "whom, and where.", ATTACH_EPILOG)
     parser.add_argument("target", metavar="TARGET",
@@ -53,24 +63,56 @@ def build_parser() -> OneLineParser:
     parser.add_argument("--timeout", type=float, default=2.0, metavar="S",
                         help="the longest each rank's server is waited for, per request (default 2)")
     parser.add_argument("--interval", type=float, default=1.0, metavar="S",
-                        help="the time between the two readings that confirm a wait (default 1)")
+                        help="the time between the two readings that confirm a wait, and between readings while "
+                             "the job changes or waits under --watch (default 1)")
+    add_json_option(parser, "the snapshot (per rank: last and current call, the call it waits in or is "
+                            "missing from, its stack line)")
+    parser.add_argument("--watch", action="store_true",
+                        help="read again and again, printing each snapshot that differs from the last")
+    parser.add_argument("--count", type=int, metavar="N", help="with --watch: stop after N readings")
+    parser.add_argument("--slowest", type=float, default=10.0, metavar="S",
+                        help="with --watch: the longest time between readings while the job is steady (default 10)")
     return parser
 
 
 def main(argv: Sequence[str]) -> int:
-    """Print one snapshot of the job at TARGET; its exit status."""
+    """Print one snapshot of the job at TARGET (or, with --watch, each new one); the last one's exit
+    status."""
     args = build_parser().parse_args(argv)
-    from collviz.runtime.attach.snapshot import SnapshotOptions, take_snapshot
+    from collviz.runtime.attach.snapshot import Snapshot, SnapshotOptions, take_snapshot
+    from collviz.runtime.attach.watch import Pace, watch
     from collviz.runtime.attach.workers import find_workers
     from collviz.runtime.errors import UsageError
-    from collviz.runtime.limits import check_seconds
+    from collviz.runtime.limits import check_count, check_seconds
 
     if not args.headless and no_terminal() is None:
         raise UsageError("collviz attach shows a snapshot with --headless; its live viewer is not built yet")
     options = SnapshotOptions(timeout_s=check_seconds("--timeout", args.timeout),
                               interval_s=check_seconds("--interval", args.interval))
+    if not args.watch and args.count is not None:
+        raise UsageError("--count counts the readings of --watch")
+    pace = Pace(options.interval_s, max(options.interval_s, check_seconds("--slowest", args.slowest)))
+    count = None if args.count is None else check_count("--count", args.count, 1, 1 << 31)
     workers = find_workers(args.target, options.timeout_s)
-    snapshot = take_snapshot(workers, options)
-    print(f"collviz attach: the worker servers of {len(workers)} rank{'s' if len(workers) > 1 else ''} at {args.target}")
-    print(snapshot.text(), flush=True)
-    return snapshot.exit_status
+
+    if not args.json:
+        print(f"collviz attach: the worker servers of {len(workers)} rank{'s' if len(workers) > 1 else ''} at {args.target}")
+    if not args.watch:
+        snapshot = take_snapshot(workers, options)
+        if args.json:
+            print_json(snapshot.document())
+        else:
+            print(snapshot.text(), flush=True)
+        return snapshot.exit_status
+    shown: list[Snapshot] = []
+
+    def show(snapshot: Snapshot) -> None:
+        """One snapshot of the watch: a JSON document on one line, or its text and a blank line."""
+        shown.append(snapshot)
+        print(json.dumps(snapshot.document(), ensure_ascii=False) if args.json else snapshot.text() + "\n", flush=True)
+
+    try:
+        watch(workers, show, pace, options, count)
+    except KeyboardInterrupt:
+        pass
+    return shown[-1].exit_status if shown else 0

@@ -10,23 +10,25 @@ The job is read twice, :attr:`SnapshotOptions.interval_s` apart (a call some ran
 moment before the others is in flight, not a wait): a wait is reported only where the same ranks
 wait in the same call in both readings. The Flight Recorder's calls are read with the dump
 reader's own parser and analysis (:func:`~..sources.flight_recorder.import_dumps`: the watchdog's
-"who waits where, who never came"); only the ranks others wait on are asked for their stacks.
+"who waits where, who never came"), given only each rank's tail (:mod:`.tail`: the calls from the
+last one every rank completed onwards); only the ranks others wait on are asked for their stacks.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..observation.rank_lists import ranks_text
-from ..sources.flight_recorder import Dump, import_dumps, is_dump
+from ..sources.flight_recorder import Dump, import_dumps
 from ..wire.protocol import Collective, Stall
 from .stacks import user_stack_line
+from .tail import Trace, decode_trace, tail_content
 from .workers import Answer, Worker, ask_all
 
-__all__ = ["RECORDERS", "RankNow", "Snapshot", "SnapshotOptions", "Wait", "take_snapshot"]
+__all__ = ["RECORDERS", "RankNow", "Reading", "Snapshot", "SnapshotOptions", "Wait", "confirm", "read_once",
+           "take_snapshot"]
 
 RECORDERS = ("fr_trace_json", "dump_nccl_trace_json")
 """The handlers of torch's two Flight Recorders (CPU backends, NCCL)."""
@@ -78,6 +80,31 @@ class Snapshot:
         """0 when every rank answered and none waits on another; else 1."""
         return 1 if self.waits or any(now.error for now in self.ranks) else 0
 
+    def document(self) -> dict:
+        """The snapshot as JSON-ready data (``collviz attach --json``): per rank its last completed
+        call and the call it is in (null when none), the call it waits in and for whom, the call it
+        is missing from and its stack line, or why it was not read; then every wait, the ranks
+        others wait on (``missing``), the ranks not read and the exit status."""
+        waiting = {rank: wait for wait in self.waits for rank in wait.waiting}
+        missing = {rank: wait for wait in self.waits for rank in wait.missing}
+        ranks = []
+        for now in self.ranks:
+            row: dict = {"rank": now.rank}
+            if now.error:
+                ranks.append({**row, "error": now.error})
+                continue
+            waits_in, absent_from = waiting.get(now.rank), missing.get(now.rank)
+            ranks.append({**row, "last_completed": now.done or None, "current": now.inside or None,
+                          "waiting_in": waits_in.call if waits_in else None,
+                          "waiting_for": list(waits_in.missing) if waits_in else [],
+                          "missing_from": absent_from.call if absent_from else None,
+                          "stack": (absent_from.stacks.get(now.rank) or None) if absent_from else None})
+        return {"ranks": ranks,
+                "waits": [{"call": w.call, "waiting": list(w.waiting), "missing": list(w.missing),
+                           "stacks": {str(r): w.stacks.get(r) or None for r in w.missing}} for w in self.waits],
+                "missing": sorted(missing), "not_read": [now.rank for now in self.ranks if now.error],
+                "in_step": self.exit_status == 0, "exit_status": self.exit_status}
+
     def text(self) -> str:
         """The snapshot in lines: one per rank, then one per wait with each missing rank's stack."""
         lines = []
@@ -103,50 +130,45 @@ def _call_text(event: Collective) -> str:
 
 
 @dataclass(frozen=True)
-class _Reading:
+class Reading:
     """One reading of every rank: each rank's state, and the waits the dumps show, keyed by call."""
 
     ranks: dict[int, RankNow]
     waits: dict[tuple[str, int], Wait]
 
+    def unconfirmed(self) -> Snapshot:
+        """The ranks as read, without waits: what one reading says before a second confirms a wait
+        (one seen once may be a call some ranks entered a moment before the others)."""
+        return Snapshot([self.ranks[rank] for rank in sorted(self.ranks)], [])
 
-def _recorder(answer: Answer, handler: str) -> dict | str | None:
-    """One recorder's trace in ``answer``; None where the handler does not exist (NCCL's, without
-    NCCL); else why it could not be read."""
+
+def _recorder(answer: Answer, handler: str) -> Trace | str | None:
+    """One recorder's trace in ``answer``, skimmed (:mod:`.tail`); None where the handler does not
+    exist (NCCL's, without NCCL); else why it could not be read."""
     if answer.body is None:
         return None if answer.status == 404 and handler != RECORDERS[0] else answer.error
-    try:
-        content = json.loads(answer.body)
-    except ValueError as exc:
-        return f"its {handler} answer is not JSON ({exc})"
-    return content if is_dump(content) else f"its {handler} answer is not a Flight Recorder trace"
+    trace = decode_trace(answer.body)
+    return f"its {handler} answer is {trace}" if isinstance(trace, str) else trace
 
 
-def _merged(traces: list[dict]) -> dict:
-    """One dump of the recorders' traces: every entry, every group's config and status."""
-    merged: dict = {"version": traces[0]["version"], "entries": [], "pg_config": {}, "pg_status": {}}
-    for trace in traces:
-        merged["entries"].extend(trace["entries"])
-        for part in ("pg_config", "pg_status"):
-            if isinstance(trace.get(part), dict):
-                merged[part].update(trace[part])
-    return merged
-
-
-def _read(workers: Sequence[Worker], options: SnapshotOptions, ask: Ask) -> _Reading:
+def read_once(workers: Sequence[Worker], options: SnapshotOptions = SnapshotOptions(),
+              ask: Ask = ask_all) -> Reading:
+    """One reading of every rank's Flight Recorder (both recorders), its waits not yet confirmed."""
     answers = {handler: ask(workers, handler, options.timeout_s) for handler in RECORDERS}
     ranks: dict[int, RankNow] = {}
-    dumps = []
+    traces: dict[int, list[Trace]] = {}
     for worker in sorted(workers, key=lambda w: w.rank):
         read = [_recorder(answers[handler][worker.rank], handler) for handler in RECORDERS]
         error = next((found for found in read if isinstance(found, str)), None)
         if error is not None:
             ranks[worker.rank] = RankNow(worker.rank, error=error)
             continue
-        dumps.append(Dump(worker.path, worker.rank, _merged([found for found in read if isinstance(found, dict)])))
+        traces[worker.rank] = [found for found in read if isinstance(found, Trace)]
+    paths = {worker.rank: worker.path for worker in workers}
+    dumps = [Dump(paths[rank], rank, content) for rank, content in tail_content(traces).items()]
     if not any(dump.content["entries"] for dump in dumps):  # nothing issued yet: every rank read is in step
         ranks.update({dump.rank: RankNow(dump.rank) for dump in dumps})
-        return _Reading(ranks, {})
+        return Reading(ranks, {})
     events = import_dumps(dumps, []).events
     begun: dict[int, Collective] = {}
     ended: dict[int, Collective] = {}
@@ -164,24 +186,31 @@ def _read(workers: Sequence[Worker], options: SnapshotOptions, ask: Ask) -> _Rea
         key = (stall.group, stall.group_seq)
         missing = tuple(r for r in members.get(key, []) if r not in stall.waiting)
         waits[key] = Wait(f"{stall.op} #{stall.group_seq} on group {stall.group}", tuple(stall.waiting), missing)
-    return _Reading(ranks, waits)
+    return Reading(ranks, waits)
+
+
+def confirm(first: Reading, second: Reading, workers: Sequence[Worker], options: SnapshotOptions = SnapshotOptions(),
+            ask: Ask = ask_all) -> Snapshot:
+    """The snapshot of ``second``: its waits that ``first`` shows too (the same ranks waiting in the
+    same call), with the stack of each rank they wait on (only those ranks are asked)."""
+    waits = [wait for key, wait in second.waits.items()
+             if key in first.waits and first.waits[key].waiting == wait.waiting]
+    missing = sorted({rank for wait in waits for rank in wait.missing})
+    by_rank = {worker.rank: worker for worker in workers}
+    asked = [by_rank[rank] for rank in missing if rank in by_rank]
+    stacks = ask(asked, "dump_traceback", options.timeout_s) if asked else {}
+    lines = {rank: user_stack_line(answer.body.decode(errors="replace")) if answer.body is not None
+             else f"(stack not read: {answer.error})" for rank, answer in stacks.items()}
+    waits = [Wait(wait.call, wait.waiting, wait.missing, {r: lines.get(r, "") for r in wait.missing}) for wait in waits]
+    return Snapshot([second.ranks[rank] for rank in sorted(second.ranks)], waits)
 
 
 def take_snapshot(workers: Sequence[Worker], options: SnapshotOptions = SnapshotOptions(),
                   ask: Ask = ask_all, sleep: Callable[[float], None] = time.sleep) -> Snapshot:
     """Read every rank (twice when some wait, ``options.interval_s`` apart) and ask the ranks the
     others wait on for their stacks; the snapshot of the second reading."""
-    first = _read(workers, options, ask)
+    first = read_once(workers, options, ask)
     if not first.waits:
-        return Snapshot([first.ranks[rank] for rank in sorted(first.ranks)], [])
+        return first.unconfirmed()
     sleep(options.interval_s)
-    second = _read(workers, options, ask)
-    waits = [wait for key, wait in second.waits.items()
-             if key in first.waits and first.waits[key].waiting == wait.waiting]
-    missing = sorted({rank for wait in waits for rank in wait.missing})
-    by_rank = {worker.rank: worker for worker in workers}
-    stacks = ask([by_rank[rank] for rank in missing if rank in by_rank], "dump_traceback", options.timeout_s)
-    lines = {rank: user_stack_line(answer.body.decode(errors="replace")) if answer.body is not None
-             else f"(stack not read: {answer.error})" for rank, answer in stacks.items()}
-    waits = [Wait(wait.call, wait.waiting, wait.missing, {r: lines.get(r, "") for r in wait.missing}) for wait in waits]
-    return Snapshot([second.ranks[rank] for rank in sorted(second.ranks)], waits)
+    return confirm(first, read_once(workers, options, ask), workers, options, ask)

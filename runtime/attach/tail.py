@@ -1,0 +1,117 @@
+"""The part of each rank's Flight Recorder that a reading needs: the calls past the last one every
+rank has completed, decoded; the rest (up to 2,000 calls per rank by default, ~937 KB of JSON)
+only skimmed.
+
+torch 2.13's worker server cannot send less: its ``fr_trace_json`` handler ignores every query
+parameter and always dumps the whole buffer (gloo never marks a call completed, so torch's own
+"only active" filter keeps all of it). What attach controls is how much of each answer it decodes
+and analyses: each entry is kept as raw bytes, only the fields that place it (group, sequence
+number, retired) are decoded (msgspec, typed: ~10× faster than decoding whole entries), and only
+the entries from the last call every rank of a group has completed onwards are decoded in full
+and handed to the Flight Recorder reader. Those hold everything a snapshot says (each rank's last
+completed call, the call it is in, who waits on whom); calls every rank finished were read in an
+earlier reading, and are not read again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+__all__ = ["Trace", "decode_trace", "tail_content"]
+
+
+class _Place(msgspec.Struct):
+    """The fields of one entry that place it: its group, sequence numbers and whether it retired."""
+
+    collective_seq_id: int = 0
+    p2p_seq_id: int = 0
+    is_p2p: bool = False
+    retired: bool = False
+    process_group: list[str] = []
+
+
+class _Top(msgspec.Struct):
+    """A Flight Recorder trace with its entries left undecoded."""
+
+    entries: list[msgspec.Raw]
+    version: str | float | int = ""
+    pg_config: dict = {}
+    pg_status: dict = {}
+
+
+_TOP = msgspec.json.Decoder(_Top)
+_PLACE = msgspec.json.Decoder(_Place)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One recorder's answer: its header fields, each entry's raw JSON and its place (None where
+    the entry's fields are not the usual ones: such an entry is always kept)."""
+
+    version: str | float | int
+    pg_config: dict
+    pg_status: dict
+    entries: list[msgspec.Raw]
+    places: list[_Place | None]
+
+
+def _place(raw: msgspec.Raw) -> _Place | None:
+    try:
+        return _PLACE.decode(raw)
+    except msgspec.DecodeError:  # a field of another type (an older torch): decoded in full, never dropped
+        return None
+
+
+def decode_trace(body: bytes) -> Trace | str:
+    """A recorder's answer skimmed, or why it is not a Flight Recorder trace (one line)."""
+    try:
+        top = _TOP.decode(body)
+    except msgspec.ValidationError as exc:
+        return f"not a Flight Recorder trace ({exc})"
+    except msgspec.DecodeError as exc:
+        return f"not JSON ({exc})"
+    if not (top.pg_config or top.pg_status):
+        return "not a Flight Recorder trace (no pg_config or pg_status)"
+    return Trace(top.version, top.pg_config, top.pg_status, top.entries, [_place(raw) for raw in top.entries])
+
+
+def _key(place: _Place) -> tuple[str, bool, int]:
+    """(group, point-to-point, sequence number): where the entry stands in its group's order."""
+    group = place.process_group[0] if place.process_group else ""
+    return group, place.is_p2p, place.p2p_seq_id if place.is_p2p else place.collective_seq_id
+
+
+def _floors(traces: Mapping[int, Sequence[Trace]]) -> dict[tuple[str, bool], int]:
+    """(group, point-to-point) → the latest call every rank holding calls of it has retired (0
+    where one of them retired none)."""
+    latest: dict[tuple[str, bool], list[int]] = {}
+    for rank_traces in traces.values():
+        mine: dict[tuple[str, bool], int] = {}
+        for trace in rank_traces:
+            for place in trace.places:
+                if place is not None:
+                    group, p2p, seq = _key(place)
+                    mine[group, p2p] = max(mine.get((group, p2p), 0), seq if place.retired else 0)
+        for key, seq in mine.items():
+            latest.setdefault(key, []).append(seq)
+    return {key: min(seqs) for key, seqs in latest.items()}
+
+
+def tail_content(traces: Mapping[int, Sequence[Trace]]) -> dict[int, dict]:
+    """rank → one Flight Recorder dump (every recorder's trace merged) holding only the entries
+    from the latest call all ranks completed in each group onwards, and those not retired."""
+    floors = _floors(traces)
+    contents = {}
+    for rank, rank_traces in traces.items():
+        content: dict = {"version": rank_traces[0].version, "entries": [], "pg_config": {}, "pg_status": {}}
+        for trace in rank_traces:
+            content["pg_config"].update(trace.pg_config)
+            content["pg_status"].update(trace.pg_status)
+            for raw, place in zip(trace.entries, trace.places):
+                if place is None or not place.retired or _key(place)[2] >= floors.get(_key(place)[:2], 0):
+                    content["entries"].append(msgspec.json.decode(raw))
+        contents[rank] = content
+    return contents
