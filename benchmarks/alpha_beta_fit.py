@@ -19,7 +19,7 @@ import numpy as np
 
 from collviz.runtime.reports.alpha_beta import fit_alpha_beta
 from collviz.runtime.reports.bench_table import BenchRow
-from collviz.runtime.scenarios.algorithms.plans import ALGORITHMS, plan
+from collviz.runtime.programs.algorithms.plans import ALGORITHMS, plan
 
 WORLD = 4
 SIZES = [1024 * 2**k for k in range(15)]

@@ -24,7 +24,7 @@ from collviz.app.model.quiz import questions  # noqa: E402
 from collviz.runtime.wire.trace import read_trace  # noqa: E402
 from collviz.runtime.sessions.local import LocalSession  # noqa: E402
 from collviz.runtime.plan import plan_run  # noqa: E402
-from collviz.runtime.scenarios.loading import find_scenario  # noqa: E402
+from collviz.runtime.scenario_files.loading import find_scenario  # noqa: E402
 from fixtures.synthetic import all_gather_events  # noqa: E402
 from fixtures.synthetic_bench import bench_events  # noqa: E402
 

@@ -7,8 +7,10 @@ test command checks them):
   collviz but :mod:`.errors`.
 - :mod:`.observation` — what is measured on a rank or derived from events: storage tracker, NVML,
   tensor contents and provenance tags, nccl-tests metrics, the collective watchdog.
-- :mod:`.scenarios` — scenario files (loading, validation) and the programs every rank runs:
-  collectives, desync, bench, training; they never start processes.
+- :mod:`.scenario_files` — scenario and lesson files as data (loading, validation, notes); never
+  torch, zmq nor a process.
+- :mod:`.programs` — the programs every rank runs: collectives, algorithms, desync, bench,
+  training; they never start processes.
 - :mod:`.reports` — pure functions from events to text or JSON: summary, bench table, Perfetto
   export, compare table, analytic estimates; they never launch processes nor import torch.
 - :mod:`.userjob` — a user's own script as a run (``collviz run --nproc N train.py``): the light

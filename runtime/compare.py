@@ -17,7 +17,7 @@ from .errors import EXIT_RECORDING_INCOMPLETE, UsageError
 from .plan import RunPlan, plan_run
 from .reports.compare import ModelSizes, RunFigures, figures_of
 from .reports.progress import ProgressLine
-from .scenarios.loading import Scenario, find_scenario
+from .scenario_files.loading import Scenario, find_scenario
 from .sessions.headless import collect, report_recording
 from .sessions.local import LocalSession
 from .wire.protocol import AnyEvent, Phase
@@ -94,9 +94,9 @@ def compare_runs(plans: list[RunPlan], err: TextIO | None = None) -> list[Compar
 def model_sizes(scenario: Scenario, world_size: int) -> ModelSizes:
     """The parameter counts of the scenario's model that the report's theory needs (a pipeline's
     stage 0 as cut for ``world_size`` stages)."""
-    from .scenarios.training.fsdp import units_of
-    from .scenarios.training.model import make_gpt
-    from .scenarios.training.pp import stage_pieces
+    from .programs.training.fsdp import units_of
+    from .programs.training.model import make_gpt
+    from .programs.training.pp import stage_pieces
 
     model = make_gpt(dict(scenario.settings))
     params = sum(p.numel() for p in model.parameters())

@@ -29,10 +29,10 @@ from .limits import MAX_TIMEOUT_S, MEMORY_HEADROOM, MIN_TIMEOUT_S, check_seconds
 from .observation import nvml
 from .observation.environment import available_memory
 from .observation.metrics import human_bytes
-from .scenarios.collectives import CollectiveSpec
-from .scenarios.loading import Scenario
-from .scenarios.program import RunOptions, ScenarioProgram
-from .scenarios.registry import build_program
+from .programs.collectives import CollectiveSpec
+from .programs.program import RunOptions, ScenarioProgram
+from .programs.registry import build_program
+from .scenario_files.loading import Scenario
 from .userjob.program import ScriptProgram
 from .userjob.script import UserScript
 from .wire.transport import Endpoints

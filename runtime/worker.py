@@ -27,7 +27,7 @@ from .errors import ProgramExit
 from .observation.memory import StorageTracker
 from .observation.memory_snapshot import start_memory_history, write_memory_snapshot
 from .observation.timing import wait_for_device
-from .scenarios.program import ScenarioProgram
+from .programs.program import ScenarioProgram
 from .wire.protocol import RankEnd, RankStart, RunStart
 from .wire.transport import Endpoints, EventEmitter, GateClient
 

@@ -367,7 +367,7 @@ def _real_session(name: str, *, step: bool = False, record: Path | None = None):
     """A started session of the real runtime: ``name`` on 4 gloo ranks, built as ``collviz NAME`` does."""
     from collviz.runtime.sessions.local import LocalSession
     from collviz.runtime.plan import plan_run
-    from collviz.runtime.scenarios.loading import find_scenario
+    from collviz.runtime.scenario_files.loading import find_scenario
 
     session = LocalSession(plan_run(find_scenario(name), 4, backend="gloo", step=step, record=record))
     session.start()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import collviz.runtime.scenarios.bench as bench
+import collviz.runtime.programs.bench as bench
 from collviz.app.cli import main
 from collviz.runtime.reports.bench_table import bench_report, parse_table, render_table
 from collviz.runtime.wire.trace import read_trace
@@ -163,7 +163,7 @@ def test_bad_bench_input(capsys, args, needle):
 
 def test_sizes_that_cannot_be_measured_as_asked_are_named_with_the_reason():
     """all_gather on 4 float32 ranks moves whole elements per rank: S is a multiple of 16 B."""
-    from collviz.runtime.scenarios.bench import build_bench
+    from collviz.runtime.programs.bench import build_bench
 
     program = build_bench(["all_gather", "all_reduce"], [1, 2, 4, 8, 16, 24, 32], 4)
     gather, reduce_small, reduce_round = None, None, None

@@ -1,4 +1,4 @@
-"""The training scenarios' own checks (runtime/scenarios/training/common.py) can fail: given a wrong
+"""The training scenarios' own checks (runtime/programs/training/common.py) can fail: given a wrong
 value they emit a failed Check naming it. The training tests count passing checks; these show that
 a pass is not the only thing a check can say."""
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import torch
 
-from collviz.runtime.scenarios.training.common import check_close, check_identical
+from collviz.runtime.programs.training.common import check_close, check_identical
 from collviz.runtime.wire.protocol import Check
 from reference import run_on_gloo_ranks
 

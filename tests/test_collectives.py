@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from collviz.runtime.programs.collectives import buffers_per_rank, make_output, resolve_spec
+from collviz.runtime.scenario_files.loading import find_scenario
 from collviz.runtime.wire.protocol import Buffer, Check, Collective, Freed, Memory, RunEnd, Transfer
 from conftest import COLLECTIVE_SCENARIOS, run_cli
 from collviz.runtime.wire.trace import read_trace
@@ -239,6 +241,21 @@ def test_memory_rises_by_the_gathered_size_and_falls_back(big_all_gather):
     assert all(b.values is None and b.summary is not None for b in large)
     first_rank_values = 4 * 1024 * 1024  # generated: element i of rank r is r·count + i + 1
     assert all(b.summary.min == 1 and b.summary.max == N * first_rank_values for b in large)
+    peaks = [m.peak_bytes for m in big_all_gather.events if isinstance(m, Memory)]
+    assert max(peaks) <= buffers_per_rank("all_gather", N) * 16 * 1024 * 1024  # the plan's memory check holds
+
+
+@pytest.mark.parametrize("name", COLLECTIVE_SCENARIOS)
+def test_the_memory_check_counts_the_largest_output_a_rank_allocates(name):
+    """``buffers_per_rank`` (what ``--size`` is multiplied by before a run) leaves room for the
+    output ``make_output`` really allocates on every rank: world size × the input for a gather."""
+    spec = resolve_spec(find_scenario(name), N, size_bytes=4096)
+    outputs = [make_output(spec, rank, N, torch.device("cpu")) for rank in range(N)]
+    largest = max(0 if out is None else out.numel() for out in outputs)
+    gathers = spec.op in ("gather", "all_gather")
+    assert largest == (N * spec.count if gathers else spec.count if spec.op == "all_to_all" else
+                       0 if spec.op in ("broadcast", "reduce", "all_reduce") else spec.count // N)
+    assert buffers_per_rank(spec.op, N) == 4 + (N if gathers else 1)
 
 
 def test_summary_says_device_figures_are_not_available_on_cpu(collective_traces):

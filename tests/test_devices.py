@@ -14,11 +14,11 @@ import torch.distributed as dist
 
 import collviz.runtime.sessions.local as local
 from collviz.runtime.plan import plan_run
-from collviz.runtime.scenarios.algorithms.plans import ALGORITHMS
-from collviz.runtime.scenarios.bench import bench_scenario, build_bench
-from collviz.runtime.scenarios.devices import rank_tensor
-from collviz.runtime.scenarios.loading import find_scenario
-from collviz.runtime.scenarios.program import RunOptions
+from collviz.runtime.programs.algorithms.plans import ALGORITHMS
+from collviz.runtime.programs.bench import bench_scenario, build_bench
+from collviz.runtime.programs.devices import rank_tensor
+from collviz.runtime.scenario_files.loading import find_scenario
+from collviz.runtime.programs.program import RunOptions
 from collviz.runtime.sessions.contract import RunOutcome
 from collviz.runtime.sessions.local import LocalSession
 from collviz.runtime.wire.protocol import Buffer

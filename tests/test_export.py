@@ -191,6 +191,8 @@ def test_export_of_recorded_trace_is_structurally_valid(name, record, tmp_path):
         if key in measured:  # drawn exactly as long as measured (µs in the trace format)
             assert call["dur"] == pytest.approx(measured[key] / 1000, abs=1e-3), key
     assert {(e["pid"], e["args"]["dst"]) for e in starts} == {(t.src, t.dst) for t in transfers}
+    assert (sorted((e["args"]["src"], e["args"]["dst"], e["args"]["hop"]) for e in starts)
+            == sorted((t.src, t.dst, t.hop) for t in transfers))
     memory_ranks = {e.rank for e in events if isinstance(e, Memory)}
     assert {e["pid"] for e in trace_events if e["ph"] == "C"} == memory_ranks
 

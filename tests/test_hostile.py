@@ -13,7 +13,7 @@ import msgspec
 import zmq
 from collviz.runtime.observation.watchdog import Stalled
 from collviz.runtime.plan import plan_run
-from collviz.runtime.scenarios.loading import find_scenario
+from collviz.runtime.scenario_files.loading import find_scenario
 from collviz.runtime.sessions.intake import Intake
 from collviz.runtime.sessions.local import LocalSession, _RankState
 from collviz.runtime.wire.protocol import (

@@ -103,9 +103,9 @@ def test_the_graph_sees_function_level_and_relative_imports():
     """Checked against modules whose imports are known: the scenario registry imports a training
     module's builder inside a function, and the loader imports its siblings relatively."""
     graph = import_graph(PACKAGES)
-    assert "collviz.runtime.scenarios.collectives" in graph["collviz.runtime.scenarios.registry"]  # in a function
-    assert {"collviz.runtime.scenarios.decoding", "collviz.runtime.scenarios.kinds",
-            "collviz.runtime.errors"} <= graph["collviz.runtime.scenarios.loading"]
+    assert "collviz.runtime.programs.collectives" in graph["collviz.runtime.programs.registry"]  # in a function
+    assert {"collviz.runtime.scenario_files.decoding", "collviz.runtime.scenario_files.kinds",
+            "collviz.runtime.errors"} <= graph["collviz.runtime.scenario_files.loading"]
 
 
 def test_a_cycle_is_found_and_named():

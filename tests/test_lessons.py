@@ -9,9 +9,9 @@ import pytest
 
 from collviz.app.cli import main
 from collviz.runtime.errors import UsageError
-from collviz.runtime.scenarios.lessons import find_lesson, list_lessons, load_lesson
-from collviz.runtime.scenarios.loading import find_scenario
-from collviz.runtime.scenarios.notes import parse_notes, with_notes
+from collviz.runtime.scenario_files.lessons import find_lesson, list_lessons, load_lesson
+from collviz.runtime.scenario_files.loading import find_scenario
+from collviz.runtime.scenario_files.notes import parse_notes, with_notes
 from collviz.runtime.wire.protocol import NOTE_MARK
 
 MARKDOWN = """# anything before the first scenario is a title

@@ -43,7 +43,7 @@ def _hops(run) -> dict[str, set[tuple[int, int, int]]]:
     found: dict[str, set[tuple[int, int, int]]] = defaultdict(set)
     for event in run.events:
         if isinstance(event, Transfer):
-            found[names[event.phase]].add((event.src, event.dst, event.step))
+            found[names[event.phase]].add((event.src, event.dst, event.hop))
     return dict(found)
 
 

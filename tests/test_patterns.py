@@ -8,8 +8,8 @@ import re
 import pytest
 import torch
 
-from collviz.runtime.scenarios.collectives import make_input, resolve_spec
-from collviz.runtime.scenarios.loading import find_scenario
+from collviz.runtime.programs.collectives import make_input, resolve_spec
+from collviz.runtime.scenario_files.loading import find_scenario
 
 # the largest integer each dtype holds exactly, written out here rather than read from collviz
 LIMITS = {"int8": 127, "uint8": 255, "float16": 2048, "bfloat16": 256, "float32": 2**24, "int32": 2**31 - 1}

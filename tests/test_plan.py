@@ -12,7 +12,7 @@ from collviz.runtime.backends import BACKEND_NAMES, BACKENDS, choose_backend, sc
 from collviz.runtime.errors import UsageError
 from collviz.runtime.wire.protocol import NvmlMemory
 from collviz.runtime.plan import MAX_RANKS, MemoryNeed, RunPlan, plan_run
-from collviz.runtime.scenarios.loading import find_scenario
+from collviz.runtime.scenario_files.loading import find_scenario
 
 
 def test_backend_names_are_the_tables():

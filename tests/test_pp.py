@@ -257,7 +257,7 @@ def test_compare_theory_counts_each_parallelism_s_own_share_of_the_state():
     4 blocks, vocab 64, seq 16 (pp.toml and fsdp-tp.toml train the same model)."""
     from collviz.runtime.compare import model_sizes
     from collviz.runtime.reports.compare import RunFigures, state_theory
-    from collviz.runtime.scenarios.loading import find_scenario
+    from collviz.runtime.scenario_files.loading import find_scenario
 
     d, vocab, seq, blocks = 64, 64, 16, 4
     block = 4 * (d * d + d) + 2 * 2 * d + (d * 4 * d + 4 * d) + (4 * d * d + d)

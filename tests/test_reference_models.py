@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from collviz.runtime.scenarios.training.model import MLP, make_gpt, token_batch
+from collviz.runtime.programs.training.model import MLP, make_gpt, token_batch
 from reference_models import ReferenceMLP, reference_batch, reference_gpt
 from training_support import settings_of
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from collviz.runtime.errors import UsageError
-from collviz.runtime.scenarios.loading import (
+from collviz.runtime.scenario_files.loading import (
     COLLECTIVES,
     PHASE_KEYS,
     ScenarioError,

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collviz.runtime.scenarios.decoding import decode_document
-from collviz.runtime.scenarios.documents import (
+from collviz.runtime.scenario_files.decoding import decode_document
+from collviz.runtime.scenario_files.documents import (
     KINDS,
     SCHEMA_FILES,
     ScenarioDocument,
@@ -21,12 +21,12 @@ from collviz.runtime.scenarios.documents import (
     scenario_json_schema,
     schema_text,
 )
-from collviz.runtime.scenarios.kinds import scenario_from
-from collviz.runtime.scenarios.schema import ScenarioError
-from collviz.runtime.scenarios.lessons import lessons_dir
-from collviz.runtime.scenarios.loading import builtin_scenario_dir
+from collviz.runtime.scenario_files.kinds import scenario_from
+from collviz.runtime.scenario_files.schema import ScenarioError
+from collviz.runtime.scenario_files.lessons import lessons_dir
+from collviz.runtime.scenario_files.loading import builtin_scenario_dir
 
-REGENERATE = ("regenerate it: python -c 'from pathlib import Path; from collviz.runtime.scenarios.documents import "
+REGENERATE = ("regenerate it: python -c 'from pathlib import Path; from collviz.runtime.scenario_files.documents import "
               "SCHEMA_FILES, schema_text; [Path(\"scenarios\", n).write_text(schema_text(f())) for n, f in "
               "SCHEMA_FILES.items()]'")
 

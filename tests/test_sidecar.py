@@ -72,7 +72,7 @@ def test_the_index_holds_every_events_place_and_columns(tmp_path):
     assert columns["names"] == named
     # a transfer's order key, packed by hand: hop from bit 52, source from bit 32, start below
     assert columns["numbers"] == [e.group_seq if isinstance(e, Collective) else
-                                  e.step * 2**52 + e.src * 2**32 + e.start if isinstance(e, Transfer) else 0
+                                  e.hop * 2**52 + e.src * 2**32 + e.start if isinstance(e, Transfer) else 0
                                   for e in events]
     assert columns["ends"] == [isinstance(e, Collective) and e.edge == "end" for e in events]
     assert [part.first for part in index.parts(4)] == list(range(0, len(events), 4))

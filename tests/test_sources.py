@@ -174,7 +174,7 @@ def test_nccl_log_gives_topology_choices_and_init_times():
     transfers = defaultdict(set)
     for t in _only(run.events, Transfer):
         assert t.kind == "p2p" and TOPOLOGY_LABEL in t.buffer
-        transfers[names[t.phase]].add((t.src, t.dst, t.step))
+        transfers[names[t.phase]].add((t.src, t.dst, t.hop))
     assert transfers["NCCL ring, channels 00, 01 on world"] == {(r, (r + 1) % 4, 1) for r in range(4)}
     parent = {1: 0, 2: 1, 3: 2}
     depth = {1: 1, 2: 2, 3: 3}

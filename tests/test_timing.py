@@ -11,15 +11,15 @@ import pytest
 import torch
 import torch.distributed as dist
 
-import collviz.runtime.scenarios.training.observer as training_observer
+import collviz.runtime.programs.training.observer as training_observer
 import collviz.runtime.userjob.observer as script_observer
 from collviz.runtime.context import RankContext
 from collviz.runtime.observation.memory import StorageTracker
 from collviz.runtime.observation.c10d_calls import c10d_async
 from collviz.runtime.observation.timing import CallClock
-from collviz.runtime.scenarios.training.common import PhaseSequence, timed_steps
-from collviz.runtime.scenarios.training.observer import CollectiveObserver
-from collviz.runtime.scenarios.training.pp import _StageWatch
+from collviz.runtime.programs.training.common import PhaseSequence, timed_steps
+from collviz.runtime.programs.training.observer import CollectiveObserver
+from collviz.runtime.programs.training.pp import _StageWatch
 from collviz.runtime.wire.protocol import Collective, Phase, Span
 
 ELAPSED_MS = 2.5

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 import pytest
 from collviz.runtime.wire.frames import decode_frames, encode_frames
@@ -14,11 +16,14 @@ from collviz.runtime.wire.protocol import (
     ProtocolError,
     ProvenanceRun,
     RunEnd,
+    Transfer,
     UnknownEventType,
     decode,
     encode,
     version_text,
 )
+from collviz.runtime.wire.columns import THIN_FIELDS, transfer_keys
+from collviz.runtime.wire.protocol import thin_event_type
 from collviz.runtime.wire.trace import TRACE_MAGIC, TraceError, TraceWriter, read_trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -106,6 +111,31 @@ def test_a_newer_minor_traces_unknown_event_types_are_skipped_and_named(tmp_path
     contents = read_trace(tmp_path / "newer.cvz")
     assert contents.version == (1, 3) and contents.events == known
     assert "skipped 2 events" in contents.warning and "FutureEvent ×2" in contents.warning
+
+
+def test_a_trace_before_1_6_reads_each_transfers_step_as_its_hop():
+    """all-gather-ring.cvz was recorded with protocol 1.2, whose transfers name their hop ``step``.
+    A ring all-gather on 4 ranks: in hop h, rank r receives from r - 1 the chunk (4 elements) of
+    rank r - h, which its left neighbour received a hop earlier (its own in hop 1)."""
+    contents = read_trace(Path(__file__).parent / "fixtures" / "all-gather-ring.cvz")
+    assert contents.version < (1, 6)
+    moved = {(t.hop, t.src, t.dst, t.start) for t in contents.events if isinstance(t, Transfer)}
+    assert moved == {(h, (r - 1) % 4, r, 4 * ((r - h) % 4)) for h in (1, 2, 3) for r in range(4)}
+    assert all(t.legacy_step == 0 for t in contents.events if isinstance(t, Transfer))
+    again = msgspec.msgpack.decode(encode(next(t for t in contents.events if isinstance(t, Transfer))))
+    assert "step" not in again and again["hop"] == 1  # written back under its new name
+
+
+def test_a_transfer_of_protocol_1_5_decodes_whole_and_thin_with_its_hop():
+    fields = {"type": "Transfer", "run": "r", "rank": 2, "seq": 5, "t_ns": 1, "phase": 3, "src": 1, "dst": 2,
+              "bytes": 8, "buffer": "x", "start": 4, "length": 2, "kind": "p2p"}
+    old, new = msgspec.msgpack.encode({**fields, "step": 3}), msgspec.msgpack.encode({**fields, "hop": 3})
+    assert decode(old) == decode(new) and decode(old).hop == 3
+    thin = thin_event_type(Transfer, THIN_FIELDS[Transfer])
+    # the order key packs hop << 52 | src << 32 | start
+    assert transfer_keys(msgspec.msgpack.decode(old, type=thin)) == (2, 3 << 52 | 1 << 32 | 4)
+    assert transfer_keys(msgspec.msgpack.decode(new, type=thin)) == (2, 3 << 52 | 1 << 32 | 4)
+    assert decode(msgspec.msgpack.encode({**fields})).hop == 0  # a logical transfer: no hop
 
 
 @settings(max_examples=300, deadline=None)

@@ -45,7 +45,7 @@ def test_ring_has_2n_minus_2_hops_each_moving_one_chunk_to_the_right(training_ru
     for t in transfers:
         assert t.kind == "p2p" and t.bytes == count // N * 4 and t.length == count // N
         assert t.src == (t.dst - 1) % N
-        assert t.phase == hops[t.step - 1]  # hops count from 1
+        assert t.phase == hops[t.hop - 1]  # hops count from 1
 
 
 def test_ring_compare_shows_the_library_all_reduce_as_logical_transfers(training_runs):
@@ -337,7 +337,7 @@ import json, sys, time
 from collviz.runtime.sessions.local import LocalSession
 from collviz.runtime.plan import plan_run
 from collviz.runtime.wire.protocol import Gate
-from collviz.runtime.scenarios.loading import find_scenario
+from collviz.runtime.scenario_files.loading import find_scenario
 plan = plan_run(find_scenario(sys.argv[1]), 4, backend="gloo", step=True, timeout_s=60)
 session = LocalSession(plan)
 session.start()

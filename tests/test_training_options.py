@@ -8,9 +8,9 @@ import re
 import pytest
 
 from collviz.app.cli import main
-from collviz.runtime.scenarios.loading import ScenarioError, load_scenario
-from collviz.runtime.scenarios.program import RunOptions
-from collviz.runtime.scenarios.training.ring import build
+from collviz.runtime.scenario_files.loading import ScenarioError, load_scenario
+from collviz.runtime.programs.program import RunOptions
+from collviz.runtime.programs.training.ring import build
 from training_support import SCENARIOS
 
 

@@ -1,9 +1,9 @@
-"""Logical transfers read off a result's provenance (runtime/scenarios/transfers.py): one per source
+"""Logical transfers read off a result's provenance (runtime/programs/transfers.py): one per source
 rank and contiguous span, the receiver's own data never counted as sent to it."""
 
 from __future__ import annotations
 
-from collviz.runtime.scenarios.transfers import spans_by_source
+from collviz.runtime.programs.transfers import spans_by_source
 from collviz.runtime.wire.protocol import ProvenanceRun
 
 

@@ -397,7 +397,7 @@ def test_a_64_rank_step_lists_the_first_transfers_of_all_in_order_not_of_the_fir
     view = view_at(log, log.step_ends[step])
     everything = [e for e in events if isinstance(e, Transfer) and e.phase == step]
     assert len(everything) == 64 * 63 > MAX_TRANSFERS
-    key = lambda t: (t.dst, t.step, t.src, t.start)  # noqa: E731
+    key = lambda t: (t.dst, t.hop, t.src, t.start)  # noqa: E731
     assert [key(t) for t in view.transfers] == sorted(key(t) for t in everything)[:MAX_TRANSFERS]
 
 
@@ -414,12 +414,12 @@ def test_a_flood_of_transfers_is_listed_in_order_of_all_and_out_of_range_fields_
         events = list(all_gather_events(4))
         moved = [Transfer(run="synthetic", rank=0, seq=10_000 + i, t_ns=1, phase=1, src=1 + i % 3, dst=0, bytes=4,
                           buffer="x", start=(2**40 if far and i == 0 else 5_000 - i), length=1, kind="logical",
-                          step=i % 2) for i in range(5_000)]
+                          hop=i % 2) for i in range(5_000)]
         at = next(i for i, e in enumerate(events) if isinstance(e, Phase) and e.index == 1 and e.edge == "end")
         log = EventLog([*events[:at], *moved, *events[at:]])
         return log, [e for e in log.events[: log.step_ends[1]] if isinstance(e, Transfer) and e.phase == 1]
 
-    key = lambda t: (t.dst, t.step, t.src, t.start)  # noqa: E731
+    key = lambda t: (t.dst, t.hop, t.src, t.start)  # noqa: E731
     log, moved = flood(far=False)
     view = view_at(log, log.step_ends[1])
     assert view.transfer_count == len(moved) == 5_000 + 4 * 3 and view.transfers_sorted_among == len(moved)

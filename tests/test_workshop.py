@@ -150,7 +150,7 @@ def test_the_lesson_loop_follows_n_and_p(monkeypatch):
         return 0
 
     monkeypatch.setattr(lesson_cmd, "_play", play)
-    from collviz.runtime.scenarios.lessons import find_lesson
+    from collviz.runtime.scenario_files.lessons import find_lesson
 
     items = find_lesson("collectives").items
     assert lesson_cmd.main(["collectives"]) == 0

@@ -57,7 +57,7 @@ def parse_sweep(text: str) -> tuple[int, int]:
 
 def build_parser() -> OneLineParser:
     """``collviz bench [OPS] [options]``."""
-    from collviz.runtime.scenarios.loading import DTYPES
+    from collviz.runtime.scenario_files.loading import DTYPES
 
     parser = command_parser("collviz bench", "Sweep sizes of real collectives, nccl-tests style.", EPILOG)
     parser.add_argument("ops", nargs="*", metavar="OP", help="all-reduce (default), all-gather, reduce-scatter, "
@@ -86,7 +86,7 @@ def main(argv: Sequence[str]) -> int:
     from collviz.runtime.limits import MAX_ITERS, check_count, check_size
     from collviz.runtime.observation import nvml
     from collviz.runtime.plan import MemoryNeed, check_world_size, plan_run
-    from collviz.runtime.scenarios.bench import bench_scenario, build_bench, op_name, sweep_sizes
+    from collviz.runtime.programs.bench import bench_scenario, build_bench, op_name, sweep_sizes
     from collviz.runtime.sessions.headless import run_bench
     from collviz.runtime.sessions.local import LocalSession
 

@@ -63,9 +63,9 @@ def _options_of(parser: argparse.ArgumentParser, values: dict[str, list[str]]) -
 def completion_data(commands: Sequence[tuple[str, str]]) -> CompletionData:
     """Gather the completions from the commands' parsers; ``commands`` are (name, module) pairs of
     the command table, in order."""
-    from collviz.runtime.scenarios.algorithms.plans import ALGORITHMS
-    from collviz.runtime.scenarios.lessons import list_lessons
-    from collviz.runtime.scenarios.loading import list_scenarios
+    from collviz.runtime.programs.algorithms.plans import ALGORITHMS
+    from collviz.runtime.scenario_files.lessons import list_lessons
+    from collviz.runtime.scenario_files.loading import list_scenarios
 
     scenarios = list_scenarios()
     data = CompletionData(commands=[name for name, _ in commands], scenarios=[s.name for s in scenarios],

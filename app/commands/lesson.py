@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collviz.runtime.errors import UsageError
-from collviz.runtime.scenarios.lessons import LessonItem
+from collviz.runtime.scenario_files.lessons import LessonItem
 
 from .options import OneLineParser, command_parser, make_output_folder
 from .playing import replay_trace, run_scenario
@@ -61,7 +61,7 @@ def main(argv: Sequence[str]) -> int:
         if folder is not None and not folder.is_dir():
             raise UsageError(f"{folder}: not a folder")
     from collviz.app.viewer_options import LessonPlace, ViewerOptions
-    from collviz.runtime.scenarios.lessons import find_lesson, list_lessons
+    from collviz.runtime.scenario_files.lessons import find_lesson, list_lessons
 
     if args.list:
         lessons = list_lessons()
@@ -103,8 +103,8 @@ def _why_skipped(item: LessonItem, *, recording: bool, replaying: bool) -> str |
                 f"(run: collviz compare {' '.join(item.compare)})")
     if replaying:
         return None
-    from collviz.runtime.scenarios.loading import find_scenario
-    from collviz.runtime.scenarios.registry import torch_refusal
+    from collviz.runtime.scenario_files.loading import find_scenario
+    from collviz.runtime.programs.registry import torch_refusal
 
     for name in item.compare or (item.scenario,):
         if name is not None and (refusal := torch_refusal(find_scenario(name))) is not None:

@@ -19,7 +19,7 @@ def build_parser() -> OneLineParser:
 def main(argv: Sequence[str]) -> int:
     """Print every shipped scenario."""
     args = build_parser().parse_args(argv)
-    from collviz.runtime.scenarios.loading import list_scenarios
+    from collviz.runtime.scenario_files.loading import list_scenarios
 
     scenarios = list_scenarios()
     if args.json:

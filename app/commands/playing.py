@@ -44,7 +44,7 @@ def headless_instead(headless: bool, json_output: bool = False) -> bool:
 
 def notes_for(notes: Mapping[str, Mapping[str, str]], scenario: str, file: str) -> Mapping[str, str]:
     """The notes of ``scenario`` in a notes file; a section naming no scenario is a UsageError."""
-    from collviz.runtime.scenarios.loading import find_scenario
+    from collviz.runtime.scenario_files.loading import find_scenario
 
     for name in notes:
         if name != scenario:
@@ -73,8 +73,8 @@ def run_scenario(name: str, args: argparse.Namespace, notes: Mapping[str, str] |
     from ``notes_from``) are added to its narration, as ``--notes FILE`` adds a teacher's;
     ``viewer`` carries a lesson's viewer options. Returns the exit status."""
     from collviz.runtime.plan import plan_run
-    from collviz.runtime.scenarios.loading import find_scenario
-    from collviz.runtime.scenarios.notes import load_notes, with_notes
+    from collviz.runtime.scenario_files.loading import find_scenario
+    from collviz.runtime.scenario_files.notes import load_notes, with_notes
 
     scenario = find_scenario(name)
     if notes:

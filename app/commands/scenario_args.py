@@ -29,13 +29,10 @@ from .options import (
 
 if TYPE_CHECKING:
     from collviz.runtime.plan import MemoryNeed
-    from collviz.runtime.scenarios.loading import Scenario
-    from collviz.runtime.scenarios.program import RunOptions
+    from collviz.runtime.scenario_files.loading import Scenario
+    from collviz.runtime.programs.program import RunOptions
 
-__all__ = ["run_parser", "run_options", "memory_need", "GATHERING"]
-
-GATHERING = frozenset({"all_gather", "gather"})
-"""Collectives whose output on a rank is world size × its input."""
+__all__ = ["run_parser", "run_options", "memory_need"]
 
 
 def _examples(name: str, collective: bool, fsdp: bool, pipeline: bool = False) -> str:
@@ -64,14 +61,14 @@ _BACKEND = ("With a GPU visible the backend is NCCL (ranks share GPUs when there
 
 def _algo_help(collective: str | None) -> str:
     """``--algo``'s help: the algorithms this collective has."""
-    from collviz.runtime.scenarios.algorithms.plans import ALGORITHMS
+    from collviz.runtime.programs.algorithms.plans import ALGORITHMS
 
     names = ", ".join(("library", *ALGORITHMS.get(collective or "", ())))
     return f"run it hop by hop with real send/recv: {names} (default library: the backend's own call)"
 
 
 def _find(name: str) -> Scenario | None:
-    from collviz.runtime.scenarios.loading import find_scenario
+    from collviz.runtime.scenario_files.loading import find_scenario
 
     try:
         return find_scenario(name)
@@ -89,7 +86,7 @@ def _settings_text(scenario: Scenario) -> str:
 
 def _note_keys_text(scenario: Scenario) -> str:
     """The phase keys a teacher's ``--notes`` may use for this scenario (and its units, if any)."""
-    from collviz.runtime.scenarios.notes import note_units
+    from collviz.runtime.scenario_files.notes import note_units
 
     text = f"\nphase keys for --notes: {', '.join(scenario.narration)}\n"
     units = note_units(scenario)
@@ -101,7 +98,7 @@ def _note_keys_text(scenario: Scenario) -> str:
 
 def run_parser(name: str) -> OneLineParser:
     """The parser of ``collviz NAME``: every run option, described for scenario NAME."""
-    from collviz.runtime.scenarios.loading import DTYPES, REDUCE_OPS, REDUCING, ROOTED
+    from collviz.runtime.scenario_files.loading import DTYPES, REDUCE_OPS, REDUCING, ROOTED
 
     scenario = _find(name)
     collective = scenario.collective if scenario is not None and scenario.kind == "collective" else None
@@ -160,7 +157,7 @@ def run_parser(name: str) -> OneLineParser:
 
 def run_options(args: argparse.Namespace) -> RunOptions:
     """The scenario overrides given on a run's command line."""
-    from collviz.runtime.scenarios.program import RunOptions
+    from collviz.runtime.programs.program import RunOptions
 
     return RunOptions(reduce_op=args.op, dtype=args.dtype, root=args.root, iters=args.iters,
                       size_bytes=None if args.size is None else parse_size(args.size),
@@ -181,6 +178,6 @@ def memory_need(args: argparse.Namespace, collective: str, world_size: int) -> M
     if args.size is None:
         return None
     size = check_size("--size", parse_size(args.size))
-    # input, output, tag input and output, before/after snapshots; gathering outputs are world × input
-    buffers = 4 + (world_size if collective in GATHERING else 1)
-    return MemoryNeed(f"--size {args.size} on {world_size} ranks", size, buffers)
+    from collviz.runtime.programs.collectives import buffers_per_rank
+
+    return MemoryNeed(f"--size {args.size} on {world_size} ranks", size, buffers_per_rank(collective, world_size))

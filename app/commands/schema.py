@@ -30,7 +30,7 @@ def build_parser() -> OneLineParser:
 def main(argv: Sequence[str]) -> int:
     """Print the schema."""
     args = build_parser().parse_args(argv)
-    from collviz.runtime.scenarios.documents import lesson_json_schema, scenario_json_schema, schema_text
+    from collviz.runtime.scenario_files.documents import lesson_json_schema, scenario_json_schema, schema_text
 
     print(schema_text(lesson_json_schema() if args.lesson else scenario_json_schema()), end="")
     return 0

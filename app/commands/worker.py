@@ -50,7 +50,7 @@ def main(argv: Sequence[str]) -> int:
                          "the ranks, the viewer records")
     if not args.viewer.startswith("tcp://"):
         raise UsageError(f"--viewer {args.viewer!r}: expected tcp://HOST:PORT")
-    from collviz.runtime.scenarios.loading import find_scenario
+    from collviz.runtime.scenario_files.loading import find_scenario
     from collviz.runtime.sessions.access import load_secret
     from collviz.runtime.sessions.torchrun import run_torchrun_worker, torchrun_rank
 

@@ -307,7 +307,7 @@ def _first_transfers(phase: PhaseIndex, count: int) -> tuple[tuple[Transfer, ...
         first, chosen_from = tuple(events[i] for i in listed), count
     else:
         chosen_from = min(count, SORT_LIMIT)
-        first = tuple(heapq.nsmallest(MAX_TRANSFERS, events[:chosen_from], key=lambda t: (t.dst, t.step, t.src, t.start)))
+        first = tuple(heapq.nsmallest(MAX_TRANSFERS, events[:chosen_from], key=lambda t: (t.dst, t.hop, t.src, t.start)))
     phase.sorted_transfers = (count, first, chosen_from)
     return first, chosen_from
 

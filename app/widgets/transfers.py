@@ -89,7 +89,7 @@ def _listing(transfers: tuple[Transfer, ...], call: Collective | None) -> Text:
             text.append(f"[{source[0]}:{source[1]}]")
         text.append("→")
         text.append(f"r{transfer.dst}", rank_style(transfer.dst))
-        hop = f" hop {transfer.step}" if transfer.step else ""
+        hop = f" hop {transfer.hop}" if transfer.hop else ""
         name = "" if shared is not None else f" {transfer.buffer}"
         text.append(f"{name}[{transfer.start}:{transfer.start + transfer.length}]"
                     f" {format_bytes(transfer.bytes)}{hop}\n")

@@ -13,7 +13,7 @@ API                                                    since   below it
                                                                ``NewType`` of ``str``)
 ``DistributedDataParallel(bucket_cap_mb_list=)``       2.11    scenario ``ddp`` is refused
                                                                (:data:`DDP_BUCKET_CAP_MB_LIST`, named in
-                                                               ``scenarios.registry.NEEDS``): an older
+                                                               ``programs.registry.NEEDS``): an older
                                                                DDP puts every gradient in one bucket in
                                                                its first step, whatever ``bucket_cap_mb``
 gloo's reduce-scatter with ``ReduceOp.AVG``            2.11    FSDP2 on gloo reduces by SUM and divides

@@ -280,7 +280,7 @@ class _Builder:
             flow_id = self.new_id()
             name = f"{transfer.buffer}[{transfer.start}:{transfer.start + transfer.length}]"
             args = {"src": transfer.src, "dst": transfer.dst, "bytes": transfer.bytes, "kind": transfer.kind,
-                    "step": transfer.step}
+                    "hop": transfer.hop}
             for ph, bound in (("s", src_end), ("f", dst_end)):
                 flow = {"ph": ph, "name": name, "cat": f"transfer.{transfer.kind}", "id": flow_id, "pid": self.pid(bound.rank),
                         "tid": bound.tid, "ts": self.us(bound.mid_ns())}

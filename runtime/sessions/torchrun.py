@@ -20,8 +20,8 @@ from typing import NoReturn
 
 from ..errors import UsageError
 from ..plan import MemoryNeed, RunPlan, plan_run, plan_script, run_start_fields, worker_config
-from ..scenarios.loading import Scenario
-from ..scenarios.program import RunOptions
+from ..scenario_files.loading import Scenario
+from ..programs.program import RunOptions
 from ..userjob.script import UserScript
 from ..wire.transport import Endpoints
 from ..worker import worker_main

@@ -181,7 +181,7 @@ def _tree_levels(group: _Group, parents: dict[int, int]) -> list[Hop]:
     hops = [Hop(rank, parent, deepest - depth[rank] + 1, _label("tree", group, rank, parent))
             for rank, parent in parents.items()]
     hops += [Hop(parent, rank, deepest + depth[rank], _label("tree", group, parent, rank)) for rank, parent in parents.items()]
-    return sorted(hops, key=lambda h: (h.step, h.src, h.dst))
+    return sorted(hops, key=lambda h: (h.number, h.src, h.dst))
 
 
 def _distinct(by_channel: dict[int, dict[int, int]], hops) -> list[tuple[list[int], list[Hop]]]:

@@ -95,11 +95,11 @@ class Call:
 @dataclass(frozen=True)
 class Hop:
     """A link an artifact reported rather than data it observed: ``src`` sends to ``dst`` in hop
-    ``step`` (from 1) of the algorithm drawn; ``label`` names it (``NCCL ring 00 via P2P/IPC``)."""
+    ``number`` (from 1) of the algorithm drawn; ``label`` names it (``NCCL ring 00 via P2P/IPC``)."""
 
     src: int
     dst: int
-    step: int
+    number: int
     label: str
 
 
@@ -261,7 +261,7 @@ def _emit_steps(stamp: _Stamper, steps: Sequence[Step], warnings: list[str],
             for hop in step.hops:
                 if hop.dst == rank:
                     stamp(Transfer, rank, begin, phase=index, src=hop.src, dst=hop.dst, bytes=0, buffer=hop.label,
-                          start=0, length=0, kind="p2p", step=hop.step)
+                          start=0, length=0, kind="p2p", hop=hop.number)
             last[rank] = (index, call if call is not None else last.get(rank, (0, None))[1])
             if call is not None and not call.completed:
                 continue

@@ -43,7 +43,7 @@ def run_as_main(script: UserScript) -> None:
 
 @dataclass(frozen=True)
 class ScriptProgram:
-    """The program every rank of a script run runs (a :class:`~..scenarios.program.ScenarioProgram`
+    """The program every rank of a script run runs (a :class:`~..programs.program.ScenarioProgram`
     whose process group the script joins itself)."""
 
     script: UserScript

@@ -29,7 +29,7 @@ __all__ = ["THIN_FIELDS", "FILED_IN_COLUMNS", "NotIntact", "EventColumns", "even
            "Sequences", "transfer_order_key", "transfer_keys"]
 
 THIN_FIELDS: dict[type[Event], tuple[str, ...]] = {
-    Transfer: ("phase", "dst", "step", "src", "start"),
+    Transfer: ("phase", "dst", "hop", "legacy_step", "src", "start"),
     Collective: ("phase", "edge", "group", "group_seq", "duration_ns"),
     Buffer: ("phase", "name"),
     Freed: ("phase", "name"),
@@ -144,21 +144,22 @@ def event_columns(decoded: Sequence[Any], codes: dict[type, int], names: dict[st
     return columns
 
 
-def transfer_order_key(step: int, src: int, start: int) -> int:
+def transfer_order_key(hop: int, src: int, start: int) -> int:
     """One int64 that orders a destination's transfers as (hop, source, start) do — after the
     destination, the order in which the viewer lists a step's transfers — or -1 where a field is
     beyond what it packs (hop < 2**11, source < 2**20, start < 2**32): such a transfer must be
     read to be ordered."""
-    if 0 <= step < 1 << 11 and 0 <= src < 1 << 20 and 0 <= start < 1 << 32:
-        return step << 52 | src << 32 | start
+    if 0 <= hop < 1 << 11 and 0 <= src < 1 << 20 and 0 <= start < 1 << 32:
+        return hop << 52 | src << 32 | start
     return -1
 
 
 def transfer_keys(transfer: Any) -> tuple[int, int]:
     """What orders a transfer (a Transfer, or its thin form) without reading it again: its
-    destination (-1 beyond an int32) and its :func:`transfer_order_key`."""
+    destination (-1 beyond an int32) and its :func:`transfer_order_key`. A thin transfer of a trace
+    before 1.6 has its hop in ``legacy_step`` (a whole one has it moved into ``hop`` when decoded)."""
     dst = transfer.dst if 0 <= transfer.dst < 1 << 31 else -1
-    return dst, transfer_order_key(transfer.step, transfer.src, transfer.start)
+    return dst, transfer_order_key(transfer.hop or transfer.legacy_step, transfer.src, transfer.start)
 
 
 def _numbered(values: Any, table: dict[str, int], count: int) -> np.ndarray:

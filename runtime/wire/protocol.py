@@ -7,7 +7,9 @@ a monotonic ``t_ns``.
 
 Versioning: ``PROTOCOL_VERSION`` is (major, minor). A minor bump only adds: fields with defaults,
 which older readers ignore, and event types, which older readers skip (:class:`UnknownEventType`
-says which, so they can count them). A major bump changes meaning, and readers refuse it by name.
+says which, so they can count them); or it renames a field, whose old name newer readers still
+decode into the new one (1.6: ``Transfer.step`` became ``hop``). A major bump changes meaning, and
+readers refuse it by name.
 Malformed input of any kind raises :class:`ProtocolError` (or one of its subclasses) and nothing else.
 """
 
@@ -64,13 +66,14 @@ __all__ = [
     "version_text",
 ]
 
-PROTOCOL_VERSION: tuple[int, int] = (1, 5)
+PROTOCOL_VERSION: tuple[int, int] = (1, 6)
 """(major, minor) of the event protocol and the trace format. 1.1 added the Mismatch event,
 checksummed trace records (a header field) and time-stamped signatures; 1.2 the Freed event,
 Buffer.labels (names of a worked example's elements) and Collective.algo/hops/sent_bytes; 1.3
 the Span event (a pipeline stage's forward or backward of one microbatch); 1.4 Collective.clock
 (how a call's duration was measured: on the host or by CUDA events on the GPU); 1.5 messages
-carrying several events (:data:`.frames.BATCH_MARK`)."""
+carrying several events (:data:`.frames.BATCH_MARK`); 1.6 ``Transfer.hop``, named ``step`` before
+(a step is a viewer step; a reader before 1.6 reads a 1.6 transfer as of no hop)."""
 
 NOTE_MARK = "Teacher's note: "
 """Introduces a teacher's note at the end of a Phase's narration (``--notes``, lessons)."""
@@ -276,7 +279,8 @@ class Transfer(Event):
 
     ``kind="logical"`` is what a collective moved as seen from its inputs and outputs (the
     backend's own ring or tree inside the call is not observable); ``"p2p"`` is a real send/recv.
-    ``step``: the hop of a hop-by-hop algorithm the p2p transfer belongs to, from 1 (0: none).
+    ``hop``: the hop (one send/recv round) of a hop-by-hop algorithm the p2p transfer belongs to,
+    from 1 (0: none).
     """
 
     phase: int
@@ -287,7 +291,15 @@ class Transfer(Event):
     start: int
     length: int
     kind: Literal["logical", "p2p"]
-    step: int = 0
+    hop: int = 0
+    legacy_step: int = msgspec.field(default=0, name="step")
+    """``hop`` as traces and peers before 1.6 name it: decoding moves it into ``hop`` and leaves 0
+    here, so no event in memory and none written carries it."""
+
+    def __post_init__(self) -> None:
+        """Adapt a transfer of protocol 1.5 or older (msgspec calls this after decoding too)."""
+        if self.legacy_step:
+            self.hop, self.legacy_step = self.legacy_step, 0
 
 
 class Freed(Event):
@@ -467,7 +479,10 @@ larger tensors); longer lists, possible only in a foreign or damaged trace, are 
 
 
 def _field_entry(field: msgspec.structs.FieldInfo) -> tuple[str, Any] | tuple[str, Any, Any]:
-    """``field`` as a :func:`msgspec.defstruct` entry: its name, its type and its default, if any."""
+    """``field`` as a :func:`msgspec.defstruct` entry: its name, its type and its default, if any,
+    under the name it has in payloads (``Transfer.legacy_step`` is ``step`` there)."""
+    if field.encode_name != field.name:
+        return (field.name, field.type, msgspec.field(default=field.default, name=field.encode_name))
     if field.default is not msgspec.NODEFAULT:
         return (field.name, field.type, field.default)
     if field.default_factory is not msgspec.NODEFAULT:

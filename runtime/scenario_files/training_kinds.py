@@ -1,9 +1,9 @@
 """The training kinds of scenario as data: their settings, narration keys and placeholders.
 
-This module imports nothing from collviz (``runtime.scenario`` reads it while loading a file, so it
-must not import back). A training scenario file has the common keys, a ``[settings]`` table with
-the kind's settings (each optional, with the default below) and a ``[narration]`` table with
-exactly the kind's narration keys, in phase order.
+This module imports nothing from collviz (:mod:`.documents` and :mod:`.kinds` read it while
+loading a file). A training scenario file has the common keys, a ``[settings]`` table with the
+kind's settings (each optional, with the default below) and a ``[narration]`` table with exactly
+the kind's narration keys, in phase order.
 """
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ import torch.distributed as dist
 from ...context import RankContext
 from ...errors import UsageError
 from ...observation.metrics import human_bytes
+from ...scenario_files.schema import Scenario
 from ...wire.protocol import ProvenanceRun, Transfer
 from ..devices import rank_tensor
 from ..program import RunOptions
-from ..schema import Scenario
 from .common import TrainingProgram, check_close, refuse_options
 from .observer import CollectiveObserver
 
@@ -147,7 +147,7 @@ def run_ring(ctx: RankContext, program: RingProgram) -> None:
                 chunks[receive].copy_(data)
                 masks[receive] = mask
             ctx.emitter.emit(Transfer, phase=ctx.phase_index, src=left, dst=rank, bytes=chunk * _ITEMSIZE,
-                             buffer="x", start=receive * chunk, length=chunk, kind="p2p", step=hop + 1)
+                             buffer="x", start=receive * chunk, length=chunk, kind="p2p", hop=hop + 1)
             ctx.buffer("x", "inout", "after", x, _provenance(masks, chunk))
             del data
             ctx.memory(f"after hop {hop + 1}")

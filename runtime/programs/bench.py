@@ -26,11 +26,11 @@ from ..context import RankContext
 from ..errors import UsageError
 from ..observation.metrics import human_bytes
 from ..reports.bench_table import BENCH_SCENARIO_NAME, wrong_detail
+from ..scenario_files.loading import find_scenario
+from ..scenario_files.schema import COLLECTIVES, DTYPES, REDUCING, Scenario
 from ..wire.protocol import Check
-from .collectives import IN_PLACE, CollectiveSpec, collective_caller, make_output, present, timed_calls
+from .collectives import GATHERING, IN_PLACE, CollectiveSpec, collective_caller, make_output, present, timed_calls
 from .devices import rank_tensor
-from .loading import find_scenario
-from .schema import COLLECTIVES, DTYPES, REDUCING, Scenario
 from .algorithms.execute import algorithm_caller
 from .algorithms.plans import ALGORITHMS, PlanError, plan
 from .patterns import EXACT_LIMIT, pattern
@@ -121,7 +121,7 @@ def _case(op: str, requested: int, world_size: int, itemsize: int) -> BenchCase 
     if size == 0:
         return None
     count = size // itemsize
-    rank_count = count // world_size if op in ("all_gather", "gather") else count
+    rank_count = count // world_size if op in GATHERING else count
     return BenchCase(op=op, size=size, count=count, rank_count=rank_count)
 
 
@@ -229,7 +229,7 @@ def _expected(op: str, rank: int, n: int, count: int, period: int, device: torch
         return reduce(operator.add, (pattern(r, count, period, device) for r in range(n)))
     if op == "broadcast":
         return pattern(_ROOT, count, period, device)
-    if op in ("all_gather", "gather"):
+    if op in GATHERING:
         return torch.cat([pattern(r, count, period, device) for r in range(n)])
     if op == "reduce_scatter":
         return reduce(operator.add, (pattern(r, count, period, device) for r in range(n))).chunk(n)[rank]

@@ -22,7 +22,7 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from .schema import COLLECTIVES, DTYPES, FOLLOWUP_KINDS, NARRATION_LIMIT, REDUCE_OPS, ROOTED
-from .training.kinds import TRAINING_KINDS, TrainingKind
+from .training_kinds import TRAINING_KINDS, TrainingKind
 
 __all__ = [
     "FAULTS",

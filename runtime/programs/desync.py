@@ -16,9 +16,9 @@ import torch
 from ..context import RankContext
 from ..errors import UsageError
 from ..observation.tensors import uniform_provenance
+from ..scenario_files.schema import Scenario
 from ..wire.protocol import Collective
 from .collectives import CollectiveSpec, allocate_input, collective_caller, collective_fields, make_output, present, timed_ns
-from .schema import Scenario
 from .program import RunOptions
 
 __all__ = ["DesyncProgram", "build_desync"]

@@ -44,7 +44,7 @@ from .schema import (
     ScenarioError,
     shape_of,
 )
-from .training.kinds import TRAINING_KINDS
+from .training_kinds import TRAINING_KINDS
 
 __all__ = ["READERS", "scenario_from"]
 

@@ -18,21 +18,23 @@ from ..context import RankContext
 from ..errors import UsageError
 from ..observation.metrics import algo_bytes, human_bytes
 from ..observation.tensors import PendingTags, TagPass, observe_provenance, uniform_provenance
+from ..scenario_files.schema import COLLECTIVES, REDUCE_OPS, REDUCING, ROOTED, Followup, Scenario
 from ..wire.protocol import Check, Collective, ProvenanceRun
 from .devices import rank_tensor
-from .schema import COLLECTIVES, REDUCE_OPS, REDUCING, ROOTED, Followup, Scenario
 from .patterns import exact_period, pattern
 from .transfers import emit_logical_transfers
 
 __all__ = [
     "CollectiveSpec", "resolve_spec", "run_collective_scenario", "OUTPUT_NAMES", "make_input", "allocate_input",
     "make_output", "present",
-    "collective_caller", "collective_fields", "timed_ns", "timed_calls", "exact_matmul",
+    "collective_caller", "collective_fields", "timed_ns", "timed_calls", "exact_matmul", "GATHERING", "buffers_per_rank",
 ]
 
 WORLD_GROUP = "world"
 IN_PLACE = {"broadcast", "reduce", "all_reduce"}
 PARTITIONED_INPUT = {"scatter", "reduce_scatter", "all_to_all"}
+GATHERING = frozenset({"gather", "all_gather"})
+"""Collectives whose output on a rank is world size × its input."""
 OUTPUT_NAMES = {
     "gather": "gathered",
     "all_gather": "gathered",
@@ -76,7 +78,7 @@ class CollectiveSpec:
         """The names of ``rank``'s output elements: the part it keeps of a split, the same names
         for an in-place op, each source's part for all-to-all (None when unnamed or gathered)."""
         names = self.names
-        if names is None or self.op in ("gather", "all_gather"):
+        if names is None or self.op in GATHERING:
             return None
         if self.op in IN_PLACE:
             return list(names)
@@ -261,16 +263,23 @@ def make_output(spec: CollectiveSpec, rank: int, world_size: int, device: torch.
     dtype = getattr(torch, spec.dtype)
     if spec.op in IN_PLACE or (spec.op == "gather" and rank != spec.root):
         return None
-    if spec.op in ("gather", "all_gather"):
+    if spec.op in GATHERING:
         return rank_tensor(device, dtype, shape=spec.count * n)
     if spec.op in ("scatter", "reduce_scatter"):
         return rank_tensor(device, dtype, shape=spec.count // n)
     return rank_tensor(device, dtype, shape=spec.count)  # all_to_all
 
 
+def buffers_per_rank(op: str, world_size: int) -> int:
+    """How many tensors of one rank's input size a run of ``op`` holds on a rank at once, counted
+    for the plan's memory check: the input, the output (world size × the input when it gathers),
+    the provenance tags' input and output, and the before/after snapshots."""
+    return 4 + (world_size if op in GATHERING else 1)
+
+
 def _output_shape(spec: CollectiveSpec, input_shape: list[int], world_size: int) -> list[int]:
     """How to display an output buffer: gathered rows stack, split rows divide."""
-    if len(input_shape) >= 2 and spec.op in ("gather", "all_gather"):
+    if len(input_shape) >= 2 and spec.op in GATHERING:
         return [input_shape[0] * world_size, *input_shape[1:]]
     if len(input_shape) >= 2 and spec.op in ("scatter", "reduce_scatter") and input_shape[0] % world_size == 0:
         return [input_shape[0] // world_size, *input_shape[1:]]

@@ -15,7 +15,7 @@ from typing import Protocol, Union
 
 from ..context import RankContext
 from ..errors import UsageError
-from .schema import Scenario
+from ..scenario_files.schema import Scenario
 
 __all__ = ["ScenarioProgram", "RunOptions", "refuse_training_options"]
 

@@ -24,9 +24,9 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 from ...context import RankContext
 from ...errors import UsageError
 from ...observation.tensors import uniform_provenance
+from ...scenario_files.schema import Scenario
 from ...wire.protocol import ProvenanceRun
 from ..program import RunOptions
-from ..schema import Scenario
 from .common import PhaseSequence, TrainingProgram, check_close, dtensor, refuse_options
 from .model import MLP
 from .observer import CollectiveObserver

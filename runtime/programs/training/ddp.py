@@ -24,9 +24,9 @@ from ...context import RankContext
 from ...observation.c10d_calls import world_group
 from ...observation.metrics import human_bytes
 from ...observation.tensors import uniform_provenance
+from ...scenario_files.schema import Scenario
 from ...wire.protocol import ProvenanceRun
 from ..program import RunOptions
-from ..schema import Scenario
 from .common import PhaseSequence, TrainingProgram, check_identical, gradient, refuse_options, timed_steps
 from .model import TinyGPT, make_gpt, token_batch
 from .observer import CollectiveObserver

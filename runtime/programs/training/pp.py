@@ -36,9 +36,9 @@ from ...errors import UsageError
 from ...observation.tensors import uniform_provenance
 from ...observation.timing import CallClock
 from ...reports.pipeline import ideal_bubble
+from ...scenario_files.schema import Scenario
 from ...wire.protocol import Span, Transfer
 from ..program import RunOptions
-from ..schema import Scenario
 from .common import PhaseSequence, TrainingProgram, check_close, gradient, refuse_options, timed_steps
 from .model import TinyGPT, make_gpt, token_batch
 

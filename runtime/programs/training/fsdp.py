@@ -31,8 +31,8 @@ from ...context import RankContext
 from ...errors import UsageError
 from ...observation.metrics import human_bytes
 from ...observation.tensors import uniform_provenance
+from ...scenario_files.schema import Scenario
 from ..program import RunOptions
-from ..schema import Scenario
 from .common import PhaseSequence, TrainingProgram, dtensor, refuse_options, timed_steps
 from .ddp import emit_parameters, train_step
 from .fsdp_checks import GATHERED_NAME, check_shards, gathered_buffer, own_gradient_buffer, reduced_gradient_buffer

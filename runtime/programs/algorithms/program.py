@@ -130,7 +130,7 @@ def run_algorithm(ctx: RankContext, spec: CollectiveSpec, plan: Plan) -> None:
                 arrived = run_hop(hop, rank, buffers, spec.reduce_op or "sum")
             for src, into, start, length in arrived:
                 ctx.emitter.emit(Transfer, phase=ctx.phase_index, src=src, dst=rank, bytes=length * itemsize,
-                                 buffer=_names(spec)[into], start=start, length=length, kind="p2p", step=number + 1)
+                                 buffer=_names(spec)[into], start=start, length=length, kind="p2p", hop=number + 1)
             _show(ctx, spec, buffers, "after", {into for _, into, _, _ in arrived})
             ctx.memory(f"after hop {number + 1}")
     check = (f"The same inputs through the library's own {spec.op}: the algorithm's result must match it, "

@@ -20,10 +20,10 @@ from torch.distributed.tensor import DTensor
 from ...context import RankContext
 from ...errors import UsageError
 from ...observation.timing import wait_for_device
+from ...scenario_files.training_kinds import SettingValue
 from ...wire.protocol import Check
 from ..devices import rank_tensor
 from ..program import RunOptions
-from .kinds import SettingValue
 
 __all__ = ["TrainingProgram", "PhaseSequence", "refuse_options", "check_identical", "check_close", "timed_steps",
            "dtensor", "gradient"]

@@ -21,10 +21,10 @@ from ...context import RankContext
 from ...observation.metrics import algo_bytes
 from ...observation.tensors import uniform_provenance
 from ...observation.timing import CallClock
+from ...scenario_files.schema import Scenario
 from ...wire.protocol import Collective, ProvenanceRun, Transfer
 from ..devices import rank_tensor
 from ..program import RunOptions
-from ..schema import Scenario
 from .common import PhaseSequence, TrainingProgram, check_close, refuse_options
 from .model import MLP
 

@@ -105,7 +105,7 @@ def finish(op: str, rank: int, n: int, count: int, root: int, buffers: dict[str,
 def algorithm_caller(plan: Plan, rank: int, reduce_op: str | None,
                      group: dist.ProcessGroup | None = None) -> Callable[[torch.Tensor | None, torch.Tensor | None, str], None]:
     """A function running ``plan`` on (input, output) like the library's call (see
-    :func:`~collviz.runtime.scenarios.collectives.collective_caller`), without provenance: what
+    :func:`~collviz.runtime.programs.collectives.collective_caller`), without provenance: what
     ``collviz bench --algo`` times."""
 
     def call(inp: torch.Tensor | None, out: torch.Tensor | None, _: str) -> None:

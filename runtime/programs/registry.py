@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..compat import DDP_BUCKET_CAP_MB_LIST, TorchAPI
 from ..errors import UsageError
-from .schema import Scenario
+from ..scenario_files.schema import Scenario
 from .program import RunOptions, ScenarioProgram, refuse_training_options
 
 __all__ = ["BUILDERS", "NEEDS", "build_program", "torch_refusal"]
@@ -47,7 +47,7 @@ def _training_builder(module: str) -> Builder:
 
         return import_module(f"{__package__}.training.{module}").build(scenario, world_size, options)
 
-    build.__doc__ = f"Build a {module} training program (collviz.runtime.scenarios.training.{module})."
+    build.__doc__ = f"Build a {module} training program (collviz.runtime.programs.training.{module})."
     return build
 
 
