@@ -32,6 +32,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import TypeGuard
 
@@ -246,7 +247,17 @@ class _Groups:
 
 def _ranks(value: object) -> tuple[int, ...] | None:
     """A group's ranks as :func:`~.names.parse_ranks` reads them; None also where one is beyond any job."""
-    ranks = parse_ranks(value)
+    return _ranks_of_text(value) if isinstance(value, str) else _in_a_job(parse_ranks(value))
+
+
+@lru_cache(maxsize=256)
+def _ranks_of_text(text: str) -> tuple[int, ...] | None:
+    """:func:`_ranks` of a dump's ``"[0, 1, …]"``, read once however many dumps repeat it (every
+    rank's dump names the default group's 1,024 ranks, twice)."""
+    return _in_a_job(parse_ranks(text))
+
+
+def _in_a_job(ranks: tuple[int, ...] | None) -> tuple[int, ...] | None:
     return ranks if ranks is None or rank_ok(ranks[-1]) else None
 
 
