@@ -2,7 +2,8 @@
 as a collviz run.
 
 ``collviz replay PATH`` calls :func:`open_artifacts` for anything that is not a collviz trace (the
-caller checks a trace's magic first). Each file is read whole, bounded (:mod:`.reading`), and
+caller checks a trace's magic first). Each file is read whole, bounded (:mod:`.reading`; an NCCL
+log too large for that is streamed instead), and
 recognised by its content, never its name (nor its first character alone: a log whose launcher
 prefixed its lines with ``[1,0]<stdout>:`` looks like JSON until it is read as such): per-rank Flight Recorder dumps (JSON or pickle),
 per-rank torch.profiler Chrome traces (``distributedInfo`` names the rank), or an

@@ -2,7 +2,8 @@
 
 Every artifact is read whole through :func:`~..wire.files.read_regular_file` (a regular file of at
 most :data:`MAX_FILE_BYTES`; gzip is inflated up to the same bound) and sorted by what it holds
-(:func:`sniff`), never by its name. A pickle (the Flight Recorder dump torch writes on a timeout)
+(:func:`sniff`), never by its name — except a log larger than that, told by its first MiB
+(:func:`read_head`) and then read a line at a time (:func:`stream_lines`) in bounded memory. A pickle (the Flight Recorder dump torch writes on a timeout)
 is loaded by an unpickler that refuses every global, so loading it can construct nothing but
 dicts, lists, tuples, strings, numbers, booleans and None; whatever else is in it is refused with
 one line. Anything unreadable is a :class:`~..errors.UsageError` naming the file.
