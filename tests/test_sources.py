@@ -197,6 +197,30 @@ def test_nccl_log_gives_topology_choices_and_init_times():
     assert "network transport: Socket" in narration["NCCL init of world"]
 
 
+def test_a_log_too_large_to_hold_is_streamed(monkeypatch, tmp_path):
+    """A log past the bound on files read whole (lowered here to 512 bytes; the fixture is 12 KiB)
+    is read a line at a time, plain or gzip-compressed, and opens as the fixture read whole does."""
+    import collviz.runtime.sources.detect as detect
+
+    whole = open_artifacts([NCCL_LOG])
+    packed = tmp_path / "job-4ranks.log.gz"
+    packed.write_bytes(gzip.compress(NCCL_LOG.read_bytes()))
+    assert packed.stat().st_size > 512
+    monkeypatch.setattr(detect, "MAX_FILE_BYTES", 512)
+    monkeypatch.setattr(detect, "read_artifact", lambda path: pytest.fail(f"{path} was read whole"))
+    for path in (NCCL_LOG, packed):
+        streamed = open_artifacts([path])
+        assert (streamed.events, streamed.warnings) == (whole.events, whole.warnings)
+
+
+def test_streamed_lines_end_without_their_newline_and_a_huge_line_is_cut(tmp_path):
+    from collviz.runtime.sources.reading import MAX_LINE_CHARS, stream_lines
+
+    path = tmp_path / "lines.log"
+    path.write_bytes(b"first\r\n" + b"x" * (MAX_LINE_CHARS * 2 + 5) + b"\nlast \xff")
+    assert list(stream_lines(path)) == ["first", "x" * MAX_LINE_CHARS, "last \ufffd"]
+
+
 def _imports(made) -> dict[str, object]:
     return {"healthy": open_artifacts([made["healthy"] / "fr" / "json"]),
             "hang": open_artifacts([made["hang"] / "fr" / "pickle"]),

@@ -81,16 +81,23 @@ class FingerprintCheck:
     _places: dict[tuple[str, tuple[int, ...], int], _Place] = field(default_factory=dict)
     _pending: set[tuple[str, tuple[int, ...], int]] = field(default_factory=set)
     _reported: set[tuple[str, tuple[int, ...], int]] = field(default_factory=set)
+    _last_ranks: tuple[list[int], tuple[int, ...]] = field(default_factory=lambda: ([], ()))
+    """The last event's rank list and its tuple: an import's events share their group's list, so a
+    1,024-rank group's tuple is made once, not once per call and rank."""
 
     def observe(self, event: AnyEvent, now_ns: int | None = None) -> None:
         """Record ``event`` if it is the start of a call (``now_ns``: when it was seen; its own
         time stamp by default)."""
         if type(event) is not Collective or event.edge != "begin" or event.iteration != 0:
             return
-        key = (event.group, tuple(event.group_ranks), event.group_seq)
-        place = self._places.setdefault(key, _Place())
-        place.calls[event.rank] = fingerprint(event)
-        if key not in self._reported and place.first_split_ns is None and len(set(place.calls.values())) > 1:
+        if event.group_ranks is not self._last_ranks[0]:
+            self._last_ranks = (event.group_ranks, tuple(event.group_ranks))
+        key = (event.group, self._last_ranks[1], event.group_seq)
+        place = self._places.get(key)
+        if place is None:
+            place = self._places[key] = _Place()
+        called = place.calls[event.rank] = fingerprint(event)
+        if key not in self._reported and place.first_split_ns is None and _differs(place.calls, event.rank, called):
             place.first_split_ns = event.t_ns if now_ns is None else now_ns
             self._pending.add(key)
 
@@ -109,6 +116,15 @@ class FingerprintCheck:
             self._reported.add(key)
             found.append(_disagreement(key, self._places[key].calls))
         return found
+
+
+def _differs(calls: dict[int, str], rank: int, called: str) -> bool:
+    """Whether ``rank``'s call ``called`` differs from the others' at one place, where those all agree
+    (until they differ, a place's first split is unset): one comparison, not a set of every call."""
+    for other, call in calls.items():
+        if other != rank:
+            return call != called
+    return False
 
 
 def _disagreement(key: tuple[str, tuple[int, ...], int], calls: dict[int, str]) -> Disagreement:

@@ -2,7 +2,8 @@
 as a collviz run.
 
 ``collviz replay PATH`` calls :func:`open_artifacts` for anything that is not a collviz trace (the
-caller checks a trace's magic first). Each file is read whole, bounded (:mod:`.reading`), and
+caller checks a trace's magic first). Each file is read whole, bounded (:mod:`.reading`; an NCCL
+log too large for that is streamed instead), and
 recognised by its content, never its name (nor its first character alone: a log whose launcher
 prefixed its lines with ``[1,0]<stdout>:`` looks like JSON until it is read as such): per-rank Flight Recorder dumps (JSON or pickle),
 per-rank torch.profiler Chrome traces (``distributedInfo`` names the rank), an
@@ -13,7 +14,7 @@ file is skipped with a warning, so a dump folder with a README still opens.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,12 +24,15 @@ from .nccl_inspector import import_inspector, is_inspector_log, is_inspector_rec
 from .nccl_log import import_nccl_log, is_nccl_log
 from .profiler import ProfilerTrace, import_traces, is_profiler_trace
 from .reading import (
+    MAX_FILE_BYTES,
     MAX_FILES,
     MAX_TOTAL_BYTES,
     load_json,
     load_plain_pickle,
     read_artifact,
+    read_head,
     sniff,
+    stream_lines,
 )
 from .run import ImportedRun, Progress, no_progress
 
@@ -51,7 +55,14 @@ class _Found:
     document: dict = field(default_factory=dict)
     """A dump's or a profiler trace's decoded JSON or pickle (empty for a log)."""
     text: str = ""
-    """An NCCL log's or NCCL Inspector output's text (empty for the other kinds)."""
+    """An NCCL log's or NCCL Inspector output's text (empty for the other kinds, and for a log too
+    large to hold: streamed)."""
+    streamed: bool = False
+    """A log larger than :data:`~.reading.MAX_FILE_BYTES`, read a line at a time as it is imported."""
+
+    def lines(self) -> Iterable[str]:
+        """A log's lines: from its text, or streamed from its file."""
+        return stream_lines(self.path) if self.streamed else self.text.splitlines()
 
 
 def _files(paths: Sequence[Path], warnings: list[str]) -> list[tuple[Path, bool]]:
@@ -106,6 +117,14 @@ def _recognise(path: Path, data: bytes) -> _Found | str:
     return "neither JSON, a pickle nor text"
 
 
+def _large_log(path: Path) -> _Found | None:
+    """A file too large to read whole as an NCCL log to stream, if its first MiB is one."""
+    head = read_head(path)
+    if b"\x00" not in head and sniff(head) in ("text", "json") and is_nccl_log(head.decode("utf-8", "replace")):
+        return _Found(path, "nccl-log", streamed=True)
+    return None
+
+
 def _refuse_or_skip(path: Path, named: bool, why: str, warnings: list[str]) -> None:
     if named:
         raise UsageError(f"{path}: {why}; expected {EXPECTED}")
@@ -125,11 +144,13 @@ def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> I
     for done, (path, named) in enumerate(files):
         progress("reading files", done, len(files))
         try:
-            data = read_artifact(path)
-            total += len(data)
-            if total > MAX_TOTAL_BYTES:
-                raise UsageError(f"the artifacts hold more than {MAX_TOTAL_BYTES:,} bytes, the most one import reads")
-            recognised = _recognise(path, data)
+            recognised: _Found | str | None = _large_log(path) if _size(path) > MAX_FILE_BYTES else None
+            if recognised is None:
+                data = read_artifact(path)  # refuses a file too large to read whole
+                total += len(data)
+                if total > MAX_TOTAL_BYTES:
+                    raise UsageError(f"the artifacts hold more than {MAX_TOTAL_BYTES:,} bytes, the most one import reads")
+                recognised = _recognise(path, data)
         except UsageError as exc:
             if named or str(exc).startswith("the artifacts hold"):
                 raise
@@ -155,7 +176,15 @@ def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> I
         return import_traces([ProfilerTrace(f.path, f.document) for f in found], warnings, progress)
     if kind == "nccl-inspector":
         return import_inspector([(f.path, f.text) for f in found], warnings, progress)
-    return import_nccl_log([(f.path, f.text) for f in found], warnings, progress)
+    return import_nccl_log([(f.path, f.lines()) for f in found], warnings, progress)
+
+
+def _size(path: Path) -> int:
+    """``path``'s size as its directory entry says (0 if it cannot be read: reading it says why)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _dumps(found: Sequence[_Found], warnings: list[str]) -> list[Dump]:

@@ -32,7 +32,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from math import prod
+from functools import lru_cache
 from pathlib import Path
 from typing import TypeGuard
 
@@ -104,8 +104,8 @@ class _Entry:
     seq: int
     backend: str
     op: str
-    in_sizes: list[list[int]]
-    out_sizes: list[list[int]]
+    in_count: int
+    out_count: int
     in_dtype: str
     completed: bool
     state: str
@@ -119,13 +119,22 @@ def _int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _shapes(value: object) -> list[list[int]] | None:
-    if not isinstance(value, (list, tuple)):
+def _elements(shapes: object) -> int | None:
+    """The elements of the tensors of ``shapes`` (a list of shapes, each a list of dimensions), or
+    None where it is not one (a dimension negative or not an integer)."""
+    if not isinstance(shapes, (list, tuple)):
         return None
-    shapes = [list(shape) for shape in value if isinstance(shape, (list, tuple))]
-    if len(shapes) != len(value) or not all(_int(d) and d >= 0 for shape in shapes for d in shape):
-        return None
-    return shapes
+    total = 0
+    for shape in shapes:
+        if not isinstance(shape, (list, tuple)):
+            return None
+        elements = 1
+        for dim in shape:
+            if type(dim) is not int or dim < 0:  # decoded JSON and plain pickles hold no int subclass but bool
+                return None
+            elements *= dim
+        total += elements
+    return total
 
 
 def _where(frames: object) -> str:
@@ -162,10 +171,10 @@ def _entry(raw: object) -> _Entry | str:
     created = raw.get("time_created_ns", 0)
     if not _int(created) or created < 0:
         return "time_created_ns"
-    in_sizes, out_sizes = _shapes(raw.get("input_sizes")), _shapes(raw.get("output_sizes"))
-    if in_sizes is None or not bytes_ok(_count(in_sizes)):
+    in_count, out_count = _elements(raw.get("input_sizes")), _elements(raw.get("output_sizes"))
+    if in_count is None or not bytes_ok(in_count):
         return "input_sizes"
-    if out_sizes is None or not bytes_ok(_count(out_sizes)):
+    if out_count is None or not bytes_ok(out_count):
         return "output_sizes"
     dtypes = raw.get("input_dtypes", [])
     if not isinstance(dtypes, (list, tuple)):
@@ -179,8 +188,8 @@ def _entry(raw: object) -> _Entry | str:
     named = [d for d in dtypes if isinstance(d, str)]
     return _Entry(
         group=group[0], description=group[1] if len(group) > 1 else "", seq=seq,
-        backend=backend, op=op_name(profiling), in_sizes=in_sizes,
-        out_sizes=out_sizes, in_dtype=dtype_name(named[0]) if named else "unknown",
+        backend=backend, op=op_name(profiling), in_count=in_count,
+        out_count=out_count, in_dtype=dtype_name(named[0]) if named else "unknown",
         completed=completed, state=state or ("completed" if completed else "not completed"),
         t_ns=created, duration_ns=int(duration_ns) if timed and duration_ok(duration_ns) else None,
         impossible_duration=timed and not duration_ok(duration_ns), where=_where(raw.get("frames")))
@@ -238,7 +247,17 @@ class _Groups:
 
 def _ranks(value: object) -> tuple[int, ...] | None:
     """A group's ranks as :func:`~.names.parse_ranks` reads them; None also where one is beyond any job."""
-    ranks = parse_ranks(value)
+    return _ranks_of_text(value) if isinstance(value, str) else _in_a_job(parse_ranks(value))
+
+
+@lru_cache(maxsize=256)
+def _ranks_of_text(text: str) -> tuple[int, ...] | None:
+    """:func:`_ranks` of a dump's ``"[0, 1, …]"``, read once however many dumps repeat it (every
+    rank's dump names the default group's 1,024 ranks, twice)."""
+    return _in_a_job(parse_ranks(text))
+
+
+def _in_a_job(ranks: tuple[int, ...] | None) -> tuple[int, ...] | None:
     return ranks if ranks is None or rank_ok(ranks[-1]) else None
 
 
@@ -247,13 +266,9 @@ def _configs(dump: Dump) -> list[dict]:
     return [c for c in configs.values() if isinstance(c, dict)] if isinstance(configs, dict) else []
 
 
-def _count(shapes: list[list[int]]) -> int:
-    return sum(prod(shape) for shape in shapes)
-
-
 def _call(rank: int, entry: _Entry, group: str, members: tuple[int, ...]) -> Call:
     size = itemsize(entry.in_dtype)
-    count, out = _count(entry.in_sizes), _count(entry.out_sizes)
+    count, out = entry.in_count, entry.out_count
     return Call(rank=rank, group=group, group_ranks=members, group_seq=entry.seq, op=entry.op, dtype=entry.in_dtype,
                 count=count, bytes_in=count * (size or 0), bytes_out=out * (size or 0), t_ns=entry.t_ns,
                 duration_ns=entry.duration_ns, completed=entry.completed, where=entry.where)
@@ -287,7 +302,7 @@ def _read_entries(dump: Dump, warnings: list[str]) -> list[_Entry]:
                 coalesced += 1
                 if entry.op == first.op:
                     entries[seen[(entry.group, entry.seq)]] = replace(
-                        first, in_sizes=first.in_sizes + entry.in_sizes, out_sizes=first.out_sizes + entry.out_sizes)
+                        first, in_count=first.in_count + entry.in_count, out_count=first.out_count + entry.out_count)
             else:
                 repeated += 1
         else:
@@ -347,7 +362,8 @@ def _narration(key: tuple[str, int], calls: list[Call]) -> str:
         sizes[f"{call.op}({call.dtype} ×{call.count}, {call.bytes_in:,} B in{out})"].append(call.rank)
         states["completed" if call.completed else "still inside when the dump was taken"].append(call.rank)
     members = calls[0].group_ranks
-    absent = [r for r in members if r not in {c.rank for c in calls}]
+    present = {c.rank for c in calls}
+    absent = [r for r in members if r not in present]
     lines = [f"Flight Recorder: call #{key[1]} on group {key[0]} (ranks {ranks_text(members)})."]
     lines += [f"{text} on rank{'s' if len(r) > 1 else ''} {ranks_text(r)}" for text, r in sizes.items()]
     lines += [f"{text}: rank{'s' if len(r) > 1 else ''} {ranks_text(r)}" for text, r in states.items()]

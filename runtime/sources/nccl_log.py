@@ -21,7 +21,7 @@ order and no call has a duration. The tests read excerpts of real logs posted in
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -302,13 +302,14 @@ def _devices(rank_of: dict[_Agent, int], comms: Sequence[Comm]) -> dict[int, str
             + f" on {agent[0]}" for agent, rank in rank_of.items()}
 
 
-def import_nccl_log(files: Sequence[tuple[Path, str]], warnings: list[str],
+def import_nccl_log(files: Sequence[tuple[Path, Iterable[str]]], warnings: list[str],
                     progress: Progress = no_progress) -> ImportedRun:
-    """The run an NCCL debug log describes (one file of several ranks' lines, or one per process;
-    ``progress`` is told each step built)."""
+    """The run an NCCL debug log describes (one file of several ranks' lines, or one per process,
+    each file's lines read once, in order, so a log too large to hold is streamed; ``progress``
+    is told each step built)."""
     reader = LogReader()
-    for _, text in files:
-        for line in text.splitlines():
+    for _, lines in files:
+        for line in lines:
             reader.feed(line)
     comms = reader.comms()
     rank_of, groups = _groups(comms, warnings)

@@ -209,6 +209,16 @@ class _Stamper:
         self.run = run
         self.events: list[AnyEvent] = []
         self._seq: dict[int, int] = {}
+        self._lists: dict[int, tuple[tuple[int, ...], list[int]]] = {}
+
+    def ranks_list(self, ranks: tuple[int, ...]) -> list[int]:
+        """``ranks`` as the one list every event of that group shares: a 1,024-rank group's list
+        made once, not twice per call and rank (4M lists of 1,024 ranks would be 32 GB). Keyed by
+        the tuple's identity (a call's ``group_ranks`` is its group's one tuple), which it keeps alive."""
+        kept = self._lists.get(id(ranks))
+        if kept is None:
+            kept = self._lists[id(ranks)] = (ranks, list(ranks))
+        return kept[1]
 
     def __call__(self, event_type: type[_EventT], rank: int, t_ns: int, **fields) -> _EventT:
         seq = self._seq.get(rank, 0)
@@ -236,7 +246,7 @@ def _algo_bytes(call: Call) -> int:
 
 def _collective(stamp: _Stamper, call: Call, phase: int, edge: Literal["begin", "end"], t_ns: int) -> None:
     stamp(Collective, call.rank, t_ns, phase=phase, edge=edge, op=call.op, group=call.group,
-          group_ranks=list(call.group_ranks), group_seq=call.group_seq, dtype=call.dtype, count=call.count,
+          group_ranks=stamp.ranks_list(call.group_ranks), group_seq=call.group_seq, dtype=call.dtype, count=call.count,
           bytes_in=call.bytes_in, bytes_out=call.bytes_out, algo_bytes=_algo_bytes(call), root=call.root,
           duration_ns=call.duration_ns if edge == "end" else None)
 
