@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import re
 from pathlib import Path
 
@@ -16,64 +15,9 @@ from collviz.app.widgets import RankHeatmap, RankPanel
 from collviz.app.widgets.render import format_bytes, format_values, rank_colour
 from collviz.runtime.wire.protocol import Buffer, BufferSummary, Gate, Go
 
-from fixtures.synthetic import all_gather_events, write_trace
-
-SIZE = (120, 36)
-
-
-class FakeSession:
-    """Stands in for a session (the viewer's part of ``collviz.runtime.sessions.contract.Session``),
-    from a prepared event list.
-
-    Live: hands out every event at once. Step: hands out events up to each gate's ``Go`` only
-    once ``release`` has been called for that gate (as the real workers would wait).
-    """
-
-    def __init__(self, events, *, step: bool = False) -> None:
-        self.events = list(events)
-        self.step = step
-        self.finished = False
-        self.stopped = 0
-        self.released: list[int] = []
-        self._sent = 0
-        self._lock = threading.Lock()
-
-    def start(self) -> None:
-        raise AssertionError("the caller starts the session, not the app")
-
-    def _limit(self) -> int:
-        if not self.step:
-            return len(self.events)
-        for i, event in enumerate(self.events):
-            if isinstance(event, Go) and event.index not in self.released:
-                return i
-        return len(self.events)
-
-    def poll(self, timeout: float) -> list:
-        with self._lock:
-            limit = self._limit()
-            batch = self.events[self._sent : limit]
-            self._sent = limit
-            if self._sent == len(self.events):
-                self.finished = True
-        if not batch:
-            threading.Event().wait(timeout)
-        return batch
-
-    def release(self, index: int) -> None:
-        with self._lock:
-            self.released.append(index)
-
-    def stop(self) -> None:
-        self.stopped += 1
-
-
-async def _until(pilot, predicate, tries: int = 500) -> None:
-    for _ in range(tries):
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition never became true")
+from support.app import SIZE, FakeSession, real_session, until
+from support.paths import FIXTURES
+from support.synthetic import all_gather_events, write_trace
 
 
 @pytest.fixture
@@ -84,7 +28,7 @@ def trace(tmp_path: Path) -> Path:
 async def test_replay_keys_move_the_cursor_and_speed(trace: Path):
     app = make_app(trace=trace)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: app.loaded)
+        await until(pilot, lambda: app.loaded)
         ends = app.event_log.step_ends
         assert app.cursor == ends[1]  # a finished run opens at its first collective (step 2: the all-gather)
         assert "opened at the first collective" in app.labels()[1]
@@ -112,13 +56,13 @@ async def test_replay_keys_move_the_cursor_and_speed(trace: Path):
 async def test_replay_plays_to_the_end_and_stops(trace: Path):
     app = make_app(trace=trace)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: app.loaded)
+        await until(pilot, lambda: app.loaded)
         for _ in range(4):
             await pilot.press("plus")
         start = app.cursor
         assert start < len(app.event_log)  # opened at the first collective
         await pilot.press("space")  # at 16 steps/s it may already have finished when the press returns
-        await _until(pilot, lambda: not app.playing and app.cursor == len(app.event_log))
+        await until(pilot, lambda: not app.playing and app.cursor == len(app.event_log))
 
 
 async def test_bad_trace_is_reported_and_the_app_stays_open(tmp_path: Path):
@@ -126,7 +70,7 @@ async def test_bad_trace_is_reported_and_the_app_stays_open(tmp_path: Path):
     bad.write_bytes(b"not a trace")
     app = make_app(trace=bad)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: "not a collviz trace" in app.status_line)
+        await until(pilot, lambda: "not a collviz trace" in app.status_line)
         assert app.is_running
 
 
@@ -150,7 +94,7 @@ async def test_live_session_reaches_the_end_and_quit_stops_it():
     session = FakeSession(all_gather_events())
     app = make_app(session=session)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: app.event_log.run_end is not None)
+        await until(pilot, lambda: app.event_log.run_end is not None)
         # a live run that finished well is shown at its first collective, not its emptiest last step
         assert not app.following and app.cursor == app.event_log.step_ends[1]
         assert "showing its first collective" in app.labels()[1]
@@ -177,17 +121,17 @@ async def test_step_mode_space_releases_one_gate_per_press():
     session = FakeSession(all_gather_events(step=True), step=True)
     app = make_app(session=session)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: app.current_view().state.kind == "waiting")
+        await until(pilot, lambda: app.current_view().state.kind == "waiting")
         assert app.current_view().state.gate == 0
         assert session.released == []
         await pilot.press("space")
-        await _until(pilot, lambda: session.released == [0])
-        await _until(pilot, lambda: app.current_view().state.gate == 1)
+        await until(pilot, lambda: session.released == [0])
+        await until(pilot, lambda: app.current_view().state.gate == 1)
         assert not any(e.index >= 1 for e in app.event_log.gos.events)
         await pilot.press("space")
-        await _until(pilot, lambda: session.released == [0, 1])
+        await until(pilot, lambda: session.released == [0, 1])
         await pilot.press("space")
-        await _until(pilot, lambda: app.event_log.run_end is not None)
+        await until(pilot, lambda: app.event_log.run_end is not None)
         assert session.released == [0, 1, 2]
         await pilot.press("space")  # no gate left: nothing released
         await pilot.pause()
@@ -198,7 +142,7 @@ async def test_quitting_a_live_run_early_is_interrupted():
     session = FakeSession(all_gather_events(step=True), step=True)
     app = make_app(session=session)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: app.current_view().state.kind == "waiting")
+        await until(pilot, lambda: app.current_view().state.kind == "waiting")
         await pilot.press("q")
     assert session.stopped >= 1
     assert app.return_value == EXIT_INTERRUPTED
@@ -251,9 +195,9 @@ async def test_help_says_when_keys_are_hidden_below_or_above():
 
 async def test_a_pane_s_scroll_hint_goes_when_its_text_gets_short():
     """The fsdp fixture's step 5 lists more transfers than the pane holds; step 6 has none."""
-    app = make_app(trace=Path(__file__).parent / "fixtures" / "fsdp-tiny.cvz")
+    app = make_app(trace=FIXTURES / "fsdp-tiny.cvz")
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: app.loaded, tries=500)
+        await until(pilot, lambda: app.loaded, tries=500)
         await pilot.press("g", "5", "enter")
         await pilot.pause()
         await pilot.pause()
@@ -331,22 +275,11 @@ async def test_too_small_terminal_says_so():
         assert app.screen.query_one("#too-small").display
 
 
-def _real_session(name: str, *, step: bool = False, record: Path | None = None):
-    """A started session of the real runtime: ``name`` on 4 gloo ranks, built as ``collviz NAME`` does."""
-    from collviz.runtime.sessions.local import LocalSession
-    from collviz.runtime.plan import plan_run
-    from collviz.runtime.scenarios.loading import find_scenario
-
-    session = LocalSession(plan_run(find_scenario(name), 4, backend="gloo", step=step, record=record))
-    session.start()
-    return session
-
-
 async def test_live_all_reduce_on_real_ranks_shows_the_sum():
-    session = _real_session("all-reduce")
+    session = real_session("all-reduce")
     app = make_app(session=session)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: app.event_log.run_end is not None, tries=1500)
+        await until(pilot, lambda: app.event_log.run_end is not None, tries=1500)
         await pilot.press("end")  # it opened at its first collective; the end shows what the run released
         view = app.current_view()
         assert view.state.kind == "finished"
@@ -376,13 +309,13 @@ def _gate_passes(events, gate: int) -> list[int]:
 
 
 async def test_step_mode_on_real_ranks_no_rank_passes_a_gate_before_space():
-    session = _real_session("all-gather", step=True)
+    session = real_session("all-gather", step=True)
     app = make_app(session=session)
     async with app.run_test(size=SIZE) as pilot:
         count = None
         presses = 0
         while app.event_log.run_end is None:
-            await _until(pilot, lambda: app.current_view().state.kind in ("waiting", "finished", "failed"), tries=1500)
+            await until(pilot, lambda: app.current_view().state.kind in ("waiting", "finished", "failed"), tries=1500)
             if app.event_log.run_end is not None or app.current_view().state.kind != "waiting":
                 break
             count = app.event_log.phase_count
@@ -390,9 +323,9 @@ async def test_step_mode_on_real_ranks_no_rank_passes_a_gate_before_space():
             assert not _gate_passes(app.event_log.events, gate)  # nobody is through before space
             await pilot.press("space")
             presses += 1
-            await _until(pilot, lambda: app.current_view().state.gate != gate or app.event_log.run_end is not None,
+            await until(pilot, lambda: app.current_view().state.gate != gate or app.event_log.run_end is not None,
                          tries=1500)
-        await _until(pilot, lambda: app.event_log.run_end is not None, tries=1500)
+        await until(pilot, lambda: app.event_log.run_end is not None, tries=1500)
         assert presses == count
         events = app.event_log.events
         for index in range(count):
@@ -408,20 +341,20 @@ async def test_q_during_a_live_run_ends_every_worker_within_3s_and_keeps_the_tra
 
     from collviz.runtime.wire.protocol import RunEnd
     from collviz.runtime.wire.trace import read_trace
-    from test_failures import _alive
+    from support.processes import alive
 
     trace = tmp_path / "quit.cvz"
-    session = _real_session("all-reduce", step=True, record=trace)
+    session = real_session("all-reduce", step=True, record=trace)
     pids = list(session.pids.values())
     app = make_app(session=session)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: app.current_view().state.kind == "waiting", tries=1500)
+        await until(pilot, lambda: app.current_view().state.kind == "waiting", tries=1500)
         pressed = time.monotonic()
         await pilot.press("q")
     deadline = pressed + 3
-    while [pid for pid in pids if _alive(pid)] and time.monotonic() < deadline:
+    while [pid for pid in pids if alive(pid)] and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not [pid for pid in pids if _alive(pid)], "a worker outlived q by 3 s"
+    assert not [pid for pid in pids if alive(pid)], "a worker outlived q by 3 s"
     assert app.return_value == EXIT_INTERRUPTED
     events = read_trace(trace).events
     assert isinstance(events[-1], RunEnd) and events[-1].status == "interrupted"
@@ -431,9 +364,9 @@ async def test_q_during_a_live_run_ends_every_worker_within_3s_and_keeps_the_tra
 async def test_digit_keys_open_a_ranks_detail(trace: Path):
     app = make_app(trace=trace)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: app.loaded)
+        await until(pilot, lambda: app.loaded)
         await pilot.press("2")
-        await _until(pilot, lambda: isinstance(app.screen, RankDetailScreen))
+        await until(pilot, lambda: isinstance(app.screen, RankDetailScreen))
         assert app.screen.rank == 2
         await pilot.press("escape", "9")  # no rank 9 in a 4-rank run: nothing opens
         await pilot.pause()
@@ -443,7 +376,7 @@ async def test_digit_keys_open_a_ranks_detail(trace: Path):
 async def test_the_footer_keeps_help_and_quit_at_the_minimum_size(trace: Path):
     app = make_app(trace=trace)
     async with app.run_test(size=(100, 30)) as pilot:
-        await _until(pilot, lambda: app.loaded)
+        await until(pilot, lambda: app.loaded)
         await pilot.pause()
         svg = app.export_screenshot()
     text = "".join(re.findall(r">([^<]*)</text>", svg)).replace("&#160;", " ")
@@ -458,7 +391,7 @@ async def test_compare_viewer_draws_both_runs_on_one_scale():
     from collviz.runtime.wire.trace import read_trace
     import msgspec
 
-    events = read_trace(Path(__file__).parent / "fixtures" / "fsdp-tiny.cvz").events
+    events = read_trace(FIXTURES / "fsdp-tiny.cvz").events
     halved = [msgspec.structs.replace(e, live_bytes=e.live_bytes // 2, peak_bytes=e.peak_bytes // 2,
                                       by_category={k: v // 2 for k, v in e.by_category.items()})
               if isinstance(e, Memory) else e for e in events]
@@ -504,15 +437,15 @@ async def test_question_mark_opens_the_help_over_every_screen(trace: Path):
 
     app = make_app(trace=trace)
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: app.loaded)
+        await until(pilot, lambda: app.loaded)
         for opener, screen in ((None, None), ("2", RankDetailScreen), ("b", FactorScreen)):
             if opener is not None:
                 await pilot.press(opener)
-                await _until(pilot, lambda: isinstance(app.screen, screen))
+                await until(pilot, lambda: isinstance(app.screen, screen))
             await pilot.press("question_mark")
-            await _until(pilot, lambda: isinstance(app.screen, HelpScreen))
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen))
             await pilot.press("escape")
-            await _until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+            await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
             if opener is not None:
                 await pilot.press("escape")
         await pilot.press("q")
@@ -520,7 +453,7 @@ async def test_question_mark_opens_the_help_over_every_screen(trace: Path):
     compare = CompareApp([("a", events), ("b", events)], "the table")
     async with compare.run_test(size=SIZE) as pilot:
         await pilot.press("question_mark")
-        await _until(pilot, lambda: isinstance(compare.screen, HelpScreen))
+        await until(pilot, lambda: isinstance(compare.screen, HelpScreen))
         assert "one scale" in str(compare.screen.query_one("#help-intro").render())
         await pilot.press("escape", "q")
 

@@ -13,12 +13,14 @@ from collviz.app.widgets.bench_plot import nice_top, short_bytes
 from collviz.runtime.reports.bench_table import bench_report
 from collviz.runtime.wire.protocol import Collective, Check
 from collviz.runtime.wire.trace import read_trace
-from conftest import run_cli
-from fixtures.synthetic import all_gather_events, write_trace
-from fixtures.synthetic_bench import bench_events
-from test_app import SIZE, _until
 
-FIXTURES = Path(__file__).parent / "fixtures"
+from support.app import SIZE, until
+from support.cli import run_cli
+from support.paths import FIXTURES
+from support.synthetic import all_gather_events, write_trace
+from support.synthetic_bench import bench_events
+
+
 OPS = ("all_reduce", "reduce_scatter")
 SIZES = [1024 * 2**k for k in range(5)]  # 1K:16K
 
@@ -34,7 +36,7 @@ def bench_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 async def _loaded(pilot) -> None:
-    await _until(pilot, lambda: pilot.app.loaded)
+    await until(pilot, lambda: pilot.app.loaded)
 
 
 async def test_replayed_bench_plots_one_series_per_op_from_bench_report(bench_trace: Path):

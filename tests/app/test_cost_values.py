@@ -7,7 +7,7 @@ import pytest
 
 from collviz.app.model import EventLog, costs_at
 
-from fixtures.synthetic import SHARD, UNEVEN_TIMES_NS, unevenly_timed_all_gather
+from support.synthetic import SHARD, UNEVEN_TIMES_NS, unevenly_timed_all_gather
 
 
 def test_the_call_is_timed_by_its_slowest_rank_and_names_it():

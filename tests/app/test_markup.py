@@ -10,8 +10,9 @@ from collviz.app.app import make_app
 from collviz.app.screens import RankDetailScreen
 from collviz.runtime.wire.protocol import Buffer, Phase, RankEnd, RankStart, RunEnd, RunStart, Stall
 
-from fixtures.synthetic import all_gather_events
-from test_app import _until
+from support.app import until
+from support.synthetic import all_gather_events
+
 
 HOSTILE = "[/__w/pytorch/unbound_buffer.cc:78] [bold]x[/] [link=https://e.x]y[/link] [/x]"
 
@@ -51,7 +52,7 @@ async def test_hostile_text_in_every_field_is_shown_literally():
         await pilot.press("l")  # the raw event log pane
         await pilot.pause()
         await pilot.click("RankPanel")
-        await _until(pilot, lambda: isinstance(app.screen, RankDetailScreen))
+        await until(pilot, lambda: isinstance(app.screen, RankDetailScreen))
         detail = app.export_screenshot()
         await pilot.press("escape", "question_mark")
         await pilot.pause()

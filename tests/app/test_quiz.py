@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from collviz.app.model.log import EventLog
 from collviz.app.model.quiz import QuizRound, Score, grade, questions
 from collviz.runtime.wire.protocol import Buffer
 from collviz.runtime.wire.trace import read_trace
 
-FIXTURES = Path(__file__).parent / "fixtures"
+from support.paths import FIXTURES
 
 
 def _shards(events, name: str) -> dict[int, list[float]]:
@@ -24,7 +23,6 @@ def test_the_all_gather_question_is_rank_0s_gathered_buffer():
     assert question.op == "all_gather" and question.step == 1 and question.shape == (4, 4)
     assert question.values == tuple(expected)
     assert question.provenance == tuple(frozenset({i // 4}) for i in range(16))
-
 
 
 def test_a_round_asks_each_step_once_and_is_over_when_all_were_asked():
@@ -90,7 +88,7 @@ async def test_a_quiz_round_in_the_viewer_predict_reveal_score():
     from collviz.app.app import make_app
     from collviz.app.screens.quiz import QuizScreen
 
-    from test_app import _until
+    from support.app import until
 
     events = read_trace(FIXTURES / "all-gather.cvz").events
     [question] = questions(EventLog(events), rank=0)
@@ -98,18 +96,18 @@ async def test_a_quiz_round_in_the_viewer_predict_reveal_score():
     app = make_app(trace=FIXTURES / "all-gather.cvz", quiz=True)
     app.notify = lambda message, **kwargs: notes.append(message)  # type: ignore[method-assign]
     async with app.run_test(size=(160, 50)) as pilot:
-        await _until(pilot, lambda: app.loaded)
+        await until(pilot, lambda: app.loaded)
         await pilot.press("home", "right")  # step 1 (setup): no collective, no question
         assert not isinstance(app.screen, QuizScreen)
         before = app.cursor
         await pilot.press("right")  # the all-gather step: asked before it is shown
-        await _until(pilot, lambda: isinstance(app.screen, QuizScreen))
+        await until(pilot, lambda: isinstance(app.screen, QuizScreen))
         assert app.cursor == before  # not revealed yet
         await pilot.press(*" ".join(f"{v:.3g}" for v in question.values[:15]), " ", "9", "enter")
-        await _until(pilot, lambda: app.cursor > before)  # revealed behind the screen
+        await until(pilot, lambda: app.cursor > before)  # revealed behind the screen
         assert app.current_view().step == question.step
         await pilot.press("enter")
-        await _until(pilot, lambda: not isinstance(app.screen, QuizScreen))
+        await until(pilot, lambda: not isinstance(app.screen, QuizScreen))
     assert app.quizzes.score.text == "0 of 1 questions right (15 of 16 elements)"
     assert notes[-1] == "quiz over: 0 of 1 questions right (15 of 16 elements)"
 
@@ -120,7 +118,7 @@ def test_training_steps_are_asked_about_one_part_of_a_large_buffer(training_runs
     reduce-scatter asks about a row of the averaged gradient shard rank 0 keeps (every rank's)."""
     from collviz.app.model.quiz import nothing_to_ask
     from collviz.runtime.wire.protocol import Phase
-    from training_support import settings_of
+    from support.training import settings_of
 
     events = training_runs["fsdp"].events
     names = {e.index: e.name for e in events if isinstance(e, Phase) and e.edge == "begin" and e.rank == 0}

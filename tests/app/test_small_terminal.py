@@ -7,7 +7,6 @@ algbw and busbw with its factor are on the screen without scrolling, and no numb
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 
@@ -16,10 +15,12 @@ from collviz.app.model import CallCost
 from collviz.app.viewer_options import ViewerOptions
 from collviz.runtime.observation.metrics import Bandwidth
 from collviz.runtime.sources.detect import open_artifacts
-from screen_support import cut_units, headline, walk_every_step
-from test_app import _until
 
-FIXTURES = Path(__file__).parent / "fixtures"
+from support.app import until
+from support.paths import FIXTURES
+from support.screens import cut_units, headline, walk_every_step
+
+
 TRACES = ("all-gather", "reduce-scatter", "all-reduce", "all-gather-ring", "ring-all-reduce", "desync", "hang",
           "moe", "pp", "fsdp-tiny")
 WITHOUT_CALLS = ("all-gather-ring", "ring-all-reduce", "pp")
@@ -50,7 +51,7 @@ def _app(name: str, present: bool):
         import msgspec
 
         from collviz.runtime.wire.protocol import Collective
-        from fixtures.synthetic import all_gather_events
+        from support.synthetic import all_gather_events
 
         op = "all_reduce" if name.endswith("all-reduce") else "all_gather"
         events = [msgspec.structs.replace(e, op=op) if isinstance(e, Collective) else e for e in all_gather_events(16)]
@@ -73,11 +74,11 @@ async def test_every_side_pane_fits_the_side_column(ranks, size):
     """The narration, cost and transfers lie inside the column that holds them, each with a line of
     its own text at least, and the legend too where it is shown (a short screen once laid the
     transfers and the legend out below its edge, where they were never seen)."""
-    from fixtures.synthetic import all_gather_events
+    from support.synthetic import all_gather_events
 
     app = make_app(events=all_gather_events(ranks), mask_volatile=True)
     async with app.run_test(size=size) as pilot:
-        await _until(pilot, lambda: app.loaded)
+        await until(pilot, lambda: app.loaded)
         await pilot.press("end")
         await pilot.pause()
         side = app.screen.query_one("#side").region

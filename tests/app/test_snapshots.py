@@ -6,7 +6,6 @@ recording of the same scenario renders the same frames. Update with ``--snapshot
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +13,10 @@ from collviz.app.app import make_app
 from collviz.runtime.wire.protocol import Phase
 from collviz.runtime.wire.trace import read_trace
 
-from fixtures.synthetic import all_gather_events
+from support.paths import FIXTURES
+from support.synthetic import all_gather_events
 
-FIXTURES = Path(__file__).parent / "fixtures"
+
 SIZE = (120, 36)
 
 

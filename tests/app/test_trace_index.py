@@ -26,9 +26,11 @@ from collviz.runtime.wire.sidecar import index_path
 from collviz.runtime.wire.stored import StoredEvents
 from collviz.runtime.wire.trace import TRACE_MAGIC, TraceError, read_trace
 
-from fixtures.synthetic import all_gather_events, write_trace
+from support.paths import FIXTURES
+from support.synthetic import all_gather_events, write_trace
 
-FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("*.cvz"))
+
+TRACES = sorted(FIXTURES.glob("*.cvz"))
 
 
 def _series(series) -> tuple[list[int], list[int]]:
@@ -88,7 +90,7 @@ def opened(request, monkeypatch):
     return prepare
 
 
-@pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
+@pytest.mark.parametrize("path", TRACES, ids=[p.stem for p in TRACES])
 def test_every_recorded_fixture_indexes_as_the_careful_reader_does(path, small_chunks):
     fast, warning = index_trace(path)  # recorded by an older collviz: no index, so scanned
     contents = read_trace(path)
@@ -96,7 +98,7 @@ def test_every_recorded_fixture_indexes_as_the_careful_reader_does(path, small_c
     _assert_same_log(fast, EventLog(contents.events))
 
 
-@pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
+@pytest.mark.parametrize("path", TRACES, ids=[p.stem for p in TRACES])
 def test_every_recorded_fixture_rewritten_opens_from_its_index_as_the_careful_reader_does(path, tmp_path, monkeypatch):
     events = read_trace(path).events
     copy = write_trace(tmp_path / path.name, events)

@@ -4,7 +4,6 @@ every rank, what the receiver holds (reduce-scatter, all-reduce)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -14,7 +13,7 @@ from collviz.app.model.transfer_ends import source_range, step_call
 from collviz.runtime.wire.protocol import Buffer, Collective, Transfer
 from collviz.runtime.wire.trace import read_trace
 
-FIXTURES = Path(__file__).parent / "fixtures"
+from support.paths import FIXTURES
 
 
 def _values(events, name: str, moment: str) -> dict[int, list[float]]:

@@ -20,7 +20,7 @@ from collviz.app.model import (
 from collviz.app.widgets.rank_panel import rank_lines
 from collviz.runtime.wire.protocol import Buffer, Freed, Gate, Memory, Phase, Stall
 
-from fixtures.synthetic import PHASES, all_gather_events, write_trace
+from support.synthetic import PHASES, all_gather_events, write_trace
 
 
 def _buffers(view, rank):
@@ -338,7 +338,7 @@ def test_a_freed_buffer_leaves_the_live_buffers_and_says_when():
 def test_a_64_rank_step_lists_the_first_transfers_of_all_in_order_not_of_the_first_to_arrive():
     from collviz.app.model.view import MAX_TRANSFERS
     from collviz.runtime.wire.protocol import Transfer
-    from fixtures.synthetic import all_gather_events
+    from support.synthetic import all_gather_events
 
     events = list(all_gather_events(64))
     # the highest ranks' transfers arrive first (each rank's own order kept), as a busy run may
@@ -368,7 +368,7 @@ def test_a_flood_of_transfers_is_listed_in_order_of_all_and_out_of_range_fields_
     from collviz.app.model.view import MAX_TRANSFERS, SORT_LIMIT
     from collviz.app.widgets.transfers import transfers_title
     from collviz.runtime.wire.protocol import Transfer
-    from fixtures.synthetic import all_gather_events
+    from support.synthetic import all_gather_events
 
     def flood(far: bool) -> tuple[EventLog, list[Transfer]]:
         events = list(all_gather_events(4))

@@ -11,9 +11,9 @@ from collviz.app.widgets import WorkProgress
 from collviz.runtime.wire.protocol import Phase, RunEnd
 from collviz.runtime.wire.trace import PROGRESS_RECORDS
 
-from fixtures.synthetic import all_gather_events, write_trace
-from fixtures.synthetic_bench import bench_events
-from test_app import SIZE, FakeSession, _until
+from support.app import SIZE, FakeSession, until
+from support.synthetic import all_gather_events, write_trace
+from support.synthetic_bench import bench_events
 
 
 async def test_opening_a_large_trace_shows_reading_then_indexing_and_then_goes(tmp_path):
@@ -25,7 +25,7 @@ async def test_opening_a_large_trace_shows_reading_then_indexing_and_then_goes(t
     app = make_app(trace=path)
     async with app.run_test(size=SIZE, message_hook=lambda m: seen.append(m) if isinstance(m, LoadProgress) else None) \
             as pilot:
-        await _until(pilot, lambda: app.loaded, tries=3000)
+        await until(pilot, lambda: app.loaded, tries=3000)
         await pilot.pause()
         assert not app.screen.query_one(WorkProgress).has_class("-active")
     stages = [m.stage for m in seen]
@@ -42,7 +42,7 @@ async def test_a_running_bench_sweep_shows_how_many_sizes_are_measured():
     half = events[: ends[len(ends) // 2] + 1]  # a sweep halfway through, still running
     app = make_app(session=FakeSession(half))
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: len(app.event_log) == len(half))
+        await until(pilot, lambda: len(app.event_log) == len(half))
         await pilot.pause()
         progress = app.screen.query_one(WorkProgress)
         assert progress.has_class("-active")
@@ -51,6 +51,6 @@ async def test_a_running_bench_sweep_shows_how_many_sizes_are_measured():
         assert bar.total == view.bench.cases and bar.progress == len(view.bench.rows) < view.bench.cases
     finished = make_app(session=FakeSession(events))
     async with finished.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: any(isinstance(e, RunEnd) for e in finished.event_log.events[-3:]))
+        await until(pilot, lambda: any(isinstance(e, RunEnd) for e in finished.event_log.events[-3:]))
         await pilot.pause()
         assert not finished.screen.query_one(WorkProgress).has_class("-active")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import pytest
 
@@ -12,10 +11,9 @@ from collviz.app.viewer_options import LessonPlace, ViewerOptions
 from collviz.app.model.pacing import Pacer
 from collviz.app.widgets.render import HIGH_CONTRAST_COLOURS, RANK_COLOURS, rank_colour
 
-from fixtures.synthetic import all_gather_events
-from test_app import FakeSession, _real_session, _until
-
-FIXTURES = Path(__file__).parent / "fixtures"
+from support.app import FakeSession, real_session, until
+from support.paths import FIXTURES
+from support.synthetic import all_gather_events
 
 
 class FakeClock:
@@ -49,10 +47,10 @@ def test_pacer_counts_a_full_period_from_when_the_ranks_are_ready():
 
 async def test_a_paced_run_opens_its_gates_by_the_clock_and_space_pauses_it():
     clock = FakeClock()
-    session = _real_session("all-gather", step=True)
+    session = real_session("all-gather", step=True)
     app = make_app(session=session, options=ViewerOptions(pace=5.0, clock=clock))
     async with app.run_test(size=(160, 50)) as pilot:
-        await _until(pilot, lambda: app.current_view().state.kind == "waiting", tries=1500)
+        await until(pilot, lambda: app.current_view().state.kind == "waiting", tries=1500)
         app.mode.pace_tick(app)  # the ranks are ready now (t = 0): the gate opens at t = 5
         clock.now = 4.9
         app.mode.pace_tick(app)
@@ -61,7 +59,7 @@ async def test_a_paced_run_opens_its_gates_by_the_clock_and_space_pauses_it():
         clock.now = 5.0
         app.mode.pace_tick(app)
         assert app.mode.released == 0
-        await _until(pilot, lambda: app.current_view().state.gate == 1, tries=1500)
+        await until(pilot, lambda: app.current_view().state.gate == 1, tries=1500)
         await pilot.press("space")  # pause
         assert app.mode.pacer.paused and "paused" in app.labels()[0]
         clock.now = 60.0
@@ -80,7 +78,7 @@ def test_projector_layout_hides_what_a_room_does_not_need_and_swaps_the_palette(
     app = make_app(trace=FIXTURES / "all-gather.cvz", mask_volatile=True, options=ViewerOptions(present=True))
 
     async def run_before(pilot) -> None:
-        await _until(pilot, lambda: app.loaded)
+        await until(pilot, lambda: app.loaded)
         await pilot.press("g", "2", "enter")
         await pilot.pause()
         assert app.theme == "collviz-projector"
@@ -184,15 +182,15 @@ async def test_a_live_quiz_follows_to_the_next_gate_when_it_arrives_with_the_ste
     session = FakeSession(all_gather_events(step=True), step=True)
     app = make_app(session=session)
     async with app.run_test(size=(160, 50)) as pilot:
-        await _until(pilot, lambda: app.current_view().state.kind == "waiting")
+        await until(pilot, lambda: app.current_view().state.kind == "waiting")
         await pilot.press("z", "space")  # setup: no question
-        await _until(pilot, lambda: app.current_view().state.gate == 1)
+        await until(pilot, lambda: app.current_view().state.gate == 1)
         assert app.following and app.cursor == len(app.event_log)
         await pilot.press("space")  # the all-gather: asked first
-        await _until(pilot, lambda: isinstance(app.screen, QuizScreen))
+        await until(pilot, lambda: isinstance(app.screen, QuizScreen))
         await pilot.press(*"1 2 3", "enter", "enter")
-        await _until(pilot, lambda: not isinstance(app.screen, QuizScreen))
-        await _until(pilot, lambda: app.current_view().state.gate == 2)
+        await until(pilot, lambda: not isinstance(app.screen, QuizScreen))
+        await until(pilot, lambda: app.current_view().state.gate == 2)
         assert app.following and app.cursor == len(app.event_log)
         await pilot.press("q")
 
@@ -203,22 +201,22 @@ async def test_a_quiz_in_a_live_step_through_run_asks_before_the_step_is_shown()
     follows the run again."""
     from collviz.app.screens.quiz import QuizScreen
 
-    session = _real_session("all-gather", step=True)
+    session = real_session("all-gather", step=True)
     app = make_app(session=session)
     async with app.run_test(size=(160, 50)) as pilot:
-        await _until(pilot, lambda: app.current_view().state.kind == "waiting", tries=1500)
+        await until(pilot, lambda: app.current_view().state.kind == "waiting", tries=1500)
         await pilot.press("z", "space")  # setup: no question, the frame follows
-        await _until(pilot, lambda: app.current_view().state.gate == 1, tries=1500)
+        await until(pilot, lambda: app.current_view().state.gate == 1, tries=1500)
         await pilot.press("space")  # the all-gather
-        await _until(pilot, lambda: isinstance(app.screen, QuizScreen), tries=1500)
+        await until(pilot, lambda: isinstance(app.screen, QuizScreen), tries=1500)
         held = app.current_view()
         assert not app.following and app.event_log.ended_on_every_rank(1)  # asked once every rank has it
         assert held.cursor < app.event_log.step_ends[1]  # the all-gather's result is not on screen yet
         assert not any(b.name == "gathered" and b.moment == "after" for r in held.ranks for b in r.buffers)
         await pilot.press(*"1 2 3", "enter")
-        await _until(pilot, lambda: app.current_view().step == 1)
+        await until(pilot, lambda: app.current_view().step == 1)
         assert any(b.name == "gathered" and b.moment == "after" for b in app.current_view().ranks[0].buffers)
         await pilot.press("enter")
-        await _until(pilot, lambda: not isinstance(app.screen, QuizScreen))
+        await until(pilot, lambda: not isinstance(app.screen, QuizScreen))
         assert app.following and len(app.quizzes.score.grades) == 1
         await pilot.press("q")

@@ -12,7 +12,10 @@ import collviz.runtime.scenarios.bench as bench
 from collviz.app.cli import main
 from collviz.runtime.reports.bench_table import bench_report, parse_table, render_table
 from collviz.runtime.wire.trace import read_trace
-from conftest import run_cli
+
+from support.cli import run_cli
+from support.paths import FIXTURES
+
 
 N = 4
 SIZES = [1024 * 2**k for k in range(7)]  # 1K:64K
@@ -218,7 +221,7 @@ def test_nccl_choices_are_read_from_its_tuning_lines_and_labelled_on_library_row
     from collviz.runtime.reports.bench_table import BenchReport, BenchRow
     from collviz.runtime.reports.nccl_log import NCCL_LABEL, nccl_choices
 
-    text = (Path(__file__).parent / "fixtures" / "nccl" / "tuning.log").read_text().splitlines()
+    text = (FIXTURES / "nccl" / "tuning.log").read_text().splitlines()
     found = nccl_choices(text)
     assert {key: (c.algo, c.protocol) for key, c in found.items()} == {
         ("all_reduce", 1024): ("TREE", "LL"), ("all_reduce", 1048576): ("RING", "LL128"),

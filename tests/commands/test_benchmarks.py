@@ -1,7 +1,8 @@
 """Every benchmark runs: each ``benchmarks/*.py`` with ``--quick`` (a small run of the same code
 path), as a user would start it, from a folder outside the checkout. Nothing else runs them, so
 without this a benchmark breaks silently (overhead.py and bench_vs_bare.py failed from their second
-round for weeks once ``--record`` refused an existing file). About a minute on 2 cores in all."""
+round for weeks once ``--record`` refused an existing file). About a minute on 2 cores in all: marked
+``slow`` (``pytest -m "not slow"`` leaves them out of a quick local loop; CI runs them)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = sorted(p for p in (Path(__file__).resolve().parents[1] / "benchmarks").glob("*.py")
+from support.paths import ROOT
+
+BENCHMARKS = sorted(p for p in (ROOT / "benchmarks").glob("*.py")
                     if not p.name.startswith("_"))
 
 
@@ -20,6 +23,7 @@ def test_the_benchmarks_are_found():
     assert {"overhead", "bench_vs_bare", "startup", "viewer", "large_trace", "alpha_beta_fit"} <= {p.stem for p in BENCHMARKS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", BENCHMARKS, ids=lambda path: path.stem)
 def test_benchmark_runs_quick_from_outside_the_checkout(script: Path, tmp_path: Path):
     result = subprocess.run([sys.executable, str(script), "--quick"], cwd=tmp_path, capture_output=True, text=True,
@@ -28,7 +32,6 @@ def test_benchmark_runs_quick_from_outside_the_checkout(script: Path, tmp_path: 
     assert result.stdout.strip(), f"{script.name} --quick printed nothing"
 
 
-ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", ROOT / "BENCHMARKS.md", ROOT / "CHANGELOG.md", ROOT / "RELIABILITY.md",
              *sorted((ROOT / "docs").rglob("*.md"))]
 

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from collviz.app.cli import main
 from collviz.runtime.wire.protocol import version_text
 from collviz.runtime.wire.trace import TRACE_MAGIC
-from conftest import run_cli
 
-
-def run_main(capsys, *args: str) -> tuple[int, str]:
-    """Call the CLI's main in this process (fast); a traceback would surface as an exception."""
-    status = main(list(args))
-    return status, capsys.readouterr().err
+from support.cli import run_cli
+from support.cli import run_main
+from support.paths import SCENARIOS
 
 
 def _trace_with_version(path, major: int, minor: int) -> None:
@@ -136,7 +132,7 @@ def test_help_is_written_for_the_scenario_with_its_real_defaults(name, capsys):
     """Defaults are read here from the scenario file itself; options a scenario does not take are hidden."""
     import tomllib
 
-    data = tomllib.loads((Path(__file__).resolve().parent.parent / "scenarios" / f"{name}.toml").read_text())
+    data = tomllib.loads((SCENARIOS / f"{name}.toml").read_text())
     with pytest.raises(SystemExit) as stop:
         main([name, "--help"])
     assert stop.value.code == 0

@@ -8,14 +8,13 @@ import ast
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from collviz.app.cli import COMMANDS
-from conftest import run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.cli import run_cli
+from support.paths import ROOT
 
 
 def test_every_listed_command_has_its_own_module_with_a_parser_and_a_main():

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -21,113 +21,10 @@ from collviz.app.cli import main
 from collviz.runtime.reports.export import perfetto_trace
 from collviz.runtime.wire.protocol import Collective, Memory, Phase, Transfer
 from collviz.runtime.wire.trace import read_trace
-from conftest import run_cli
 
-PHASES_WITH_NAME = {"X", "B", "E", "i", "I", "C", "b", "e", "n", "s", "t", "f", "M"}
-METADATA_NAMES = {"process_name", "process_labels", "process_sort_index", "thread_name", "thread_sort_index"}
-
-
-def _ns(value: float) -> int:
-    """A trace timestamp (µs) as integer ns, so nesting is judged without float noise."""
-    return round(value * 1000)
-
-
-def check_trace_events(document: dict) -> list[str]:
-    """Every way ``document`` breaks the Trace Event Format's structural rules, as sentences."""
-    problems: list[str] = []
-    events = document.get("traceEvents") if isinstance(document, dict) else document
-    if not isinstance(events, list):
-        return ["no traceEvents list"]
-    slices: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
-    asyncs: dict[tuple, list[dict]] = defaultdict(list)
-    flows: dict[tuple, list[dict]] = defaultdict(list)
-    for i, event in enumerate(events):
-        where = f"event {i} ({event.get('ph')!r} {event.get('name')!r})"
-        for key in ("ph", "ts", "pid", "tid"):
-            if key not in event:
-                problems.append(f"{where}: missing {key}")
-        if any(key not in event for key in ("ph", "ts", "pid", "tid")):
-            continue
-        ph = event["ph"]
-        if ph not in PHASES_WITH_NAME:
-            problems.append(f"{where}: unknown phase type")
-        if not isinstance(event["ts"], (int, float)) or isinstance(event["ts"], bool) or event["ts"] < 0:
-            problems.append(f"{where}: ts is not a non-negative number")
-        if not isinstance(event["pid"], int) or not isinstance(event["tid"], int):
-            problems.append(f"{where}: pid/tid are not integers")
-        if not isinstance(event.get("name"), str):
-            problems.append(f"{where}: no name")
-        track = (event["pid"], event["tid"])
-        if ph == "X":
-            if not isinstance(event.get("dur"), (int, float)) or event["dur"] < 0:
-                problems.append(f"{where}: complete event without a non-negative dur")
-            else:
-                slices[track].append((_ns(event["ts"]), _ns(event["ts"] + event["dur"])))
-        elif ph == "C":
-            args = event.get("args")
-            if not isinstance(args, dict) or not args or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in args.values()
-            ):
-                problems.append(f"{where}: counter args are not all numbers")
-        elif ph in ("b", "e"):
-            if "id" not in event or "cat" not in event:
-                problems.append(f"{where}: async event without id and cat")
-            asyncs[(event.get("cat"), event.get("id"), event["name"])].append(event)
-        elif ph in ("s", "t", "f"):
-            if "id" not in event or "cat" not in event:
-                problems.append(f"{where}: flow event without id and cat")
-            flows[(event.get("cat"), event.get("id"))].append(event)
-        elif ph == "M":
-            if event["name"] not in METADATA_NAMES or not isinstance(event.get("args"), dict):
-                problems.append(f"{where}: unknown metadata or no args")
-        elif ph in ("i", "I") and event.get("s", "t") not in ("g", "p", "t"):
-            problems.append(f"{where}: instant scope must be g, p or t")
-    problems += _nesting_problems(slices)
-    problems += _async_problems(asyncs)
-    problems += _flow_problems(flows, slices)
-    return problems
-
-
-def _nesting_problems(slices: dict[tuple, list[tuple[int, int]]]) -> list[str]:
-    """Complete events on one track must be disjoint or nested (a child inside its parent)."""
-    problems = []
-    for track, intervals in slices.items():
-        stack: list[tuple[int, int]] = []
-        for start, end in sorted(intervals, key=lambda x: (x[0], -x[1])):
-            while stack and stack[-1][1] <= start:
-                stack.pop()
-            if stack and end > stack[-1][1]:
-                problems.append(f"track {track}: [{start}, {end}] ns overlaps [{stack[-1][0]}, {stack[-1][1]}] without nesting")
-            stack.append((start, end))
-    return problems
-
-
-def _async_problems(asyncs: dict[tuple, list[dict]]) -> list[str]:
-    problems = []
-    for key, events in asyncs.items():
-        kinds = Counter(e["ph"] for e in events)
-        if kinds["b"] != kinds["e"]:
-            problems.append(f"async {key}: {kinds['b']} begins, {kinds['e']} ends")
-        begins = sorted(e["ts"] for e in events if e["ph"] == "b")
-        ends = sorted(e["ts"] for e in events if e["ph"] == "e")
-        if any(end < begin for begin, end in zip(begins, ends)):
-            problems.append(f"async {key}: ends before it begins")
-    return problems
-
-
-def _flow_problems(flows: dict[tuple, list[dict]], slices: dict[tuple, list[tuple[int, int]]]) -> list[str]:
-    """Each flow id has one start and one finish, each bound to a slice enclosing it on its track."""
-    problems = []
-    for key, events in flows.items():
-        kinds = Counter(e["ph"] for e in events)
-        if kinds["s"] != 1 or kinds["f"] != 1:
-            problems.append(f"flow {key}: {kinds['s']} starts and {kinds['f']} finishes (need one each)")
-        for event in events:
-            t = _ns(event["ts"])
-            if not any(start <= t <= end for start, end in slices.get((event["pid"], event["tid"]), [])):
-                problems.append(f"flow {key} {event['ph']}: no slice encloses ts {event['ts']} on track "
-                                f"({event['pid']}, {event['tid']})")
-    return problems
+from support.cli import run_cli
+from support.paths import FIXTURES
+from support.traces import check_trace_events
 
 
 def _has_scenario(name: str) -> bool:
@@ -197,7 +94,7 @@ def test_export_of_recorded_trace_is_structurally_valid(name, record, tmp_path):
 
 def test_overlapping_collectives_become_async_slices():
     """Two calls in flight at once on one rank (as FSDP's prefetch does) must not overlap as "X"."""
-    events = read_trace(Path(__file__).parent / "fixtures" / "all-gather.cvz").events
+    events = read_trace(FIXTURES / "all-gather.cvz").events
     template = next(e for e in events if isinstance(e, Collective) and e.rank == 0)
     start = template.t_ns
 
@@ -239,7 +136,7 @@ def test_checker_catches_what_the_format_forbids():
 ], ids=["missing trace", "unwritable output", "output is a folder", "no output", "not a trace"])
 def test_bad_export_input(capsys, tmp_path, args, needle):
     (tmp_path / "not-a-trace.cvz").write_text("hello")
-    trace = str(Path(__file__).parent / "fixtures" / "all-gather.cvz")
+    trace = str(FIXTURES / "all-gather.cvz")
     argv = [a.format(tmp=tmp_path, trace=trace) for a in args]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -252,7 +149,7 @@ def test_pipeline_spans_become_slices_of_their_measured_length():
     from collviz.runtime.reports.export import PIPELINE_TID
     from collviz.runtime.wire.protocol import Span
 
-    events = read_trace(Path(__file__).parent / "fixtures" / "pp.cvz").events
+    events = read_trace(FIXTURES / "pp.cvz").events
     document = perfetto_trace(events)
     assert check_trace_events(document) == []
     spans = [e for e in events if isinstance(e, Span)]

@@ -16,9 +16,12 @@ from collviz.app.cli import main
 from collviz.runtime.errors import EXIT_RECORDING_INCOMPLETE
 from collviz.runtime.wire.protocol import RunEnd
 from collviz.runtime.wire.trace import TraceWriter, read_trace
-from fixtures.nodes import make_node
 
-FIXTURE = Path(__file__).parent / "fixtures" / "all-gather.cvz"
+from support.nodes import make_node
+from support.paths import FIXTURES
+
+
+FIXTURE = FIXTURES / "all-gather.cvz"
 
 
 def _mode(path: Path) -> int:

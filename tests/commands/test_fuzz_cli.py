@@ -11,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collviz.app import cli
-from fixtures.nodes import make_node
+
+from support.nodes import make_node
+
 
 COMMANDS = ["all-reduce", "all-gather", "reduce-scatter", "broadcast", "fsdp", "ddp", "tp", "desync", "bench",
             "compare", "replay", "export", "view", "worker", "list", "--version", "--help", "ring-all-reduce", "nope"]

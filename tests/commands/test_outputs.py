@@ -3,7 +3,7 @@ symbolic link given as any output path (a Perfetto export, a ``--record`` trace 
 compare's traces, a memory snapshot, a screenshot) are still what they were afterwards and get
 the output written through them; a full device fails in one line; ``-`` is stdout for an export
 and refused where it makes no sense. Every node is a private one in the test's folder
-(:mod:`fixtures.nodes`), never the machine's own."""
+(:mod:`support.nodes`), never the machine's own."""
 
 from __future__ import annotations
 
@@ -20,10 +20,13 @@ from collviz.runtime.wire.files import write_output
 from collviz.runtime.wire.protocol import encode
 from collviz.runtime.wire.sidecar import index_path
 from collviz.runtime.wire.trace import TraceWriter, read_trace
-from fixtures.nodes import KINDS, make_node
-from fixtures.synthetic import all_gather_events
 
-FIXTURE = Path(__file__).parent / "fixtures" / "all-gather.cvz"
+from support.nodes import KINDS, make_node
+from support.paths import FIXTURES
+from support.synthetic import all_gather_events
+
+
+FIXTURE = FIXTURES / "all-gather.cvz"
 WRITTEN_THROUGH = ("fifo", "symlink")
 """The kinds whose writes can be read back (the null device keeps nothing, the full one refuses)."""
 

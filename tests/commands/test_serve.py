@@ -13,7 +13,6 @@ from __future__ import annotations
 import html
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -24,7 +23,11 @@ import pytest
 from collviz.app.commands import serve_slot
 from collviz.app.commands.serve import tab_command
 
-FIXTURE = Path(__file__).parent / "fixtures" / "all-gather.cvz"
+from support.paths import FIXTURES
+from support.processes import free_port
+
+
+FIXTURE = FIXTURES / "all-gather.cvz"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
@@ -50,12 +53,6 @@ def test_a_live_tab_beyond_the_limit_gets_a_notice(tmp_path, monkeypatch):
     held.close()
     assert serve_slot.main([str(tmp_path), "1", "all-reduce"]) == 0
     assert runs == [("all-reduce", True)]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _browser_missing() -> str | None:
@@ -98,7 +95,7 @@ def test_a_browser_tab_shows_the_viewer_and_a_key_steps(tmp_path):
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
 
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "collviz", "serve", str(FIXTURE), "--port", str(port)],
                               cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     options = Options()

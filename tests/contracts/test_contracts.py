@@ -6,22 +6,11 @@ import-linter cannot walk; each test assembles that package in a temporary folde
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "pyproject.toml"
-
-
-def assemble(dest: Path) -> Path:
-    """Copy the package as it installs (collviz/, collviz/runtime, collviz/app) under ``dest``."""
-    package = dest / "collviz"
-    shutil.copytree(ROOT / "src" / "collviz", package, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("runtime", "app"):
-        shutil.copytree(ROOT / name, package / name, ignore=shutil.ignore_patterns("__pycache__"))
-    return package
+from support.contracts import CONFIG, assemble
 
 
 def lint_imports(path: Path) -> subprocess.CompletedProcess[str]:

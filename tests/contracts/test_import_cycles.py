@@ -14,7 +14,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.paths import ROOT
+
+
 PACKAGES = {"src/collviz": "collviz", "runtime": "collviz.runtime", "app": "collviz.app"}
 """Folder of the checkout → the package it installs as."""
 CHECKED = ("runtime", "app")

@@ -1,16 +1,13 @@
-"""The planted-bug list (tests/planted_bugs.py) stays plantable: every bug's snippet is still in its
+"""The planted-bug list (tests/support/planted_bugs.py) stays plantable: every bug's snippet is still in its
 file exactly once, and its selection names test files that exist. Running the list is
-``python tests/planted_bugs.py`` (minutes); this only says when the code moved under it."""
+``python tests/support/planted_bugs.py`` (minutes); this only says when the code moved under it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-import planted_bugs
-
-ROOT = Path(__file__).resolve().parent.parent
+from support import planted_bugs
+from support.paths import ROOT
 
 
 def test_the_list_holds_at_least_25_bugs_with_distinct_names():

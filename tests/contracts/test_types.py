@@ -22,7 +22,9 @@ import pytest
 import torch
 
 from collviz.runtime.compat import PINNED_TORCH
-from test_contracts import CONFIG, assemble
+
+from support.contracts import CONFIG, assemble
+
 
 pytestmark = pytest.mark.skipif(
     torch.__version__.split("+")[0] != PINNED_TORCH,

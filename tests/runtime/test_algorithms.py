@@ -7,10 +7,12 @@ import math
 
 import pytest
 import torch
-from reference import run_on_gloo_ranks
 
 from collviz.runtime.scenarios.algorithms.execute import algorithm_caller
 from collviz.runtime.scenarios.algorithms.plans import ALGORITHMS, Plan, PlanError, plan
+
+from support.reference import run_on_gloo_ranks
+
 
 WORLDS = (2, 3, 4, 5, 8)
 CASES = [(op, algo) for op, algos in ALGORITHMS.items() for algo in algos]

@@ -23,7 +23,9 @@ from collviz.app.cli import main
 from collviz.runtime.attach.snapshot import SnapshotOptions, take_snapshot
 from collviz.runtime.attach.stacks import user_stack_line
 from collviz.runtime.attach.workers import Answer, Worker, ask_all, find_sockets
-from conftest import run_cli
+
+from support.cli import run_cli
+
 
 JOB = textwrap.dedent('''
     import os, sys, time, types

@@ -11,7 +11,8 @@ import torch
 
 from collviz.runtime.scenarios.training.common import check_close, check_identical
 from collviz.runtime.wire.protocol import Check
-from reference import run_on_gloo_ranks
+
+from support.reference import run_on_gloo_ranks
 
 
 class _Emitter:

@@ -1,6 +1,6 @@
 """The eight collectives on 4 real gloo ranks: values, provenance, transfers, bandwidth, memory.
 
-Expected values come from tests/reference.py (plain torch.distributed, no collviz) on inputs the
+Expected values come from tests/support/reference.py (plain torch.distributed, no collviz) on inputs the
 test builds itself from the scenario files or the documented generation rule.
 """
 
@@ -9,18 +9,20 @@ from __future__ import annotations
 import math
 
 import tomllib
-from pathlib import Path
 
 import pytest
 import torch
 
 from collviz.runtime.wire.protocol import Buffer, Check, Collective, Freed, Memory, RunEnd, Transfer
-from conftest import COLLECTIVE_SCENARIOS, run_cli
 from collviz.runtime.wire.trace import read_trace
-from reference import run_reference
+
+from support.cli import run_cli
+from support.paths import SCENARIOS
+from support.reference import run_reference
+from support.scenarios import COLLECTIVE_SCENARIOS
+
 
 N = 4
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 OUTPUT_OF = {"gather": "gathered", "all_gather": "gathered", "scatter": "shard",
              "reduce_scatter": "reduced_shard", "all_to_all": "received"}
 
@@ -33,7 +35,7 @@ def _flatten(nested) -> list:
 
 def case_for(name: str) -> tuple:
     """(name, op, per-rank flat inputs, dtype, root, reduce_op) for a 4-rank run, built here."""
-    data = tomllib.loads((SCENARIO_DIR / f"{name}.toml").read_text())
+    data = tomllib.loads((SCENARIOS / f"{name}.toml").read_text())
     op = data["collective"]
     root = data.get("root", 0)
     example = next((e for e in data.get("example", []) if e["gpus"] == N), None)
@@ -129,7 +131,7 @@ def test_provenance_reduce_scatter_chunk_from_all_ranks(collective_traces):
 
 def test_all_gather_followup_computes_queries_from_the_gathered_matrix(collective_traces):
     """Rank 0 multiplies the gathered W_query by the three input embeddings, for real."""
-    data = tomllib.loads((SCENARIO_DIR / "all-gather.toml").read_text())
+    data = tomllib.loads((SCENARIOS / "all-gather.toml").read_text())
     example = next(e for e in data["example"] if e["gpus"] == N)
     w_query = torch.tensor([row for shard in example["inputs"] for row in shard], dtype=torch.float32)
     embeddings = torch.tensor(data["followup"]["right"], dtype=torch.float32)
@@ -149,7 +151,7 @@ def test_all_gather_followup_computes_queries_from_the_gathered_matrix(collectiv
 
 
 def test_reduce_scatter_names_each_parameter_and_the_part_each_rank_keeps(collective_traces):
-    data = tomllib.loads((SCENARIO_DIR / "reduce-scatter.toml").read_text())
+    data = tomllib.loads((SCENARIOS / "reduce-scatter.toml").read_text())
     names = next(e for e in data["example"] if e["gpus"] == N)["names"]
     trace = collective_traces["reduce-scatter"]
     before, after = _buffers(trace, "before"), _buffers(trace, "after")

@@ -8,16 +8,17 @@ import runpy
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 import torch
 from packaging.requirements import Requirement
 
 from collviz.runtime import compat
-from conftest import run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.cli import run_cli
+from support.paths import ROOT
+
+
 VERIFIED = runpy.run_path(str(ROOT / "runtime" / "compat" / "verified.py"))
 """The verified releases as .ci/run reads them (the file run on its own, not through collviz)."""
 

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from collviz.runtime.wire.protocol import Collective, RunStart, encode
 from collviz.runtime.wire.trace import TRACE_MAGIC, TraceError, TraceWriter, read_trace
 
-from fixtures.nodes import make_node
-from fixtures.synthetic import all_gather_events
+from support.nodes import make_node
+from support.synthetic import all_gather_events
+
 
 EVENTS = all_gather_events(world=4)
 

@@ -23,7 +23,9 @@ from collviz.runtime.sessions.contract import RunOutcome
 from collviz.runtime.sessions.local import LocalSession
 from collviz.runtime.wire.protocol import Buffer
 from collviz.runtime.wire.trace import read_trace
-from device_check import DeviceCheck, MisplacedTensor, NoIntegerMatmul
+
+from support.device_check import DeviceCheck, MisplacedTensor, NoIntegerMatmul
+
 
 COLLECTIVES = ("broadcast", "reduce", "all-reduce", "gather", "all-gather", "scatter", "reduce-scatter", "all-to-all")
 TRAINING = ("ring-all-reduce", "tp", "ddp", "fsdp", "hsdp", "fsdp-tp", "moe", "pp")

@@ -22,7 +22,9 @@ from msgspec import inspect as types
 from collviz.runtime.reports.export import perfetto_trace
 from collviz.runtime.wire.protocol import AnyEvent, Collective, Phase, ProtocolError, RunStart
 from collviz.runtime.wire.sanity import checked_events
-from test_export import check_trace_events
+
+from support.traces import check_trace_events
+
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 SMALL = st.integers(-2, 5)

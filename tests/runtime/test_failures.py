@@ -12,7 +12,11 @@ from pathlib import Path
 import pytest
 
 from collviz.runtime.wire.protocol import Collective, ProcessExit, RankEnd, RankStart, RunEnd
-from collviz.runtime.wire.trace import TraceError, read_trace
+from collviz.runtime.wire.trace import read_trace
+
+from support.paths import SCENARIOS
+from support.processes import alive, wait_for_collectives
+
 
 LONG_RUN = ["all-reduce", "--gpus", "4", "--backend", "gloo", "--size", "4MiB", "--iters", "2000", "--headless"]
 
@@ -26,24 +30,6 @@ def _start(trace_path, tmpdir: Path | None = None) -> subprocess.Popen:
     )
 
 
-def _wait_for_collectives(trace_path, proc, timeout_s: float = 90) -> dict[int, int]:
-    """Read the trace while it is being written until every rank has entered the timed loop."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()
-        try:
-            events = read_trace(trace_path).events
-        except TraceError:
-            events = []
-        pids = {e.rank: e.pid for e in events if isinstance(e, RankStart)}
-        timed = {e.rank for e in events if isinstance(e, Collective) and e.edge == "begin"}
-        if len(pids) == 4 and len(timed) == 4:
-            return pids
-        time.sleep(0.2)
-    proc.kill()
-    pytest.fail("workers never got going")
-
-
 def _communicate_or_dump_stacks(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
     """``proc.communicate(timeout)``; past the timeout, fail with every thread's stack of the
     launcher (collviz dumps them on SIGUSR1), so a rare hang says where it hung."""
@@ -55,14 +41,6 @@ def _communicate_or_dump_stacks(proc: subprocess.Popen, timeout: float) -> tuple
         proc.kill()
         out, err = proc.communicate()
         pytest.fail(f"still running {timeout:g} s after the signal; its threads:\n{err[-6000:]}\n{out[-2000:]}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def _children_of(pid: int) -> list[int]:
@@ -81,14 +59,14 @@ def _children_of(pid: int) -> list[int]:
 def test_sigkill_of_one_worker_ends_the_run_and_keeps_the_trace(tmp_path):
     trace_path = tmp_path / "killed.cvz"
     proc = _start(trace_path)
-    pids = _wait_for_collectives(trace_path, proc)
+    pids = wait_for_collectives(trace_path, proc)
     os.kill(pids[2], signal.SIGKILL)
     killed_at = time.monotonic()
     out, err = proc.communicate(timeout=10)
     assert time.monotonic() - killed_at < 10
     assert proc.returncode != 0
     assert "rank 2 was killed by SIGKILL" in err
-    assert not [pid for pid in pids.values() if _alive(pid)]
+    assert not [pid for pid in pids.values() if alive(pid)]
     assert not _children_of(proc.pid)
     events = read_trace(trace_path).events
     assert any(isinstance(e, ProcessExit) and e.target == 2 and e.signal == "SIGKILL" for e in events)
@@ -103,14 +81,14 @@ def test_stop_signals_end_the_run_like_ctrl_c(tmp_path, signum):
     trace_path, run_folders = tmp_path / "interrupted.cvz", tmp_path / "tmp"
     run_folders.mkdir()
     proc = _start(trace_path, run_folders)
-    pids = _wait_for_collectives(trace_path, proc)
+    pids = wait_for_collectives(trace_path, proc)
     proc.send_signal(signum)
     interrupted_at = time.monotonic()
     out, err = _communicate_or_dump_stacks(proc, timeout=10)
     assert time.monotonic() - interrupted_at < 3
     name = signal.Signals(signum).name
     assert proc.returncode == 128 + signum
-    assert not [pid for pid in pids.values() if _alive(pid)]
+    assert not [pid for pid in pids.values() if alive(pid)]
     assert f"interrupted by {name}" in err and "result: interrupted" in out
     events = read_trace(trace_path).events
     assert isinstance(events[-1], RunEnd) and events[-1].status == "interrupted" and name in events[-1].detail
@@ -126,7 +104,7 @@ def test_ctrl_c_works_even_when_started_with_sigint_ignored(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
-    _wait_for_collectives(trace_path, proc)
+    wait_for_collectives(trace_path, proc)
     proc.send_signal(signal.SIGINT)
     _, err = _communicate_or_dump_stacks(proc, timeout=10)
     assert proc.returncode == 128 + signal.SIGINT and "interrupted by SIGINT" in err
@@ -134,7 +112,7 @@ def test_ctrl_c_works_even_when_started_with_sigint_ignored(tmp_path):
 
 def test_an_exception_in_one_rank_is_named_and_ends_the_run(tmp_path):
     """The desync scenario with fault "raise": rank 2 raises while the others enter all_reduce."""
-    desync = (Path(__file__).resolve().parent.parent / "scenarios" / "desync.toml").read_text()
+    desync = (SCENARIOS / "desync.toml").read_text()
     crash = tmp_path / "crash.toml"
     crash.write_text(desync.replace('name = "desync"', 'name = "crash"').replace('fault = "swap"', 'fault = "raise"')
                      .replace('swap_with = "all_gather"\n', ""))
@@ -150,7 +128,7 @@ def test_an_exception_in_one_rank_is_named_and_ends_the_run(tmp_path):
     assert "RuntimeError: injected failure: rank 2 raises" in result.stderr
     events = read_trace(trace_path).events
     pids = [e.pid for e in events if isinstance(e, RankStart)]
-    assert len(pids) == 4 and not [pid for pid in pids if _alive(pid)]
+    assert len(pids) == 4 and not [pid for pid in pids if alive(pid)]
     [error] = [e for e in events if isinstance(e, RankEnd) and e.status == "error" and e.rank == 2]
     assert error.phase == 2 and "injected failure" in error.error
     assert {e.rank for e in events if isinstance(e, Collective) and e.group_seq == 0 and e.edge == "end"} == {0, 1, 2, 3}

@@ -35,7 +35,10 @@ from collviz.runtime.observation.nvml import gpu_count
 from collviz.runtime.reports.bench_table import parse_table
 from collviz.runtime.wire.protocol import Buffer, Check, Collective, RunEnd, RunStart
 from collviz.runtime.wire.trace import TraceContents, read_trace
-from conftest import COLLECTIVE_SCENARIOS, run_cli
+
+from support.cli import run_cli
+from support.scenarios import COLLECTIVE_SCENARIOS
+
 
 GPUS = gpu_count()
 pytestmark = [pytest.mark.gpu,
@@ -217,13 +220,13 @@ def test_a_hang_on_nccl_blames_the_rank_that_never_arrived_not_the_waiters_nccl_
 
 @pytest.mark.parametrize("how", ["dead rank", "ctrl-c"])
 def test_a_dead_rank_or_ctrl_c_on_nccl_leaves_no_process_and_a_readable_trace(tmp_path: Path, how):
-    from test_failures import _alive, _wait_for_collectives
+    from support.processes import alive, wait_for_collectives
 
     trace = tmp_path / "long.cvz"
     proc = subprocess.Popen([sys.executable, "-m", "collviz.app.cli", "all-reduce", "--gpus", "4", "--backend", "nccl",
                              "--size", "4MiB", "--iters", "100000", "--headless", "--record", str(trace)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-    pids = _wait_for_collectives(trace, proc, timeout_s=200)
+    pids = wait_for_collectives(trace, proc, timeout_s=200)
     if how == "dead rank":
         os.kill(pids[2], signal.SIGKILL)
     else:
@@ -233,7 +236,7 @@ def test_a_dead_rank_or_ctrl_c_on_nccl_leaves_no_process_and_a_readable_trace(tm
     if how == "dead rank":
         assert "rank 2 was killed by SIGKILL" in err, err
     time.sleep(1)
-    assert not any(_alive(pid) for pid in pids.values())
+    assert not any(alive(pid) for pid in pids.values())
     assert next(e for e in read_trace(trace).events if isinstance(e, RunEnd)).status in ("failed", "interrupted")
 
 

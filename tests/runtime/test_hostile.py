@@ -30,9 +30,11 @@ from collviz.runtime.wire.protocol import (
 )
 from collviz.runtime.wire.trace import read_trace
 from collviz.runtime.wire.transport import Collector, Endpoints
-from conftest import run_cli
-from test_failures import _alive
-from test_trace import FutureEvent
+
+from support.cli import run_cli
+from support.paths import SCENARIOS
+from support.processes import alive
+from support.traces import FutureEvent
 
 
 def _session(name: str, world: int = 4, timeout_s: float = 30.0) -> LocalSession:
@@ -89,7 +91,7 @@ def test_a_swapped_collective_is_a_mismatch_that_ends_the_run_at_once(tmp_path):
             "where ranks 0, 1, 3 called all_reduce(float32 ×8, sum)")
     assert f"collviz: {line}" in result.stderr, result.stderr
     events = read_trace(trace).events
-    assert not [e.pid for e in events if isinstance(e, RankStart) and _alive(e.pid)]
+    assert not [e.pid for e in events if isinstance(e, RankStart) and alive(e.pid)]
     [mismatch] = [e for e in events if isinstance(e, Mismatch)]
     assert mismatch.odd_ranks == [2] and mismatch.text == line
     assert mismatch.calls[2] == "all_gather(float32 ×8)" and mismatch.calls[0] == "all_reduce(float32 ×8, sum)"
@@ -99,7 +101,7 @@ def test_a_swapped_collective_is_a_mismatch_that_ends_the_run_at_once(tmp_path):
 def test_a_mismatch_gloo_completes_silently_still_fails_the_run(tmp_path):
     """rank 2's reduce_scatter beside the others' all_reduce completes on gloo; it used to print
     "result: ok" and exit 0."""
-    desync = (Path(__file__).resolve().parent.parent / "scenarios" / "desync.toml").read_text()
+    desync = (SCENARIOS / "desync.toml").read_text()
     silent = tmp_path / "silent.toml"
     silent.write_text(desync.replace('name = "desync"', 'name = "silent"')
                       .replace('swap_with = "all_gather"', 'swap_with = "reduce_scatter"'))
@@ -110,7 +112,7 @@ def test_a_mismatch_gloo_completes_silently_still_fails_the_run(tmp_path):
 
 
 def test_a_rank_that_never_arrives_is_a_hang_blaming_it(tmp_path):
-    desync = (Path(__file__).resolve().parent.parent / "scenarios" / "desync.toml").read_text()
+    desync = (SCENARIOS / "desync.toml").read_text()
     skip = tmp_path / "skip.toml"
     skip.write_text(desync.replace('name = "desync"', 'name = "skip"').replace('fault = "swap"', 'fault = "skip"')
                     .replace('swap_with = "all_gather"\n', ""))

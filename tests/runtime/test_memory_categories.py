@@ -12,9 +12,11 @@ import torch
 
 from collviz.runtime.wire.protocol import Memory
 from collviz.runtime.wire.trace import TraceContents, read_trace
-from conftest import run_cli
-from reference_models import ReferenceMLP, reference_gpt
-from training_support import N, phase_names, settings_of
+
+from support.cli import run_cli
+from support.reference_models import ReferenceMLP, reference_gpt
+from support.training import N, phase_names, settings_of
+
 
 FLOAT, TOKEN = 4, 8
 

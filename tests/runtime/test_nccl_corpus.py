@@ -22,8 +22,11 @@ from collviz.runtime.errors import UsageError
 from collviz.runtime.sources import open_artifacts
 from collviz.runtime.wire.protocol import Collective, Phase, RankStart, RunStart, Transfer
 
-REAL = Path(__file__).parent / "fixtures" / "nccl" / "real"
-MADE = Path(__file__).parent / "fixtures" / "nccl" / "job-4ranks.log"
+from support.paths import FIXTURES
+
+
+REAL = FIXTURES / "nccl" / "real"
+MADE = FIXTURES / "nccl" / "job-4ranks.log"
 FLOAT32 = 4
 
 

@@ -5,7 +5,6 @@ out by hand from those files, not by the reader."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -14,7 +13,10 @@ from collviz.runtime.sources import open_artifacts
 from collviz.runtime.sources.nccl_inspector import INSPECTOR_LABEL
 from collviz.runtime.wire.protocol import Collective, Phase, RunStart
 
-FIXTURES = Path(__file__).parent / "fixtures" / "nccl_inspector"
+from support.paths import FIXTURES
+
+
+INSPECTOR = FIXTURES / "nccl_inspector"
 BASE_US = 1764097200000000
 WORLD = "0x7f8c496ae9f661"
 SUB = "0xe62dedaa97644a"
@@ -31,7 +33,7 @@ def _narrations(events) -> dict[str, str]:
 
 
 def test_a_jobs_folder_opens_one_step_per_call_with_nccls_sizes_and_times():
-    run = open_artifacts([FIXTURES / "job"])
+    run = open_artifacts([INSPECTOR / "job"])
     assert run.kind == "nccl-inspector" and run.exit_status == 0
     start = next(e for e in run.events if isinstance(e, RunStart))
     assert start.world_size == 4 and start.backend == "nccl"
@@ -54,7 +56,7 @@ def test_a_jobs_folder_opens_one_step_per_call_with_nccls_sizes_and_times():
 
 
 def test_nccls_own_bandwidths_are_shown_labelled_and_agree_with_the_size_and_time():
-    run = open_artifacts([FIXTURES / "job"])
+    run = open_artifacts([INSPECTOR / "job"])
     told = _narrations(run.events)
     assert INSPECTOR_LABEL in told[f"all_reduce #1 on {WORLD}"]
     assert "r3 100 µs, algbw 10.49 GB/s, busbw 15.73 GB/s (kernel_gpu)" in told[f"all_reduce #1 on {WORLD}"]
@@ -66,10 +68,10 @@ def test_nccls_own_bandwidths_are_shown_labelled_and_agree_with_the_size_and_tim
 
 
 def test_calls_the_inspector_did_not_write_are_said_sampled_and_absent_ranks_unknown(tmp_path):
-    run = open_artifacts([FIXTURES / "job"])
+    run = open_artifacts([INSPECTOR / "job"])
     assert any(w.startswith("4 calls numbered between the records") and "sampled" in w for w in run.warnings)
     for name in ("node0-pid1001.log", "node0-pid1002.log", "node1-pid2001.log"):
-        shutil.copy(FIXTURES / "job" / name, tmp_path / name)
+        shutil.copy(INSPECTOR / "job" / name, tmp_path / name)
     three = open_artifacts([tmp_path])
     assert next(e for e in three.events if isinstance(e, RunStart)).world_size == 4
     assert any("no record of rank 3 (4 in the job)" in w for w in three.warnings)
@@ -77,7 +79,7 @@ def test_calls_the_inspector_did_not_write_are_said_sampled_and_absent_ranks_unk
 
 
 def test_a_verbose_file_places_calls_at_their_kernels_start_and_a_0_us_call_is_untimed():
-    run = open_artifacts([FIXTURES / "verbose"])
+    run = open_artifacts([INSPECTOR / "verbose"])
     ends = _ends(run.events)
     bcast = "broadcast #1 on 0xd152c00f111816"
     assert [ends[(r, bcast)].t_ns - ends[(r, bcast)].duration_ns for r in (0, 1)] == [(BASE_US + 110) * 1000,
@@ -90,7 +92,7 @@ def test_a_verbose_file_places_calls_at_their_kernels_start_and_a_0_us_call_is_u
 
 
 def _lines(name: str) -> list[str]:
-    return (FIXTURES / "job" / name).read_text().splitlines()
+    return (INSPECTOR / "job" / name).read_text().splitlines()
 
 
 def test_a_file_still_being_written_opens_without_its_cut_last_line(tmp_path):
@@ -136,8 +138,8 @@ def test_hostile_inspector_files_are_one_line_refusals(tmp_path):
 
 
 def test_inspector_output_and_an_nccl_log_are_not_mixed(tmp_path):
-    shutil.copy(FIXTURES / "job" / "node0-pid1001.log", tmp_path / "node0-pid1001.log")
-    shutil.copy(Path(__file__).parent / "fixtures" / "nccl" / "job-4ranks.log", tmp_path / "nccl.log")
+    shutil.copy(INSPECTOR / "job" / "node0-pid1001.log", tmp_path / "node0-pid1001.log")
+    shutil.copy(FIXTURES / "nccl" / "job-4ranks.log", tmp_path / "nccl.log")
     with pytest.raises(UsageError, match="NCCL Inspector output .* open one kind at a time"):
         open_artifacts([tmp_path])
 
@@ -154,9 +156,9 @@ def test_a_communicator_of_processes_driving_several_gpus_is_said_unplaceable(tm
 
 
 def test_collviz_replay_headless_reads_a_folder_and_refuses_garbage_in_one_line(tmp_path):
-    from conftest import run_cli
+    from support.cli import run_cli
 
-    done = run_cli("replay", str(FIXTURES / "job"), "--headless")
+    done = run_cli("replay", str(INSPECTOR / "job"), "--headless")
     assert done.returncode == 0, done.stderr
     assert f"all_reduce #4 on {WORLD}" in done.stdout and "15.7 GB/s" in done.stdout
     bad = tmp_path / "host-pid1.log"
@@ -169,8 +171,8 @@ def test_collviz_replay_headless_reads_a_folder_and_refuses_garbage_in_one_line(
 async def test_every_step_of_an_inspector_import_at_100x30_shows_its_call_s_figures():
     """In the viewer at its smallest size each step's call shows S, t, algbw and busbw."""
     from collviz.app.app import make_app
-    from screen_support import walk_every_step
+    from support.screens import walk_every_step
 
-    run = open_artifacts([FIXTURES / "job"])
+    run = open_artifacts([INSPECTOR / "job"])
     walk = await walk_every_step(make_app(events=run.events), (100, 30))
     assert walk.hidden == [] and walk.cut == [] and walk.checked >= 4

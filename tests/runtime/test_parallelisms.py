@@ -10,8 +10,9 @@ import torch
 import torch.nn.functional as F
 
 from collviz.runtime.wire.protocol import Check, Collective, Transfer
-from reference_models import ReferenceGPT, ReferenceMLP
-from training_support import N, assert_matches, buffers, events, per_rank_gradients, phase_names, settings_of
+
+from support.reference_models import ReferenceGPT, ReferenceMLP
+from support.training import N, assert_matches, buffers, events, per_rank_gradients, phase_names, settings_of
 
 
 # ------------------------------------------------------------------------------------------- moe

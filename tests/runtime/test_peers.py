@@ -18,7 +18,7 @@ from collviz.runtime.sessions.listening import RemoteSession
 from collviz.runtime.wire.frames import SIGNATURE_WINDOW_S, encode_frames
 from collviz.runtime.wire.protocol import WIRE_HEADER, Phase
 
-from test_remote import SECRET, _free_port
+from support.processes import SECRET, free_port
 
 
 def _send(url: str, messages: list[list[bytes]], ipv6: bool = False) -> None:
@@ -45,7 +45,7 @@ def _phase(seq: int = 0) -> Phase:
 
 
 def test_a_frame_signed_for_an_earlier_session_is_refused():
-    port = _free_port()
+    port = free_port()
     session = RemoteSession(host="127.0.0.1", port=port, secret=SECRET.encode(), timeout_s=5)
     session.start()
     earlier = time.time_ns() - int((SIGNATURE_WINDOW_S + 60) * 1e9)
@@ -60,7 +60,7 @@ def test_a_frame_signed_for_an_earlier_session_is_refused():
 
 
 def test_remote_mode_opens_no_control_socket():
-    port = _free_port()
+    port = free_port()
     session = RemoteSession(host="127.0.0.1", port=port, secret=SECRET.encode(), timeout_s=5)
     session.start()
     with socket.socket() as probe:
@@ -76,7 +76,7 @@ def test_ipv6_loopback_can_be_listened_on():
             probe.bind(("::1", 0))
     except OSError as exc:
         pytest.skip(f"no IPv6 loopback here ({exc.strerror})")
-    port = _free_port()
+    port = free_port()
     session = RemoteSession(host="::1", port=port, secret=SECRET.encode(), timeout_s=5)
     session.start()
     _send(f"tcp://[::1]:{port}", [encode_frames(_phase(0), SECRET.encode())], ipv6=True)
@@ -102,7 +102,7 @@ def _settled_rss_kib(pid: int) -> int:
 
 
 def test_loopback_viewer_generates_a_secret_and_an_oversize_frame_does_not_grow_it():
-    port = _free_port()
+    port = free_port()
     viewer = subprocess.Popen([sys.executable, "-m", "collviz", "view", "--listen", f"127.0.0.1:{port}", "--headless"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import tomllib
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,10 +18,13 @@ import torch.nn.functional as F
 from collviz.app.cli import main
 from collviz.runtime.wire.protocol import Buffer, Check, Memory, RunEnd, Span, Transfer
 from collviz.runtime.wire.trace import TraceContents, read_trace
-from conftest import run_cli
-from reference_models import reference_batch, reference_gpt
 
-SCENARIO = Path(__file__).parent.parent / "scenarios" / "pp.toml"
+from support.cli import run_cli
+from support.paths import FIXTURES, SCENARIOS
+from support.reference_models import reference_batch, reference_gpt
+
+
+SCENARIO = SCENARIOS / "pp.toml"
 RUNS = {"gpipe-4": ("gpipe", 4, 8), "1f1b-4": ("1f1b", 4, 8), "1f1b-2": ("1f1b", 2, 2)}
 """key → (schedule, stages, microbatches)."""
 
@@ -206,7 +208,7 @@ def test_the_view_carries_the_step_s_spans_and_keeps_them_after_it():
     from collviz.app.model.log import EventLog
     from collviz.app.model.view import view_at
 
-    trace = read_trace(Path(__file__).parent / "fixtures" / "pp.cvz")
+    trace = read_trace(FIXTURES / "pp.cvz")
     log = EventLog(trace.events)
     spans = [e for e in trace.events if isinstance(e, Span)]
     schedule = spans[0].phase
@@ -224,10 +226,10 @@ async def test_the_pipelined_step_is_stepped_piece_by_piece_in_the_order_the_pie
     from collviz.app.app import make_app
     from collviz.app.widgets.pipeline_timeline import PipelineTimeline
 
-    trace = read_trace(Path(__file__).parent / "fixtures" / "pp.cvz")
+    trace = read_trace(FIXTURES / "pp.cvz")
     spans = sorted((e for e in trace.events if isinstance(e, Span)), key=lambda s: s.t_ns)
     schedule = spans[0].phase
-    app = make_app(trace=Path(__file__).parent / "fixtures" / "pp.cvz", mask_volatile=True)
+    app = make_app(trace=FIXTURES / "pp.cvz", mask_volatile=True)
     async with app.run_test(size=(160, 50)) as pilot:
         while not app.loaded:
             await pilot.pause(0.05)

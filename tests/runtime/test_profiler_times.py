@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import artifact_jobs as jobs
 from collviz.runtime.sources import open_artifacts
 from collviz.runtime.wire.protocol import Collective
+
+from support import artifact_jobs as jobs
 
 
 @pytest.fixture(scope="module")

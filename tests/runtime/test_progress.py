@@ -1,6 +1,6 @@
 """Progress for long work on a terminal: bench sweeps, headless runs, compare, large traces.
 
-Nothing is drawn when stderr is not a terminal (tests/test_bench.py checks a real sweep's stderr).
+Nothing is drawn when stderr is not a terminal (tests/commands/test_bench.py checks a real sweep's stderr).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collviz.runtime.reports.progress import ProgressLine, bar_text
 from collviz.runtime.wire.protocol import Phase, RunStart
 from collviz.runtime.wire.trace import PROGRESS_RECORDS, read_trace
 
-from fixtures.synthetic import all_gather_events, write_trace
-from fixtures.synthetic_bench import bench_events
+from support.synthetic import all_gather_events, write_trace
+from support.synthetic_bench import bench_events
 
 
 class Terminal(io.StringIO):

@@ -1,4 +1,4 @@
-"""The tests' own models (tests/reference_models.py) are the models the runtime trains: built from
+"""The tests' own models (tests/support/reference_models.py) are the models the runtime trains: built from
 the same seed, every parameter has the same name, shape and value, and both compute the same logits.
 
 This is what lets the training tests compare the runtime against a reference that shares no code
@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from collviz.runtime.scenarios.training.model import MLP, make_gpt, token_batch
-from reference_models import ReferenceMLP, reference_batch, reference_gpt
-from training_support import settings_of
+
+from support.reference_models import ReferenceMLP, reference_batch, reference_gpt
+from support.training import settings_of
 
 
 def _same_parameters(ours: torch.nn.Module, theirs: torch.nn.Module) -> None:

@@ -14,27 +14,14 @@ from collviz.runtime.wire.frames import encode_frames
 from collviz.runtime.wire.protocol import Buffer, Phase, RankStart, RunEnd, RunStart
 from collviz.runtime.sessions.listening import RemoteSession
 from collviz.runtime.wire.trace import read_trace
-from test_cli_errors import run_main
 
-SECRET = "collviz-test-secret-0123456789"
-
-
-def _free_port() -> int:
-    """A free port whose successor is free too (the viewer binds PORT and PORT+1)."""
-    while True:
-        with socket.socket() as a, socket.socket() as b:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            try:
-                b.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
+from support.cli import run_main
+from support.processes import SECRET, free_port
 
 
 def test_two_torchrun_nodes_stream_to_one_recording_viewer(tmp_path):
     env = {**os.environ, "COLLVIZ_SECRET": SECRET}
-    view_port, master_port = _free_port(), _free_port()
+    view_port, master_port = free_port(), free_port()
     trace = tmp_path / "remote.cvz"
     viewer = subprocess.Popen(
         [sys.executable, "-m", "collviz.app.cli", "view", "--listen", f"127.0.0.1:{view_port}", "--headless",
@@ -79,7 +66,7 @@ def test_listening_beyond_loopback_without_a_secret_is_refused(capsys, monkeypat
 
 
 def test_workers_without_the_right_secret_are_rejected_and_counted():
-    port = _free_port()
+    port = free_port()
     session = RemoteSession(host="127.0.0.1", port=port, secret=SECRET.encode(), timeout_s=5)
     session.start()
     context = zmq.Context()
@@ -104,7 +91,7 @@ def test_workers_without_the_right_secret_are_rejected_and_counted():
 def test_a_second_viewer_on_a_port_in_use_says_so_at_once():
     """The port is bound before anything waits: a second ``collviz view --listen`` on a taken
     port is one line and exit 2, not a viewer waiting for workers that reach the first one."""
-    port = _free_port()
+    port = free_port()
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", port))
         taken.listen()

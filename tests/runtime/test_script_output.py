@@ -22,7 +22,9 @@ from pathlib import Path
 import pytest
 
 from collviz.runtime.sessions.rank_output import KeptLines, line_prefix
-from conftest import run_cli
+
+from support.cli import run_cli
+
 
 SCRIPT = textwrap.dedent('''
     import argparse, os, sys, time

@@ -21,8 +21,8 @@ from collviz.runtime.wire.protocol import EVENT_TYPES, Buffer, Collective, Freed
 from collviz.runtime.wire.sidecar import index_path, read_index
 from collviz.runtime.wire.trace import LARGE_PAYLOAD, TRACE_MAGIC, TraceWriter, trace_layout
 
-from fixtures.nodes import make_node
-from fixtures.synthetic import all_gather_events, write_trace
+from support.nodes import make_node
+from support.synthetic import all_gather_events, write_trace
 
 
 def _record_starts(data: bytes) -> list[int]:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-import artifact_jobs as jobs
 from collviz.app.app import make_app
 from collviz.app.model import EventLog, view_at
 from collviz.runtime.errors import UsageError
@@ -30,10 +29,14 @@ from collviz.runtime.sources.names import dtype_name, op_name
 from collviz.runtime.sources.nccl_log import TOPOLOGY_LABEL
 from collviz.runtime.sources.run import order_steps
 from collviz.runtime.wire.protocol import Collective, Mismatch, Phase, RankEnd, RunEnd, RunStart, Stall, Transfer
-from test_app import _until
-from test_export import check_trace_events
 
-NCCL_LOG = Path(__file__).parent / "fixtures" / "nccl" / "job-4ranks.log"
+from support import artifact_jobs as jobs
+from support.app import until
+from support.paths import FIXTURES
+from support.traces import check_trace_events
+
+
+NCCL_LOG = FIXTURES / "nccl" / "job-4ranks.log"
 WORLD_GROUP = "0 (default_pg)"
 FLOAT32 = 4
 
@@ -233,7 +236,7 @@ async def test_every_step_of_an_import_at_100x30_shows_its_call_s_figures(made, 
     in the projector layout: each step's call shows S (and t, algbw, busbw where the artifact has
     times) on the screen."""
     from collviz.app.viewer_options import ViewerOptions
-    from screen_support import walk_every_step
+    from support.screens import walk_every_step
 
     where = {"healthy": made["healthy"] / "fr" / "json", "hang": made["hang"] / "fr" / "pickle",
              "profile": made["healthy"] / "profile"}[name]
@@ -248,7 +251,7 @@ async def _last_step_panes(events, back: int = 0) -> dict[str, str]:
     step, or ``back`` steps before it (each pane's text on one line)."""
     app = make_app(events=events)
     async with app.run_test(size=(160, 50)) as pilot:
-        await _until(pilot, lambda: app.loaded)
+        await until(pilot, lambda: app.loaded)
         await pilot.press("end", *["left"] * back)
         await pilot.pause()
         await pilot.pause()
@@ -426,7 +429,7 @@ def test_collviz_replay_and_export_open_a_jobs_artifacts_from_the_command_line(m
     the healthy job's profiler traces as JSON (every call timed), and their Perfetto export."""
     import json
 
-    from conftest import run_cli
+    from support.cli import run_cli
 
     hang = run_cli("replay", str(made["hang"] / "fr" / "json"), "--headless")
     assert hang.returncode == 1, hang.stderr

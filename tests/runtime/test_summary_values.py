@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collviz.runtime.reports.summary import render_summary
 
-from fixtures.synthetic import SHARD, unevenly_timed_all_gather
+from support.synthetic import SHARD, unevenly_timed_all_gather
 
 
 def _summary() -> list[str]:

@@ -17,7 +17,9 @@ from collviz.runtime.observation.tensors import (
     PendingTags, TagPass, merge_provenance, observe_provenance, provenance_from_tags, tag_passes)
 from collviz.runtime.wire.protocol import ProvenanceRun
 from collviz.runtime.wire.trace import read_trace
-from conftest import run_cli
+
+from support.cli import run_cli
+
 
 _UNSIGNED = {torch.uint8: np.uint8, torch.int32: np.uint32, torch.int64: np.uint64}
 

@@ -8,7 +8,6 @@ from collviz.runtime.wire.frames import decode_frames, encode_frames
 from collviz.runtime.wire.protocol import (
     PROTOCOL_VERSION,
     Buffer,
-    Event,
     IncompatibleVersion,
     Phase,
     ProtocolError,
@@ -22,6 +21,8 @@ from collviz.runtime.wire.protocol import (
 from collviz.runtime.wire.trace import TRACE_MAGIC, TraceError, TraceWriter, read_trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from support.traces import FutureEvent
 
 
 def _events(n: int) -> list:
@@ -63,12 +64,6 @@ def test_truncated_last_record_is_skipped_with_a_warning(tmp_path, cut):
     contents = read_trace(tmp_path / "cut.cvz")
     assert contents.events == events[:-1]
     assert "truncated after 3 complete events" in contents.warning
-
-
-class FutureEvent(Event):
-    """Stands for an event type a later 1.x collviz adds (this collviz's decoder does not know it)."""
-
-    detail: str = ""
 
 
 def test_wire_frames_check_part_count_and_version():

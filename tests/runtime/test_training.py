@@ -14,9 +14,10 @@ import torch
 
 from collviz.runtime.wire.protocol import Buffer, Check, Collective, Freed, Memory, Phase, RunEnd, RunStart, Transfer
 from collviz.runtime.wire.trace import TraceContents
-from reference_models import ReferenceMLP
-from conftest import needs_ddp
-from training_support import N, assert_matches, buffers, events, per_rank_gradients, phase_names, settings_of
+
+from support.reference_models import ReferenceMLP
+from support.scenarios import needs_ddp
+from support.training import N, assert_matches, buffers, events, per_rank_gradients, phase_names, settings_of
 
 
 # ------------------------------------------------------------------------------------------- ring

@@ -11,7 +11,8 @@ from collviz.app.cli import main
 from collviz.runtime.scenarios.loading import ScenarioError, load_scenario
 from collviz.runtime.scenarios.program import RunOptions
 from collviz.runtime.scenarios.training.ring import build
-from training_support import SCENARIOS
+
+from support.paths import SCENARIOS
 
 
 @pytest.mark.parametrize("argv, words", [

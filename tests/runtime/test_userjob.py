@@ -39,9 +39,11 @@ from collviz.runtime.wire.protocol import (
     RunStart,
 )
 from collviz.runtime.wire.trace import TraceContents, read_trace
-from conftest import run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.cli import run_cli
+from support.paths import ROOT
+
+
 RANKS = 4
 FSDP_ARGS = {"steps": 2, "dim": 32, "layers": 2}
 DDP_ARGS = {"steps": 3, "dim": 32, "layers": 3}
@@ -373,7 +375,7 @@ def test_marks_do_nothing_outside_collviz():
     assert mark is not None
 
 
-from test_remote import _free_port  # noqa: E402 - a free port whose successor is free too
+from support.processes import free_port  # noqa: E402 - a free port whose successor is free too
 
 
 # ---- under torchrun, streaming to a viewer -------------------------------------------------------
@@ -381,7 +383,7 @@ from test_remote import _free_port  # noqa: E402 - a free port whose successor i
 
 def test_torchrun_ranks_of_a_script_stream_to_a_listening_viewer(tmp_path):
     env = {**os.environ, "COLLVIZ_SECRET": "collviz-test-secret-0123456789"}
-    port, trace = _free_port(), tmp_path / "torchrun.cvz"
+    port, trace = free_port(), tmp_path / "torchrun.cvz"
     viewer = subprocess.Popen(
         [sys.executable, "-m", "collviz.app.cli", "view", "--listen", f"127.0.0.1:{port}", "--headless",
          "--record", str(trace)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -23,7 +23,9 @@ from collviz.runtime.wire.protocol import (
     encode,
 )
 from collviz.runtime.wire.transport import Collector, Endpoints, EventEmitter
-from test_trace import FutureEvent
+
+from support.traces import FutureEvent
+
 
 SECRET = b"a-secret-shared-by-both-ends-0123"
 ONE_HEADER = b"collviz/%d.%d" % PROTOCOL_VERSION

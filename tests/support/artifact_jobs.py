@@ -163,7 +163,7 @@ def run_job(job: Callable[[int, Path], None], out: Path, timeout_s: float = 60) 
     os.environ["TORCH_FR_BUFFER_SIZE"] = "2000"
     ctx = mp.get_context("forkserver")
     # torch.profiler imports torch._inductor.config as it starts: once in the server, not in 4 ranks at once
-    ctx.set_forkserver_preload(["torch", "torch.distributed", "torch._inductor.config", "artifact_jobs"])
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "torch._inductor.config", "support.artifact_jobs"])
     with tempfile.TemporaryDirectory(prefix="collviz-artifacts-") as meeting:
         procs = [ctx.Process(target=_rank_main, args=(job, r, os.path.join(meeting, "store"), out)) for r in range(WORLD)]
         for proc in procs:

@@ -5,7 +5,7 @@ did. These are written from the scenario files' description instead — a GPT of
 embeddings, pre-norm blocks (causal 4-head attention with separate query/key/value/output
 projections, a 4× GELU MLP), a final LayerNorm and a bias-free vocabulary projection; a two-layer
 GELU MLP — with the parameter names and construction order a ``torch.manual_seed`` run needs to draw
-the same weights. ``tests/test_reference_models.py`` checks, parameter for parameter, that the
+the same weights. ``tests/runtime/test_reference_models.py`` checks, parameter for parameter, that the
 runtime builds exactly these.
 """
 

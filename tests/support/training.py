@@ -7,18 +7,18 @@ Every expected value is computed here or in the tests, never read from the code 
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from reference_models import ReferenceGPT
 from collviz.runtime.wire.protocol import Buffer, Phase
 from collviz.runtime.wire.trace import TraceContents
 
+from support.paths import SCENARIOS
+from support.reference_models import ReferenceGPT
+
 N = 4
 """Ranks in every training run the tests record (moe also runs on 2)."""
-SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
 
 def settings_of(name: str) -> dict:
