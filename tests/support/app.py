@@ -31,6 +31,7 @@ class FakeSession:
         self._lock = threading.Lock()
 
     def start(self) -> None:
+        """The app never starts it: the test (or nobody) does."""
         raise AssertionError("the caller starts the session, not the app")
 
     def _limit(self) -> int:
@@ -42,6 +43,7 @@ class FakeSession:
         return len(self.events)
 
     def poll(self, timeout: float) -> list:
+        """The events released since the last poll; waits ``timeout`` when there are none."""
         with self._lock:
             limit = self._limit()
             batch = self.events[self._sent : limit]
@@ -53,10 +55,12 @@ class FakeSession:
         return batch
 
     def release(self, index: int) -> None:
+        """Let gate ``index``'s ``Go`` out, and the events after it up to the next gate not released (step mode)."""
         with self._lock:
             self.released.append(index)
 
     def stop(self) -> None:
+        """Count a stop (the tests check the viewer stops its session)."""
         self.stopped += 1
 
 

@@ -33,12 +33,12 @@ def wait_for_collectives(trace_path, proc, timeout_s: float = 90) -> dict[int, i
 
 
 def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
-
 
 
 def free_port() -> int:
