@@ -3,7 +3,7 @@ writes a dated markdown report (``gpu-check-YYYY-MM-DD.md`` in the current folde
 
 Steps, each recorded in the report as passed, failed (with the output's tail) or skipped (why):
 
-1. the GPU tier, ``pytest -m gpu tests/test_gpu.py`` (counts, and every failure's name);
+1. the GPU tier, ``pytest -m gpu tests/runtime/test_gpu.py`` (counts, and every failure's name);
 2. ``collviz fsdp --gpus 4`` on NCCL: every all-gather and reduce-scatter's clock, GPU time and busbw;
 3. ``--memory-viz``: each rank's CUDA memory snapshot of a 2-rank all-gather, and its size;
 4. the observer's cost at 4 ranks: collviz's all-reduce time per call ÷ a bare ``torch.distributed``
@@ -131,10 +131,10 @@ def _machine() -> list[str]:
 def tier(quick: bool, select: str | None) -> Step:
     """Step 1: the GPU tier (its tests matching ``select``, pytest's ``-k``, when given)."""
     select = "bench" if quick and select is None else select
-    step = Step("GPU tier: pytest -m gpu tests/test_gpu.py" + (f" -k '{select}'" if select else ""))
+    step = Step("GPU tier: pytest -m gpu tests/runtime/test_gpu.py" + (f" -k '{select}'" if select else ""))
     with tempfile.TemporaryDirectory() as folder:
         junit = Path(folder) / "tier.xml"
-        command = [sys.executable, "-m", "pytest", "-m", "gpu", str(ROOT / "tests" / "test_gpu.py"), "-p",
+        command = [sys.executable, "-m", "pytest", "-m", "gpu", str(ROOT / "tests" / "runtime" / "test_gpu.py"), "-p",
                    "no:cacheprovider", "-q", f"--junitxml={junit}"] + (["-k", select] if select else [])
         result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, stdin=subprocess.DEVNULL)
         counts, failed = _junit(junit)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the fixtures' synthetic event builders
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' synthetic event builders (tests/support/)
 
 from collviz.app.app import make_app  # noqa: E402
 from collviz.app.viewer_options import ViewerOptions  # noqa: E402
@@ -25,8 +25,8 @@ from collviz.runtime.wire.trace import read_trace  # noqa: E402
 from collviz.runtime.sessions.local import LocalSession  # noqa: E402
 from collviz.runtime.plan import plan_run  # noqa: E402
 from collviz.runtime.scenario_files.loading import find_scenario  # noqa: E402
-from fixtures.synthetic import all_gather_events  # noqa: E402
-from fixtures.synthetic_bench import bench_events  # noqa: E402
+from support.synthetic import all_gather_events  # noqa: E402
+from support.synthetic_bench import bench_events  # noqa: E402
 
 OUT = ROOT / "docs" / "screens"
 SIZE = (160, 50)

@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import datetime
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch.distributed as dist
 
-from collviz.runtime.compat import DDP_BUCKET_CAP_MB_LIST
 from collviz.runtime.wire.trace import TraceContents, read_trace
-from fixtures.nodes import identity
-from training_support import N, single_process_step
 
-DDP_REFUSAL = DDP_BUCKET_CAP_MB_LIST.refusal("scenario ddp")
-"""Why this torch cannot run the ddp scenario (collviz refuses it), or None where it can."""
-
-needs_ddp = pytest.mark.skipif(DDP_REFUSAL is not None, reason=str(DDP_REFUSAL))
-"""A test that runs the ddp scenario itself: skipped on a torch collviz refuses it on."""
+from support.cli import run_cli
+from support.nodes import identity
+from support.scenarios import COLLECTIVE_SCENARIOS, DDP_REFUSAL
+from support.training import N, single_process_step
 
 
 class Runs(dict):
@@ -28,10 +22,6 @@ class Runs(dict):
 
     def __missing__(self, key: str):
         pytest.skip(f"no {key!r} run on this torch: {DDP_REFUSAL}")
-
-COLLECTIVE_SCENARIOS = (
-    "broadcast", "reduce", "all-reduce", "gather", "all-gather", "scatter", "reduce-scatter", "all-to-all",
-)
 
 
 MACHINE_NODES = {name: identity(Path(name)) for name in ("/dev/full", "/dev/null", "/dev/zero")}
@@ -43,21 +33,13 @@ _damaged: set[str] = set()
 @pytest.fixture(autouse=True)
 def machine_nodes_untouched(request: pytest.FixtureRequest):
     """Fail the test after which a machine device node is no longer what the session found (once
-    per node: later tests are not blamed). Outputs in tests go to private nodes (fixtures.nodes)."""
+    per node: later tests are not blamed). Outputs in tests go to private nodes (support.nodes)."""
     yield
     for name, before in MACHINE_NODES.items():
         if name not in _damaged and identity(Path(name)) != before:
             _damaged.add(name)
             pytest.fail(f"{request.node.nodeid} changed the machine's {name} (was {before}, now "
                         f"{identity(Path(name))}): this machine needs it restored", pytrace=False)
-
-
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run ``collviz ARGS`` in a fresh interpreter, as a user would; capture text output."""
-    return subprocess.run(
-        [sys.executable, "-m", "collviz.app.cli", *args],
-        capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-    )
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ per kind of event, what the log's handlers do one event at a time: transfers gro
 collectives by rank and (their ends) by phase with each call's first end, buffers by rank and
 name. Memory samples and the other kinds (phases, gates, checks, spans, starts and ends: a few per
 rank and step) are decoded whole and go through the log's own handlers or series. The result
-equals ``EventLog(read_trace(path).events)``, series by series (tests/test_trace_index.py
+equals ``EventLog(read_trace(path).events)``, series by series (tests/app/test_trace_index.py
 compares them, with and without the index).
 """
 

@@ -5,7 +5,7 @@ device, ``RankContext.device``, never on torch's default device.
 NCCL takes CUDA tensors only: a tensor left on the CPU (a scatter's output on a rank with no
 input, a hop's provenance mask) fails on the first GPU run, yet on gloo every tensor is on the
 CPU anyway, so nothing shows the mistake there. Making the device an argument without a
-default is the rule; ``tests/device_check.py`` checks it on gloo by failing any collective handed
+default is the rule; ``tests/support/device_check.py`` checks it on gloo by failing any collective handed
 a tensor that a factory call made without naming a device.
 """
 
