@@ -19,6 +19,7 @@ from collviz.app.cli import main
 from collviz.runtime.wire.protocol import Buffer, Check, Memory, RunEnd, Span, Transfer
 from collviz.runtime.wire.trace import TraceContents, read_trace
 
+from support.app import real_session, until
 from support.cli import run_cli
 from support.paths import FIXTURES, SCENARIOS
 from support.reference_models import reference_batch, reference_gpt
