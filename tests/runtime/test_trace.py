@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -27,6 +26,7 @@ from collviz.runtime.wire.trace import TRACE_MAGIC, TraceError, TraceWriter, rea
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from support.paths import FIXTURES
 from support.traces import FutureEvent
 
 
@@ -112,7 +112,7 @@ def test_a_trace_before_1_6_reads_each_transfers_step_as_its_hop():
     """all-gather-ring.cvz was recorded with protocol 1.2, whose transfers name their hop ``step``.
     A ring all-gather on 4 ranks: in hop h, rank r receives from r - 1 the chunk (4 elements) of
     rank r - h, which its left neighbour received a hop earlier (its own in hop 1)."""
-    contents = read_trace(Path(__file__).parent / "fixtures" / "all-gather-ring.cvz")
+    contents = read_trace(FIXTURES / "all-gather-ring.cvz")
     assert contents.version < (1, 6)
     moved = {(t.hop, t.src, t.dst, t.start) for t in contents.events if isinstance(t, Transfer)}
     assert moved == {(h, (r - 1) % 4, r, 4 * ((r - h) % 4)) for h in (1, 2, 3) for r in range(4)}
