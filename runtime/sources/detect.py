@@ -42,6 +42,10 @@ EXPECTED = ("Flight Recorder dumps (JSON or pickle, one per rank), torch.profile
             "an NCCL_DEBUG=INFO log or NCCL Inspector output")
 """What :func:`open_artifacts` opens, as its errors say it."""
 
+STREAMED_LOG_BYTES = 4 * 1024 * 1024
+"""An NCCL log larger than this is read a line at a time, never whole (a log of hundreds of MB held
+as bytes and text took three times its size)."""
+
 _KIND_NAMES = {"flight-recorder": "Flight Recorder dumps", "profiler": "profiler traces", "nccl-log": "NCCL logs",
                "nccl-inspector": "NCCL Inspector output"}
 
@@ -118,7 +122,7 @@ def _recognise(path: Path, data: bytes) -> _Found | str:
 
 
 def _large_log(path: Path) -> _Found | None:
-    """A file too large to read whole as an NCCL log to stream, if its first MiB is one."""
+    """A large file as an NCCL log to stream, if its first MiB is one."""
     head = read_head(path)
     if b"\x00" not in head and sniff(head) in ("text", "json") and is_nccl_log(head.decode("utf-8", "replace")):
         return _Found(path, "nccl-log", streamed=True)
@@ -144,7 +148,7 @@ def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> I
     for done, (path, named) in enumerate(files):
         progress("reading files", done, len(files))
         try:
-            recognised: _Found | str | None = _large_log(path) if _size(path) > MAX_FILE_BYTES else None
+            recognised: _Found | str | None = _large_log(path) if _size(path) > STREAMED_LOG_BYTES else None
             if recognised is None:
                 data = read_artifact(path)  # refuses a file too large to read whole
                 total += len(data)

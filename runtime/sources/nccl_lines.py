@@ -31,7 +31,7 @@ names each call's communicator and its size.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from ..reports.nccl_log import NCCL_OPS, NcclChoice, nccl_choice
@@ -117,10 +117,13 @@ class Comm:
 @dataclass(frozen=True)
 class _Record:
     """A line about a communicator: the ranks of it the line names, one of which must be the
-    communicator's own (empty: any), and what the line sets on it."""
+    communicator's own (empty: any), what the line sets on it, and which setting that is (``key``:
+    a later line of the same key sets the same fields, so it replaces an earlier one still
+    waiting for its communicator — a log repeating its channel lines stays a few records)."""
 
     ranks: tuple[int, ...]
     sets: Callable[[Comm], None]
+    key: Hashable
 
     def fits(self, comm: Comm) -> bool:
         """Whether the line can be about ``comm``: it names ``comm``'s rank, within its size."""
@@ -133,7 +136,9 @@ class _Record:
 class _Thread:
     open: Comm | None = None
     """The communicator the thread announced and has not yet completed."""
-    pending: list[_Record] = field(default_factory=list)
+    pending: dict[Hashable, _Record] = field(default_factory=dict)
+    """The lines read before their communicator was announced, by :attr:`_Record.key`, in the order
+    last read (a repeat moves to the end, as applying every line in turn would leave it)."""
     last_call: LoggedCall | None = None
     device: int | None = None
 
@@ -184,7 +189,8 @@ class LogReader:
             if thread.open is not None:
                 _apply(thread.open, record)
             else:
-                thread.pending.append(record)
+                thread.pending.pop(record.key, None)
+                thread.pending[record.key] = record
 
     def network(self, host: str, pid: int) -> str:
         """The network a process said it uses, else one another process of its host said ("")."""
@@ -194,7 +200,7 @@ class LogReader:
         """Every communicator rank the log names, in the order it first named them; lines still
         waiting for their communicator go to their process's latest one on the same device."""
         for (host, pid, _), thread in self._threads.items():
-            for record in thread.pending:
+            for record in thread.pending.values():
                 fitting = [c for c in self._comms.values() if (c.host, c.pid) == (host, pid)
                            and c.device in (thread.device, None) and record.fits(c)]
                 if fitting:
@@ -220,7 +226,7 @@ class LogReader:
         comm.device = device if device is not None else comm.device
         comm.bus = fields.get("busId", comm.bus)
         comm.comm_id = fields.get("commId", comm.comm_id)
-        for record in thread.pending:
+        for record in thread.pending.values():
             _apply(comm, record)
         thread.pending.clear()
         thread.open = None if msg.rstrip().endswith("COMPLETE") else comm
@@ -257,13 +263,14 @@ def _record(msg: str) -> _Record | None:
     """What a topology or timing line sets on its communicator, or None for any other line."""
     if (found := _NEIGHBOURS.match(msg)) is not None:
         channel, after = int(found["ch"]), int(found["next"])
-        return _Record((int(found["me"]),), lambda c: c.rings.__setitem__(channel, after))
+        me = int(found["me"])
+        return _Record((me,), lambda c: c.rings.__setitem__(channel, after), ("ring", channel, me))
     if (found := _ORDER.match(msg)) is not None:
         channel, order = int(found["ch"]), [int(r) for r in found["ranks"].split()]
-        return _Record((), lambda c: c.orders.__setitem__(channel, order))
+        return _Record((), lambda c: c.orders.__setitem__(channel, order), ("order", channel))
     if (found := _LINK.match(msg)) is not None:
         link, via = (int(found["src"]), int(found["dst"])), found["via"]
-        return _Record(link, lambda c: c.links.__setitem__(link, via))
+        return _Record(link, lambda c: c.links.__setitem__(link, via), ("link", link))
     if msg.startswith("Trees"):
         ends: dict[int, tuple[int, int, list[int]]] = {}
         for part in _TREES.finditer(msg):
@@ -271,13 +278,16 @@ def _record(msg: str) -> _Record | None:
                 ends[int(part["ch"])] = (int(part["me"]), *_tree_ends(part["left"], part["right"]))
         if not ends:
             return None
-        return _Record((next(iter(ends.values()))[0],), lambda c: _set_tree(c, ends))
+        me = next(iter(ends.values()))[0]
+        return _Record((me,), lambda c: _set_tree(c, ends), ("tree", me, tuple(ends)))
     if (found := _TREE_OLD.match(msg)) is not None:
         tree = {int(found["ch"]): (int(found["me"]), int(found["up"]), _ranks(found["down"]))}
-        return _Record((int(found["me"]),), lambda c: _set_tree(c, tree))
+        me = int(found["me"])
+        return _Record((me,), lambda c: _set_tree(c, tree), ("tree", me, tuple(tree)))
     if (found := _TIMINGS.search(msg)) is not None:
         total, parts = float(found["total"]), found["parts"] or ""
-        return _Record((int(found["rank"]),), lambda c: _set_init(c, total, parts))
+        rank = int(found["rank"])
+        return _Record((rank,), lambda c: _set_init(c, total, parts), ("init", rank))
     return None
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import tracemalloc
 from collections import defaultdict
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 
 from collviz.runtime.errors import UsageError
 from collviz.runtime.sources import open_artifacts
+from collviz.runtime.sources.nccl_lines import LogReader
 from collviz.runtime.wire.protocol import Collective, Phase, RankStart, RunStart, Transfer
 
 from support.paths import FIXTURES
@@ -200,6 +202,28 @@ def test_nccl_up_to_2_18_prints_init_complete_last(tmp_path):
     reference = _open(MADE)
     assert len(_hops(reference)) == 4  # the world's ring and tree, the pair's ring and tree
     _same_reading(_open(tmp_path / "old.log"), reference)
+
+
+def test_topology_lines_repeated_before_their_communicator_read_once(tmp_path):
+    """The old-format log (Init COMPLETE after the lines naming its channels) with each ring, tree
+    and link line printed 3,000 times over: the same reading, and the reader keeps a few records,
+    not one per line (before, a 1 GB such log held 4.8 GB)."""
+    old = [line for line in MADE.read_text().splitlines() if "Init START" not in line and "nRanks" not in line]
+    topology = ("Channel", "Trees")
+    repeated = [copy for line in old for copy in ([line] * 3000 if any(word in line for word in topology) else [line])]
+    assert len(repeated) - len(old) == 2999 * sum(any(word in line for word in topology) for line in old) > 60_000
+    (tmp_path / "repeated.log").write_text("\n".join(repeated))
+    (tmp_path / "old.log").write_text("\n".join(old))
+    _same_reading(_open(tmp_path / "repeated.log"), _open(tmp_path / "old.log"))
+    tracemalloc.start()
+    try:
+        reader = LogReader()
+        for line in repeated:
+            reader.feed(line)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 1 << 20  # a record per line was ~400 bytes: > 25 MB here
 
 
 def test_lines_interleaved_in_any_order_across_threads(tmp_path):

@@ -201,7 +201,7 @@ def test_nccl_log_gives_topology_choices_and_init_times():
 
 
 def test_a_log_too_large_to_hold_is_streamed(monkeypatch, tmp_path):
-    """A log past the bound on files read whole (lowered here to 512 bytes; the fixture is 12 KiB)
+    """A log past the bound on logs read whole (lowered here to 512 bytes; the fixture is 12 KiB)
     is read a line at a time, plain or gzip-compressed, and opens as the fixture read whole does."""
     import collviz.runtime.sources.detect as detect
 
@@ -209,7 +209,7 @@ def test_a_log_too_large_to_hold_is_streamed(monkeypatch, tmp_path):
     packed = tmp_path / "job-4ranks.log.gz"
     packed.write_bytes(gzip.compress(NCCL_LOG.read_bytes()))
     assert packed.stat().st_size > 512
-    monkeypatch.setattr(detect, "MAX_FILE_BYTES", 512)
+    monkeypatch.setattr(detect, "STREAMED_LOG_BYTES", 512)
     monkeypatch.setattr(detect, "read_artifact", lambda path: pytest.fail(f"{path} was read whole"))
     for path in (NCCL_LOG, packed):
         streamed = open_artifacts([path])
