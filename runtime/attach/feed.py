@@ -164,7 +164,7 @@ class Feed:
         for rank, now in sorted(reading.ranks.items()):
             if not now.error and rank not in self._answered and rank not in self._named:
                 self._answered.add(rank)
-                self._stamp(RankStart, rank, time.monotonic_ns(), device="not recorded", backend=self._backend,
+                self._stamp(RankStart, rank, time.monotonic_ns(), device="device unknown", backend=self._backend,
                             host="", pid=0)
 
     def _calls_of(self, reading: Reading) -> None:

@@ -9,6 +9,7 @@ Expected values are written from the job script below (its calls and its own lin
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -20,7 +21,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["JOB", "CALLS_BEFORE", "ELEMENTS", "STALLED_LINE", "DEADLINE_S", "StalledJob", "stalled_job"]
+from collviz.runtime.attach.workers import Answer, Worker
+
+__all__ = ["JOB", "CALLS_BEFORE", "ELEMENTS", "STALLED_LINE", "DEADLINE_S", "StalledJob", "stalled_job", "fr_answer",
+           "WORKERS", "STACK", "asking"]
 
 CALLS_BEFORE = 5
 """All_reduces every rank completes before rank 1 stalls."""
@@ -128,3 +132,49 @@ def stalled_job(folder: Path) -> Iterator[StalledJob]:
         if job.poll() is None:
             job.kill()
             job.wait()
+
+
+# ---- hand-made answers of worker servers ----------------------------------------------------------
+
+
+def fr_answer(calls: int, inside: bool, backend: str = "gloo") -> bytes:
+    """A Flight Recorder answer of ``calls`` all_reduces on the default group, the last one not
+    completed when ``inside``."""
+    entries = [{"collective_seq_id": seq, "profiling_name": f"{backend}:all_reduce", "process_group": ["0", "default_pg"],
+                "input_sizes": [[4]], "output_sizes": [[4]], "input_dtypes": ["Float"], "output_dtypes": ["Float"],
+                "time_created_ns": 1000 * seq, "retired": not (inside and seq == calls), "state": "scheduled",
+                "is_p2p": False} for seq in range(1, calls + 1)]
+    return json.dumps({"version": "2.10", "pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1]"}},
+                       "pg_status": {}, "entries": entries}).encode()
+
+
+WORKERS = [Worker(0, "rank0.sock"), Worker(1, "rank1.sock")]
+STACK = '''Current thread 0x00007f74a613b6c0 (most recent call first):
+  <no Python frame>
+
+Thread 0x00007f74c71eab80 (most recent call first):
+  File "/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 3252 in all_reduce
+  File "/home/me/train.py", line 16 in step
+  File "/home/me/train.py", line 30 in <module>
+'''
+
+
+def asking(readings: list[dict[int, bytes | None]], recorder: str = "fr_trace_json"):
+    """An ``ask`` that gives each reading's Flight Recorder answers in turn from ``recorder``
+    (the other recorder answers empty for gloo's, 404 for NCCL's: a torch without NCCL), and
+    STACK for stacks."""
+    asked: list[tuple[str, list[int]]] = []
+
+    def ask(workers, handler, timeout_s):
+        asked.append((handler, [w.rank for w in workers]))
+        if handler == "dump_traceback":
+            return {w.rank: Answer(w.rank, STACK.encode(), status=200) for w in workers}
+        if handler != recorder:
+            if handler == "dump_nccl_trace_json":
+                return {w.rank: Answer(w.rank, None, "dump_nccl_trace_json answered 404", status=404) for w in workers}
+            return {w.rank: Answer(w.rank, fr_answer(0, False), status=200) for w in workers}
+        bodies = readings[min(len([h for h, _ in asked if h == recorder]), len(readings)) - 1]
+        return {w.rank: Answer(w.rank, bodies[w.rank], "" if bodies[w.rank] else "no answer within 2 s",
+                               status=200 if bodies[w.rank] else None) for w in workers}
+
+    return ask, asked
