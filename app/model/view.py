@@ -248,9 +248,11 @@ def _run_state(log: EventLog, cursor: int, ranks: tuple[RankView, ...]) -> RunSt
     failure = _first_failure(log, cursor)
     if failure:
         return RunState("failed", f"failed: {failure}")
-    stalled = bisect_left(log.stalls, cursor, key=lambda entry: entry[0])
-    if stalled:
-        return RunState("stalled", f"stalled: {log.stalls[stalled - 1][1].text}")
+    shown = bisect_left(log.stalls, cursor, key=lambda entry: entry[0])
+    lasting = next((stall for place, (_, stall) in zip(range(shown - 1, -1, -1), reversed(log.stalls[:shown]))
+                    if log.stalls_over.get(place, cursor) >= cursor), None)  # a wait that ended is over
+    if lasting is not None:
+        return RunState("stalled", f"stalled: {lasting.text}")
     waiting = tuple(r.rank for r in ranks if r.state == "waiting")
     if waiting:
         gate = min(r.phase or 0 for r in ranks if r.state == "waiting")

@@ -1,16 +1,19 @@
 """The viewer on an attached job (``collviz attach TARGET``): the events an attached session gave
 while rank 1 of a real gloo job stalled in its own function (the session fixture
 ``attached_job``), shown live, with the stalled rank and the line of its code on screen; and a
-real attached session, on hand-made answers, read by the viewer to the job's end."""
+real attached session, on hand-made answers, read by the viewer to the job's end; a wait that
+ends is no longer shown as a stall."""
 
 from __future__ import annotations
 
 import torch
 
 from collviz.app.app import make_app
+from collviz.app.model import EventLog, RunState, view_at
 from collviz.runtime.attach.snapshot import SnapshotOptions
 from collviz.runtime.attach.watch import Pace
 from collviz.runtime.sessions.attached import AttachedSession
+from collviz.runtime.wire.protocol import Collective, Stall
 
 from collviz.app.widgets.rank_panel import RankPanel
 
@@ -48,3 +51,14 @@ async def test_the_viewer_reads_an_attached_session_to_the_jobs_end():
         await until(pilot, lambda: app.event_log.run_end is not None)
         assert app.event_log.run_end[1].status == "ok" and app.exit_code() == 0
         assert sorted(app.event_log.phases) == [0, 1, 2], "one step per call of the hand-made answers"
+
+
+def test_a_wait_that_ends_is_no_longer_shown_as_a_stall(attached_job):
+    events = attached_job["events"]
+    log = EventLog(events)
+    stall = next(i for i, e in enumerate(events) if isinstance(e, Stall))
+    over = next(i for i, e in enumerate(events) if isinstance(e, Collective) and e.edge == "end" and e.rank == 0
+                and e.group_seq == CALLS_BEFORE + 1)  # rank 0, the one that waited, completes the call
+    assert view_at(log, stall + 1).state.kind == view_at(log, over).state.kind == "stalled"
+    assert view_at(log, over + 1).state == RunState("running", "running")
+    assert view_at(log, len(log)).state.kind == "finished"
