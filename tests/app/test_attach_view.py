@@ -32,6 +32,7 @@ async def test_the_viewer_shows_who_the_job_waits_for_and_where_its_code_is(atta
         header = " ".join(app.screen.query_one("#header").render().plain.split())
         panels = [(panel.body().plain, str(panel.border_subtitle)) for panel in app.screen.query(RankPanel)]
         lines = screen_lines(app.export_screenshot())
+        memory = "".join(segment.text for segment in app.screen.query_one("#memory").build_lines(90, 8)[0])
     where = f"rank 1 is missing from the call, at job.py:{STALLED_LINE} in slow_data_loader"
     assert f"stalled: all_reduce #{CALLS_BEFORE + 1} on group 0 (default_pg): rank 0 waiting" in narration
     assert where in narration
@@ -40,6 +41,7 @@ async def test_the_viewer_shows_who_the_job_waits_for_and_where_its_code_is(atta
     size = torch.ones(ELEMENTS).nbytes
     assert panels == [(f"all_reduce\n {size} B→{size} B in flight…", "running"),
                       ("", f"done all_reduce #{CALLS_BEFORE} on group 0 (default_pg)")], "rank 0 inside, rank 1 out"
+    assert memory == "memory not recorded: the attached job's Flight Recorder holds none"
 
 
 async def test_the_viewer_reads_an_attached_session_to_the_jobs_end():
