@@ -19,7 +19,7 @@ import pytest
 from collviz.app.cli import main
 from collviz.runtime.attach.snapshot import SnapshotOptions, take_snapshot
 from collviz.runtime.attach.stacks import user_stack_line
-from collviz.runtime.attach.workers import Answer, Worker, ask_all, find_sockets
+from collviz.runtime.attach.workers import Worker, ask_all, find_sockets
 
 from support.attach_job import DEADLINE_S, STACK, STALLED_LINE, WORKERS, asking, fr_answer
 from support.cli import run_cli
