@@ -15,10 +15,13 @@ dump reader's events; :class:`Feed` passes on only what no earlier reading showe
 - ``Stall`` for each wait a second reading confirms: the call, who waits and since when, who is
   missing, and the line of its own code each missing rank is at.
 - ``RankEnd`` (``error``) for a rank whose server stops answering while others still answer,
-  after two readings in a row (one may be a slow answer): named, never waited for again.
+  after two readings in a row (one may be a slow answer): named, never waited for again. A rank
+  that never answered is named so too, unless the feed is ``patient`` (a launcher's job that is
+  starting: its server may not be up yet).
 
-A call's state is dropped once every member completed it and the tail no longer holds it (tails
-only move forward), so a long watch holds no more than the calls still in flight.
+A call's state is dropped once every member read (a rank with a server, not named) completed it
+and the tail no longer holds it (tails only move forward), so a long watch holds no more than the
+calls still in flight.
 """
 
 from __future__ import annotations
@@ -100,12 +103,14 @@ def _narration(event: Collective) -> str:
 class Feed:
     """Turns each reading of ``workers`` into the events no reading before showed, into ``sink``;
     ``run`` is the run id of the ranks' events, ``target`` what the user attached to (for the
-    description). :attr:`since` is where the next reading's tails start."""
+    description), ``patient`` see the module. :attr:`since` is where the next reading's tails start."""
 
     sink: Sink
     run: str
     workers: Sequence[Worker]
     target: str = ""
+    patient: bool = False
+    """Whether a rank that never answered is left unnamed (it may not have started yet)."""
     since: Floors = field(default_factory=dict)
     """Each group's floor at the last reading every rank answered: calls from there on are read again."""
     started: bool = False
@@ -191,21 +196,22 @@ class Feed:
                 call.ended.add(event.rank)
                 self._stamp(Collective, event.rank, at, phase=call.index, edge="end", **fields)
                 self._stamp(Phase, event.rank, at, index=call.index, name=name, edge="end")
-        for key in [k for k, call in self._calls.items() if k not in seen and call.ended >= set(call.members)]:
+        read = {worker.rank for worker in self.workers} - self._named
+        for key in [k for k, call in self._calls.items() if k not in seen and call.ended >= read.intersection(call.members)]:
             del self._calls[key]
 
     def _stalls(self, reading: Reading, snapshot: Snapshot) -> None:
         """A Stall for each wait ``snapshot`` confirms that none was emitted for yet."""
-        calls = {wait.call: key for key, wait in reading.waits.items()}
+        places = {wait.call: place for place, wait in reading.waits.items()}
         for wait in snapshot.waits:
-            place = calls.get(wait.call)
-            if place is None or place in self._stalled:
+            place = places.get(wait.call)
+            found = next(((key, call) for key, call in self._calls.items() if key[:2] == place), None)
+            if place is None or found is None or place in self._stalled:
                 continue
             self._stalled.add(place)
-            issued = [call.issued[rank] for key, call in self._calls.items() if key[:2] == place
-                      for rank in wait.waiting if rank in call.issued]
+            (_, _, op), call = found
+            issued = [call.issued[rank] for rank in wait.waiting if rank in call.issued]
             waited_s = max(0.0, (time.time_ns() - min(issued)) / 1e9) if issued else 0.0
-            op = next((key[2] for key in self._calls if key[:2] == place), wait.call.split(" ", 1)[0])
             elsewhere = [f"rank {rank} is missing from the call, at {wait.stacks.get(rank) or '(stack not read)'}"
                          for rank in wait.missing]
             plural = len(wait.waiting) > 1
@@ -223,9 +229,11 @@ class Feed:
                 self._silent.pop(rank, None)
                 continue
             self._silent[rank] = self._silent.get(rank, 0) + 1
-            if self._silent[rank] >= SILENT_READINGS and rank not in self._named and self.started:
+            unstarted = rank not in self._answered
+            if (self._silent[rank] >= SILENT_READINGS and rank not in self._named and self.started
+                    and not (unstarted and self.patient)):
                 self._named.add(rank)
-                what = "stopped answering" if rank in self._answered else "never answered"
+                what = "never answered" if unstarted else "stopped answering"
                 self._stamp(RankEnd, rank, time.monotonic_ns(), status="error",
                             error=f"its worker server {what} ({now.error}): ended or stuck; no longer read")
 

@@ -66,8 +66,7 @@ class AttachedSession:
     log_dir: str | None = None
     run_id: str = field(default_factory=lambda: f"attach-{uuid.uuid4().hex[:12]}")
     _intake: EventIntake | None = None
-    _feed: Feed | None = None
-    _watcher: Watcher | None = None
+    _reading: _Readers | None = None
     _due: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stopping: threading.Event = field(default_factory=threading.Event)
@@ -93,15 +92,16 @@ class AttachedSession:
             return
         trace = TraceWriter(self.record) if self.record is not None else None
         self._intake = EventIntake(trace, math.inf, self.run_id)
-        self._feed = Feed(self._intake, self.run_id, self.workers, self.target)
-        self._watcher = Watcher(self.workers, self.pace, self.options, self.ask)
+        self._reading = _Readers(Watcher(self.workers, self.pace, self.options, self.ask),
+                                 Feed(self._intake, self.run_id, self.workers, self.target,
+                                      patient=self.running is not None))
         self._due = time.monotonic()
 
     def poll(self, timeout: float) -> list[AnyEvent]:
         """The events of the readings taken since the last call: reads every rank if a reading
         falls due within ``timeout`` seconds (waiting for it), else waits ``timeout``."""
-        intake = self._intake
-        if intake is None:
+        intake, parts = self._intake, self._reading
+        if intake is None or parts is None:
             raise RuntimeError("the session has not been started")
         if not self.finished:
             wait = self._due - time.monotonic()
@@ -109,21 +109,20 @@ class AttachedSession:
                 return intake.take_pending()
             with self._lock:
                 if not self.finished:
-                    self._read(intake)
+                    self._read(intake, parts)
         return intake.take_pending()
 
-    def _read(self, intake: EventIntake) -> None:
+    def _read(self, intake: EventIntake, parts: _Readers) -> None:
         """One reading, its events, and the end when the job is over."""
-        assert self._watcher is not None and self._feed is not None
         last = self.running is not None and not self.running()
-        reading, snapshot = self._watcher.read(self._feed.since)
-        self._feed.take(reading, snapshot)
+        reading, snapshot = parts.watcher.read(parts.feed.since)
+        parts.feed.take(reading, snapshot)
         intake.check()  # ranks that called different things at the same place
         if last or (self.running is None and gone(reading)):
             self._finish(intake, RunOutcome("ok", ENDED if gone(reading) else "the job has ended", 0))
             return
         intake.flush()
-        self._due = time.monotonic() + self._watcher.interval
+        self._due = time.monotonic() + parts.watcher.interval
 
     def release(self, index: int) -> None:
         """An attached job has no gates (live only)."""
@@ -137,7 +136,15 @@ class AttachedSession:
                                                       "stopped reading the job, which goes on", 128 + signum))
 
     def _finish(self, intake: EventIntake, outcome: RunOutcome) -> None:
-        assert self._feed is not None
-        self._feed.begin()  # a job that issued no call still has its RunStart before the RunEnd
+        if self._reading is not None:
+            self._reading.feed.begin()  # a job that issued no call still has its RunStart before the RunEnd
         intake.close(outcome)
         self.outcome = outcome
+
+
+@dataclass(frozen=True)
+class _Readers:
+    """What a started session reads with: the paced readings and the feed of their events."""
+
+    watcher: Watcher
+    feed: Feed

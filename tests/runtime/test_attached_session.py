@@ -164,3 +164,19 @@ def test_stop_interrupts_and_leaves_the_trace_readable(tmp_path):
     events += session.poll(0)
     assert isinstance(events[-1], RunEnd) and events[-1].status == "interrupted"
     assert read_trace(tmp_path / "t.cvz").events == events
+
+
+def test_a_rank_that_never_answered_is_named_unless_a_launcher_says_the_job_is_still_starting():
+    ask, _ = asking([{0: fr_answer(2, False), 1: None}])
+    session = AttachedSession(WORKERS, ask=ask, **FAST)
+    session.start()
+    [named] = [e for e in _poll_until(session, lambda found: any(isinstance(e, RankEnd) for e in found))
+               if isinstance(e, RankEnd)]
+    assert named.rank == 1 and named.error.startswith("its worker server never answered (no answer within 2 s)")
+    session.stop()
+    ask, asked = asking([{0: fr_answer(2, False), 1: None}])
+    starting = AttachedSession(WORKERS, running=lambda: True, ask=ask, **FAST)
+    starting.start()
+    events = _poll_until(starting, lambda found: _readings(asked) >= 5)
+    starting.stop()
+    assert not any(isinstance(e, RankEnd) for e in events), "its server may not be up yet"
