@@ -52,6 +52,13 @@ class AttachedSession:
     sent (:mod:`~collviz.runtime.attach.watch`). A poll waits up to its timeout for the next
     reading to be due; a reading itself takes as long as the slowest rank's answer (each bounded by
     ``options.timeout_s``).
+
+    A launcher whose ranks open their worker servers in its run folder feeds its viewer so::
+
+        workers = [Worker(rank, str(folder / f"rank{rank}.sock")) for rank in range(world_size)]
+        session = AttachedSession(workers, record=path, running=lambda: process.poll() is None)
+
+    (a socket not there yet is a rank not answering yet: with ``running`` given, never named for it).
     """
 
     workers: Sequence[Worker]
