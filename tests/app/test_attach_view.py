@@ -30,7 +30,8 @@ async def test_the_viewer_shows_who_the_job_waits_for_and_where_its_code_is(atta
         await pilot.pause()
         narration = " ".join(app.screen.query_one("#narration").render().plain.split())
         header = " ".join(app.screen.query_one("#header").render().plain.split())
-        panels = [(panel.body().plain, str(panel.border_subtitle)) for panel in app.screen.query(RankPanel)]
+        panels = [(" ".join(panel.body().plain.split("\n")), str(panel.border_subtitle))
+                  for panel in app.screen.query(RankPanel)]
         lines = screen_lines(app.export_screenshot())
         memory = "".join(segment.text for segment in app.screen.query_one("#memory").build_lines(90, 8)[0])
     where = f"rank 1 is missing from the call, at job.py:{STALLED_LINE} in slow_data_loader"
@@ -39,8 +40,9 @@ async def test_the_viewer_shows_who_the_job_waits_for_and_where_its_code_is(atta
     assert f"live stalled: all_reduce #{CALLS_BEFORE + 1} on group 0" in header
     assert any(f"at job.py:{STALLED_LINE} in slow_data_loader" in line for line in lines), "on screen at 100×30"
     size = torch.ones(ELEMENTS).nbytes
-    assert panels == [(f"all_reduce\n {size} B→{size} B in flight…", "running"),
-                      ("", f"done all_reduce #{CALLS_BEFORE} on group 0 (default_pg)")], "rank 0 inside, rank 1 out"
+    assert panels == [(f"all_reduce  {size} B→{size} B in flight…", "running"),
+                      (where, f"done all_reduce #{CALLS_BEFORE} on group 0 (default_pg)")], \
+        "rank 0 inside the call; rank 1 out of it, its own panel saying where it is"
     assert memory == "memory not recorded: the attached job's Flight Recorder holds none"
 
 
@@ -62,5 +64,7 @@ def test_a_wait_that_ends_is_no_longer_shown_as_a_stall(attached_job):
     over = next(i for i, e in enumerate(events) if isinstance(e, Collective) and e.edge == "end" and e.rank == 0
                 and e.group_seq == CALLS_BEFORE + 1)  # rank 0, the one that waited, completes the call
     assert view_at(log, stall + 1).state.kind == view_at(log, over).state.kind == "stalled"
+    assert view_at(log, over).ranks[1].note == f"rank 1 is missing from the call, at job.py:{STALLED_LINE} in slow_data_loader"
     assert view_at(log, over + 1).state == RunState("running", "running")
+    assert [rank.note for rank in view_at(log, over + 1).ranks] == ["", ""]
     assert view_at(log, len(log)).state.kind == "finished"
