@@ -16,11 +16,13 @@ test command checks them):
 - :mod:`.userjob` — a user's own script as a run (``collviz run --nproc N train.py``): the light
   observer of its collectives, the marks it may call (``collviz.step``), one rank running it.
 - :mod:`.attach` — a user's running job read from torch's worker servers (``collviz attach``):
-  bounded reads only, one snapshot of who waits on whom and where.
+  bounded reads only, one snapshot of who waits on whom and where, or reading after reading as
+  events (its live session is in :mod:`.sessions`).
 - :mod:`.sessions` — one run's events from its workers to its consumers: the session contract
   and the intake every session's events pass through, the local session that forks the workers
   (each rank's stdout/stderr: its log file and the terminal), the listening session fed by
-  torchrun's workers, one torchrun rank streaming to it, the headless drivers.
+  torchrun's workers, one torchrun rank streaming to it, the attached session reading a running
+  job's worker servers, the headless drivers.
 - Beside them: :mod:`.errors` (UsageError), :mod:`.context` (what a rank uses to emit),
   :mod:`.worker` (one rank), :mod:`.plan` (the one validated run plan), :mod:`.compare` (several
   sessions side by side, without a screen).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import time
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,54 @@ def one_rank_group(tmp_path: Path):
     dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=datetime.timedelta(seconds=30))
     yield
     dist.destroy_process_group()
+
+
+@pytest.fixture(scope="session")
+def attached_job(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The job of :mod:`support.attach_job`, attached once while rank 1 stalls in its own function:
+    ``collviz attach --headless`` (text, ``--json``, ``--watch``, and through the job's store), then
+    an :class:`~collviz.runtime.sessions.attached.AttachedSession` recording a trace, polled until
+    it reports the stall (``stalled``: its events so far), while the job is released and both ranks
+    complete the call, and until it finishes once the job has ended (``events``: all of them)."""
+    from collviz.runtime.attach.snapshot import SnapshotOptions
+    from collviz.runtime.attach.watch import Pace
+    from collviz.runtime.attach.workers import find_sockets
+    from collviz.runtime.sessions.attached import AttachedSession
+    from collviz.runtime.wire.protocol import Collective, Stall
+
+    from support.attach_job import CALLS_BEFORE, DEADLINE_S, stalled_job
+
+    folder = tmp_path_factory.mktemp("attach")
+    found: dict = {"folder": folder, "trace": folder / "attached.cvz"}
+    with stalled_job(folder) as job:
+        found["attach"] = run_cli("attach", "--headless", str(folder), timeout=DEADLINE_S)
+        found["json"] = run_cli("attach", "--headless", "--json", str(folder), timeout=DEADLINE_S)
+        found["watch"] = run_cli("attach", "--headless", "--json", "--watch", "--count", "3", str(folder),
+                                 timeout=DEADLINE_S)
+        store = (folder / "store").read_text()
+        found["store"] = (store, run_cli("attach", "--headless", store, timeout=DEADLINE_S))
+        session = AttachedSession(find_sockets(str(folder)), record=found["trace"], target=str(folder),
+                                  pace=Pace(0.2, 0.4), options=SnapshotOptions(interval_s=0.2))
+        session.start()
+        events: list = []
+
+        def poll_until(done) -> None:
+            deadline = time.monotonic() + DEADLINE_S
+            while not done():
+                assert time.monotonic() < deadline and not session.finished, f"the session never got there: {events[-3:]}"
+                events.extend(session.poll(0.1))
+
+        try:
+            poll_until(lambda: any(isinstance(e, Stall) for e in events))
+            found["stalled"] = list(events)
+            job.release()
+            poll_until(lambda: sum(isinstance(e, Collective) and e.edge == "end" for e in events) == 2 * (CALLS_BEFORE + 1))
+            found["job"] = job.finish()
+            deadline = time.monotonic() + DEADLINE_S
+            while not session.finished and time.monotonic() < deadline:
+                events.extend(session.poll(0.1))
+            events.extend(session.poll(0))
+        finally:
+            session.stop()
+    found["events"], found["outcome"] = events, session.outcome
+    return found

@@ -1,21 +1,38 @@
-"""``collviz attach TARGET --headless``: one snapshot of a user's running job, like ``py-spy
-dump``, read from torch's worker servers (each rank's Flight Recorder, and the Python stack of
-each rank the others wait on).
+"""``collviz attach TARGET``: a user's running job, live in the viewer, read from torch's worker
+servers (each rank's Flight Recorder, and the Python stack of each rank the others wait on); with
+``--headless``, one snapshot of it, like ``py-spy dump``.
 
 TARGET is the ranks' worker-server sockets: a folder of them, a glob pattern or one socket path
 (``TORCH_WORKER_SERVER_SOCKET`` under ``torch.distributed.elastic.control_plane.worker_main``);
 or ``HOST:PORT``, the job's store (``MASTER_ADDR:MASTER_PORT``), where
 ``torch.distributed.debug.start_debug_server()`` put every rank's worker-server address.
-Exit status 0 when every rank is in step, 1 when some wait on others (or a rank did not answer),
-2 on a usage error.
+Headless, the exit status is 0 when every rank is in step, 1 when some wait on others (or a rank
+did not answer); 2 on a usage error. Without a terminal, attach is headless.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .options import OneLineParser, add_headless_option, add_json_option, command_parser, no_terminal, print_json
+from .options import (
+    OneLineParser,
+    add_headless_option,
+    add_json_option,
+    add_record_option,
+    check_record_option,
+    command_parser,
+    no_terminal,
+    print_json,
+)
+
+if TYPE_CHECKING:
+    from collviz.runtime.attach.snapshot import SnapshotOptions
+    from collviz.runtime.attach.watch import Pace
+    from collviz.runtime.attach.workers import Worker
 
 __all__ = ["build_parser", "main"]
 
@@ -26,58 +43,68 @@ Each rank of your job opens torch's worker server on a socket named after its ra
   with torch.distributed.elastic.control_plane.worker_main():
       main()
 
-  collviz attach --headless /tmp/job
+  collviz attach /tmp/job                   the job live in the viewer (--record t.cvz keeps it)
+  collviz attach --headless /tmp/job        one snapshot, exit 1 where ranks wait on others
 
 or every rank calls torch.distributed.debug.start_debug_server() and TARGET is the job's store,
 MASTER_ADDR:MASTER_PORT (each rank's address is read there: ranks on every host are reached):
 
   collviz attach --headless node0:29500
 
+The viewer shows one step per collective call, as each rank issues and completes it (op, group,
+sequence number, sizes; durations only where the recorder keeps them: NCCL with
+TORCH_NCCL_ENABLE_TIMING=1), and, where ranks wait in a call for others, who is missing and the
+line of their own code they are in. It reads at the pace of --watch (below) and ends when no rank
+answers (the job ended) or on q; the job goes on either way. --record FILE writes what it showed
+as a trace that replay and export read.
+
 The snapshot says, per rank, the call it last completed and the call it is in now; then, where
 ranks wait in a call for others (the same in two readings --interval apart), who is missing and
 the line of their own code they are in. Only reads are sent (HTTP POSTs to the handlers
-fr_trace_json, dump_nccl_trace_json and dump_traceback), each bounded by --timeout; a rank that does not answer is
-named, not waited for.
+fr_trace_json, dump_nccl_trace_json and dump_traceback), each bounded by --timeout; a rank that
+does not answer is named, not waited for.
 
---watch reads again and again and prints each snapshot that differs from the last (with --json,
-one document per line), until Ctrl-C, --count readings or no rank answers (the job ended). Every reading costs each rank the
-building of its whole Flight Recorder answer (torch cannot send less), so the pace adapts: every
---interval seconds while calls move or ranks wait, twice as long after each reading that finds
-nothing new, up to --slowest.
+--watch (headless, as --json is) reads again and again and prints each snapshot that differs
+from the last (with --json, one document per line), until Ctrl-C, --count readings or no rank
+answers (the job ended). Every reading costs each rank the building of its whole Flight Recorder
+answer (torch cannot send less), so the pace adapts: every --interval seconds while calls move or
+ranks wait, twice as long after each reading that finds nothing new, up to --slowest.
 
-The worker server has no authentication: anyone who can open its socket
-or port can read it, so keep the sockets in a folder only you can read, and the ports inside
-the cluster's network.
+The worker server has no authentication: anyone who can open its socket or port can read it,
+so keep the sockets in a folder only you can read, and the ports inside the cluster's network.
 """
 
 
 def build_parser() -> OneLineParser:
-    """``collviz attach TARGET --headless [--json] [--watch [--count N] [--slowest S]] [--timeout S]
-    [--interval S]``."""
-    parser = command_parser("collviz attach", "Read a running job's ranks from torch's worker servers: who waits on "
-                            "whom, and where.", ATTACH_EPILOG)
+    """``collviz attach TARGET [--record FILE [--force]] [--headless [--json] [--watch [--count N]]]
+    [--slowest S] [--timeout S] [--interval S]``."""
+    parser = command_parser("collviz attach", "Watch a running job's ranks live, read from torch's worker servers: "
+                            "their calls, who waits on whom, and where.", ATTACH_EPILOG)
     parser.add_argument("target", metavar="TARGET",
                         help="the ranks' worker-server sockets (a folder, a glob pattern or one socket path), or "
                              "HOST:PORT, the job's store holding start_debug_server's addresses")
-    add_headless_option(parser, "one snapshot and exit (the live viewer of attach is not built yet)")
+    add_headless_option(parser, "one snapshot and exit")
+    add_record_option(parser)
     parser.add_argument("--timeout", type=float, default=2.0, metavar="S",
                         help="the longest each rank's server is waited for, per request (default 2)")
     parser.add_argument("--interval", type=float, default=1.0, metavar="S",
                         help="the time between the two readings that confirm a wait, and between readings while "
-                             "the job changes or waits under --watch (default 1)")
+                             "the job changes or waits (the viewer, --watch; default 1)")
     add_json_option(parser, "the snapshot (per rank: last and current call, the call it waits in or is "
                             "missing from, its stack line)")
     parser.add_argument("--watch", action="store_true",
                         help="read again and again, printing each snapshot that differs from the last")
     parser.add_argument("--count", type=int, metavar="N", help="with --watch: stop after N readings")
     parser.add_argument("--slowest", type=float, default=10.0, metavar="S",
-                        help="with --watch: the longest time between readings while the job is steady (default 10)")
+                        help="the viewer and --watch: the longest time between readings while the job is steady "
+                             "(default 10)")
     return parser
 
 
 def main(argv: Sequence[str]) -> int:
-    """Print one snapshot of the job at TARGET (or, with --watch, each new one); the last one's exit
-    status."""
+    """Show the job at TARGET live in the viewer (with a terminal and without --headless), or print
+    one snapshot of it (or, with --watch, each new one); the viewer's exit status, or the last
+    snapshot's."""
     args = build_parser().parse_args(argv)
     from collviz.runtime.attach.snapshot import Snapshot, SnapshotOptions, take_snapshot
     from collviz.runtime.attach.watch import Pace, watch
@@ -85,15 +112,19 @@ def main(argv: Sequence[str]) -> int:
     from collviz.runtime.errors import UsageError
     from collviz.runtime.limits import check_count, check_seconds
 
-    if not args.headless and no_terminal() is None:
-        raise UsageError("collviz attach shows a snapshot with --headless; its live viewer is not built yet")
+    headless = args.headless or args.json or args.watch or no_terminal() is not None
     options = SnapshotOptions(timeout_s=check_seconds("--timeout", args.timeout),
                               interval_s=check_seconds("--interval", args.interval))
     if not args.watch and args.count is not None:
         raise UsageError("--count counts the readings of --watch")
+    if headless and args.record is not None:
+        raise UsageError("--record keeps what the viewer shows; drop --headless (or run on a terminal)")
+    check_record_option(args)
     pace = Pace(options.interval_s, max(options.interval_s, check_seconds("--slowest", args.slowest)))
     count = None if args.count is None else check_count("--count", args.count, 1, 1 << 31)
     workers = find_workers(args.target, options.timeout_s)
+    if not headless:
+        return _view(workers, args.target, args.record, pace, options)
 
     if not args.json:
         print(f"collviz attach: the worker servers of {len(workers)} rank{'s' if len(workers) > 1 else ''} at {args.target}")
@@ -116,3 +147,15 @@ def main(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         pass
     return shown[-1].exit_status if shown else 0
+
+
+def _view(workers: list[Worker], target: str, record: Path | None, pace: Pace, options: SnapshotOptions) -> int:
+    """The job live in the viewer until it ends or the user quits; how it ended on stderr."""
+    from collviz.app.app import run_viewer
+    from collviz.runtime.sessions.attached import AttachedSession
+    from collviz.runtime.sessions.headless import report_outcome
+
+    session = AttachedSession(workers, record=record, target=target, pace=pace, options=options)
+    session.start()
+    exit_code = run_viewer(session=session)
+    return report_outcome(session, exit_code, sys.stderr)

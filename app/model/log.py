@@ -250,6 +250,10 @@ class EventLog:
         self.failures: list[tuple[int, RankEnd | ProcessExit]] = []
         self.gos: Series[Go] = Series(self.events)
         self.stalls: list[tuple[int, Stall]] = []
+        self.stalls_over: dict[int, int] = {}
+        """Stall (its place in :attr:`stalls`) → the event after which every rank that waited in
+        its call had completed it: the wait is over (a slow rank arrived; an attached job goes on)."""
+        self._waiting_in: dict[tuple[str, int], tuple[int, set[int]]] = {}
         self.mismatches: list[tuple[int, Mismatch]] = []
         self.span_phases: list[int] = []
         """Phases that have pipeline spans, in order."""
@@ -470,13 +474,27 @@ class EventLog:
         self.phase(event.phase).checks.add(index, event.phase)
 
     def _stall(self, index: int, event: Stall) -> None:
+        self._waiting_in[(event.group, event.group_seq)] = (len(self.stalls), set(event.waiting))
         self.stalls.append((index, event))
+
+    def _wait_over(self, index: int, event: Collective) -> None:
+        """Note the end of a stall's wait once every rank that waited has completed its call."""
+        key = (event.group, event.group_seq)
+        found = self._waiting_in.get(key)
+        if found is None:
+            return
+        found[1].discard(event.rank)
+        if not found[1]:
+            self.stalls_over[found[0]] = index
+            del self._waiting_in[key]
 
     def _mismatch(self, index: int, event: Mismatch) -> None:
         self.mismatches.append((index, event))
 
     def _collective(self, index: int, event: Collective) -> None:
         self.rank(event.rank).collectives.add(index, event.phase)
+        if event.edge == "end" and self._waiting_in:
+            self._wait_over(index, event)
         if event.edge == "end" and event.phase >= 0:
             phase = self.phase(event.phase)
             phase.collectives.add(index, event.phase)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import re
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ from collviz.runtime.wire.protocol import (
     RankEnd,
     RunStart,
     Span,
+    Stall,
     Transfer,
 )
 
@@ -101,6 +103,9 @@ class RankView:
     memory: MemoryTrack
     freed: tuple[Freed, ...] = ()
     step: int = -1
+    note: str = ""
+    """What a stall lasting at the cursor says of this rank, where others wait for it
+    (``rank 1 is missing from the call, at train.py:12 in load``; ``rank 2 never arrived …``)."""
 
 
 @dataclass(frozen=True)
@@ -231,6 +236,27 @@ def _rank_status(index: RankIndex, cursor: int, step: int, names: dict[int, str]
     return "pending", "not started", None
 
 
+def lasting_stall(log: EventLog, cursor: int) -> Stall | None:
+    """The latest stall shown at ``cursor`` whose wait is not over by then (its waiting ranks have
+    not all completed the call), or None."""
+    shown = bisect_left(log.stalls, cursor, key=lambda entry: entry[0])
+    return next((stall for place, (_, stall) in zip(range(shown - 1, -1, -1), reversed(log.stalls[:shown]))
+                 if log.stalls_over.get(place, cursor) >= cursor), None)
+
+
+_ABOUT_RANK = re.compile(r"^rank (\d+) ")
+
+
+def _stall_notes(stall: Stall | None) -> dict[int, str]:
+    """rank → the stall's sentence about it (each of ``elsewhere`` begins ``rank N …``)."""
+    notes: dict[int, str] = {}
+    for sentence in stall.elsewhere if stall is not None else ():
+        about = _ABOUT_RANK.match(sentence)
+        if about is not None:
+            notes[int(about[1])] = sentence
+    return notes
+
+
 def _run_state(log: EventLog, cursor: int, ranks: tuple[RankView, ...]) -> RunState:
     if cursor == 0 or log.run_start is None and not ranks:
         return RunState("empty" if not log.events else "starting", "starting")
@@ -248,9 +274,9 @@ def _run_state(log: EventLog, cursor: int, ranks: tuple[RankView, ...]) -> RunSt
     failure = _first_failure(log, cursor)
     if failure:
         return RunState("failed", f"failed: {failure}")
-    stalled = bisect_left(log.stalls, cursor, key=lambda entry: entry[0])
-    if stalled:
-        return RunState("stalled", f"stalled: {log.stalls[stalled - 1][1].text}")
+    lasting = lasting_stall(log, cursor)
+    if lasting is not None:
+        return RunState("stalled", f"stalled: {lasting.text}")
     waiting = tuple(r.rank for r in ranks if r.state == "waiting")
     if waiting:
         gate = min(r.phase or 0 for r in ranks if r.state == "waiting")
@@ -347,6 +373,7 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     names = {number: phase.name for number, phase in log.phases.items()}
     ranks = []
     unknown = _unknown_ranks(log)
+    notes = _stall_notes(lasting_stall(log, cursor))
     for number in range(max(log.world_size, log.max_rank + 1)):
         index = log.ranks.get(number) or RankIndex(number)
         buffers: list[Buffer] = []
@@ -380,6 +407,7 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
                 memory=_memory(index, cursor, step),
                 freed=tuple(freed),
                 step=step,
+                note=notes.get(number, ""),
             )
         )
     rank_views = tuple(ranks)

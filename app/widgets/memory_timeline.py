@@ -16,7 +16,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
 
-from collviz.runtime.wire.protocol import NOT_RECORDED_OPTION
+from collviz.runtime.wire.protocol import IMPORT_RUN_PREFIX, NOT_RECORDED_OPTION
 
 from ..model import MemoryTrack, ViewState
 from .line_widget import LineWidget
@@ -121,12 +121,14 @@ def _column_of(sample: int, count: int, width: int) -> int:
 
 def _no_samples(view: ViewState | None) -> str:
     """What the pane says before any rank has a memory sample: where a script's come from, that an
-    imported artifact holds none."""
+    imported artifact or an attached job's Flight Recorder holds none."""
     options = view.run.options if view is not None and view.run is not None else {}
     if "script" in options:
         return "no memory samples yet: collviz.watch(model, optimizer) adds them at each step's end"
-    if NOT_RECORDED_OPTION in options:
-        return "memory not recorded: the imported artifact holds none"
+    if NOT_RECORDED_OPTION in options:  # an import, or (its run not one) a job attached while it runs
+        imported = view is not None and view.run is not None and view.run.run.startswith(IMPORT_RUN_PREFIX)
+        source = "the imported artifact" if imported else "the attached job's Flight Recorder"
+        return f"memory not recorded: {source} holds none"
     return "no memory samples yet"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
@@ -37,6 +39,8 @@ _STATE_STYLES = {
     "error": Style(color="red", bold=True),
 }
 _IN_FLIGHT = Style(color="yellow")
+_WAITED_FOR = Style(color="red", bold=True)
+"""A rank others wait for: what the stall says of it (where it is instead)."""
 _FREED = Style(dim=True, strike=True)
 
 
@@ -173,12 +177,14 @@ def rank_lines(
     mask_volatile: bool = False,
     padding: int = 0,
 ) -> list[Line]:
-    """The lines of a rank panel: status, buffers (with provenance lists in ``detail``), collective.
+    """The lines of a rank panel: status, what a lasting stall says of the rank (others wait for it),
+    buffers (with provenance lists in ``detail``), collective.
 
     ``status`` puts the rank's status first; ``padding`` widens every cell (projector layout);
     ``max_rows`` limits each buffer's grid; ``mask_volatile`` hides the collective's duration.
     """
     lines: list[Line] = [[Segment(view.status, _STATE_STYLES[view.state])]] if status else []
+    lines.extend([Segment(part, _WAITED_FOR)] for part in textwrap.wrap(view.note, max(width, 8)))
     for buffer in view.buffers:
         shown = buffer_lines(buffer, width, max_rows=max_rows, detail=detail, padding=padding)
         if view.step >= 0 and buffer.phase != view.step:  # held since an earlier step: say which

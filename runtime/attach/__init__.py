@@ -6,7 +6,11 @@ torch's worker server, with bounded timeouts and nothing but reads (``collviz at
 - :mod:`.stacks` — the user's own frame in a rank's ``dump_traceback`` text.
 - :mod:`.tail` — the part of each rank's answer a reading decodes: the calls from the last one
   every rank completed onwards (the rest only skimmed).
-- :mod:`.watch` — readings again and again at an adaptive pace (``--watch``).
+- :mod:`.watch` — readings again and again at an adaptive pace (``--watch``; the
+  :class:`~.watch.Watcher` the live session steps).
+- :mod:`.feed` — each reading's news as collviz events: new calls per rank, confirmed waits with
+  the missing ranks' stack lines, ranks that stop answering (the live viewer's session,
+  :mod:`collviz.runtime.sessions.attached`).
 - :mod:`.snapshot` — one reading of every rank, in words: the call each rank last completed and
   is in now, who waits on whom (the Flight Recorder reader's own analysis), and the stack line of
   each rank the others wait on.

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 from ..observation.rank_lists import ranks_text
 from ..sources.flight_recorder import Dump, import_dumps
-from ..wire.protocol import Collective, Stall
+from ..wire.protocol import AnyEvent, Collective, Stall
 from .stacks import user_stack_line
-from .tail import Trace, decode_trace, tail_content
+from .tail import Floors, Trace, decode_trace, retired_floors, tail_content
 from .workers import Answer, Worker, ask_all
 
 __all__ = ["RECORDERS", "RankNow", "Reading", "Snapshot", "SnapshotOptions", "Wait", "confirm", "read_once",
@@ -131,10 +131,15 @@ def _call_text(event: Collective) -> str:
 
 @dataclass(frozen=True)
 class Reading:
-    """One reading of every rank: each rank's state, and the waits the dumps show, keyed by call."""
+    """One reading of every rank: each rank's state, and the waits the dumps show, keyed by call;
+    ``events``: the calls of the tail read, as the Flight Recorder reader makes them (one step
+    per call: Phase and Collective begin, and end where the rank completed it); ``floors``: where
+    each group's calls are complete on every rank read (:func:`~.tail.retired_floors`)."""
 
     ranks: dict[int, RankNow]
     waits: dict[tuple[str, int], Wait]
+    events: tuple[AnyEvent, ...] = ()
+    floors: Floors = field(default_factory=dict)
 
     def unconfirmed(self) -> Snapshot:
         """The ranks as read, without waits: what one reading says before a second confirms a wait
@@ -152,8 +157,10 @@ def _recorder(answer: Answer, handler: str) -> Trace | str | None:
 
 
 def read_once(workers: Sequence[Worker], options: SnapshotOptions = SnapshotOptions(),
-              ask: Ask = ask_all) -> Reading:
-    """One reading of every rank's Flight Recorder (both recorders), its waits not yet confirmed."""
+              ask: Ask = ask_all, since: Floors | None = None) -> Reading:
+    """One reading of every rank's Flight Recorder (both recorders), its waits not yet confirmed.
+    ``since``: the floors of the reading before, where each group's tail starts (None: at the
+    floors of this reading, all a snapshot needs; see :mod:`.tail`)."""
     answers = {handler: ask(workers, handler, options.timeout_s) for handler in RECORDERS}
     ranks: dict[int, RankNow] = {}
     traces: dict[int, list[Trace]] = {}
@@ -165,10 +172,12 @@ def read_once(workers: Sequence[Worker], options: SnapshotOptions = SnapshotOpti
             continue
         traces[worker.rank] = [found for found in read if isinstance(found, Trace)]
     paths = {worker.rank: worker.path for worker in workers}
-    dumps = [Dump(paths[rank], rank, content) for rank, content in tail_content(traces).items()]
+    floors = retired_floors(traces)
+    start = floors if since is None else {key: min(seq, since.get(key, 0)) for key, seq in floors.items()}
+    dumps = [Dump(paths[rank], rank, content) for rank, content in tail_content(traces, start).items()]
     if not any(dump.content["entries"] for dump in dumps):  # nothing issued yet: every rank read is in step
         ranks.update({dump.rank: RankNow(dump.rank) for dump in dumps})
-        return Reading(ranks, {})
+        return Reading(ranks, {}, floors=floors)
     events = import_dumps(dumps, []).events
     begun: dict[int, Collective] = {}
     ended: dict[int, Collective] = {}
@@ -186,7 +195,7 @@ def read_once(workers: Sequence[Worker], options: SnapshotOptions = SnapshotOpti
         key = (stall.group, stall.group_seq)
         missing = tuple(r for r in members.get(key, []) if r not in stall.waiting)
         waits[key] = Wait(f"{stall.op} #{stall.group_seq} on group {stall.group}", tuple(stall.waiting), missing)
-    return Reading(ranks, waits)
+    return Reading(ranks, waits, tuple(events), floors)
 
 
 def confirm(first: Reading, second: Reading, workers: Sequence[Worker], options: SnapshotOptions = SnapshotOptions(),

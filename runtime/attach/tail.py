@@ -10,7 +10,9 @@ number, retired) are decoded (msgspec, typed: ~10× faster than decoding whole e
 the entries from the last call every rank of a group has completed onwards are decoded in full
 and handed to the Flight Recorder reader. Those hold everything a snapshot says (each rank's last
 completed call, the call it is in, who waits on whom); calls every rank finished were read in an
-earlier reading, and are not read again.
+earlier reading, and are not read again. A reader that shows every call (the live viewer) starts
+each tail where the reading before found the floor instead (``floors``), so each call is decoded
+in full in the reading that first finds it completed on every rank, and in few others.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from dataclasses import dataclass
 
 import msgspec
 
-__all__ = ["Trace", "decode_trace", "tail_content"]
+__all__ = ["Floors", "Trace", "decode_trace", "retired_floors", "tail_content"]
+
+Floors = dict[tuple[str, bool], int]
+"""(group, point-to-point) → a call's sequence number on that group: where a tail starts."""
 
 
 class _Place(msgspec.Struct):
@@ -84,7 +89,7 @@ def _key(place: _Place) -> tuple[str, bool, int]:
     return group, place.is_p2p, place.p2p_seq_id if place.is_p2p else place.collective_seq_id
 
 
-def _floors(traces: Mapping[int, Sequence[Trace]]) -> dict[tuple[str, bool], int]:
+def retired_floors(traces: Mapping[int, Sequence[Trace]]) -> Floors:
     """(group, point-to-point) → the latest call every rank holding calls of it has retired (0
     where one of them retired none)."""
     latest: dict[tuple[str, bool], list[int]] = {}
@@ -100,10 +105,11 @@ def _floors(traces: Mapping[int, Sequence[Trace]]) -> dict[tuple[str, bool], int
     return {key: min(seqs) for key, seqs in latest.items()}
 
 
-def tail_content(traces: Mapping[int, Sequence[Trace]]) -> dict[int, dict]:
+def tail_content(traces: Mapping[int, Sequence[Trace]], floors: Floors | None = None) -> dict[int, dict]:
     """rank → one Flight Recorder dump (every recorder's trace merged) holding only the entries
-    from the latest call all ranks completed in each group onwards, and those not retired."""
-    floors = _floors(traces)
+    from ``floors`` onwards in each group (default: from the latest call all ranks completed,
+    :func:`retired_floors`), and those not retired."""
+    floors = retired_floors(traces) if floors is None else floors
     contents = {}
     for rank, rank_traces in traces.items():
         content: dict = {"version": rank_traces[0].version, "entries": [], "pg_config": {}, "pg_status": {}}

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .snapshot import Ask, Reading, Snapshot, SnapshotOptions, confirm, read_once
+from .tail import Floors
 from .workers import Worker, ask_all
 
-__all__ = ["Pace", "watch"]
+__all__ = ["Pace", "Watcher", "gone", "watch"]
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,47 @@ class Pace:
         return self.fastest_s if busy else min(self.slowest_s, max(interval_s, self.fastest_s) * 2)
 
 
-def _gone(reading: Reading) -> bool:
+def gone(reading: Reading) -> bool:
     """Whether no rank answered (the job has ended, or its servers are gone)."""
     return all(now.error for now in reading.ranks.values())
+
+
+@dataclass
+class Watcher:
+    """Readings one at a time, each confirming the waits of the one before, and the pace: after
+    each :meth:`read`, :attr:`interval` is the time to wait before the next. What ``watch`` and
+    the live viewer's session (:mod:`~collviz.runtime.sessions.attached`) both step through."""
+
+    workers: Sequence[Worker]
+    pace: Pace = Pace()
+    options: SnapshotOptions = SnapshotOptions()
+    ask: Ask = ask_all
+    interval: float = field(init=False)
+    """The time to wait before the next reading."""
+    shown: Snapshot | None = field(default=None, init=False)
+    """The last new snapshot :meth:`read` returned."""
+    previous: Reading | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.interval = self.pace.fastest_s
+
+    def read(self, since: Floors | None = None) -> tuple[Reading, Snapshot | None]:
+        """Read every rank (``since``: see :func:`~.snapshot.read_once`); the reading, and its
+        snapshot where it differs from the last one returned (None where it does not, or where a
+        wait waits for the next reading to confirm it)."""
+        current = read_once(self.workers, self.options, self.ask, since)
+        if not current.waits:
+            snapshot: Snapshot | None = current.unconfirmed()
+        else:  # a wait counts once the next reading shows it too
+            snapshot = (confirm(self.previous, current, self.workers, self.options, self.ask)
+                        if self.previous is not None else None)
+        busy = snapshot is None or snapshot != self.shown or bool(current.waits)
+        new = snapshot if snapshot is not None and snapshot != self.shown else None
+        if new is not None:
+            self.shown = new
+        self.interval = self.pace.after(self.interval, busy)
+        self.previous = current
+        return current, new
 
 
 def watch(workers: Sequence[Worker], show: Callable[[Snapshot], None], pace: Pace = Pace(),
@@ -43,22 +82,13 @@ def watch(workers: Sequence[Worker], show: Callable[[Snapshot], None], pace: Pac
     """Read every rank, paced by ``pace``, until ``readings`` readings were taken and one snapshot
     shown (None: until interrupted) or no rank answers (the job is gone); ``show`` each snapshot
     that differs from the one shown before. The last snapshot shown."""
-    previous: Reading | None = None
-    shown: Snapshot | None = None
-    interval, taken = pace.fastest_s, 0
+    watcher = Watcher(workers, pace, options, ask)
+    taken = 0
     while True:
-        current = read_once(workers, options, ask)
+        current, new = watcher.read()
         taken += 1
-        if not current.waits:
-            snapshot: Snapshot | None = current.unconfirmed()
-        else:  # a wait counts once the next reading shows it too
-            snapshot = confirm(previous, current, workers, options, ask) if previous is not None else None
-        busy = snapshot is None or snapshot != shown or bool(current.waits)
-        if snapshot is not None and snapshot != shown:
-            show(snapshot)
-            shown = snapshot
-        if shown is not None and ((readings is not None and taken >= readings) or _gone(current)):
-            return shown
-        interval = pace.after(interval, busy)
-        sleep(interval)
-        previous = current
+        if new is not None:
+            show(new)
+        if watcher.shown is not None and ((readings is not None and taken >= readings) or gone(current)):
+            return watcher.shown
+        sleep(watcher.interval)

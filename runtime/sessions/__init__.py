@@ -8,6 +8,8 @@
   :mod:`.rank_output` (each rank's stdout and stderr: its log file and the terminal).
 - :mod:`.listening` — :class:`~.listening.RemoteSession`: listens for workers someone else started
   (torchrun), with :mod:`.access` (the shared secret and the listen address).
+- :mod:`.attached` — :class:`~.attached.AttachedSession`: a running job read through its ranks'
+  worker servers (``collviz attach``), its events made by :mod:`collviz.runtime.attach.feed`.
 - :mod:`.torchrun` — one torchrun rank of a scenario or of a user's script, streaming to a listener.
 - :mod:`.headless` — drives a session without a screen: summary, bench table, silent collection.
 

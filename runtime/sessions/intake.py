@@ -1,6 +1,7 @@
 """One session's events on their way in, written once for every kind of session.
 
-Each event a session receives or emits itself passes through :class:`Intake` exactly once: it is
+Each event a session receives or emits itself passes through :class:`Intake` (or, for a session
+with no receiving socket, :class:`EventIntake`) exactly once: it is
 counted, watched for hangs (:mod:`~collviz.runtime.observation.watchdog`), fingerprinted for
 collectives whose ranks disagree (:mod:`~collviz.runtime.observation.fingerprints`), appended to
 the trace, and queued until the consumer polls. What a session does besides — following its
@@ -14,25 +15,24 @@ from typing import Any
 
 from ..observation.fingerprints import Disagreement, FingerprintCheck
 from ..observation.watchdog import CollectiveWatch, Stalled
-from ..wire.protocol import AnyEvent, Dropped, Mismatch, RunEnd, Stall
+from ..wire.protocol import AnyEvent, Dropped, Mismatch, RunEnd, Stall, encode
 from ..wire.trace import TraceWriter
 from ..wire.transport import Collector, LauncherEmitter
 from .contract import RunOutcome
 
-__all__ = ["Intake"]
+__all__ = ["EventIntake", "Intake"]
 
 
-class Intake:
-    """Counts, watches, fingerprints, records and queues every event of one run.
+class EventIntake:
+    """Counts, watches, fingerprints, records and queues every event of one run that its session
+    makes itself (an attached job's, built from what its ranks' servers say: no socket).
 
-    ``collector`` is the session's receiving socket, ``trace`` the recording (opened by the session,
-    which may need it before its workers exist), ``timeout_s`` how long a collective may wait
-    before the watch reports a hang, ``run`` the run the session's own events speak for (None:
-    the run of the first event received, for workers that chose it themselves).
+    ``trace`` is the recording (opened by the session), ``timeout_s`` how long a collective may
+    wait before the watch reports a hang (``math.inf``: never, for a session that reports its own),
+    ``run`` the run the session's own events speak for (None: the run of the first event taken in).
     """
 
-    def __init__(self, collector: Collector, trace: TraceWriter | None, timeout_s: float, run: str | None) -> None:
-        self.collector = collector
+    def __init__(self, trace: TraceWriter | None, timeout_s: float, run: str | None) -> None:
         self.trace = trace
         self._watch = CollectiveWatch(timeout_s)
         self._fingerprints = FingerprintCheck()
@@ -45,14 +45,9 @@ class Intake:
         self.first_stall: Stalled | None = None
         """The first hang the watch reported: its missing ranks are the run's culprits."""
 
-    def receive(self, timeout: float) -> list[AnyEvent]:
-        """Take in what the collector has (waiting up to ``timeout`` s for some); those events,
-        in arrival order, for the session's own bookkeeping."""
-        events = []
-        for event, payload in self.collector.receive(timeout):
-            self._take(event, payload)
-            events.append(event)
-        return events
+    def take(self, event: AnyEvent) -> None:
+        """Take in an event the session made itself for one of the run's ranks (stamped by it)."""
+        self._take(event, encode(event))
 
     def emit(self, event_type: type[AnyEvent], **fields: Any) -> None:
         """Take in an event of the session's own (rank ``LAUNCHER_RANK``)."""
@@ -90,17 +85,18 @@ class Intake:
         return pending
 
     def close(self, outcome: RunOutcome) -> None:
-        """End the run as ``outcome`` says: emit Dropped (if the collector refused frames) and RunEnd
-        (when there is a run to speak for), close the trace and the collector."""
-        dropped = sum(self.collector.dropped.values())
+        """End the run as ``outcome`` says: emit RunEnd (when there is a run to speak for) and close
+        the trace."""
+        self._end(outcome, {})
+
+    def _end(self, outcome: RunOutcome, dropped: dict[str, int]) -> None:
         if self._emitter is not None:
-            if dropped:
-                self.emit(Dropped, counts=dict(self.collector.dropped))
+            if sum(dropped.values()):
+                self.emit(Dropped, counts=dropped)
             self.emit(RunEnd, status=outcome.status, detail=outcome.detail, events=self.events_seen + 1,
-                      dropped=dropped)
+                      dropped=sum(dropped.values()))
         if self.trace is not None:
             self.trace.close()
-        self.collector.close()
 
     @property
     def recording_error(self) -> str | None:
@@ -116,3 +112,27 @@ class Intake:
         if self.trace is not None:
             self.trace.append(payload)
         self._pending.append(event)
+
+
+class Intake(EventIntake):
+    """An :class:`EventIntake` whose events arrive, besides, on the session's receiving socket
+    (``collector``: its workers')."""
+
+    def __init__(self, collector: Collector, trace: TraceWriter | None, timeout_s: float, run: str | None) -> None:
+        super().__init__(trace, timeout_s, run)
+        self.collector = collector
+
+    def receive(self, timeout: float) -> list[AnyEvent]:
+        """Take in what the collector has (waiting up to ``timeout`` s for some); those events,
+        in arrival order, for the session's own bookkeeping."""
+        events = []
+        for event, payload in self.collector.receive(timeout):
+            self._take(event, payload)
+            events.append(event)
+        return events
+
+    def close(self, outcome: RunOutcome) -> None:
+        """End the run as ``outcome`` says: emit Dropped (if the collector refused frames) and RunEnd
+        (when there is a run to speak for), close the trace and the collector."""
+        self._end(outcome, dict(self.collector.dropped))
+        self.collector.close()

@@ -1,19 +1,16 @@
 """``collviz attach TARGET --headless``: a user's own job under plain torchrun, its ranks' worker
 servers opened both with torch's ``worker_main`` (Unix sockets) and ``start_debug_server()``
 (TCP, addresses in the job's store), read both ways while one rank stalls in its own function and
-the other waits in all_reduce; and the snapshot's rules on hand-made answers.
+the other waits in all_reduce (the session fixture ``attached_job``, the job of
+``support.attach_job``); and the snapshot's rules on hand-made answers.
 
-Expected lines are written from the job script below (its calls and its own line numbers).
+Expected lines are written from the job script (its calls and its own line numbers).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -22,100 +19,17 @@ import pytest
 from collviz.app.cli import main
 from collviz.runtime.attach.snapshot import SnapshotOptions, take_snapshot
 from collviz.runtime.attach.stacks import user_stack_line
-from collviz.runtime.attach.workers import Answer, Worker, ask_all, find_sockets
+from collviz.runtime.attach.workers import Worker, ask_all, find_sockets
 
+from support.attach_job import DEADLINE_S, STACK, STALLED_LINE, WORKERS, asking, fr_answer
 from support.cli import run_cli
 
 
-JOB = textwrap.dedent('''
-    import os, sys, time, types
-    from pathlib import Path
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.elastic.control_plane import worker_main
-    try:
-        import tabulate
-    except ImportError:  # torch's HTML frontend (rank 0) imports it; collviz reads the workers, never the frontend
-        sys.modules["tabulate"] = types.SimpleNamespace(tabulate=lambda *args, **kwargs: "")
-    from torch.distributed.debug import start_debug_server
-
-    folder = Path(sys.argv[1])
-    os.environ["TORCH_WORKER_SERVER_SOCKET"] = str(folder / f"rank{os.environ['RANK']}.sock")
-
-    def slow_data_loader():
-        (folder / "stalling").touch()
-        while not (folder / "release").exists():
-            time.sleep(0.05)  # the stalled line
-
-    def main():
-        start_debug_server(port=int(sys.argv[2]))
-        (folder / "store").write_text(f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}")
-        dist.init_process_group("gloo")
-        rank = dist.get_rank()
-        for _ in range(5):
-            dist.all_reduce(torch.ones(4))
-        if rank == 1:
-            slow_data_loader()
-        else:
-            (folder / "waiting").touch()
-        dist.all_reduce(torch.ones(4))
-        print(f"finished {rank}", flush=True)
-        dist.destroy_process_group()
-
-    if __name__ == "__main__":
-        with worker_main():
-            main()
-''')
-
-STALLED_LINE = next(number for number, line in enumerate(JOB.splitlines(), 1) if "the stalled line" in line)
-DEADLINE_S = 60
-
-
-def _wait_for(*paths: Path, job: subprocess.Popen) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not all(path.exists() for path in paths):
-        if job.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"the job did not reach its stall: {job.poll()=}")
-        time.sleep(0.05)
-
-
-@pytest.fixture(scope="module")
-def stalled_job(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The job under ``torchrun --standalone --nproc-per-node 2``, attached once while rank 1 is
-    in ``slow_data_loader`` and rank 0 in its sixth all_reduce; then released to its end."""
-    folder = tmp_path_factory.mktemp("attach")
-    script = folder / "job.py"
-    script.write_text(JOB)
-    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
-    with socket.socket() as probe:  # a free port for torch's frontend, which collviz does not use
-        probe.bind(("127.0.0.1", 0))
-        frontend_port = probe.getsockname()[1]
-    job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                            str(script), str(folder), str(frontend_port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=environment, stdin=subprocess.DEVNULL)
-    try:
-        _wait_for(folder / "stalling", folder / "waiting", folder / "rank0.sock", folder / "rank1.sock", job=job)
-        time.sleep(0.3)  # rank 0 goes from its marker into the all_reduce
-        attached = run_cli("attach", "--headless", str(folder), timeout=DEADLINE_S)
-        as_json = run_cli("attach", "--headless", "--json", str(folder), timeout=DEADLINE_S)
-        watched = run_cli("attach", "--headless", "--json", "--watch", "--count", "3",
-                          str(folder), timeout=DEADLINE_S)
-        store = (folder / "store").read_text()
-        through_store = run_cli("attach", "--headless", store, timeout=DEADLINE_S)
-        (folder / "release").touch()
-        out, err = job.communicate(timeout=DEADLINE_S)
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.wait()
-    return {"attach": attached, "json": as_json, "watch": watched, "store": (store, through_store), "job": (job.returncode, out, err), "folder": folder}
-
-
-def test_attach_names_the_stalled_rank_and_its_own_function(stalled_job):
-    attached = stalled_job["attach"]
+def test_attach_names_the_stalled_rank_and_its_own_function(attached_job):
+    attached = attached_job["attach"]
     assert attached.returncode == 1, attached.stderr
     assert attached.stdout.splitlines() == [
-        f"collviz attach: the worker servers of 2 ranks at {stalled_job['folder']}",
+        f"collviz attach: the worker servers of 2 ranks at {attached_job['folder']}",
         "rank 0: last completed all_reduce #5 on group 0 (default_pg); now in all_reduce #6 on group 0 (default_pg)",
         "rank 1: last completed all_reduce #5 on group 0 (default_pg); in no collective",
         "waiting: all_reduce #6 on group 0 (default_pg): rank 0 waits for rank 1",
@@ -123,12 +37,12 @@ def test_attach_names_the_stalled_rank_and_its_own_function(stalled_job):
     ]
 
 
-def test_attach_through_the_debug_servers_store_says_the_same(stalled_job):
-    store, attached = stalled_job["store"]
+def test_attach_through_the_debug_servers_store_says_the_same(attached_job):
+    store, attached = attached_job["store"]
     assert attached.returncode == 1, attached.stderr
     lines = attached.stdout.splitlines()
     assert lines[0] == f"collviz attach: the worker servers of 2 ranks at {store}"
-    assert lines[1:] == stalled_job["attach"].stdout.splitlines()[1:]
+    assert lines[1:] == attached_job["attach"].stdout.splitlines()[1:]
 
 
 STALLED_DOCUMENT = {
@@ -144,21 +58,21 @@ STALLED_DOCUMENT = {
     "missing": [1], "not_read": [], "in_step": False, "exit_status": 1}
 
 
-def test_attach_json_is_one_document_of_the_same_snapshot(stalled_job):
-    attached = stalled_job["json"]
+def test_attach_json_is_one_document_of_the_same_snapshot(attached_job):
+    attached = attached_job["json"]
     assert attached.returncode == 1, attached.stderr
     assert json.loads(attached.stdout) == STALLED_DOCUMENT
 
 
-def test_watch_prints_a_snapshot_only_when_it_changes(stalled_job):
-    watched = stalled_job["watch"]
+def test_watch_prints_a_snapshot_only_when_it_changes(attached_job):
+    watched = attached_job["watch"]
     assert watched.returncode == 1, watched.stderr
     assert [json.loads(line) for line in watched.stdout.splitlines()] == [STALLED_DOCUMENT], \
         "three readings of the same stall: the first two confirm it, the third changes nothing"
 
 
-def test_the_job_goes_on_unharmed(stalled_job):
-    code, out, err = stalled_job["job"]
+def test_the_job_goes_on_unharmed(attached_job):
+    code, out, err = attached_job["job"]
     assert code == 0, err[-2000:]
     assert sorted(line for line in out.splitlines() if line.startswith("finished")) == ["finished 0", "finished 1"]
 
@@ -166,51 +80,8 @@ def test_the_job_goes_on_unharmed(stalled_job):
 # ---- the snapshot's rules, on hand-made answers ---------------------------------------------------
 
 
-def _dump(calls: int, inside: bool, backend: str = "gloo") -> bytes:
-    """A Flight Recorder answer of ``calls`` all_reduces on the default group, the last one not
-    completed when ``inside``."""
-    entries = [{"collective_seq_id": seq, "profiling_name": f"{backend}:all_reduce", "process_group": ["0", "default_pg"],
-                "input_sizes": [[4]], "output_sizes": [[4]], "input_dtypes": ["Float"], "output_dtypes": ["Float"],
-                "time_created_ns": 1000 * seq, "retired": not (inside and seq == calls), "state": "scheduled",
-                "is_p2p": False} for seq in range(1, calls + 1)]
-    return json.dumps({"version": "2.10", "pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1]"}},
-                       "pg_status": {}, "entries": entries}).encode()
-
-
-WORKERS = [Worker(0, "rank0.sock"), Worker(1, "rank1.sock")]
-STACK = '''Current thread 0x00007f74a613b6c0 (most recent call first):
-  <no Python frame>
-
-Thread 0x00007f74c71eab80 (most recent call first):
-  File "/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 3252 in all_reduce
-  File "/home/me/train.py", line 16 in step
-  File "/home/me/train.py", line 30 in <module>
-'''
-
-
-def _asking(readings: list[dict[int, bytes | None]], recorder: str = "fr_trace_json"):
-    """An ``ask`` that gives each reading's Flight Recorder answers in turn from ``recorder``
-    (the other recorder answers empty for gloo's, 404 for NCCL's: a torch without NCCL), and
-    STACK for stacks."""
-    asked: list[tuple[str, list[int]]] = []
-
-    def ask(workers, handler, timeout_s):
-        asked.append((handler, [w.rank for w in workers]))
-        if handler == "dump_traceback":
-            return {w.rank: Answer(w.rank, STACK.encode(), status=200) for w in workers}
-        if handler != recorder:
-            if handler == "dump_nccl_trace_json":
-                return {w.rank: Answer(w.rank, None, "dump_nccl_trace_json answered 404", status=404) for w in workers}
-            return {w.rank: Answer(w.rank, _dump(0, False), status=200) for w in workers}
-        bodies = readings[min(len([h for h, _ in asked if h == recorder]), len(readings)) - 1]
-        return {w.rank: Answer(w.rank, bodies[w.rank], "" if bodies[w.rank] else "no answer within 2 s",
-                               status=200 if bodies[w.rank] else None) for w in workers}
-
-    return ask, asked
-
-
 def test_ranks_in_step_exit_0_after_one_reading():
-    ask, asked = _asking([{0: _dump(3, False), 1: _dump(3, False)}])
+    ask, asked = asking([{0: fr_answer(3, False), 1: fr_answer(3, False)}])
     snapshot = take_snapshot(WORKERS, ask=ask, sleep=lambda s: None)
     assert snapshot.exit_status == 0
     assert asked == [("fr_trace_json", [0, 1]), ("dump_nccl_trace_json", [0, 1])]
@@ -218,15 +89,15 @@ def test_ranks_in_step_exit_0_after_one_reading():
 
 
 def test_a_wait_seen_once_is_a_call_in_flight_not_a_wait():
-    ask, asked = _asking([{0: _dump(4, True), 1: _dump(3, False)}, {0: _dump(4, False), 1: _dump(4, False)}])
+    ask, asked = asking([{0: fr_answer(4, True), 1: fr_answer(3, False)}, {0: fr_answer(4, False), 1: fr_answer(4, False)}])
     slept: list[float] = []
     snapshot = take_snapshot(WORKERS, SnapshotOptions(interval_s=1.5), ask=ask, sleep=slept.append)
     assert slept == [1.5] and snapshot.exit_status == 0 and snapshot.waits == []
 
 
 def test_a_lasting_wait_asks_only_the_missing_rank_for_its_stack():
-    reading = {0: _dump(4, True), 1: _dump(3, False)}
-    ask, asked = _asking([reading, reading])
+    reading = {0: fr_answer(4, True), 1: fr_answer(3, False)}
+    ask, asked = asking([reading, reading])
     snapshot = take_snapshot(WORKERS, ask=ask, sleep=lambda s: None)
     assert snapshot.exit_status == 1
     assert asked[-1] == ("dump_traceback", [1])
@@ -235,8 +106,8 @@ def test_a_lasting_wait_asks_only_the_missing_rank_for_its_stack():
 
 
 def test_an_nccl_jobs_calls_come_from_nccls_own_recorder():
-    reading = {0: _dump(4, True, "nccl"), 1: _dump(3, False, "nccl")}
-    ask, asked = _asking([reading, reading], recorder="dump_nccl_trace_json")
+    reading = {0: fr_answer(4, True, "nccl"), 1: fr_answer(3, False, "nccl")}
+    ask, asked = asking([reading, reading], recorder="dump_nccl_trace_json")
     snapshot = take_snapshot(WORKERS, ask=ask, sleep=lambda s: None)
     assert snapshot.exit_status == 1
     assert snapshot.text().splitlines()[:3] == [
@@ -246,7 +117,7 @@ def test_an_nccl_jobs_calls_come_from_nccls_own_recorder():
 
 
 def test_a_rank_that_does_not_answer_is_named_and_the_status_is_1():
-    ask, _ = _asking([{0: _dump(3, False), 1: None}])
+    ask, _ = asking([{0: fr_answer(3, False), 1: None}])
     snapshot = take_snapshot(WORKERS, ask=ask, sleep=lambda s: None)
     assert snapshot.exit_status == 1
     assert "rank 1: not read: no answer within 2 s" in snapshot.text().splitlines()
@@ -321,15 +192,45 @@ def test_watch_options_out_of_range_are_one_line_and_exit_2(tmp_path, capsys, op
     assert err.count("\n") == 1 and err.startswith("collviz: error: ") and expected in err
 
 
-def test_on_a_terminal_without_headless_attach_says_the_viewer_is_not_built_yet(tmp_path, capsys, monkeypatch):
+def test_on_a_terminal_attach_opens_the_viewer_on_an_attached_session(tmp_path, capsys, monkeypatch):
+    import collviz.app.app as viewer
     import collviz.app.commands.attach as attach_command
+    from collviz.runtime.sessions.attached import AttachedSession
+    from collviz.runtime.wire.protocol import RunEnd, RunStart
+    from collviz.runtime.wire.trace import read_trace
+
+    opened: list = []
+
+    def run_viewer(*, session):
+        opened.append(session)
+        session.stop()  # the user quits at once
+        return 0
 
     monkeypatch.setattr(attach_command, "no_terminal", lambda: None)
-    assert main(["attach", str(tmp_path)]) == 2
-    assert "its live viewer is not built yet" in capsys.readouterr().err
+    monkeypatch.setattr(viewer, "run_viewer", run_viewer)
+    server = _listening(tmp_path / "rank0.sock")  # it never answers: the session is stopped before it reads
+    try:
+        assert main(["attach", str(tmp_path), "--record", str(tmp_path / "t.cvz")]) == 0
+    finally:
+        server.close()
+    [session] = opened
+    assert isinstance(session, AttachedSession) and session.workers == [Worker(0, str(tmp_path / "rank0.sock"))]
+    assert capsys.readouterr().err.splitlines() == [
+        "collviz: interrupted by SIGINT: stopped reading the job, which goes on",
+        f"collviz: trace written to {tmp_path / 't.cvz'}"]
+    events = read_trace(tmp_path / "t.cvz").events
+    assert [type(e) for e in events] == [RunStart, RunEnd] and events[-1].status == "interrupted"
+
+
+def test_attach_is_headless_without_a_terminal_and_records_only_in_the_viewer(tmp_path, capsys, monkeypatch):
+    import collviz.app.commands.attach as attach_command
+
     monkeypatch.setattr(attach_command, "no_terminal", lambda: "stdout is not a terminal")
     assert main(["attach", str(tmp_path)]) == 2, "without a terminal it reads (and finds no socket in the folder)"
     assert "no Unix socket there" in capsys.readouterr().err
+    assert main(["attach", "--headless", "--record", str(tmp_path / "t.cvz"), str(tmp_path)]) == 2
+    assert capsys.readouterr().err == ("collviz: error: --record keeps what the viewer shows; drop --headless "
+                                       "(or run on a terminal)\n")
 
 
 def test_a_store_that_does_not_answer_is_one_line_and_exit_2():
@@ -365,7 +266,7 @@ def test_a_store_without_addresses_is_refused_and_a_dead_rank_is_named():
 def test_only_the_calls_from_the_last_one_every_rank_completed_are_decoded():
     from collviz.runtime.attach.tail import decode_trace, tail_content
 
-    traces = {0: [decode_trace(_dump(9, True))], 1: [decode_trace(_dump(6, False))], 2: [decode_trace(_dump(7, False))]}
+    traces = {0: [decode_trace(fr_answer(9, True))], 1: [decode_trace(fr_answer(6, False))], 2: [decode_trace(fr_answer(7, False))]}
     kept = {rank: [e["collective_seq_id"] for e in content["entries"]] for rank, content in tail_content(traces).items()}
     assert kept == {0: [6, 7, 8, 9], 1: [6], 2: [6, 7]}, "rank 1 completed up to #6: every rank keeps #6 onwards"
 
@@ -385,10 +286,10 @@ def test_an_answer_that_is_no_trace_is_said_in_one_line(body, expected):
 def test_the_pace_doubles_while_steady_and_is_fastest_while_calls_move_or_ranks_wait():
     from collviz.runtime.attach.watch import Pace, watch
 
-    steady = {0: _dump(3, False), 1: _dump(3, False)}
-    moved = {0: _dump(4, False), 1: _dump(4, False)}
-    waiting = {0: _dump(5, True), 1: _dump(4, False)}
-    ask, asked = _asking([steady] * 5 + [moved] + [waiting] * 3 + [moved])
+    steady = {0: fr_answer(3, False), 1: fr_answer(3, False)}
+    moved = {0: fr_answer(4, False), 1: fr_answer(4, False)}
+    waiting = {0: fr_answer(5, True), 1: fr_answer(4, False)}
+    ask, asked = asking([steady] * 5 + [moved] + [waiting] * 3 + [moved])
     slept: list[float] = []
     shown = []
     last = watch(WORKERS, shown.append, Pace(0.5, 3.0), readings=10, ask=ask, sleep=slept.append)
@@ -405,7 +306,7 @@ def test_the_pace_doubles_while_steady_and_is_fastest_while_calls_move_or_ranks_
 def test_watch_ends_when_no_rank_answers():
     from collviz.runtime.attach.watch import watch
 
-    ask, _ = _asking([{0: _dump(3, False), 1: _dump(3, False)}, {0: None, 1: None}])
+    ask, _ = asking([{0: fr_answer(3, False), 1: fr_answer(3, False)}, {0: None, 1: None}])
     shown = []
     last = watch(WORKERS, shown.append, ask=ask, sleep=lambda s: None)
     assert len(shown) == 2 and last.exit_status == 1
@@ -413,7 +314,7 @@ def test_watch_ends_when_no_rank_answers():
 
 
 def test_json_says_a_rank_not_read():
-    ask, _ = _asking([{0: _dump(3, False), 1: None}])
+    ask, _ = asking([{0: fr_answer(3, False), 1: None}])
     document = take_snapshot(WORKERS, ask=ask, sleep=lambda s: None).document()
     assert document["ranks"][1] == {"rank": 1, "error": "no answer within 2 s"}
     assert (document["not_read"], document["missing"], document["exit_status"]) == ([1], [], 1)

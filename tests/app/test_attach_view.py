@@ -1,0 +1,70 @@
+"""The viewer on an attached job (``collviz attach TARGET``): the events an attached session gave
+while rank 1 of a real gloo job stalled in its own function (the session fixture
+``attached_job``), shown live, with the stalled rank and the line of its code on screen; and a
+real attached session, on hand-made answers, read by the viewer to the job's end; a wait that
+ends is no longer shown as a stall."""
+
+from __future__ import annotations
+
+import torch
+
+from collviz.app.app import make_app
+from collviz.app.model import EventLog, RunState, view_at
+from collviz.runtime.attach.snapshot import SnapshotOptions
+from collviz.runtime.attach.watch import Pace
+from collviz.runtime.sessions.attached import AttachedSession
+from collviz.runtime.wire.protocol import Collective, Stall
+
+from collviz.app.widgets.rank_panel import RankPanel
+
+from support.app import SIZE, FakeSession, until
+from support.attach_job import CALLS_BEFORE, ELEMENTS, STALLED_LINE, WORKERS, asking, fr_answer
+from support.screens import screen_lines
+
+
+async def test_the_viewer_shows_who_the_job_waits_for_and_where_its_code_is(attached_job):
+    stalled = attached_job["stalled"]
+    app = make_app(session=FakeSession(stalled))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: len(app.event_log) == len(stalled))
+        await pilot.pause()
+        narration = " ".join(app.screen.query_one("#narration").render().plain.split())
+        header = " ".join(app.screen.query_one("#header").render().plain.split())
+        panels = [(" ".join(panel.body().plain.split("\n")), str(panel.border_subtitle))
+                  for panel in app.screen.query(RankPanel)]
+        lines = screen_lines(app.export_screenshot())
+        memory = "".join(segment.text for segment in app.screen.query_one("#memory").build_lines(90, 8)[0])
+    where = f"rank 1 is missing from the call, at job.py:{STALLED_LINE} in slow_data_loader"
+    assert f"stalled: all_reduce #{CALLS_BEFORE + 1} on group 0 (default_pg): rank 0 waiting" in narration
+    assert where in narration
+    assert f"live stalled: all_reduce #{CALLS_BEFORE + 1} on group 0" in header
+    assert any(f"at job.py:{STALLED_LINE} in slow_data_loader" in line for line in lines), "on screen at 100×30"
+    size = torch.ones(ELEMENTS).nbytes
+    assert panels == [(f"all_reduce  {size} B→{size} B in flight…", "running"),
+                      (where, f"done all_reduce #{CALLS_BEFORE} on group 0 (default_pg)")], \
+        "rank 0 inside the call; rank 1 out of it, its own panel saying where it is"
+    assert memory == "memory not recorded: the attached job's Flight Recorder holds none"
+
+
+async def test_the_viewer_reads_an_attached_session_to_the_jobs_end():
+    ask, _ = asking([{0: fr_answer(3, False), 1: fr_answer(3, False)}, {0: None, 1: None}])
+    session = AttachedSession(WORKERS, ask=ask, pace=Pace(0.01, 0.01), options=SnapshotOptions(interval_s=0.01))
+    session.start()
+    app = make_app(session=session)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.event_log.run_end is not None)
+        assert app.event_log.run_end[1].status == "ok" and app.exit_code() == 0
+        assert sorted(app.event_log.phases) == [0, 1, 2], "one step per call of the hand-made answers"
+
+
+def test_a_wait_that_ends_is_no_longer_shown_as_a_stall(attached_job):
+    events = attached_job["events"]
+    log = EventLog(events)
+    stall = next(i for i, e in enumerate(events) if isinstance(e, Stall))
+    over = next(i for i, e in enumerate(events) if isinstance(e, Collective) and e.edge == "end" and e.rank == 0
+                and e.group_seq == CALLS_BEFORE + 1)  # rank 0, the one that waited, completes the call
+    assert view_at(log, stall + 1).state.kind == view_at(log, over).state.kind == "stalled"
+    assert view_at(log, over).ranks[1].note == f"rank 1 is missing from the call, at job.py:{STALLED_LINE} in slow_data_loader"
+    assert view_at(log, over + 1).state == RunState("running", "running")
+    assert [rank.note for rank in view_at(log, over + 1).ranks] == ["", ""]
+    assert view_at(log, len(log)).state.kind == "finished"
