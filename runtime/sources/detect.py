@@ -17,9 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from ..errors import UsageError
-from .flight_recorder import Dump, import_dumps, is_dump, rank_from_name
+from .flight_recorder import RankDump, import_read, is_dump, rank_from_name, read_content
+from .fr_columns import DumpColumns
 from .nccl_inspector import import_inspector, is_inspector_log, is_inspector_record
 from .nccl_log import import_nccl_log, is_nccl_log
 from .profiler import ProfilerTrace, import_traces, is_profiler_trace
@@ -53,7 +55,10 @@ class _Found:
     path: Path
     kind: str
     document: dict = field(default_factory=dict)
-    """A dump's or a profiler trace's decoded JSON or pickle (empty for a log)."""
+    """A profiler trace's decoded JSON (empty for the other kinds)."""
+    columns: DumpColumns | None = None
+    """A Flight Recorder dump's calls, read into columns as the file is read (a job's decoded dumps
+    would not fit in memory together)."""
     text: str = ""
     """An NCCL log's or NCCL Inspector output's text (empty for the other kinds, and for a log too
     large to hold: streamed)."""
@@ -91,7 +96,7 @@ def _recognise(path: Path, data: bytes) -> _Found | str:
     kind = sniff(data)
     if kind == "pickle":
         content = load_plain_pickle(data, path)
-        return _Found(path, "flight-recorder", document=content) if is_dump(content) else "a pickle that is not a Flight Recorder dump"
+        return _Found(path, "flight-recorder", columns=read_content(content)) if is_dump(content) else "a pickle that is not a Flight Recorder dump"
     if kind == "json":
         try:
             content = load_json(data, path)
@@ -103,7 +108,7 @@ def _recognise(path: Path, data: bytes) -> _Found | str:
                 return _Found(path, "nccl-log", text=text)
             raise
         if is_dump(content):
-            return _Found(path, "flight-recorder", document=content)
+            return _Found(path, "flight-recorder", columns=read_content(content))
         if is_profiler_trace(content):
             return _Found(path, "profiler", document=content)
         if is_inspector_record(content):  # a file of one record
@@ -171,7 +176,7 @@ def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> I
             + ": open one kind at a time")
     kind = kinds[0]
     if kind == "flight-recorder":
-        return import_dumps(_dumps(found, warnings), warnings, progress)
+        return import_read(_dumps(found, warnings), warnings, progress)
     if kind == "profiler":
         return import_traces([ProfilerTrace(f.path, f.document) for f in found], warnings, progress)
     if kind == "nccl-inspector":
@@ -187,9 +192,9 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _dumps(found: Sequence[_Found], warnings: list[str]) -> list[Dump]:
+def _dumps(found: Sequence[_Found], warnings: list[str]) -> list[RankDump]:
     """One dump per rank, its rank from the file's name; a second dump of a rank is left out."""
-    dumps: dict[int, Dump] = {}
+    dumps: dict[int, RankDump] = {}
     for item in found:
         rank = rank_from_name(item.path)
         if rank is None:
@@ -199,5 +204,5 @@ def _dumps(found: Sequence[_Found], warnings: list[str]) -> list[Dump]:
             warnings.append(f"rank {rank} has two dumps ({dumps[rank].path.name}, {item.path.name}): "
                             f"{item.path.name} left out")
             continue
-        dumps[rank] = Dump(item.path, rank, item.document)
+        dumps[rank] = RankDump(rank, item.path, cast(DumpColumns, item.columns))  # set for every dump found
     return [dumps[r] for r in sorted(dumps)]

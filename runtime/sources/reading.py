@@ -200,24 +200,34 @@ def load_plain_pickle(data: bytes, path: Path) -> object:
 
 
 def _first_foreign(value: object) -> str | None:
-    """The type name of the first value in ``value`` that is not a plain one, or None. Iterative and
-    visiting each container once, so neither deep nesting nor shared references can blow it up;
-    leaves (strings, numbers) are checked where they lie, only containers wait their turn (a
-    64-rank dump set's 5M values in half the time of queueing every one)."""
+    """The type name of the first value that is not a plain one in ``value`` or the containers it
+    holds directly (a dump's fields, its entries, its groups), or None.
+
+    Only these two levels are looked at, in C (``set(map(type, …))``): the unpickler builds nothing
+    but containers, strings, bytes, numbers and sets (it refuses every global, so no class, function
+    or reducer is ever reached), and every deeper value a reader uses is type-checked where it is
+    read (:mod:`.fr_columns`), so a set or bytes there is damaged input, never run. Scanning every
+    value instead cost 3.4 ms of a 2,000-entry dump's 4.7 ms (2026-11-25)."""
     if type(value) not in _PLAIN:
         return type(value).__name__
-    seen: set[int] = set()
-    pending = [cast(_Container, value)] if type(value) in _CONTAINERS else []
-    while pending:
-        item = pending.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        for child in ((*item.keys(), *item.values()) if type(item) is dict else item):
-            kind = type(child)
-            if kind in _LEAVES:
-                continue
-            if kind not in _CONTAINERS:
-                return kind.__name__
-            pending.append(cast(_Container, child))
+    if type(value) not in _CONTAINERS:
+        return None
+    children = _items(cast(_Container, value))
+    odd = _odd_kind(children)
+    if odd is not None:
+        return odd
+    for child in children:
+        if type(child) in _CONTAINERS:
+            odd = _odd_kind(_items(cast(_Container, child)))
+            if odd is not None:
+                return odd
     return None
+
+
+def _items(container: _Container) -> list[object]:
+    return [*container.keys(), *container.values()] if type(container) is dict else list(container)
+
+
+def _odd_kind(values: list[object]) -> str | None:
+    odd = set(map(type, values)) - _PLAIN
+    return min(kind.__name__ for kind in odd) if odd else None
