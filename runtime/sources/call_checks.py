@@ -18,13 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..observation.fingerprints import SAME_COUNT_OPS, Disagreement, FingerprintCheck
-from ..observation.metrics import BUS_FACTOR_OPS, algo_bytes
 from ..observation.rank_lists import ranks_text
 from ..observation.watchdog import CollectiveWatch, Stalled
-from ..wire.protocol import Collective, Phase
-from .call_table import NO_VALUE, CallTable
+from ..wire.protocol import Phase
+from .call_table import CallTable
 
-__all__ = ["Findings", "find_problems", "algo_bytes_of", "begin_event"]
+__all__ = ["Findings", "find_problems"]
 
 
 @dataclass
@@ -70,24 +69,6 @@ class Findings:
                 f"{ranks_text(absent)}, {self.unknown[absent[0]]})")
 
 
-def algo_bytes_of(op: str, ranks: int, bytes_in: int, bytes_out: int) -> int:
-    """S of the nccl-tests formulas for a call of ``op`` on ``ranks`` ranks, or its input bytes where the op has none."""
-    return algo_bytes(op, ranks or 1, bytes_in, bytes_out) if op in BUS_FACTOR_OPS else bytes_in
-
-
-def begin_event(table: CallTable, row: int, run: str, phase: int, group_ranks: list[int]) -> Collective:
-    """The Collective begin event of ``row`` as an import emits it (``phase``: its step's index)."""
-    op = table.ops[table.op[row]]
-    root = int(table.root[row])
-    bytes_in, bytes_out = int(table.bytes_in[row]), int(table.bytes_out[row])
-    return Collective(run=run, rank=int(table.rank[row]), seq=0, t_ns=int(table.t_ns[row]), phase=phase, edge="begin",
-                      op=op, group=table.groups[table.group[row]], group_ranks=group_ranks,
-                      group_seq=int(table.seq[row]), dtype=table.dtypes[table.dtype[row]], count=int(table.count[row]),
-                      bytes_in=bytes_in, bytes_out=bytes_out,
-                      algo_bytes=algo_bytes_of(op, len(group_ranks), bytes_in, bytes_out),
-                      root=None if root == NO_VALUE else root)
-
-
 def find_problems(table: CallTable, step_names: Sequence[str], last_step: Mapping[int, int],
                   missing: Mapping[int, str], world_size: int, check_calls: bool, warnings: list[str]) -> Findings:
     """The live checks' verdict on the whole table, at the log's end: ``step_names`` names each
@@ -103,7 +84,7 @@ def find_problems(table: CallTable, step_names: Sequence[str], last_step: Mappin
     for rank, index in sorted(last_step.items()):
         watch.observe(Phase(run="", rank=rank, seq=0, t_ns=0, index=index, name=step_names[index], edge="begin"))
     for row in _still_inside(table, labels):
-        watch.observe(begin_event(table, row, "", 0, list(table.members[table.group[row]])))
+        watch.observe(table.event(row, "", 0, list(table.members[table.group[row]]), "begin"))
     stalls = []
     for stall in watch.check_at_end():
         known = [rank for rank in stall.elsewhere if rank not in missing]
@@ -197,7 +178,7 @@ def _mismatches(table: CallTable) -> list[Disagreement]:
     for place in odd_places.tolist():
         for row in sorted(order[bounds[place]:bounds[place + 1]].tolist()):
             ranks = lists.setdefault(int(table.group[row]), list(table.members[table.group[row]]))
-            check.observe(begin_event(table, row, "", 0, ranks))
+            check.observe(table.event(row, "", 0, ranks, "begin"))
     return check.check()
 
 

@@ -12,17 +12,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+
+from ..observation.metrics import BUS_FACTOR_OPS, algo_bytes
+from ..wire.protocol import Collective
 
 if TYPE_CHECKING:
     from .run import Call, Step
 
-__all__ = ["CallTable", "NO_VALUE"]
+__all__ = ["CallTable", "NO_VALUE", "algo_bytes_of"]
 
 NO_VALUE = -1
 """A duration or root the call does not have (a real one is positive, a root not negative)."""
+
+
+def algo_bytes_of(op: str, ranks: int, bytes_in: int, bytes_out: int) -> int:
+    """S of the nccl-tests formulas for a call of ``op`` on ``ranks`` ranks, or its input bytes where the op has none."""
+    return algo_bytes(op, ranks or 1, bytes_in, bytes_out) if op in BUS_FACTOR_OPS else bytes_in
 
 
 @dataclass
@@ -75,6 +83,21 @@ class CallTable:
         rows = self.rows_of(step)
         at = rows.start + int(np.searchsorted(self.rank[rows.start:rows.stop], rank))
         return at if at < rows.stop and self.rank[at] == rank else None
+
+    def event(self, row: int, run: str, phase: int, group_ranks: list[int], edge: Literal["begin", "end"]) -> Collective:
+        """The Collective begin or end event of ``row`` as an import emits it (``phase``: its step's
+        index; ``group_ranks``: its group's one list); an end carries the duration, if any, and comes
+        that much after the begin."""
+        op = self.ops[self.op[row]]
+        root, duration = int(self.root[row]), int(self.duration_ns[row])
+        bytes_in, bytes_out = int(self.bytes_in[row]), int(self.bytes_out[row])
+        timed = edge == "end" and duration != NO_VALUE
+        return Collective(run=run, rank=int(self.rank[row]), seq=0, t_ns=int(self.t_ns[row]) + (duration if timed else 0),
+                          phase=phase, edge=edge, op=op, group=self.groups[self.group[row]], group_ranks=group_ranks,
+                          group_seq=int(self.seq[row]), dtype=self.dtypes[self.dtype[row]], count=int(self.count[row]),
+                          bytes_in=bytes_in, bytes_out=bytes_out,
+                          algo_bytes=algo_bytes_of(op, len(group_ranks), bytes_in, bytes_out),
+                          root=None if root == NO_VALUE else root, duration_ns=duration if timed else None)
 
     def call_text(self, row: int) -> str:
         """``all_reduce #3 on group 0 (default_pg)``."""

@@ -43,6 +43,7 @@ from typing import TypeGuard
 from ..errors import UsageError
 from ..observation.rank_lists import ranks_text
 from .fr_columns import DumpColumns, is_user_code, read_columns
+from .fr_large import large_run
 from .fr_table import JobTable, RankDump, job_table
 from .names import parse_ranks
 from .plausible import MAX_RANKS, rank_ok
@@ -248,9 +249,7 @@ def import_read(dumps: Sequence[RankDump], warnings: list[str], progress: Progre
                         f"(the dumps name {world} ranks): what {'they' if len(missing) > 1 else 'it'} did is unknown")
     origin = _origin(dumps, job, ranks, world)
     if len(job.table) > EVENTS_UP_TO:
-        from .fr_large import large_run
-
-        return large_run(origin, job, warnings, ranks, missing, steps_of, progress)
+        return large_run(origin, job, warnings, ranks, missing, steps_of, EVENTS_UP_TO, progress)
     return build_run(origin, steps_of(job, range(job.table.step_count)), warnings, ranks, missing, progress)
 
 

@@ -25,7 +25,8 @@ import heapq
 import json
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from functools import cached_property
+from typing import Literal, Protocol, TypeVar
 
 import numpy as np
 
@@ -47,10 +48,10 @@ from ..wire.protocol import (
     Stall,
     Transfer,
 )
-from .call_checks import Findings, algo_bytes_of, find_problems
-from .call_table import CallTable
+from .call_checks import Findings, find_problems
+from .call_table import CallTable, algo_bytes_of
 
-__all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "Progress", "no_progress", "group_label",
+__all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "Summary", "Stamper", "emit_steps", "start_run", "finish_run", "Progress", "no_progress", "group_label",
            "order_steps", "build_run"]
 
 Progress = Callable[[str, int, int], None]
@@ -149,15 +150,34 @@ class Origin:
     """Each rank's own device text where the source names it (else ``device``)."""
 
 
+class Summary(Protocol):
+    """The headless summary of an import too large to hold as events (:mod:`.table_summary`)."""
+
+    def text(self) -> str:
+        """What :func:`~..reports.summary.render_summary` gives for the whole run's events."""
+
+    def document(self) -> dict:
+        """What :func:`~..reports.summary_json.summary_document` gives for the whole run's events."""
+
+
 @dataclass(frozen=True)
 class ImportedRun:
     """Events as collviz's own runs emit them, the warnings met while reading the artifacts, and
-    the exit status a run with these events has (1: hung or mismatched; 0 otherwise)."""
+    the exit status a run with these events has (1: hung or mismatched; 0 otherwise).
+    ``summary``: for an import too large to hold as events, its summary (the events are then its
+    last steps'); None where the summary is the events'."""
 
     kind: str
-    events: list[AnyEvent]
+    built: list[AnyEvent] | Callable[[], list[AnyEvent]]
+    """The events, or what builds them when first asked (a large import's: a headless summary never needs them)."""
     warnings: list[str]
     exit_status: int
+    summary: Summary | None = None
+
+    @cached_property
+    def events(self) -> list[AnyEvent]:
+        """The run's events."""
+        return self.built() if callable(self.built) else self.built
 
 
 def group_label(name: str, description: str = "") -> str:
@@ -199,7 +219,7 @@ def order_steps(sequences: Mapping[int, Sequence[_Key]], first_seen: Mapping[_Ke
     return order
 
 
-class _Stamper:
+class Stamper:
     """Gives each emitter's events a gap-free ``seq``, the run id and a time."""
 
     def __init__(self, run: str) -> None:
@@ -234,7 +254,7 @@ def _options(origin: Origin, missing: Mapping[int, str]) -> dict[str, str | int 
     return options
 
 
-def _collective(stamp: _Stamper, call: Call, phase: int, edge: Literal["begin", "end"], t_ns: int) -> None:
+def _collective(stamp: Stamper, call: Call, phase: int, edge: Literal["begin", "end"], t_ns: int) -> None:
     stamp(Collective, call.rank, t_ns, phase=phase, edge=edge, op=call.op, group=call.group,
           group_ranks=stamp.ranks_list(call.group_ranks), group_seq=call.group_seq, dtype=call.dtype, count=call.count,
           bytes_in=call.bytes_in, bytes_out=call.bytes_out,
@@ -242,7 +262,7 @@ def _collective(stamp: _Stamper, call: Call, phase: int, edge: Literal["begin", 
           duration_ns=call.duration_ns if edge == "end" else None)
 
 
-def _emit_steps(stamp: _Stamper, steps: Sequence[Step], warnings: list[str], progress: Progress) -> dict[int, int]:
+def emit_steps(stamp: Stamper, steps: Sequence[Step], warnings: list[str], progress: Progress) -> dict[int, int]:
     """Phase, Collective and Transfer events of every step; returns each rank's last step."""
     last: dict[int, int] = {}
     for index, step in enumerate(steps):
@@ -282,7 +302,7 @@ def _waited_at_least(stall: Stalled, table: CallTable, latest: int) -> float:
     return max(0, latest - int(entered.min())) / 1e9 if len(entered) else 0.0
 
 
-def finish_run(stamp: _Stamper, origin: Origin, table: CallTable, findings: Findings, ranks: Sequence[int],
+def finish_run(stamp: Stamper, origin: Origin, table: CallTable, findings: Findings, ranks: Sequence[int],
                last_step: Mapping[int, int], end: int, warnings: list[str]) -> ImportedRun:
     """The events after the steps' (Stall, Mismatch, each RankEnd, RunEnd: ``end`` is the last time
     the artifacts recorded, ``last_step`` each rank's last step) and the run they end."""
@@ -302,10 +322,10 @@ def finish_run(stamp: _Stamper, origin: Origin, table: CallTable, findings: Find
     return ImportedRun(origin.scenario, stamp.events, warnings, 1 if findings.failed else 0)
 
 
-def start_run(origin: Origin, steps: int, start: int, ranks: Sequence[int], missing: Mapping[int, str]) -> _Stamper:
+def start_run(origin: Origin, steps: int, start: int, ranks: Sequence[int], missing: Mapping[int, str]) -> Stamper:
     """The stamper of an imported run, its RunStart (``steps`` steps, from ``start``) and each
     rank's RankStart emitted."""
-    stamp = _Stamper(f"{IMPORT_RUN_PREFIX}{origin.scenario}")
+    stamp = Stamper(f"{IMPORT_RUN_PREFIX}{origin.scenario}")
     stamp(RunStart, LAUNCHER_RANK, start, scenario=origin.scenario, world_size=origin.world_size,
           backend=origin.backend, device_kind=origin.device_kind, backend_reason=origin.reason, mode="live",
           options=_options(origin, missing), description=origin.description, torch_version="not recorded",
@@ -323,7 +343,7 @@ def build_run(origin: Origin, steps: Sequence[Step], warnings: list[str], ranks:
     missing = dict(missing or {})
     times = [c.t_ns for s in steps for c in s.calls] + [s.t_ns for s in steps if not s.calls]
     stamp = start_run(origin, len(steps), min(times, default=0), ranks, missing)
-    last = _emit_steps(stamp, steps, warnings, progress)
+    last = emit_steps(stamp, steps, warnings, progress)
     table = CallTable.from_steps(steps)
     findings = find_problems(table, [step.name for step in steps], last, missing, origin.world_size,
                              origin.check_calls, warnings)

@@ -1,0 +1,80 @@
+"""The headless summary of an import too large to hold as events, from its call table.
+
+:func:`~..reports.summary.render_summary` and :func:`~..reports.summary_json.summary_document`
+read a run's whole event log; a whole job's Flight Recorder dumps would be four events per call and
+rank (8M for 1,024 ranks × 2,000 calls). :class:`TableSummary` gives the same text and document
+from the :class:`~.call_table.CallTable`: the same report functions, given per step only the
+events its lines read (the end of each timed call, else the first rank's untimed one) made from
+the table's rows, and the run's own start and end events (its RunEnd counting every event the
+import stands for), so a large import reads exactly as it would as events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..observation.fingerprints import Disagreement
+from ..reports.summary import ending_lines, head_lines, phase_lines, untimed_reason
+from ..reports.summary_json import assemble, call_entries
+from ..wire.protocol import AnyEvent, Collective, RunEnd, RunStart, Stall
+from .call_table import CallTable
+
+__all__ = ["TableSummary"]
+
+
+class TableSummary:
+    """A run's summary from ``table`` (its steps named ``step_names``), its ``start`` and ``end``
+    events (the RunEnd counting every event), its ``stalls``, the calls that disagree
+    (``mismatches``) and the ranks whose devices the RankStarts give (``devices``)."""
+
+    def __init__(self, table: CallTable, step_names: Sequence[str], start: RunStart, end: RunEnd, stalls: list[Stall],
+                 mismatches: list[Disagreement], devices: list[tuple[int, str]]) -> None:
+        self.table, self.step_names, self.start, self.end = table, step_names, start, end
+        self.stalls, self.mismatches, self.devices = stalls, mismatches, devices
+        self._starts = table.step_starts()
+        self._lists = [list(members) for members in table.members]
+        done = table.completed
+        self._took = np.maximum.reduceat(np.where(done, np.maximum(table.duration_ns, 0), 0), self._starts[:-1]) \
+            if len(table) else np.zeros(0, dtype=np.int64)
+        self._ends = np.add.reduceat(done.astype(np.int64), self._starts[:-1]) if len(table) else self._took
+
+    def text(self) -> str:
+        """The text :func:`~..reports.summary.render_summary` gives for the run's events."""
+        lines = head_lines(self.start, self.devices, [])
+        untimed = untimed_reason(self.start)
+        for index, name in enumerate(self.step_names):
+            took = int(self._took[index]) if self._ends[index] else None
+            lines.extend(phase_lines(index, name, took, None, self._shown_ends(index), self.start.world_size, untimed))
+        lines.append("")
+        ending: list[AnyEvent] = [*self.stalls, self.end]
+        lines.extend(ending_lines(ending, self.mismatches))
+        return "\n".join(lines)
+
+    def document(self) -> dict:
+        """The document :func:`~..reports.summary_json.summary_document` gives for the run's events."""
+        phases, calls = [], []
+        for index, name in enumerate(self.step_names):
+            took = float(self._took[index]) / 1e9 if self._ends[index] else None
+            phases.append({"index": index, "name": name, "key": "", "slowest_seconds": took})
+            calls.extend(call_entries(self._all_ends(index), self.start.world_size))
+        return assemble(self.start, self.end, phases, calls, [], {}, [stall.text for stall in self.stalls],
+                        [found.text for found in self.mismatches])
+
+    def _all_ends(self, index: int) -> list[Collective]:
+        rows = range(int(self._starts[index]), int(self._starts[index + 1]))
+        return [self._end(row, index) for row in rows if self.table.completed[row]]
+
+    def _shown_ends(self, index: int) -> list[AnyEvent]:
+        """The end events of step ``index`` its summary lines read: every timed one, else the first."""
+        table = self.table
+        rows = slice(int(self._starts[index]), int(self._starts[index + 1]))
+        timed = np.flatnonzero(table.completed[rows] & (table.duration_ns[rows] > 0)) + rows.start
+        if len(timed):
+            return [self._end(int(row), index) for row in timed]
+        done = np.flatnonzero(table.completed[rows])
+        return [self._end(int(done[0]) + rows.start, index)] if len(done) else []
+
+    def _end(self, row: int, index: int) -> Collective:
+        return self.table.event(row, self.start.run, index, self._lists[self.table.group[row]], "end")
