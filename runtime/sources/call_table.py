@@ -120,13 +120,13 @@ class CallTable:
         columns = list(zip(*rows)) if rows else [()] * 14
         kinds = (np.int32, np.int32, np.int32, np.int64, np.int32, np.int32, np.int64, np.int64, np.int64, np.int64,
                  np.int64, np.bool_, np.int64, np.int32)
-        (rank, step_of, group, seq, op, dtype, count, bytes_in, bytes_out, t_ns, duration_ns, completed, root,
-         where) = (np.asarray(column, dtype=kind) for column, kind in zip(columns, kinds))
+        names = ("rank", "step", "group", "seq", "op", "dtype", "count", "bytes_in", "bytes_out", "t_ns", "duration_ns",
+                 "completed", "root", "where")
+        arrays: dict[str, np.ndarray] = {name: np.asarray(column, dtype=kind)
+                                         for name, column, kind in zip(names, columns, kinds)}
         groups = list(tables["groups"])
         return cls(groups=[g for g, _ in groups], members=[m for _, m in groups], ops=list(tables["ops"]),
-                   dtypes=list(tables["dtypes"]), places=list(tables["places"]), rank=rank, step=step_of, group=group,
-                   seq=seq, op=op, dtype=dtype, count=count, bytes_in=bytes_in, bytes_out=bytes_out, t_ns=t_ns,
-                   duration_ns=duration_ns, completed=completed, root=root, where=where, step_count=len(steps))
+                   dtypes=list(tables["dtypes"]), places=list(tables["places"]), step_count=len(steps), **arrays)
 
 
 def _index(table: dict, value: object) -> int:

@@ -298,8 +298,10 @@ class _Reading:
         self.ops: dict[str, int] = {}
         self.dtypes: dict[str, int] = {}
         self.places: dict[str, int] = {}
-        group_pairs = [(g[0], g[1] if len(g) > 1 else "") for g in map(tuple, columns["process_group"])]
-        self.group = _interned(group_pairs, self.groups)
+        written: dict[tuple, int] = {}  # each group as the dump writes it, then as (name, description)
+        group_of = _interned(list(map(tuple, columns["process_group"])), written)
+        pair_of = [self.groups.setdefault((g[0], g[1] if len(g) > 1 else ""), len(self.groups)) for g in written]
+        self.group = list(map(pair_of.__getitem__, group_of))
         names = columns["profiling_name"]
         spelled = {name: (name.split(":", 1)[0] if ":" in name else "", op_name(name)) for name in set(names)}
         self.backend = [spelled[name][0] for name in names]
@@ -363,10 +365,11 @@ class _Reading:
     def _holes(self) -> list[str]:
         numbered: dict[str, set[int]] = {}
         labels = [group_label(name, description) for name, description in self.groups]
-        by_group = np.asarray(self.group, dtype=np.int64)
-        seqs = np.asarray(self.seq, dtype=np.int64)
-        for index, label in enumerate(labels):
-            numbered.setdefault(label, set()).update(np.unique(seqs[by_group == index]).tolist())
+        if len(labels) == 1:
+            numbered[labels[0]] = set(self.seq)
+        else:
+            for group, seq in zip(self.group, self.seq):
+                numbered.setdefault(labels[group], set()).add(seq)
         notes = []
         for label, found in sorted(numbered.items()):
             ordered = sorted(found)

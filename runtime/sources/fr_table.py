@@ -70,8 +70,7 @@ def job_table(dumps: Sequence[RankDump], resolve: Callable[[str, str], tuple[str
     for dump in dumps:
         c = dump.columns
         local = np.zeros(len(c.groups), dtype=np.int32)
-        used, first = np.unique(c.group, return_index=True)
-        for g in used[np.argsort(first)].tolist():
+        for g in dict.fromkeys(c.group.tolist()):  # in order of first appearance
             name, description = c.groups[g]
             if name not in groups:
                 groups[name] = len(resolved)
