@@ -11,6 +11,7 @@ import pickle
 
 import pytest
 
+from collviz.app.model import EventLog, view_at
 from collviz.runtime.errors import UsageError
 from collviz.runtime.reports.summary import render_summary
 from collviz.runtime.reports.summary_json import summary_document
@@ -135,6 +136,8 @@ def test_a_large_import_reads_as_the_small_one(job, monkeypatch):
     assert shown == [(0, f"all_reduce #5 on group {GROUP}"), (1, f"all_reduce #6 on group {GROUP}")]
     ends = [e for e in large.events if isinstance(e, (Stall, Mismatch, RunEnd))]
     assert [type(e).__name__ for e in ends] == ["Stall", "Mismatch", "RunEnd"] and ends[-1].detail == MISMATCH
+    views = [view_at(EventLog(run.events), len(run.events)) for run in (small, large)]
+    assert [[(r.rank, r.status) for r in view.ranks] for view in views[1:]] == [[(r.rank, r.status) for r in views[0].ranks]]
 
 
 def test_a_dump_set_written_as_json_and_as_pickle_reads_the_same(job, tmp_path):
