@@ -260,15 +260,19 @@ def read_columns(content: dict, ranks_of: Callable[[object], tuple[int, ...] | N
     holds) as columns; ``ranks_of`` reads a ``pg_config`` group's ``ranks``."""
     version = str(content.get("version"))
     all_entries = content["entries"]
-    entries = [e for e in all_entries if type(e) is dict] if _kinds(all_entries) != {dict} else all_entries
-    bad: Counter[str] = Counter({"entry": len(all_entries) - len(entries)} if len(entries) < len(all_entries) else {})
+    is_entry = np.fromiter((type(e) is dict for e in all_entries), dtype=bool, count=len(all_entries)) \
+        if _kinds(all_entries) != {dict} else np.ones(len(all_entries), dtype=bool)
+    at = np.flatnonzero(is_entry)  # each dict's place among the entries
+    entries = [all_entries[i] for i in at.tolist()] if len(at) < len(all_entries) else all_entries
+    faults = [(int(np.argmin(is_entry)), "entry", len(all_entries) - len(at))] if len(at) < len(all_entries) else []
     columns, masks = _fault_masks(entries)
     dead = np.zeros(len(entries), dtype=bool)
     for name, mask in masks:
-        fresh = int(np.count_nonzero(mask & ~dead))
-        if fresh:
-            bad[name] += fresh
+        fresh = mask & ~dead
+        if fresh.any():
+            faults.append((int(at[np.argmax(fresh)]), name, int(np.count_nonzero(fresh))))
         dead |= mask
+    bad = Counter({name: count for _, name, count in sorted(faults)})  # ties said in the order the dump shows them
     good = np.flatnonzero(~dead).tolist()
     if len(good) < len(entries):
         entries = [entries[i] for i in good]
