@@ -9,21 +9,55 @@ bytes, hangs and mismatches. Buffer values are not repeated (the trace has them)
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from ..observation.fingerprints import disagreements
 from ..observation.metrics import BUS_FACTOR_OPS, bandwidth
 from ..wire.protocol import IMPORT_RUN_PREFIX, AnyEvent, Check, Collective, Memory, Phase, RunEnd, RunStart, Stall
 
-__all__ = ["SUMMARY_FORMAT", "summary_document", "call_entries", "assemble"]
+__all__ = ["SUMMARY_FORMAT", "summary_document", "CallEnd", "call_entries", "assemble"]
 
 SUMMARY_FORMAT = {"format": "collviz-summary", "version": 1}
 """Names the document and its version (a later version only adds keys)."""
 
 
-def call_entries(collectives: list[Collective], world_size: int) -> list[dict]:
+class CallEnd(Protocol):
+    """What :func:`call_entries` reads of a call's end: a Collective event, or a row of an import's table."""
+
+    @property
+    def edge(self) -> str: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def phase(self) -> int: ...
+    @property
+    def op(self) -> str: ...
+    @property
+    def group(self) -> str: ...
+    @property
+    def group_ranks(self) -> list[int]: ...
+    @property
+    def group_seq(self) -> int: ...
+    @property
+    def iteration(self) -> int: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def bytes_in(self) -> int: ...
+    @property
+    def bytes_out(self) -> int: ...
+    @property
+    def algo_bytes(self) -> int: ...
+    @property
+    def duration_ns(self) -> int | None: ...
+    @property
+    def clock(self) -> str: ...
+
+
+def call_entries(collectives: Sequence[CallEnd], world_size: int) -> list[dict]:
     """One entry per call (group, sequence number, iteration), from its ranks' end events."""
-    by_call: dict[tuple[str, int, int], list[Collective]] = defaultdict(list)
+    by_call: dict[tuple[str, int, int], list[CallEnd]] = defaultdict(list)
     for event in collectives:
         if event.edge == "end":
             by_call[(event.group, event.group_seq, event.iteration)].append(event)

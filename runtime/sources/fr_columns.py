@@ -396,4 +396,11 @@ class _Reading:
             dtype=pick(self.dtype, np.int32), in_count=pick(self.in_count, np.int64),
             out_count=pick(self.out_count, np.int64), t_ns=pick(self.t_ns, np.int64),
             duration_ns=pick(self.duration_ns, np.int64), completed=pick(self.completed, np.bool_),
-            where=pick(self.where, np.int32), backends=Counter(b for b in map(self.backend.__getitem__, self.kept) if b))
+            where=pick(self.where, np.int32), backends=self._backends())
+
+    def _backends(self) -> Counter[str]:
+        """How many kept calls each backend named (``gloo:all_reduce``: gloo)."""
+        kept = self.backend if len(self.kept) == len(self.backend) else map(self.backend.__getitem__, self.kept)
+        counts = Counter(kept)
+        del counts[""]
+        return counts

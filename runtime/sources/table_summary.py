@@ -12,6 +12,7 @@ import stands for), so a large import reads exactly as it would as events.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -19,9 +20,35 @@ from ..observation.fingerprints import Disagreement
 from ..reports.summary import ending_lines, head_lines, phase_lines, untimed_reason
 from ..reports.summary_json import assemble, call_entries
 from ..wire.protocol import AnyEvent, Collective, RunEnd, RunStart, Stall
-from .call_table import CallTable
+from .call_table import NO_VALUE, CallTable, algo_bytes_of
 
 __all__ = ["TableSummary"]
+
+
+class _End(NamedTuple):
+    """The fields of a call's end event that the JSON document reads (:class:`~..reports.summary_json.CallEnd`)."""
+
+    rank: int
+    phase: int
+    op: str
+    group: str
+    group_ranks: list[int]
+    group_seq: int
+    dtype: str
+    bytes_in: int
+    bytes_out: int
+    algo_bytes: int
+    duration_ns: int | None
+    edge: str = "end"
+    iteration: int = 0
+    clock: str = ""
+
+    @classmethod
+    def of(cls, event: Collective) -> _End:
+        """The fields of ``event``."""
+        return cls(event.rank, event.phase, event.op, event.group, event.group_ranks, event.group_seq, event.dtype,
+                   event.bytes_in, event.bytes_out, event.algo_bytes, event.duration_ns, event.edge, event.iteration,
+                   event.clock)
 
 
 class TableSummary:
@@ -38,6 +65,7 @@ class TableSummary:
         done = table.completed
         self._took = np.maximum.reduceat(np.where(done, np.maximum(table.duration_ns, 0), 0), self._starts[:-1]) \
             if len(table) else np.zeros(0, dtype=np.int64)
+        self._algo: dict[tuple[str, int, int, int], int] = {}
         self._ends = np.add.reduceat(done.astype(np.int64), self._starts[:-1]) if len(table) else self._took
 
     def text(self) -> str:
@@ -62,9 +90,30 @@ class TableSummary:
         return assemble(self.start, self.end, phases, calls, [], {}, [stall.text for stall in self.stalls],
                         [found.text for found in self.mismatches])
 
-    def _all_ends(self, index: int) -> list[Collective]:
-        rows = range(int(self._starts[index]), int(self._starts[index + 1]))
-        return [self._end(row, index) for row in rows if self.table.completed[row]]
+    def _all_ends(self, index: int) -> list[_End]:
+        """Every completed call of step ``index`` as the fields of its end event."""
+        table = self.table
+        rows = np.arange(int(self._starts[index]), int(self._starts[index + 1]))
+        rows = rows[table.completed[rows]]
+        if not len(rows):
+            return []
+        group, op = int(table.group[rows[0]]), int(table.op[rows[0]])
+        if (table.group[rows] != group).any() or (table.op[rows] != op).any():  # not one call: each row its own
+            return [_End.of(self._end(int(row), index)) for row in rows]
+        name, ranks = table.ops[op], self._lists[group]
+        durations = [None if d == NO_VALUE else d for d in table.duration_ns[rows].tolist()]
+        return [_End(rank, index, name, table.groups[group], ranks, seq, table.dtypes[dtype], bytes_in, bytes_out,
+                     self._algo_bytes(name, len(ranks), bytes_in, bytes_out), duration)
+                for rank, seq, dtype, bytes_in, bytes_out, duration in zip(
+                    table.rank[rows].tolist(), table.seq[rows].tolist(), table.dtype[rows].tolist(),
+                    table.bytes_in[rows].tolist(), table.bytes_out[rows].tolist(), durations)]
+
+    def _algo_bytes(self, op: str, ranks: int, bytes_in: int, bytes_out: int) -> int:
+        key = (op, ranks, bytes_in, bytes_out)
+        found = self._algo.get(key)
+        if found is None:
+            found = self._algo[key] = algo_bytes_of(op, ranks, bytes_in, bytes_out)
+        return found
 
     def _shown_ends(self, index: int) -> list[AnyEvent]:
         """The end events of step ``index`` its summary lines read: every timed one, else the first."""
