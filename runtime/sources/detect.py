@@ -29,6 +29,7 @@ from .reading import (
     MAX_FILE_BYTES,
     MAX_FILES,
     MAX_TOTAL_BYTES,
+    collector_paused,
     load_json,
     load_plain_pickle,
     read_artifact,
@@ -155,7 +156,8 @@ def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> I
                 total += len(data)
                 if total > MAX_TOTAL_BYTES:
                     raise UsageError(f"the artifacts hold more than {MAX_TOTAL_BYTES:,} bytes, the most one import reads")
-                recognised = _recognise(path, data)
+                with collector_paused():  # a dump's document is gone, read into columns, before it resumes
+                    recognised = _recognise(path, data)
         except UsageError as exc:
             if named or str(exc).startswith("the artifacts hold"):
                 raise

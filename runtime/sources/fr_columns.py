@@ -178,8 +178,9 @@ def _fault_masks(entries: list[dict]) -> tuple[dict[str, list], list[tuple[str, 
     except TypeError:  # a group holding something unhashable: checked entry by entry
         groups_ok = False
     seqs = column("collective_seq_id")
-    if None in seqs:
-        seqs = [raw.get("seq_id") if seq is None else seq for raw, seq in zip(entries, seqs)]
+    if None in seqs:  # format 1.x's name, where the entry has no collective_seq_id
+        seqs = [raw.get("seq_id") if seq is None and "collective_seq_id" not in raw else seq
+                for raw, seq in zip(entries, seqs)]
     seqs_ok = _kinds(seqs) == {int} and 0 <= min(seqs) and max(seqs) < _LARGEST_NUMBER
     names = column("profiling_name")
     created = column("time_created_ns", 0)
@@ -217,10 +218,10 @@ def _first_dtype(dtypes: object) -> str:
 
 def _first_dtypes(column: list) -> list[str]:
     """:func:`_first_dtype` of every item of ``column`` (lists of type names, each name read once)."""
-    heads = [d[0] if d else "" for d in column]
-    if _kinds(heads) != {str}:
+    heads = [d[0] if d else None for d in column]
+    if not _kinds(heads) <= {str, type(None)}:
         return list(map(_first_dtype, column))
-    names = {head: dtype_name(head) if head else "unknown" for head in set(heads)}
+    names = {head: "unknown" if head is None else dtype_name(head) for head in set(heads)}
     return list(map(names.__getitem__, heads))
 
 

@@ -297,7 +297,8 @@ def emit_steps(stamp: Stamper, steps: Sequence[Step], warnings: list[str], progr
 def _waited_at_least(stall: Stalled, table: CallTable, latest: int) -> float:
     """Seconds from the first waiter's call to the last time the artifacts recorded (``latest``):
     how long the waiters had waited at least (the artifacts do not say when they were taken)."""
-    rows = (np.asarray(table.groups)[table.group] == stall.group) & (table.seq == stall.group_seq)
+    groups = [index for index, label in enumerate(table.groups) if label == stall.group]
+    rows = np.isin(table.group, groups) & (table.seq == stall.group_seq)
     entered = table.t_ns[rows & np.isin(table.rank, stall.waiting)]
     return max(0, latest - int(entered.min())) / 1e9 if len(entered) else 0.0
 
