@@ -249,7 +249,7 @@ def import_read(dumps: Sequence[RankDump], warnings: list[str], progress: Progre
                         f"(the dumps name {world} ranks): what {'they' if len(missing) > 1 else 'it'} did is unknown")
     origin = _origin(dumps, job, ranks, world)
     if len(job.table) > EVENTS_UP_TO:
-        return large_run(origin, job, warnings, ranks, missing, steps_of, EVENTS_UP_TO, progress)
+        return large_run(origin, job, warnings, ranks, missing, steps_of, EVENTS_UP_TO)
     return build_run(origin, steps_of(job, range(job.table.step_count)), warnings, ranks, missing, progress)
 
 

@@ -17,15 +17,14 @@ import numpy as np
 from ..wire.protocol import AnyEvent, RankStart, RunEnd, RunStart, Stall
 from .call_checks import find_problems
 from .fr_table import JobTable
-from .run import ImportedRun, Origin, Progress, Step, emit_steps, finish_run, start_run
+from .run import ImportedRun, Origin, Step, emit_steps, finish_run, no_progress, start_run
 from .table_summary import TableSummary
 
 __all__ = ["large_run"]
 
 
 def large_run(origin: Origin, job: JobTable, warnings: list[str], ranks: Sequence[int], missing: Mapping[int, str],
-              steps_of: Callable[[JobTable, Sequence[int]], list[Step]], most_calls: int,
-              progress: Progress) -> ImportedRun:
+              steps_of: Callable[[JobTable, Sequence[int]], list[Step]], most_calls: int) -> ImportedRun:
     """The run ``job`` describes: its verdict and summary from the whole table, its events for
     the last steps that hold at most ``most_calls`` calls (``steps_of`` builds them)."""
     table = job.table
@@ -34,23 +33,25 @@ def large_run(origin: Origin, job: JobTable, warnings: list[str], ranks: Sequenc
     shown = _last_steps(table.step_starts(), most_calls)
     if len(shown) < table.step_count:
         warnings.append(f"{len(table):,} calls on {len(ranks):,} ranks, more than the {most_calls:,} the viewer takes: "
-                        f"it and export show the last {len(shown):,} of {table.step_count:,} steps ({job.step_names[shown[0]]} "
-                        f"to {job.step_names[shown[-1]]}), where the job stopped; the summary (--headless, --json) "
-                        "covers every call")
+                        f"it and export show the last {len(shown):,} of {table.step_count:,} steps "
+                        f"({job.step_names[shown[0]]} to {job.step_names[shown[-1]]}), where the job stopped; "
+                        "the summary (--headless, --json) covers every call")
     start_ns = int(table.t_ns.min())
     end_ns = int((table.t_ns + np.where(table.completed & (table.duration_ns > 0), table.duration_ns, 0)).max())
 
     def events() -> list[AnyEvent]:
         steps = steps_of(job, shown)
         stamp = start_run(origin, len(steps), start_ns, ranks, missing)
-        last = emit_steps(stamp, steps, [], progress)  # no step of one job's table is out of order
+        # built when the viewer asks, after the import's progress line is gone; no step of one table is out of order
+        last = emit_steps(stamp, steps, [], no_progress)
         return finish_run(stamp, origin, table, findings, ranks, last, end_ns, []).events
 
     frame = finish_run(start_run(origin, table.step_count, start_ns, ranks, missing), origin, table, findings, ranks,
                        job.last_step, end_ns, warnings).events
     run_end = next(e for e in frame if isinstance(e, RunEnd))
+    calls_events = 2 * len(table) + 2 * int(table.completed.sum())  # Phase and Collective begins; ends where completed
     summary = TableSummary(table, job.step_names, next(e for e in frame if isinstance(e, RunStart)),
-                           msgspec.structs.replace(run_end, events=run_end.events + 2 * len(table) + 2 * int(table.completed.sum())),
+                           msgspec.structs.replace(run_end, events=run_end.events + calls_events),
                            [e for e in frame if isinstance(e, Stall)], findings.mismatches,
                            [(e.rank, e.device) for e in frame if isinstance(e, RankStart)])
     return ImportedRun(origin.scenario, events, warnings, 1 if findings.failed else 0, summary)
