@@ -11,6 +11,7 @@ import pickle
 
 import pytest
 
+from collviz.app.cli import main
 from collviz.app.model import EventLog, view_at
 from collviz.runtime.errors import UsageError
 from collviz.runtime.reports.summary import render_summary
@@ -145,3 +146,18 @@ def test_a_dump_set_written_as_json_and_as_pickle_reads_the_same(job, tmp_path):
         rank = path.stem.split("_")[1]
         (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(pickle.dumps(json.loads(path.read_text())))
     assert render_summary(open_artifacts([tmp_path]).events) == render_summary(open_artifacts([job]).events)
+
+
+def test_replay_headless_and_json_print_a_large_imports_summary_from_its_table(job, monkeypatch, capsys):
+    """``collviz replay DIR --headless`` (and ``--json``) above the limit print what they print below it."""
+    printed = {}
+    for limit in (flight_recorder.EVENTS_UP_TO, 8):
+        monkeypatch.setattr(flight_recorder, "EVENTS_UP_TO", limit)
+        for flag in ("--headless", "--json"):
+            status = main(["replay", str(job), flag])
+            printed[(limit, flag)] = (status, capsys.readouterr().out)
+    assert printed[(8, "--headless")] == printed[(200_000, "--headless")]
+    assert printed[(8, "--json")] == printed[(200_000, "--json")]
+    status, text = printed[(8, "--headless")]
+    assert status == 1 and text.endswith(f"result: failed — {MISMATCH} · 94 events · 0 dropped\n")
+    assert json.loads(printed[(8, "--json")][1])["hangs"] == [STALL]
