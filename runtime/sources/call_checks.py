@@ -88,7 +88,7 @@ def find_problems(table: CallTable, step_names: Sequence[str], last_step: Mappin
     stalls = []
     for stall in watch.check_at_end():
         known = [rank for rank in stall.elsewhere if rank not in missing]
-        if known and all(_completed_by(table, labels, stall, rank) for rank in known):
+        if known and set(known) <= _completed_by(table, stall):
             warnings.append(f"{stall.op} #{stall.group_seq} on group {stall.group}: every other rank completed it, "
                             f"but rank{'s' if len(stall.waiting) > 1 else ''} {ranks_text(stall.waiting)} had "
                             "not yet recorded it completed: not a hang")
@@ -135,11 +135,11 @@ def _still_inside(table: CallTable, labels: np.ndarray) -> list[int]:
     return [row for _, _, row in sorted(found)]
 
 
-def _completed_by(table: CallTable, labels: np.ndarray, stall: Stalled, rank: int) -> bool:
-    """Whether ``rank`` completed the stalled call."""
-    group = int(np.flatnonzero(np.asarray(table.groups) == stall.group)[0])
-    rows = (labels == labels[np.flatnonzero(table.group == group)[0]]) & (table.seq == stall.group_seq)
-    return bool(np.any(table.completed[rows & (table.rank == rank)]))
+def _completed_by(table: CallTable, stall: Stalled) -> set[int]:
+    """The ranks that completed the stalled call."""
+    groups = [index for index, label in enumerate(table.groups) if label == stall.group]
+    rows = np.isin(table.group, groups) & (table.seq == stall.group_seq) & table.completed
+    return set(table.rank[rows].tolist())
 
 
 def _places(table: CallTable, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
