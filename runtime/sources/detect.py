@@ -66,6 +66,11 @@ class _Found:
     streamed: bool = False
     """A log larger than :data:`~.reading.MAX_FILE_BYTES`, read a line at a time as it is imported."""
 
+    def held(self, read: int) -> int:
+        """The bytes this file holds in memory once recognised, of the ``read`` it had: a Flight
+        Recorder dump only its columns (a job's dumps are read one by one, each then dropped)."""
+        return read if self.columns is None else self.columns.nbytes
+
     def lines(self) -> Iterable[str]:
         """A log's lines: from its text, or streamed from its file."""
         return stream_lines(self.path) if self.streamed else self.text.splitlines()
@@ -153,11 +158,11 @@ def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> I
             recognised: _Found | str | None = _large_log(path) if _size(path) > MAX_FILE_BYTES else None
             if recognised is None:
                 data = read_artifact(path)  # refuses a file too large to read whole
-                total += len(data)
-                if total > MAX_TOTAL_BYTES:
+                if total + len(data) > MAX_TOTAL_BYTES:
                     raise UsageError(f"the artifacts hold more than {MAX_TOTAL_BYTES:,} bytes, the most one import reads")
                 with collector_paused():  # a dump's document is gone, read into columns, before it resumes
                     recognised = _recognise(path, data)
+                total += recognised.held(len(data)) if isinstance(recognised, _Found) else 0
         except UsageError as exc:
             if named or str(exc).startswith("the artifacts hold"):
                 raise

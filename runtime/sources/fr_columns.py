@@ -104,6 +104,11 @@ class DumpColumns:
     def __len__(self) -> int:
         return len(self.seq)
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the columns' arrays."""
+        return sum(value.nbytes for value in vars(self).values() if isinstance(value, np.ndarray))
+
 
 def _interned(values: list, table: dict) -> list[int]:
     """Each value's index in ``table`` (value → index), new values added in order of appearance."""

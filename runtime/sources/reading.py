@@ -36,7 +36,8 @@ MAX_FILE_BYTES = 256 * 1024 * 1024
 with stack frames is tens of MiB, a profiler trace of a few training steps a few hundred MiB at most."""
 
 MAX_TOTAL_BYTES = 1024 * 1024 * 1024
-"""The most bytes read over all the files of one import."""
+"""The most bytes the files of one import hold at once (a Flight Recorder dump is held as its
+columns once read, so a job's dumps may be larger together: each is read and dropped in turn)."""
 
 MAX_FILES = 4096
 """The most files one import opens (one per rank)."""

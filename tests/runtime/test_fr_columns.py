@@ -161,3 +161,17 @@ def test_replay_headless_and_json_print_a_large_imports_summary_from_its_table(j
     status, text = printed[(8, "--headless")]
     assert status == 1 and text.endswith(f"result: failed — {MISMATCH} · 94 events · 0 dropped\n")
     assert json.loads(printed[(8, "--json")][1])["hangs"] == [STALL]
+
+
+def test_a_jobs_dumps_count_against_the_import_limit_as_their_columns(job, monkeypatch):
+    """A job's dumps are read one by one into columns: together they may be larger than what one
+    import holds (here 4 dumps of ~3 KB under a 4 KB limit); a profiler trace is held whole."""
+    from collviz.runtime.sources import detect
+
+    sizes = [path.stat().st_size for path in job.iterdir()]
+    monkeypatch.setattr(detect, "MAX_TOTAL_BYTES", max(sizes) + 1000)
+    assert sum(sizes) > detect.MAX_TOTAL_BYTES
+    assert open_artifacts([job]).exit_status == 1
+    monkeypatch.setattr(detect, "MAX_TOTAL_BYTES", max(sizes) - 1)
+    with pytest.raises(UsageError, match="the artifacts hold more than"):
+        open_artifacts([job])
