@@ -49,7 +49,7 @@ from .names import parse_ranks
 from .plausible import MAX_RANKS, rank_ok
 from .run import Call, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress
 
-__all__ = ["Dump", "RankDump", "EVENTS_UP_TO", "is_dump", "rank_from_name", "read_dump", "read_content", "import_dumps", "import_read",
+__all__ = ["Dump", "RankDump", "EVENTS_UP_TO", "is_dump", "rank_from_name", "read_content", "import_dumps", "import_read",
            "is_user_code"]
 
 _RANK_AT_END = re.compile(r"(\d+)(?:\.[A-Za-z][A-Za-z0-9]*)*$")
@@ -153,7 +153,7 @@ def _in_a_job(ranks: tuple[int, ...] | None) -> tuple[int, ...] | None:
     return ranks if ranks is None or rank_ok(ranks[-1]) else None
 
 
-def read_dump(dump: Dump) -> RankDump:
+def _read_dump(dump: Dump) -> RankDump:
     """``dump`` read into columns (its decoded content can then go)."""
     return RankDump(dump.rank, dump.path, read_columns(dump.content, _ranks))
 
@@ -213,7 +213,7 @@ def import_dumps(dumps: Sequence[Dump], warnings: list[str], progress: Progress 
     each read into columns."""
     if not dumps:
         raise UsageError("no Flight Recorder dump to open")
-    return import_read([read_dump(dump) for dump in dumps], warnings, progress)
+    return import_read([_read_dump(dump) for dump in dumps], warnings, progress)
 
 
 def import_read(dumps: Sequence[RankDump], warnings: list[str], progress: Progress = no_progress) -> ImportedRun:
