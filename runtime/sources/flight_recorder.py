@@ -49,8 +49,8 @@ from .names import parse_ranks
 from .plausible import MAX_RANKS, rank_ok
 from .run import Call, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress
 
-__all__ = ["Dump", "RankDump", "EVENTS_UP_TO", "is_dump", "rank_from_name", "read_content", "import_dumps", "import_read",
-           "is_user_code"]
+__all__ = ["Dump", "RankDump", "EVENTS_UP_TO", "is_dump", "rank_from_name", "read_content", "import_dumps",
+           "import_read", "is_user_code"]
 
 _RANK_AT_END = re.compile(r"(\d+)(?:\.[A-Za-z][A-Za-z0-9]*)*$")
 _DEFAULT_NAMES = ("0", "default_pg")

@@ -51,8 +51,8 @@ from ..wire.protocol import (
 from .call_checks import Findings, find_problems
 from .call_table import CallTable, algo_bytes_of
 
-__all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "Summary", "Stamper", "emit_steps", "start_run", "finish_run", "Progress", "no_progress", "group_label",
-           "order_steps", "build_run"]
+__all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "Summary", "Stamper", "emit_steps", "start_run", "finish_run",
+           "Progress", "no_progress", "group_label", "order_steps", "build_run"]
 
 Progress = Callable[[str, int, int], None]
 """Told ``(stage, done, total)`` as an import goes on (``reading files``, ``reading calls``,
