@@ -18,11 +18,11 @@ A dump does not say which rank wrote it: as torch's own analyser does, the rank 
 file name ends with. Each dump is read into columns (:mod:`.fr_columns`: an array per field, no
 object per call; a call is complete once ``retired`` or ``completed``), the job's dumps into one
 table matched across ranks by (group, sequence number) (:mod:`.fr_table`), which the live run's own
-hang and mismatch checks read (:mod:`.call_checks`). An import of up to :data:`EVENTS_UP_TO` calls
-becomes every event (:func:`~.run.build_run`); a larger one (a whole job: 1,024 ranks × 2,000
-calls) is summarised from the table (:mod:`.table_summary`) and gives the viewer the events of its
-last steps, where the job stopped (:mod:`.fr_large`). A set of dumps is judged as found: a rank
-without a dump is unknown — never a cause of a hang, never "not started" — and the verdict says
+hang and mismatch checks read (:mod:`.call_checks`) and the headless summary is made from
+(:mod:`.table_summary`). An import of up to :data:`EVENTS_UP_TO` calls becomes every event
+(:func:`~.run.build_run`); a larger one (a whole job: 1,024 ranks × 2,000 calls) gives the viewer
+the events of its last steps, where the job stopped (:mod:`.fr_large`). A set of dumps is judged
+as found: a rank without a dump is unknown — never a cause of a hang, never "not started" — and the verdict says
 how many are missing. Real dumps disagree with themselves, and each disagreement is read and said
 in a warning rather than refused: gloo keys the default group ``''`` in ``pg_config`` while its
 entries name it ``'0'`` (torch's analyser raises ``KeyError`` on it), a subgroup's members may be
@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TypeGuard
@@ -48,6 +48,7 @@ from .fr_table import JobTable, RankDump, job_table
 from .names import parse_ranks
 from .plausible import MAX_RANKS, rank_ok
 from .run import Call, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress
+from .table_summary import TableSummary
 
 __all__ = ["Dump", "RankDump", "EVENTS_UP_TO", "is_dump", "rank_from_name", "read_content", "import_dumps",
            "import_read", "is_user_code"]
@@ -250,7 +251,8 @@ def import_read(dumps: Sequence[RankDump], warnings: list[str], progress: Progre
     origin = _origin(dumps, job, ranks, world)
     if len(job.table) > EVENTS_UP_TO:
         return large_run(origin, job, warnings, ranks, missing, steps_of, EVENTS_UP_TO)
-    return build_run(origin, steps_of(job, range(job.table.step_count)), warnings, ranks, missing, progress)
+    run = build_run(origin, steps_of(job, range(job.table.step_count)), warnings, ranks, missing, progress)
+    return replace(run, summary=TableSummary.of(job.table, job.step_names, run.events))  # the headless one: no event pass
 
 
 def _origin(dumps: Sequence[RankDump], job: JobTable, ranks: list[int], world: int) -> Origin:

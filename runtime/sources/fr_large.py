@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-import msgspec
 import numpy as np
 
-from ..wire.protocol import AnyEvent, RankStart, RunEnd, RunStart, Stall
+from ..wire.protocol import AnyEvent
 from .call_checks import find_problems
 from .fr_table import JobTable
 from .run import ImportedRun, Origin, Step, emit_steps, finish_run, no_progress, start_run
@@ -48,12 +47,8 @@ def large_run(origin: Origin, job: JobTable, warnings: list[str], ranks: Sequenc
 
     frame = finish_run(start_run(origin, table.step_count, start_ns, ranks, missing), origin, table, findings, ranks,
                        job.last_step, end_ns, warnings).events
-    run_end = next(e for e in frame if isinstance(e, RunEnd))
     calls_events = 2 * len(table) + 2 * int(table.completed.sum())  # Phase and Collective begins; ends where completed
-    summary = TableSummary(table, job.step_names, next(e for e in frame if isinstance(e, RunStart)),
-                           msgspec.structs.replace(run_end, events=run_end.events + calls_events),
-                           [e for e in frame if isinstance(e, Stall)], findings.mismatches,
-                           [(e.rank, e.device) for e in frame if isinstance(e, RankStart)])
+    summary = TableSummary.of(table, job.step_names, frame, calls_events)
     return ImportedRun(origin.scenario, events, warnings, 1 if findings.failed else 0, summary)
 
 

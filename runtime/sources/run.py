@@ -151,7 +151,7 @@ class Origin:
 
 
 class Summary(Protocol):
-    """The headless summary of an import too large to hold as events (:mod:`.table_summary`)."""
+    """The headless summary of an import, made from its table of calls (:mod:`.table_summary`)."""
 
     def text(self) -> str:
         """What :func:`~..reports.summary.render_summary` gives for the whole run's events."""
@@ -164,8 +164,9 @@ class Summary(Protocol):
 class ImportedRun:
     """Events as collviz's own runs emit them, the warnings met while reading the artifacts, and
     the exit status a run with these events has (1: hung or mismatched; 0 otherwise).
-    ``summary``: for an import too large to hold as events, its summary (the events are then its
-    last steps'); None where the summary is the events'."""
+    ``summary``: the headless summary, where the source makes it from its table of calls (Flight
+    Recorder dumps: for an import too large to hold as events, the events are then its last
+    steps'); None where the summary is the events'."""
 
     kind: str
     built: list[AnyEvent] | Callable[[], list[AnyEvent]]

@@ -14,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import msgspec
 import numpy as np
 
 from ..observation.fingerprints import Disagreement
 from ..reports.summary import ending_lines, head_lines, phase_lines, untimed_reason
 from ..reports.summary_json import assemble, call_entries
-from ..wire.protocol import AnyEvent, Collective, RunEnd, RunStart, Stall
+from ..wire.protocol import AnyEvent, Collective, Mismatch, RankStart, RunEnd, RunStart, Stall
 from .call_table import NO_VALUE, CallTable, algo_bytes_of
 
 __all__ = ["TableSummary"]
@@ -67,6 +68,17 @@ class TableSummary:
             if len(table) else np.zeros(0, dtype=np.int64)
         self._algo: dict[tuple[str, int, int, int], int] = {}
         self._ends = np.add.reduceat(done.astype(np.int64), self._starts[:-1]) if len(table) else self._took
+
+    @classmethod
+    def of(cls, table: CallTable, step_names: Sequence[str], events: Sequence[AnyEvent], left_out: int = 0) -> TableSummary:
+        """The summary of ``table`` with the run's own RunStart, RankStarts, Stalls, Mismatches and
+        RunEnd among ``events`` (which may hold no call's events: ``left_out`` counts those they lack)."""
+        end = next(e for e in events if isinstance(e, RunEnd))
+        mismatches = [Disagreement(e.group, tuple(e.group_ranks), e.group_seq, e.calls, e.odd_ranks)
+                      for e in events if isinstance(e, Mismatch)]
+        return cls(table, step_names, next(e for e in events if isinstance(e, RunStart)),
+                   msgspec.structs.replace(end, events=end.events + left_out), [e for e in events if isinstance(e, Stall)],
+                   mismatches, [(e.rank, e.device) for e in events if isinstance(e, RankStart)])
 
     def text(self) -> str:
         """The text :func:`~..reports.summary.render_summary` gives for the run's events."""
