@@ -175,3 +175,20 @@ def test_a_jobs_dumps_count_against_the_import_limit_as_their_columns(job, monke
     monkeypatch.setattr(detect, "MAX_TOTAL_BYTES", max(sizes) - 1)
     with pytest.raises(UsageError, match="the artifacts hold more than"):
         open_artifacts([job])
+
+
+async def test_the_viewer_opens_a_large_imports_last_steps(job, monkeypatch):
+    """The viewer steps through the last steps it was given, the job's hang at the end, though the
+    mismatch it was also told of lies in a step before them."""
+    from collviz.app.app import make_app
+
+    from support.app import until
+
+    monkeypatch.setattr(flight_recorder, "EVENTS_UP_TO", 8)
+    app = make_app(events=open_artifacts([job]).events)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await until(pilot, lambda: app.loaded)
+        await pilot.press("end")
+        await pilot.pause()
+        cost = " ".join(app.screen.query_one("#cost").render().plain.split())
+    assert "all_reduce #6 has not ended on r0, r1, r3: no cost" in cost
