@@ -177,10 +177,11 @@ def replay_paths(paths: list[Path], *, headless: bool = False, json_output: bool
         from collviz.runtime.reports.summary import render_summary
         from collviz.runtime.reports.summary_json import summary_document
 
+        summary = imported.summary  # an import too large for events: its summary from its table
         if json_output:
-            print_json(summary_document(imported.events))
+            print_json(summary.document() if summary is not None else summary_document(imported.events))
         else:
-            print(render_summary(imported.events))
+            print(summary.text() if summary is not None else render_summary(imported.events))
         return imported.exit_status
     from collviz.app.app import run_viewer
 

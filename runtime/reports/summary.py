@@ -10,7 +10,7 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 
-from ..observation.fingerprints import disagreements
+from ..observation.fingerprints import Disagreement, disagreements
 from ..observation.metrics import BUS_FACTOR_OPS, bandwidth, human_bytes
 from ..wire.protocol import (
     IMPORT_RUN_PREFIX,
@@ -35,7 +35,8 @@ from ..wire.protocol import (
 )
 from .pipeline import pipeline_lines
 
-__all__ = ["render_summary", "format_values", "format_provenance"]
+__all__ = ["render_summary", "head_lines", "phase_lines", "ending_lines", "untimed_reason", "format_values",
+           "format_provenance"]
 
 _SHOWN_VALUES = 16
 
@@ -171,24 +172,39 @@ def render_summary(events: Iterable[AnyEvent]) -> str:
         if isinstance(phase, int) and not isinstance(event, RankEnd):
             by_phase[phase].append(event)
     durations = _phase_durations(events)
-    untimed = str(start.options.get(UNTIMED_OPTION, _UNTIMED_DEFAULT)) if start else _UNTIMED_DEFAULT
+    lines = head_lines(start, sorted({(e.rank, e.device) for e in events if isinstance(e, RankStart)}),
+                       [e for e in events if isinstance(e, Memory)])
+    for index in sorted(phases):
+        lines.extend(phase_lines(index, phases[index], durations.get(index), notes.get(index), by_phase[index],
+                                 world_size, untimed_reason(start)))
+    lines.append("")
+    lines.extend(ending_lines(events, disagreements(events)))  # from the calls, so traces that predate the check show them
+    return "\n".join(lines)
+
+
+def untimed_reason(start: RunStart | None) -> str:
+    """Why a run's collectives may carry no duration, as its RunStart says (or the live runs' reason)."""
+    return str(start.options.get(UNTIMED_OPTION, _UNTIMED_DEFAULT)) if start else _UNTIMED_DEFAULT
+
+
+def head_lines(start: RunStart | None, devices: Sequence[tuple[int, str]], memory: list[Memory]) -> list[str]:
+    """The summary's first lines: the run, its ranks' devices (rank, device), what its memory figures are."""
     lines = [line for line in _header(start) if line]
-    devices = sorted({(e.rank, e.device) for e in events if isinstance(e, RankStart)})
     if devices:
         lines.append("devices: " + ", ".join(f"r{rank} {device}" for rank, device in devices))
-    memory = [e for e in events if isinstance(e, Memory)]
     if memory:
         lines.append(_device_figures_line(memory))
-    for index in sorted(phases):
-        lines.append("")
-        took = durations.get(index)
-        lines.append(f"phase {index}  {phases[index]}" + (f"  ({took / 1e6:.1f} ms, slowest rank)" if took else ""))
-        if index in notes:
-            lines.append(f"  {NOTE_MARK}{notes[index]}")
-        lines.extend(_phase_lines(by_phase[index], world_size, untimed))
-    lines.append("")
-    lines.extend(_ending_lines(events))
-    return "\n".join(lines)
+    return lines
+
+
+def phase_lines(index: int, name: str, took_ns: int | None, note: str | None, events: list[AnyEvent], world_size: int,
+                untimed: str) -> list[str]:
+    """One phase's block: a blank line, its name and slowest rank's time (``took_ns``, if any), a
+    teacher's ``note``, then what its ``events`` show."""
+    lines = ["", f"phase {index}  {name}" + (f"  ({took_ns / 1e6:.1f} ms, slowest rank)" if took_ns else "")]
+    if note is not None:
+        lines.append(f"  {NOTE_MARK}{note}")
+    return lines + _phase_lines(events, world_size, untimed)
 
 
 def _phase_durations(events: list[AnyEvent]) -> dict[int, int]:
@@ -259,7 +275,9 @@ def _phase_lines(events: list[AnyEvent], world_size: int, untimed: str) -> list[
     return lines
 
 
-def _ending_lines(events: list[AnyEvent]) -> list[str]:
+def ending_lines(events: list[AnyEvent], mismatches: Sequence[Disagreement]) -> list[str]:
+    """The summary's last lines: ranks that failed, hangs, the calls that disagree (``mismatches``),
+    dropped frames and the result, from ``events`` (those of the run's end suffice)."""
     lines = []
     for failed in (e for e in events if isinstance(e, RankEnd) and e.status == "error"):
         lines.append(f"rank {failed.rank} raised: {failed.error}")
@@ -267,7 +285,6 @@ def _ending_lines(events: list[AnyEvent]) -> list[str]:
         lines.append(f"rank {exit_.target} ended by {exit_.signal}")
     for stall in (e for e in events if isinstance(e, Stall)):
         lines.append(f"hang: {stall.text}")
-    mismatches = disagreements(events)  # from the calls themselves, so traces that predate the check show them too
     lines.extend(found.text for found in mismatches)
     for dropped in (e for e in events if isinstance(e, Dropped)):
         lines.append("dropped frames: " + ", ".join(f"{reason} {count}" for reason, count in dropped.counts.items()))

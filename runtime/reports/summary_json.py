@@ -9,21 +9,55 @@ bytes, hangs and mismatches. Buffer values are not repeated (the trace has them)
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from ..observation.fingerprints import disagreements
 from ..observation.metrics import BUS_FACTOR_OPS, bandwidth
 from ..wire.protocol import IMPORT_RUN_PREFIX, AnyEvent, Check, Collective, Memory, Phase, RunEnd, RunStart, Stall
 
-__all__ = ["SUMMARY_FORMAT", "summary_document"]
+__all__ = ["SUMMARY_FORMAT", "summary_document", "CallEnd", "call_entries", "assemble"]
 
 SUMMARY_FORMAT = {"format": "collviz-summary", "version": 1}
 """Names the document and its version (a later version only adds keys)."""
 
 
-def _calls(collectives: list[Collective], world_size: int) -> list[dict]:
+class CallEnd(Protocol):
+    """What :func:`call_entries` reads of a call's end: a Collective event, or a row of an import's table."""
+
+    @property
+    def edge(self) -> str: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def phase(self) -> int: ...
+    @property
+    def op(self) -> str: ...
+    @property
+    def group(self) -> str: ...
+    @property
+    def group_ranks(self) -> list[int]: ...
+    @property
+    def group_seq(self) -> int: ...
+    @property
+    def iteration(self) -> int: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def bytes_in(self) -> int: ...
+    @property
+    def bytes_out(self) -> int: ...
+    @property
+    def algo_bytes(self) -> int: ...
+    @property
+    def duration_ns(self) -> int | None: ...
+    @property
+    def clock(self) -> str: ...
+
+
+def call_entries(collectives: Sequence[CallEnd], world_size: int) -> list[dict]:
     """One entry per call (group, sequence number, iteration), from its ranks' end events."""
-    by_call: dict[tuple[str, int, int], list[Collective]] = defaultdict(list)
+    by_call: dict[tuple[str, int, int], list[CallEnd]] = defaultdict(list)
     for event in collectives:
         if event.edge == "end":
             by_call[(event.group, event.group_seq, event.iteration)].append(event)
@@ -67,23 +101,36 @@ def summary_document(events: Iterable[AnyEvent]) -> dict:
     peaks: dict[int, int] = {}
     for memory in (e for e in events if isinstance(e, Memory)):
         peaks[memory.rank] = max(peaks.get(memory.rank, 0), memory.peak_bytes)
-    end = next((e for e in events if isinstance(e, RunEnd)), None)
-    run = None if start is None else {
+    return assemble(
+        start, next((e for e in events if isinstance(e, RunEnd)), None), [phases[index] for index in sorted(phases)],
+        call_entries([e for e in events if isinstance(e, Collective)], world_size),
+        [{"phase": c.phase, "rank": c.rank, "name": c.name, "ok": c.ok, "detail": c.detail}
+         for c in events if isinstance(c, Check)],
+        peaks, [stall.text for stall in events if isinstance(stall, Stall)], [found.text for found in disagreements(events)])
+
+
+def _run_entry(start: RunStart | None) -> dict | None:
+    """The document's ``run``: what the RunStart says."""
+    return None if start is None else {
         "run": start.run, "scenario": start.scenario, "world_size": start.world_size, "backend": start.backend,
         "device_kind": start.device_kind, "banner": start.backend_reason,
         "mode": "imported" if start.run.startswith(IMPORT_RUN_PREFIX) else start.mode,
         "inputs": start.example, "torch": start.torch_version, "options": start.options,
     }
+
+
+def assemble(start: RunStart | None, end: RunEnd | None, phases: list[dict], calls: list[dict], checks: list[dict],
+             peaks: dict[int, int], hangs: list[str], mismatches: list[str]) -> dict:
+    """The document from its parts (see the module's docstring)."""
     return {
         **SUMMARY_FORMAT,
-        "run": run,
+        "run": _run_entry(start),
         "outcome": None if end is None else {"status": end.status, "detail": end.detail, "events": end.events,
                                              "dropped": end.dropped},
-        "phases": [phases[index] for index in sorted(phases)],
-        "calls": _calls([e for e in events if isinstance(e, Collective)], world_size),
-        "checks": [{"phase": c.phase, "rank": c.rank, "name": c.name, "ok": c.ok, "detail": c.detail}
-                   for c in events if isinstance(c, Check)],
+        "phases": phases,
+        "calls": calls,
+        "checks": checks,
         "peak_live_bytes": peaks,
-        "hangs": [stall.text for stall in events if isinstance(stall, Stall)],
-        "mismatches": [found.text for found in disagreements(events)],
+        "hangs": hangs,
+        "mismatches": mismatches,
     }

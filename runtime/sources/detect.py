@@ -17,9 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from ..errors import UsageError
-from .flight_recorder import Dump, import_dumps, is_dump, rank_from_name
+from .flight_recorder import RankDump, import_read, is_dump, rank_from_name, read_content
+from .fr_columns import DumpColumns
 from .nccl_inspector import import_inspector, is_inspector_log, is_inspector_record
 from .nccl_log import import_nccl_log, is_nccl_log
 from .profiler import ProfilerTrace, import_traces, is_profiler_trace
@@ -27,6 +29,7 @@ from .reading import (
     MAX_FILE_BYTES,
     MAX_FILES,
     MAX_TOTAL_BYTES,
+    collector_paused,
     load_json,
     load_plain_pickle,
     read_artifact,
@@ -57,12 +60,20 @@ class _Found:
     path: Path
     kind: str
     document: dict = field(default_factory=dict)
-    """A dump's or a profiler trace's decoded JSON or pickle (empty for a log)."""
+    """A profiler trace's decoded JSON (empty for the other kinds)."""
+    columns: DumpColumns | None = None
+    """A Flight Recorder dump's calls, read into columns as the file is read (a job's decoded dumps
+    would not fit in memory together)."""
     text: str = ""
     """An NCCL log's or NCCL Inspector output's text (empty for the other kinds, and for a log too
     large to hold: streamed)."""
     streamed: bool = False
     """A log larger than :data:`~.reading.MAX_FILE_BYTES`, read a line at a time as it is imported."""
+
+    def held(self, read: int) -> int:
+        """The bytes this file holds in memory once recognised, of the ``read`` it had: a Flight
+        Recorder dump only its columns (a job's dumps are read one by one, each then dropped)."""
+        return read if self.columns is None else self.columns.nbytes
 
     def lines(self) -> Iterable[str]:
         """A log's lines: from its text, or streamed from its file."""
@@ -95,7 +106,7 @@ def _recognise(path: Path, data: bytes) -> _Found | str:
     kind = sniff(data)
     if kind == "pickle":
         content = load_plain_pickle(data, path)
-        return _Found(path, "flight-recorder", document=content) if is_dump(content) else "a pickle that is not a Flight Recorder dump"
+        return _Found(path, "flight-recorder", columns=read_content(content)) if is_dump(content) else "a pickle that is not a Flight Recorder dump"
     if kind == "json":
         try:
             content = load_json(data, path)
@@ -107,7 +118,7 @@ def _recognise(path: Path, data: bytes) -> _Found | str:
                 return _Found(path, "nccl-log", text=text)
             raise
         if is_dump(content):
-            return _Found(path, "flight-recorder", document=content)
+            return _Found(path, "flight-recorder", columns=read_content(content))
         if is_profiler_trace(content):
             return _Found(path, "profiler", document=content)
         if is_inspector_record(content):  # a file of one record
@@ -151,10 +162,11 @@ def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> I
             recognised: _Found | str | None = _large_log(path) if _size(path) > STREAMED_LOG_BYTES else None
             if recognised is None:
                 data = read_artifact(path)  # refuses a file too large to read whole
-                total += len(data)
-                if total > MAX_TOTAL_BYTES:
+                if total + len(data) > MAX_TOTAL_BYTES:
                     raise UsageError(f"the artifacts hold more than {MAX_TOTAL_BYTES:,} bytes, the most one import reads")
-                recognised = _recognise(path, data)
+                with collector_paused():  # a dump's document is gone, read into columns, before it resumes
+                    recognised = _recognise(path, data)
+                total += recognised.held(len(data)) if isinstance(recognised, _Found) else 0
         except UsageError as exc:
             if named or str(exc).startswith("the artifacts hold"):
                 raise
@@ -175,7 +187,7 @@ def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> I
             + ": open one kind at a time")
     kind = kinds[0]
     if kind == "flight-recorder":
-        return import_dumps(_dumps(found, warnings), warnings, progress)
+        return import_read(_dumps(found, warnings), warnings, progress)
     if kind == "profiler":
         return import_traces([ProfilerTrace(f.path, f.document) for f in found], warnings, progress)
     if kind == "nccl-inspector":
@@ -191,9 +203,9 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _dumps(found: Sequence[_Found], warnings: list[str]) -> list[Dump]:
+def _dumps(found: Sequence[_Found], warnings: list[str]) -> list[RankDump]:
     """One dump per rank, its rank from the file's name; a second dump of a rank is left out."""
-    dumps: dict[int, Dump] = {}
+    dumps: dict[int, RankDump] = {}
     for item in found:
         rank = rank_from_name(item.path)
         if rank is None:
@@ -203,5 +215,5 @@ def _dumps(found: Sequence[_Found], warnings: list[str]) -> list[Dump]:
             warnings.append(f"rank {rank} has two dumps ({dumps[rank].path.name}, {item.path.name}): "
                             f"{item.path.name} left out")
             continue
-        dumps[rank] = Dump(item.path, rank, item.document)
+        dumps[rank] = RankDump(rank, item.path, cast(DumpColumns, item.columns))  # set for every dump found
     return [dumps[r] for r in sorted(dumps)]

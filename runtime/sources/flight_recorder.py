@@ -15,10 +15,14 @@ number and end with a ``coalesced`` entry. Older names are read too (``seq_id``;
 ``time_created_ns`` or ``input_dtypes``).
 
 A dump does not say which rank wrote it: as torch's own analyser does, the rank is the number its
-file name ends with. Every call becomes a :class:`~.run.Call` (complete once ``retired`` or
-``completed``); :func:`~.run.build_run` matches them across ranks by (group, sequence number) and
-runs the live run's own hang and mismatch checks. A set of dumps is judged as found: a rank
-without a dump is unknown — never a cause of a hang, never "not started" — and the verdict says
+file name ends with. Each dump is read into columns (:mod:`.fr_columns`: an array per field, no
+object per call; a call is complete once ``retired`` or ``completed``), the job's dumps into one
+table matched across ranks by (group, sequence number) (:mod:`.fr_table`), which the live run's own
+hang and mismatch checks read (:mod:`.call_checks`) and the headless summary is made from
+(:mod:`.table_summary`). An import of up to :data:`EVENTS_UP_TO` calls becomes every event
+(:func:`~.run.build_run`); a larger one (a whole job: 1,024 ranks × 2,000 calls) gives the viewer
+the events of its last steps, where the job stopped (:mod:`.fr_large`). A set of dumps is judged
+as found: a rank without a dump is unknown — never a cause of a hang, never "not started" — and the verdict says
 how many are missing. Real dumps disagree with themselves, and each disagreement is read and said
 in a warning rather than refused: gloo keys the default group ``''`` in ``pg_config`` while its
 entries name it ``'0'`` (torch's analyser raises ``KeyError`` on it), a subgroup's members may be
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -38,32 +42,22 @@ from typing import TypeGuard
 
 from ..errors import UsageError
 from ..observation.rank_lists import ranks_text
-from .names import P2P_OPS, dtype_name, itemsize, op_name, parse_ranks
-from .plausible import MAX_RANKS, bytes_ok, duration_ok, rank_ok
-from .run import (
-    Call,
-    ImportedRun,
-    Origin,
-    Progress,
-    Step,
-    build_run,
-    group_label,
-    no_progress,
-    order_steps,
-)
+from .fr_columns import DumpColumns, is_user_code, read_columns
+from .fr_large import large_run
+from .fr_table import JobTable, RankDump, job_table
+from .names import parse_ranks
+from .plausible import MAX_RANKS, rank_ok
+from .run import Call, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress
+from .table_summary import TableSummary
 
-__all__ = ["Dump", "is_dump", "rank_from_name", "import_dumps", "is_user_code"]
+__all__ = ["Dump", "RankDump", "EVENTS_UP_TO", "is_dump", "rank_from_name", "read_content", "import_dumps",
+           "import_read", "is_user_code"]
 
 _RANK_AT_END = re.compile(r"(\d+)(?:\.[A-Za-z][A-Za-z0-9]*)*$")
 _DEFAULT_NAMES = ("0", "default_pg")
-_NOT_USER_CODE = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3.", "<frozen")
-"""Frames of paths with these parts are torch's, a library's or the interpreter's, not the user's."""
-
-
-def is_user_code(filename: str) -> bool:
-    """Whether a frame in ``filename`` is the user's own code, not torch's, a library's or the
-    interpreter's (the frame a hang's report points at: a dump's stack, a live rank's traceback)."""
-    return not any(part in filename.replace("\\", "/") for part in _NOT_USER_CODE)
+EVENTS_UP_TO = 200_000
+"""The most calls (call-ranks) an import turns into events one by one; a larger import is read as a
+table, summarised from it, and viewed by its last steps (:mod:`.fr_large`)."""
 
 
 @dataclass(frozen=True)
@@ -95,111 +89,11 @@ def rank_from_name(path: Path) -> int | None:
     return int(digits)
 
 
-@dataclass(frozen=True)
-class _Entry:
-    """The fields of one entry this module uses, checked."""
-
-    group: str
-    description: str
-    seq: int
-    backend: str
-    op: str
-    in_count: int
-    out_count: int
-    in_dtype: str
-    completed: bool
-    state: str
-    t_ns: int
-    duration_ns: int | None
-    impossible_duration: bool
-    where: str
-
-
-def _int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _elements(shapes: object) -> int | None:
-    """The elements of the tensors of ``shapes`` (a list of shapes, each a list of dimensions), or
-    None where it is not one (a dimension negative or not an integer)."""
-    if not isinstance(shapes, (list, tuple)):
-        return None
-    total = 0
-    for shape in shapes:
-        if not isinstance(shape, (list, tuple)):
-            return None
-        elements = 1
-        for dim in shape:
-            if type(dim) is not int or dim < 0:  # decoded JSON and plain pickles hold no int subclass but bool
-                return None
-            elements *= dim
-        total += elements
-    return total
-
-
-def _where(frames: object) -> str:
-    """The first frame of the user's code (not torch's, a library's or the interpreter's) as
-    ``file:line in name``."""
-    if not isinstance(frames, (list, tuple)):
-        return ""
-    for frame in frames:
-        if not isinstance(frame, dict):
-            continue
-        filename, line, name = frame.get("filename"), frame.get("line"), frame.get("name")
-        if not isinstance(filename, str) or not is_user_code(filename):
-            continue
-        return f"{Path(filename).name}:{line} in {name}"
-    return ""
-
-
-def _entry(raw: object) -> _Entry | str:
-    """The checked entry, or the name of the field that is missing, malformed or impossible (a size
-    no device holds). Older dumps' names are read too: ``seq_id`` (format 1.x) for
-    ``collective_seq_id``; an entry without ``time_created_ns`` or ``input_dtypes`` (format < 2.0)
-    is placed by its order and typed ``unknown``."""
-    if not isinstance(raw, dict):
-        return "entry"
-    group = raw.get("process_group")
-    if not isinstance(group, (list, tuple)) or not group or not all(isinstance(g, str) for g in group):
-        return "process_group"
-    seq = raw.get("collective_seq_id", raw.get("seq_id"))
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        return "collective_seq_id"
-    profiling = raw.get("profiling_name")
-    if not isinstance(profiling, str):
-        return "profiling_name"
-    created = raw.get("time_created_ns", 0)
-    if not _int(created) or created < 0:
-        return "time_created_ns"
-    in_count, out_count = _elements(raw.get("input_sizes")), _elements(raw.get("output_sizes"))
-    if in_count is None or not bytes_ok(in_count):
-        return "input_sizes"
-    if out_count is None or not bytes_ok(out_count):
-        return "output_sizes"
-    dtypes = raw.get("input_dtypes", [])
-    if not isinstance(dtypes, (list, tuple)):
-        return "input_dtypes"
-    backend = profiling.split(":", 1)[0] if ":" in profiling else ""
-    state = raw.get("state") if isinstance(raw.get("state"), str) else ""
-    completed = raw.get("retired") is True or state == "completed"
-    duration = raw.get("duration_ms")
-    timed = isinstance(duration, (int, float)) and not isinstance(duration, bool) and completed
-    duration_ns = duration * 1e6 if isinstance(duration, (int, float)) and abs(duration) < 1 << 60 else float("inf")
-    named = [d for d in dtypes if isinstance(d, str)]
-    return _Entry(
-        group=group[0], description=group[1] if len(group) > 1 else "", seq=seq,
-        backend=backend, op=op_name(profiling), in_count=in_count,
-        out_count=out_count, in_dtype=dtype_name(named[0]) if named else "unknown",
-        completed=completed, state=state or ("completed" if completed else "not completed"),
-        t_ns=created, duration_ns=int(duration_ns) if timed and duration_ok(duration_ns) else None,
-        impossible_duration=timed and not duration_ok(duration_ns), where=_where(raw.get("frames")))
-
-
 @dataclass
 class _Groups:
     """Each group's members, resolved once over every dump, and the warnings that took."""
 
-    dumps: Sequence[Dump]
+    dumps: Sequence[RankDump]
     mentions: dict[str, set[int]]
     warnings: list[str]
 
@@ -207,8 +101,7 @@ class _Groups:
         """Ranks in the job: past the highest dumped rank and the highest rank any config names."""
         highest = max(d.rank for d in self.dumps)
         for dump in self.dumps:
-            for config in _configs(dump):
-                ranks = _ranks(config.get("ranks"))
+            for ranks in (dump.columns.configs or {}).values():
                 highest = max(highest, max(ranks) if ranks else 0)
         return highest + 1
 
@@ -219,13 +112,13 @@ class _Groups:
         votes: Counter[tuple[int, ...]] = Counter()
         under_blank = False
         for dump in self.dumps:
-            configs = dump.content.get("pg_config")
-            if not isinstance(configs, dict):
+            configs = dump.columns.configs
+            if configs is None:
                 continue
-            found = _ranks(configs[name].get("ranks")) if isinstance(configs.get(name), dict) else None
-            if found is None and default and isinstance(configs.get(""), dict):
-                found = _ranks(configs[""].get("ranks"))
-                under_blank = under_blank or found is not None
+            found = configs.get(name)
+            if found is None and default and configs.get("") is not None:
+                found = configs[""]
+                under_blank = True
             if found is not None:
                 votes[found] += 1
         label = group_label(name, description)
@@ -261,96 +154,14 @@ def _in_a_job(ranks: tuple[int, ...] | None) -> tuple[int, ...] | None:
     return ranks if ranks is None or rank_ok(ranks[-1]) else None
 
 
-def _configs(dump: Dump) -> list[dict]:
-    configs = dump.content.get("pg_config")
-    return [c for c in configs.values() if isinstance(c, dict)] if isinstance(configs, dict) else []
+def _read_dump(dump: Dump) -> RankDump:
+    """``dump`` read into columns (its decoded content can then go)."""
+    return RankDump(dump.rank, dump.path, read_columns(dump.content, _ranks))
 
 
-def _call(rank: int, entry: _Entry, group: str, members: tuple[int, ...]) -> Call:
-    size = itemsize(entry.in_dtype)
-    count, out = entry.in_count, entry.out_count
-    return Call(rank=rank, group=group, group_ranks=members, group_seq=entry.seq, op=entry.op, dtype=entry.in_dtype,
-                count=count, bytes_in=count * (size or 0), bytes_out=out * (size or 0), t_ns=entry.t_ns,
-                duration_ns=entry.duration_ns, completed=entry.completed, where=entry.where)
-
-
-def _read_entries(dump: Dump, warnings: list[str]) -> list[_Entry]:
-    """The dump's collective entries in its own order; p2p, damaged and repeated entries are
-    counted in warnings and left out, impossible durations are dropped, the entries of one
-    coalesced call (the same sequence number: its tensors, then a ``coalesced`` entry) become one
-    with their sizes summed, and a hole in the sequence numbers of a group (entries lost between
-    ones the dump holds) is said."""
-    version = str(dump.content.get("version"))
-    if not version.startswith("2."):
-        warnings.append(f"rank {dump.rank} ({dump.path.name}): Flight Recorder format {version}, read as 2.x")
-    entries: list[_Entry] = []
-    bad: Counter[str] = Counter()
-    p2p, repeated, untimed, coalesced = 0, 0, 0, 0
-    seen: dict[tuple[str, int], int] = {}
-    numbered: dict[str, set[int]] = defaultdict(set)
-    for raw in dump.content["entries"]:
-        entry = _entry(raw)
-        if isinstance(entry, str):
-            bad[entry] += 1
-            continue
-        numbered[group_label(entry.group, entry.description)].add(entry.seq)
-        if (isinstance(raw, dict) and raw.get("is_p2p") is True) or entry.op in P2P_OPS:
-            p2p += 1
-        elif (entry.group, entry.seq) in seen:
-            first = entries[seen[(entry.group, entry.seq)]]
-            if entry.op == "coalesced" or entry.op == first.op:  # one coalesced call's tensors (format 2.7 on)
-                coalesced += 1
-                if entry.op == first.op:
-                    entries[seen[(entry.group, entry.seq)]] = replace(
-                        first, in_count=first.in_count + entry.in_count, out_count=first.out_count + entry.out_count)
-            else:
-                repeated += 1
-        else:
-            seen[(entry.group, entry.seq)] = len(entries)
-            entries.append(entry)
-            untimed += entry.impossible_duration
-    if bad:
-        warnings.append(f"rank {dump.rank}: {sum(bad.values())} entries left out as damaged (a field missing, "
-                        "malformed or impossible): " + ", ".join(f"{field} ({n})" for field, n in bad.most_common()))
-    if untimed:
-        warnings.append(f"rank {dump.rank}: {untimed} entries hold an impossible duration (zero, negative or over "
-                        "a week): damaged input, shown untimed")
-    if p2p:
-        warnings.append(f"rank {dump.rank}: {p2p} point-to-point entries (send/recv) are not shown")
-    if repeated:
-        warnings.append(f"rank {dump.rank}: {repeated} entries repeat a call number already seen on their group with "
-                        "another op: left out")
-    if coalesced:
-        warnings.append(f"rank {dump.rank}: {coalesced} entries are further tensors of coalesced calls: each "
-                        "coalesced call is shown as one, its sizes summed")
-    for group, seqs in sorted(numbered.items()):
-        ordered = sorted(seqs)
-        count = ordered[-1] - ordered[0] + 1 - len(ordered)
-        if count:
-            warnings.append(f"rank {dump.rank}: {count:,} calls missing inside its dump's sequence on group {group} "
-                            f"({_holes_text(ordered)}): lost or damaged entries; what the rank did there is unknown")
-    return entries
-
-
-def _holes_text(ordered: Sequence[int], most: int = 8) -> str:
-    """The first ``most`` gaps between consecutive numbers of ``ordered`` as ``#4, #7–#9``."""
-    gaps = [(a + 1, b - 1) for a, b in zip(ordered, ordered[1:]) if b > a + 1]
-    text = ", ".join(f"#{lo}" if lo == hi else f"#{lo}–#{hi}" for lo, hi in gaps[:most])
-    return text + (", …" if len(gaps) > most else "")
-
-
-def _truncation_warnings(calls: Mapping[int, list[Call]], warnings: list[str]) -> None:
-    """Say where a rank's dump starts later on a group than other ranks' (its buffer overflowed)."""
-    first: dict[str, dict[int, int]] = defaultdict(dict)
-    for rank, rank_calls in calls.items():
-        for call in rank_calls:
-            first[call.group][rank] = min(first[call.group].get(rank, call.group_seq), call.group_seq)
-    for group, by_rank in first.items():
-        earliest = min(by_rank.values())
-        for rank, seq in sorted(by_rank.items()):
-            if seq > earliest:
-                warnings.append(f"rank {rank}'s dump starts at call #{seq} on group {group}, after calls other ranks "
-                                "recorded (its older entries were overwritten; a larger TORCH_FR_BUFFER_SIZE keeps more)")
+def read_content(content: dict) -> DumpColumns:
+    """A decoded dump's calls as columns (the content can then go)."""
+    return read_columns(content, _ranks)
 
 
 def _narration(key: tuple[str, int], calls: list[Call]) -> str:
@@ -377,62 +188,81 @@ def _narration(key: tuple[str, int], calls: list[Call]) -> str:
     return "\n".join(lines)
 
 
-def _step(key: tuple[str, int], calls: list[Call]) -> Step:
-    op = Counter(c.op for c in calls).most_common(1)[0][0]
-    return Step(name=f"{op} #{key[1]} on group {key[0]}", narration=_narration(key, calls), calls=calls,
-                t_ns=min(c.t_ns for c in calls))
+def steps_of(job: JobTable, indices: Sequence[int]) -> list[Step]:
+    """The steps ``indices`` of ``job`` with a :class:`~.run.Call` per rank (their events' source)."""
+    table = job.table
+    starts = table.step_starts()
+    steps = []
+    for index in indices:
+        calls = []
+        for row in range(int(starts[index]), int(starts[index + 1])):
+            duration = int(table.duration_ns[row])
+            calls.append(Call(
+                rank=int(table.rank[row]), group=table.groups[table.group[row]], group_ranks=table.members[table.group[row]],
+                group_seq=int(table.seq[row]), op=table.ops[table.op[row]], dtype=table.dtypes[table.dtype[row]],
+                count=int(table.count[row]), bytes_in=int(table.bytes_in[row]), bytes_out=int(table.bytes_out[row]),
+                t_ns=int(table.t_ns[row]), duration_ns=duration if duration > 0 else None,
+                completed=bool(table.completed[row]), where=table.places[table.where[row]]))
+        name = job.step_names[index]
+        key = (calls[0].group, calls[0].group_seq)
+        steps.append(Step(name=name, narration=_narration(key, calls), calls=calls, t_ns=int(job.step_t_ns[index])))
+    return steps
 
 
 def import_dumps(dumps: Sequence[Dump], warnings: list[str], progress: Progress = no_progress) -> ImportedRun:
-    """The run these per-rank dumps describe (one dump per rank; ``warnings`` gains what could not
-    be matched or shown; ``progress`` is told each dump read and each step built). Exit status 1
-    when ranks hang or disagree, as for a live run."""
+    """The run these per-rank decoded dumps describe (one dump per rank): :func:`import_read` of
+    each read into columns."""
     if not dumps:
         raise UsageError("no Flight Recorder dump to open")
-    entries = {}
+    return import_read([_read_dump(dump) for dump in dumps], warnings, progress)
+
+
+def import_read(dumps: Sequence[RankDump], warnings: list[str], progress: Progress = no_progress) -> ImportedRun:
+    """The run these per-rank dumps, read into columns, describe (one per rank; ``warnings`` gains
+    what could not be matched or shown; ``progress`` is told each dump taken and each step built).
+    Exit status 1 when ranks hang or disagree, as for a live run."""
+    if not dumps:
+        raise UsageError("no Flight Recorder dump to open")
     for done, dump in enumerate(dumps):
         progress("reading calls", done, len(dumps))
-        entries[dump.rank] = _read_entries(dump, warnings)
+        columns = dump.columns
+        if columns.version_note:
+            warnings.append(f"rank {dump.rank} ({dump.path.name}): {columns.version_note}")
+        warnings.extend(f"rank {dump.rank}: {note}" for note in columns.notes)
     progress("reading calls", len(dumps), len(dumps))
     mentions: dict[str, set[int]] = defaultdict(set)
     for dump in dumps:
-        status = dump.content.get("pg_status")
-        for name in status if isinstance(status, dict) else ():
-            mentions[str(name)].add(dump.rank)
-        for entry in entries[dump.rank]:
-            mentions[entry.group].add(dump.rank)
-    if not any(entries.values()):
-        raise UsageError(f"{dumps[0].path}: the dumps hold no collective calls (is TORCH_FR_BUFFER_SIZE set in the job?)")
+        for name in dump.columns.status_groups:
+            mentions[name].add(dump.rank)
+        for g in set(dump.columns.group.tolist()):
+            mentions[dump.columns.groups[g][0]].add(dump.rank)
+    if not any(len(dump.columns) for dump in dumps):
+        raise UsageError(f"{dumps[0].path}: the dumps hold no collective calls (is TORCH_FR_BUFFER_SIZE "
+                         "set in the job?)")
     groups = _Groups(dumps, mentions, warnings)
     world = groups.world_size()
-    resolved: dict[str, tuple[str, tuple[int, ...]]] = {}
-    calls: dict[int, list[Call]] = {}
-    for rank, rank_entries in entries.items():
-        calls[rank] = []
-        for entry in rank_entries:
-            if entry.group not in resolved:
-                members = groups.members(entry.group, entry.description, world)
-                resolved[entry.group] = (group_label(entry.group, entry.description), members)
-            label, members = resolved[entry.group]
-            calls[rank].append(_call(rank, entry, label, members))
-    _truncation_warnings(calls, warnings)
-    by_key: dict[tuple[str, int], list[Call]] = defaultdict(list)
-    for rank_calls in calls.values():
-        for call in rank_calls:
-            by_key[(call.group, call.group_seq)].append(call)
-    first_seen = {key: min(c.t_ns for c in found) for key, found in by_key.items()}
-    order = order_steps({rank: [(c.group, c.group_seq) for c in found] for rank, found in calls.items()}, first_seen)
-    steps = [_step(key, by_key[key]) for key in order]
-    ranks = sorted(calls)
-    missing = {r: "no dump of this rank" for r in range(world) if r not in calls}
+    job = job_table(dumps, lambda name, description: (group_label(name, description),
+                                                      groups.members(name, description, world)), warnings)
+    ranks = sorted({dump.rank for dump in dumps})
+    missing = {r: "no dump of this rank" for r in range(world) if r not in ranks}
     if missing:
         warnings.append(f"no dump of rank{'s' if len(missing) > 1 else ''} {ranks_text(sorted(missing))} "
                         f"(the dumps name {world} ranks): what {'they' if len(missing) > 1 else 'it'} did is unknown")
-    backends = Counter(e.backend for found in entries.values() for e in found if e.backend)
+    origin = _origin(dumps, job, ranks, world)
+    if len(job.table) > EVENTS_UP_TO:
+        return large_run(origin, job, warnings, ranks, missing, steps_of, EVENTS_UP_TO)
+    run = build_run(origin, steps_of(job, range(job.table.step_count)), warnings, ranks, missing, progress)
+    return replace(run, summary=TableSummary.of(job.table, job.step_names, run.events))  # the headless one: no event pass
+
+
+def _origin(dumps: Sequence[RankDump], job: JobTable, ranks: list[int], world: int) -> Origin:
+    backends: Counter[str] = Counter()
+    for dump in dumps:
+        backends.update(dump.columns.backends)
     backend = backends.most_common(1)[0][0] if backends else "unknown"
-    versions = {str(d.content.get("comm_lib_version") or "") for d in dumps} - {""}
-    timed = any(c.duration_ns for found in calls.values() for c in found)
-    origin = Origin(
+    versions = {d.columns.comm_lib_version for d in dumps} - {""}
+    timed = bool((job.table.duration_ns > 0).any())
+    return Origin(
         scenario="flight-recorder",
         description=(f"Flight Recorder dumps of rank{'s' if len(ranks) > 1 else ''} {ranks_text(ranks)} "
                      f"({world} in the job): one step per collective call, matched across ranks by group and "
@@ -443,4 +273,3 @@ def import_dumps(dumps: Sequence[Dump], warnings: list[str], progress: Progress 
         device="device unknown", untimed="a Flight Recorder dump records durations only with timing on",
         not_recorded="a Flight Recorder dump holds each call's sizes and state: no values, provenance or transfers",
         nccl_version=", ".join(sorted(versions)))
-    return build_run(origin, steps, warnings, ranks, missing, progress)

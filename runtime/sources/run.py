@@ -5,7 +5,8 @@ A source (Flight Recorder dumps, profiler traces, an NCCL log) reduces its artif
 collective call seen from the ranks that made it (a :class:`Call` per rank), or links NCCL reported
 (:class:`Hop` s). :func:`build_run` turns them into the events collviz's own runs emit — RunStart,
 RankStart per rank, per step and rank a Phase begin/end around Collective begin/end and Transfers —
-then feeds the Collective events to the live run's own checks: the watchdog
+then puts the calls to the live run's own checks (:mod:`.call_checks`, over a
+:class:`~.call_table.CallTable` of them): the watchdog
 (:class:`~..observation.watchdog.CollectiveWatch`, at the log's end) names who waits where and who
 never came, the fingerprint check (:class:`~..observation.fingerprints.FingerprintCheck`) names
 ranks that called something else at the same place. What they find becomes Stall and Mismatch
@@ -24,12 +25,12 @@ import heapq
 import json
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from functools import cached_property
+from typing import Literal, Protocol, TypeVar
 
-from ..observation.fingerprints import Disagreement, FingerprintCheck
-from ..observation.metrics import BUS_FACTOR_OPS, algo_bytes
-from ..observation.rank_lists import ranks_text
-from ..observation.watchdog import CollectiveWatch, Stalled
+import numpy as np
+
+from ..observation.watchdog import Stalled
 from ..wire.protocol import (
     IMPORT_RUN_PREFIX,
     LAUNCHER_RANK,
@@ -47,9 +48,11 @@ from ..wire.protocol import (
     Stall,
     Transfer,
 )
+from .call_checks import Findings, find_problems
+from .call_table import CallTable, algo_bytes_of
 
-__all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "Progress", "no_progress", "group_label", "call_text",
-           "order_steps", "build_run"]
+__all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "Summary", "Stamper", "emit_steps", "start_run", "finish_run",
+           "Progress", "no_progress", "group_label", "order_steps", "build_run"]
 
 Progress = Callable[[str, int, int], None]
 """Told ``(stage, done, total)`` as an import goes on (``reading files``, ``reading calls``,
@@ -147,26 +150,41 @@ class Origin:
     """Each rank's own device text where the source names it (else ``device``)."""
 
 
+class Summary(Protocol):
+    """The headless summary of an import, made from its table of calls (:mod:`.table_summary`)."""
+
+    def text(self) -> str:
+        """What :func:`~..reports.summary.render_summary` gives for the whole run's events."""
+
+    def document(self) -> dict:
+        """What :func:`~..reports.summary_json.summary_document` gives for the whole run's events."""
+
+
 @dataclass(frozen=True)
 class ImportedRun:
     """Events as collviz's own runs emit them, the warnings met while reading the artifacts, and
-    the exit status a run with these events has (1: hung or mismatched; 0 otherwise)."""
+    the exit status a run with these events has (1: hung or mismatched; 0 otherwise).
+    ``summary``: the headless summary, where the source makes it from its table of calls (Flight
+    Recorder dumps: for an import too large to hold as events, the events are then its last
+    steps'); None where the summary is the events'."""
 
     kind: str
-    events: list[AnyEvent]
+    built: list[AnyEvent] | Callable[[], list[AnyEvent]]
+    """The events, or what builds them when first asked (a large import's: a headless summary never needs them)."""
     warnings: list[str]
     exit_status: int
+    summary: Summary | None = None
+
+    @cached_property
+    def events(self) -> list[AnyEvent]:
+        """The run's events."""
+        return self.built() if callable(self.built) else self.built
 
 
 def group_label(name: str, description: str = "") -> str:
     """How a process group is named in steps and sentences: ``0 (default_pg)``, or ``1`` when torch
     gave it no description."""
     return f"{name} ({description})" if description and description != "undefined" else name
-
-
-def call_text(call: Call) -> str:
-    """``all_reduce #3 on group 0 (default_pg)``."""
-    return f"{call.op} #{call.group_seq} on group {call.group}"
 
 
 def order_steps(sequences: Mapping[int, Sequence[_Key]], first_seen: Mapping[_Key, int]) -> list[_Key]:
@@ -202,7 +220,7 @@ def order_steps(sequences: Mapping[int, Sequence[_Key]], first_seen: Mapping[_Ke
     return order
 
 
-class _Stamper:
+class Stamper:
     """Gives each emitter's events a gap-free ``seq``, the run id and a time."""
 
     def __init__(self, run: str) -> None:
@@ -237,31 +255,24 @@ def _options(origin: Origin, missing: Mapping[int, str]) -> dict[str, str | int 
     return options
 
 
-def _algo_bytes(call: Call) -> int:
-    """S of the nccl-tests formulas for ``call`` on its group, or its input bytes where the op has none."""
-    if call.op not in BUS_FACTOR_OPS:
-        return call.bytes_in
-    return algo_bytes(call.op, len(call.group_ranks) or 1, call.bytes_in, call.bytes_out)
-
-
-def _collective(stamp: _Stamper, call: Call, phase: int, edge: Literal["begin", "end"], t_ns: int) -> None:
+def _collective(stamp: Stamper, call: Call, phase: int, edge: Literal["begin", "end"], t_ns: int) -> None:
     stamp(Collective, call.rank, t_ns, phase=phase, edge=edge, op=call.op, group=call.group,
           group_ranks=stamp.ranks_list(call.group_ranks), group_seq=call.group_seq, dtype=call.dtype, count=call.count,
-          bytes_in=call.bytes_in, bytes_out=call.bytes_out, algo_bytes=_algo_bytes(call), root=call.root,
+          bytes_in=call.bytes_in, bytes_out=call.bytes_out,
+          algo_bytes=algo_bytes_of(call.op, len(call.group_ranks), call.bytes_in, call.bytes_out), root=call.root,
           duration_ns=call.duration_ns if edge == "end" else None)
 
 
-def _emit_steps(stamp: _Stamper, steps: Sequence[Step], warnings: list[str],
-                progress: Progress) -> dict[int, tuple[int, Call | None]]:
-    """Phase, Collective and Transfer events of every step; returns each rank's last step and call."""
-    last: dict[int, tuple[int, Call | None]] = {}
+def emit_steps(stamp: Stamper, steps: Sequence[Step], warnings: list[str], progress: Progress) -> dict[int, int]:
+    """Phase, Collective and Transfer events of every step; returns each rank's last step."""
+    last: dict[int, int] = {}
     for index, step in enumerate(steps):
         progress("building steps", index, len(steps))
         calls = {call.rank: call for call in step.calls}
         ranks = sorted(set(calls) | {h.src for h in step.hops} | {h.dst for h in step.hops} | set(step.took_ns))
         for rank in ranks:
             call = calls.get(rank)
-            if rank in last and last[rank][0] >= index:
+            if rank in last and last[rank] >= index:
                 warnings.append(f"rank {rank}: {step.name} is out of order with the other ranks' calls: not shown")
                 continue
             begin = call.t_ns if call is not None else step.t_ns
@@ -272,7 +283,7 @@ def _emit_steps(stamp: _Stamper, steps: Sequence[Step], warnings: list[str],
                 if hop.dst == rank:
                     stamp(Transfer, rank, begin, phase=index, src=hop.src, dst=hop.dst, bytes=0, buffer=hop.label,
                           start=0, length=0, kind="p2p", hop=hop.number)
-            last[rank] = (index, call if call is not None else last.get(rank, (0, None))[1])
+            last[rank] = index
             if call is not None and not call.completed:
                 continue
             took = step.took_ns.get(rank, 0) if call is None else call.duration_ns or 0
@@ -284,115 +295,46 @@ def _emit_steps(stamp: _Stamper, steps: Sequence[Step], warnings: list[str],
     return last
 
 
-@dataclass
-class _Findings:
-    """What the checks found: stalls, mismatches, the ranks they implicate, a sentence about the
-    last call of each rank that was not where the others waited, and the ranks the artifacts do
-    not describe (rank → why), which are never a cause: what they did is unknown."""
-
-    stalls: list[Stalled]
-    mismatches: list[Disagreement]
-    implicated: set[int]
-    last_calls: list[str]
-    unknown: Mapping[int, str]
-    world_size: int
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.stalls or self.mismatches)
-
-    def detail(self) -> str:
-        """The RunEnd's account: the first mismatch, else who caused the first hang (only ranks the
-        artifacts show elsewhere) and what each of those ranks called last; then how many ranks
-        the artifacts do not describe."""
-        if self.mismatches:
-            more = f" (and {len(self.mismatches) - 1} more mismatches)" if len(self.mismatches) > 1 else ""
-            return self.mismatches[0].text + more + self._unknown_text()
-        if self.stalls:
-            stall = self.stalls[0]
-            culprits = sorted(r for r in stall.elsewhere if r not in self.unknown)
-            more = f" (and {len(self.stalls) - 1} more groups hung)" if len(self.stalls) > 1 else ""
-            cause = (f"hang caused by rank{'s' if len(culprits) > 1 else ''} {ranks_text(culprits)}" if culprits
-                     else "hang, its cause unknown (every rank missing from it left no artifact)")
-            return (f"{cause}: {stall.text}{more}" + "".join(f"; {line}" for line in self.last_calls)
-                    + self._unknown_text())
-        return ""
-
-    def _unknown_text(self) -> str:
-        if not self.unknown:
-            return ""
-        absent = sorted(self.unknown)
-        return (f" ({len(absent)} of {self.world_size} ranks unknown: rank{'s' if len(absent) > 1 else ''} "
-                f"{ranks_text(absent)}, {self.unknown[absent[0]]})")
+def _waited_at_least(stall: Stalled, table: CallTable, latest: int) -> float:
+    """Seconds from the first waiter's call to the last time the artifacts recorded (``latest``):
+    how long the waiters had waited at least (the artifacts do not say when they were taken)."""
+    groups = [index for index, label in enumerate(table.groups) if label == stall.group]
+    rows = np.isin(table.group, groups) & (table.seq == stall.group_seq)
+    entered = table.t_ns[rows & np.isin(table.rank, stall.waiting)]
+    return max(0, latest - int(entered.min())) / 1e9 if len(entered) else 0.0
 
 
-def _analyse(origin: Origin, events: list[AnyEvent], last: Mapping[int, tuple[int, Call | None]],
-             missing: Mapping[int, str], warnings: list[str]) -> _Findings:
-    """The live run's own checks over the imported Collective events, at the log's end. A call that
-    every rank not inside it has completed is no hang: the ranks inside had not yet recorded its
-    completion (gloo's Flight Recorder retires a call a moment after it returns)."""
-    watch = CollectiveWatch(timeout_s=0)
-    for rank, why in missing.items():
-        watch.unknown(rank, why)
-    check = FingerprintCheck()
-    for event in events:
-        watch.observe(event)
-        if origin.check_calls:
-            check.observe(event)
-    completed = {(e.rank, e.group, e.group_seq) for e in events if isinstance(e, Collective) and e.edge == "end"}
-    stalls = []
-    for stall in watch.check_at_end():
-        known = [rank for rank in stall.elsewhere if rank not in missing]
-        if known and all((rank, stall.group, stall.group_seq) in completed for rank in known):
-            warnings.append(f"{stall.op} #{stall.group_seq} on group {stall.group}: every other rank completed it, "
-                            f"but rank{'s' if len(stall.waiting) > 1 else ''} {ranks_text(stall.waiting)} had "
-                            "not yet recorded it completed: not a hang")
-            continue
-        stalls.append(stall)
-    _open_call_warnings(events, completed, {(s.group, s.group_seq) for s in stalls}, warnings)
-    findings = _Findings(stalls, check.check() if origin.check_calls else [], set(), [], missing, origin.world_size)
+def finish_run(stamp: Stamper, origin: Origin, table: CallTable, findings: Findings, ranks: Sequence[int],
+               last_step: Mapping[int, int], end: int, warnings: list[str]) -> ImportedRun:
+    """The events after the steps' (Stall, Mismatch, each RankEnd, RunEnd: ``end`` is the last time
+    the artifacts recorded, ``last_step`` each rank's last step) and the run they end."""
     for stall in findings.stalls:
-        findings.implicated.update(stall.waiting)
-        for rank in sorted(r for r in stall.elsewhere if r not in missing):
-            findings.implicated.add(rank)
-            previous = last.get(rank, (0, None))[1]
-            if previous is not None and stall is findings.stalls[0]:
-                findings.last_calls.append(f"rank {rank}'s last call: {_last_call_text(previous)}")
+        stamp(Stall, LAUNCHER_RANK, end, group=stall.group, group_seq=stall.group_seq, op=stall.op,
+              waiting=stall.waiting, elsewhere=list(stall.elsewhere.values()),
+              waited_s=_waited_at_least(stall, table, end), text=stall.text)
     for found in findings.mismatches:
-        findings.implicated.update(found.odd_ranks)
-    return findings
+        stamp(Mismatch, LAUNCHER_RANK, end, group=found.group, group_ranks=list(found.group_ranks),
+              group_seq=found.group_seq, calls=found.calls, odd_ranks=found.odd_ranks, text=found.text)
+    inside = set(np.unique(table.rank[~table.completed]).tolist())
+    for rank in ranks:  # see the module's docstring: who gets a RankEnd
+        if rank not in findings.implicated and rank not in inside:
+            stamp(RankEnd, rank, end, status="ok", phase=last_step.get(rank))
+    status = "failed" if findings.failed else "ok"
+    stamp(RunEnd, LAUNCHER_RANK, end, status=status, detail=findings.detail(), events=len(stamp.events) + 1)
+    return ImportedRun(origin.scenario, stamp.events, warnings, 1 if findings.failed else 0)
 
 
-def _open_call_warnings(events: list[AnyEvent], completed: set[tuple[int, str, int]],
-                        stalled: set[tuple[str, int]], warnings: list[str]) -> None:
-    """Say each call every rank of the artifacts was still inside with no other rank to blame (every
-    member the artifacts know is inside it): a job stuck there, or one taken mid-call, cannot be
-    told apart; the artifacts of other ranks, if the job had more, would say."""
-    inside: dict[tuple[str, int, str], list[int]] = {}
-    for event in events:
-        if (isinstance(event, Collective) and event.edge == "begin" and (event.group, event.group_seq) not in stalled
-                and (event.rank, event.group, event.group_seq) not in completed):
-            inside.setdefault((event.group, event.group_seq, event.op), []).append(event.rank)
-    done = {(group, seq) for _, group, seq in completed}
-    for (group, seq, op), ranks in inside.items():
-        if (group, seq) not in done:
-            warnings.append(f"{op} #{seq} on group {group}: rank{'s' if len(ranks) > 1 else ''} {ranks_text(sorted(ranks))} "
-                            "still inside it, and no rank of the artifacts completed it: stuck there or taken mid-call "
-                            "(the job's other ranks, if it had more, would say)")
-
-
-def _last_call_text(call: Call) -> str:
-    state = "completed" if call.completed else "not completed"
-    return f"{call_text(call)}, {state}" + (f", called at {call.where}" if call.where else "")
-
-
-def _waited_at_least(stall: Stalled, events: list[AnyEvent]) -> float:
-    """Seconds from the first waiter's call to the last time the artifacts recorded: how long the
-    waiters had waited at least (the artifacts do not say when they were taken)."""
-    entered = [e.t_ns for e in events if isinstance(e, Collective) and e.edge == "begin" and e.group == stall.group
-               and e.group_seq == stall.group_seq and e.rank in stall.waiting]
-    latest = max(e.t_ns for e in events)
-    return max(0, latest - min(entered)) / 1e9 if entered else 0.0
+def start_run(origin: Origin, steps: int, start: int, ranks: Sequence[int], missing: Mapping[int, str]) -> Stamper:
+    """The stamper of an imported run, its RunStart (``steps`` steps, from ``start``) and each
+    rank's RankStart emitted."""
+    stamp = Stamper(f"{IMPORT_RUN_PREFIX}{origin.scenario}")
+    stamp(RunStart, LAUNCHER_RANK, start, scenario=origin.scenario, world_size=origin.world_size,
+          backend=origin.backend, device_kind=origin.device_kind, backend_reason=origin.reason, mode="live",
+          options=_options(origin, missing), description=origin.description, torch_version="not recorded",
+          nccl_version=origin.nccl_version, host=origin.host, phase_count=steps)
+    for rank in ranks:
+        stamp(RankStart, rank, start, device=origin.devices.get(rank, origin.device), backend=origin.backend, host=origin.host, pid=0)
+    return stamp
 
 
 def build_run(origin: Origin, steps: Sequence[Step], warnings: list[str], ranks: Sequence[int],
@@ -401,29 +343,11 @@ def build_run(origin: Origin, steps: Sequence[Step], warnings: list[str], ranks:
     ranks of the world they do not (rank → why, e.g. "no dump of this rank"); ``warnings`` gains
     what could not be shown; ``progress`` is told each step built."""
     missing = dict(missing or {})
-    stamp = _Stamper(f"{IMPORT_RUN_PREFIX}{origin.scenario}")
     times = [c.t_ns for s in steps for c in s.calls] + [s.t_ns for s in steps if not s.calls]
-    start = min(times, default=0)
-    stamp(RunStart, LAUNCHER_RANK, start, scenario=origin.scenario, world_size=origin.world_size,
-          backend=origin.backend, device_kind=origin.device_kind, backend_reason=origin.reason, mode="live",
-          options=_options(origin, missing), description=origin.description, torch_version="not recorded",
-          nccl_version=origin.nccl_version, host=origin.host, phase_count=len(steps))
-    for rank in ranks:
-        stamp(RankStart, rank, start, device=origin.devices.get(rank, origin.device), backend=origin.backend, host=origin.host, pid=0)
-    last = _emit_steps(stamp, steps, warnings, progress)
-    findings = _analyse(origin, stamp.events, last, missing, warnings)
-    end = max((e.t_ns for e in stamp.events), default=start)
-    for stall in findings.stalls:
-        stamp(Stall, LAUNCHER_RANK, end, group=stall.group, group_seq=stall.group_seq, op=stall.op,
-              waiting=stall.waiting, elsewhere=list(stall.elsewhere.values()),
-              waited_s=_waited_at_least(stall, stamp.events), text=stall.text)
-    for found in findings.mismatches:
-        stamp(Mismatch, LAUNCHER_RANK, end, group=found.group, group_ranks=list(found.group_ranks),
-              group_seq=found.group_seq, calls=found.calls, odd_ranks=found.odd_ranks, text=found.text)
-    inside = {call.rank for step in steps for call in step.calls if not call.completed}
-    for rank in ranks:  # see the module's docstring: who gets a RankEnd
-        if rank not in findings.implicated and rank not in inside:
-            stamp(RankEnd, rank, end, status="ok", phase=last.get(rank, (None,))[0])
-    status = "failed" if findings.failed else "ok"
-    stamp(RunEnd, LAUNCHER_RANK, end, status=status, detail=findings.detail(), events=len(stamp.events) + 1)
-    return ImportedRun(origin.scenario, stamp.events, warnings, 1 if findings.failed else 0)
+    stamp = start_run(origin, len(steps), min(times, default=0), ranks, missing)
+    last = emit_steps(stamp, steps, warnings, progress)
+    table = CallTable.from_steps(steps)
+    findings = find_problems(table, [step.name for step in steps], last, missing, origin.world_size,
+                             origin.check_calls, warnings)
+    end = max(e.t_ns for e in stamp.events)
+    return finish_run(stamp, origin, table, findings, ranks, last, end, warnings)

@@ -175,7 +175,7 @@ BUGS: tuple[Bug, ...] = (
         "self._watch = CollectiveWatch(timeout_s)", "self._watch = CollectiveWatch(timeout_s + 2)",
         ("tests/runtime/test_hostile.py::test_a_rank_that_never_arrives_is_a_hang_blaming_it",),
         "a live run's hang report comes 2 s after --timeout (still before gloo's own error)"),
-    Bug("importer-culprit", "runtime/sources/run.py",
+    Bug("importer-culprit", "runtime/sources/call_checks.py",
         "culprits = sorted(r for r in stall.elsewhere if r not in self.unknown)",
         "culprits = sorted(r for r in stall.waiting if r not in self.unknown)",
         ("tests/runtime/test_sources.py::test_a_rank_that_skips_a_call_is_named_with_its_last_call",),
