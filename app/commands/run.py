@@ -59,9 +59,10 @@ def _run_script(args: argparse.Namespace) -> int:
     check_record_option(args)
     if args.logs is not None:
         make_output_folder(args.logs, "--logs")
+    headless = headless_instead(args.headless, args.json)
     plan = plan_script(script, 1 if args.nproc is None else args.nproc, record=args.record, timeout_s=args.timeout,
-                       logs=args.logs)
-    return play_plan(plan, headless=headless_instead(args.headless, args.json), json_output=args.json)
+                       logs=args.logs, observe=args.observe or not headless)  # the viewer: observed, until it attaches
+    return play_plan(plan, headless=headless, json_output=args.json)
 
 
 def _run_under_torchrun(args: argparse.Namespace, script: UserScript) -> None:

@@ -10,11 +10,12 @@ processes, deciding when the run is over and why — is its own.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from ..observation.fingerprints import Disagreement, FingerprintCheck
 from ..observation.watchdog import CollectiveWatch, Stalled
-from ..wire.protocol import AnyEvent, Dropped, Mismatch, RunEnd, Stall
+from ..wire.protocol import AnyEvent, Dropped, Mismatch, RunEnd, Stall, encode
 from ..wire.trace import TraceWriter
 from ..wire.transport import Collector, LauncherEmitter
 from .contract import RunOutcome
@@ -45,14 +46,23 @@ class Intake:
         self.first_stall: Stalled | None = None
         """The first hang the watch reported: its missing ranks are the run's culprits."""
 
-    def receive(self, timeout: float) -> list[AnyEvent]:
+    def receive(self, timeout: float, take: bool = True) -> list[AnyEvent]:
         """Take in what the collector has (waiting up to ``timeout`` s for some); those events,
-        in arrival order, for the session's own bookkeeping."""
+        in arrival order, for the session's own bookkeeping. Unless ``take``, they are only
+        returned: messages to the session, not part of the run (the ranks of a run read from
+        Flight Recorder say how they ended; their calls come from their dumps, :meth:`take_in`)."""
         events = []
         for event, payload in self.collector.receive(timeout):
-            self._take(event, payload)
+            if take:
+                self._take(event, payload)
             events.append(event)
         return events
+
+    def take_in(self, events: Iterable[AnyEvent]) -> None:
+        """Take in events the session made of what reached it otherwise than through the collector
+        (the ranks' calls read from their Flight Recorder dumps, stamped with this run)."""
+        for event in events:
+            self._take(event, encode(event))
 
     def emit(self, event_type: type[AnyEvent], **fields: Any) -> None:
         """Take in an event of the session's own (rank ``LAUNCHER_RANK``)."""

@@ -1,0 +1,147 @@
+"""One rank of a user's script read from torch's own Flight Recorder: what ``collviz run`` does by
+default, so the script pays only Flight Recorder's cost (issue 34).
+
+While the script runs, the rank (:func:`recorded_rank`):
+
+- keeps Flight Recorder on: ``TORCH_FR_BUFFER_SIZE`` is set to :data:`DEFAULT_ENTRIES` where the
+  user left it unset (torch 2.8's gloo records nothing without it), before the script creates
+  its process group;
+- serves its recorder and Python stacks on torch's worker server, on the Unix socket
+  ``rank<r>.sock`` of the run's folder (``torch.distributed.elastic.control_plane.worker_main``,
+  the way a job under torchrun opens it), for whoever attaches while it runs;
+- writes its recorder, once, to ``fr_rank<r>.json`` in that folder (``_dump_fr_trace_json``: torch's
+  own JSON, what the Flight Recorder reader opens): when the script ends, normally or by an
+  exception, or when the launcher asks — it closes its end of a pipe every rank listens on, when a
+  run fails or is interrupted, and a rank blocked in a collective its peer never joins still
+  dumps from a thread of its own (the call's wait releases the interpreter lock). The file
+  appears whole or not at all (written aside, then renamed).
+
+Nothing runs per call: the recorder is torch's, in C++. The thread waiting on the pipe sleeps in
+``read`` until the run ends. torch leaves the socket file behind when its server shuts down (and
+refuses to open a server over an old one): the rank removes it, before and after. torch's
+server logs its start and end on stderr: those lines go to ``rank<r>.sock.log`` beside the socket,
+not among the script's own.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from torch._C._distributed_c10d import _dump_fr_trace_json
+from torch.distributed.elastic.control_plane import TORCH_WORKER_SERVER_SOCKET, worker_main
+
+__all__ = ["DEFAULT_ENTRIES", "FR_BUFFER_ENV", "RecorderPlace", "dump_path", "socket_path", "recorded_rank"]
+
+FR_BUFFER_ENV = "TORCH_FR_BUFFER_SIZE"
+"""How many calls torch's Flight Recorder keeps per rank (torch reads it as a process group is made)."""
+
+DEFAULT_ENTRIES = 2000
+"""Calls kept per rank where the user did not say: torch 2.13's own default for NCCL; each call's
+entry is a few hundred bytes in C++."""
+
+
+@dataclass(frozen=True)
+class RecorderPlace:
+    """Where a run's ranks keep their recorder: the run's ``folder`` (sockets and dumps), and the
+    read end of the pipe whose end of file asks every rank for its dump (inherited by the fork)."""
+
+    folder: str
+    request_fd: int
+
+
+def socket_path(folder: str | Path, rank: int) -> Path:
+    """Rank ``rank``'s worker-server socket in ``folder`` (its name ends with the rank, as attach reads it)."""
+    return Path(folder, f"rank{rank}.sock")
+
+
+def dump_path(folder: str | Path, rank: int) -> Path:
+    """Rank ``rank``'s Flight Recorder dump in ``folder`` (its name ends with the rank, as the reader needs)."""
+    return Path(folder, f"fr_rank{rank}.json")
+
+
+class _Dumper:
+    """Writes the rank's dump at most once, from whichever thread asks first."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._done = False
+
+    def dump(self) -> None:
+        """Write the recorder to :attr:`path` (aside, then renamed), unless it was written already."""
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            aside = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+            aside.write_bytes(_dump_fr_trace_json(True, False))
+            os.replace(aside, self.path)
+
+    def on_request(self, fd: int) -> None:
+        """Wait (asleep in ``read``) for the pipe's end of file, then dump."""
+        try:
+            while os.read(fd, 64):
+                pass
+        except OSError:
+            return
+        self.dump()
+
+
+@contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """The process's stderr (file descriptor 2) appended to ``path`` for the duration: torch's
+    worker server says it opens and closes there, lines that are not the script's."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
+@contextmanager
+def _worker_server(path: Path) -> Iterator[None]:
+    """torch's worker server on the socket ``path`` for the duration (its own messages to
+    ``<path>.log``); the socket file removed before and after. The variable naming it is set
+    only while the server opens, so a script that wraps itself in ``worker_main`` does not open a
+    second one on the same socket."""
+    path.unlink(missing_ok=True)
+    log = path.with_name(f"{path.name}.log")
+    server = ExitStack()
+    os.environ[TORCH_WORKER_SERVER_SOCKET] = str(path)
+    try:
+        with _stderr_to(log):
+            server.enter_context(worker_main())
+    finally:
+        os.environ.pop(TORCH_WORKER_SERVER_SOCKET, None)
+    try:
+        yield
+    finally:
+        with _stderr_to(log):
+            server.close()
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def recorded_rank(place: RecorderPlace, rank: int) -> Iterator[None]:
+    """Run the body (the script) as rank ``rank`` with its recorder on, served and dumped (see the
+    module's text); the dump is written before the body's exception, if any, goes on."""
+    os.environ.setdefault(FR_BUFFER_ENV, str(DEFAULT_ENTRIES))
+    dumper = _Dumper(dump_path(place.folder, rank))
+    threading.Thread(target=dumper.on_request, args=(place.request_fd,), name="collviz-fr-dump",
+                     daemon=True).start()
+    with _worker_server(socket_path(place.folder, rank)):
+        try:
+            yield
+        finally:
+            dumper.dump()
