@@ -9,7 +9,7 @@ While the script runs, the rank (:func:`recorded_rank`):
 - serves its recorder and Python stacks on torch's worker server, on the Unix socket
   ``rank<r>.sock`` of the run's folder (``torch.distributed.elastic.control_plane.worker_main``,
   the way a job under torchrun opens it), for whoever attaches while it runs;
-- writes its recorder, once, to ``fr_rank<r>.json`` in that folder (``_dump_fr_trace_json``: torch's
+- writes its recorder to ``fr_rank<r>.json`` in that folder (``_dump_fr_trace_json``: torch's
   own JSON, what the Flight Recorder reader opens): when the script ends, normally or by an
   exception, or when the launcher asks — it closes its end of a pipe every rank listens on, when a
   run fails or is interrupted, and a rank blocked in a collective its peer never joins still
@@ -25,21 +25,27 @@ not among the script's own.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from torch._C._distributed_c10d import _dump_fr_trace_json
+from torch._C._distributed_c10d import _dump_fr_trace_json  # type: ignore[attr-defined]  # not in torch's stubs
 from torch.distributed.elastic.control_plane import TORCH_WORKER_SERVER_SOCKET, worker_main
 
-__all__ = ["DEFAULT_ENTRIES", "FR_BUFFER_ENV", "RecorderPlace", "dump_path", "socket_path", "recorded_rank"]
+__all__ = ["DEFAULT_ENTRIES", "FR_BUFFER_ENV", "SETTLE_S", "RecorderPlace", "dump_path", "socket_path", "recorded_rank"]
 
 FR_BUFFER_ENV = "TORCH_FR_BUFFER_SIZE"
 """How many calls torch's Flight Recorder keeps per rank (torch reads it as a process group is made)."""
+
+SETTLE_S = 0.2
+"""As the script ends, how long its last calls get to be recorded as completed before the dump
+(a call that never completes, in a failing run, costs the rank this long)."""
 
 DEFAULT_ENTRIES = 2000
 """Calls kept per rank where the user did not say: torch 2.13's own default for NCCL; each call's
@@ -65,20 +71,32 @@ def dump_path(folder: str | Path, rank: int) -> Path:
     return Path(folder, f"fr_rank{rank}.json")
 
 
+def _settle(most_s: float) -> None:
+    """Wait (at most ``most_s``) until every group's last call issued is recorded as completed:
+    gloo's thread retires a call just after its waiter is woken, so a dump taken at once can
+    show the script's last call unfinished. Asks torch for the groups' status alone (no entries)."""
+    deadline = time.monotonic() + most_s
+    while time.monotonic() < deadline:
+        status = json.loads(_dump_fr_trace_json(False, False)).get("pg_status") or {}
+        if all(str(group.get("last_completed_collective")) == str(group.get("last_enqueued_collective"))
+               for group in status.values() if isinstance(group, dict)):
+            return
+        time.sleep(0.001)
+
+
 class _Dumper:
-    """Writes the rank's dump at most once, from whichever thread asks first."""
+    """Writes the rank's dump, one thread at a time: when the launcher asks, and again as the script
+    ends (the later dump holds every call of the earlier one, and those since)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._done = False
 
-    def dump(self) -> None:
-        """Write the recorder to :attr:`path` (aside, then renamed), unless it was written already."""
+    def dump(self, settle_s: float = 0.0) -> None:
+        """Write the recorder to :attr:`path` (aside, then renamed over the earlier dump), once
+        every call issued has completed (or ``settle_s`` has passed: :func:`_settle`)."""
         with self._lock:
-            if self._done:
-                return
-            self._done = True
+            _settle(settle_s)
             aside = self.path.with_name(f".{self.path.name}.{os.getpid()}")
             aside.write_bytes(_dump_fr_trace_json(True, False))
             os.replace(aside, self.path)
@@ -121,7 +139,7 @@ def _worker_server(path: Path) -> Iterator[None]:
     os.environ[TORCH_WORKER_SERVER_SOCKET] = str(path)
     try:
         with _stderr_to(log):
-            server.enter_context(worker_main())
+            server.enter_context(worker_main())  # type: ignore[arg-type]  # torch's @record types it Optional
     finally:
         os.environ.pop(TORCH_WORKER_SERVER_SOCKET, None)
     try:
@@ -144,4 +162,4 @@ def recorded_rank(place: RecorderPlace, rank: int) -> Iterator[None]:
         try:
             yield
         finally:
-            dumper.dump()
+            dumper.dump(SETTLE_S)
