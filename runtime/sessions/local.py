@@ -409,7 +409,8 @@ class LocalSession:
         """Every rank has exited: take in the events of their Flight Recorder dumps, and the
         hangs and mismatches found in them (in the session's name); follow each rank's steps."""
         recorder.close()
-        recorded = recorder.read(self.run_id, self._ends)
+        device = "cpu" if self.plan.backend.device_kind == "cpu" else ""  # no GPU visible: the script's only device
+        recorded = recorder.read(self.run_id, self._ends, self.pids, device)
         intake.take_in(recorded.rank_events)
         for kind, fields in recorded.findings:
             intake.emit(kind, **fields)

@@ -16,6 +16,7 @@ A rank without a dump (killed before it could write one) is unknown, as the read
 from __future__ import annotations
 
 import os
+import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +26,13 @@ import msgspec
 from ..errors import UsageError
 from ..sources.detect import open_artifacts
 from ..userjob.recorder import RecorderPlace, dump_path, socket_path
-from ..wire.protocol import LAUNCHER_RANK, AnyEvent, Mismatch, Phase, RankEnd, RunEnd, Stall
+from ..wire.protocol import LAUNCHER_RANK, AnyEvent, Mismatch, Phase, RankEnd, RankStart, RunEnd, Stall
 
 __all__ = ["DUMP_GRACE_S", "Recorded", "RecorderDumps"]
+
+_GLOO_GROUP_KEY = "is keyed '' in the dumps' pg_config"
+"""The reader's warning that gloo keys its default group ``''`` (every gloo dump does; the reader
+reads it right): said when a user opens dumps, noise after every run of collviz's own."""
 
 _STAMP = frozenset(("run", "rank", "seq", "t_ns"))
 """The fields every event's emitter stamps."""
@@ -88,9 +93,11 @@ class RecorderDumps:
         for rank in range(self.world_size):
             socket_path(self.folder, rank).unlink(missing_ok=True)
 
-    def read(self, run: str, ends: Mapping[int, RankEnd]) -> Recorded:
+    def read(self, run: str, ends: Mapping[int, RankEnd], pids: Mapping[int, int], device: str) -> Recorded:
         """The dumps' events, stamped with ``run``; ``ends`` are the RankEnd each rank sent, whose
-        error (if any) the rank's own RankEnd carries, added where the dump ends inside a call."""
+        error (if any) the rank's own RankEnd carries, added where the dump ends inside a call.
+        Each RankStart says what the launcher knows and a dump does not: the rank's process id
+        (``pids``), this host, and ``device`` where the plan knows it (else the reader's "unknown")."""
         paths = [path for rank in range(self.world_size) if (path := dump_path(self.folder, rank)).exists()]
         if not paths:
             return Recorded(warnings=["no rank wrote its Flight Recorder dump: its calls are unknown"])
@@ -98,7 +105,7 @@ class RecorderDumps:
             imported = open_artifacts(paths)
         except UsageError as exc:
             return Recorded(warnings=[str(exc)])
-        recorded = Recorded(warnings=list(imported.warnings))
+        recorded = Recorded(warnings=[text for text in imported.warnings if _GLOO_GROUP_KEY not in text])
         next_seq: dict[int, int] = {}
         last_phase: dict[int, int] = {}
         told: set[int] = set()
@@ -116,6 +123,9 @@ class RecorderDumps:
                 told.add(event.rank)
             elif isinstance(event, Phase):
                 last_phase[event.rank] = event.index
+            elif isinstance(event, RankStart):
+                event = msgspec.structs.replace(event, pid=pids.get(event.rank, 0), host=platform.node(),
+                                                device=device or event.device)
             recorded.rank_events.append(msgspec.structs.replace(event, run=run))
             next_seq[event.rank] = event.seq + 1
         t_ns = max((event.t_ns for event in recorded.rank_events), default=0)

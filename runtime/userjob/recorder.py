@@ -10,7 +10,8 @@ While the script runs, the rank (:func:`recorded_rank`):
   ``rank<r>.sock`` of the run's folder (``torch.distributed.elastic.control_plane.worker_main``,
   the way a job under torchrun opens it), for whoever attaches while it runs;
 - writes its recorder to ``fr_rank<r>.json`` in that folder (``_dump_fr_trace_json``: torch's
-  own JSON, what the Flight Recorder reader opens): when the script ends, normally or by an
+  own JSON, what the Flight Recorder reader opens; with NCCL's recorder's calls joined, where
+  torch has NCCL — :func:`recorder_json`): when the script ends, normally or by an
   exception, or when the launcher asks — it closes its end of a pipe every rank listens on, when a
   run fails or is interrupted, and a rank blocked in a collective its peer never joins still
   dumps from a thread of its own (the call's wait releases the interpreter lock). The file
@@ -30,15 +31,16 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from torch._C._distributed_c10d import _dump_fr_trace_json  # type: ignore[attr-defined]  # not in torch's stubs
+import torch._C._distributed_c10d as _c10d
 from torch.distributed.elastic.control_plane import TORCH_WORKER_SERVER_SOCKET, worker_main
 
-__all__ = ["DEFAULT_ENTRIES", "FR_BUFFER_ENV", "SETTLE_S", "RecorderPlace", "dump_path", "socket_path", "recorded_rank"]
+__all__ = ["DEFAULT_ENTRIES", "FR_BUFFER_ENV", "SETTLE_S", "RecorderPlace", "dump_path", "merged_dump", "recorder_json",
+           "socket_path", "recorded_rank"]
 
 FR_BUFFER_ENV = "TORCH_FR_BUFFER_SIZE"
 """How many calls torch's Flight Recorder keeps per rank (torch reads it as a process group is made)."""
@@ -71,15 +73,42 @@ def dump_path(folder: str | Path, rank: int) -> Path:
     return Path(folder, f"fr_rank{rank}.json")
 
 
+def _recorders() -> list[Callable[[bool, bool], bytes]]:
+    """torch's Flight Recorder dumps in JSON: gloo's (CPU backends'), and NCCL's, a recorder of its
+    own, where torch was built with NCCL (checked on 2.8 and 2.11: neither holds the other's calls)."""
+    nccl = getattr(_c10d, "_dump_nccl_trace_json", None)
+    return [_c10d._dump_fr_trace_json] + ([nccl] if nccl is not None else [])  # type: ignore[attr-defined]
+
+
+def merged_dump(dumps: list[dict]) -> dict:
+    """One dump of a rank holding the calls of each of its recorders' ``dumps`` (decoded JSON): the
+    first that holds calls, its entries, groups and statuses joined by those of the others that do."""
+    holding = [dump for dump in dumps if dump.get("entries")] or dumps[:1]
+    merged = dict(holding[0])
+    for other in holding[1:]:
+        merged["entries"] = [*merged["entries"], *other["entries"]]
+        for key in ("pg_config", "pg_status"):
+            merged[key] = {**(other.get(key) or {}), **(merged.get(key) or {})}
+    return merged
+
+
+def recorder_json() -> bytes:
+    """This rank's Flight Recorder as one JSON dump (every recorder's calls: :func:`merged_dump`)."""
+    recorders = _recorders()
+    if len(recorders) == 1:
+        return recorders[0](True, False)
+    return json.dumps(merged_dump([json.loads(dump(True, False)) for dump in recorders])).encode()
+
+
 def _settle(most_s: float) -> None:
     """Wait (at most ``most_s``) until every group's last call issued is recorded as completed:
     gloo's thread retires a call just after its waiter is woken, so a dump taken at once can
     show the script's last call unfinished. Asks torch for the groups' status alone (no entries)."""
     deadline = time.monotonic() + most_s
     while time.monotonic() < deadline:
-        status = json.loads(_dump_fr_trace_json(False, False)).get("pg_status") or {}
+        statuses = [json.loads(dump(False, False)).get("pg_status") or {} for dump in _recorders()]
         if all(str(group.get("last_completed_collective")) == str(group.get("last_enqueued_collective"))
-               for group in status.values() if isinstance(group, dict)):
+               for status in statuses for group in status.values() if isinstance(group, dict)):
             return
         time.sleep(0.001)
 
@@ -98,7 +127,7 @@ class _Dumper:
         with self._lock:
             _settle(settle_s)
             aside = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-            aside.write_bytes(_dump_fr_trace_json(True, False))
+            aside.write_bytes(recorder_json())
             os.replace(aside, self.path)
 
     def on_request(self, fd: int) -> None:
