@@ -4,16 +4,19 @@ compute and 17 small collectives a step), timing its own loop, started three way
 - *bare*: plain Python processes, one per rank, with the environment torchrun gives (RANK,
   WORLD_SIZE, MASTER_ADDR=127.0.0.1, …, OMP_NUM_THREADS=1) and torch's Flight Recorder at its
   defaults (on, 2,000 entries, in torch ≥ 2.11);
+- *fork*: the same, but forked from one Python that imported torch once, as ``collviz run`` forks
+  its ranks (``_fork_launch.py``): the launch alike, nothing of collviz's;
 - *collviz*: ``collviz run --nproc 2 --headless``, the default: each rank's Flight Recorder (2,000
   entries) and worker server, its dump as it ends, read by the launcher;
 - *observe*: ``collviz run --nproc 2 --headless --observe``, the detailed observer, for contrast.
 
-Each round runs all three, in an order that rotates from round to round, so a shared machine's
+Each round runs all four, in an order that rotates from round to round, so a shared machine's
 noise reaches each alike. A run's figure is its slowest rank's loop wall time (start-up, the dump
 and its import excluded: the script times its loop between two barriers), and the CPU time both
 ranks' processes used during it. Printed: each round (with the 1-minute load average), then per
-variant the median and spread (min–max) of the loop time, and its ratio to bare, paired per round.
-Also the whole command's wall time (start-up, dump and import included). Goal: collviz ≤ 1.005.
+variant the median and spread (min–max) of the loop time, and its ratios to bare and to fork,
+paired per round. Also the whole command's wall time (start-up, dump and import included). Goal:
+collviz ≤ 1.005 of fork (the same launch without collviz).
 
     python benchmarks/run_overhead.py [--rounds 5] [--steps 1000] [--quick]
 
@@ -57,6 +60,12 @@ def bare(loop_args: list[str]) -> None:
         raise SystemExit(f"the bare loop failed: exit codes {codes}")
 
 
+def fork(loop_args: list[str]) -> None:
+    """The loop's ranks forked by a bare launcher that imported torch once."""
+    subprocess.run([sys.executable, str(HERE / "_fork_launch.py"), str(RANKS), str(LOOP), *loop_args], check=True,
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def collviz(loop_args: list[str], *options: str) -> None:
     """The loop under ``collviz run --nproc 2 --headless`` with ``options``."""
     subprocess.run([sys.executable, "-m", "collviz.app.cli", "run", "--nproc", str(RANKS), "--headless", *options,
@@ -64,7 +73,7 @@ def collviz(loop_args: list[str], *options: str) -> None:
                    stderr=subprocess.DEVNULL)
 
 
-VARIANTS = {"bare": bare, "collviz": collviz, "observe": lambda args: collviz(args, "--observe")}
+VARIANTS = {"bare": bare, "fork": fork, "collviz": collviz, "observe": lambda args: collviz(args, "--observe")}
 
 
 def measure(name: str, steps: int, folder: Path) -> tuple[float, float, float]:
@@ -85,7 +94,7 @@ def spread(values: list[float], digits: int = 3) -> str:
 
 
 def main() -> None:
-    """Rounds of the three variants, rotated; then medians, spreads and paired ratios."""
+    """Rounds of the four variants, rotated; then medians, spreads and paired ratios."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=1000, help="timed steps per run (about 10-20 s on 2 busy cores)")
@@ -107,15 +116,15 @@ def main() -> None:
                 results[name].append(measure(name, args.steps, Path(tmp)))
             print(f"{index:>5}  {load:>4.1f}  " + "  ".join(f"{results[n][-1][0]:>15.3f} {results[n][-1][1]:>14.3f}"
                                                             for n in names), flush=True)
-    print(f"\nmedian (min–max) over {args.rounds} rounds; ratios paired per round against bare:")
+    print(f"\nmedian (min–max) over {args.rounds} rounds; ratios paired per round:")
     for name in names:
         walls, cpus, commands = (list(column) for column in zip(*results[name]))
         line = f"  {name:>8}: loop {spread(walls)} s, CPU {spread(cpus)} s, command {spread(commands, 2)} s"
-        if name != "bare":
-            base = results["bare"]
-            line += (f"; loop ÷ bare {spread([r[0] / b[0] for r, b in zip(results[name], base)], 4)}, "
-                     f"CPU ÷ bare {spread([r[1] / b[1] for r, b in zip(results[name], base)], 4)}")
         print(line)
+        for base_name in ("bare", "fork")[:names.index(name)]:
+            base = results[base_name]
+            print(f"  {'':>8}  loop ÷ {base_name} {spread([r[0] / b[0] for r, b in zip(results[name], base)], 4)}, "
+                  f"CPU ÷ {base_name} {spread([r[1] / b[1] for r, b in zip(results[name], base)], 4)}")
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

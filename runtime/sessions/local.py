@@ -233,7 +233,7 @@ class LocalSession:
         once every process is gone; the events stay queued for the next :meth:`poll`."""
         if all(state.ended for state in self._ranks.values()):
             timeout = min(timeout, ENDING_POLL_S)
-        self._note(intake.receive(timeout, take=self._recorder is None))
+        self._note(self._receive(intake, timeout))
         self._reap()
         if intake.check():
             self._fail()
@@ -247,6 +247,12 @@ class LocalSession:
             self._finish(intake)
         else:
             intake.flush()
+
+    def _receive(self, intake: Intake, timeout: float) -> list[AnyEvent]:
+        """What the ranks sent (waiting up to ``timeout`` s for some): taken into the run's stream,
+        but where the run is read from Flight Recorder (its ranks' RankEnd events are messages to
+        the session; their calls, and those RankEnds, come from their dumps: :meth:`_take_recorded`)."""
+        return intake.receive(timeout, take=self._recorder is None)
 
     def release(self, index: int) -> None:
         """Step mode: release every rank waiting at a gate ≤ ``index`` (thread-safe)."""
@@ -382,9 +388,9 @@ class LocalSession:
     def _finish(self, intake: Intake) -> None:
         if self._output is not None:  # every line the ranks wrote is out before the run's end is told
             self._output.close(OUTPUT_GRACE_S)
-        self._note(intake.receive(0))
+        self._note(self._receive(intake, 0))
         if not all(state.ended for state in self._ranks.values()):  # a rank died mid-stream: stragglers
-            self._note(intake.receive(0.05, take=self._recorder is None))
+            self._note(self._receive(intake, 0.05))
         if self._recorder is not None:
             self._take_recorded(intake, self._recorder)
         if self._interrupted:

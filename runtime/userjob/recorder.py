@@ -50,8 +50,8 @@ SETTLE_S = 0.2
 (a call that never completes, in a failing run, costs the rank this long)."""
 
 DEFAULT_ENTRIES = 2000
-"""Calls kept per rank where the user did not say: torch 2.13's own default for NCCL; each call's
-entry is a few hundred bytes in C++."""
+"""Calls kept per rank where the user did not say: torch's own default since 2.11 (2.8 keeps none
+without it); each call's entry is a few hundred bytes in C++."""
 
 
 @dataclass(frozen=True)

@@ -144,6 +144,17 @@ def test_the_summary_lists_every_call_the_script_made_by_value(recorded_runs):
     assert summary.rstrip().splitlines()[-1].startswith("result: ok")
 
 
+@pytest.mark.parametrize("name", ["ok", "fail", "stall"])
+def test_each_ranks_events_are_numbered_once_and_without_gaps(recorded_runs, name):
+    """The ranks' own RankEnd events are messages to the launcher, not part of the stream: the
+    events of each rank, from its dump, are numbered 0, 1, 2, … once."""
+    events = recorded_runs[name]["events"]
+    for rank in {e.rank for e in events}:
+        seqs = [e.seq for e in events if e.rank == rank]
+        assert seqs == list(range(len(seqs))), (rank, seqs)
+    assert sum(isinstance(e, RankEnd) and e.rank == 1 for e in events) <= 1
+
+
 def test_a_successful_run_leaves_no_socket_dump_or_folder(recorded_runs):
     assert list(recorded_runs["ok"]["tmp"].iterdir()) == []
 
