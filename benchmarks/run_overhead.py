@@ -13,7 +13,8 @@ compute and 17 small collectives a step), timing its own loop, started three way
 Each round runs all four, in an order that rotates from round to round, so a shared machine's
 noise reaches each alike. A run's figure is its slowest rank's loop wall time (start-up, the dump
 and its import excluded: the script times its loop between two barriers), and the CPU time both
-ranks' processes used during it. Printed: each round (with the 1-minute load average), then per
+ranks' processes used during it (and of that, the CPU of threads other than the script's own:
+gloo's, and collviz's where it runs any). Printed: each round (with the 1-minute load average), then per
 variant the median and spread (min–max) of the loop time, and its ratios to bare and to fork,
 paired per round. Also the whole command's wall time (start-up, dump and import included). Goal:
 collviz ≤ 1.005 of fork (the same launch without collviz).
@@ -76,8 +77,9 @@ def collviz(loop_args: list[str], *options: str) -> None:
 VARIANTS = {"bare": bare, "fork": fork, "collviz": collviz, "observe": lambda args: collviz(args, "--observe")}
 
 
-def measure(name: str, steps: int, folder: Path) -> tuple[float, float, float]:
-    """(slowest rank's loop wall s, both ranks' loop CPU s, the command's wall s) of one run."""
+def measure(name: str, steps: int, folder: Path) -> tuple[float, float, float, float]:
+    """(slowest rank's loop wall s, both ranks' loop CPU s, the command's wall s, both ranks' CPU
+    in threads other than the script's own s) of one run."""
     times = folder / name
     started = time.perf_counter()
     VARIANTS[name](["--times", str(times), "--steps", str(steps)])
@@ -85,7 +87,8 @@ def measure(name: str, steps: int, folder: Path) -> tuple[float, float, float]:
     found = [json.loads(Path(f"{times}.{rank}").read_text()) for rank in range(RANKS)]
     for rank in range(RANKS):
         Path(f"{times}.{rank}").unlink()
-    return max(f["wall_s"] for f in found), sum(f["cpu_s"] for f in found), command
+    return (max(f["wall_s"] for f in found), sum(f["cpu_s"] for f in found), command,
+            sum(f["other_threads_cpu_s"] for f in found))
 
 
 def spread(values: list[float], digits: int = 3) -> str:
@@ -104,7 +107,7 @@ def main() -> None:
         args.rounds, args.steps = 1, 20
     os.environ["OMP_NUM_THREADS"] = "1"  # what torchrun and collviz run set; the same for every variant
     names = list(VARIANTS)
-    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in names}
+    results: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in names}
     print(f"_run_loop.py, {RANKS} gloo ranks, {args.steps} steps of 17 collectives, {args.rounds} rounds, "
           f"{os.cpu_count()} cores")
     print("round  load  " + "  ".join(f"{name + ' loop s':>15} {name + ' cpu s':>14}" for name in names))
@@ -118,8 +121,9 @@ def main() -> None:
                                                             for n in names), flush=True)
     print(f"\nmedian (min–max) over {args.rounds} rounds; ratios paired per round:")
     for name in names:
-        walls, cpus, commands = (list(column) for column in zip(*results[name]))
-        line = f"  {name:>8}: loop {spread(walls)} s, CPU {spread(cpus)} s, command {spread(commands, 2)} s"
+        walls, cpus, commands, others = (list(column) for column in zip(*results[name]))
+        line = (f"  {name:>8}: loop {spread(walls)} s, CPU {spread(cpus)} s (threads but the script's "
+                f"{spread(others)} s), command {spread(commands, 2)} s")
         print(line)
         for base_name in ("bare", "fork")[:names.index(name)]:
             base = results[base_name]
