@@ -35,7 +35,9 @@ rank still alive dump where it is, so the summary says who waits in which call; 
 reported live (--timeout) — Ctrl-C it. --observe runs the detailed observer instead: per-call
 completion times on gloo, collviz.step and collviz.watch, memory, live hang reports, at 43-50 us
 of CPU per call. The viewer (no --headless) always observes, for now. No mode captures values
-or provenance; the observer adds no copies, waits or extra collectives. Each rank's stdout and stderr reach the terminal as under torchrun --tee, each line
+or provenance; the observer adds no copies, waits or extra collectives.
+
+Each rank's stdout and stderr reach the terminal as under torchrun --tee, each line
 prefixed with its rank ([rank0]: ...): as they are written when headless (all on stderr with
 --json), after the viewer closes otherwise. They are also written to rank<r>.log in the run's
 temporary folder, deleted when the run succeeds and named when it fails; --logs DIR keeps them.
@@ -62,8 +64,7 @@ def script_parser() -> OneLineParser:
                             SCRIPT_EPILOG)
     parser.add_argument("--nproc", "--nproc-per-node", type=int, default=None, metavar="N",
                         help="ranks to start on this machine, as torchrun's --nproc-per-node (default 1)")
-    add_headless_option(parser, "the summary of every collective, read from each rank's Flight Recorder "
-                                "(--observe: every step's collectives, their sizes and times)")
+    add_headless_option(parser, "the summary of every collective, read from each rank's Flight Recorder")
     add_json_option(parser, "the headless summary")
     add_record_option(parser)
     parser.add_argument("--observe", action="store_true",
