@@ -46,6 +46,8 @@ SCRIPT = textwrap.dedent('''
             print("worker server:", server.recv(64).split(b"\\r\\n")[0].decode())
     if sys.argv[1:] == ["fail"] and rank == 1:
         raise RuntimeError("rank one gives up")
+    if sys.argv[1:] == ["kill"] and rank == 1:
+        os.kill(os.getpid(), 9)
     if sys.argv[1:] == ["stall"] and rank == 1:
         print("stalling", flush=True)
         time.sleep(120)
@@ -100,14 +102,15 @@ def _interrupted(folder: Path) -> dict:
 
 @pytest.fixture(scope="session")
 def recorded_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The script run to its end, with rank 1 raising, with rank 1 stalling until Ctrl-C, and
-    observed (``--observe``); the DDP example read from Flight Recorder."""
+    """The script run to its end, with rank 1 raising, killed (SIGKILL: no dump) and stalling
+    until Ctrl-C, and observed (``--observe``); the DDP example read from Flight Recorder."""
     folder = tmp_path_factory.mktemp("run_recorder")
     (folder / "calls.py").write_text(SCRIPT)
     return {
         "ok": _run(folder, "ok"),
         "fail": _run(folder, "fail", "fail"),
         "stall": _interrupted(folder),
+        "kill": _run(folder, "kill", "kill"),
         "observed": _run(folder, "observed", options=("--observe",)),
         "ddp": _run(folder, "ddp", *(f"--{key}={value}" for key, value in DDP_ARGS.items()),
                     script=ROOT / "examples" / "ddp_train.py"),
@@ -144,7 +147,7 @@ def test_the_summary_lists_every_call_the_script_made_by_value(recorded_runs):
     assert summary.rstrip().splitlines()[-1].startswith("result: ok")
 
 
-@pytest.mark.parametrize("name", ["ok", "fail", "stall"])
+@pytest.mark.parametrize("name", ["ok", "fail", "stall", "kill"])
 def test_each_ranks_events_are_numbered_once_and_without_gaps(recorded_runs, name):
     """The ranks' own RankEnd events are messages to the launcher, not part of the stream: the
     events of each rank, from its dump, are numbered 0, 1, 2, … once."""
@@ -173,6 +176,16 @@ def test_a_rank_that_raises_is_named_with_its_error_and_its_peers_dump_is_read(r
     kept = [path for path in run["tmp"].iterdir()]
     assert len(kept) == 1 and not list(kept[0].glob("*.sock")), "a failed run keeps its logs and dumps, no socket"
     assert sorted(p.name for p in kept[0].glob("fr_rank*.json")) == ["fr_rank0.json", "fr_rank1.json"]
+
+
+def test_a_rank_killed_before_it_could_dump_is_unknown_and_its_peer_still_read(recorded_runs):
+    run = recorded_runs["kill"]
+    result = run["result"]
+    assert result.returncode == 1
+    assert "collviz: rank 1 was killed by SIGKILL" in result.stderr
+    assert "collviz: warning: no dump of rank 1" in result.stderr
+    assert _calls(run["events"], 0, "begin")[:5] == CALLS[:5]
+    assert not [e for e in run["events"] if isinstance(e, Collective) and e.rank == 1]
 
 
 def test_ctrl_c_on_a_stalled_run_reads_where_each_rank_waits(recorded_runs):
