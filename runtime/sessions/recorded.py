@@ -100,7 +100,8 @@ class RecorderDumps:
         (``pids``), this host, and ``device`` where the plan knows it (else the reader's "unknown")."""
         paths = [path for rank in range(self.world_size) if (path := dump_path(self.folder, rank)).exists()]
         if not paths:
-            return Recorded(warnings=["no rank wrote its Flight Recorder dump: its calls are unknown"])
+            return Recorded(warnings=["no rank's Flight Recorder holds a collective call (none made, or none before "
+                                      "the rank was killed)"])
         try:
             imported = open_artifacts(paths)
         except UsageError as exc:

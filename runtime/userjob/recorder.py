@@ -11,7 +11,7 @@ While the script runs, the rank (:func:`recorded_rank`):
   the way a job under torchrun opens it), for whoever attaches while it runs;
 - writes its recorder to ``fr_rank<r>.json`` in that folder (``_dump_fr_trace_json``: torch's
   own JSON, what the Flight Recorder reader opens; with NCCL's recorder's calls joined, where
-  torch has NCCL — :func:`recorder_json`): when the script ends, normally or by an
+  torch has NCCL — :func:`recorder_json`; none while it has recorded no call): when the script ends, normally or by an
   exception, or when the launcher asks — it closes its end of a pipe every rank listens on, when a
   run fails or is interrupted, and a rank blocked in a collective its peer never joins still
   dumps from a thread of its own (the call's wait releases the interpreter lock). The file
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -39,11 +40,14 @@ from pathlib import Path
 import torch._C._distributed_c10d as _c10d
 from torch.distributed.elastic.control_plane import TORCH_WORKER_SERVER_SOCKET, worker_main
 
-__all__ = ["DEFAULT_ENTRIES", "FR_BUFFER_ENV", "SETTLE_S", "RecorderPlace", "dump_path", "merged_dump", "recorder_json",
+__all__ = ["DEFAULT_ENTRIES", "FR_BUFFER_ENV", "SERVER_START_S", "SETTLE_S", "RecorderPlace", "dump_path", "merged_dump", "recorder_json",
            "socket_path", "recorded_rank"]
 
 FR_BUFFER_ENV = "TORCH_FR_BUFFER_SIZE"
 """How many calls torch's Flight Recorder keeps per rank (torch reads it as a process group is made)."""
+
+SERVER_START_S = 5.0
+"""How long the rank waits for its worker server's first answer before the script runs."""
 
 SETTLE_S = 0.2
 """As the script ends, how long its last calls get to be recorded as completed before the dump
@@ -92,12 +96,15 @@ def merged_dump(dumps: list[dict]) -> dict:
     return merged
 
 
-def recorder_json() -> bytes:
-    """This rank's Flight Recorder as one JSON dump (every recorder's calls: :func:`merged_dump`)."""
+def recorder_json() -> bytes | None:
+    """This rank's Flight Recorder as one JSON dump (every recorder's calls: :func:`merged_dump`),
+    or None where it holds no call (torch then leaves out the dump's ``entries``)."""
     recorders = _recorders()
     if len(recorders) == 1:
-        return recorders[0](True, False)
-    return json.dumps(merged_dump([json.loads(dump(True, False)) for dump in recorders])).encode()
+        raw = recorders[0](True, False)
+        return raw if b'"entries"' in raw else None
+    merged = merged_dump([json.loads(dump(True, False)) for dump in recorders])
+    return json.dumps(merged).encode() if merged.get("entries") else None
 
 
 def _settle(most_s: float) -> None:
@@ -123,11 +130,15 @@ class _Dumper:
 
     def dump(self, settle_s: float = 0.0) -> None:
         """Write the recorder to :attr:`path` (aside, then renamed over the earlier dump), once
-        every call issued has completed (or ``settle_s`` has passed: :func:`_settle`)."""
+        every call issued has completed (or ``settle_s`` has passed: :func:`_settle`); nothing
+        where it holds no call."""
         with self._lock:
             _settle(settle_s)
+            content = recorder_json()
+            if content is None:
+                return
             aside = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-            aside.write_bytes(recorder_json())
+            aside.write_bytes(content)
             os.replace(aside, self.path)
 
     def on_request(self, fd: int) -> None:
@@ -156,6 +167,25 @@ def _stderr_to(path: Path) -> Iterator[None]:
         os.close(target)
 
 
+def _wait_until_serving(path: Path, most_s: float) -> bool:
+    """Whether torch's server on ``path`` answered a ``ping`` within ``most_s``. Until its accept
+    loop runs, a shutdown is lost and the server never ends (torch 2.13: a script of no calls,
+    its server shut down at once, hung its rank): the rank waits for the first answer."""
+    deadline = time.monotonic() + most_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(max(0.01, deadline - time.monotonic()))
+                probe.connect(str(path))
+                probe.sendall(b"POST /handler/ping HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
+                if probe.recv(16).startswith(b"HTTP/"):
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.002)
+    return False
+
+
 @contextmanager
 def _worker_server(path: Path) -> Iterator[None]:
     """torch's worker server on the socket ``path`` for the duration (its own messages to
@@ -171,11 +201,13 @@ def _worker_server(path: Path) -> Iterator[None]:
             server.enter_context(worker_main())  # type: ignore[arg-type]  # torch's @record types it Optional
     finally:
         os.environ.pop(TORCH_WORKER_SERVER_SOCKET, None)
+    serving = _wait_until_serving(path, SERVER_START_S)
     try:
         yield
     finally:
-        with _stderr_to(log):
-            server.close()
+        if serving:  # a server that never answered may never end: left to the process's exit
+            with _stderr_to(log):
+                server.close()
         path.unlink(missing_ok=True)
 
 

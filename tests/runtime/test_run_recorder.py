@@ -103,10 +103,13 @@ def _interrupted(folder: Path) -> dict:
 @pytest.fixture(scope="session")
 def recorded_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The script run to its end, with rank 1 raising, killed (SIGKILL: no dump) and stalling
-    until Ctrl-C, and observed (``--observe``); the DDP example read from Flight Recorder."""
+    until Ctrl-C, and observed (``--observe``); a script of no calls; the DDP example read from
+    Flight Recorder."""
     folder = tmp_path_factory.mktemp("run_recorder")
     (folder / "calls.py").write_text(SCRIPT)
+    (folder / "quiet.py").write_text('print("no collectives here")\n')
     return {
+        "quiet": _run(folder, "quiet", script=folder / "quiet.py"),
         "ok": _run(folder, "ok"),
         "fail": _run(folder, "fail", "fail"),
         "stall": _interrupted(folder),
@@ -158,8 +161,20 @@ def test_each_ranks_events_are_numbered_once_and_without_gaps(recorded_runs, nam
     assert sum(isinstance(e, RankEnd) and e.rank == 1 for e in events) <= 1
 
 
-def test_a_successful_run_leaves_no_socket_dump_or_folder(recorded_runs):
-    assert list(recorded_runs["ok"]["tmp"].iterdir()) == []
+@pytest.mark.parametrize("name", ["ok", "quiet"])
+def test_a_successful_run_leaves_no_socket_dump_or_folder(recorded_runs, name):
+    assert recorded_runs[name]["result"].returncode == 0, recorded_runs[name]["result"].stderr
+    assert list(recorded_runs[name]["tmp"].iterdir()) == []
+
+
+def test_a_script_of_no_calls_ends_and_says_so(recorded_runs):
+    """Its ranks' worker servers open and shut at once (torch's server, shut before its accept loop
+    ran, never ended: each rank waits for its first answer)."""
+    result = recorded_runs["quiet"]["result"]
+    assert sorted(line for line in result.stdout.splitlines() if line.startswith("[rank")) == \
+        ["[rank0]: no collectives here", "[rank1]: no collectives here"]
+    assert "collviz: warning: no rank's Flight Recorder holds a collective call" in result.stderr
+    assert not [e for e in recorded_runs["quiet"]["events"] if isinstance(e, Collective)]
 
 
 def test_a_rank_that_raises_is_named_with_its_error_and_its_peers_dump_is_read(recorded_runs):
