@@ -7,7 +7,7 @@ seconds; and, under "threads", each thread's mean CPU per step, on and off (``{"
 "off": …}``: the script's thread is ``script``, collviz's are named ``collviz-…``, and the threads
 Python did not start — gloo's, ZeroMQ's — are together ``other``).
 
-    collviz run --nproc 4 _toggled_steps.py --toggle observer  [example options]   (collviz's observer)
+    collviz run --nproc 4 --observe _toggled_steps.py --toggle observer  [example options]   (collviz's observer)
     torchrun --nproc-per-node 4 _toggled_steps.py --toggle dispatch-mode  …        (an empty TorchDispatchMode)
 
 Used by benchmarks/userjob_overhead.py.

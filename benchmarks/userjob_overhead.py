@@ -10,7 +10,7 @@ Two measurements, each repeated ``--rounds`` times:
    figure is the median on-step ÷ the median off-step, for wall time and for the CPU time the
    rank's process used (every thread's).
 2. *End to end*: the example itself (``examples/fsdp_train.py``, or ddp) run plainly by torchrun,
-   then by ``collviz run --headless``; each run's figure is its median step after the warm-up.
+   then by ``collviz run --headless --observe``; each run's figure is its median step after the warm-up.
 
 Printed: every run's figures, then the median over rounds with the spread (min–max), and where
 the observer's CPU goes: rank 0's CPU per step by thread, observed minus not (the script's own
@@ -50,8 +50,10 @@ def torchrun(python: str = sys.executable) -> list[str]:
 
 
 def collviz_run(python: str = sys.executable) -> list[str]:
-    """``collviz run --headless``'s command line with ``python`` (and the collviz it imports)."""
-    return [python, "-m", "collviz.app.cli", "run", "--nproc", str(RANKS), "--headless"]
+    """``collviz run --headless --observe``'s command line with ``python`` (and the collviz it
+    imports): the observer this benchmark measures (without ``--observe`` a run reads Flight
+    Recorder instead: ``run_overhead.py``)."""
+    return [python, "-m", "collviz.app.cli", "run", "--nproc", str(RANKS), "--headless", "--observe"]
 
 
 def run_for_times(command: list[str]) -> dict:

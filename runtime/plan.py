@@ -34,6 +34,7 @@ from .programs.program import RunOptions, ScenarioProgram
 from .programs.registry import build_program
 from .scenario_files.loading import Scenario
 from .userjob.program import ScriptProgram
+from .userjob.recorder import RecorderPlace
 from .userjob.script import UserScript
 from .wire.transport import Endpoints
 from .worker import WorkerConfig
@@ -85,6 +86,12 @@ class RunPlan:
     run; None: the run's own temporary folder, deleted unless the run fails."""
     memory_viz: Path | None = None
     """CUDA runs: the folder each rank's CUDA memory snapshot is written to (``rank<r>.pickle``)."""
+
+    @property
+    def reads_recorder(self) -> bool:
+        """Whether the run's calls are read from its ranks' Flight Recorder once they end (a user's
+        script without ``--observe``), rather than sent by the ranks as they happen."""
+        return isinstance(self.program, ScriptProgram) and not self.program.observe
 
     def __post_init__(self) -> None:
         problems = []
@@ -158,9 +165,11 @@ def _check_torch_runs(program: ScenarioProgram, choice: BackendChoice) -> None:
 
 
 def plan_script(script: UserScript, nproc: int, *, record: Path | None = None, timeout_s: float = 30.0,
-                ranks_here: int | None = None, gpus: int | None = None, logs: Path | None = None) -> RunPlan:
+                ranks_here: int | None = None, gpus: int | None = None, logs: Path | None = None,
+                observe: bool = True) -> RunPlan:
     """The plan of a run of the user's ``script`` on ``nproc`` ranks (``collviz run --nproc N
-    train.py``), all on this machine unless ``ranks_here`` says how many are (torchrun).
+    train.py``), all on this machine unless ``ranks_here`` says how many are (torchrun): under the
+    light observer when ``observe``, else read from each rank's Flight Recorder as the ranks end.
 
     The script picks its backend and devices and joins the process group itself, so the plan's
     backend row only says so (:func:`~.backends.script_backend`; ``gpus`` overrides NVML's count)
@@ -172,8 +181,9 @@ def plan_script(script: UserScript, nproc: int, *, record: Path | None = None, t
     if ranks_here is None:
         check_world_size(nproc, "--nproc")
     check_seconds("--timeout", timeout_s)
-    program = ScriptProgram(script)
-    scenario = Scenario(name=script.name, path=script.path, description=f"your script {script.name}, observed",
+    program = ScriptProgram(script, observe)
+    how = "observed" if observe else "read from its Flight Recorder"
+    scenario = Scenario(name=script.name, path=script.path, description=f"your script {script.name}, {how}",
                         kind="script", collective="", default_gpus=nproc, root=0, reduce_op=None, dtype="",
                         buffer_name="", examples=(), followup=None, narration={})
     return RunPlan(scenario=scenario, world_size=nproc, backend=script_backend(here, gpus=gpus,
@@ -216,13 +226,18 @@ def run_start_fields(plan: RunPlan, pid: int) -> dict:
 
 
 def worker_config(plan: RunPlan, *, run: str, init_method: str, endpoints: Endpoints,
-                  secret: bytes | None = None, run_start: dict | None = None) -> WorkerConfig:
+                  secret: bytes | None = None, run_start: dict | None = None,
+                  recorder: RecorderPlace | None = None) -> WorkerConfig:
     """What every worker of ``plan`` receives; the transport (``run`` id, rendezvous, endpoints,
-    secret) is the session's."""
+    secret) is the session's, and so is where the ranks keep their recorder (``recorder``; a plan
+    that :attr:`~RunPlan.reads_recorder` needs one)."""
+    if plan.reads_recorder and recorder is None:
+        raise ValueError(f"{plan.scenario.name}: a run read from Flight Recorder needs the folder its ranks dump to")
     return WorkerConfig(
         run=run, world_size=plan.world_size, backend=plan.backend, init_method=init_method, endpoints=endpoints,
         step=plan.step, timeout_s=plan.timeout_s + PROCESS_GROUP_GRACE_S, program=plan.program,
         narration=dict(plan.scenario.narration), secret=secret, run_start=run_start,
         memory_viz=None if plan.memory_viz is None else str(plan.memory_viz),
+        recorder=recorder if plan.reads_recorder else None,
     )
 

@@ -28,6 +28,7 @@ from .observation.memory import StorageTracker
 from .observation.memory_snapshot import start_memory_history, write_memory_snapshot
 from .observation.timing import wait_for_device
 from .programs.program import ScenarioProgram
+from .userjob.recorder import RecorderPlace, recorded_rank
 from .wire.protocol import RankEnd, RankStart, RunStart
 from .wire.transport import Endpoints, EventEmitter, GateClient
 
@@ -56,6 +57,9 @@ class WorkerConfig:
     """Fields of a RunStart that rank 0 emits first when no launcher does (under torchrun)."""
     memory_viz: str | None = None
     """CUDA runs: the folder each rank writes its CUDA memory snapshot to (``--memory-viz``)."""
+    recorder: RecorderPlace | None = None
+    """A script's run read from Flight Recorder: where each rank serves and dumps its recorder
+    (:func:`~.userjob.recorder.recorded_rank`); None: the program sends its own events."""
 
 
 def init_distributed(backend: str, rank: int, world_size: int, init_method: str, timeout_s: float,
@@ -159,7 +163,10 @@ def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) 
     if "OMP_NUM_THREADS" not in os.environ:  # torchrun's rule: ranks must not oversubscribe the cores
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // config.backend.ranks))
     try:
-        if config.backend.row.program_joins:
+        if config.recorder is not None:  # a script read from its Flight Recorder: the rank says only how it ended
+            with recorded_rank(config.recorder, rank):
+                config.program.run(ctx)
+        elif config.backend.row.program_joins:
             config.program.run(ctx)  # joins the process group, picks its device, says RankStart itself
         else:
             if device.type == "cuda":

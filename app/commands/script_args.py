@@ -24,14 +24,25 @@ __all__ = ["SCRIPT_EPILOG", "is_script_run", "script_parser"]
 SCRIPT_EPILOG = """\
 Your script runs on N ranks with torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK,
 LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so its own init_process_group() works unchanged;
-it picks its backend and devices itself. collviz shows every collective it issues (op, group,
-sizes, dtype, time) without copies, waits or extra collectives: values and provenance are not
-captured. Each rank's stdout and stderr reach the terminal as under torchrun --tee, each line
+it picks its backend and devices itself.
+
+Headless (the default there), collviz adds nothing to your script's calls: each rank runs with
+torch's own Flight Recorder on (TORCH_FR_BUFFER_SIZE=2000 unless you set it) and its worker server
+on rank<r>.sock in the run's folder, and writes its recorder there as it ends; the summary is read
+from those dumps (every call's op, group, sizes, dtype and sequence number; not timed on gloo). A
+rank killed before it could dump is unknown. A failing or interrupted run (Ctrl-C) first has every
+rank still alive dump where it is, so the summary says who waits in which call; a hang is not
+reported live (--timeout) — Ctrl-C it. --observe runs the detailed observer instead: per-call
+completion times on gloo, collviz.step and collviz.watch, memory, live hang reports, at 43-50 us
+of CPU per call. The viewer (no --headless) always observes, for now. No mode captures values
+or provenance; the observer adds no copies, waits or extra collectives.
+
+Each rank's stdout and stderr reach the terminal as under torchrun --tee, each line
 prefixed with its rank ([rank0]: ...): as they are written when headless (all on stderr with
 --json), after the viewer closes otherwise. They are also written to rank<r>.log in the run's
 temporary folder, deleted when the run succeeds and named when it fails; --logs DIR keeps them.
-Mark training steps with collviz.step (one viewer step each); outside a step each
-collective is a step of its own:
+With --observe or the viewer, mark training steps with collviz.step (one viewer step each);
+outside a step each collective is a step of its own:
 
   import collviz
   for index in range(steps):
@@ -53,13 +64,17 @@ def script_parser() -> OneLineParser:
                             SCRIPT_EPILOG)
     parser.add_argument("--nproc", "--nproc-per-node", type=int, default=None, metavar="N",
                         help="ranks to start on this machine, as torchrun's --nproc-per-node (default 1)")
-    add_headless_option(parser, "the summary: every step's collectives, their sizes and times")
+    add_headless_option(parser, "the summary of every collective, read from each rank's Flight Recorder")
     add_json_option(parser, "the headless summary")
     add_record_option(parser)
+    parser.add_argument("--observe", action="store_true",
+                        help="headless: run the detailed observer instead of reading Flight Recorder (per-call times "
+                             "on gloo, steps, memory, live hang reports; 43-50 us of CPU per call); the viewer "
+                             "always observes")
     parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                        help="a collective some ranks entered and others did not for S seconds is reported as a "
-                             "hang, naming who waits where (default 30); the run then waits for the script's own "
-                             "process-group timeout, or Ctrl-C")
+                        help="observed runs: a collective some ranks entered and others did not for S seconds is "
+                             "reported as a hang, naming who waits where (default 30); the run then waits for the "
+                             "script's own process-group timeout, or Ctrl-C")
     parser.add_argument("--logs", type=Path, metavar="DIR",
                         help="also append each rank's stdout and stderr to DIR/rank<r>.log and keep them (DIR is "
                              "created if missing); without it those files are in a temporary folder, deleted when "

@@ -33,7 +33,16 @@ lowers the floor): FSDP2's public ``torch.distributed.fsdp.fully_shard`` and ``F
 (2.6's gloo refuses it, 2.8's takes it); the Flight Recorder dumps ``_dump_fr_trace`` and
 ``_dump_fr_trace_json`` (2.8 has them beside the older ``_dump_nccl_trace*`` names); the ``c10d``
 and ``_c10d_functional`` ops the observers intercept; ``torch._C._dispatch_keyset_full_after``;
-``torch.distributed.pipelining``'s ``PipelineStage``, ``ScheduleGPipe`` and ``Schedule1F1B``.
+``torch.distributed.pipelining``'s ``PipelineStage``, ``ScheduleGPipe`` and ``Schedule1F1B``;
+``torch.distributed.elastic.control_plane.worker_main`` and its ``TORCH_WORKER_SERVER_SOCKET`` (a
+script's ranks serve their recorder: ``userjob.recorder``; on 2.8 and 2.11 the server leaves its
+socket file behind and will not open over it, so the rank removes it; a server shut down before
+its accept loop runs never ends, so the rank waits for its first answer), and gloo's Flight Recorder
+through ``_dump_fr_trace_json`` — 2.8 records nothing unless ``TORCH_FR_BUFFER_SIZE`` is set
+(2.11 and 2.13: 2,000 calls by default), which a script's run sets where the user did not; where
+torch is built with NCCL, NCCL's calls are in a recorder of their own (``_dump_nccl_trace_json``,
+joined into the rank's dump). 2.8's worker server serves only NCCL's recorder
+(``dump_nccl_trace_json``); ``fr_trace_json``, gloo's, is there in 2.11 and 2.13.
 (2.8's ``torch.distributed.fsdp`` makes a temporary folder as it loads, removed at a normal exit:
 this module does not import it to run.)
 

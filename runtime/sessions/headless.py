@@ -114,6 +114,8 @@ def run_headless(session: Session, out: TextIO | None = None, err: TextIO | None
     progress.close()
     text = json.dumps(summary_document(events), indent=2, ensure_ascii=False) if as_json else render_summary(events)
     print(text, file=out, flush=True)
+    for warning in session.warnings if isinstance(session, LocalSession) else ():  # what its dumps could not show
+        print(f"collviz: warning: {warning}", file=err, flush=True)
     return report_outcome(session, _outcome(session).exit_code, err)
 
 

@@ -46,7 +46,8 @@ class EventIntake:
         """The first hang the watch reported: its missing ranks are the run's culprits."""
 
     def take(self, event: AnyEvent) -> None:
-        """Take in an event the session made itself for one of the run's ranks (stamped by it)."""
+        """Take in an event the session made itself for one of the run's ranks (stamped by it):
+        an attached job's calls, or a run's calls read from its ranks' Flight Recorder dumps."""
         self._take(event, encode(event))
 
     def emit(self, event_type: type[AnyEvent], **fields: Any) -> None:
@@ -122,12 +123,15 @@ class Intake(EventIntake):
         super().__init__(trace, timeout_s, run)
         self.collector = collector
 
-    def receive(self, timeout: float) -> list[AnyEvent]:
+    def receive(self, timeout: float, take: bool = True) -> list[AnyEvent]:
         """Take in what the collector has (waiting up to ``timeout`` s for some); those events,
-        in arrival order, for the session's own bookkeeping."""
+        in arrival order, for the session's own bookkeeping. Unless ``take``, they are only
+        returned: messages to the session, not part of the run (the ranks of a run read from
+        Flight Recorder say how they ended; their calls come from their dumps, :meth:`take`)."""
         events = []
         for event, payload in self.collector.receive(timeout):
-            self._take(event, payload)
+            if take:
+                self._take(event, payload)
             events.append(event)
         return events
 

@@ -6,6 +6,11 @@ headless summary, the recorder and the Textual viewer drive it as they drive any
 pass through the shared :class:`~.intake.Intake`. Workers are forked from this process after its
 single ``import torch`` (faster than fresh interpreters); this process therefore never touches
 CUDA — GPUs are counted through NVML.
+
+A user's script run without ``--observe`` (:attr:`~..plan.RunPlan.reads_recorder`) sends no
+calls while it runs: its ranks' RankEnd events are messages to the session, and once every rank
+has exited the session reads their Flight Recorder dumps (:mod:`.recorded`) and takes in the
+events they make; a failing or interrupted run first asks the ranks still alive to dump.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from ..worker import worker_main
 from .contract import RunOutcome
 from .intake import Intake
 from .rank_output import Echo, RankOutput
+from .recorded import DUMP_GRACE_S, RecorderDumps
 
 __all__ = ["remove_stale_run_folders", "LocalSession", "worker_log_lines"]
 
@@ -143,6 +149,14 @@ class LocalSession:
     """Where each line of the ranks' output goes besides ``rank<r>.log`` (:mod:`.rank_output`):
     the terminal, prefixed with the rank, or kept for after the viewer; None: the logs only."""
     _output: RankOutput | None = None
+    _recorder: RecorderDumps | None = None
+    _ends: dict[int, RankEnd] = field(default_factory=dict)
+    _dumps_due: float | None = None
+    """A failing or interrupted run read from Flight Recorder: when the ranks asked to dump are
+    ended anyway (they are ended as soon as each has dumped)."""
+    _recorded_failure: str = ""
+    warnings: list[str] = field(default_factory=list)
+    """What reading the ranks' Flight Recorder dumps could not show (a rank without a dump, …)."""
 
     @property
     def step(self) -> bool:
@@ -169,8 +183,9 @@ class LocalSession:
         self._run_dir = tempfile.mkdtemp(prefix=RUN_FOLDER_PREFIX)
         Path(self._run_dir, LAUNCHER_PID_FILE).write_text(str(os.getpid()))
         endpoints = self.endpoints = Endpoints.in_directory(self._run_dir)
+        recorder = self._recorder = RecorderDumps(self._run_dir, plan.world_size) if plan.reads_recorder else None
         config = worker_config(plan, run=self.run_id, init_method=f"tcp://127.0.0.1:{_free_port()}",
-                               endpoints=endpoints)
+                               endpoints=endpoints, recorder=recorder.place if recorder is not None else None)
         output = self._output = RankOutput(self.log_dir, self.echo)
         trace = TraceWriter(plan.record) if plan.record is not None else None
         sys.stdout.flush()
@@ -181,11 +196,15 @@ class LocalSession:
             if pid == 0:
                 try:
                     output.become_rank(rank)
+                    if recorder is not None:
+                        recorder.in_rank()
                     worker_main(config, rank)
                 finally:
                     os._exit(70)
             output.parent_after_fork(rank)
             self._ranks[rank] = _RankState(pid=pid)
+        if recorder is not None:
+            recorder.after_forks()
         output.start()
         collector = Collector(self.run_id, endpoints, plan.world_size)
         intake = self._intake = Intake(collector, trace, plan.timeout_s, self.run_id)
@@ -214,16 +233,26 @@ class LocalSession:
         once every process is gone; the events stay queued for the next :meth:`poll`."""
         if all(state.ended for state in self._ranks.values()):
             timeout = min(timeout, ENDING_POLL_S)
-        self._note(intake.receive(timeout))
+        self._note(self._receive(intake, timeout))
         self._reap()
         if intake.check():
             self._fail()
+        if self._dumps_due is not None and (time.monotonic() >= self._dumps_due or self._recorder is None or
+                                            self._recorder.dumped([r for r, s in self._ranks.items() if not s.exited])):
+            self._dumps_due = None
+            self._schedule_signals(FLUSH_GRACE_S)
         while self._signals_due and time.monotonic() >= self._signals_due[0][0]:
             self._kill_all(self._signals_due.pop(0)[1])
         if all(state.exited for state in self._ranks.values()):
             self._finish(intake)
         else:
             intake.flush()
+
+    def _receive(self, intake: Intake, timeout: float) -> list[AnyEvent]:
+        """What the ranks sent (waiting up to ``timeout`` s for some): taken into the run's stream,
+        but where the run is read from Flight Recorder (its ranks' RankEnd events are messages to
+        the session; their calls, and those RankEnds, come from their dumps: :meth:`_take_recorded`)."""
+        return intake.receive(timeout, take=self._recorder is None)
 
     def release(self, index: int) -> None:
         """Step mode: release every rank waiting at a gate ≤ ``index`` (thread-safe)."""
@@ -238,7 +267,7 @@ class LocalSession:
             return
         self._interrupted = signum
         self._begin_teardown(intake)
-        deadline = time.monotonic() + TEARDOWN_GRACE_S + 3.0
+        deadline = time.monotonic() + TEARDOWN_GRACE_S + 3.0 + (DUMP_GRACE_S if self._recorder is not None else 0.0)
         while not self.finished and time.monotonic() < deadline:
             self._advance(intake, 0.05)
         if not self.finished:  # a worker survived SIGKILL: give up on it rather than hang
@@ -254,6 +283,7 @@ class LocalSession:
                 state.phase = (event.index, event.name)
             elif isinstance(event, RankEnd):
                 state.ended = True
+                self._ends[event.rank] = event
                 if event.status == "error":
                     state.error, state.error_t_ns = event.error, event.t_ns
                     self._fail()
@@ -325,13 +355,23 @@ class LocalSession:
         last_words = self._output.last_words(rank) if self._output is not None else None
         return f"{text}; its stderr ended: {last_words}" if last_words else text
 
-    def _begin_teardown(self, intake: Intake, flush_grace_s: float = FLUSH_GRACE_S) -> None:
-        """Abort the gates, then SIGTERM every survivor after ``flush_grace_s`` (their queued
-        events keep arriving meanwhile) and SIGKILL whoever is left TEARDOWN_GRACE_S later."""
+    def _begin_teardown(self, intake: Intake) -> None:
+        """Abort the gates, then SIGTERM every survivor after FLUSH_GRACE_S (their queued events
+        keep arriving meanwhile) and SIGKILL whoever is left TEARDOWN_GRACE_S later. A run read
+        from Flight Recorder first asks its survivors to dump, and waits for their dumps (at most
+        DUMP_GRACE_S)."""
         if self._teardown_started:
             return
         self._teardown_started = True
         intake.collector.abort_gates()
+        if self._recorder is not None:
+            self._recorder.request()
+            self._dumps_due = time.monotonic() + DUMP_GRACE_S
+        else:
+            self._schedule_signals(FLUSH_GRACE_S)
+
+    def _schedule_signals(self, flush_grace_s: float) -> None:
+        """SIGTERM every survivor after ``flush_grace_s``, SIGKILL whoever is left TEARDOWN_GRACE_S later."""
         now = time.monotonic()
         self._signals_due = [(now + flush_grace_s, signal.SIGTERM),
                              (now + flush_grace_s + TEARDOWN_GRACE_S, signal.SIGKILL)]
@@ -348,14 +388,18 @@ class LocalSession:
     def _finish(self, intake: Intake) -> None:
         if self._output is not None:  # every line the ranks wrote is out before the run's end is told
             self._output.close(OUTPUT_GRACE_S)
-        self._note(intake.receive(0))
+        self._note(self._receive(intake, 0))
         if not all(state.ended for state in self._ranks.values()):  # a rank died mid-stream: stragglers
-            self._note(intake.receive(0.05))
+            self._note(self._receive(intake, 0.05))
+        if self._recorder is not None:
+            self._take_recorded(intake, self._recorder)
         if self._interrupted:
             outcome = RunOutcome("interrupted", f"interrupted by {_signal_name(self._interrupted)}: every worker was "
                                  "stopped", 128 + self._interrupted)
         elif self._failed:
             outcome = RunOutcome("failed", self._cause(), 1)
+        elif self._recorded_failure:
+            outcome = RunOutcome("failed", self._recorded_failure, 1)
         else:
             outcome = RunOutcome("ok", "", 0)
         intake.close(outcome)
@@ -366,6 +410,20 @@ class LocalSession:
         else:  # kept for its worker logs, on purpose: not a leftover of a killed launcher
             Path(self._run_dir, LAUNCHER_PID_FILE).unlink(missing_ok=True)
         self.outcome = outcome
+
+    def _take_recorded(self, intake: Intake, recorder: RecorderDumps) -> None:
+        """Every rank has exited: take in the events of their Flight Recorder dumps, and the
+        hangs and mismatches found in them (in the session's name); follow each rank's steps."""
+        recorder.close()
+        device = "cpu" if self.plan.backend.device_kind == "cpu" else ""  # no GPU visible: the script's only device
+        recorded = recorder.read(self.run_id, self._ends, self.pids, device)
+        for event in recorded.rank_events:
+            intake.take(event)
+        for kind, fields in recorded.findings:
+            intake.emit(kind, **fields)
+        self._note([event for event in recorded.rank_events if isinstance(event, Phase)])
+        self._recorded_failure = recorded.failure
+        self.warnings = recorded.warnings
 
     @property
     def log_dir(self) -> str:

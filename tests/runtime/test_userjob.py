@@ -1,5 +1,6 @@
-"""``collviz run --nproc N SCRIPT.py``: the user's own script on real gloo ranks, under the light
-observer. Each script runs once per session (4 ranks); the tests assert on its recorded trace.
+"""``collviz run --nproc N --observe SCRIPT.py``: the user's own script on real gloo ranks, under
+the light observer. Each script runs once per session (4 ranks); the tests assert on its recorded
+trace. (Without ``--observe`` a headless run reads Flight Recorder instead: ``test_run_recorder``.)
 
 Expected calls and sizes come from the models the tests build themselves (the examples' own
 ``build_model``) and from what FSDP2 and DDP are documented to do; expected times come from the
@@ -64,7 +65,7 @@ def _options(args: dict) -> list[str]:
 def _record(folder: Path, name: str, script: Path, *script_args: str, nproc: int = RANKS, options: tuple = (),
             ) -> tuple[subprocess.CompletedProcess, TraceContents | None]:
     trace = folder / f"{name}.cvz"
-    result = run_cli("run", "--nproc", str(nproc), "--headless", "--record", str(trace), *options, str(script),
+    result = run_cli("run", "--nproc", str(nproc), "--headless", "--observe", "--record", str(trace), *options, str(script),
                      *script_args, timeout=240)
     return result, read_trace(trace) if trace.exists() else None
 
@@ -128,7 +129,7 @@ FAILING = textwrap.dedent('''
 @pytest.fixture(scope="session")
 def userjob_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The FSDP2 and DDP examples, the features script (its output kept by ``--logs``) and a
-    failing script, each run once on 4 gloo ranks under ``collviz run --headless --record``."""
+    failing script, each run once on 4 gloo ranks under ``collviz run --headless --observe --record``."""
     folder = tmp_path_factory.mktemp("userjob")
     features, failing = folder / "features.py", folder / "failing.py"
     features.write_text(FEATURES)

@@ -1,0 +1,226 @@
+"""One rank of a user's script read from torch's own Flight Recorder: what ``collviz run`` does by
+default, so the script pays only Flight Recorder's cost (issue 34).
+
+While the script runs, the rank (:func:`recorded_rank`):
+
+- keeps Flight Recorder on: ``TORCH_FR_BUFFER_SIZE`` is set to :data:`DEFAULT_ENTRIES` where the
+  user left it unset (torch 2.8's gloo records nothing without it), before the script creates
+  its process group;
+- serves its recorder and Python stacks on torch's worker server, on the Unix socket
+  ``rank<r>.sock`` of the run's folder (``torch.distributed.elastic.control_plane.worker_main``,
+  the way a job under torchrun opens it), for whoever attaches while it runs;
+- writes its recorder to ``fr_rank<r>.json`` in that folder (``_dump_fr_trace_json``: torch's
+  own JSON, what the Flight Recorder reader opens; with NCCL's recorder's calls joined, where
+  torch has NCCL — :func:`recorder_json`; none while it has recorded no call): when the script ends, normally or by an
+  exception, or when the launcher asks — it closes its end of a pipe every rank listens on, when a
+  run fails or is interrupted, and a rank blocked in a collective its peer never joins still
+  dumps from a thread of its own (the call's wait releases the interpreter lock). The file
+  appears whole or not at all (written aside, then renamed).
+
+Nothing runs per call: the recorder is torch's, in C++. The thread waiting on the pipe sleeps in
+``read`` until the run ends. torch leaves the socket file behind when its server shuts down (and
+refuses to open a server over an old one): the rank removes it, before and after. torch's
+server logs its start and end on stderr: those lines go to ``rank<r>.sock.log`` beside the socket,
+not among the script's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch._C._distributed_c10d as _c10d
+from torch.distributed.elastic.control_plane import TORCH_WORKER_SERVER_SOCKET, worker_main
+
+__all__ = ["DEFAULT_ENTRIES", "FR_BUFFER_ENV", "SERVER_START_S", "SETTLE_S", "RecorderPlace", "dump_path", "merged_dump", "recorder_json",
+           "socket_path", "recorded_rank"]
+
+FR_BUFFER_ENV = "TORCH_FR_BUFFER_SIZE"
+"""How many calls torch's Flight Recorder keeps per rank (torch reads it as a process group is made)."""
+
+SERVER_START_S = 5.0
+"""How long the rank waits for its worker server's first answer before the script runs."""
+
+SETTLE_S = 0.2
+"""As the script ends, how long its last calls get to be recorded as completed before the dump
+(a call that never completes, in a failing run, costs the rank this long)."""
+
+DEFAULT_ENTRIES = 2000
+"""Calls kept per rank where the user did not say: torch's own default since 2.11 (2.8 keeps none
+without it); each call's entry is a few hundred bytes in C++."""
+
+
+@dataclass(frozen=True)
+class RecorderPlace:
+    """Where a run's ranks keep their recorder: the run's ``folder`` (sockets and dumps), and the
+    read end of the pipe whose end of file asks every rank for its dump (inherited by the fork)."""
+
+    folder: str
+    request_fd: int
+
+
+def socket_path(folder: str | Path, rank: int) -> Path:
+    """Rank ``rank``'s worker-server socket in ``folder`` (its name ends with the rank, as attach reads it)."""
+    return Path(folder, f"rank{rank}.sock")
+
+
+def dump_path(folder: str | Path, rank: int) -> Path:
+    """Rank ``rank``'s Flight Recorder dump in ``folder`` (its name ends with the rank, as the reader needs)."""
+    return Path(folder, f"fr_rank{rank}.json")
+
+
+def _recorders() -> list[Callable[[bool, bool], bytes]]:
+    """torch's Flight Recorder dumps in JSON: gloo's (CPU backends'), and NCCL's, a recorder of its
+    own, where torch was built with NCCL (checked on 2.8 and 2.11: neither holds the other's calls)."""
+    nccl = getattr(_c10d, "_dump_nccl_trace_json", None)
+    return [_c10d._dump_fr_trace_json] + ([nccl] if nccl is not None else [])  # type: ignore[attr-defined]
+
+
+def merged_dump(dumps: list[dict]) -> dict:
+    """One dump of a rank holding the calls of each of its recorders' ``dumps`` (decoded JSON): the
+    first that holds calls, its entries, groups and statuses joined by those of the others that do."""
+    holding = [dump for dump in dumps if dump.get("entries")] or dumps[:1]
+    merged = dict(holding[0])
+    for other in holding[1:]:
+        merged["entries"] = [*merged["entries"], *other["entries"]]
+        for key in ("pg_config", "pg_status"):
+            merged[key] = {**(other.get(key) or {}), **(merged.get(key) or {})}
+    return merged
+
+
+def recorder_json() -> bytes | None:
+    """This rank's Flight Recorder as one JSON dump (every recorder's calls: :func:`merged_dump`),
+    or None where it holds no call (torch then leaves out the dump's ``entries``)."""
+    recorders = _recorders()
+    if len(recorders) == 1:
+        raw = recorders[0](True, False)
+        return raw if b'"entries"' in raw else None
+    merged = merged_dump([json.loads(dump(True, False)) for dump in recorders])
+    return json.dumps(merged).encode() if merged.get("entries") else None
+
+
+def _settle(most_s: float) -> None:
+    """Wait (at most ``most_s``) until every group's last call issued is recorded as completed:
+    gloo's thread retires a call just after its waiter is woken, so a dump taken at once can
+    show the script's last call unfinished. Asks torch for the groups' status alone (no entries)."""
+    deadline = time.monotonic() + most_s
+    while time.monotonic() < deadline:
+        statuses = [json.loads(dump(False, False)).get("pg_status") or {} for dump in _recorders()]
+        if all(str(group.get("last_completed_collective")) == str(group.get("last_enqueued_collective"))
+               for status in statuses for group in status.values() if isinstance(group, dict)):
+            return
+        time.sleep(0.001)
+
+
+class _Dumper:
+    """Writes the rank's dump, one thread at a time: when the launcher asks, and again as the script
+    ends (the later dump holds every call of the earlier one, and those since)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def dump(self, settle_s: float = 0.0) -> None:
+        """Write the recorder to :attr:`path` (aside, then renamed over the earlier dump), once
+        every call issued has completed (or ``settle_s`` has passed: :func:`_settle`); nothing
+        where it holds no call."""
+        with self._lock:
+            _settle(settle_s)
+            content = recorder_json()
+            if content is None:
+                return
+            aside = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+            aside.write_bytes(content)
+            os.replace(aside, self.path)
+
+    def on_request(self, fd: int) -> None:
+        """Wait (asleep in ``read``) for the pipe's end of file, then dump."""
+        try:
+            while os.read(fd, 64):
+                pass
+        except OSError:
+            return
+        self.dump()
+
+
+@contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """The process's stderr (file descriptor 2) appended to ``path`` for the duration: torch's
+    worker server says it opens and closes there, lines that are not the script's."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
+def _wait_until_serving(path: Path, most_s: float) -> bool:
+    """Whether torch's server on ``path`` answered a ``ping`` within ``most_s``. Until its accept
+    loop runs, a shutdown is lost and the server never ends (torch 2.13: a script of no calls,
+    its server shut down at once, hung its rank): the rank waits for the first answer."""
+    deadline = time.monotonic() + most_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(max(0.01, deadline - time.monotonic()))
+                probe.connect(str(path))
+                probe.sendall(b"POST /handler/ping HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
+                if probe.recv(16).startswith(b"HTTP/"):
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.002)
+    return False
+
+
+@contextmanager
+def _worker_server(path: Path) -> Iterator[None]:
+    """torch's worker server on the socket ``path`` for the duration (its own messages to
+    ``<path>.log``); the socket file removed before and after. The variable naming it is set
+    only while the server opens, so a script that wraps itself in ``worker_main`` does not open a
+    second one on the same socket."""
+    path.unlink(missing_ok=True)
+    log = path.with_name(f"{path.name}.log")
+    server = ExitStack()
+    os.environ[TORCH_WORKER_SERVER_SOCKET] = str(path)
+    try:
+        with _stderr_to(log):
+            server.enter_context(worker_main())  # type: ignore[arg-type]  # torch's @record types it Optional
+    finally:
+        os.environ.pop(TORCH_WORKER_SERVER_SOCKET, None)
+    serving = _wait_until_serving(path, SERVER_START_S)
+    try:
+        yield
+    finally:
+        if serving:  # a server that never answered may never end: left to the process's exit
+            with _stderr_to(log):
+                server.close()
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def recorded_rank(place: RecorderPlace, rank: int) -> Iterator[None]:
+    """Run the body (the script) as rank ``rank`` with its recorder on, served and dumped (see the
+    module's text); the dump is written before the body's exception, if any, goes on."""
+    os.environ.setdefault(FR_BUFFER_ENV, str(DEFAULT_ENTRIES))
+    dumper = _Dumper(dump_path(place.folder, rank))
+    threading.Thread(target=dumper.on_request, args=(place.request_fd,), name="collviz-fr-dump",
+                     daemon=True).start()
+    with _worker_server(socket_path(place.folder, rank)):
+        try:
+            yield
+        finally:
+            dumper.dump(SETTLE_S)
