@@ -25,14 +25,11 @@ import msgspec
 
 from ..errors import UsageError
 from ..sources.detect import open_artifacts
+from ..sources.flight_recorder import BLANK_KEY_WARNING
 from ..userjob.recorder import RecorderPlace, dump_path, socket_path
 from ..wire.protocol import LAUNCHER_RANK, AnyEvent, Mismatch, Phase, RankEnd, RankStart, RunEnd, Stall
 
 __all__ = ["DUMP_GRACE_S", "Recorded", "RecorderDumps"]
-
-_GLOO_GROUP_KEY = "is keyed '' in the dumps' pg_config"
-"""The reader's warning that gloo keys its default group ``''`` (every gloo dump does; the reader
-reads it right): said when a user opens dumps, noise after every run of collviz's own."""
 
 _STAMP = frozenset(("run", "rank", "seq", "t_ns"))
 """The fields every event's emitter stamps."""
@@ -106,7 +103,8 @@ class RecorderDumps:
             imported = open_artifacts(paths)
         except UsageError as exc:
             return Recorded(warnings=[str(exc)])
-        recorded = Recorded(warnings=[text for text in imported.warnings if _GLOO_GROUP_KEY not in text])
+        # gloo's blank group key is said when a user opens dumps; after each run it is noise
+        recorded = Recorded(warnings=[text for text in imported.warnings if BLANK_KEY_WARNING not in text])
         next_seq: dict[int, int] = {}
         last_phase: dict[int, int] = {}
         told: set[int] = set()

@@ -50,8 +50,12 @@ from .plausible import MAX_RANKS, rank_ok
 from .run import Call, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress
 from .table_summary import TableSummary
 
-__all__ = ["Dump", "RankDump", "EVENTS_UP_TO", "is_dump", "rank_from_name", "read_content", "import_dumps",
-           "import_read", "is_user_code"]
+__all__ = ["BLANK_KEY_WARNING", "Dump", "RankDump", "EVENTS_UP_TO", "is_dump", "rank_from_name", "read_content",
+           "import_dumps", "import_read", "is_user_code"]
+
+BLANK_KEY_WARNING = "is keyed '' in the dumps' pg_config"
+"""Part of the warning that a group is keyed ``''`` in ``pg_config`` but named in the entries (every
+gloo dump keys its default group so; it is read right)."""
 
 _RANK_AT_END = re.compile(r"(\d+)(?:\.[A-Za-z][A-Za-z0-9]*)*$")
 _DEFAULT_NAMES = ("0", "default_pg")
@@ -123,7 +127,7 @@ class _Groups:
                 votes[found] += 1
         label = group_label(name, description)
         if under_blank:
-            self.warnings.append(f"group {label} is keyed '' in the dumps' pg_config but '{name}' in their entries "
+            self.warnings.append(f"group {label} {BLANK_KEY_WARNING} but '{name}' in their entries "
                                  "(torch's own analyser fails on this): read as one group")
         if len(votes) > 1:
             self.warnings.append(f"group {label}: the dumps disagree on its ranks ("
