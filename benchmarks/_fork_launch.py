@@ -9,38 +9,25 @@ from __future__ import annotations
 
 import os
 import runpy
-import socket
 import sys
 
 import torch
+from _forking import fork_ranks
 
 
 def main() -> None:
-    """Fork the ranks, wait for every one, exit with the first failure's status."""
+    """Fork the ranks, each running the script; exit with the first failure's status."""
     ranks, script, args = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    children = []
-    for rank in range(ranks):
-        pid = os.fork()
-        if pid == 0:
-            status = 1
-            try:
-                os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(ranks),
-                                  LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-                torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-                sys.argv = [script, *args]
-                runpy.run_path(script, run_name="__main__")
-                status = 0
-            finally:
-                sys.stdout.flush()
-                os._exit(status)
-        children.append(pid)
-    status = 0
-    for pid in children:
-        status = status or os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    os._exit(status)
+
+    def rank_main(rank: int, port: int) -> int:
+        os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(ranks),
+                          LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        sys.argv = [script, *args]
+        runpy.run_path(script, run_name="__main__")
+        return 0
+
+    fork_ranks(ranks, rank_main)
 
 
 if __name__ == "__main__":
