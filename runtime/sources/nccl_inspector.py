@@ -60,14 +60,20 @@ from .names import op_name
 from .plausible import MAX_DURATION_NS, MAX_RANKS, bytes_ok, rank_ok
 from .run import Call, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress, order_steps
 
-__all__ = ["INSPECTOR_LABEL", "OPS", "Record", "Comm", "is_inspector_record", "is_inspector_log", "decode_line",
-           "call_of", "step_text", "import_inspector"]
+__all__ = ["INSPECTOR_LABEL", "REASON", "UNTIMED", "NOT_RECORDED", "OPS", "Record", "Comm", "is_inspector_record", "is_inspector_log", "decode_line",
+           "call_of", "figures", "step_text", "import_inspector"]
 
 INSPECTOR_LABEL = "NCCL Inspector's own figures (NCCL's kernel timing)"
 """How NCCL's measured time and bandwidths are labelled wherever they are shown."""
 
 OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"})
 """The operations collviz draws (others are left out, and said so)."""
+REASON = "nccl, imported from NCCL Inspector output: sizes and NCCL's kernel times, no values or provenance"
+"""The RunStart's backend line of an Inspector run."""
+UNTIMED = "the Inspector wrote 0 µs for it (below its 1 µs resolution)"
+"""Why an Inspector call may have no duration."""
+NOT_RECORDED = "NCCL Inspector records each call's size and NCCL's time: no values, provenance or transfers"
+"""Why an Inspector run shows no values."""
 _SNIFF_LINES = 5
 _MAX_SN = 1 << 48
 """More calls than one communicator makes: 2⁴⁸ at a million calls a second is nine years."""
@@ -250,7 +256,7 @@ def call_of(record: Record, comm: Comm) -> Call:
                 bytes_out=bytes_out, t_ns=start * 1000, duration_ns=record.exec_us * 1000 if record.exec_us else None)
 
 
-def _figures(record: Record, rank: int) -> str:
+def figures(record: Record, rank: int) -> str:
     """One rank's NCCL figures: ``r0 61,974 µs, algbw 277.21 GB/s, busbw 485.12 GB/s (kernel_gpu)``."""
     channels = f", {record.channels} channels" if record.channels else ""
     if not record.exec_us:
@@ -264,7 +270,7 @@ def step_text(comm: Comm, sn: int, found: Sequence[tuple[Record, Call]], more: s
     """The name and narration of the step of call ``sn`` on ``comm`` from the records ``found`` of
     it (one per rank, by rank), NCCL's figures labelled as NCCL's; ``more`` ends the narration."""
     record, call = found[0]
-    shown = [_figures(r, c.rank) for r, c in found[:8]] + ([f"… {len(found) - 8} more ranks"] if len(found) > 8 else [])
+    shown = [figures(r, c.rank) for r, c in found[:8]] + ([f"… {len(found) - 8} more ranks"] if len(found) > 8 else [])
     narration = (f"NCCL Inspector: {call.op} #{call.group_seq} on communicator {comm.id} (coll_sn {sn}: NCCL "
                  f"numbers each operation on its own), {record.size:,} B per rank. {INSPECTOR_LABEL}: " + "; ".join(shown)
                  + f". Records of ranks {ranks_text([c.rank for _, c in found])} of {comm.nranks} (the Inspector "
@@ -343,9 +349,8 @@ def import_inspector(files: Sequence[tuple[Path, str]], warnings: list[str],
                         "Without NCCL_INSPECTOR_DUMP_VERBOSE=1 a call's start is not recorded: each is placed to end "
                         "at the dump that wrote it. ")
                      + "The Inspector samples calls; it records no values, datatype or provenance."),
-        reason="nccl, imported from NCCL Inspector output: sizes and NCCL's kernel times, no values or provenance",
+        reason=REASON,
         backend="nccl", device_kind="cuda", world_size=nranks, device="cuda",
-        untimed="the Inspector wrote 0 µs for it (below its 1 µs resolution)",
-        not_recorded="NCCL Inspector records each call's size and NCCL's time: no values, provenance or transfers",
+        untimed=UNTIMED, not_recorded=NOT_RECORDED,
         check_calls=False)
     return build_run(origin, steps, warnings, ranks, missing, progress)
