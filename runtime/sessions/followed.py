@@ -24,7 +24,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..sources.growing import GrowingFiles
 from ..sources.inspector_follow import InspectorFollower
-from ..wire.protocol import AnyEvent, RunStart
+from ..wire.protocol import IMPORT_RUN_PREFIX, AnyEvent, RunStart
 from ..wire.trace import TraceWriter
 from .contract import RunOutcome
 from .intake import EventIntake
@@ -47,7 +47,8 @@ class FollowedSession:
     announce: Callable[[str], None] | None = None
     step: bool = False
     log_dir: str | None = None
-    run_id: str = field(default_factory=lambda: f"follow-{uuid.uuid4().hex[:12]}")
+    run_id: str = field(default_factory=lambda: f"{IMPORT_RUN_PREFIX}nccl-inspector-follow-{uuid.uuid4().hex[:12]}")
+    """An import's run id: the summary says the run was imported, the viewer that the artifact holds no memory."""
     _files: GrowingFiles | None = None
     _follower: InspectorFollower | None = None
     _intake: EventIntake | None = None
