@@ -7,7 +7,7 @@ files gained (:class:`~collviz.runtime.sources.growing.GrowingFiles`: whole line
 last line kept for the next reading, at most ``budget`` bytes a reading) and turns it into events
 (:class:`~collviz.runtime.sources.inspector_follow.InspectorFollower`), passed through an
 :class:`~.intake.EventIntake` (counted, recorded). It ends ``ok`` once the folder has not grown
-for ``idle_s`` seconds, or ``interrupted`` on ``stop`` (the trace stays readable). The files are
+for ``idle_s`` seconds (``failed`` if no record came), or ``interrupted`` on ``stop`` (the trace stays readable). The files are
 only read.
 """
 
@@ -106,6 +106,9 @@ class FollowedSession:
         if batch:
             self._grew_at = now
         self._pass(self._follower.take(batch))
+        if now - self._grew_at >= self.idle_s and self._follower.world is None:
+            return RunOutcome("failed", f"{self.folder}: no NCCL Inspector record in {self.idle_s:g} s (is it the job's "
+                              "NCCL_INSPECTOR_DUMP_DIR, with NCCL_INSPECTOR_ENABLE=1?)" + self._left_out(), 1)
         if now - self._grew_at >= self.idle_s:
             return RunOutcome("ok", f"{self.folder} has not grown for {self.idle_s:g} s: followed to its end"
                               + self._left_out(), 0)

@@ -87,6 +87,13 @@ def test_headless_follow_prints_one_line_per_new_step_until_idle(tmp_path, capsy
     assert "left out: a cut last line in 1 files" in captured.err
 
 
+def test_a_folder_where_no_record_comes_ends_failed_saying_so(tmp_path, capsys):
+    (tmp_path / "node0-pid100.log").write_text("not json\n")
+    assert replay.main(["--follow", str(tmp_path), "--headless", "--idle", "1"]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path}: no NCCL Inspector record in 1 s" in err and "left out: 1 line with broken JSON" in err
+
+
 @pytest.mark.parametrize("argv, words", [
     (["--follow", "{tmp}/none"], "--follow reads a folder"),
     (["--follow", "{tmp}", "{tmp}"], "--follow follows one folder"),
