@@ -4,8 +4,9 @@ once (``collviz replay --follow``, :mod:`.inspector_follow`).
 Each file is read from the offset the last reading reached; a last line without its newline yet
 (the writer is mid-line) is kept and completed by the next reading. A file that appears is read
 from its start; one that shrinks (replaced under the same name) is read again from its start. A
-reading takes at most ``budget`` bytes in all (a share per file), so one reading of a huge folder
-stays short: what is left is read by the next ones.
+reading takes at most ``budget`` bytes in all (a share per file, at least :data:`MIN_SHARE`), so
+one reading of a huge folder stays short: what is left (a line longer than a share included) is
+read by the next ones.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["GrowingFiles"]
+__all__ = ["GrowingFiles", "MIN_SHARE"]
+
+MIN_SHARE = 16 << 10
+"""The least one file is read by a reading (a budget spread over more files than it covers)."""
 
 
 @dataclass
@@ -39,7 +43,7 @@ class GrowingFiles:
         """The whole lines written since the last reading, per file (files in name order; none
         listed that gave no line). Raises OSError where the folder cannot be listed."""
         paths = sorted(p for p in self.folder.glob(self.pattern) if p.is_file())
-        share = max(64 << 10, self.budget // max(1, len(paths)))
+        share = max(MIN_SHARE, self.budget // max(1, len(paths)))
         found: list[tuple[Path, list[str]]] = []
         for path in paths:
             lines = self._more(path, self._places.setdefault(path, _Place()), share)

@@ -11,6 +11,7 @@ import pytest
 
 from collviz.app.commands import replay
 from collviz.runtime.errors import UsageError
+from collviz.runtime.sources.growing import GrowingFiles
 from collviz.runtime.sources.nccl_inspector import INSPECTOR_LABEL
 from collviz.runtime.wire.protocol import Collective, Phase, RankEnd, RankStart, RunEnd, RunStart
 from collviz.runtime.wire.trace import read_trace
@@ -85,6 +86,14 @@ def test_headless_follow_prints_one_line_per_new_step_until_idle(tmp_path, capsy
     assert steps == [f"step 1  all_reduce #1 on {WORLD}: 1,048,576 B per rank; NCCL's own figures: "
                      "r0 100 µs, algbw 10.49 GB/s, busbw 13.98 GB/s (kernel_gpu)"]
     assert "left out: a cut last line in 1 files" in captured.err
+
+
+def test_a_reading_takes_at_most_its_share_and_the_rest_comes_next(tmp_path):
+    line = "x" * 1023 + "\n"  # 1 KiB: a 16 KiB share holds 16 of them
+    (tmp_path / "a.log").write_text(line * 40)
+    files = GrowingFiles(tmp_path, budget=1)
+    assert [len(found[0][1]) for found in (files.read(), files.read(), files.read())] == [16, 16, 8]
+    assert files.read() == [] and files.cut_lines == []
 
 
 def test_a_folder_where_no_record_comes_ends_failed_saying_so(tmp_path, capsys):
