@@ -10,6 +10,10 @@
   (torchrun), with :mod:`.access` (the shared secret and the listen address).
 - :mod:`.attached` — :class:`~.attached.AttachedSession`: a running job read through its ranks'
   worker servers (``collviz attach``), its events made by :mod:`collviz.runtime.attach.feed`.
+- :mod:`.followed` — :class:`~.followed.FollowedSession`: a running job's NCCL Inspector folder read
+  as its files grow (``collviz replay --follow``).
+- :mod:`.readings` — the reading loop the attached and followed sessions share (due readings, one
+  end, the stop).
 - :mod:`.torchrun` — one torchrun rank of a scenario or of a user's script, streaming to a listener.
 - :mod:`.headless` — drives a session without a screen: summary, bench table, silent collection.
 

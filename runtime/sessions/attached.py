@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import math
 import signal
-import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +33,7 @@ from ..wire.protocol import AnyEvent
 from ..wire.trace import TraceWriter
 from .contract import RunOutcome
 from .intake import EventIntake
+from .readings import Readings
 
 __all__ = ["AttachedSession"]
 
@@ -69,14 +68,16 @@ class AttachedSession:
     options: SnapshotOptions = SnapshotOptions()
     ask: Ask = ask_all
     step: bool = False
-    outcome: RunOutcome | None = None
     log_dir: str | None = None
     run_id: str = field(default_factory=lambda: f"attach-{uuid.uuid4().hex[:12]}")
     _intake: EventIntake | None = None
     _reading: _Readers | None = None
-    _due: float = 0.0
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _stopping: threading.Event = field(default_factory=threading.Event)
+    _loop: Readings | None = None
+
+    @property
+    def outcome(self) -> RunOutcome | None:
+        """How the session ended (None until it has)."""
+        return self._loop.outcome if self._loop is not None else None
 
     @property
     def finished(self) -> bool:
@@ -98,55 +99,39 @@ class AttachedSession:
         if self._intake is not None:
             return
         trace = TraceWriter(self.record) if self.record is not None else None
-        self._intake = EventIntake(trace, math.inf, self.run_id)
+        intake = self._intake = EventIntake(trace, math.inf, self.run_id)
         self._reading = _Readers(Watcher(self.workers, self.pace, self.options, self.ask),
-                                 Feed(self._intake, self.run_id, self.workers, self.target,
+                                 Feed(intake, self.run_id, self.workers, self.target,
                                       patient=self.running is not None))
-        self._due = time.monotonic()
+        self._loop = Readings(intake, self._read, self._reading.feed.begin)  # a job of no call still has its RunStart
 
     def poll(self, timeout: float) -> list[AnyEvent]:
         """The events of the readings taken since the last call: reads every rank if a reading
         falls due within ``timeout`` seconds (waiting for it), else waits ``timeout``."""
-        intake, parts = self._intake, self._reading
-        if intake is None or parts is None:
+        if self._loop is None:
             raise RuntimeError("the session has not been started")
-        if not self.finished:
-            wait = self._due - time.monotonic()
-            if self._stopping.wait(max(0.0, min(wait, timeout))) or wait > timeout:
-                return intake.take_pending()
-            with self._lock:
-                if not self.finished:
-                    self._read(intake, parts)
-        return intake.take_pending()
+        return self._loop.poll(timeout)
 
-    def _read(self, intake: EventIntake, parts: _Readers) -> None:
-        """One reading, its events, and the end when the job is over."""
+    def _read(self) -> float | RunOutcome:
+        """One reading and its events: the seconds to the next, or the end when the job is over."""
+        assert self._intake is not None and self._reading is not None  # started
+        parts = self._reading
         last = self.running is not None and not self.running()
         reading, snapshot = parts.watcher.read(parts.feed.since)
         parts.feed.take(reading, snapshot)
-        intake.check()  # ranks that called different things at the same place
+        self._intake.check()  # ranks that called different things at the same place
         if last or (self.running is None and gone(reading)):
-            self._finish(intake, RunOutcome("ok", ENDED if gone(reading) else "the job has ended", 0))
-            return
-        intake.flush()
-        self._due = time.monotonic() + parts.watcher.interval
+            return RunOutcome("ok", ENDED if gone(reading) else "the job has ended", 0)
+        return parts.watcher.interval
 
     def release(self, index: int) -> None:
         """An attached job has no gates (live only)."""
 
     def stop(self, signum: int = signal.SIGINT) -> None:
         """Stop reading (the job goes on: it is its launcher's) and close the trace; idempotent."""
-        self._stopping.set()
-        with self._lock:
-            if not self.finished and self._intake is not None:
-                self._finish(self._intake, RunOutcome("interrupted", f"interrupted by {signal.Signals(signum).name}: "
-                                                      "stopped reading the job, which goes on", 128 + signum))
-
-    def _finish(self, intake: EventIntake, outcome: RunOutcome) -> None:
-        if self._reading is not None:
-            self._reading.feed.begin()  # a job that issued no call still has its RunStart before the RunEnd
-        intake.close(outcome)
-        self.outcome = outcome
+        if self._loop is not None:
+            self._loop.stop(RunOutcome("interrupted", f"interrupted by {signal.Signals(signum).name}: "
+                                       "stopped reading the job, which goes on", 128 + signum))
 
 
 @dataclass(frozen=True)

@@ -39,10 +39,9 @@ any device, ranks ≥ n_ranks, non-finite bandwidths) are warned and left out (:
 The tests' files follow the documented format; none came from a real GPU run yet.
 
 After the job, or as a snapshot while it runs (a cut last line is warned and left out; opening
-again reads what was appended since). There is no ``--follow``: one call's records reach the
-ranks' files at different dumps, so a step already shown would have to gain ranks, which the
-append-only event log (DESIGN.md §1) does not allow; following needs steps that close only after
-a grace of some dump intervals.
+again reads what was appended since). Its pieces (:func:`decode_line`, :class:`Comm`,
+:func:`call_of`, :func:`step_text`) also serve :mod:`.inspector_follow`, which follows a running
+job's folder as its files grow (``collviz replay --follow``).
 """
 
 from __future__ import annotations
@@ -61,12 +60,20 @@ from .names import op_name
 from .plausible import MAX_DURATION_NS, MAX_RANKS, bytes_ok, rank_ok
 from .run import Call, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress, order_steps
 
-__all__ = ["INSPECTOR_LABEL", "is_inspector_record", "is_inspector_log", "import_inspector"]
+__all__ = ["INSPECTOR_LABEL", "REASON", "UNTIMED", "NOT_RECORDED", "OPS", "Record", "Comm", "is_inspector_record", "is_inspector_log", "decode_line",
+           "call_of", "figures", "step_text", "import_inspector"]
 
 INSPECTOR_LABEL = "NCCL Inspector's own figures (NCCL's kernel timing)"
 """How NCCL's measured time and bandwidths are labelled wherever they are shown."""
 
-_OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"})
+OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"})
+"""The operations collviz draws (others are left out, and said so)."""
+REASON = "nccl, imported from NCCL Inspector output: sizes and NCCL's kernel times, no values or provenance"
+"""The RunStart's backend line of an Inspector run."""
+UNTIMED = "the Inspector wrote 0 µs for it (below its 1 µs resolution)"
+"""Why an Inspector call may have no duration."""
+NOT_RECORDED = "NCCL Inspector records each call's size and NCCL's time: no values, provenance or transfers"
+"""Why an Inspector run shows no values."""
 _SNIFF_LINES = 5
 _MAX_SN = 1 << 48
 """More calls than one communicator makes: 2⁴⁸ at a million calls a second is nine years."""
@@ -91,7 +98,7 @@ def is_inspector_log(text: str) -> bool:
 
 
 @dataclass(frozen=True)
-class _Record:
+class Record:
     """One line of an Inspector file, checked: what NCCL wrote of one call on one communicator rank."""
 
     file: Path
@@ -130,7 +137,7 @@ def _list(value: object) -> list:
     return value if isinstance(value, list) else []
 
 
-def _record(path: Path, value: object) -> _Record | str:
+def _record(path: Path, value: object) -> Record | str:
     """The checked record in ``value``, or why it is damaged."""
     if not isinstance(value, dict) or not is_inspector_record(value):
         return "not an Inspector record"
@@ -152,27 +159,36 @@ def _record(path: Path, value: object) -> _Record | str:
     kernels = _list(trace.get("kernel_events"))
     starts = [t for k in kernels if isinstance(k, dict) and (t := _int(k.get("kernel_start_ts"))) is not None]
     start = min(starts) if starts else _int(trace.get("coll_start_ts"))  # the kernel's, as its time is
-    return _Record(path, comm, rank, nranks, op_name(coll), sn, size, exec_us, str(perf.get("coll_timing_source") or "not recorded"),
+    return Record(path, comm, rank, nranks, op_name(coll), sn, size, exec_us, str(perf.get("coll_timing_source") or "not recorded"),
                    _gbs(perf.get("coll_algobw_gbs")), _gbs(perf.get("coll_busbw_gbs")), start,
                    _int(meta.get("dump_timestamp_us")) or 0, len(kernels))
 
 
-def _read(path: Path, text: str, warnings: list[str]) -> list[_Record]:
+BROKEN = "broken JSON"
+"""Why :func:`decode_line` refuses a line that is not JSON (a cut last line, or garbage)."""
+
+
+def decode_line(path: Path, line: str) -> Record | str:
+    """The checked record on one line of ``path``, or why it is damaged (:data:`BROKEN`: not JSON)."""
+    try:
+        return _record(path, msgspec.json.decode(line))
+    except (msgspec.DecodeError, RecursionError, ValueError):
+        return BROKEN
+
+
+def _read(path: Path, text: str, warnings: list[str]) -> list[Record]:
     """Every record of one file; a cut last line (the file still being written) and damaged lines
     are warned and left out."""
-    records: list[_Record] = []
+    records: list[Record] = []
     damaged: Counter[str] = Counter()
     lines = text.split("\n")
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            found = _record(path, msgspec.json.decode(line))
-        except (msgspec.DecodeError, RecursionError, ValueError):
-            if number == len(lines):
-                warnings.append(f"{path.name}: its last line is cut short (the file was being written): left out")
-                continue
-            found = "broken JSON"
+        found = decode_line(path, line)
+        if found == BROKEN and number == len(lines):
+            warnings.append(f"{path.name}: its last line is cut short (the file was being written): left out")
+            continue
         if isinstance(found, str):
             damaged[found] += 1
         else:
@@ -183,7 +199,7 @@ def _read(path: Path, text: str, warnings: list[str]) -> list[_Record]:
 
 
 @dataclass(frozen=True)
-class _Comm:
+class Comm:
     """A communicator as the files show it: its id, size and each of its ranks' global rank."""
 
     id: str
@@ -196,7 +212,7 @@ class _Comm:
         return group_label(self.id, f"{op} calls, {self.nranks} ranks")
 
 
-def _comms(records: Sequence[_Record], warnings: list[str]) -> tuple[str, dict[str, _Comm]]:
+def _comms(records: Sequence[Record], warnings: list[str]) -> tuple[str, dict[str, Comm]]:
     """The world communicator's id, and every communicator whose ranks can all be placed in it."""
     sizes = {r.comm: r.nranks for r in records}
     count = Counter(r.comm for r in records)
@@ -205,7 +221,7 @@ def _comms(records: Sequence[_Record], warnings: list[str]) -> tuple[str, dict[s
     for r in records:
         if r.comm == world:
             world_ranks[r.file].add(r.rank)
-    comms = {world: _Comm(world, sizes[world], {i: i for i in range(sizes[world])})}
+    comms = {world: Comm(world, sizes[world], {i: i for i in range(sizes[world])})}
     for comm in sorted(set(sizes) - {world}):
         members: dict[int, int] = {}
         for r in records:
@@ -217,7 +233,7 @@ def _comms(records: Sequence[_Record], warnings: list[str]) -> tuple[str, dict[s
                             "(a process with no record of the largest communicator, or one driving several GPUs): "
                             "its calls are not shown")
             continue
-        comms[comm] = _Comm(comm, sizes[comm], members)
+        comms[comm] = Comm(comm, sizes[comm], members)
     return world, comms
 
 
@@ -231,7 +247,8 @@ def _sizes(op: str, size: int, n: int) -> tuple[int, int]:
     return size, size
 
 
-def _call(record: _Record, comm: _Comm) -> Call:
+def call_of(record: Record, comm: Comm) -> Call:
+    """The collviz call of ``record``, a call on one of ``comm``'s ranks (numbered from #1)."""
     bytes_in, bytes_out = _sizes(record.op, record.size, comm.nranks)
     start = record.start_us if record.start_us is not None else record.dump_us - record.exec_us
     return Call(rank=comm.members[record.rank], group=comm.label(record.op), group_ranks=tuple(sorted(comm.members.values())),
@@ -239,7 +256,7 @@ def _call(record: _Record, comm: _Comm) -> Call:
                 bytes_out=bytes_out, t_ns=start * 1000, duration_ns=record.exec_us * 1000 if record.exec_us else None)
 
 
-def _figures(record: _Record, rank: int) -> str:
+def figures(record: Record, rank: int) -> str:
     """One rank's NCCL figures: ``r0 61,974 µs, algbw 277.21 GB/s, busbw 485.12 GB/s (kernel_gpu)``."""
     channels = f", {record.channels} channels" if record.channels else ""
     if not record.exec_us:
@@ -249,16 +266,29 @@ def _figures(record: _Record, rank: int) -> str:
     return f"r{rank} {record.exec_us:,} µs, {bw} ({record.timing}{channels})"
 
 
-def _steps(records: Sequence[_Record], comms: dict[str, _Comm]) -> list[Step]:
+def step_text(comm: Comm, sn: int, found: Sequence[tuple[Record, Call]], more: str = "") -> tuple[str, str]:
+    """The name and narration of the step of call ``sn`` on ``comm`` from the records ``found`` of
+    it (one per rank, by rank), NCCL's figures labelled as NCCL's; ``more`` ends the narration."""
+    record, call = found[0]
+    shown = [figures(r, c.rank) for r, c in found[:8]] + ([f"… {len(found) - 8} more ranks"] if len(found) > 8 else [])
+    narration = (f"NCCL Inspector: {call.op} #{call.group_seq} on communicator {comm.id} (coll_sn {sn}: NCCL "
+                 f"numbers each operation on its own), {record.size:,} B per rank. {INSPECTOR_LABEL}: " + "; ".join(shown)
+                 + f". Records of ranks {ranks_text([c.rank for _, c in found])} of {comm.nranks} (the Inspector "
+                 "writes each communicator's last call once per dump interval). No values, datatype or provenance."
+                 + more)
+    return f"{call.op} #{call.group_seq} on {comm.id}", narration
+
+
+def _steps(records: Sequence[Record], comms: dict[str, Comm]) -> list[Step]:
     """One step per (communicator, operation, number), ordered as every rank's records agree."""
-    by_key: dict[tuple[str, str, int], list[tuple[_Record, Call]]] = defaultdict(list)
+    by_key: dict[tuple[str, str, int], list[tuple[Record, Call]]] = defaultdict(list)
     sequences: dict[int, list[tuple[str, str, int]]] = defaultdict(list)
     for record in sorted(records, key=lambda r: (r.start_us or r.dump_us, r.sn)):
         comm = comms.get(record.comm)
         if comm is None:
             continue
         key = (record.comm, record.op, record.sn)
-        call = _call(record, comm)
+        call = call_of(record, comm)
         if any(c.rank == call.rank for _, c in by_key[key]):
             continue  # a second record of one call on one rank says nothing new
         by_key[key].append((record, call))
@@ -267,19 +297,12 @@ def _steps(records: Sequence[_Record], comms: dict[str, _Comm]) -> list[Step]:
     steps = []
     for key in order_steps(dict(sequences), first_seen):
         found = sorted(by_key[key], key=lambda rc: rc[1].rank)
-        record, call = found[0]
-        comm = comms[key[0]]
-        shown = [_figures(r, c.rank) for r, c in found[:8]] + ([f"… {len(found) - 8} more ranks"] if len(found) > 8 else [])
-        narration = (f"NCCL Inspector: {call.op} #{call.group_seq} on communicator {comm.id} (coll_sn {key[2]}: NCCL "
-                     f"numbers each operation on its own), {record.size:,} B per rank. {INSPECTOR_LABEL}: " + "; ".join(shown)
-                     + f". Records of ranks {ranks_text([c.rank for _, c in found])} of {comm.nranks} (the Inspector "
-                     "writes each communicator's last call once per dump interval). No values, datatype or provenance.")
-        steps.append(Step(name=f"{call.op} #{call.group_seq} on {comm.id}", narration=narration,
-                          calls=[c for _, c in found], t_ns=first_seen[key]))
+        name, narration = step_text(comms[key[0]], key[2], found)
+        steps.append(Step(name=name, narration=narration, calls=[c for _, c in found], t_ns=first_seen[key]))
     return steps
 
 
-def _gaps(records: Sequence[_Record]) -> int:
+def _gaps(records: Sequence[Record]) -> int:
     """How many call numbers lie between the records of each (file, communicator, rank, operation):
     calls made but not written (the Inspector samples)."""
     seen: dict[tuple[Path, str, int, str], set[int]] = defaultdict(set)
@@ -292,14 +315,14 @@ def import_inspector(files: Sequence[tuple[Path, str]], warnings: list[str],
                      progress: Progress = no_progress) -> ImportedRun:
     """The run NCCL Inspector files describe (one per process; ``progress`` is told each step built).
     Raises :class:`~..errors.UsageError` (one line) where no line is a usable record."""
-    records: list[_Record] = []
+    records: list[Record] = []
     for path, text in files:
         records += _read(path, text, warnings)
-    others = Counter(r.op for r in records if r.op not in _OPS)
+    others = Counter(r.op for r in records if r.op not in OPS)
     if others:
         warnings.append("calls of operations collviz does not draw left out: "
                         + ", ".join(f"{op} ×{n}" for op, n in sorted(others.items())))
-    records = [r for r in records if r.op in _OPS]
+    records = [r for r in records if r.op in OPS]
     if not records:
         raise UsageError(f"{files[0][0]}: NCCL Inspector output with no usable record (every line damaged or cut)")
     world, comms = _comms(records, warnings)
@@ -326,9 +349,8 @@ def import_inspector(files: Sequence[tuple[Path, str]], warnings: list[str],
                         "Without NCCL_INSPECTOR_DUMP_VERBOSE=1 a call's start is not recorded: each is placed to end "
                         "at the dump that wrote it. ")
                      + "The Inspector samples calls; it records no values, datatype or provenance."),
-        reason="nccl, imported from NCCL Inspector output: sizes and NCCL's kernel times, no values or provenance",
+        reason=REASON,
         backend="nccl", device_kind="cuda", world_size=nranks, device="cuda",
-        untimed="the Inspector wrote 0 µs for it (below its 1 µs resolution)",
-        not_recorded="NCCL Inspector records each call's size and NCCL's time: no values, provenance or transfers",
+        untimed=UNTIMED, not_recorded=NOT_RECORDED,
         check_calls=False)
     return build_run(origin, steps, warnings, ranks, missing, progress)

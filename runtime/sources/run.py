@@ -51,7 +51,7 @@ from ..wire.protocol import (
 from .call_checks import Findings, find_problems
 from .call_table import CallTable, algo_bytes_of
 
-__all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "Summary", "Stamper", "emit_steps", "start_run", "finish_run",
+__all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "Summary", "Stamper", "emit_rank_step", "emit_steps", "start_run", "finish_run",
            "Progress", "no_progress", "group_label", "order_steps", "build_run"]
 
 Progress = Callable[[str, int, int], None]
@@ -263,6 +263,25 @@ def _collective(stamp: Stamper, call: Call, phase: int, edge: Literal["begin", "
           duration_ns=call.duration_ns if edge == "end" else None)
 
 
+def emit_rank_step(stamp: Stamper, index: int, step: Step, rank: int, call: Call | None) -> None:
+    """``rank``'s events of step ``index``: its Phase begin, its ``call``'s Collective begin (if it
+    made one), the hops it receives, and (unless the call is not completed) the ends."""
+    begin = call.t_ns if call is not None else step.t_ns
+    stamp(Phase, rank, begin, index=index, name=step.name, edge="begin", narration=step.narration)
+    if call is not None:
+        _collective(stamp, call, index, "begin", begin)
+    for hop in step.hops:
+        if hop.dst == rank:
+            stamp(Transfer, rank, begin, phase=index, src=hop.src, dst=hop.dst, bytes=0, buffer=hop.label,
+                  start=0, length=0, kind="p2p", hop=hop.number)
+    if call is not None and not call.completed:
+        return
+    end = begin + (step.took_ns.get(rank, 0) if call is None else call.duration_ns or 0)
+    if call is not None:
+        _collective(stamp, call, index, "end", end)
+    stamp(Phase, rank, end, index=index, name=step.name, edge="end")
+
+
 def emit_steps(stamp: Stamper, steps: Sequence[Step], warnings: list[str], progress: Progress) -> dict[int, int]:
     """Phase, Collective and Transfer events of every step; returns each rank's last step."""
     last: dict[int, int] = {}
@@ -275,22 +294,8 @@ def emit_steps(stamp: Stamper, steps: Sequence[Step], warnings: list[str], progr
             if rank in last and last[rank] >= index:
                 warnings.append(f"rank {rank}: {step.name} is out of order with the other ranks' calls: not shown")
                 continue
-            begin = call.t_ns if call is not None else step.t_ns
-            stamp(Phase, rank, begin, index=index, name=step.name, edge="begin", narration=step.narration)
-            if call is not None:
-                _collective(stamp, call, index, "begin", begin)
-            for hop in step.hops:
-                if hop.dst == rank:
-                    stamp(Transfer, rank, begin, phase=index, src=hop.src, dst=hop.dst, bytes=0, buffer=hop.label,
-                          start=0, length=0, kind="p2p", hop=hop.number)
+            emit_rank_step(stamp, index, step, rank, call)
             last[rank] = index
-            if call is not None and not call.completed:
-                continue
-            took = step.took_ns.get(rank, 0) if call is None else call.duration_ns or 0
-            end = begin + took
-            if call is not None:
-                _collective(stamp, call, index, "end", end)
-            stamp(Phase, rank, end, index=index, name=step.name, edge="end")
     progress("building steps", len(steps), len(steps))
     return last
 
