@@ -29,15 +29,14 @@ __all__ = ["run_scenario", "play_plan", "replay_trace", "replay_paths", "open_ar
            "headless_instead"]
 
 
-def headless_instead(headless: bool, json_output: bool = False) -> bool:
+def headless_instead(headless: bool, json_output: bool = False, follows: str = "the summary follows") -> bool:
     """Whether to run without the viewer: asked for (``--headless``, ``--json``), or no terminal
-    (then a one-line notice on stderr says so)."""
+    (then a one-line notice on stderr says so, and what ``follows`` instead)."""
     if headless or json_output:
         return True
     why = no_terminal()
     if why is not None:
-        print(f"collviz: {why}: running headless (the summary follows; --headless says so on purpose)",
-              file=sys.stderr)
+        print(f"collviz: {why}: running headless ({follows}; --headless says so on purpose)", file=sys.stderr)
         return True
     return False
 

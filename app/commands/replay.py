@@ -93,7 +93,7 @@ def _follow(args: argparse.Namespace) -> int:
     check_record_option(args)
     idle = check_seconds("--idle", args.idle) if args.idle is not None else IDLE_S
     session = FollowedSession(args.paths[0], record=args.record, idle_s=idle)
-    headless = headless_instead(args.headless)
+    headless = headless_instead(args.headless, follows="a line per new step follows")
     if headless:
         session.announce = lambda line: print(line, flush=True)
     session.start()
