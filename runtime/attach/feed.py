@@ -25,8 +25,9 @@ RankEnd events instead (it follows the ranks' processes, so no rank is named by 
 its RankStart events say each rank's process id, host and device.
 
 A call's state is dropped once every member read (a rank with a server, not named) completed it
-and the tail no longer holds it (tails only move forward), so a long watch holds no more than the
-calls still in flight.
+and the tail no longer holds it, so a long watch holds no more than the calls still in flight; a
+later tail that starts earlier again (a reading some rank did not answer, a last reading from
+dumps) shows no call up to the last dropped in its group again.
 """
 
 from __future__ import annotations
@@ -135,6 +136,8 @@ class Feed:
     _clock_ns: int = field(default_factory=lambda: time.monotonic_ns() - time.time_ns())
     _seq: dict[int, int] = field(default_factory=dict)
     _calls: dict[_Key, _Call] = field(default_factory=dict)
+    _done_up_to: dict[str, int] = field(default_factory=dict)
+    """Per group, the last call dropped: it and those before it are never shown again."""
     _next_index: int = 0
     _answered: set[int] = field(default_factory=set)
     _silent: dict[int, int] = field(default_factory=dict)
@@ -203,6 +206,8 @@ class Feed:
             if not isinstance(event, Collective) or event.rank in self._named:
                 continue
             key = _key(event)
+            if event.group_seq <= self._done_up_to.get(event.group, 0):
+                continue  # a call already shown and dropped, in a reading whose tail starts earlier
             seen.add(key)
             call = self._calls.get(key)
             if call is None:
@@ -223,6 +228,7 @@ class Feed:
         read = {worker.rank for worker in self.workers} - self._named
         for key in [k for k, call in self._calls.items() if k not in seen and call.ended >= read.intersection(call.members)]:
             del self._calls[key]
+            self._done_up_to[key[0]] = max(self._done_up_to.get(key[0], 0), key[1])
 
     def _stalls(self, reading: Reading, snapshot: Snapshot, after_s: float) -> None:
         """A Stall for each wait ``snapshot`` confirms, waited ``after_s`` at least, that none was
