@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from collviz.runtime.errors import UsageError
 
-from .options import OneLineParser, check_record_option, make_output_folder, no_terminal
+from .options import OneLineParser, check_record_option, make_output_folder
 from .playing import headless_instead, play_plan, run_scenario
 from .scenario_args import run_parser
 from .script_args import is_script_run, script_parser
@@ -59,9 +59,8 @@ def _run_script(args: argparse.Namespace) -> int:
     check_record_option(args)
     if args.logs is not None:
         make_output_folder(args.logs, "--logs")
-    viewer = not (args.headless or args.json) and no_terminal() is None
     plan = plan_script(script, 1 if args.nproc is None else args.nproc, record=args.record, timeout_s=args.timeout,
-                       logs=args.logs, observe=args.observe or viewer)  # the viewer observes, until it attaches
+                       logs=args.logs, observe=args.observe)
     return play_plan(plan, headless=headless_instead(args.headless, args.json), json_output=args.json)
 
 

@@ -26,22 +26,22 @@ Your script runs on N ranks with torchrun's environment (RANK, WORLD_SIZE, LOCAL
 LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so its own init_process_group() works unchanged;
 it picks its backend and devices itself.
 
-Headless (the default there), collviz adds nothing to your script's calls: each rank runs with
-torch's own Flight Recorder on (TORCH_FR_BUFFER_SIZE=2000 unless you set it) and its worker server
-on rank<r>.sock in the run's folder, and writes its recorder there as it ends; the summary is read
-from those dumps (every call's op, group, sizes, dtype and sequence number; not timed on gloo). A
-rank killed before it could dump is unknown. A failing or interrupted run (Ctrl-C) first has every
-rank still alive dump where it is, so the summary says who waits in which call; a hang is not
-reported live (--timeout) — Ctrl-C it. --observe runs the detailed observer instead: per-call
-completion times on gloo, collviz.step and collviz.watch, memory, live hang reports, at 43-50 us
-of CPU per call. The viewer (no --headless) always observes, for now. No mode captures values
-or provenance; the observer adds no copies, waits or extra collectives.
+By default, in the viewer and headless, collviz adds nothing to your script's calls: each rank
+runs with torch's own Flight Recorder on (TORCH_FR_BUFFER_SIZE=2000 unless you set it) and its
+worker server on rank<r>.sock in the run's folder, which collviz reads while the ranks run (each
+call shown as the ranks issue and complete it: op, group, sizes, dtype, sequence number; not
+timed on gloo); each rank writes its recorder there as it ends, read last. A wait that lasts
+--timeout is a hang: the run fails, naming the missing rank and its line of code. A failing or
+interrupted run (Ctrl-C) first has every rank still alive dump where it is. --observe runs the
+detailed observer instead: per-call completion times on gloo, collviz.step and collviz.watch,
+memory, at 43-50 us of CPU per call. No mode captures values or provenance; the observer adds
+no copies, waits or extra collectives.
 
 Each rank's stdout and stderr reach the terminal as under torchrun --tee, each line
 prefixed with its rank ([rank0]: ...): as they are written when headless (all on stderr with
 --json), after the viewer closes otherwise. They are also written to rank<r>.log in the run's
 temporary folder, deleted when the run succeeds and named when it fails; --logs DIR keeps them.
-With --observe or the viewer, mark training steps with collviz.step (one viewer step each);
+With --observe, mark training steps with collviz.step (one viewer step each);
 outside a step each collective is a step of its own:
 
   import collviz
@@ -68,12 +68,12 @@ def script_parser() -> OneLineParser:
     add_json_option(parser, "the headless summary")
     add_record_option(parser)
     parser.add_argument("--observe", action="store_true",
-                        help="headless: run the detailed observer instead of reading Flight Recorder (per-call times "
-                             "on gloo, steps, memory, live hang reports; 43-50 us of CPU per call); the viewer "
-                             "always observes")
+                        help="run the detailed observer instead of reading Flight Recorder (per-call times on gloo, "
+                             "steps, memory; 43-50 us of CPU per call)")
     parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                        help="observed runs: a collective some ranks entered and others did not for S seconds is "
-                             "reported as a hang, naming who waits where (default 30); the run then waits for the "
+                        help="a collective some ranks entered and others did not for S seconds is a hang, naming "
+                             "who waits where (default 30): read from Flight Recorder, the run then fails, naming the "
+                             "missing ranks' lines of code; with --observe it is reported and the run waits for the "
                              "script's own process-group timeout, or Ctrl-C")
     parser.add_argument("--logs", type=Path, metavar="DIR",
                         help="also append each rank's stdout and stderr to DIR/rank<r>.log and keep them (DIR is "

@@ -12,22 +12,28 @@ dump reader's events; :class:`Feed` passes on only what no earlier reading showe
   group, sequence number, element type and count, bytes; a duration where the recorder kept one).
   Times are the recorder's own (when the call was issued), on the monotonic clock of collviz's own
   events; an untimed call ends when it began, as in an import.
-- ``Stall`` for each wait a second reading confirms: the call, who waits and since when, who is
-  missing, and the line of its own code each missing rank is at.
+- ``Stall`` for each wait a second reading confirms (once its waiters have waited ``stall_after_s``,
+  where :meth:`Feed.take` is given one): the call, who waits and since when, who is missing, and
+  the line of its own code each missing rank is at.
 - ``RankEnd`` (``error``) for a rank whose server stops answering while others still answer,
   after two readings in a row (one may be a slow answer): named, never waited for again. A rank
   that never answered is named so too, unless the feed is ``patient`` (a launcher's job that is
   starting: its server may not be up yet).
 
+A job collviz launched itself (``collviz run``: :class:`Launched`) has its launcher's RunStart and
+RankEnd events instead (it follows the ranks' processes, so no rank is named by its silence), and
+its RankStart events say each rank's process id, host and device.
+
 A call's state is dropped once every member read (a rank with a server, not named) completed it
-and the tail no longer holds it (tails only move forward), so a long watch holds no more than the
-calls still in flight.
+and the tail no longer holds it, so a long watch holds no more than the calls still in flight; a
+later tail that starts earlier again (a reading some rank did not answer, a last reading from
+dumps) shows no call up to the last dropped in its group again.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -47,7 +53,7 @@ from .snapshot import Reading, Snapshot
 from .tail import Floors
 from .workers import Worker
 
-__all__ = ["REASON", "UNTIMED", "NOT_RECORDED", "SILENT_READINGS", "Sink", "Feed"]
+__all__ = ["REASON", "UNTIMED", "NOT_RECORDED", "SILENT_READINGS", "Feed", "Launched", "Sink"]
 
 REASON = "attached to a running job: Flight Recorder sizes and states, no values"
 """The RunStart's backend line for an attached job."""
@@ -74,6 +80,16 @@ class Sink(Protocol):
 
     def emit(self, event_type: type[AnyEvent], **fields: Any) -> None:
         """Take in an event of the session's own (rank ``LAUNCHER_RANK``), stamped by the sink."""
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What the launcher of the job knows (``collviz run``): each rank's process id (``pids``), the
+    host, and the ranks' device where the plan knows it (empty: unknown)."""
+
+    pids: Mapping[int, int]
+    host: str
+    device: str = ""
 
 
 @dataclass
@@ -111,6 +127,8 @@ class Feed:
     target: str = ""
     patient: bool = False
     """Whether a rank that never answered is left unnamed (it may not have started yet)."""
+    launched: Launched | None = None
+    """The job's launcher, where collviz launched it: see the module."""
     since: Floors = field(default_factory=dict)
     """Each group's floor at the last reading every rank answered: calls from there on are read again."""
     started: bool = False
@@ -118,6 +136,8 @@ class Feed:
     _clock_ns: int = field(default_factory=lambda: time.monotonic_ns() - time.time_ns())
     _seq: dict[int, int] = field(default_factory=dict)
     _calls: dict[_Key, _Call] = field(default_factory=dict)
+    _done_up_to: dict[str, int] = field(default_factory=dict)
+    """Per group, the last call dropped: it and those before it are never shown again."""
     _next_index: int = 0
     _answered: set[int] = field(default_factory=set)
     _silent: dict[int, int] = field(default_factory=dict)
@@ -126,9 +146,10 @@ class Feed:
     _world: int = 0
     _backend: str = "unknown"
 
-    def take(self, reading: Reading, snapshot: Snapshot | None) -> None:
+    def take(self, reading: Reading, snapshot: Snapshot | None, stall_after_s: float = 0.0) -> None:
         """Pass on what ``reading`` shows that no reading before did; ``snapshot``: its snapshot
-        where it is new (its confirmed waits become Stall events)."""
+        (its confirmed waits become Stall events, each once, once its waiters have waited
+        ``stall_after_s``)."""
         start = next((e for e in reading.events if isinstance(e, RunStart)), None)
         if start is not None:
             self._world, self._backend = max(self._world, start.world_size), start.backend
@@ -138,16 +159,20 @@ class Feed:
             self._new_ranks(reading)
             self._calls_of(reading)
             if snapshot is not None:
-                self._stalls(reading, snapshot)
-        self._silences(reading)
+                self._stalls(reading, snapshot, stall_after_s)
+        if self.launched is None:
+            self._silences(reading)
         if all(not now.error for now in reading.ranks.values()):
             self.since = dict(reading.floors)
 
     def begin(self, nccl_version: str = "") -> None:
-        """Emit the RunStart (once): at the first call seen, or as the session ends without one."""
+        """Emit the RunStart (once): at the first call seen, or as the session ends without one
+        (a launched job's RunStart is its launcher's: the feed only starts)."""
         if self.started:
             return
         self.started = True
+        if self.launched is not None:
+            return
         world = max(self._world, max((w.rank for w in self.workers), default=-1) + 1)
         count = len(self.workers)
         self.sink.emit(RunStart, scenario="attach", world_size=world, backend=self._backend,
@@ -160,7 +185,8 @@ class Feed:
                                     "are at. Sizes and states only: no values."),
                        torch_version="not recorded", nccl_version=nccl_version)
 
-    def _stamp(self, event_type: type[Any], rank: int, t_ns: int, **fields: Any) -> None:
+    def stamp(self, event_type: type[Any], rank: int, t_ns: int, **fields: Any) -> None:
+        """Pass on an event of ``rank`` (its next sequence number: a launcher's RankEnd included)."""
         seq = self._seq.get(rank, 0)
         self._seq[rank] = seq + 1
         self.sink.take(event_type(run=self.run, rank=rank, seq=seq, t_ns=t_ns, **fields))
@@ -169,8 +195,9 @@ class Feed:
         for rank, now in sorted(reading.ranks.items()):
             if not now.error and rank not in self._answered and rank not in self._named:
                 self._answered.add(rank)
-                self._stamp(RankStart, rank, time.monotonic_ns(), device="device unknown", backend=self._backend,
-                            host="", pid=0)
+                launched = self.launched or Launched({}, "")
+                self.stamp(RankStart, rank, time.monotonic_ns(), device=launched.device or "device unknown",
+                           backend=self._backend, host=launched.host, pid=launched.pids.get(rank, 0))
 
     def _calls_of(self, reading: Reading) -> None:
         """Each rank's calls newly issued or completed, as step events; then drop what is done."""
@@ -179,6 +206,8 @@ class Feed:
             if not isinstance(event, Collective) or event.rank in self._named:
                 continue
             key = _key(event)
+            if event.group_seq <= self._done_up_to.get(event.group, 0):
+                continue  # a call already shown and dropped, in a reading whose tail starts earlier
             seen.add(key)
             call = self._calls.get(key)
             if call is None:
@@ -189,29 +218,33 @@ class Feed:
             fields = {kept: getattr(event, kept) for kept in _COLLECTIVE_FIELDS}
             if event.edge == "begin" and event.rank not in call.issued:
                 call.issued[event.rank] = event.t_ns
-                self._stamp(Phase, event.rank, at, index=call.index, name=name, edge="begin",
+                self.stamp(Phase, event.rank, at, index=call.index, name=name, edge="begin",
                             narration=_narration(event))
-                self._stamp(Collective, event.rank, at, phase=call.index, edge="begin", **fields)
+                self.stamp(Collective, event.rank, at, phase=call.index, edge="begin", **fields)
             elif event.edge == "end" and event.rank in call.issued and event.rank not in call.ended:
                 call.ended.add(event.rank)
-                self._stamp(Collective, event.rank, at, phase=call.index, edge="end", **fields)
-                self._stamp(Phase, event.rank, at, index=call.index, name=name, edge="end")
+                self.stamp(Collective, event.rank, at, phase=call.index, edge="end", **fields)
+                self.stamp(Phase, event.rank, at, index=call.index, name=name, edge="end")
         read = {worker.rank for worker in self.workers} - self._named
         for key in [k for k, call in self._calls.items() if k not in seen and call.ended >= read.intersection(call.members)]:
             del self._calls[key]
+            self._done_up_to[key[0]] = max(self._done_up_to.get(key[0], 0), key[1])
 
-    def _stalls(self, reading: Reading, snapshot: Snapshot) -> None:
-        """A Stall for each wait ``snapshot`` confirms that none was emitted for yet."""
+    def _stalls(self, reading: Reading, snapshot: Snapshot, after_s: float) -> None:
+        """A Stall for each wait ``snapshot`` confirms, waited ``after_s`` at least, that none was
+        emitted for yet."""
         places = {wait.call: place for place, wait in reading.waits.items()}
         for wait in snapshot.waits:
             place = places.get(wait.call)
             found = next(((key, call) for key, call in self._calls.items() if key[:2] == place), None)
             if place is None or found is None or place in self._stalled:
                 continue
-            self._stalled.add(place)
             (_, _, op), call = found
             issued = [call.issued[rank] for rank in wait.waiting if rank in call.issued]
             waited_s = max(0.0, (time.time_ns() - min(issued)) / 1e9) if issued else 0.0
+            if waited_s < after_s:
+                continue
+            self._stalled.add(place)
             elsewhere = [f"rank {rank} is missing from the call, at {wait.stacks.get(rank) or '(stack not read)'}"
                          for rank in wait.missing]
             plural = len(wait.waiting) > 1
@@ -234,7 +267,7 @@ class Feed:
                     and not (unstarted and self.patient)):
                 self._named.add(rank)
                 what = "never answered" if unstarted else "stopped answering"
-                self._stamp(RankEnd, rank, time.monotonic_ns(), status="error",
+                self.stamp(RankEnd, rank, time.monotonic_ns(), status="error",
                             error=f"its worker server {what} ({now.error}): ended or stuck; no longer read")
 
 

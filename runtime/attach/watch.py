@@ -26,6 +26,9 @@ class Pace:
 
     fastest_s: float = 1.0
     slowest_s: float = 10.0
+    changes: bool = True
+    """Whether a reading that found the job changed counts as busy (False: only waits do, for a job
+    nobody watches live, read for its hangs)."""
 
     def after(self, interval_s: float, busy: bool) -> float:
         """The interval after a reading that found the job ``busy`` (changed or waiting), the last
@@ -52,6 +55,9 @@ class Watcher:
     """The time to wait before the next reading."""
     shown: Snapshot | None = field(default=None, init=False)
     """The last new snapshot :meth:`read` returned."""
+    latest: Snapshot | None = field(default=None, init=False)
+    """The last reading's snapshot, new or not (None while a wait waits for the next reading to
+    confirm it)."""
     previous: Reading | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -67,12 +73,12 @@ class Watcher:
         else:  # a wait counts once the next reading shows it too
             snapshot = (confirm(self.previous, current, self.workers, self.options, self.ask)
                         if self.previous is not None else None)
-        busy = snapshot is None or snapshot != self.shown or bool(current.waits)
+        busy = bool(current.waits) or (self.pace.changes and snapshot != self.shown)
         new = snapshot if snapshot is not None and snapshot != self.shown else None
         if new is not None:
             self.shown = new
         self.interval = self.pace.after(self.interval, busy)
-        self.previous = current
+        self.previous, self.latest = current, snapshot
         return current, new
 
 

@@ -8,14 +8,18 @@ single ``import torch`` (faster than fresh interpreters); this process therefore
 CUDA — GPUs are counted through NVML.
 
 A user's script run without ``--observe`` (:attr:`~..plan.RunPlan.reads_recorder`) sends no
-calls while it runs: its ranks' RankEnd events are messages to the session, and once every rank
-has exited the session reads their Flight Recorder dumps (:mod:`.recorded`) and takes in the
-events they make; a failing or interrupted run first asks the ranks still alive to dump.
+calls while it runs: its ranks' RankEnd events are messages to the session, which reads each
+rank's Flight Recorder live from its worker server (:mod:`.recorder_live`) and takes in the calls
+as the ranks issue and complete them; a wait that outlasts the plan's timeout ends the run as
+failed. A failing or interrupted run reads the ranks once more, then asks those still alive to
+dump (:mod:`.recorded`); once every rank has exited, their dumps are read as a last reading.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -26,6 +30,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..attach.feed import Launched
+from ..attach.watch import Pace
 from ..plan import RunPlan, run_start_fields, worker_config
 from ..wire.protocol import AnyEvent, Go, Phase, ProcessExit, RankEnd, RunStart
 from ..wire.trace import TraceWriter
@@ -35,6 +41,7 @@ from .contract import RunOutcome
 from .intake import Intake
 from .rank_output import Echo, RankOutput
 from .recorded import DUMP_GRACE_S, RecorderDumps
+from .recorder_live import LiveRecorder, run_pace
 
 __all__ = ["remove_stale_run_folders", "LocalSession", "worker_log_lines"]
 
@@ -154,7 +161,10 @@ class LocalSession:
     _dumps_due: float | None = None
     """A failing or interrupted run read from Flight Recorder: when the ranks asked to dump are
     ended anyway (they are ended as soon as each has dumped)."""
-    _recorded_failure: str = ""
+    pace: Pace | None = None
+    """How often a run read from Flight Recorder reads its ranks while they run (the viewer's:
+    :data:`~.recorder_live.WATCHED`); None: :func:`~.recorder_live.run_pace` of the plan's timeout."""
+    _live: LiveRecorder | None = None
     warnings: list[str] = field(default_factory=list)
     """What reading the ranks' Flight Recorder dumps could not show (a rank without a dump, …)."""
 
@@ -207,9 +217,14 @@ class LocalSession:
             recorder.after_forks()
         output.start()
         collector = Collector(self.run_id, endpoints, plan.world_size)
-        intake = self._intake = Intake(collector, trace, plan.timeout_s, self.run_id)
+        # read from Flight Recorder, the live readings report hangs (with stacks): the watchdog is off
+        intake = self._intake = Intake(collector, trace, plan.timeout_s if recorder is None else math.inf, self.run_id)
         collector.on_release = lambda index: intake.emit(Go, index=index)
         intake.emit(RunStart, **run_start_fields(plan, os.getpid()))
+        if recorder is not None:
+            device = "cpu" if plan.backend.device_kind == "cpu" else ""  # no GPU visible: the script's only device
+            self._live = LiveRecorder(intake, self.run_id, recorder, Launched(self.pids, platform.node(), device),
+                                      self.pace or run_pace(plan.timeout_s), plan.timeout_s)
 
     @property
     def pids(self) -> dict[int, int]:
@@ -235,6 +250,10 @@ class LocalSession:
             timeout = min(timeout, ENDING_POLL_S)
         self._note(self._receive(intake, timeout))
         self._reap()
+        if self._live is not None and not self._teardown_started:
+            self._note(self._live.read_if_due())
+            if self._live.hang:
+                self._fail()
         if intake.check():
             self._fail()
         if self._dumps_due is not None and (time.monotonic() >= self._dumps_due or self._recorder is None or
@@ -251,7 +270,8 @@ class LocalSession:
     def _receive(self, intake: Intake, timeout: float) -> list[AnyEvent]:
         """What the ranks sent (waiting up to ``timeout`` s for some): taken into the run's stream,
         but where the run is read from Flight Recorder (its ranks' RankEnd events are messages to
-        the session; their calls, and those RankEnds, come from their dumps: :meth:`_take_recorded`)."""
+        the session; their calls come from their recorders, read live, and those RankEnds follow
+        them: :mod:`.recorder_live`)."""
         return intake.receive(timeout, take=self._recorder is None)
 
     def release(self, index: int) -> None:
@@ -300,6 +320,8 @@ class LocalSession:
             if pid == 0:
                 continue
             state.exited = True
+            if self._live is not None:
+                self._live.exited(rank)
             state.exit_code = os.waitstatus_to_exitcode(status)
             self._reaped += 1
             state.reaped_order = self._reaped
@@ -333,6 +355,9 @@ class LocalSession:
         killed = sorted((s.reaped_order, r) for r, s in ranks if s.killed_externally and not s.waiting_in_stall)
         if killed:
             rank = killed[0][1]
+        elif self._live is not None and self._live.hang:
+            return (f"hang: {self._live.hang} (over --timeout {self.plan.timeout_s:g} s: every rank was asked to dump "
+                    "its Flight Recorder, then stopped)")
         else:
             errors = sorted((s.error_t_ns, r) for r, s in ranks if s.error_t_ns is not None)
             bad_exits = sorted((s.reaped_order, r) for r, s in ranks if s.exit_code)
@@ -365,6 +390,8 @@ class LocalSession:
         self._teardown_started = True
         intake.collector.abort_gates()
         if self._recorder is not None:
+            if self._live is not None:
+                self._note(self._live.last_look())
             self._recorder.request()
             self._dumps_due = time.monotonic() + DUMP_GRACE_S
         else:
@@ -391,15 +418,17 @@ class LocalSession:
         self._note(self._receive(intake, 0))
         if not all(state.ended for state in self._ranks.values()):  # a rank died mid-stream: stragglers
             self._note(self._receive(intake, 0.05))
-        if self._recorder is not None:
-            self._take_recorded(intake, self._recorder)
+        if self._recorder is not None and self._live is not None:
+            self._recorder.close()
+            events, self.warnings = self._live.end(self._ends)
+            self._note([event for event in events if isinstance(event, Phase)])
+            if intake.check() and not self._interrupted:  # ranks that called different things, in the last calls
+                self._failed = True
         if self._interrupted:
             outcome = RunOutcome("interrupted", f"interrupted by {_signal_name(self._interrupted)}: every worker was "
                                  "stopped", 128 + self._interrupted)
         elif self._failed:
             outcome = RunOutcome("failed", self._cause(), 1)
-        elif self._recorded_failure:
-            outcome = RunOutcome("failed", self._recorded_failure, 1)
         else:
             outcome = RunOutcome("ok", "", 0)
         intake.close(outcome)
@@ -410,20 +439,6 @@ class LocalSession:
         else:  # kept for its worker logs, on purpose: not a leftover of a killed launcher
             Path(self._run_dir, LAUNCHER_PID_FILE).unlink(missing_ok=True)
         self.outcome = outcome
-
-    def _take_recorded(self, intake: Intake, recorder: RecorderDumps) -> None:
-        """Every rank has exited: take in the events of their Flight Recorder dumps, and the
-        hangs and mismatches found in them (in the session's name); follow each rank's steps."""
-        recorder.close()
-        device = "cpu" if self.plan.backend.device_kind == "cpu" else ""  # no GPU visible: the script's only device
-        recorded = recorder.read(self.run_id, self._ends, self.pids, device)
-        for event in recorded.rank_events:
-            intake.take(event)
-        for kind, fields in recorded.findings:
-            intake.emit(kind, **fields)
-        self._note([event for event in recorded.rank_events if isinstance(event, Phase)])
-        self._recorded_failure = recorded.failure
-        self.warnings = recorded.warnings
 
     @property
     def log_dir(self) -> str:

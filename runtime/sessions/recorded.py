@@ -5,52 +5,26 @@ Its ranks send no calls while they run: each says only how it ended (its ``RankE
 session reads as a message, not as part of the run's stream). The launcher holds the write end of
 one pipe all ranks listen on; closing it (:meth:`RecorderDumps.request`, when the run fails or is
 interrupted) makes every rank still alive dump its recorder where it is — a rank blocked in a
-collective its peer never joins included — before the session ends them. Once every rank has
-exited, :meth:`RecorderDumps.read` opens the dumps with the Flight Recorder reader
-(:func:`~collviz.runtime.sources.detect.open_artifacts`) and returns their events for the run's
-stream: each rank's steps and calls, stamped with the session's run, its ``RankEnd`` carrying the
-error the rank reported; and the hangs and mismatches the reader found, for the launcher to emit.
-A rank without a dump (killed before it could write one) is unknown, as the reader says.
+collective its peer never joins included — before the session ends them. A rank that has exited
+answers from its dump (:meth:`RecorderDumps.answer`) what its worker server answered while it ran,
+so the live readings (:mod:`.recorder_live`) read it to the end the same way. A rank without a
+dump (killed before it could write one) is unknown.
 """
 
 from __future__ import annotations
 
 import os
-import platform
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 
-import msgspec
-
-from ..errors import UsageError
-from ..sources.detect import open_artifacts
-from ..sources.flight_recorder import BLANK_KEY_WARNING
+from ..attach.snapshot import RECORDERS
+from ..attach.workers import Answer
 from ..userjob.recorder import RecorderPlace, dump_path, socket_path
-from ..wire.protocol import LAUNCHER_RANK, AnyEvent, Mismatch, Phase, RankEnd, RankStart, RunEnd, Stall
 
-__all__ = ["DUMP_GRACE_S", "Recorded", "RecorderDumps"]
-
-_STAMP = frozenset(("run", "rank", "seq", "t_ns"))
-"""The fields every event's emitter stamps."""
+__all__ = ["DUMP_GRACE_S", "RecorderDumps"]
 
 DUMP_GRACE_S = 5.0
 """When a run fails or is interrupted, how long the ranks still alive get to write their dumps
 before they are ended (each writes its own in tens of milliseconds; the bound is for a rank that
 holds the interpreter lock in C++ code that never releases it)."""
-
-
-@dataclass
-class Recorded:
-    """What the dumps said: the ranks' events, the reader's hangs and mismatches (launcher events
-    to emit again, in the session's name), its warnings, and its verdict where the job hung or
-    disagreed (empty where not)."""
-
-    rank_events: list[AnyEvent] = field(default_factory=list)
-    findings: list[tuple[type[Stall] | type[Mismatch], dict]] = field(default_factory=list)
-    """Each hang or mismatch as its event type and fields (its run, rank, seq and time left out)."""
-    warnings: list[str] = field(default_factory=list)
-    failure: str = ""
 
 
 class RecorderDumps:
@@ -90,46 +64,20 @@ class RecorderDumps:
         for rank in range(self.world_size):
             socket_path(self.folder, rank).unlink(missing_ok=True)
 
-    def read(self, run: str, ends: Mapping[int, RankEnd], pids: Mapping[int, int], device: str) -> Recorded:
-        """The dumps' events, stamped with ``run``; ``ends`` are the RankEnd each rank sent, whose
-        error (if any) the rank's own RankEnd carries, added where the dump ends inside a call.
-        Each RankStart says what the launcher knows and a dump does not: the rank's process id
-        (``pids``), this host, and ``device`` where the plan knows it (else the reader's "unknown")."""
-        paths = [path for rank in range(self.world_size) if (path := dump_path(self.folder, rank)).exists()]
-        if not paths:
-            return Recorded(warnings=["no rank's Flight Recorder holds a collective call (none made, or none before "
-                                      "the rank was killed)"])
-        try:
-            imported = open_artifacts(paths)
-        except UsageError as exc:
-            return Recorded(warnings=[str(exc)])
-        # gloo's blank group key is said when a user opens dumps; after each run it is noise
-        recorded = Recorded(warnings=[text for text in imported.warnings if BLANK_KEY_WARNING not in text])
-        next_seq: dict[int, int] = {}
-        last_phase: dict[int, int] = {}
-        told: set[int] = set()
-        for event in imported.events:
-            if event.rank == LAUNCHER_RANK:
-                if isinstance(event, (Stall, Mismatch)):
-                    recorded.findings.append((type(event), {name: getattr(event, name) for name in event.__struct_fields__
-                                                            if name not in _STAMP}))
-                elif isinstance(event, RunEnd) and imported.exit_status:  # the job hung or its ranks disagreed
-                    recorded.failure = event.detail
-                continue
-            end = ends.get(event.rank)
-            if isinstance(event, RankEnd) and end is not None and end.status == "error":
-                event = msgspec.structs.replace(event, status="error", error=end.error)
-                told.add(event.rank)
-            elif isinstance(event, Phase):
-                last_phase[event.rank] = event.index
-            elif isinstance(event, RankStart):
-                event = msgspec.structs.replace(event, pid=pids.get(event.rank, 0), host=platform.node(),
-                                                device=device or event.device)
-            recorded.rank_events.append(msgspec.structs.replace(event, run=run))
-            next_seq[event.rank] = event.seq + 1
-        t_ns = max((event.t_ns for event in recorded.rank_events), default=0)
-        for rank, end in sorted(ends.items()):  # its dump ends inside a call, or it wrote none
-            if end.status == "error" and rank not in told:
-                recorded.rank_events.append(RankEnd(run=run, rank=rank, seq=next_seq.get(rank, 0), t_ns=t_ns,
-                                                    status="error", error=end.error, phase=last_phase.get(rank)))
-        return recorded
+    def answer(self, rank: int, handler: str) -> Answer:
+        """What rank ``rank``, once it has exited, says to ``handler`` of its worker server: its dump
+        for its Flight Recorder (which joins every recorder's calls: NCCL's handler is not there),
+        no stack."""
+        if handler == RECORDERS[0]:
+            try:
+                return Answer(rank, dump_path(self.folder, rank).read_bytes(), status=200)
+            except FileNotFoundError:
+                return Answer(rank, None, "it ended without a Flight Recorder dump (it made no call, or was killed "
+                                          "before it could write one)")
+        if handler in RECORDERS:
+            return Answer(rank, None, f"{handler}: its dump holds every recorder's calls", status=404)
+        return Answer(rank, None, "it has exited")
+
+    def missing(self) -> list[int]:
+        """The ranks without a dump (once every rank has exited)."""
+        return [rank for rank in range(self.world_size) if not dump_path(self.folder, rank).exists()]

@@ -35,6 +35,9 @@ __all__ = ["DumpColumns", "read_columns", "is_user_code", "where_in_user_code", 
 _NOT_USER_CODE = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3.", "<frozen")
 """Frames of paths with these parts are torch's, a library's or the interpreter's, not the user's."""
 
+_OWN_CODE = f"{Path(__file__).resolve().parents[1].as_posix()}/"
+"""collviz's runtime (where the ranks of ``collviz run`` run the script from, and dump): never the user's."""
+
 _SEQUENCES = frozenset((list, tuple))
 _LARGEST_NUMBER = 1 << 62
 """A sequence number or a time (ns since 1970: the year 2116) past which a value is damaged input:
@@ -44,7 +47,8 @@ columns are 64-bit."""
 def is_user_code(filename: str) -> bool:
     """Whether a frame in ``filename`` is the user's own code, not torch's, a library's or the
     interpreter's (the frame a hang's report points at: a dump's stack, a live rank's traceback)."""
-    return not any(part in filename.replace("\\", "/") for part in _NOT_USER_CODE)
+    path = filename.replace("\\", "/")
+    return not path.startswith(_OWN_CODE) and not any(part in path for part in _NOT_USER_CODE)
 
 
 def where_in_user_code(frames: object) -> str:

@@ -1,0 +1,147 @@
+"""``collviz run`` read from Flight Recorder, live: the launcher reads its ranks' worker servers
+while they run, so each call arrives as the ranks complete it, and a wait that outlasts
+``--timeout`` ends the run, naming the missing rank and its line of code. Real 2-rank gloo runs,
+each once for the module.
+
+The expected calls are written out by hand from the scripts below: all_reduce of float32 tensors
+(4 bytes an element), numbered from 1 in issue order on the world group.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from collviz.runtime.attach.watch import Pace
+from collviz.runtime.plan import plan_script
+from collviz.runtime.sessions.local import LocalSession
+from collviz.runtime.userjob.script import check_script
+from collviz.runtime.wire.protocol import Collective, Phase, ProcessExit, Stall, RunEnd
+from collviz.runtime.wire.trace import read_trace
+
+PACED = textwrap.dedent('''
+    import time
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    for count in (3, 5, 7):
+        dist.all_reduce(torch.ones(count))
+        time.sleep(1.5)
+''')
+"""Three calls, the ranks asleep 1.5 s after each: long enough for a live reading to see each."""
+
+PACED_CALLS = [("all_reduce", 1, 12), ("all_reduce", 2, 20), ("all_reduce", 3, 28)]
+
+HANG = textwrap.dedent('''
+    import time
+    import torch
+    import torch.distributed as dist
+
+
+    def slow_loader():
+        print("stalling", flush=True)
+        time.sleep(120)
+
+
+    dist.init_process_group("gloo")
+    dist.all_reduce(torch.ones(4))
+    if dist.get_rank() == 1:
+        slow_loader()
+    dist.all_reduce(torch.ones(8))
+''')
+HANG_LINE = HANG.splitlines().index("    time.sleep(120)") + 1
+"""The line of the script rank 1 sleeps on (the script's first line is line 1)."""
+
+TIMEOUT_S = 3
+DEADLINE_S = 120
+
+
+def _paced(folder: Path) -> list[tuple[object, bool]]:
+    """The paced script's session, polled to its end: each event, and whether it was polled before
+    any rank's process had exited (no ProcessExit polled yet)."""
+    script = folder / "paced.py"
+    script.write_text(PACED)
+    session = LocalSession(plan_script(check_script(script), 2, observe=False), pace=Pace(0.2, 0.2))
+    session.start()
+    polled: list[tuple[object, bool]] = []
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while not session.finished and time.monotonic() < deadline:
+            for event in session.poll(0.05):
+                polled.append((event, not any(isinstance(e, ProcessExit) for e, _ in polled)))
+    finally:
+        session.stop()
+    return polled
+
+
+def _hang(folder: Path) -> dict:
+    """``collviz run --nproc 2 --headless --timeout 3`` of the hanging script: how long after rank 1
+    began to stall the run ended, its exit status, output and trace."""
+    script, trace = folder / "hang.py", folder / "hang.cvz"
+    script.write_text(HANG)
+    process = subprocess.Popen([sys.executable, "-m", "collviz.app.cli", "run", "--nproc", "2", "--headless",
+                                "--timeout", str(TIMEOUT_S), "--record", str(trace), str(script)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    assert process.stdout is not None
+    try:
+        seen = ""
+        deadline = time.monotonic() + DEADLINE_S
+        while "stalling" not in seen and time.monotonic() < deadline:
+            seen += process.stdout.readline()
+        stalled = time.monotonic()
+        out, err = process.communicate(timeout=DEADLINE_S)
+        took = time.monotonic() - stalled
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return {"code": process.returncode, "took": took, "stdout": seen + out, "stderr": err,
+            "events": read_trace(trace).events if trace.exists() else []}
+
+
+@pytest.fixture(scope="module")
+def live_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The paced script polled in this process, and the hanging one run by the command."""
+    folder = tmp_path_factory.mktemp("run_live")
+    return {"paced": _paced(folder), "hang": _hang(folder)}
+
+
+def test_each_call_arrives_while_the_ranks_still_run(live_runs):
+    polled = live_runs["paced"]
+    ends = [(e.rank, e.group_seq) for e, alive in polled if isinstance(e, Collective) and e.edge == "end" and alive]
+    for seq in (1, 2):  # the ranks sleep 1.5 s after each: read live, long before they exit
+        assert {(0, seq), (1, seq)} <= set(ends), ends
+    assert next(e for e, _ in polled if isinstance(e, RunEnd)).status == "ok"
+
+
+def test_no_call_is_shown_twice_and_each_ranks_events_are_numbered_without_gaps(live_runs):
+    events = [e for e, _ in live_runs["paced"]]
+    for rank in (0, 1):
+        seqs = [e.seq for e in events if e.rank == rank]
+        assert seqs == list(range(len(seqs))), (rank, seqs)
+        for edge in ("begin", "end"):
+            calls = [(e.op, e.group_seq, e.bytes_in) for e in events
+                     if isinstance(e, Collective) and e.rank == rank and e.edge == edge]
+            assert calls == PACED_CALLS, (rank, edge)
+    steps = {(e.rank, e.index) for e in events if isinstance(e, Phase) and e.edge == "begin"}
+    assert steps == {(rank, index) for rank in (0, 1) for index in range(3)}, "one step per call, on each rank"
+
+
+def test_a_wait_past_the_timeout_ends_the_run_naming_the_missing_rank_and_its_line(live_runs):
+    run = live_runs["hang"]
+    assert run["code"] == 1, run["stderr"]
+    assert run["took"] < TIMEOUT_S + 6, "the hang is reported soon after it outlasts --timeout, then torn down"
+    where = f"rank 1 is missing from the call, at hang.py:{HANG_LINE} in slow_loader"
+    cause = next(line for line in run["stderr"].splitlines() if line.startswith("collviz: hang: "))
+    assert cause.startswith("collviz: hang: all_reduce #2 on group 0") and where in cause
+    stall = next(e for e in run["events"] if isinstance(e, Stall))
+    assert (stall.op, stall.group_seq, stall.waiting, stall.elsewhere) == ("all_reduce", 2, [0], [where])
+    assert stall.waited_s >= TIMEOUT_S
+    assert next(e for e in run["events"] if isinstance(e, RunEnd)).status == "failed"
+    assert "hang: all_reduce #2" in run["stdout"], "the summary says so"
