@@ -40,10 +40,13 @@ Ask = Callable[[Sequence[Worker], str, float], dict[int, Answer]]
 
 @dataclass(frozen=True)
 class SnapshotOptions:
-    """How a snapshot reads: each request's timeout and the time between the two readings."""
+    """How a snapshot reads: each request's timeout, the time between the two readings, and the
+    wall-clock time (ns since the epoch) before which calls are not the job's (``since_ns``: a
+    launcher's ranks, forked from a process that had made calls, inherit its recorder's entries)."""
 
     timeout_s: float = 2.0
     interval_s: float = 1.0
+    since_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -147,12 +150,13 @@ class Reading:
         return Snapshot([self.ranks[rank] for rank in sorted(self.ranks)], [])
 
 
-def _recorder(answer: Answer, handler: str) -> Trace | str | None:
-    """One recorder's trace in ``answer``, skimmed (:mod:`.tail`); None where the handler does not
-    exist (NCCL's, without NCCL); else why it could not be read."""
+def _recorder(answer: Answer, handler: str, since_ns: int) -> Trace | str | None:
+    """One recorder's trace in ``answer``, skimmed (:mod:`.tail`), without calls made before
+    ``since_ns``; None where the handler does not exist (NCCL's, without NCCL); else why it could
+    not be read."""
     if answer.body is None:
         return None if answer.status == 404 and handler != RECORDERS[0] else answer.error
-    trace = decode_trace(answer.body)
+    trace = decode_trace(answer.body, since_ns)
     return f"its {handler} answer is {trace}" if isinstance(trace, str) else trace
 
 
@@ -165,7 +169,7 @@ def read_once(workers: Sequence[Worker], options: SnapshotOptions = SnapshotOpti
     ranks: dict[int, RankNow] = {}
     traces: dict[int, list[Trace]] = {}
     for worker in sorted(workers, key=lambda w: w.rank):
-        read = [_recorder(answers[handler][worker.rank], handler) for handler in RECORDERS]
+        read = [_recorder(answers[handler][worker.rank], handler, options.since_ns) for handler in RECORDERS]
         error = next((found for found in read if isinstance(found, str)), None)
         if error is not None:
             ranks[worker.rank] = RankNow(worker.rank, error=error)

@@ -29,13 +29,15 @@ Floors = dict[tuple[str, bool], int]
 
 
 class _Place(msgspec.Struct):
-    """The fields of one entry that place it: its group, sequence numbers and whether it retired."""
+    """The fields of one entry that place it: its group, sequence numbers, whether it retired and
+    when it was made."""
 
     collective_seq_id: int = 0
     p2p_seq_id: int = 0
     is_p2p: bool = False
     retired: bool = False
     process_group: list[str] = []
+    time_created_ns: int = 0
 
 
 class _Top(msgspec.Struct):
@@ -70,8 +72,9 @@ def _place(raw: msgspec.Raw) -> _Place | None:
         return None
 
 
-def decode_trace(body: bytes) -> Trace | str:
-    """A recorder's answer skimmed, or why it is not a Flight Recorder trace (one line)."""
+def decode_trace(body: bytes, since_ns: int = 0) -> Trace | str:
+    """A recorder's answer skimmed, without the calls made before ``since_ns`` (ns since the
+    epoch), or why it is not a Flight Recorder trace (one line)."""
     try:
         top = _TOP.decode(body)
     except msgspec.ValidationError as exc:
@@ -80,7 +83,9 @@ def decode_trace(body: bytes) -> Trace | str:
         return f"not JSON ({exc})"
     if not (top.pg_config or top.pg_status):
         return "not a Flight Recorder trace (no pg_config or pg_status)"
-    return Trace(top.version, top.pg_config, top.pg_status, top.entries, [_place(raw) for raw in top.entries])
+    kept = [(raw, place) for raw in top.entries
+            if (place := _place(raw)) is None or place.time_created_ns >= since_ns]
+    return Trace(top.version, top.pg_config, top.pg_status, [raw for raw, _ in kept], [place for _, place in kept])
 
 
 def _key(place: _Place) -> tuple[str, bool, int]:

@@ -200,6 +200,7 @@ class LocalSession:
         trace = TraceWriter(plan.record) if plan.record is not None else None
         sys.stdout.flush()
         sys.stderr.flush()
+        forked_ns = time.time_ns()
         for rank in range(plan.world_size):
             output.open_pipes(rank)
             pid = os.fork()
@@ -224,7 +225,7 @@ class LocalSession:
         if recorder is not None:
             device = "cpu" if plan.backend.device_kind == "cpu" else ""  # no GPU visible: the script's only device
             self._live = LiveRecorder(intake, self.run_id, recorder, Launched(self.pids, platform.node(), device),
-                                      self.pace or run_pace(plan.timeout_s), plan.timeout_s)
+                                      self.pace or run_pace(plan.timeout_s), plan.timeout_s, forked_ns)
 
     @property
     def pids(self) -> dict[int, int]:

@@ -42,7 +42,7 @@ __all__ = ["WATCHED", "LiveRecorder", "run_pace"]
 WATCHED = Pace(fastest_s=1.0, slowest_s=10.0)
 """The pace of a run shown in the viewer: every second while calls move or ranks wait."""
 
-OPTIONS = SnapshotOptions(timeout_s=2.0)
+TIMEOUT_S = 2.0
 """Each request's bound."""
 
 
@@ -91,14 +91,16 @@ class LiveRecorder:
     run ``run``; ``launched``: what the launcher knows of the ranks; see the module."""
 
     def __init__(self, intake: EventIntake, run: str, dumps: RecorderDumps, launched: Launched, pace: Pace,
-                 timeout_s: float) -> None:
+                 timeout_s: float, since_ns: int) -> None:
         self._dumps = dumps
         self._timeout_s = timeout_s
         self._exited: set[int] = set()
         self._sink = _Passing(intake)
         self.workers = [Worker(rank, str(socket_path(dumps.folder, rank))) for rank in range(dumps.world_size)]
         self.feed = Feed(self._sink, run, self.workers, patient=True, launched=launched)
-        self._watcher = Watcher(self.workers, pace, OPTIONS, self._ask)
+        # calls made before the ranks were forked are the launcher's (inherited), not the run's
+        self._options = SnapshotOptions(timeout_s=TIMEOUT_S, since_ns=since_ns)
+        self._watcher = Watcher(self.workers, pace, self._options, self._ask)
         self._due = time.monotonic()
         self.hang = ""
         """The Stall of the first wait that outlasted ``timeout_s`` (its text), or empty."""
@@ -128,8 +130,8 @@ class LiveRecorder:
     def last_look(self) -> list[AnyEvent]:
         """One reading now, every wait in it final (the run ends): each a Stall with the stack line
         of each missing rank still running; the ranks' events it took in."""
-        reading = read_once(self.workers, OPTIONS, self._ask, self.feed.since)
-        self.feed.take(reading, confirm(reading, reading, self.workers, OPTIONS, self._ask))
+        reading = read_once(self.workers, self._options, self._ask, self.feed.since)
+        self.feed.take(reading, confirm(reading, reading, self.workers, self._options, self._ask))
         return self._sink.passed()
 
     def end(self, ends: Mapping[int, RankEnd]) -> tuple[list[AnyEvent], list[str]]:

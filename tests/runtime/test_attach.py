@@ -318,3 +318,15 @@ def test_json_says_a_rank_not_read():
     document = take_snapshot(WORKERS, ask=ask, sleep=lambda s: None).document()
     assert document["ranks"][1] == {"rank": 1, "error": "no answer within 2 s"}
     assert (document["not_read"], document["missing"], document["exit_status"]) == ([1], [], 1)
+
+
+def test_calls_made_before_the_job_began_are_not_read():
+    """A launcher's ranks forked from a process that had made calls inherit its recorder's entries:
+    those created before ``since_ns`` are dropped (the answer's calls are made at 1,000 ns × their
+    number)."""
+    from collviz.runtime.attach.tail import decode_trace
+
+    trace = decode_trace(fr_answer(4, False), since_ns=2_500)
+    assert [place.collective_seq_id for place in trace.places] == [3, 4]
+    assert len(trace.entries) == 2
+    assert [place.collective_seq_id for place in decode_trace(fr_answer(4, False)).places] == [1, 2, 3, 4]
