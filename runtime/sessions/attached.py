@@ -32,7 +32,7 @@ from ..attach.workers import Worker, ask_all
 from ..wire.protocol import AnyEvent
 from ..wire.trace import TraceWriter
 from .contract import RunOutcome
-from .intake import EventIntake
+from .intake import EventIntake, RecordingSession
 from .readings import Readings
 
 __all__ = ["AttachedSession"]
@@ -42,7 +42,7 @@ ENDED = "no rank's worker server answers any more: the job has ended (its exit s
 
 
 @dataclass
-class AttachedSession:
+class AttachedSession(RecordingSession):
     """The viewer's end of a job whose ranks serve their Flight Recorders (``workers``).
 
     ``running``: whether the job is still running (a launcher that knows, like ``collviz run``);
@@ -83,16 +83,6 @@ class AttachedSession:
     def finished(self) -> bool:
         """True once the job ended (or the session was stopped) and RunEnd was produced."""
         return self.outcome is not None
-
-    @property
-    def record_path(self) -> Path | None:
-        """The trace being written, if any."""
-        return self.record
-
-    @property
-    def recording_error(self) -> str | None:
-        """Why the trace stopped before the run's end (a write error), or None."""
-        return self._intake.recording_error if self._intake is not None else None
 
     def start(self) -> None:
         """Open the trace; the first poll reads at once (once: a started session stays as it is)."""

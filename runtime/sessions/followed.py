@@ -27,14 +27,14 @@ from ..sources.inspector_follow import InspectorFollower
 from ..wire.protocol import IMPORT_RUN_PREFIX, AnyEvent, RunStart
 from ..wire.trace import TraceWriter
 from .contract import RunOutcome
-from .intake import EventIntake
+from .intake import EventIntake, RecordingSession
 from .readings import Readings
 
 __all__ = ["FollowedSession"]
 
 
 @dataclass
-class FollowedSession:
+class FollowedSession(RecordingSession):
     """The viewer's end of an Inspector ``folder`` being written: ``record`` the trace to write,
     ``idle_s`` how long without growth ends it, ``every_s`` the time between readings, ``budget``
     the most bytes a reading takes, ``announce`` told each new step's one-line summary."""
@@ -68,16 +68,6 @@ class FollowedSession:
     def finished(self) -> bool:
         """True once the folder stopped growing (or the session was stopped) and RunEnd was produced."""
         return self.outcome is not None
-
-    @property
-    def record_path(self) -> Path | None:
-        """The trace being written, if any."""
-        return self.record
-
-    @property
-    def recording_error(self) -> str | None:
-        """Why the trace stopped before the run's end (a write error), or None."""
-        return self._intake.recording_error if self._intake is not None else None
 
     def start(self) -> None:
         """Open the trace; the first poll reads at once (once: a started session stays as it is)."""

@@ -11,6 +11,7 @@ processes, deciding when the run is over and why — is its own.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from ..observation.fingerprints import Disagreement, FingerprintCheck
@@ -20,7 +21,7 @@ from ..wire.trace import TraceWriter
 from ..wire.transport import Collector, LauncherEmitter
 from .contract import RunOutcome
 
-__all__ = ["EventIntake", "Intake"]
+__all__ = ["EventIntake", "Intake", "RecordingSession"]
 
 
 class EventIntake:
@@ -140,3 +141,21 @@ class Intake(EventIntake):
         (when there is a run to speak for), close the trace and the collector."""
         self._end(outcome, dict(self.collector.dropped))
         self.collector.close()
+
+
+class RecordingSession:
+    """What every session holding its ``record`` path and its intake (``_intake``, None until
+    started) says of its recording, as :class:`~.contract.Session` asks."""
+
+    record: Path | None
+    _intake: EventIntake | None
+
+    @property
+    def record_path(self) -> Path | None:
+        """The trace being written, if any."""
+        return self.record
+
+    @property
+    def recording_error(self) -> str | None:
+        """Why the trace stopped before the run's end (a write error), or None."""
+        return self._intake.recording_error if self._intake is not None else None

@@ -24,13 +24,13 @@ from ..wire.trace import TraceWriter
 from ..wire.transport import Collector, Endpoints
 from .access import check_listen_address
 from .contract import RunOutcome
-from .intake import Intake
+from .intake import Intake, RecordingSession
 
 __all__ = ["RemoteSession"]
 
 
 @dataclass
-class RemoteSession:
+class RemoteSession(RecordingSession):
     """The viewer's end of a run whose workers someone else started."""
 
     host: str
@@ -62,16 +62,6 @@ class RemoteSession:
         if self._intake is None:
             raise RuntimeError("the session has not been started")
         return self._intake
-
-    @property
-    def record_path(self) -> Path | None:
-        """The trace being written, if any."""
-        return self.record
-
-    @property
-    def recording_error(self) -> str | None:
-        """Why the trace stopped before the run's end (a write error), or None."""
-        return self._intake.recording_error if self._intake is not None else None
 
     def start(self) -> None:
         """Bind the listening sockets and open the trace (once: a started session stays as it is)."""
