@@ -38,7 +38,7 @@ from .model import (
 )
 from .model.quiz import Grade, QuizRound, nothing_to_ask
 from .overlays import OverlayActions
-from .modes import MODE_ACTIONS, Labels, LiveMode, ReplayMode, StepMode, ViewerMode
+from .modes import MODE_ACTIONS, Labels, LiveMode, ReplayMode, StepMode, ViewerMode, live_mode
 from .viewer_options import ViewerOptions
 from .screens import ViewerScreen
 from .screens.quiz import QuizScreen
@@ -534,7 +534,7 @@ def _mode_for(trace: Path | None, events: Sequence[AnyEvent] | None, session: Se
         return ReplayMode(trace=trace, events=events, pace=options.pace)
     if session.step:
         return StepMode(session, pace=options.pace, clock=options.clock)
-    return LiveMode(session)
+    return live_mode(session)
 
 
 def make_app(

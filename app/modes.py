@@ -26,6 +26,7 @@ from textual.timer import Timer
 from textual.worker import Worker, get_current_worker
 
 from collviz.runtime.sessions.contract import Session
+from collviz.runtime.sessions.live import LiveSession
 from collviz.runtime.wire.protocol import AnyEvent
 from collviz.runtime.wire.trace import TraceError
 
@@ -215,6 +216,20 @@ class LiveMode(ViewerMode):
         self._stopping.set()
         self._reader_done.wait(READER_STOP_SECONDS)  # a reader still in poll past this ends with the session
         self.session.stop()
+
+
+class JobMode(LiveMode):
+    """A running job read live (:class:`~collviz.runtime.sessions.live.LiveSession`: attached, or
+    an Inspector folder followed): at the job's end the view stays on the step it was on (a stall
+    the user was looking at included), the header saying how the job ended."""
+
+    opens_finished_runs_at_first_collective = False
+
+
+def live_mode(session: Session) -> LiveMode:
+    """The mode of a session that is not stepped: :class:`JobMode` for a job read live, else
+    :class:`LiveMode`."""
+    return JobMode(session) if isinstance(session, LiveSession) else LiveMode(session)
 
 
 class StepMode(LiveMode):

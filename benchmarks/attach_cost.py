@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from collviz.runtime.attach.watch import Pace
-from collviz.runtime.attach.workers import Worker, ask_all
+from collviz.runtime.live.pace import Pace
+from collviz.runtime.live.workers import Worker, ask_all
 
 RANK = Path(__file__).with_name("_fr_rank.py")
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")

@@ -5,7 +5,7 @@ entered the last call, every other rank waits in it).
 
 Measured side by side on the same answers: one full reading of every rank (every answer fetched in
 parallel, decoded and analysed: who waits on whom), as attach reads now (each entry skimmed, only
-the calls from the last one every rank completed decoded: ``runtime/attach/tail.py``) and as it
+the calls from the last one every rank completed decoded: ``runtime/live/tail.py``) and as it
 read before (every answer decoded whole and every call analysed). Printed: bytes per reading, the
 median time of a reading and the refresh rate it allows, the slowest rank's answer, and the ratio.
 
@@ -25,8 +25,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from collviz.runtime.attach.snapshot import RECORDERS, Reading, SnapshotOptions, read_once
-from collviz.runtime.attach.workers import Answer, Worker, ask_all, find_sockets
+from collviz.runtime.live.reading import Reading, waits_of
+from collviz.runtime.live.recorder_reader import RECORDERS, RecorderReader
+from collviz.runtime.live.workers import Answer, Worker, ask_all, find_sockets
 from collviz.runtime.sources.flight_recorder import Dump, import_dumps
 from collviz.runtime.wire.protocol import Stall
 
@@ -92,7 +93,7 @@ def main() -> None:
             reading: Reading | None = None
             for _ in range(readings):
                 start = time.perf_counter()
-                reading = read_once(workers, SnapshotOptions(timeout_s=10.0), ask)
+                reading = RecorderReader(workers, 10.0, ask=ask, from_first=False).read()
                 now.append(time.perf_counter() - start)
             start = time.perf_counter()  # the old way is slow: once is enough
             answers = {handler: ask_all(workers, handler, 10.0) for handler in RECORDERS}
@@ -102,7 +103,7 @@ def main() -> None:
         finally:
             servers.communicate("")
     assert reading is not None
-    missing = sorted({r for wait in reading.waits.values() for r in wait.missing})
+    missing = sorted({r for wait in waits_of(reading).values() for r in wait.missing})
     old_missing = sorted(set(range(ranks)) - {r for stall in stalls for r in stall.waiting})
     if missing != [BEHIND % ranks] or old_missing != missing:
         raise SystemExit(f"attach_scale: the readings found {missing} and {old_missing} missing, not [{BEHIND % ranks}]")

@@ -15,17 +15,17 @@ test command checks them):
   export, compare table, analytic estimates; they never launch processes nor import torch.
 - :mod:`.userjob` — a user's own script as a run (``collviz run --nproc N train.py``): the light
   observer of its collectives, the marks it may call (``collviz.step``), one rank running it.
-- :mod:`.attach` — a user's running job read from torch's worker servers (``collviz attach``):
-  bounded reads only, one snapshot of who waits on whom and where, or reading after reading as
-  events (its live session is in :mod:`.sessions`).
+- :mod:`.live` — a running job read live: one reader protocol (worker servers, a run's own ranks,
+  an NCCL Inspector folder), one feed of events, one loop; bounded reads only, and one snapshot
+  of who waits on whom and where (``collviz attach``, ``replay --follow``).
 - :mod:`.sessions` — one run's events from its workers to its consumers: the session contract
   and the intake every session's events pass through, the local session that forks the workers
   (each rank's stdout/stderr: its log file and the terminal), the listening session fed by
-  torchrun's workers, one torchrun rank streaming to it, the attached session reading a running
-  job's worker servers, the headless drivers.
+  torchrun's workers, the live session over a reader, the headless drivers.
 - Beside them: :mod:`.errors` (UsageError), :mod:`.context` (what a rank uses to emit),
-  :mod:`.worker` (one rank), :mod:`.plan` (the one validated run plan), :mod:`.compare` (several
-  sessions side by side, without a screen).
+  :mod:`.worker` (one rank), :mod:`.torchrun_rank` (one torchrun rank, streaming to a listening
+  viewer), :mod:`.plan` (the one validated run plan), :mod:`.compare` (several sessions side by
+  side, without a screen).
 
 Never imports textual or :mod:`collviz.app`: this package runs on cluster nodes without a screen.
 """

@@ -120,13 +120,12 @@ def one_rank_group(tmp_path: Path):
 def attached_job(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The job of :mod:`support.attach_job`, attached once while rank 1 stalls in its own function:
     ``collviz attach --headless`` (text, ``--json``, ``--watch``, and through the job's store), then
-    an :class:`~collviz.runtime.sessions.attached.AttachedSession` recording a trace, polled until
+    an attached :class:`~collviz.runtime.sessions.live.LiveSession` recording a trace, polled until
     it reports the stall (``stalled``: its events so far), while the job is released and both ranks
     complete the call, and until it finishes once the job has ended (``events``: all of them)."""
-    from collviz.runtime.attach.snapshot import SnapshotOptions
-    from collviz.runtime.attach.watch import Pace
-    from collviz.runtime.attach.workers import find_sockets
-    from collviz.runtime.sessions.attached import AttachedSession
+    from collviz.runtime.live.pace import Pace
+    from collviz.runtime.live.workers import find_sockets
+    from collviz.runtime.sessions.live import attached_session
     from collviz.runtime.wire.protocol import Collective, Stall
 
     from support.attach_job import CALLS_BEFORE, DEADLINE_S, stalled_job
@@ -140,8 +139,8 @@ def attached_job(tmp_path_factory: pytest.TempPathFactory) -> dict:
                                  timeout=DEADLINE_S)
         store = (folder / "store").read_text()
         found["store"] = (store, run_cli("attach", "--headless", store, timeout=DEADLINE_S))
-        session = AttachedSession(find_sockets(str(folder)), record=found["trace"], target=str(folder),
-                                  pace=Pace(0.2, 0.4), options=SnapshotOptions(interval_s=0.2))
+        session = attached_session(find_sockets(str(folder)), record=found["trace"], target=str(folder),
+                                   pace=Pace(0.2, 0.4))
         session.start()
         events: list = []
 

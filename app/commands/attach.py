@@ -30,9 +30,9 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from collviz.runtime.attach.snapshot import SnapshotOptions
-    from collviz.runtime.attach.watch import Pace
-    from collviz.runtime.attach.workers import Worker
+    from collviz.runtime.live.pace import Pace
+    from collviz.runtime.live.recorder_reader import RecorderReader
+    from collviz.runtime.live.workers import Worker
 
 __all__ = ["build_parser", "main"]
 
@@ -106,56 +106,72 @@ def main(argv: Sequence[str]) -> int:
     one snapshot of it (or, with --watch, each new one); the viewer's exit status, or the last
     snapshot's."""
     args = build_parser().parse_args(argv)
-    from collviz.runtime.attach.snapshot import Snapshot, SnapshotOptions, take_snapshot
-    from collviz.runtime.attach.watch import Pace, watch
-    from collviz.runtime.attach.workers import find_workers
     from collviz.runtime.errors import UsageError
     from collviz.runtime.limits import check_count, check_seconds
+    from collviz.runtime.live.pace import Pace
+    from collviz.runtime.live.recorder_reader import RecorderReader
+    from collviz.runtime.live.snapshot import take_snapshot
+    from collviz.runtime.live.workers import find_workers
 
     headless = args.headless or args.json or args.watch or no_terminal() is not None
-    options = SnapshotOptions(timeout_s=check_seconds("--timeout", args.timeout),
-                              interval_s=check_seconds("--interval", args.interval))
+    timeout_s = check_seconds("--timeout", args.timeout)
+    interval_s = check_seconds("--interval", args.interval)
     if not args.watch and args.count is not None:
         raise UsageError("--count counts the readings of --watch")
     if headless and args.record is not None:
         raise UsageError("--record keeps what the viewer shows; drop --headless (or run on a terminal)")
     check_record_option(args)
-    pace = Pace(options.interval_s, max(options.interval_s, check_seconds("--slowest", args.slowest)))
+    pace = Pace(interval_s, max(interval_s, check_seconds("--slowest", args.slowest)))
     count = None if args.count is None else check_count("--count", args.count, 1, 1 << 31)
-    workers = find_workers(args.target, options.timeout_s)
+    workers = find_workers(args.target, timeout_s)
     if not headless:
-        return _view(workers, args.target, args.record, pace, options)
+        return _view(workers, args.target, args.record, pace, timeout_s)
 
     if not args.json:
         print(f"collviz attach: the worker servers of {len(workers)} rank{'s' if len(workers) > 1 else ''} at {args.target}")
+    reader = RecorderReader(workers, timeout_s, from_first=False, target=args.target)
     if not args.watch:
-        snapshot = take_snapshot(workers, options)
+        snapshot = take_snapshot(reader, interval_s)
         if args.json:
             print_json(snapshot.document())
         else:
             print(snapshot.text(), flush=True)
         return snapshot.exit_status
+    return _watch(reader, pace, count, args.json)
+
+
+def _watch(reader: RecorderReader, pace: Pace, count: int | None, as_json: bool) -> int:
+    """Print each new snapshot until Ctrl-C, ``count`` readings or the job's end (said in one
+    line); the exit status: the last snapshot's, 1 where the job ended while ranks waited."""
+    from collviz.runtime.live.snapshot import Snapshot, watch
+
     shown: list[Snapshot] = []
 
     def show(snapshot: Snapshot) -> None:
         """One snapshot of the watch: a JSON document on one line, or its text and a blank line."""
         shown.append(snapshot)
-        print(json.dumps(snapshot.document(), ensure_ascii=False) if args.json else snapshot.text() + "\n", flush=True)
+        print(json.dumps(snapshot.document(), ensure_ascii=False) if as_json else snapshot.text() + "\n", flush=True)
 
     try:
-        watch(workers, show, pace, options, count)
+        last, reading = watch(reader, show, pace, count)
     except KeyboardInterrupt:
-        pass
-    return shown[-1].exit_status if shown else 0
+        return shown[-1].exit_status if shown else 0
+    if not reading.gone:
+        return last.exit_status if last is not None else 0
+    stalled = last is not None and bool(last.waits)
+    print("collviz attach: the job ended" + (" while ranks waited on others (the last snapshot above)" if stalled
+                                             else ": no rank's worker server answers any more"),
+          file=sys.stderr if as_json else sys.stdout, flush=True)
+    return 1 if stalled else 0
 
 
-def _view(workers: list[Worker], target: str, record: Path | None, pace: Pace, options: SnapshotOptions) -> int:
+def _view(workers: list[Worker], target: str, record: Path | None, pace: Pace, timeout_s: float) -> int:
     """The job live in the viewer until it ends or the user quits; how it ended on stderr."""
     from collviz.app.app import run_viewer
-    from collviz.runtime.sessions.attached import AttachedSession
     from collviz.runtime.sessions.headless import report_outcome
+    from collviz.runtime.sessions.live import attached_session
 
-    session = AttachedSession(workers, record=record, target=target, pace=pace, options=options)
+    session = attached_session(workers, record=record, target=target, pace=pace, timeout_s=timeout_s)
     session.start()
     exit_code = run_viewer(session=session)
     return report_outcome(session, exit_code, sys.stderr)

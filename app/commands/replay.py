@@ -83,7 +83,7 @@ def _follow(args: argparse.Namespace) -> int:
     new step, until it stops growing or the user quits; how it ended on stderr."""
     from collviz.runtime.errors import UsageError
     from collviz.runtime.limits import check_seconds
-    from collviz.runtime.sessions.followed import FollowedSession
+    from collviz.runtime.sessions.live import followed_session
     from collviz.runtime.sessions.headless import drive, report_outcome
 
     if len(args.paths) != 1:
@@ -92,10 +92,9 @@ def _follow(args: argparse.Namespace) -> int:
         raise UsageError(f"{'--json' if args.json else '--quiz'} is for a replay; --follow shows the job as it runs")
     check_record_option(args)
     idle = check_seconds("--idle", args.idle) if args.idle is not None else IDLE_S
-    session = FollowedSession(args.paths[0], record=args.record, idle_s=idle)
     headless = headless_instead(args.headless, follows="a line per new step follows")
-    if headless:
-        session.announce = lambda line: print(line, flush=True)
+    announce = (lambda line: print(line, flush=True)) if headless else None
+    session = followed_session(args.paths[0], record=args.record, idle_s=idle, announce=announce)
     session.start()
     if headless:
         print(f"collviz replay: following {args.paths[0]} (Ctrl-C stops; ends after {idle:g} s without growth)",

@@ -76,7 +76,7 @@ def _run_under_torchrun(args: argparse.Namespace, script: UserScript) -> None:
                          "-m collviz.app.cli run --viewer tcp://HOST:PORT SCRIPT.py")
     from collviz.runtime.limits import check_seconds
     from collviz.runtime.sessions.access import SECRET_ENV, load_secret
-    from collviz.runtime.sessions.torchrun import run_torchrun_script
+    from collviz.runtime.torchrun_rank import run_torchrun_script
 
     check_seconds("--timeout", args.timeout)
     secret = load_secret(args.secret_file)

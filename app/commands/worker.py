@@ -1,5 +1,5 @@
 """``collviz worker SCENARIO --viewer tcp://HOST:PORT``: one rank of a torchrun job, streaming
-signed events to ``collviz view --listen`` (the start-up itself is :mod:`collviz.runtime.sessions.torchrun`'s)."""
+signed events to ``collviz view --listen`` (the start-up itself is :mod:`collviz.runtime.torchrun_rank`'s)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def main(argv: Sequence[str]) -> int:
         raise UsageError(f"--viewer {args.viewer!r}: expected tcp://HOST:PORT")
     from collviz.runtime.scenario_files.loading import find_scenario
     from collviz.runtime.sessions.access import load_secret
-    from collviz.runtime.sessions.torchrun import run_torchrun_worker, torchrun_rank
+    from collviz.runtime.torchrun_rank import run_torchrun_worker, torchrun_rank
 
     world_size = torchrun_rank().world_size
     scenario = find_scenario(name)

@@ -474,6 +474,9 @@ class EventLog:
         self.phase(event.phase).checks.add(index, event.phase)
 
     def _stall(self, index: int, event: Stall) -> None:
+        earlier = self._waiting_in.get((event.group, event.group_seq))
+        if earlier is not None:  # the same wait again, its time grown (a live job): it replaces the earlier
+            self.stalls_over[earlier[0]] = index
         self._waiting_in[(event.group, event.group_seq)] = (len(self.stalls), set(event.waiting))
         self.stalls.append((index, event))
 

@@ -275,6 +275,15 @@ def _phase_lines(events: list[AnyEvent], world_size: int, untimed: str) -> list[
     return lines
 
 
+def latest_stalls(events: Iterable[AnyEvent]) -> list[Stall]:
+    """Each wait's last Stall, in the order the waits were first reported (a job read live reports
+    a lasting wait again at every reading, its waiting time grown)."""
+    latest: dict[tuple[str, int], Stall] = {}
+    for stall in (e for e in events if isinstance(e, Stall)):
+        latest[stall.group, stall.group_seq] = stall
+    return list(latest.values())
+
+
 def ending_lines(events: list[AnyEvent], mismatches: Sequence[Disagreement]) -> list[str]:
     """The summary's last lines: ranks that failed, hangs, the calls that disagree (``mismatches``),
     dropped frames and the result, from ``events`` (those of the run's end suffice)."""
@@ -283,7 +292,7 @@ def ending_lines(events: list[AnyEvent], mismatches: Sequence[Disagreement]) -> 
         lines.append(f"rank {failed.rank} raised: {failed.error}")
     for exit_ in (e for e in events if isinstance(e, ProcessExit) and e.signal):
         lines.append(f"rank {exit_.target} ended by {exit_.signal}")
-    for stall in (e for e in events if isinstance(e, Stall)):
+    for stall in latest_stalls(events):
         lines.append(f"hang: {stall.text}")
     lines.extend(found.text for found in mismatches)
     for dropped in (e for e in events if isinstance(e, Dropped)):

@@ -14,7 +14,8 @@ from typing import Protocol
 
 from ..observation.fingerprints import disagreements
 from ..observation.metrics import BUS_FACTOR_OPS, bandwidth
-from ..wire.protocol import IMPORT_RUN_PREFIX, AnyEvent, Check, Collective, Memory, Phase, RunEnd, RunStart, Stall
+from ..wire.protocol import IMPORT_RUN_PREFIX, AnyEvent, Check, Collective, Memory, Phase, RunEnd, RunStart
+from .summary import latest_stalls
 
 __all__ = ["SUMMARY_FORMAT", "summary_document", "CallEnd", "call_entries", "assemble"]
 
@@ -106,7 +107,7 @@ def summary_document(events: Iterable[AnyEvent]) -> dict:
         call_entries([e for e in events if isinstance(e, Collective)], world_size),
         [{"phase": c.phase, "rank": c.rank, "name": c.name, "ok": c.ok, "detail": c.detail}
          for c in events if isinstance(c, Check)],
-        peaks, [stall.text for stall in events if isinstance(stall, Stall)], [found.text for found in disagreements(events)])
+        peaks, [stall.text for stall in latest_stalls(events)], [found.text for found in disagreements(events)])
 
 
 def _run_entry(start: RunStart | None) -> dict | None:

@@ -8,13 +8,10 @@
   :mod:`.rank_output` (each rank's stdout and stderr: its log file and the terminal).
 - :mod:`.listening` — :class:`~.listening.RemoteSession`: listens for workers someone else started
   (torchrun), with :mod:`.access` (the shared secret and the listen address).
-- :mod:`.attached` — :class:`~.attached.AttachedSession`: a running job read through its ranks'
-  worker servers (``collviz attach``), its events made by :mod:`collviz.runtime.attach.feed`.
-- :mod:`.followed` — :class:`~.followed.FollowedSession`: a running job's NCCL Inspector folder read
-  as its files grow (``collviz replay --follow``).
-- :mod:`.readings` — the reading loop the attached and followed sessions share (due readings, one
-  end, the stop).
-- :mod:`.torchrun` — one torchrun rank of a scenario or of a user's script, streaming to a listener.
+- :mod:`.live` — :class:`~.live.LiveSession`: a running job read live by any reader of
+  :mod:`collviz.runtime.live` (``collviz attach``, ``collviz replay --follow``).
+- :mod:`.recorder_live` and :mod:`.recorded` — a local run of a user's script read from its ranks'
+  Flight Recorders (live, through the same loop, then from their dumps).
 - :mod:`.headless` — drives a session without a screen: summary, bench table, silent collection.
 
 Nothing is imported here, so that a local run never pays for the listening side (nor the reverse).

@@ -3,8 +3,7 @@
 Every consumer — the headless drivers (:mod:`.headless`), the recorder and the Textual viewer —
 calls ``start``, then ``poll`` until ``finished``, and ``stop`` to interrupt; it reads ``outcome``
 and the recording's fate at the end. :class:`~.local.LocalSession` and
-:class:`~.listening.RemoteSession`, :class:`~.attached.AttachedSession` and
-:class:`~.followed.FollowedSession` all satisfy
+:class:`~.listening.RemoteSession` and :class:`~.live.LiveSession` all satisfy
 :class:`Session` (mypy checks it where they are passed to a consumer).
 """
 

@@ -101,10 +101,13 @@ def run_headless(session: Session, out: TextIO | None = None, err: TextIO | None
     if isinstance(session, LocalSession) and session.echo is not None:  # the ranks' own lines come as they are written:
         progress.enabled = False  # a line redrawn in place among them would garble both
 
+    told: set[tuple[str, int]] = set()
+
     def on_event(event: AnyEvent) -> None:
         if isinstance(event, RunStart):
             progress.update(0, total=event.phase_count)
-        elif isinstance(event, Stall):
+        elif isinstance(event, Stall) and (event.group, event.group_seq) not in told:  # once per wait
+            told.add((event.group, event.group_seq))
             progress.close()
             print(f"collviz: hang: {event.text}", file=err, flush=True)
         elif isinstance(event, Phase) and event.edge == "begin" and event.rank == 0:

@@ -1,7 +1,7 @@
 """One session's events on their way in, written once for every kind of session.
 
-Each event a session receives or emits itself passes through :class:`Intake` (or, for a session
-with no receiving socket, :class:`EventIntake`) exactly once: it is
+Each event a session makes or receives passes through :class:`Intake` (:class:`SocketIntake` for a
+session whose workers send events on its receiving socket) exactly once: it is
 counted, watched for hangs (:mod:`~collviz.runtime.observation.watchdog`), fingerprinted for
 collectives whose ranks disagree (:mod:`~collviz.runtime.observation.fingerprints`), appended to
 the trace, and queued until the consumer polls. What a session does besides — following its
@@ -21,12 +21,12 @@ from ..wire.trace import TraceWriter
 from ..wire.transport import Collector, LauncherEmitter
 from .contract import RunOutcome
 
-__all__ = ["EventIntake", "Intake", "RecordingSession"]
+__all__ = ["Intake", "SocketIntake", "TracedSession"]
 
 
-class EventIntake:
-    """Counts, watches, fingerprints, records and queues every event of one run that its session
-    makes itself (an attached job's, built from what its ranks' servers say: no socket).
+class Intake:
+    """Counts, watches, fingerprints, records and queues every event of one run (a live job's,
+    built from its readings, or a run's whose workers send them: :class:`SocketIntake`).
 
     ``trace`` is the recording (opened by the session), ``timeout_s`` how long a collective may
     wait before the watch reports a hang (``math.inf``: never, for a session that reports its own),
@@ -116,8 +116,8 @@ class EventIntake:
         self._pending.append(event)
 
 
-class Intake(EventIntake):
-    """An :class:`EventIntake` whose events arrive, besides, on the session's receiving socket
+class SocketIntake(Intake):
+    """An :class:`Intake` whose events arrive, besides, on the session's receiving socket
     (``collector``: its workers')."""
 
     def __init__(self, collector: Collector, trace: TraceWriter | None, timeout_s: float, run: str | None) -> None:
@@ -143,12 +143,12 @@ class Intake(EventIntake):
         self.collector.close()
 
 
-class RecordingSession:
-    """What every session holding its ``record`` path and its intake (``_intake``, None until
-    started) says of its recording, as :class:`~.contract.Session` asks."""
+class TracedSession:
+    """The base of a session whose events pass its intake (``_intake``, None until started) into
+    the trace at its ``record`` path: what it says of that trace, as :class:`~.contract.Session` asks."""
 
     record: Path | None
-    _intake: EventIntake | None
+    _intake: Intake | None
 
     @property
     def record_path(self) -> Path | None:

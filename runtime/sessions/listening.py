@@ -4,7 +4,7 @@
 (:mod:`.torchrun`); each rank signs its events with the shared secret (:mod:`.access`) and sends
 them to ``collviz view --listen HOST:PORT``, whose :class:`RemoteSession` is a session
 (:class:`~.contract.Session`) like a local one: the headless summary, the recorder and the viewer
-consume it unchanged, and its events pass through the same :class:`~.intake.Intake`. Rank 0 emits
+consume it unchanged, and its events pass through the same :class:`~.intake.SocketIntake`. Rank 0 emits
 the RunStart, since no collviz launcher exists; the viewer adopts the run id of the first signed
 event.
 """
@@ -24,13 +24,13 @@ from ..wire.trace import TraceWriter
 from ..wire.transport import Collector, Endpoints
 from .access import check_listen_address
 from .contract import RunOutcome
-from .intake import Intake, RecordingSession
+from .intake import SocketIntake, TracedSession
 
 __all__ = ["RemoteSession"]
 
 
 @dataclass
-class RemoteSession(RecordingSession):
+class RemoteSession(TracedSession):
     """The viewer's end of a run whose workers someone else started."""
 
     host: str
@@ -41,7 +41,7 @@ class RemoteSession(RecordingSession):
     step: bool = False
     outcome: RunOutcome | None = None
     log_dir: str | None = None
-    _intake: Intake | None = None
+    _intake: SocketIntake | None = None
     _world_size: int | None = None
     _ended: dict[int, RankEnd] = field(default_factory=dict)
     _first_error_at: float | None = None
@@ -57,7 +57,7 @@ class RemoteSession(RecordingSession):
         return self.outcome is not None
 
     @property
-    def _started_intake(self) -> Intake:
+    def _started_intake(self) -> SocketIntake:
         """The intake :meth:`start` opened (a RuntimeError before it has run)."""
         if self._intake is None:
             raise RuntimeError("the session has not been started")
@@ -72,7 +72,7 @@ class RemoteSession(RecordingSession):
             collector = Collector(None, Endpoints.tcp(self.host, self.port), None, self.secret, exposed=True)
         except zmq.ZMQError as exc:  # address in use, not ours, …
             raise UsageError(f"cannot listen on {self.host}:{self.port}: {exc}") from None
-        self._intake = Intake(collector, trace, self.timeout_s, run=None)
+        self._intake = SocketIntake(collector, trace, self.timeout_s, run=None)
 
     def poll(self, timeout: float) -> list[AnyEvent]:
         """Events that arrived since the last call (waiting up to ``timeout`` s for some)."""
@@ -105,7 +105,7 @@ class RemoteSession(RecordingSession):
                 if event.status == "error" and self._first_error_at is None:
                     self._first_error_at = time.monotonic()
 
-    def _maybe_finish(self, intake: Intake) -> None:
+    def _maybe_finish(self, intake: SocketIntake) -> None:
         if self._world_size is None:
             return
         errors = [e for e in self._ended.values() if e.status == "error"]
@@ -122,7 +122,7 @@ class RemoteSession(RecordingSession):
             self._finish(intake, RunOutcome("failed", f"rank {errors[0].rank} failed: {errors[0].error}; "
                                                       f"ranks {silent} never reported their end", 1))
 
-    def _finish(self, intake: Intake, outcome: RunOutcome) -> None:
+    def _finish(self, intake: SocketIntake, outcome: RunOutcome) -> None:
         intake.close(outcome)
         self.outcome = outcome
 

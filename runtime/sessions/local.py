@@ -3,7 +3,7 @@ tear down.
 
 :class:`LocalSession` is the session (:class:`~.contract.Session`) of a run on this machine: the
 headless summary, the recorder and the Textual viewer drive it as they drive any other; its events
-pass through the shared :class:`~.intake.Intake`. Workers are forked from this process after its
+pass through the shared :class:`~.intake.SocketIntake`. Workers are forked from this process after its
 single ``import torch`` (faster than fresh interpreters); this process therefore never touches
 CUDA — GPUs are counted through NVML.
 
@@ -30,15 +30,15 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..attach.feed import Launched
-from ..attach.watch import Pace
+from ..live.recorder_reader import Launched
+from ..live.pace import Pace
 from ..plan import RunPlan, run_start_fields, worker_config
 from ..wire.protocol import AnyEvent, Go, Phase, ProcessExit, RankEnd, RunStart
 from ..wire.trace import TraceWriter
 from ..wire.transport import Collector, Endpoints
 from ..worker import worker_main
 from .contract import RunOutcome
-from .intake import Intake
+from .intake import SocketIntake
 from .rank_output import Echo, RankOutput
 from .recorded import DUMP_GRACE_S, RecorderDumps
 from .recorder_live import LiveRecorder, run_pace
@@ -140,7 +140,7 @@ class LocalSession:
     outcome: RunOutcome | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     _ranks: dict[int, _RankState] = field(default_factory=dict)
-    _intake: Intake | None = None
+    _intake: SocketIntake | None = None
     _run_dir: str = ""
     nccl_lines: list[str] = field(default_factory=list)
     """With ``plan.nccl_tuning``: the NCCL INFO lines of every worker's log, read as the run ended."""
@@ -174,7 +174,7 @@ class LocalSession:
         return self.plan.step
 
     @property
-    def _started_intake(self) -> Intake:
+    def _started_intake(self) -> SocketIntake:
         """The intake :meth:`start` opened (a RuntimeError before it has run)."""
         if self._intake is None:
             raise RuntimeError("the session has not been started")
@@ -219,7 +219,7 @@ class LocalSession:
         output.start()
         collector = Collector(self.run_id, endpoints, plan.world_size)
         # read from Flight Recorder, the live readings report hangs (with stacks): the watchdog is off
-        intake = self._intake = Intake(collector, trace, plan.timeout_s if recorder is None else math.inf, self.run_id)
+        intake = self._intake = SocketIntake(collector, trace, plan.timeout_s if recorder is None else math.inf, self.run_id)
         collector.on_release = lambda index: intake.emit(Go, index=index)
         intake.emit(RunStart, **run_start_fields(plan, os.getpid()))
         if recorder is not None:
@@ -244,7 +244,7 @@ class LocalSession:
             self._advance(intake, timeout)
         return intake.take_pending()
 
-    def _advance(self, intake: Intake, timeout: float) -> None:
+    def _advance(self, intake: SocketIntake, timeout: float) -> None:
         """Take in what arrived (waiting up to ``timeout`` s), reap, check, signal, and finish
         once every process is gone; the events stay queued for the next :meth:`poll`."""
         if all(state.ended for state in self._ranks.values()):
@@ -268,7 +268,7 @@ class LocalSession:
         else:
             intake.flush()
 
-    def _receive(self, intake: Intake, timeout: float) -> list[AnyEvent]:
+    def _receive(self, intake: SocketIntake, timeout: float) -> list[AnyEvent]:
         """What the ranks sent (waiting up to ``timeout`` s for some): taken into the run's stream,
         but where the run is read from Flight Recorder (its ranks' RankEnd events are messages to
         the session; their calls come from their recorders, read live, and those RankEnds follow
@@ -381,7 +381,7 @@ class LocalSession:
         last_words = self._output.last_words(rank) if self._output is not None else None
         return f"{text}; its stderr ended: {last_words}" if last_words else text
 
-    def _begin_teardown(self, intake: Intake) -> None:
+    def _begin_teardown(self, intake: SocketIntake) -> None:
         """Abort the gates, then SIGTERM every survivor after FLUSH_GRACE_S (their queued events
         keep arriving meanwhile) and SIGKILL whoever is left TEARDOWN_GRACE_S later. A run read
         from Flight Recorder first asks its survivors to dump, and waits for their dumps (at most
@@ -413,7 +413,7 @@ class LocalSession:
                 except ProcessLookupError:
                     pass
 
-    def _finish(self, intake: Intake) -> None:
+    def _finish(self, intake: SocketIntake) -> None:
         if self._output is not None:  # every line the ranks wrote is out before the run's end is told
             self._output.close(OUTPUT_GRACE_S)
         self._note(self._receive(intake, 0))

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 
-from ..attach.snapshot import RECORDERS
-from ..attach.workers import Answer
+from ..live.recorder_reader import RECORDERS
+from ..live.workers import Answer
 from ..userjob.recorder import RecorderPlace, dump_path, socket_path
 
 __all__ = ["DUMP_GRACE_S", "RecorderDumps"]

@@ -1,11 +1,11 @@
 """A script's run read from Flight Recorder, live (``collviz run`` without ``--observe``): the
 launcher reads its ranks' worker servers while they run, as ``collviz attach`` reads a job.
 
-:class:`LiveRecorder` steps a :class:`~collviz.runtime.attach.watch.Watcher` over the sockets of
-the run's folder and turns each reading into events with one
-:class:`~collviz.runtime.attach.feed.Feed` (``patient`` while the servers start, ``launched``: the
-run's RunStart and RankEnd events are the launcher's), so the viewer shows each call as the ranks
-issue and complete it. A rank that has exited answers from the dump it wrote
+:class:`LiveRecorder` steps the one live loop (:class:`~collviz.runtime.live.loop.LiveLoop`) over a
+:class:`~collviz.runtime.live.recorder_reader.RecorderReader` of the sockets of the run's folder and
+its :class:`~collviz.runtime.live.feed.Feed` (``patient`` while the servers start; the run's
+RunStart and RankEnd events are the launcher's), between the launcher's own work, so the viewer
+shows each call as the ranks issue and complete it. A rank that has exited answers from the dump it wrote
 (:meth:`~.recorded.RecorderDumps.answer`), so the last reading, once every rank has exited, reads
 the dumps through the same feed: each call is one step, each rank's events one gap-free numbering,
 and only what no live reading showed is added.
@@ -23,18 +23,18 @@ reading costs a rank the building of its whole recorder's answer: BENCHMARKS, at
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..attach.feed import Feed, Launched
-from ..attach.snapshot import SnapshotOptions, confirm, read_once
-from ..attach.watch import Pace, Watcher
-from ..attach.workers import Answer, Worker, ask_all
+from ..live.feed import Feed
+from ..live.loop import LiveLoop
+from ..live.pace import Pace
+from ..live.recorder_reader import Launched, RecorderReader
+from ..live.workers import Answer, Worker, ask_all
 from ..observation.rank_lists import ranks_text
 from ..userjob.recorder import socket_path
 from ..wire.protocol import AnyEvent, Phase, RankEnd, RankStart, Stall
-from .intake import EventIntake
+from .intake import Intake
 from .recorded import RecorderDumps
 
 __all__ = ["WATCHED", "LiveRecorder", "run_pace"]
@@ -43,7 +43,7 @@ WATCHED = Pace(fastest_s=1.0, slowest_s=10.0)
 """The pace of a run shown in the viewer: every second while calls move or ranks wait."""
 
 TIMEOUT_S = 2.0
-"""Each request's bound."""
+"""Each request's deadline."""
 
 
 def run_pace(timeout_s: float) -> Pace:
@@ -56,7 +56,7 @@ class _Passing:
     """The feed's sink: the session's intake, noting what passes (each rank's RankStart, last step
     and last time; the Stalls' texts)."""
 
-    def __init__(self, intake: EventIntake) -> None:
+    def __init__(self, intake: Intake) -> None:
         self.intake = intake
         self.events: list[AnyEvent] = []
         self.stalls: list[str] = []
@@ -90,18 +90,16 @@ class LiveRecorder:
     """The live readings of a run's ranks (their sockets in ``dumps``' folder) into ``intake``, as
     run ``run``; ``launched``: what the launcher knows of the ranks; see the module."""
 
-    def __init__(self, intake: EventIntake, run: str, dumps: RecorderDumps, launched: Launched, pace: Pace,
+    def __init__(self, intake: Intake, run: str, dumps: RecorderDumps, launched: Launched, pace: Pace,
                  timeout_s: float, since_ns: int) -> None:
         self._dumps = dumps
-        self._timeout_s = timeout_s
         self._exited: set[int] = set()
         self._sink = _Passing(intake)
-        self.workers = [Worker(rank, str(socket_path(dumps.folder, rank))) for rank in range(dumps.world_size)]
-        self.feed = Feed(self._sink, run, self.workers, patient=True, launched=launched)
+        workers = [Worker(rank, str(socket_path(dumps.folder, rank))) for rank in range(dumps.world_size)]
         # calls made before the ranks were forked are the launcher's (inherited), not the run's
-        self._options = SnapshotOptions(timeout_s=TIMEOUT_S, since_ns=since_ns)
-        self._watcher = Watcher(self.workers, pace, self._options, self._ask)
-        self._due = time.monotonic()
+        self.reader = RecorderReader(workers, TIMEOUT_S, since_ns, self._ask, launched=launched)
+        self.feed = Feed(self._sink, run, self.reader, patient=True, names_silent=False)
+        self._loop = LiveLoop(self.reader, self.feed, pace, stall_after_s=timeout_s)
         self.hang = ""
         """The Stall of the first wait that outlasted ``timeout_s`` (its text), or empty."""
 
@@ -118,11 +116,7 @@ class LiveRecorder:
     def read_if_due(self) -> list[AnyEvent]:
         """One reading if one is due: the ranks' events it took in (a wait that outlasted the
         timeout also sets :attr:`hang`)."""
-        if time.monotonic() < self._due:
-            return []
-        reading, _ = self._watcher.read(self.feed.since)
-        self.feed.take(reading, self._watcher.latest, self._timeout_s)
-        self._due = time.monotonic() + self._watcher.interval
+        self._loop.step_if_due()
         if self._sink.stalls and not self.hang:
             self.hang = self._sink.stalls[0]
         return self._sink.passed()
@@ -130,10 +124,9 @@ class LiveRecorder:
     def last_look(self) -> list[AnyEvent]:
         """One reading now, every wait in it final (the run ends): each a Stall with the stack line
         of each missing rank still running; the ranks' events it took in."""
-        reading = read_once(self.workers, self._options, self._ask, self.feed.since)
-        self.feed.take(reading, confirm(reading, reading, self.workers, self._options, self._ask))
+        self._loop.stall_after_s = 0.0
+        self._loop.step(final=True)
         return self._sink.passed()
-
     def end(self, ends: Mapping[int, RankEnd]) -> tuple[list[AnyEvent], list[str]]:
         """Every rank has exited: the last reading (from the dumps), then the RankEnd each rank
         sent (``ends``; a rank that showed no call gets one only where it failed), numbered after

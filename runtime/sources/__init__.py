@@ -9,8 +9,7 @@ sizes, groups and their own times) with :mod:`.trace_work` (the kernel or work s
 each call), :mod:`.nccl_log` (an ``NCCL_DEBUG=INFO`` log: its ranks and
 devices, per-call algorithm and protocol, the rings and trees NCCL built) over :mod:`.nccl_lines`
 (its lines, from any NCCL version and launcher), :mod:`.nccl_inspector` (NCCL Inspector output)
-with :mod:`.inspector_follow` (the same, followed as it grows, over :mod:`.growing`: a folder's
-new whole lines), :mod:`.run` (the events every source builds) with
+with :mod:`.growing` (a folder's new whole lines, for the live Inspector reader), :mod:`.run` (the events every source builds) with
 :mod:`.call_checks` (the live run's own hang and mismatch checks over a table of the calls), :mod:`.reading` (bounded reads, a pickle
 loader that builds plain values only), :mod:`.names` (element types and op names),
 :mod:`.plausible` (the values an artifact can hold: others are damaged input).

@@ -51,7 +51,7 @@ from .run import Call, ImportedRun, Origin, Progress, Step, build_run, group_lab
 from .table_summary import TableSummary
 
 __all__ = ["BLANK_KEY_WARNING", "Dump", "RankDump", "EVENTS_UP_TO", "is_dump", "rank_from_name", "read_content",
-           "import_dumps", "import_read", "is_user_code"]
+           "import_dumps", "import_read", "is_user_code", "read_calls"]
 
 BLANK_KEY_WARNING = "is keyed '' in the dumps' pg_config"
 """Part of the warning that a group is keyed ``''`` in ``pg_config`` but named in the entries (every
@@ -234,19 +234,10 @@ def import_read(dumps: Sequence[RankDump], warnings: list[str], progress: Progre
             warnings.append(f"rank {dump.rank} ({dump.path.name}): {columns.version_note}")
         warnings.extend(f"rank {dump.rank}: {note}" for note in columns.notes)
     progress("reading calls", len(dumps), len(dumps))
-    mentions: dict[str, set[int]] = defaultdict(set)
-    for dump in dumps:
-        for name in dump.columns.status_groups:
-            mentions[name].add(dump.rank)
-        for g in set(dump.columns.group.tolist()):
-            mentions[dump.columns.groups[g][0]].add(dump.rank)
     if not any(len(dump.columns) for dump in dumps):
         raise UsageError(f"{dumps[0].path}: the dumps hold no collective calls (is TORCH_FR_BUFFER_SIZE "
                          "set in the job?)")
-    groups = _Groups(dumps, mentions, warnings)
-    world = groups.world_size()
-    job = job_table(dumps, lambda name, description: (group_label(name, description),
-                                                      groups.members(name, description, world)), warnings)
+    job, world = _job(dumps, warnings)
     ranks = sorted({dump.rank for dump in dumps})
     missing = {r: "no dump of this rank" for r in range(world) if r not in ranks}
     if missing:
@@ -259,13 +250,42 @@ def import_read(dumps: Sequence[RankDump], warnings: list[str], progress: Progre
     return replace(run, summary=TableSummary.of(job.table, job.step_names, run.events))  # the headless one: no event pass
 
 
-def _origin(dumps: Sequence[RankDump], job: JobTable, ranks: list[int], world: int) -> Origin:
+def _job(dumps: Sequence[RankDump], warnings: list[str]) -> tuple[JobTable, int]:
+    """The calls of ``dumps`` matched across ranks (each group resolved once: :class:`_Groups`), and
+    the job's world size."""
+    mentions: dict[str, set[int]] = defaultdict(set)
+    for dump in dumps:
+        for name in dump.columns.status_groups:
+            mentions[name].add(dump.rank)
+        for g in set(dump.columns.group.tolist()):
+            mentions[dump.columns.groups[g][0]].add(dump.rank)
+    groups = _Groups(dumps, mentions, warnings)
+    world = groups.world_size()
+    job = job_table(dumps, lambda name, description: (group_label(name, description),
+                                                      groups.members(name, description, world)), warnings)
+    return job, world
+
+
+def read_calls(dumps: Sequence[Dump], warnings: list[str]) -> tuple[list[Call], Origin]:
+    """Every call of these per-rank decoded dumps, in step order (a live reading's: calls, never
+    events), and where they came from (the job's world size, backend and NCCL version); no call
+    and an origin of the dumped ranks where the dumps hold none."""
+    read = [_read_dump(dump) for dump in dumps]
+    job, world = _job(read, warnings) if any(len(dump.columns) for dump in read) else (None, 0)
+    ranks = sorted(dump.rank for dump in read)
+    if job is None:
+        return [], _origin(read, None, ranks, max(ranks, default=-1) + 1)
+    calls = [call for step in steps_of(job, range(job.table.step_count)) for call in step.calls]
+    return calls, _origin(read, job, ranks, world)
+
+
+def _origin(dumps: Sequence[RankDump], job: JobTable | None, ranks: list[int], world: int) -> Origin:
     backends: Counter[str] = Counter()
     for dump in dumps:
         backends.update(dump.columns.backends)
     backend = backends.most_common(1)[0][0] if backends else "unknown"
     versions = {d.columns.comm_lib_version for d in dumps} - {""}
-    timed = bool((job.table.duration_ns > 0).any())
+    timed = job is not None and bool((job.table.duration_ns > 0).any())
     return Origin(
         scenario="flight-recorder",
         description=(f"Flight Recorder dumps of rank{'s' if len(ranks) > 1 else ''} {ranks_text(ranks)} "

@@ -1,5 +1,5 @@
 """A folder of line files that grow while a job runs, read as they grow: only whole lines, each
-once (``collviz replay --follow``, :mod:`.inspector_follow`).
+once (``collviz replay --follow``, :mod:`collviz.runtime.live.inspector_reader`).
 
 Each file is read from the offset the last reading reached; a last line without its newline yet
 (the writer is mid-line) is kept and completed by the next reading. A file that appears is read

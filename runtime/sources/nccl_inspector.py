@@ -40,8 +40,8 @@ The tests' files follow the documented format; none came from a real GPU run yet
 
 After the job, or as a snapshot while it runs (a cut last line is warned and left out; opening
 again reads what was appended since). Its pieces (:func:`decode_line`, :class:`Comm`,
-:func:`call_of`, :func:`step_text`) also serve :mod:`.inspector_follow`, which follows a running
-job's folder as its files grow (``collviz replay --follow``).
+:func:`call_of`, :func:`step_text`) also serve :mod:`collviz.runtime.live.inspector_reader`, which
+reads a running job's folder as its files grow (``collviz replay --follow``).
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ import torch
 
 from collviz.app.app import make_app
 from collviz.app.model import EventLog, RunState, view_at
-from collviz.runtime.attach.snapshot import SnapshotOptions
-from collviz.runtime.attach.watch import Pace
-from collviz.runtime.sessions.attached import AttachedSession
+from collviz.runtime.live.recorder_reader import RecorderReader
+from collviz.runtime.live.pace import Pace
+from collviz.runtime.sessions.live import LiveSession
 from collviz.runtime.wire.protocol import Collective, Stall
 
 from collviz.app.widgets.rank_panel import RankPanel
@@ -48,7 +48,7 @@ async def test_the_viewer_shows_who_the_job_waits_for_and_where_its_code_is(atta
 
 async def test_the_viewer_reads_an_attached_session_to_the_jobs_end():
     ask, _ = asking([{0: fr_answer(3, False), 1: fr_answer(3, False)}, {0: None, 1: None}])
-    session = AttachedSession(WORKERS, ask=ask, pace=Pace(0.01, 0.01), options=SnapshotOptions(interval_s=0.01))
+    session = LiveSession(RecorderReader(WORKERS, ask=ask), pace=Pace(0.01, 0.01))
     session.start()
     app = make_app(session=session)
     async with app.run_test(size=SIZE) as pilot:
@@ -68,3 +68,35 @@ def test_a_wait_that_ends_is_no_longer_shown_as_a_stall(attached_job):
     assert view_at(log, over + 1).state == RunState("running", "running")
     assert [rank.note for rank in view_at(log, over + 1).ranks] == ["", ""]
     assert view_at(log, len(log)).state.kind == "finished"
+
+
+async def test_at_the_jobs_end_the_view_stays_on_the_stall_it_showed():
+    waiting = {0: fr_answer(4, True), 1: fr_answer(3, False)}
+    ask, _ = asking([waiting, waiting, waiting, {0: None, 1: None}])
+    session = LiveSession(RecorderReader(WORKERS, ask=ask), pace=Pace(0.01, 0.01))
+    session.start()
+    app = make_app(session=session)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.event_log.run_end is not None)
+        await pilot.pause()
+        log = app.event_log
+        assert log.stalls and app.cursor == len(log), "not sent back to the first call"
+        assert app.opening_note == ""
+
+
+def test_a_lasting_stall_reported_again_replaces_the_earlier_report():
+    from collviz.app.model.view import lasting_stall
+    from collviz.runtime.wire.protocol import RunStart
+
+    def stall(seq: int, waited_s: float) -> Stall:
+        return Stall(run="r", rank=-1, seq=seq, t_ns=seq, group="0", group_seq=4, op="all_reduce", waiting=[0],
+                     elsewhere=["rank 1 is missing from the call, at job.py:3 in f"], waited_s=waited_s,
+                     text=f"all_reduce #4 on group 0: rank 0 waiting {waited_s:.0f} s")
+
+    start = RunStart(run="r", rank=-1, seq=0, t_ns=0, scenario="attach", world_size=2, backend="gloo",
+                     device_kind="cpu", backend_reason="", mode="live", description="", torch_version="",
+                     nccl_version="")
+    log = EventLog([start, stall(1, 7.0), stall(2, 65.0)])
+    shown = lasting_stall(log, len(log))
+    assert shown is not None and shown.waited_s == 65.0
+    assert lasting_stall(log, 2) is not None and lasting_stall(log, 2).waited_s == 7.0

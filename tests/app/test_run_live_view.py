@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 
 from collviz.app.app import make_app
-from collviz.runtime.attach.watch import Pace
+from collviz.runtime.live.pace import Pace
 from collviz.runtime.plan import plan_script
 from collviz.runtime.sessions.local import LocalSession
 from collviz.runtime.userjob.script import check_script

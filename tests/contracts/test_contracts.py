@@ -35,7 +35,7 @@ def test_contracts_catch_violations(tmp_path: Path):
     (package / "runtime" / "reports" / "bad_report.py").write_text("import torch\nimport subprocess\n")
     (package / "runtime" / "observation" / "bad_view.py").write_text("import textual\n")
     (package / "runtime" / "sources" / "bad_source.py").write_text("import torch\n")
-    (package / "runtime" / "attach" / "bad_attach.py").write_text("import subprocess\n")
+    (package / "runtime" / "live" / "bad_live.py").write_text("import subprocess\n")
     (package / "runtime" / "scenario_files" / "bad_file.py").write_text("def f():\n    import torch\n")
     (package / "app" / "commands" / "bench.py").write_text("def main():\n    from . import run\n")
     (package / "app" / "model" / "bad_model.py").write_text("import textual.widgets\n")
@@ -47,7 +47,7 @@ def test_contracts_catch_violations(tmp_path: Path):
     assert "collviz.runtime.reports.bad_report -> torch" in result.stdout
     assert "collviz.runtime.observation.bad_view -> textual" in result.stdout
     assert "collviz.runtime.sources.bad_source -> torch" in result.stdout
-    assert "collviz.runtime.attach.bad_attach -> subprocess" in result.stdout
+    assert "collviz.runtime.live.bad_live -> subprocess" in result.stdout
     assert "collviz.runtime.scenario_files.bad_file -> torch" in result.stdout
     assert "collviz.app.commands.bench -> collviz.app.commands.run" in result.stdout
     assert "collviz.app.model.bad_model -> textual" in result.stdout

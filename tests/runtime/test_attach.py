@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from collviz.app.cli import main
-from collviz.runtime.attach.snapshot import SnapshotOptions, take_snapshot
-from collviz.runtime.attach.stacks import user_stack_line
-from collviz.runtime.attach.workers import Worker, ask_all, find_sockets
+from collviz.runtime.live.recorder_reader import RecorderReader
+from collviz.runtime.live.snapshot import take_snapshot
+from collviz.runtime.live.stacks import user_stack_line
+from collviz.runtime.live.workers import Worker, ask_all, find_sockets
 
 from support.attach_job import DEADLINE_S, STACK, STALLED_LINE, WORKERS, asking, fr_answer
 from support.cli import run_cli
@@ -80,9 +81,14 @@ def test_the_job_goes_on_unharmed(attached_job):
 # ---- the snapshot's rules, on hand-made answers ---------------------------------------------------
 
 
+def _reader(ask) -> RecorderReader:
+    """The two hand-made ranks, read as a snapshot reads them (the tail only)."""
+    return RecorderReader(WORKERS, ask=ask, from_first=False)
+
+
 def test_ranks_in_step_exit_0_after_one_reading():
     ask, asked = asking([{0: fr_answer(3, False), 1: fr_answer(3, False)}])
-    snapshot = take_snapshot(WORKERS, ask=ask, sleep=lambda s: None)
+    snapshot = take_snapshot(_reader(ask), sleep=lambda s: None)
     assert snapshot.exit_status == 0
     assert asked == [("fr_trace_json", [0, 1]), ("dump_nccl_trace_json", [0, 1])]
     assert snapshot.text().splitlines()[-1] == "every rank is in step"
@@ -91,14 +97,14 @@ def test_ranks_in_step_exit_0_after_one_reading():
 def test_a_wait_seen_once_is_a_call_in_flight_not_a_wait():
     ask, asked = asking([{0: fr_answer(4, True), 1: fr_answer(3, False)}, {0: fr_answer(4, False), 1: fr_answer(4, False)}])
     slept: list[float] = []
-    snapshot = take_snapshot(WORKERS, SnapshotOptions(interval_s=1.5), ask=ask, sleep=slept.append)
+    snapshot = take_snapshot(_reader(ask), 1.5, sleep=slept.append)
     assert slept == [1.5] and snapshot.exit_status == 0 and snapshot.waits == []
 
 
 def test_a_lasting_wait_asks_only_the_missing_rank_for_its_stack():
     reading = {0: fr_answer(4, True), 1: fr_answer(3, False)}
     ask, asked = asking([reading, reading])
-    snapshot = take_snapshot(WORKERS, ask=ask, sleep=lambda s: None)
+    snapshot = take_snapshot(_reader(ask), sleep=lambda s: None)
     assert snapshot.exit_status == 1
     assert asked[-1] == ("dump_traceback", [1])
     assert snapshot.text().splitlines()[-1] == "  rank 1 is missing from the call, at train.py:16 in step, inside " \
@@ -108,7 +114,7 @@ def test_a_lasting_wait_asks_only_the_missing_rank_for_its_stack():
 def test_an_nccl_jobs_calls_come_from_nccls_own_recorder():
     reading = {0: fr_answer(4, True, "nccl"), 1: fr_answer(3, False, "nccl")}
     ask, asked = asking([reading, reading], recorder="dump_nccl_trace_json")
-    snapshot = take_snapshot(WORKERS, ask=ask, sleep=lambda s: None)
+    snapshot = take_snapshot(_reader(ask), sleep=lambda s: None)
     assert snapshot.exit_status == 1
     assert snapshot.text().splitlines()[:3] == [
         "rank 0: last completed all_reduce #3 on group 0 (default_pg); now in all_reduce #4 on group 0 (default_pg)",
@@ -118,7 +124,7 @@ def test_an_nccl_jobs_calls_come_from_nccls_own_recorder():
 
 def test_a_rank_that_does_not_answer_is_named_and_the_status_is_1():
     ask, _ = asking([{0: fr_answer(3, False), 1: None}])
-    snapshot = take_snapshot(WORKERS, ask=ask, sleep=lambda s: None)
+    snapshot = take_snapshot(_reader(ask), sleep=lambda s: None)
     assert snapshot.exit_status == 1
     assert "rank 1: not read: no answer within 2 s" in snapshot.text().splitlines()
 
@@ -149,7 +155,7 @@ def test_a_server_that_never_answers_is_given_up_after_the_timeout(tmp_path):
         took = time.monotonic() - start
     finally:
         server.close()
-    assert answers[0].body is None and answers[0].error == "no answer within 1 s"
+    assert answers[0].body is None and answers[0].slow and answers[0].error == "slow: no whole answer within 1 s"
     assert took < 3.0
 
 
@@ -195,7 +201,8 @@ def test_watch_options_out_of_range_are_one_line_and_exit_2(tmp_path, capsys, op
 def test_on_a_terminal_attach_opens_the_viewer_on_an_attached_session(tmp_path, capsys, monkeypatch):
     import collviz.app.app as viewer
     import collviz.app.commands.attach as attach_command
-    from collviz.runtime.sessions.attached import AttachedSession
+    from collviz.runtime.live.recorder_reader import RecorderReader
+    from collviz.runtime.sessions.live import LiveSession
     from collviz.runtime.wire.protocol import RunEnd, RunStart
     from collviz.runtime.wire.trace import read_trace
 
@@ -214,7 +221,8 @@ def test_on_a_terminal_attach_opens_the_viewer_on_an_attached_session(tmp_path, 
     finally:
         server.close()
     [session] = opened
-    assert isinstance(session, AttachedSession) and session.workers == [Worker(0, str(tmp_path / "rank0.sock"))]
+    assert isinstance(session, LiveSession) and isinstance(session.reader, RecorderReader)
+    assert session.reader.workers == [Worker(0, str(tmp_path / "rank0.sock"))]
     assert capsys.readouterr().err.splitlines() == [
         "collviz: interrupted by SIGINT: stopped reading the job, which goes on",
         f"collviz: trace written to {tmp_path / 't.cvz'}"]
@@ -257,14 +265,14 @@ def test_a_store_without_addresses_is_refused_and_a_dead_rank_is_named():
     store.set("debug_server/rank0", f"http://127.0.0.1:{dead}")
     attached = run_cli("attach", "--headless", address, timeout=DEADLINE_S)
     assert attached.returncode == 1
-    assert attached.stdout.splitlines()[1] == "rank 0: not read: ConnectionRefusedError: [Errno 111] Connection refused"
+    assert attached.stdout.splitlines()[1] == "rank 0: not read: no worker server there (its rank ended, or has not started)"
 
 
 # ---- reading little: the tail of each rank's recorder, and the pace of --watch ---------------------
 
 
 def test_only_the_calls_from_the_last_one_every_rank_completed_are_decoded():
-    from collviz.runtime.attach.tail import decode_trace, tail_content
+    from collviz.runtime.live.tail import decode_trace, tail_content
 
     traces = {0: [decode_trace(fr_answer(9, True))], 1: [decode_trace(fr_answer(6, False))], 2: [decode_trace(fr_answer(7, False))]}
     kept = {rank: [e["collective_seq_id"] for e in content["entries"]] for rank, content in tail_content(traces).items()}
@@ -277,14 +285,15 @@ def test_only_the_calls_from_the_last_one_every_rank_completed_are_decoded():
     (b'{"entries": [], "version": "2.10"}', "not a Flight Recorder trace (no pg_config or pg_status)"),
 ])
 def test_an_answer_that_is_no_trace_is_said_in_one_line(body, expected):
-    from collviz.runtime.attach.tail import decode_trace
+    from collviz.runtime.live.tail import decode_trace
 
     found = decode_trace(body)
     assert isinstance(found, str) and found.startswith(expected) and "\n" not in found
 
 
 def test_the_pace_doubles_while_steady_and_is_fastest_while_calls_move_or_ranks_wait():
-    from collviz.runtime.attach.watch import Pace, watch
+    from collviz.runtime.live.pace import Pace
+    from collviz.runtime.live.snapshot import watch
 
     steady = {0: fr_answer(3, False), 1: fr_answer(3, False)}
     moved = {0: fr_answer(4, False), 1: fr_answer(4, False)}
@@ -292,30 +301,29 @@ def test_the_pace_doubles_while_steady_and_is_fastest_while_calls_move_or_ranks_
     ask, asked = asking([steady] * 5 + [moved] + [waiting] * 3 + [moved])
     slept: list[float] = []
     shown = []
-    last = watch(WORKERS, shown.append, Pace(0.5, 3.0), readings=10, ask=ask, sleep=slept.append)
+    last, _ = watch(_reader(ask), shown.append, Pace(0.5, 3.0), readings=10, sleep=slept.append)
     assert slept == [0.5, 1.0, 2.0, 3.0, 3.0, 0.5, 0.5, 0.5, 0.5], \
         "new readings: fast; steady: 1, 2, 3 (the slowest); a new call and a wait: fastest again"
     assert [s.ranks[0].inside for s in shown] == ["", "", "all_reduce #5 on group 0 (default_pg)",
                                                   "all_reduce #5 on group 0 (default_pg)", ""]
     assert [s.exit_status for s in shown] == [0, 0, 0, 1, 0] and last == shown[-1], \
         "rank 0 enters #5 (seen once: in flight), then its wait is confirmed, then the call completes"
-    assert [ranks for handler, ranks in asked if handler == "dump_traceback"] == [[1], [1]], \
-        "stacks only for confirmed waits, of the rank missing"
+    assert [ranks for handler, ranks in asked if handler == "dump_traceback"] == [[1]], \
+        "a stack only for a confirmed wait, of the rank missing, once per wait"
 
 
-def test_watch_ends_when_no_rank_answers():
-    from collviz.runtime.attach.watch import watch
+def test_watch_ends_when_no_rank_answers_on_the_last_snapshot_of_the_job():
+    from collviz.runtime.live.snapshot import watch
 
     ask, _ = asking([{0: fr_answer(3, False), 1: fr_answer(3, False)}, {0: None, 1: None}])
     shown = []
-    last = watch(WORKERS, shown.append, ask=ask, sleep=lambda s: None)
-    assert len(shown) == 2 and last.exit_status == 1
-    assert last.text().splitlines() == ["rank 0: not read: no answer within 2 s", "rank 1: not read: no answer within 2 s"]
+    last, reading = watch(_reader(ask), shown.append, sleep=lambda s: None)
+    assert reading.gone and shown == [last] and last.exit_status == 0, "no snapshot of ranks gone: the job ended"
 
 
 def test_json_says_a_rank_not_read():
     ask, _ = asking([{0: fr_answer(3, False), 1: None}])
-    document = take_snapshot(WORKERS, ask=ask, sleep=lambda s: None).document()
+    document = take_snapshot(_reader(ask), sleep=lambda s: None).document()
     assert document["ranks"][1] == {"rank": 1, "error": "no answer within 2 s"}
     assert (document["not_read"], document["missing"], document["exit_status"]) == ([1], [], 1)
 
@@ -324,7 +332,7 @@ def test_calls_made_before_the_job_began_are_not_read():
     """A launcher's ranks forked from a process that had made calls inherit its recorder's entries:
     those created before ``since_ns`` are dropped (the answer's calls are made at 1,000 ns × their
     number)."""
-    from collviz.runtime.attach.tail import decode_trace
+    from collviz.runtime.live.tail import decode_trace
 
     trace = decode_trace(fr_answer(4, False), since_ns=2_500)
     assert [place.collective_seq_id for place in trace.places] == [3, 4]

@@ -14,9 +14,10 @@ import json
 
 import torch
 
-from collviz.runtime.attach.snapshot import SnapshotOptions
-from collviz.runtime.attach.watch import Pace
-from collviz.runtime.sessions.attached import AttachedSession
+from collviz.runtime.live.feed import Feed
+from collviz.runtime.live.pace import Pace
+from collviz.runtime.live.recorder_reader import RecorderReader
+from collviz.runtime.sessions.live import LiveSession
 from collviz.runtime.wire.protocol import Collective, Phase, RankEnd, RankStart, RunEnd, RunStart, Stall
 from collviz.runtime.wire.trace import read_trace
 
@@ -60,8 +61,11 @@ def test_while_rank_1_stalls_rank_0_is_inside_the_next_call_and_a_stall_names_ra
     assert _ends(stalled, 0) == _ends(stalled, 1) == [(seq - 1, seq, *CALL) for seq in range(1, CALLS)]
     begun = [(e.rank, e.group_seq) for e in stalled if isinstance(e, Collective) and e.edge == "begin"]
     assert (0, CALLS) in begun and (1, CALLS) not in begun
-    [stall] = [e for e in attached_job["events"] if isinstance(e, Stall)]
+    stalls = [e for e in attached_job["events"] if isinstance(e, Stall)]
+    stall = stalls[0]
     assert stall == stalled[-1], "reported as soon as a second reading confirmed it"
+    assert {(e.group, e.group_seq, e.op) for e in stalls} == {(stall.group, stall.group_seq, stall.op)}
+    assert [e.waited_s for e in stalls] == sorted(e.waited_s for e in stalls), "again while it lasts, counting up"
     where = f"rank 1 is missing from the call, at job.py:{STALLED_LINE} in slow_data_loader"
     assert (stall.op, stall.group, stall.group_seq, stall.waiting, stall.elsewhere) == (
         "all_reduce", "0 (default_pg)", CALLS, [0], [where])
@@ -100,10 +104,12 @@ def test_the_recording_holds_the_same_events_and_replays_and_exports_the_same_ca
 
 # ---- the session's rules, on hand-made answers ----------------------------------------------------
 
-FAST = {"pace": Pace(0.01, 0.01), "options": SnapshotOptions(interval_s=0.01)}
+def _session(ask, **options) -> LiveSession:
+    """A session on the two hand-made ranks answering through ``ask``, read every 10 ms."""
+    return LiveSession(RecorderReader(WORKERS, ask=ask), pace=Pace(0.01, 0.01), **options)
 
 
-def _poll_until(session: AttachedSession, done, polls: int = 200) -> list:
+def _poll_until(session: LiveSession, done, polls: int = 200) -> list:
     events: list = []
     for _ in range(polls):
         events.extend(session.poll(0.05))
@@ -118,12 +124,12 @@ def _readings(asked) -> int:
 
 def test_a_rank_that_stops_answering_is_named_after_two_readings_while_the_other_still_answers():
     ask, asked = asking([{0: fr_answer(3, False), 1: fr_answer(3, False)}, {0: fr_answer(4, True), 1: None}])
-    session = AttachedSession(WORKERS, ask=ask, **FAST)
+    session = _session(ask)
     session.start()
     events = _poll_until(session, lambda found: any(isinstance(e, RankEnd) for e in found))
     [named] = [e for e in events if isinstance(e, RankEnd)]
     assert (named.rank, named.status) == (1, "error") and _readings(asked) == 3, "one answer, then two silences"
-    assert named.error == "its worker server stopped answering (no answer within 2 s): ended or stuck; no longer read"
+    assert named.error == "it stopped answering (no answer within 2 s): ended or stuck; no longer read"
     assert not session.finished, "rank 0 still answers: the job goes on"
     session.stop()
     assert session.outcome is not None and session.outcome.status == "interrupted"
@@ -131,7 +137,7 @@ def test_a_rank_that_stops_answering_is_named_after_two_readings_while_the_other
 
 def test_calls_completed_between_two_readings_are_each_shown_once():
     ask, _ = asking([{0: fr_answer(2, False), 1: fr_answer(2, False)}, {0: fr_answer(9, False), 1: fr_answer(9, False)}])
-    session = AttachedSession(WORKERS, ask=ask, **FAST)
+    session = _session(ask)
     session.start()
     events = _poll_until(session, lambda found: len(_ends(found, 1)) >= 9)
     events += session.poll(0.05) + session.poll(0.05)  # later readings (the same answers) add nothing
@@ -143,7 +149,7 @@ def test_calls_completed_between_two_readings_are_each_shown_once():
 def test_with_a_launcher_that_knows_the_job_silence_is_no_end_and_the_last_reading_follows_its_end(tmp_path):
     running = [True]
     ask, asked = asking([{0: None, 1: None}, {0: None, 1: None}, {0: fr_answer(2, False), 1: fr_answer(2, False)}])
-    session = AttachedSession(WORKERS, record=tmp_path / "t.cvz", running=lambda: running[0], ask=ask, **FAST)
+    session = _session(ask, record=tmp_path / "t.cvz", running=lambda: running[0])
     session.start()
     events = _poll_until(session, lambda found: len(_ends(found, 1)) == 2)
     assert not session.finished and _readings(asked) == 3, "servers not up yet: not the job's end"
@@ -156,7 +162,7 @@ def test_with_a_launcher_that_knows_the_job_silence_is_no_end_and_the_last_readi
 
 def test_stop_interrupts_and_leaves_the_trace_readable(tmp_path):
     ask, _ = asking([{0: fr_answer(3, True), 1: fr_answer(2, False)}])
-    session = AttachedSession(WORKERS, record=tmp_path / "t.cvz", ask=ask, **FAST)
+    session = _session(ask, record=tmp_path / "t.cvz")
     session.start()
     events = _poll_until(session, lambda found: len(_ends(found, 1)) == 2)
     session.stop()
@@ -168,15 +174,46 @@ def test_stop_interrupts_and_leaves_the_trace_readable(tmp_path):
 
 def test_a_rank_that_never_answered_is_named_unless_a_launcher_says_the_job_is_still_starting():
     ask, _ = asking([{0: fr_answer(2, False), 1: None}])
-    session = AttachedSession(WORKERS, ask=ask, **FAST)
+    session = _session(ask)
     session.start()
     [named] = [e for e in _poll_until(session, lambda found: any(isinstance(e, RankEnd) for e in found))
                if isinstance(e, RankEnd)]
-    assert named.rank == 1 and named.error.startswith("its worker server never answered (no answer within 2 s)")
+    assert named.rank == 1 and named.error.startswith("it never answered (no answer within 2 s)")
     session.stop()
     ask, asked = asking([{0: fr_answer(2, False), 1: None}])
-    starting = AttachedSession(WORKERS, running=lambda: True, ask=ask, **FAST)
+    starting = _session(ask, running=lambda: True)
     starting.start()
     events = _poll_until(starting, lambda found: _readings(asked) >= 5)
     starting.stop()
     assert not any(isinstance(e, RankEnd) for e in events), "its server may not be up yet"
+
+
+class _Kept:
+    """A feed's sink that keeps the events."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+
+    def take(self, event) -> None:
+        self.events.append(event)
+
+    def emit(self, event_type, **fields) -> None:
+        self.events.append(event_type(run="t", rank=-1, seq=len(self.events), t_ns=0, **fields))
+
+
+def test_a_lasting_waits_time_counts_up_at_every_reading_and_its_stack_is_read_once():
+    """Rank 0 issued all_reduce #4 at 4,000 ns after the epoch (the hand-made answer's clock);
+    readings at 100 s, 130 s and 190 s after it: the wait is confirmed at the second."""
+    waiting = {0: fr_answer(4, True), 1: fr_answer(3, False)}
+    ask, asked = asking([waiting] * 3)
+    now = [0]
+    sink = _Kept()
+    reader = RecorderReader(WORKERS, ask=ask)
+    feed = Feed(sink, "t", reader, now_ns=lambda: 4_000 + now[0] * 10**9)
+    for after_s in (100, 130, 190):
+        now[0] = after_s
+        feed.take(reader.read())
+    stalls = [e for e in sink.events if isinstance(e, Stall)]
+    assert [(e.group_seq, e.waiting, round(e.waited_s)) for e in stalls] == [(4, [0], 130), (4, [0], 190)]
+    assert stalls[-1].text.startswith("all_reduce #4 on group 0 (default_pg): rank 0 waiting 190 s; rank 1 is missing")
+    assert [ranks for handler, ranks in asked if handler == "dump_traceback"] == [[1]]

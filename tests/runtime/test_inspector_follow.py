@@ -1,5 +1,5 @@
 """A running job's NCCL Inspector folder followed as its files grow (``collviz replay --follow``,
-:class:`collviz.runtime.sessions.followed.FollowedSession`): the test appends lines written to the
+:func:`collviz.runtime.sessions.live.followed_session`): the test appends lines written to the
 documented format (tests/fixtures/nccl_inspector/README.md) between polls; every expected size and
 time below is worked out by hand from the lines written here."""
 
@@ -46,7 +46,7 @@ def test_each_poll_shows_exactly_the_calls_written_so_far_each_once(tmp_path):
     narration = next(e.narration for e in one if isinstance(e, Phase))
     assert INSPECTOR_LABEL in narration and "r0 100 µs, algbw 10.49 GB/s, busbw 13.98 GB/s (kernel_gpu)" in narration
 
-    session.idle_s = 0.05
+    session.reader.idle_s = 0.05
     rest: list = []
     deadline = time.monotonic() + 10
     while not session.finished and time.monotonic() < deadline:

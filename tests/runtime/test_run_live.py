@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from collviz.runtime.attach.watch import Pace
+from collviz.runtime.live.pace import Pace
 from collviz.runtime.plan import plan_script
 from collviz.runtime.sessions.local import LocalSession
 from collviz.runtime.userjob.script import check_script

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from collviz.runtime.attach.workers import Answer, Worker
+from collviz.runtime.live.workers import Answer, Worker
 
 __all__ = ["JOB", "CALLS_BEFORE", "ELEMENTS", "STALLED_LINE", "DEADLINE_S", "StalledJob", "stalled_job", "fr_answer",
            "WORKERS", "STACK", "asking"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from collviz.runtime.sessions.followed import FollowedSession
+from collviz.runtime.sessions.live import LiveSession, followed_session
 
 WORLD = "0x7f8c496ae9f661"
 BASE_US = 1764097200000000
@@ -35,9 +35,9 @@ def append(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def follow(folder: Path, **options) -> FollowedSession:
+def follow(folder: Path, **options) -> LiveSession:
     """A started session on ``folder`` that reads at every poll and is not ended by idleness."""
-    session = FollowedSession(folder, idle_s=60.0, every_s=0.0, **options)
+    session = followed_session(folder, idle_s=60.0, every_s=0.0, **options)
     session.start()
     return session
 

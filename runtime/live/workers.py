@@ -7,15 +7,15 @@ opens one per rank on the Unix socket ``TORCH_WORKER_SERVER_SOCKET`` names;
 ``dump_traceback``: every thread's Python stack; ``ping``).
 
 A socket's rank is the number its file name ends with (``rank3.sock``), as for Flight Recorder
-dumps: the server's answers do not say it. Every request is bounded (a timeout per rank, a byte
-limit per answer) and all ranks are asked at once; a rank that does not answer in time is named
-in its :class:`Answer`, never waited for longer.
+dumps: the server's answers do not say it. Every request is bounded (one deadline for connecting, asking and reading the whole
+answer, however slowly the server sends it; a byte limit per answer) and all ranks are asked at
+once; a rank that does not answer whole in time is named ``slow`` in its :class:`Answer`, never
+waited for longer.
 """
 
 from __future__ import annotations
 
 import glob
-import http.client
 import re
 import socket
 import stat
@@ -34,6 +34,11 @@ MAX_ANSWER_BYTES = 16 << 20
 """The largest answer read from one rank (a full 20,000-entry Flight Recorder is about 10 MB)."""
 
 _MAX_PARALLEL = 64
+
+_MAX_HEAD = 64 << 10
+"""The most bytes of status line and headers read before a body."""
+
+_STATUS = re.compile(rb"^HTTP/1\.[01] (\d{3})")
 
 
 _STORE_ADDRESS = re.compile(r"^(?P<host>[^/:]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
@@ -63,6 +68,8 @@ class Answer:
     error: str = ""
     took_s: float = 0.0
     status: int | None = None
+    slow: bool = False
+    """Whether the server did not answer whole within the request's deadline (it is not waited for)."""
 
 
 def _is_socket(path: Path) -> bool:
@@ -114,53 +121,69 @@ def find_sockets(target: str) -> list[Worker]:
     return [Worker(rank, str(found[rank])) for rank in sorted(found)]
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    """HTTP over a Unix socket (the worker server's), with one timeout for connecting and each read."""
-
-    def __init__(self, path: str, timeout_s: float) -> None:
-        super().__init__("localhost", timeout=timeout_s)
-        self.socket_path = path
-
-    def connect(self) -> None:
-        """Connect to the socket file instead of a host."""
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.socket_path)
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = sock
-
-
-def _connection(address: str, timeout_s: float) -> http.client.HTTPConnection:
+def _open(address: str, timeout_s: float) -> socket.socket:
+    """A connected socket to a Unix socket's path or ``http://HOST:PORT``, within ``timeout_s``."""
     if address.startswith("http://"):
-        return http.client.HTTPConnection(address.removeprefix("http://").rstrip("/"), timeout=timeout_s)
-    return _UnixConnection(address, timeout_s)
+        host, _, port = address.removeprefix("http://").rstrip("/").rpartition(":")
+        return socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout_s)
+    try:
+        sock.connect(address)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _exchange(address: str, handler: str, deadline: float, limit: int) -> tuple[int, bytes]:
+    """POST to ``handler`` and read the whole answer (HTTP/1.0: the server closes when done) by
+    ``deadline`` (monotonic) and within ``limit`` bytes of body: its status and body. Raises
+    TimeoutError past the deadline (a server sending a byte a second included), ValueError for an
+    answer that is no HTTP or over the limit."""
+    with _open(address, max(0.001, deadline - time.monotonic())) as sock:
+        sock.sendall(f"POST /handler/{handler} HTTP/1.0\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n".encode())
+        received = bytearray()
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            sock.settimeout(left)
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                break
+            received += chunk
+            if len(received) > limit + _MAX_HEAD:
+                raise ValueError(f"its answer is over {limit:,} bytes: not read")
+    head, separator, body = bytes(received).partition(b"\r\n\r\n")
+    status = _STATUS.match(head)
+    if not separator or status is None:
+        raise ValueError("its answer is not HTTP")
+    if len(body) > limit:
+        raise ValueError(f"its answer is over {limit:,} bytes: not read")
+    return int(status[1]), body
 
 
 def _ask(worker: Worker, handler: str, timeout_s: float, limit: int) -> Answer:
     start = time.monotonic()
-    connection = _connection(worker.address, timeout_s)
     try:
-        connection.request("POST", f"/handler/{handler}", body=b"")
-        response = connection.getresponse()
-        body = response.read(limit + 1)
-        took = time.monotonic() - start
-        if response.status != 200:
-            first = body[:200].decode(errors="replace").strip().splitlines()
-            return Answer(worker.rank, None, f"{handler} answered {response.status}"
-                          + (f": {first[0]}" if first else ""), took, response.status)
-        if len(body) > limit:
-            return Answer(worker.rank, None, f"{handler}'s answer is over {limit:,} bytes: not read", took,
-                          response.status)
-        return Answer(worker.rank, body, "", took, response.status)
+        status, body = _exchange(worker.address, handler, start + timeout_s, limit)
     except TimeoutError:
-        return Answer(worker.rank, None, f"no answer within {timeout_s:g} s", time.monotonic() - start)
-    except (OSError, http.client.HTTPException) as exc:
+        return Answer(worker.rank, None, f"slow: no whole answer within {timeout_s:g} s", time.monotonic() - start,
+                      slow=True)
+    except ValueError as exc:
+        return Answer(worker.rank, None, f"{handler}: {exc}", time.monotonic() - start)
+    except (ConnectionRefusedError, FileNotFoundError):
+        return Answer(worker.rank, None, "no worker server there (its rank ended, or has not started)",
+                      time.monotonic() - start)
+    except OSError as exc:
         return Answer(worker.rank, None, f"{type(exc).__name__}: {exc}".rstrip(": "), time.monotonic() - start)
-    finally:
-        connection.close()
+    took = time.monotonic() - start
+    if status != 200:
+        first = body[:200].decode(errors="replace").strip().splitlines()
+        return Answer(worker.rank, None, f"{handler} answered {status}" + (f": {first[0]}" if first else ""), took,
+                      status)
+    return Answer(worker.rank, body, "", took, status)
 
 
 def ask_all(workers: Sequence[Worker], handler: str, timeout_s: float,
@@ -168,6 +191,9 @@ def ask_all(workers: Sequence[Worker], handler: str, timeout_s: float,
     """rank → its server's answer to ``handler``, every rank asked at once, each within ``timeout_s``."""
     if not workers:
         return {}
-    with ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, len(workers))) as pool:
+    pool = ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL, len(workers)))
+    try:
         answers = pool.map(lambda worker: _ask(worker, handler, timeout_s, limit), workers)
         return {answer.rank: answer for answer in answers}
+    finally:  # an interrupt (Ctrl-C, SIGTERM) leaves at once: no request is waited for past it
+        pool.shutdown(wait=False, cancel_futures=True)

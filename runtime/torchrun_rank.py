@@ -1,4 +1,4 @@
-"""One torchrun rank, streaming signed events to ``collviz view --listen``.
+"""One torchrun rank, streaming signed events to ``collviz view --listen`` (beside :mod:`.worker`, which it runs).
 
 torchrun starts the processes (on any number of nodes); each runs one rank under its environment
 (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, …) and sends its events, signed with the shared secret
@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from ..errors import UsageError
-from ..plan import MemoryNeed, RunPlan, plan_run, plan_script, run_start_fields, worker_config
-from ..scenario_files.loading import Scenario
-from ..programs.program import RunOptions
-from ..userjob.script import UserScript
-from ..wire.transport import Endpoints
-from ..worker import worker_main
+from .errors import UsageError
+from .plan import MemoryNeed, RunPlan, plan_run, plan_script, run_start_fields, worker_config
+from .scenario_files.loading import Scenario
+from .programs.program import RunOptions
+from .userjob.script import UserScript
+from .wire.transport import Endpoints
+from .worker import worker_main
 
 __all__ = ["TorchrunRank", "torchrun_rank", "run_torchrun_worker", "run_torchrun_script"]
 

@@ -22,7 +22,12 @@ from dataclasses import dataclass
 
 import msgspec
 
-__all__ = ["Floors", "Trace", "decode_trace", "retired_floors", "tail_content"]
+__all__ = ["MAX_ENTRY_BYTES", "Floors", "Trace", "decode_trace", "retired_floors", "tail_content"]
+
+MAX_ENTRY_BYTES = 64 << 10
+"""The largest entry a trace may hold (a call's entry is a few hundred bytes, a few KB with its
+stack frames): an answer with a larger one (a size of 10⁶ dimensions) is refused in one line
+rather than decoded and multiplied out."""
 
 Floors = dict[tuple[str, bool], int]
 """(group, point-to-point) → a call's sequence number on that group: where a tail starts."""
@@ -68,8 +73,17 @@ class Trace:
 def _place(raw: msgspec.Raw) -> _Place | None:
     try:
         return _PLACE.decode(raw)
-    except msgspec.DecodeError:  # a field of another type (an older torch): decoded in full, never dropped
+    except (msgspec.DecodeError, RecursionError):  # a field of another type (an older torch): decoded in full, never dropped
         return None
+
+
+def _entry(raw: msgspec.Raw) -> object:
+    """One entry decoded in full; an entry nested too deeply for a call's is kept as nothing the
+    Flight Recorder reader takes for a call (it says so in a warning)."""
+    try:
+        return msgspec.json.decode(raw)
+    except RecursionError:
+        return "an entry nested too deeply"
 
 
 def decode_trace(body: bytes, since_ns: int = 0) -> Trace | str:
@@ -81,8 +95,13 @@ def decode_trace(body: bytes, since_ns: int = 0) -> Trace | str:
         return f"not a Flight Recorder trace ({exc})"
     except msgspec.DecodeError as exc:
         return f"not JSON ({exc})"
+    except RecursionError:
+        return "nested deeper than any Flight Recorder trace: not read"
     if not (top.pg_config or top.pg_status):
         return "not a Flight Recorder trace (no pg_config or pg_status)"
+    largest = max(map(len, top.entries), default=0)
+    if largest > MAX_ENTRY_BYTES:
+        return f"not a Flight Recorder trace (an entry of {largest:,} bytes, over {MAX_ENTRY_BYTES:,})"
     kept = [(raw, place) for raw in top.entries
             if (place := _place(raw)) is None or place.time_created_ns >= since_ns]
     return Trace(top.version, top.pg_config, top.pg_status, [raw for raw, _ in kept], [place for _, place in kept])
@@ -123,6 +142,6 @@ def tail_content(traces: Mapping[int, Sequence[Trace]], floors: Floors | None = 
             content["pg_status"].update(trace.pg_status)
             for raw, place in zip(trace.entries, trace.places):
                 if place is None or not place.retired or _key(place)[2] >= floors.get(_key(place)[:2], 0):
-                    content["entries"].append(msgspec.json.decode(raw))
+                    content["entries"].append(_entry(raw))
         contents[rank] = content
     return contents

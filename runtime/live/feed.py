@@ -1,0 +1,255 @@
+"""A running job as collviz events, reading after reading: what the live viewer, the trace and
+export read. :class:`Feed` takes each :class:`~.reading.Reading` (each rank's calls, from any
+reader) and passes on only what no earlier reading showed:
+
+- ``RunStart`` once the job has issued a call (or when the session ends), from the reader (a
+  launcher's job has its launcher's); ``RankStart`` for each rank the first time it answers.
+- One viewer step per call, numbered in the order calls are first seen: per rank a ``Phase`` and
+  ``Collective`` begin once the rank has issued the call, their ends once it completed it (op,
+  group, sequence number, element type and count, bytes; a duration where the source kept one).
+  Times are the source's (when the call was issued), on the monotonic clock of collviz's events.
+- ``Stall`` for each wait (:func:`~.reading.waits_of`, keyed by ``(group, seq)``) that the next
+  reading confirms — the same ranks waiting in the same call — once its waiters have waited
+  ``stall_after_s``: the call, who waits and how long, who is missing and the line of its own code
+  each missing rank is at (the reader's stacks, asked once per wait). Again at every reading while
+  the wait lasts, its waiting time counting up (a stall of a minute never reads "7 s").
+- ``RankEnd`` (``error``) for a rank whose source stops answering while others still answer,
+  after :data:`SILENT_READINGS` readings in a row (one may be a slow answer): named, never waited
+  for again. A rank that never answered is named so too, unless the feed is ``patient`` (a
+  launcher's job that is starting); a launcher that follows its ranks' processes names none.
+
+A call's state is dropped once every member read completed it and the reading no longer holds it,
+so a long watch holds no more than the calls still in flight; a later reading that starts earlier
+again shows no call up to the last dropped in its group again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..observation.rank_lists import ranks_text
+from ..sources.run import Call
+from ..sources.call_table import algo_bytes_of
+from ..wire.protocol import AnyEvent, Collective, Phase, RankEnd, RankStart, RunStart, Stall
+from .reading import CallKey, Reader, Reading, Wait, call_text, waits_of
+
+__all__ = ["SILENT_READINGS", "Feed", "Sink"]
+
+SILENT_READINGS = 2
+"""Readings in a row a rank must not answer, while others do, before it is named."""
+
+
+class Sink(Protocol):
+    """Where the feed's events go (the session's :class:`~collviz.runtime.sessions.intake.Intake`)."""
+
+    def take(self, event: AnyEvent) -> None:
+        """Take in an event stamped for one of the job's ranks."""
+
+    def emit(self, event_type: type[AnyEvent], **fields: Any) -> None:
+        """Take in an event of the session's own (rank ``LAUNCHER_RANK``), stamped by the sink."""
+
+
+@dataclass
+class _Shown:
+    """One call as shown so far: its step, its members, when each rank issued it (the source's
+    clock) and which ranks completed it."""
+
+    index: int
+    members: tuple[int, ...]
+    name: str
+    narration: str
+    """The step's narration where the source worded it (else each rank's own: :func:`_narration`)."""
+    issued: dict[int, int] = field(default_factory=dict)
+    ended: set[int] = field(default_factory=set)
+
+
+def _narration(call: Call) -> str:
+    out = f" → {call.bytes_out:,} B out" if call.bytes_out != call.bytes_in else ""
+    return (f"{call_text(call.op, (call.group, call.group_seq))} (ranks {ranks_text(call.group_ranks)}): "
+            f"{call.dtype} ×{call.count:,}, {call.bytes_in:,} B in{out} on rank {call.rank}.\n"
+            "Read live from the job's Flight Recorder: sizes and state, no values or provenance"
+            + ("." if call.duration_ns else ", no duration."))
+
+
+@dataclass
+class Feed:
+    """Turns each reading of ``reader`` into the events no reading before showed, into ``sink``;
+    ``run`` is the run id of the ranks' events; see the module for ``patient`` and ``names_silent``."""
+
+    sink: Sink
+    run: str
+    reader: Reader
+    patient: bool = False
+    """Whether a rank that never answered is left unnamed (it may not have started yet)."""
+    names_silent: bool = True
+    """Whether a rank that stops answering is named (False: a launcher follows its processes)."""
+    started: bool = False
+    """Whether the RunStart was emitted."""
+    now_ns: Callable[[], int] = time.time_ns
+    """The wall clock a wait's time is measured on (the sources' calls are stamped on it)."""
+    _clock_ns: int = field(default_factory=lambda: time.monotonic_ns() - time.time_ns())
+    _seq: dict[int, int] = field(default_factory=dict)
+    _shown: dict[CallKey, _Shown] = field(default_factory=dict)
+    _done_up_to: dict[str, int] = field(default_factory=dict)
+    """Per group, the last call dropped: it and those before it are never shown again."""
+    _answered: set[int] = field(default_factory=set)
+    _silent: dict[int, int] = field(default_factory=dict)
+    _named: set[int] = field(default_factory=set)
+    _last_waits: dict[CallKey, Wait] = field(default_factory=dict)
+    _stacks: dict[CallKey, dict[int, str]] = field(default_factory=dict)
+    _stalled_s: dict[CallKey, int] = field(default_factory=dict)
+    _last: Reading | None = None
+    confirmed: dict[CallKey, Wait] = field(default_factory=dict)
+    """The waits the last reading confirmed (see the module), by call."""
+    _next_index: int = 0
+
+    def take(self, reading: Reading, stall_after_s: float = 0.0, final: bool = False) -> int:
+        """Pass on what ``reading`` shows that no reading before did; its waits, confirmed by the
+        reading before (or ``final``: the last reading, every wait in it final), become Stalls once
+        waited ``stall_after_s``. The number of events passed on."""
+        passed = 0
+        self._last = reading
+        if not self.started and reading.calls:
+            passed += self.begin()
+        if self.started:
+            passed += self._new_ranks(reading)
+            passed += self._calls_of(reading)
+        waits = waits_of(reading)
+        passed += self._stalls(waits, stall_after_s, final)
+        self._last_waits = waits
+        if self.names_silent:
+            passed += self._silences(reading)
+        return passed
+
+    def begin(self) -> int:
+        """Emit the RunStart (once): at the first call seen, or as the session ends without one."""
+        if self.started:
+            return 0
+        self.started = True
+        fields = self.reader.run_start(self._last or Reading({}))
+        if fields is None:
+            return 0
+        self.sink.emit(RunStart, **fields)
+        return 1
+
+    def stamp(self, event_type: type[Any], rank: int, t_ns: int, **fields: Any) -> None:
+        """Pass on an event of ``rank`` (its next sequence number: a launcher's RankEnd included)."""
+        seq = self._seq.get(rank, 0)
+        self._seq[rank] = seq + 1
+        self.sink.take(event_type(run=self.run, rank=rank, seq=seq, t_ns=t_ns, **fields))
+
+    def close(self) -> None:
+        """Each rank's RankEnd (ok, at its last step), for a source whose end is the session's."""
+        last: dict[int, int] = {}
+        for shown in self._shown.values():
+            for rank in shown.issued:
+                last[rank] = max(last.get(rank, -1), shown.index)
+        for rank in sorted(self._answered - self._named):
+            self.stamp(RankEnd, rank, time.monotonic_ns(), status="ok", phase=last.get(rank))
+
+    def _new_ranks(self, reading: Reading) -> int:
+        news = [rank for rank in reading.answered if rank not in self._answered and rank not in self._named]
+        for rank in news:
+            self._answered.add(rank)
+            self.stamp(RankStart, rank, time.monotonic_ns(), **self.reader.rank_start(rank, reading))
+        return len(news)
+
+    def _calls_of(self, reading: Reading) -> int:
+        """Each rank's calls newly issued or completed, as step events; then drop what is done."""
+        seen: set[CallKey] = set()
+        passed = 0
+        for call in reading.calls:
+            key = (call.group, call.group_seq)
+            if call.rank in self._named or call.group_seq <= self._done_up_to.get(call.group, 0):
+                continue  # a rank given up, or a call already shown and dropped
+            seen.add(key)
+            shown = self._shown.get(key)
+            if shown is None:
+                name, narration = reading.texts.get(key, (call_text(call.op, key), ""))
+                shown = self._shown[key] = _Shown(self._next_index, call.group_ranks, name, narration)
+                self._next_index += 1
+            passed += self._rank_step(shown, call)
+        read = set(reading.answered) - self._named
+        over = [key for key, shown in self._shown.items() if key not in seen and shown.ended >= (
+            read.intersection(shown.members) if reading.whole else set(shown.members) - self._named)]
+        for key in over:
+            del self._shown[key]
+            self._done_up_to[key[0]] = max(self._done_up_to.get(key[0], 0), key[1])
+        return passed
+
+    def _rank_step(self, shown: _Shown, call: Call) -> int:
+        """``call``'s begin events the first time its rank is seen in it, its end events the first
+        time it is seen completed."""
+        name = shown.name
+        at = call.t_ns + self._clock_ns
+        fields = dict(op=call.op, group=call.group, group_ranks=list(call.group_ranks), group_seq=call.group_seq,
+                      dtype=call.dtype, count=call.count, bytes_in=call.bytes_in, bytes_out=call.bytes_out,
+                      algo_bytes=algo_bytes_of(call.op, len(call.group_ranks), call.bytes_in, call.bytes_out),
+                      root=call.root)
+        passed = 0
+        if call.rank not in shown.issued:
+            shown.issued[call.rank] = call.t_ns
+            self.stamp(Phase, call.rank, at, index=shown.index, name=name, edge="begin",
+                       narration=shown.narration or _narration(call))
+            self.stamp(Collective, call.rank, at, phase=shown.index, edge="begin", duration_ns=None, **fields)
+            passed += 2
+        if call.completed and call.rank not in shown.ended:
+            shown.ended.add(call.rank)
+            end = at + (call.duration_ns or 0)
+            self.stamp(Collective, call.rank, end, phase=shown.index, edge="end", duration_ns=call.duration_ns, **fields)
+            self.stamp(Phase, call.rank, end, index=shown.index, name=name, edge="end")
+            passed += 2
+        return passed
+
+    def _stalls(self, waits: dict[CallKey, Wait], after_s: float, final: bool) -> int:
+        """A Stall for each wait confirmed (see the module), waited ``after_s`` at least; again at
+        each reading while it lasts, once its waiting time has grown by a second."""
+        passed = 0
+        self.confirmed = {key: wait for key, wait in waits.items()
+                          if final or (key in self._last_waits and self._last_waits[key].waiting == wait.waiting)}
+        for key, wait in self.confirmed.items():
+            waited_s = max(0.0, (self.now_ns() - wait.issued_ns) / 1e9)
+            if waited_s < after_s or int(waited_s) <= self._stalled_s.get(key, -1):
+                continue
+            self._stalled_s[key] = int(waited_s)
+            stacks = self.stacks_of(wait)
+            elsewhere = [f"rank {rank} is missing from the call, at {stacks.get(rank) or '(stack not read)'}"
+                         for rank in wait.missing]
+            plural = len(wait.waiting) > 1
+            text = (f"{wait.text}: rank{'s' if plural else ''} {ranks_text(wait.waiting)} waiting {waited_s:.0f} s; "
+                    + "; ".join(elsewhere))
+            self.sink.emit(Stall, group=key[0], group_seq=key[1], op=wait.op, waiting=list(wait.waiting),
+                           elsewhere=elsewhere, waited_s=waited_s, text=text)
+            passed += 1
+        return passed
+
+    def stacks_of(self, wait: Wait) -> dict[int, str]:
+        """rank → the line of its own code each rank ``wait`` waits for is at (asked of the reader
+        once per wait: a stack is read only for ranks others wait on)."""
+        stacks = self._stacks.get(wait.key)
+        if stacks is None:
+            stacks = self._stacks[wait.key] = self.reader.stacks(wait.missing)
+        return stacks
+
+    def _silences(self, reading: Reading) -> int:
+        """Name each rank that did not answer :data:`SILENT_READINGS` readings in a row while others did."""
+        if reading.gone:
+            return 0  # the job has ended (or every server is gone): the session's end, not a rank's
+        named = 0
+        for rank, read in sorted(reading.ranks.items()):
+            if not read.error:
+                self._silent.pop(rank, None)
+                continue
+            self._silent[rank] = self._silent.get(rank, 0) + 1
+            unstarted = rank not in self._answered
+            if (self._silent[rank] >= SILENT_READINGS and rank not in self._named and self.started
+                    and not (unstarted and self.patient)):
+                self._named.add(rank)
+                what = "never answered" if unstarted else "stopped answering"
+                self.stamp(RankEnd, rank, time.monotonic_ns(), status="error",
+                           error=f"it {what} ({read.error}): ended or stuck; no longer read")
+                named += 1
+        return named

@@ -1,0 +1,69 @@
+"""The one loop every live view steps: a reader's readings, at the pace's intervals, through one feed.
+
+:class:`LiveLoop` is what ``collviz attach`` (viewer and ``--watch``), ``collviz run``'s Flight
+Recorder mode and ``collviz replay --follow`` all step: :meth:`LiveLoop.step_if_due` takes a
+reading when one is due (never waiting for it: a launcher's own loop calls it between its other
+work), :meth:`LiveLoop.wait_and_step` waits for the next one (up to a timeout, woken by
+:meth:`LiveLoop.interrupt`). Each reading goes to the feed (its events into the session's sink)
+and sets the next interval: the fastest while the reading passed something on or ranks wait,
+growing while the job is steady (:class:`~.pace.Pace`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .feed import Feed
+from .pace import Pace
+from .reading import Reader, Reading, waits_of
+
+__all__ = ["LiveLoop"]
+
+
+@dataclass
+class LiveLoop:
+    """Readings of ``reader`` through ``feed`` at ``pace``; a confirmed wait becomes a Stall once
+    waited ``stall_after_s``."""
+
+    reader: Reader
+    feed: Feed
+    pace: Pace = Pace()
+    stall_after_s: float = 0.0
+    interval: float = field(init=False)
+    """The time to wait before the next reading."""
+    latest: Reading | None = field(default=None, init=False)
+    """The last reading taken."""
+    _due: float = field(default_factory=time.monotonic, init=False)
+    _woken: threading.Event = field(default_factory=threading.Event, init=False)
+
+    def __post_init__(self) -> None:
+        self.interval = self.pace.fastest_s
+
+    def step(self, final: bool = False) -> Reading:
+        """One reading now, through the feed (``final``: every wait in it is final); the next is
+        due an interval later."""
+        reading = self.reader.read()
+        passed = self.feed.take(reading, self.stall_after_s, final)
+        busy = bool(waits_of(reading)) or (self.pace.changes and passed > 0)
+        self.interval = self.pace.after(self.interval, busy)
+        self._due = time.monotonic() + self.interval
+        self.latest = reading
+        return reading
+
+    def step_if_due(self) -> Reading | None:
+        """A reading if one is due (see :meth:`step`), else None at once."""
+        return self.step() if time.monotonic() >= self._due else None
+
+    def wait_and_step(self, timeout: float) -> Reading | None:
+        """Wait up to ``timeout`` seconds for the next reading to fall due, then take it; None when
+        it did not fall due in time or :meth:`interrupt` woke the wait."""
+        wait = self._due - time.monotonic()
+        if self._woken.wait(max(0.0, min(wait, timeout))) or wait > timeout:
+            return None
+        return self.step()
+
+    def interrupt(self) -> None:
+        """Wake a :meth:`wait_and_step` under way (from another thread, or a signal's handler)."""
+        self._woken.set()

@@ -1,0 +1,136 @@
+"""What every live reader gives: one :class:`Reading` of a running job (each rank's calls, or why
+it could not be read), the :class:`Reader` protocol, and the waits a reading shows, keyed by the
+call they wait in — ``(group, sequence number)``, never by how the call is worded.
+
+A reader reads its source once per :meth:`Reader.read` (a job's worker servers, a run's own ranks,
+a folder of NCCL Inspector files; a rank's stack by pid when that reader lands): adding a source is
+one more reader, and the feed (:mod:`.feed`), the loop (:mod:`.loop`) and the session stay as they
+are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..sources.run import Call
+
+__all__ = ["CallKey", "End", "RankRead", "Reader", "Reading", "Wait", "call_text", "waits_of"]
+
+CallKey = tuple[str, int]
+"""A call across its ranks: (group, sequence number on that group)."""
+
+
+def call_text(op: str, key: CallKey) -> str:
+    """How a call is worded for the user (``all_reduce #6 on group 0 (default_pg)``): shown, never a key."""
+    return f"{op} #{key[1]} on group {key[0]}"
+
+
+@dataclass(frozen=True)
+class RankRead:
+    """One rank as read, or why it could not be (``error``; ``slow`` when its source did not
+    answer within the reading's deadline, rather than refused)."""
+
+    rank: int
+    error: str = ""
+    slow: bool = False
+
+
+@dataclass(frozen=True)
+class End:
+    """How a source says the job is over: ``ok`` or ``failed``, and why in one line."""
+
+    status: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Every rank as one look at the source found it, the calls read (in step order: each rank's
+    own order kept; a call a rank is still inside is not ``completed``), and what the source says
+    of the job: its world size, backend and NCCL version where known; ``texts``: a step's name and
+    narration for calls the source words itself (an Inspector record's NCCL figures; else the
+    feed words them)."""
+
+    ranks: Mapping[int, RankRead]
+    calls: Sequence[Call] = ()
+    world_size: int = 0
+    backend: str = "unknown"
+    nccl_version: str = ""
+    texts: Mapping[CallKey, tuple[str, str]] = field(default_factory=dict)
+    whole: bool = True
+    """Whether the reading holds every call still in flight on each rank read (a recorder's tail),
+    so that a call it no longer holds is over for the ranks read; False: it holds only what is new
+    since the reading before (a growing file), and a call is over once every member completed it."""
+
+    @property
+    def answered(self) -> list[int]:
+        """The ranks read, in order."""
+        return sorted(rank for rank, read in self.ranks.items() if not read.error)
+
+    @property
+    def gone(self) -> bool:
+        """Whether no rank answered (the job ended, or every server is gone)."""
+        return bool(self.ranks) and not self.answered
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Ranks waiting inside one call for others: the call (``key``, ``op``), who waits, who is
+    missing (read, and not yet at the call), and when the first waiter issued it (ns since the
+    epoch, the source's clock)."""
+
+    key: CallKey
+    op: str
+    waiting: tuple[int, ...]
+    missing: tuple[int, ...]
+    issued_ns: int
+
+    @property
+    def text(self) -> str:
+        """The call as the user reads it."""
+        return call_text(self.op, self.key)
+
+
+def waits_of(reading: Reading) -> dict[CallKey, Wait]:
+    """The calls some ranks are inside while other members, read, have not issued them (their
+    latest call on the group is earlier): who waits, who is missing. A member not read is unknown,
+    never missing; a call every member read is inside is in flight, not a wait."""
+    calls = reading.calls
+    latest: dict[tuple[int, str], int] = {}
+    for call in calls:
+        latest[call.rank, call.group] = max(latest.get((call.rank, call.group), 0), call.group_seq)
+    inside: dict[CallKey, list[Call]] = {}
+    for call in calls:
+        if not call.completed:
+            inside.setdefault((call.group, call.group_seq), []).append(call)
+    answered = set(reading.answered)
+    waits = {}
+    for key, waiting in inside.items():
+        members = waiting[0].group_ranks
+        missing = tuple(rank for rank in members if rank in answered and latest.get((rank, key[0]), 0) < key[1])
+        if missing:
+            waits[key] = Wait(key, waiting[0].op, tuple(sorted(call.rank for call in waiting)), missing,
+                              min(call.t_ns for call in waiting))
+    return waits
+
+
+class Reader(Protocol):
+    """One kind of running job, read again and again (see the module)."""
+
+    def read(self) -> Reading:
+        """Read the source once: every rank's calls (or why not), each request within its deadline."""
+
+    def stacks(self, ranks: Sequence[int]) -> dict[int, str]:
+        """rank → the line of its own code each of ``ranks`` is at, where the source has stacks
+        (asked only for ranks others wait on); empty where it has none."""
+
+    def run_start(self, reading: Reading) -> dict[str, Any] | None:
+        """The RunStart's fields once ``reading`` holds a call (None: a launcher emits its own)."""
+
+    def rank_start(self, rank: int, reading: Reading) -> dict[str, Any]:
+        """A rank's RankStart fields (device, backend, host, pid), the first time it is read."""
+
+    def ended(self, reading: Reading) -> End | None:
+        """Whether the job is over after ``reading`` (None: read on)."""

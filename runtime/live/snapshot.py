@@ -1,0 +1,176 @@
+"""One snapshot of a running job, like ``py-spy dump``: per rank the call it last completed and
+the call it is in now, who waits on whom, and for each rank the others wait on, its Python stack
+line; the exit status says whether every rank is in step.
+
+A snapshot is made by the one live loop (:class:`~.loop.LiveLoop`, its events discarded): a wait
+counts once the next reading shows the same ranks waiting in the same call
+(:attr:`~.feed.Feed.confirmed`), so the job is read twice, ``interval_s`` apart, where the first
+reading shows a wait (a call some ranks entered a moment before the others is in flight, not a
+wait). Only the ranks others wait on are asked for their stacks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..observation.rank_lists import ranks_text
+from ..wire.protocol import AnyEvent
+from .feed import Feed
+from .loop import LiveLoop
+from .pace import Pace
+from .reading import Reader, Reading, call_text, waits_of
+
+__all__ = ["RankNow", "Snapshot", "Wait", "snapshot_of", "take_snapshot", "watch"]
+
+
+@dataclass(frozen=True)
+class RankNow:
+    """One rank as read: the call it last completed and the call it is in (their text; empty
+    when none), or why it could not be read."""
+
+    rank: int
+    done: str = ""
+    inside: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Ranks waiting in one call for others: the call (as worded), who waits, who is missing, and
+    where each missing rank's Python is (rank → stack line, empty where it could not be read)."""
+
+    call: str
+    waiting: tuple[int, ...]
+    missing: tuple[int, ...]
+    stacks: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every rank as read, and the waits both readings agree on."""
+
+    ranks: list[RankNow]
+    waits: list[Wait]
+
+    @property
+    def exit_status(self) -> int:
+        """0 when every rank answered and none waits on another; else 1."""
+        return 1 if self.waits or any(now.error for now in self.ranks) else 0
+
+    def document(self) -> dict:
+        """The snapshot as JSON-ready data (``collviz attach --json``): per rank its last completed
+        call and the call it is in (null when none), the call it waits in and for whom, the call it
+        is missing from and its stack line, or why it was not read; then every wait, the ranks
+        others wait on (``missing``), the ranks not read and the exit status."""
+        waiting = {rank: wait for wait in self.waits for rank in wait.waiting}
+        missing = {rank: wait for wait in self.waits for rank in wait.missing}
+        ranks = []
+        for now in self.ranks:
+            row: dict = {"rank": now.rank}
+            if now.error:
+                ranks.append({**row, "error": now.error})
+                continue
+            waits_in, absent_from = waiting.get(now.rank), missing.get(now.rank)
+            ranks.append({**row, "last_completed": now.done or None, "current": now.inside or None,
+                          "waiting_in": waits_in.call if waits_in else None,
+                          "waiting_for": list(waits_in.missing) if waits_in else [],
+                          "missing_from": absent_from.call if absent_from else None,
+                          "stack": (absent_from.stacks.get(now.rank) or None) if absent_from else None})
+        return {"ranks": ranks,
+                "waits": [{"call": w.call, "waiting": list(w.waiting), "missing": list(w.missing),
+                           "stacks": {str(r): w.stacks.get(r) or None for r in w.missing}} for w in self.waits],
+                "missing": sorted(missing), "not_read": [now.rank for now in self.ranks if now.error],
+                "in_step": self.exit_status == 0, "exit_status": self.exit_status}
+
+    def text(self) -> str:
+        """The snapshot in lines: one per rank, then one per wait with each missing rank's stack."""
+        lines = []
+        for now in self.ranks:
+            if now.error:
+                lines.append(f"rank {now.rank}: not read: {now.error}")
+                continue
+            done = f"last completed {now.done}" if now.done else "no call completed"
+            lines.append(f"rank {now.rank}: {done}; " + (f"now in {now.inside}" if now.inside else "in no collective"))
+        for wait in self.waits:
+            plural = "s" if len(wait.missing) > 1 else ""
+            lines.append(f"waiting: {wait.call}: rank{'s' if len(wait.waiting) > 1 else ''} {ranks_text(wait.waiting)} "
+                         f"wait{'' if len(wait.waiting) > 1 else 's'} for rank{plural} {ranks_text(wait.missing)}")
+            for rank in wait.missing:
+                lines.append(f"  rank {rank} is missing from the call, at {wait.stacks.get(rank) or '(stack not read)'}")
+        if not self.waits and not any(now.error for now in self.ranks):
+            lines.append("every rank is in step")
+        return "\n".join(lines)
+
+
+class _Discard:
+    """A feed's sink for a snapshot: its events are not wanted, only its confirmed waits."""
+
+    def take(self, event: AnyEvent) -> None:
+        """Drop the event."""
+
+    def emit(self, event_type: type[AnyEvent], **fields: Any) -> None:
+        """Drop the event."""
+
+
+def snapshot_of(feed: Feed, reading: Reading) -> Snapshot:
+    """The snapshot of ``reading``, its waits those ``feed`` confirmed (with their stacks)."""
+    done: dict[int, str] = {}
+    inside: dict[int, str] = {}
+    for call in reading.calls:
+        text = call_text(call.op, (call.group, call.group_seq))
+        if call.completed:
+            done[call.rank] = text
+            inside.pop(call.rank, None)
+        else:
+            inside[call.rank] = text
+    ranks = [RankNow(rank, error=read.error) if read.error else RankNow(rank, done.get(rank, ""), inside.get(rank, ""))
+             for rank, read in sorted(reading.ranks.items())]
+    waits = [Wait(wait.text, wait.waiting, wait.missing, {r: feed.stacks_of(wait).get(r, "") for r in wait.missing})
+             for wait in feed.confirmed.values()]
+    return Snapshot(ranks, waits)
+
+
+def _loop(reader: Reader, pace: Pace) -> LiveLoop:
+    return LiveLoop(reader, Feed(_Discard(), "snapshot", reader, names_silent=False), pace)
+
+
+def take_snapshot(reader: Reader, interval_s: float = 1.0, sleep: Callable[[float], None] = time.sleep) -> Snapshot:
+    """Read every rank (twice when some wait, ``interval_s`` apart) and ask the ranks the others
+    wait on for their stacks; the snapshot of the last reading."""
+    loop = _loop(reader, Pace(interval_s, interval_s))
+    reading = loop.step()
+    if not _unconfirmed(loop.feed, reading):
+        return snapshot_of(loop.feed, reading)
+    sleep(interval_s)
+    return snapshot_of(loop.feed, loop.step())
+
+
+def _unconfirmed(feed: Feed, reading: Reading) -> bool:
+    """Whether ``reading`` shows a wait the feed has not confirmed yet (the next reading may)."""
+    return bool(set(waits_of(reading)) - set(feed.confirmed))
+
+
+def watch(reader: Reader, show: Callable[[Snapshot], None], pace: Pace = Pace(), readings: int | None = None,
+          sleep: Callable[[float], None] = time.sleep) -> tuple[Snapshot | None, Reading]:
+    """Read every rank, paced by ``pace``, until ``readings`` readings were taken (None: until
+    interrupted) or no rank answers (the job is gone); ``show`` each snapshot that differs from the
+    one shown before (a first reading that shows a wait is not: the next confirms the wait or not). The last snapshot shown
+    (None: none was) and the last reading."""
+    loop = _loop(reader, pace)
+    shown: Snapshot | None = None
+    taken = 0
+    while True:
+        reading = loop.step()
+        taken += 1
+        snapshot = snapshot_of(loop.feed, reading)
+        if reading.gone and shown is not None:
+            return shown, reading
+        if snapshot != shown and not (taken == 1 and _unconfirmed(loop.feed, reading)):
+            shown = snapshot
+            show(snapshot)
+        if (readings is not None and taken >= readings) or reading.gone:
+            return shown, reading
+        sleep(loop.interval)
