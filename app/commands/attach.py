@@ -66,9 +66,10 @@ does not answer is named, not waited for.
 
 --watch (headless, as --json is) reads again and again and prints each snapshot that differs
 from the last (with --json, one document per line), until Ctrl-C, --count readings or no rank
-answers (the job ended). Every reading costs each rank the building of its whole Flight Recorder
-answer (torch cannot send less), so the pace adapts: every --interval seconds while calls move or
-ranks wait, twice as long after each reading that finds nothing new, up to --slowest.
+answers (the job ended: said in one line; exit 1 if ranks waited on others then). Every reading
+costs each rank the building of its whole Flight Recorder answer (torch cannot send less), so the
+pace adapts: every --interval seconds while ranks wait, else every --slowest seconds (however
+fast the calls move).
 
 The worker server has no authentication: anyone who can open its socket or port can read it,
 so keep the sockets in a folder only you can read, and the ports inside the cluster's network.
@@ -89,7 +90,7 @@ def build_parser() -> OneLineParser:
                         help="the longest each rank's server is waited for, per request (default 2)")
     parser.add_argument("--interval", type=float, default=1.0, metavar="S",
                         help="the time between the two readings that confirm a wait, and between readings while "
-                             "the job changes or waits (the viewer, --watch; default 1)")
+                             "ranks wait (the viewer, --watch; default 1)")
     add_json_option(parser, "the snapshot (per rank: last and current call, the call it waits in or is "
                             "missing from, its stack line)")
     parser.add_argument("--watch", action="store_true",

@@ -124,7 +124,7 @@ def play_plan(plan: RunPlan, *, headless: bool, json_output: bool = False, viewe
     from collviz.runtime.sessions.headless import report_outcome
     from collviz.runtime.sessions.recorder_live import WATCHED
 
-    session.pace = WATCHED  # a run read from Flight Recorder: each call shown within a second
+    session.pace = WATCHED  # a run read from Flight Recorder: its calls shown every 10 s, its waits every second
     session.start()  # fork before the viewer starts its threads
     exit_code = run_viewer(session=session, options=viewer)
     if kept is not None:

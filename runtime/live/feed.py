@@ -18,7 +18,8 @@ reader) and passes on only what no earlier reading showed:
   for again. A rank that never answered is named so too, unless the feed is ``patient`` (a
   launcher's job that is starting); a launcher that follows its ranks' processes names none.
 
-A call's state is dropped once every member read completed it and the reading no longer holds it,
+A call's state is dropped once every member the reader reads (answering or not: a rank slow or
+not started yet still counts) completed it and the reading no longer holds it,
 so a long watch holds no more than the calls still in flight; a later reading that starts earlier
 again shows no call up to the last dropped in its group again.
 """
@@ -172,7 +173,7 @@ class Feed:
                 shown = self._shown[key] = _Shown(self._next_index, call.group_ranks, name, narration)
                 self._next_index += 1
             passed += self._rank_step(shown, call)
-        read = set(reading.answered) - self._named
+        read = set(reading.ranks) - self._named  # a rank not answering this time (slow, starting) still counts
         over = [key for key, shown in self._shown.items() if key not in seen and shown.ended >= (
             read.intersection(shown.members) if reading.whole else set(shown.members) - self._named)]
         for key in over:

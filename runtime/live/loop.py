@@ -5,8 +5,8 @@ Recorder mode and ``collviz replay --follow`` all step: :meth:`LiveLoop.step_if_
 reading when one is due (never waiting for it: a launcher's own loop calls it between its other
 work), :meth:`LiveLoop.wait_and_step` waits for the next one (up to a timeout, woken by
 :meth:`LiveLoop.interrupt`). Each reading goes to the feed (its events into the session's sink)
-and sets the next interval: the fastest while the reading passed something on or ranks wait,
-growing while the job is steady (:class:`~.pace.Pace`).
+and sets the next interval: the fastest while ranks wait, the slowest while none does, however
+fast the calls move (:class:`~.pace.Pace`: a reading costs each rank its whole recorder's answer).
 """
 
 from __future__ import annotations
@@ -45,16 +45,20 @@ class LiveLoop:
         """One reading now, through the feed (``final``: every wait in it is final); the next is
         due an interval later."""
         reading = self.reader.read()
-        passed = self.feed.take(reading, self.stall_after_s, final)
-        busy = bool(waits_of(reading)) or (self.pace.changes and passed > 0)
-        self.interval = self.pace.after(self.interval, busy)
+        self.feed.take(reading, self.stall_after_s, final)
+        self.interval = self.pace.after(busy=bool(waits_of(reading)))
         self._due = time.monotonic() + self.interval
         self.latest = reading
         return reading
 
+    @property
+    def due(self) -> bool:
+        """Whether the next reading is due."""
+        return time.monotonic() >= self._due
+
     def step_if_due(self) -> Reading | None:
         """A reading if one is due (see :meth:`step`), else None at once."""
-        return self.step() if time.monotonic() >= self._due else None
+        return self.step() if self.due else None
 
     def wait_and_step(self, timeout: float) -> Reading | None:
         """Wait up to ``timeout`` seconds for the next reading to fall due, then take it; None when

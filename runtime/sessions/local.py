@@ -41,7 +41,7 @@ from .contract import RunOutcome
 from .intake import SocketIntake
 from .rank_output import Echo, RankOutput
 from .recorded import DUMP_GRACE_S, RecorderDumps
-from .recorder_live import LiveRecorder, run_pace
+from .recorder_live import UNWATCHED, LiveRecorder
 
 __all__ = ["remove_stale_run_folders", "LocalSession", "worker_log_lines"]
 
@@ -163,7 +163,7 @@ class LocalSession:
     ended anyway (they are ended as soon as each has dumped)."""
     pace: Pace | None = None
     """How often a run read from Flight Recorder reads its ranks while they run (the viewer's:
-    :data:`~.recorder_live.WATCHED`); None: :func:`~.recorder_live.run_pace` of the plan's timeout."""
+    :data:`~.recorder_live.WATCHED`); None: :data:`~.recorder_live.UNWATCHED`."""
     _live: LiveRecorder | None = None
     warnings: list[str] = field(default_factory=list)
     """What reading the ranks' Flight Recorder dumps could not show (a rank without a dump, …)."""
@@ -225,7 +225,7 @@ class LocalSession:
         if recorder is not None:
             device = "cpu" if plan.backend.device_kind == "cpu" else ""  # no GPU visible: the script's only device
             self._live = LiveRecorder(intake, self.run_id, recorder, Launched(self.pids, platform.node(), device),
-                                      self.pace or run_pace(plan.timeout_s), plan.timeout_s, forked_ns)
+                                      self.pace or UNWATCHED, plan.timeout_s, forked_ns)
 
     @property
     def pids(self) -> dict[int, int]:

@@ -15,14 +15,19 @@ of code each missing rank is at) and :attr:`LiveRecorder.hang`: the launcher end
 run ends otherwise (a rank failed, Ctrl-C), :meth:`LiveRecorder.last_look` reads once more before
 the ranks are asked to dump, every wait then final, with the missing ranks' stacks.
 
-Pace (:func:`run_pace`): watched in the viewer, every second while calls move; unwatched
-(headless), only waits quicken it, and the steady pace is a third of ``timeout_s`` (1–10 s), so a
-hang is confirmed soon after it outlasts the timeout while a steady job is read rarely (each
-reading costs a rank the building of its whole recorder's answer: BENCHMARKS, attach's cost).
+Read less: a reading of the calls costs each rank the building of its whole recorder's answer
+(~25 ms at 2,000 calls), its groups' status alone microseconds (the handler collviz adds to the
+ranks it starts: :data:`~collviz.runtime.userjob.recorder.STATUS_HANDLER`). So the status is read
+every second, and the calls only every 10 s in the viewer (:data:`WATCHED`), every minute headless
+(:data:`UNWATCHED`), or at once when the status shows a rank still inside the call it was inside a
+second before; then every second while ranks wait, so a hang is confirmed soon after it outlasts
+the timeout while a steady job is read rarely (``benchmarks/live_cost.py``).
 """
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,24 +37,39 @@ from ..live.pace import Pace
 from ..live.recorder_reader import Launched, RecorderReader
 from ..live.workers import Answer, Worker, ask_all
 from ..observation.rank_lists import ranks_text
-from ..userjob.recorder import socket_path
+from ..userjob.recorder import STATUS_HANDLER, socket_path
 from ..wire.protocol import AnyEvent, Phase, RankEnd, RankStart, Stall
 from .intake import Intake
 from .recorded import RecorderDumps
 
-__all__ = ["WATCHED", "LiveRecorder", "run_pace"]
+__all__ = ["STATUS_EVERY_S", "UNWATCHED", "WATCHED", "LiveRecorder", "stuck"]
 
 WATCHED = Pace(fastest_s=1.0, slowest_s=10.0)
-"""The pace of a run shown in the viewer: every second while calls move or ranks wait."""
+"""The pace of a run shown in the viewer: every second while ranks wait, else every 10 s."""
+
+UNWATCHED = Pace(fastest_s=1.0, slowest_s=60.0)
+"""The pace of a run nobody watches live (headless): its calls are read for its hangs, which the
+groups' status finds (:data:`STATUS_EVERY_S`), and from its dumps at its end."""
+
+STATUS_EVERY_S = 1.0
+"""How often the running ranks' groups' status is read (microseconds of a rank's CPU each)."""
 
 TIMEOUT_S = 2.0
 """Each request's deadline."""
 
 
-def run_pace(timeout_s: float) -> Pace:
-    """The pace of a run nobody watches live: every second while ranks wait, else every third of
-    ``timeout_s`` (1–10 s) once steady."""
-    return Pace(fastest_s=1.0, slowest_s=min(10.0, max(1.0, timeout_s / 3)), changes=False)
+def stuck(before: Mapping[int, dict], now: Mapping[int, dict]) -> bool:
+    """Whether some rank is inside a call (a group's last call enqueued past its last completed)
+    that it was inside at the status before too, not one completed since: a call that may wait."""
+    for rank, groups in now.items():
+        for name, group in groups.items():
+            earlier = before.get(rank, {}).get(name)
+            if not isinstance(group, dict) or not isinstance(earlier, dict):
+                continue
+            completed, enqueued = group.get("last_completed_collective"), group.get("last_enqueued_collective")
+            if completed == earlier.get("last_completed_collective") and str(enqueued) != str(completed):
+                return True
+    return False
 
 
 class _Passing:
@@ -100,6 +120,8 @@ class LiveRecorder:
         self.reader = RecorderReader(workers, TIMEOUT_S, since_ns, self._ask, launched=launched)
         self.feed = Feed(self._sink, run, self.reader, patient=True, names_silent=False)
         self._loop = LiveLoop(self.reader, self.feed, pace, stall_after_s=timeout_s)
+        self._status: dict[int, dict] = {}
+        self._status_due = time.monotonic()
         self.hang = ""
         """The Stall of the first wait that outlasted ``timeout_s`` (its text), or empty."""
 
@@ -113,10 +135,31 @@ class LiveRecorder:
         answers.update({w.rank: self._dumps.answer(w.rank, handler) for w in workers if w.rank in self._exited})
         return answers
 
+    def _may_wait(self) -> bool:
+        """Whether the running ranks' groups' status (read every :data:`STATUS_EVERY_S`) shows a
+        rank still inside the call it was inside at the status before."""
+        if time.monotonic() < self._status_due:
+            return False
+        self._status_due = time.monotonic() + STATUS_EVERY_S
+        running = [worker for worker in self.reader.workers if worker.rank not in self._exited]
+        answers = ask_all(running, STATUS_HANDLER, TIMEOUT_S)
+        now = {}
+        for rank, answer in answers.items():
+            try:
+                status = json.loads(answer.body or b"{}").get("pg_status")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(status, dict):
+                now[rank] = status
+        before, self._status = self._status, now
+        return stuck(before, now)
+
     def read_if_due(self) -> list[AnyEvent]:
-        """One reading if one is due: the ranks' events it took in (a wait that outlasted the
-        timeout also sets :attr:`hang`)."""
-        self._loop.step_if_due()
+        """One reading if one is due, or sooner where the groups' status shows a rank that may
+        wait: the ranks' events it took in (a wait that outlasted the timeout also sets
+        :attr:`hang`)."""
+        if self._loop.due or self._may_wait():
+            self._loop.step()
         if self._sink.stalls and not self.hang:
             self.hang = self._sink.stalls[0]
         return self._sink.passed()

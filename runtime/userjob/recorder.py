@@ -6,8 +6,8 @@ While the script runs, the rank (:func:`recorded_rank`):
 - keeps Flight Recorder on: ``TORCH_FR_BUFFER_SIZE`` is set to :data:`DEFAULT_ENTRIES` where the
   user left it unset (torch 2.8's gloo records nothing without it), before the script creates
   its process group;
-- serves its recorder and Python stacks on torch's worker server, on the Unix socket
-  ``rank<r>.sock`` of the run's folder (``torch.distributed.elastic.control_plane.worker_main``,
+- serves its recorder and Python stacks on torch's worker server, and its groups' status alone
+  (:data:`STATUS_HANDLER`, a handler of collviz's), on the Unix socket ``rank<r>.sock`` of the run's folder (``torch.distributed.elastic.control_plane.worker_main``,
   the way a job under torchrun opens it), for whoever attaches while it runs;
 - writes its recorder to ``fr_rank<r>.json`` in that folder (``_dump_fr_trace_json``: torch's
   own JSON, what the Flight Recorder reader opens; with NCCL's recorder's calls joined, where
@@ -40,8 +40,8 @@ from pathlib import Path
 import torch._C._distributed_c10d as _c10d
 from torch.distributed.elastic.control_plane import TORCH_WORKER_SERVER_SOCKET, worker_main
 
-__all__ = ["DEFAULT_ENTRIES", "FR_BUFFER_ENV", "SERVER_START_S", "SETTLE_S", "RecorderPlace", "dump_path", "merged_dump", "recorder_json",
-           "socket_path", "recorded_rank"]
+__all__ = ["DEFAULT_ENTRIES", "FR_BUFFER_ENV", "SERVER_START_S", "SETTLE_S", "STATUS_HANDLER", "RecorderPlace", "dump_path",
+           "merged_dump", "recorder_json", "socket_path", "recorded_rank"]
 
 FR_BUFFER_ENV = "TORCH_FR_BUFFER_SIZE"
 """How many calls torch's Flight Recorder keeps per rank (torch reads it as a process group is made)."""
@@ -52,6 +52,12 @@ SERVER_START_S = 5.0
 SETTLE_S = 0.2
 """As the script ends, how long its last calls get to be recorded as completed before the dump
 (a call that never completes, in a failing run, costs the rank this long)."""
+
+STATUS_HANDLER = "collviz_fr_status"
+"""The worker-server handler collviz adds in the ranks it starts: every recorder's groups' status
+alone (``pg_status``: each group's last call enqueued, started and completed), without a call —
+microseconds, where the whole buffer costs the rank tens of milliseconds — so the launcher looks
+often at whether a rank is stuck, and reads the calls rarely."""
 
 DEFAULT_ENTRIES = 2000
 """Calls kept per rank where the user did not say: torch's own default since 2.11 (2.8 keeps none
@@ -107,15 +113,28 @@ def recorder_json() -> bytes | None:
     return json.dumps(merged).encode() if merged.get("entries") else None
 
 
+def _statuses() -> dict:
+    """Every recorder's groups' status (``pg_status``), as one mapping."""
+    found: dict = {}
+    for dump in _recorders():
+        found.update(json.loads(dump(False, False)).get("pg_status") or {})
+    return found
+
+
+def _serve_status(request: _c10d._Request, response: _c10d._Response) -> None:
+    """:data:`STATUS_HANDLER`'s answer: ``{"pg_status": …}``."""
+    response.set_content(json.dumps({"pg_status": _statuses()}).encode(), "application/json")
+    response.set_status(200)
+
+
 def _settle(most_s: float) -> None:
     """Wait (at most ``most_s``) until every group's last call issued is recorded as completed:
     gloo's thread retires a call just after its waiter is woken, so a dump taken at once can
     show the script's last call unfinished. Asks torch for the groups' status alone (no entries)."""
     deadline = time.monotonic() + most_s
     while time.monotonic() < deadline:
-        statuses = [json.loads(dump(False, False)).get("pg_status") or {} for dump in _recorders()]
         if all(str(group.get("last_completed_collective")) == str(group.get("last_enqueued_collective"))
-               for status in statuses for group in status.values() if isinstance(group, dict)):
+               for group in _statuses().values() if isinstance(group, dict)):
             return
         time.sleep(0.001)
 
@@ -216,6 +235,7 @@ def recorded_rank(place: RecorderPlace, rank: int) -> Iterator[None]:
     """Run the body (the script) as rank ``rank`` with its recorder on, served and dumped (see the
     module's text); the dump is written before the body's exception, if any, goes on."""
     os.environ.setdefault(FR_BUFFER_ENV, str(DEFAULT_ENTRIES))
+    _c10d._register_handler(STATUS_HANDLER, _serve_status)
     dumper = _Dumper(dump_path(place.folder, rank))
     threading.Thread(target=dumper.on_request, args=(place.request_fd,), name="collviz-fr-dump",
                      daemon=True).start()

@@ -291,7 +291,7 @@ def test_an_answer_that_is_no_trace_is_said_in_one_line(body, expected):
     assert isinstance(found, str) and found.startswith(expected) and "\n" not in found
 
 
-def test_the_pace_doubles_while_steady_and_is_fastest_while_calls_move_or_ranks_wait():
+def test_the_pace_is_the_slowest_while_no_rank_waits_however_calls_move_and_the_fastest_while_ranks_wait():
     from collviz.runtime.live.pace import Pace
     from collviz.runtime.live.snapshot import watch
 
@@ -302,8 +302,8 @@ def test_the_pace_doubles_while_steady_and_is_fastest_while_calls_move_or_ranks_
     slept: list[float] = []
     shown = []
     last, _ = watch(_reader(ask), shown.append, Pace(0.5, 3.0), readings=10, sleep=slept.append)
-    assert slept == [0.5, 1.0, 2.0, 3.0, 3.0, 0.5, 0.5, 0.5, 0.5], \
-        "new readings: fast; steady: 1, 2, 3 (the slowest); a new call and a wait: fastest again"
+    assert slept == [3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 0.5, 0.5, 0.5], \
+        "no wait: the slowest, a new call included; a wait: the fastest"
     assert [s.ranks[0].inside for s in shown] == ["", "", "all_reduce #5 on group 0 (default_pg)",
                                                   "all_reduce #5 on group 0 (default_pg)", ""]
     assert [s.exit_status for s in shown] == [0, 0, 0, 1, 0] and last == shown[-1], \

@@ -217,3 +217,12 @@ def test_a_lasting_waits_time_counts_up_at_every_reading_and_its_stack_is_read_o
     assert [(e.group_seq, e.waiting, round(e.waited_s)) for e in stalls] == [(4, [0], 130), (4, [0], 190)]
     assert stalls[-1].text.startswith("all_reduce #4 on group 0 (default_pg): rank 0 waiting 190 s; rank 1 is missing")
     assert [ranks for handler, ranks in asked if handler == "dump_traceback"] == [[1]]
+
+
+def test_calls_a_rank_not_yet_answering_completed_are_shown_once_it_answers():
+    ask, _ = asking([{0: fr_answer(3, False), 1: None}, {0: fr_answer(3, False), 1: fr_answer(3, False)}])
+    session = _session(ask, running=lambda: True)
+    session.start()
+    events = _poll_until(session, lambda found: len(_ends(found, 1)) == 3)
+    session.stop()
+    assert [seq for _, seq, *_ in _ends(events, 0)] == [seq for _, seq, *_ in _ends(events, 1)] == [1, 2, 3]

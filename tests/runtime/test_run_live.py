@@ -145,3 +145,16 @@ def test_a_wait_past_the_timeout_ends_the_run_naming_the_missing_rank_and_its_li
     assert stall.waited_s >= TIMEOUT_S
     assert next(e for e in run["events"] if isinstance(e, RunEnd)).status == "failed"
     assert "hang: all_reduce #2" in run["stdout"], "the summary says so"
+
+
+def test_a_rank_still_inside_the_call_it_was_inside_a_status_before_may_wait():
+    from collviz.runtime.sessions.recorder_live import stuck
+
+    def status(enqueued: int, completed: int) -> dict:
+        return {"0": {"last_enqueued_collective": enqueued, "last_started_collective": enqueued,
+                      "last_completed_collective": completed}}
+
+    assert stuck({0: status(5, 4), 1: status(5, 5)}, {0: status(5, 4), 1: status(6, 6)}), "rank 0 still inside #5"
+    assert not stuck({0: status(5, 4)}, {0: status(9, 8)}), "it completed calls since: its calls flow"
+    assert not stuck({0: status(5, 5)}, {0: status(5, 5)}), "in no call: nothing to wait in"
+    assert not stuck({}, {0: status(5, 4)}), "one status says nothing yet"
