@@ -15,7 +15,9 @@ While the script runs, the rank (:func:`recorded_rank`):
   exception, or when the launcher asks — it closes its end of a pipe every rank listens on, when a
   run fails or is interrupted, and a rank blocked in a collective its peer never joins still
   dumps from a thread of its own (the call's wait releases the interpreter lock). The file
-  appears whole or not at all (written aside, then renamed).
+  appears whole or not at all (written aside, then renamed). Reading NCCL's recorder queries
+  CUDA events: the dump thread makes the rank's own GPU its device first (a thread with none set
+  would create a context on GPU 0, about 0.5 GiB in every rank).
 
 Nothing runs per call: the recorder is torch's, in C++. The thread waiting on the pipe sleeps in
 ``read`` until the run ends. torch leaves the socket file behind when its server shuts down (and
@@ -37,6 +39,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 import torch._C._distributed_c10d as _c10d
 from torch.distributed.elastic.control_plane import TORCH_WORKER_SERVER_SOCKET, worker_main
 
@@ -120,12 +123,22 @@ def _settle(most_s: float) -> None:
         time.sleep(0.001)
 
 
+def _use_rank_device(device: torch.device) -> None:
+    """Make ``device`` (the rank's) this thread's CUDA device, where the rank uses CUDA: NCCL's
+    recorder queries CUDA events, and in a thread with no device set that creates a context on
+    GPU 0. Nothing where CUDA is not in use (no context is created for a dump)."""
+    if device.type == "cuda" and torch.cuda.is_initialized():
+        torch.cuda.set_device(device)
+
+
 class _Dumper:
     """Writes the rank's dump, one thread at a time: when the launcher asks, and again as the script
     ends (the later dump holds every call of the earlier one, and those since)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, device: torch.device) -> None:
         self.path = path
+        self.device = device
+        """The rank's device, which the thread dumping on request makes its own."""
         self._lock = threading.Lock()
 
     def dump(self, settle_s: float = 0.0) -> None:
@@ -142,12 +155,13 @@ class _Dumper:
             os.replace(aside, self.path)
 
     def on_request(self, fd: int) -> None:
-        """Wait (asleep in ``read``) for the pipe's end of file, then dump."""
+        """Wait (asleep in ``read``) for the pipe's end of file, then dump (on the rank's device)."""
         try:
             while os.read(fd, 64):
                 pass
         except OSError:
             return
+        _use_rank_device(self.device)
         self.dump()
 
 
@@ -212,11 +226,11 @@ def _worker_server(path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def recorded_rank(place: RecorderPlace, rank: int) -> Iterator[None]:
-    """Run the body (the script) as rank ``rank`` with its recorder on, served and dumped (see the
-    module's text); the dump is written before the body's exception, if any, goes on."""
+def recorded_rank(place: RecorderPlace, rank: int, device: torch.device) -> Iterator[None]:
+    """Run the body (the script) as rank ``rank`` on ``device`` with its recorder on, served and
+    dumped (see the module's text); the dump is written before the body's exception, if any, goes on."""
     os.environ.setdefault(FR_BUFFER_ENV, str(DEFAULT_ENTRIES))
-    dumper = _Dumper(dump_path(place.folder, rank))
+    dumper = _Dumper(dump_path(place.folder, rank), device)
     threading.Thread(target=dumper.on_request, args=(place.request_fd,), name="collviz-fr-dump",
                      daemon=True).start()
     with _worker_server(socket_path(place.folder, rank)):

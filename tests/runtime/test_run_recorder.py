@@ -252,3 +252,47 @@ def test_a_ranks_recorders_are_joined_into_one_dump():
     assert joined["entries"] == [{"collective_seq_id": 1}, {"collective_seq_id": 7}]
     assert joined["pg_config"] == {"0": {"desc": "default_pg"}, "1": {"desc": "cpu"}}
     assert set(joined["pg_status"]) == {"0", "1"}
+
+
+class _FakeCuda:
+    """torch.cuda on a machine whose script uses GPU ``current``: what collviz asks of it, in order."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, current: int, initialized: bool = True) -> None:
+        import torch
+
+        self.calls: list[tuple[str, object]] = []
+        monkeypatch.setattr(torch.cuda, "is_initialized", lambda: initialized)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
+        monkeypatch.setattr(torch.cuda, "set_device", lambda device: self.calls.append(("set_device", device)))
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: self.calls.append(("synchronize", device)))
+
+
+def _closed_pipe() -> int:
+    read, write = os.pipe()
+    os.close(write)
+    return read
+
+
+def test_the_dump_thread_reads_the_recorder_on_the_ranks_own_gpu(monkeypatch, tmp_path):
+    import torch
+
+    from collviz.runtime.userjob import recorder
+
+    cuda = _FakeCuda(monkeypatch, current=0)
+    monkeypatch.setattr(recorder, "recorder_json", lambda: cuda.calls.append(("dump", None)) or b'{"entries": []}')
+    dumper = recorder._Dumper(tmp_path / "fr_rank3.json", torch.device("cuda", 3))
+    dumper.on_request(_closed_pipe())
+    assert cuda.calls == [("set_device", torch.device("cuda", 3)), ("dump", None)]
+    assert (tmp_path / "fr_rank3.json").read_bytes() == b'{"entries": []}'
+
+
+def test_the_dump_thread_creates_no_cuda_context_where_the_rank_uses_none(monkeypatch, tmp_path):
+    import torch
+
+    from collviz.runtime.userjob import recorder
+
+    cuda = _FakeCuda(monkeypatch, current=0, initialized=False)
+    monkeypatch.setattr(recorder, "recorder_json", lambda: None)
+    recorder._Dumper(tmp_path / "fr_rank1.json", torch.device("cuda", 1)).on_request(_closed_pipe())
+    recorder._Dumper(tmp_path / "fr_rank0.json", torch.device("cpu")).on_request(_closed_pipe())
+    assert cuda.calls == []
