@@ -12,7 +12,8 @@ While the script runs, the rank (:func:`recorded_rank`):
 - writes its recorder to ``fr_rank<r>.json`` in that folder (``_dump_fr_trace_json``: torch's
   own JSON, what the Flight Recorder reader opens; with NCCL's recorder's calls joined, where
   torch has NCCL — :func:`recorder_json`; none while it has recorded no call): when the script ends, normally or by an
-  exception, or when the launcher asks — it closes its end of a pipe every rank listens on, when a
+  exception (after the device has finished its queued work, so NCCL's last calls read as
+  completed, not scheduled), or when the launcher asks — it closes its end of a pipe every rank listens on, when a
   run fails or is interrupted, and a rank blocked in a collective its peer never joins still
   dumps from a thread of its own (the call's wait releases the interpreter lock). The file
   appears whole or not at all (written aside, then renamed). Reading NCCL's recorder queries
@@ -43,7 +44,7 @@ import torch
 import torch._C._distributed_c10d as _c10d
 from torch.distributed.elastic.control_plane import TORCH_WORKER_SERVER_SOCKET, worker_main
 
-__all__ = ["DEFAULT_ENTRIES", "FR_BUFFER_ENV", "SERVER_START_S", "SETTLE_S", "RecorderPlace", "dump_path", "merged_dump", "recorder_json",
+__all__ = ["DEFAULT_ENTRIES", "DEVICE_SETTLE_S", "FR_BUFFER_ENV", "SERVER_START_S", "SETTLE_S", "RecorderPlace", "dump_path", "merged_dump", "recorder_json",
            "socket_path", "recorded_rank"]
 
 FR_BUFFER_ENV = "TORCH_FR_BUFFER_SIZE"
@@ -52,9 +53,13 @@ FR_BUFFER_ENV = "TORCH_FR_BUFFER_SIZE"
 SERVER_START_S = 5.0
 """How long the rank waits for its worker server's first answer before the script runs."""
 
+DEVICE_SETTLE_S = 1.0
+"""As the script ends, how long its device gets to finish the work queued on it before the dump."""
+
 SETTLE_S = 0.2
-"""As the script ends, how long its last calls get to be recorded as completed before the dump
-(a call that never completes, in a failing run, costs the rank this long)."""
+"""As the script ends (its device's queued work finished), how long its last calls get to be
+recorded as completed before the dump (gloo's thread retires a call just after its waiter wakes;
+a call that never completes, in a failing run, costs the rank this long)."""
 
 DEFAULT_ENTRIES = 2000
 """Calls kept per rank where the user did not say: torch's own default since 2.11 (2.8 keeps none
@@ -121,6 +126,20 @@ def _settle(most_s: float) -> None:
                for status in statuses for group in status.values() if isinstance(group, dict)):
             return
         time.sleep(0.001)
+
+
+def _finish_device_work(most_s: float) -> None:
+    """Wait (at most ``most_s``) until the script's CUDA device has run everything queued, where
+    the script uses CUDA: NCCL's recorder marks a call completed only once its end event has
+    happened on the device, and the script's last calls may still be queued as it ends. The wait
+    is a thread's (``torch.cuda.synchronize`` of that device, which makes it the thread's own), so
+    a call that never completes, in a failing run, costs the rank ``most_s``, not its dump."""
+    if not torch.cuda.is_initialized():
+        return
+    device = torch.device("cuda", torch.cuda.current_device())
+    waiter = threading.Thread(target=torch.cuda.synchronize, args=(device,), name="collviz-device-wait", daemon=True)
+    waiter.start()
+    waiter.join(most_s)
 
 
 def _use_rank_device(device: torch.device) -> None:
@@ -237,4 +256,5 @@ def recorded_rank(place: RecorderPlace, rank: int, device: torch.device) -> Iter
         try:
             yield
         finally:
+            _finish_device_work(DEVICE_SETTLE_S)
             dumper.dump(SETTLE_S)

@@ -296,3 +296,38 @@ def test_the_dump_thread_creates_no_cuda_context_where_the_rank_uses_none(monkey
     recorder._Dumper(tmp_path / "fr_rank1.json", torch.device("cuda", 1)).on_request(_closed_pipe())
     recorder._Dumper(tmp_path / "fr_rank0.json", torch.device("cpu")).on_request(_closed_pipe())
     assert cuda.calls == []
+
+
+def test_the_last_dump_waits_for_the_scripts_device_to_finish_its_queued_calls(monkeypatch, tmp_path):
+    import contextlib
+    import threading
+
+    import torch
+
+    from collviz.runtime.userjob import recorder
+
+    cuda = _FakeCuda(monkeypatch, current=2)
+    monkeypatch.setattr(recorder, "_worker_server", lambda path: contextlib.nullcontext())
+    monkeypatch.setattr(recorder, "_settle", lambda most_s: None)
+    monkeypatch.setattr(recorder, "recorder_json", lambda: cuda.calls.append(("dump", None)) or b"{}")
+    read, write = os.pipe()
+    with recorder.recorded_rank(recorder.RecorderPlace(str(tmp_path), read), 2, torch.device("cuda", 2)):
+        cuda.calls.append(("script", None))
+    assert cuda.calls == [("script", None), ("synchronize", torch.device("cuda", 2)), ("dump", None)]
+    os.close(write)  # the launcher's request, never made: the rank's dump thread ends
+    [thread] = [t for t in threading.enumerate() if t.name == "collviz-fr-dump"]
+    thread.join(DEADLINE_S)
+
+
+def test_a_device_that_never_finishes_costs_the_last_dump_a_bounded_wait(monkeypatch):
+    import threading
+
+    import torch
+
+    from collviz.runtime.userjob import recorder
+
+    _FakeCuda(monkeypatch, current=1)
+    never = threading.Event()
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: never.wait())
+    recorder._finish_device_work(0.01)  # returns although the device never finishes
+    never.set()
