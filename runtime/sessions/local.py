@@ -375,6 +375,11 @@ class LocalSession:
                         f"consequence: {self._describe_failure(rank, self._ranks[rank])}")
         return self._describe_failure(rank, self._ranks[rank])
 
+    def _failed_ranks(self) -> set[int]:
+        """The ranks that raised, or exited with a bad status or by a signal collviz did not send."""
+        return {rank for rank, state in self._ranks.items()
+                if state.error or state.killed_externally or (state.exit_code or 0) > 0}
+
     def _died_of_its_own(self, state: _RankState) -> bool:
         """Whether a rank killed by a signal collviz did not send died for its own reason.
 
@@ -414,7 +419,7 @@ class LocalSession:
         intake.collector.abort_gates()
         if self._recorder is not None:
             if self._live is not None:
-                self._note(self._live.last_look())
+                self._note(self._live.last_look(self._failed_ranks()))
             self._recorder.request()
             self._dumps_due = time.monotonic() + DUMP_GRACE_S
         else:
@@ -443,7 +448,7 @@ class LocalSession:
             self._note(self._receive(intake, 0.05))
         if self._recorder is not None and self._live is not None:
             self._recorder.close()
-            events, self.warnings = self._live.end(self._ends)
+            events, self.warnings = self._live.end(self._ends, self._failed_ranks())
             self._note([event for event in events if isinstance(event, Phase)])
             if intake.check() and not self._interrupted:  # ranks that called different things, in the last calls
                 self._failed = True

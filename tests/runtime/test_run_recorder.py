@@ -54,6 +54,19 @@ SCRIPT = textwrap.dedent('''
     dist.barrier()
 ''')
 
+RAISING_SCRIPT = textwrap.dedent('''
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    for _ in range(2):
+        dist.all_reduce(torch.ones(8))
+    if dist.get_rank() == 1:
+        raise RuntimeError("rank one gives up")
+    dist.all_reduce(torch.ones(8))
+''')
+"""Two calls on every rank, then rank 1 raises while the others make a third."""
+
 CALLS = [("all_reduce", 1, 12, 12), ("all_reduce", 2, 200, 200), ("all_reduce", 3, 2800, 2800),
          ("all_gather", 4, 16, 32), ("broadcast", 5, 72, 72), ("barrier", 6, 0, 0)]
 """(op, sequence number, bytes in, bytes out) of every call the script makes on each rank."""
@@ -108,10 +121,12 @@ def recorded_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     folder = tmp_path_factory.mktemp("run_recorder")
     (folder / "calls.py").write_text(SCRIPT)
     (folder / "quiet.py").write_text('print("no collectives here")\n')
+    (folder / "raising.py").write_text(RAISING_SCRIPT)
     return {
         "quiet": _run(folder, "quiet", script=folder / "quiet.py"),
         "ok": _run(folder, "ok"),
         "fail": _run(folder, "fail", "fail"),
+        "fail4": _run(folder, "fail4", options=("--nproc", "4"), script=folder / "raising.py"),
         "stall": _interrupted(folder),
         "kill": _run(folder, "kill", "kill"),
         "observed": _run(folder, "observed", options=("--observe",)),
@@ -191,6 +206,18 @@ def test_a_rank_that_raises_is_named_with_its_error_and_its_peers_dump_is_read(r
     kept = [path for path in run["tmp"].iterdir()]
     assert len(kept) == 1 and not list(kept[0].glob("*.sock")), "a failed run keeps its logs and dumps, no socket"
     assert sorted(p.name for p in kept[0].glob("fr_rank*.json")) == ["fr_rank0.json", "fr_rank1.json"]
+
+
+def test_a_rank_that_raises_while_its_peers_wait_for_it_is_no_hang(recorded_runs):
+    # ranks 0, 2 and 3 wait in their third all_reduce for rank 1, which raised: its error is the story
+    run = recorded_runs["fail4"]
+    result = run["result"]
+    assert result.returncode == 1
+    [cause] = [line for line in result.stderr.splitlines() if line.startswith("collviz: rank ")]
+    assert cause.startswith("collviz: rank 1 failed") and "RuntimeError: rank one gives up" in cause
+    assert not [line for line in (result.stdout + result.stderr).splitlines() if "hang" in line or "missing" in line]
+    assert not [e for e in run["events"] if isinstance(e, Stall)]
+    assert _calls(run["events"], 1, "begin") == [("all_reduce", 1, 32, 32), ("all_reduce", 2, 32, 32)]
 
 
 def test_a_rank_killed_before_it_could_dump_is_unknown_and_its_peer_still_read(recorded_runs):
