@@ -341,8 +341,8 @@ def test_the_last_dump_waits_for_the_scripts_device_to_finish_its_queued_calls(m
     with recorder.recorded_rank(recorder.RecorderPlace(str(tmp_path), read), 2, torch.device("cuda", 2)):
         cuda.calls.append(("script", None))
     assert cuda.calls == [("script", None), ("synchronize", torch.device("cuda", 2)), ("dump", None)]
-    os.close(write)  # the launcher's request, never made: the rank's dump thread ends
     [thread] = [t for t in threading.enumerate() if t.name == "collviz-fr-dump"]
+    os.close(write)  # the launcher's request, never made: the rank's dump thread ends
     thread.join(DEADLINE_S)
 
 
