@@ -183,16 +183,19 @@ def read_once(workers: Sequence[Worker], options: SnapshotOptions = SnapshotOpti
         ranks.update({dump.rank: RankNow(dump.rank) for dump in dumps})
         return Reading(ranks, {}, floors=floors)
     events = import_dumps(dumps, []).events
-    begun: dict[int, Collective] = {}
+    unended: dict[int, dict[int, Collective]] = {}  # rank → step → the call begun there and not ended
     ended: dict[int, Collective] = {}
     for event in events:
         if isinstance(event, Collective):
-            (begun if event.edge == "begin" else ended)[event.rank] = event
-    for dump in dumps:
-        latest, last = begun.get(dump.rank), ended.get(dump.rank)  # a call begun and not ended: the rank is inside
-        inside = latest if latest is not None and (last is None or last.phase != latest.phase) else None
+            if event.edge == "begin":
+                unended.setdefault(event.rank, {})[event.phase] = event
+            else:
+                ended[event.rank] = event
+                unended.get(event.rank, {}).pop(event.phase, None)
+    for dump in dumps:  # the rank is inside the latest call it began and did not end (on any backend)
+        last, inside = ended.get(dump.rank), list(unended.get(dump.rank, {}).values())
         ranks[dump.rank] = RankNow(dump.rank, done=_call_text(last) if last else "",
-                                   inside=_call_text(inside) if inside else "")
+                                   inside=_call_text(inside[-1]) if inside else "")
     members = {(e.group, e.group_seq): e.group_ranks for e in events if isinstance(e, Collective)}
     waits = {}
     for stall in (e for e in events if isinstance(e, Stall)):

@@ -94,14 +94,25 @@ def _recorders() -> list[Callable[[bool, bool], bytes]]:
 
 def merged_dump(dumps: list[dict]) -> dict:
     """One dump of a rank holding the calls of each of its recorders' ``dumps`` (decoded JSON): the
-    first that holds calls, its entries, groups and statuses joined by those of the others that do."""
+    first that holds calls, its entries, groups and statuses joined by those of the others that do,
+    the entries in the order the rank made them (``time_created_ns``). A group made with
+    ``"cpu:gloo,cuda:nccl"`` has entries in both, each backend numbering its own calls: the reader
+    tells them apart by the backend each entry's ``profiling_name`` names."""
     holding = [dump for dump in dumps if dump.get("entries")] or dumps[:1]
     merged = dict(holding[0])
     for other in holding[1:]:
         merged["entries"] = [*merged["entries"], *other["entries"]]
         for key in ("pg_config", "pg_status"):
             merged[key] = {**(other.get(key) or {}), **(merged.get(key) or {})}
+    if len(holding) > 1:
+        merged["entries"] = sorted(merged["entries"], key=_made_at)
     return merged
+
+
+def _made_at(entry: object) -> int:
+    """When a dump's entry was made (0 where it does not say)."""
+    made = entry.get("time_created_ns") if isinstance(entry, dict) else None
+    return made if isinstance(made, int) else 0
 
 
 def recorder_json() -> bytes | None:

@@ -279,6 +279,11 @@ def test_a_ranks_recorders_are_joined_into_one_dump():
     assert joined["entries"] == [{"collective_seq_id": 1}, {"collective_seq_id": 7}]
     assert joined["pg_config"] == {"0": {"desc": "default_pg"}, "1": {"desc": "cpu"}}
     assert set(joined["pg_status"]) == {"0", "1"}
+    # one group made with "cpu:gloo,cuda:nccl": each recorder's calls, joined in the order they were made
+    gloo_calls = {**gloo, "entries": [{"collective_seq_id": 1, "profiling_name": "gloo:all_reduce", "time_created_ns": 10},
+                                      {"collective_seq_id": 2, "profiling_name": "gloo:all_reduce", "time_created_ns": 30}]}
+    nccl_calls = {**nccl, "entries": [{"collective_seq_id": 1, "profiling_name": "nccl:all_reduce", "time_created_ns": 20}]}
+    assert [e["time_created_ns"] for e in merged_dump([gloo_calls, nccl_calls])["entries"]] == [10, 20, 30]
 
 
 class _FakeCuda:
