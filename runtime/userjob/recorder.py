@@ -5,7 +5,9 @@ While the script runs, the rank (:func:`recorded_rank`):
 
 - keeps Flight Recorder on: ``TORCH_FR_BUFFER_SIZE`` is set to :data:`DEFAULT_ENTRIES` where the
   user left it unset (torch 2.8's gloo records nothing without it), before the script creates
-  its process group;
+  its process group; and where the user named no file for them (:data:`WATCHDOG_DUMP_ENVS`), the
+  dumps torch's own watchdog writes when a call times out go to the run's folder
+  (``nccl_trace_rank_<r>``, beside the rank's logs), not to torch's default ``/tmp/nccl_trace_rank_<r>``;
 - serves its recorder and Python stacks on torch's worker server, on the Unix socket
   ``rank<r>.sock`` of the run's folder (``torch.distributed.elastic.control_plane.worker_main``,
   the way a job under torchrun opens it), for whoever attaches while it runs;
@@ -44,10 +46,17 @@ import torch
 import torch._C._distributed_c10d as _c10d
 from torch.distributed.elastic.control_plane import TORCH_WORKER_SERVER_SOCKET, worker_main
 
-__all__ = ["DEFAULT_ENTRIES", "DEVICE_SETTLE_S", "FR_BUFFER_ENV", "SERVER_START_S", "SETTLE_S", "RecorderPlace", "dump_path", "merged_dump", "recorder_json",
+__all__ = ["DEFAULT_ENTRIES", "DEVICE_SETTLE_S", "WATCHDOG_DUMP_ENVS", "WATCHDOG_DUMP_PREFIX", "FR_BUFFER_ENV", "SERVER_START_S", "SETTLE_S", "RecorderPlace", "dump_path", "merged_dump", "recorder_json",
            "socket_path", "recorded_rank"]
 
 FR_BUFFER_ENV = "TORCH_FR_BUFFER_SIZE"
+
+WATCHDOG_DUMP_ENVS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+"""The variables naming where torch's watchdog dumps a rank's recorder (a prefix: torch adds the
+rank), the newer name first; torch reads the first one set (both in 2.13's ``libtorch``)."""
+
+WATCHDOG_DUMP_PREFIX = "nccl_trace_rank_"
+"""The name of the watchdog's dumps in the run's folder, before the rank (torch's own name)."""
 """How many calls torch's Flight Recorder keeps per rank (torch reads it as a process group is made)."""
 
 SERVER_START_S = 5.0
@@ -137,6 +146,12 @@ def _settle(most_s: float) -> None:
                for status in statuses for group in status.values() if isinstance(group, dict)):
             return
         time.sleep(0.001)
+
+
+def _watchdog_dumps_in(folder: str) -> None:
+    """Have torch's watchdog dump to ``folder`` (see the module), unless the user named a file."""
+    if not any(name in os.environ for name in WATCHDOG_DUMP_ENVS):
+        os.environ.update(dict.fromkeys(WATCHDOG_DUMP_ENVS, str(Path(folder, WATCHDOG_DUMP_PREFIX))))
 
 
 def _finish_device_work(most_s: float) -> None:
@@ -260,6 +275,7 @@ def recorded_rank(place: RecorderPlace, rank: int, device: torch.device) -> Iter
     """Run the body (the script) as rank ``rank`` on ``device`` with its recorder on, served and
     dumped (see the module's text); the dump is written before the body's exception, if any, goes on."""
     os.environ.setdefault(FR_BUFFER_ENV, str(DEFAULT_ENTRIES))
+    _watchdog_dumps_in(place.folder)
     dumper = _Dumper(dump_path(place.folder, rank), device)
     threading.Thread(target=dumper.on_request, args=(place.request_fd,), name="collviz-fr-dump",
                      daemon=True).start()

@@ -339,6 +339,8 @@ def test_the_last_dump_waits_for_the_scripts_device_to_finish_its_queued_calls(m
     from collviz.runtime.userjob import recorder
 
     cuda = _FakeCuda(monkeypatch, current=2)
+    for name in (recorder.FR_BUFFER_ENV, *recorder.WATCHDOG_DUMP_ENVS):  # set by the rank: gone after the test
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(recorder, "_worker_server", lambda path: contextlib.nullcontext())
     monkeypatch.setattr(recorder, "_settle", lambda most_s: None)
     monkeypatch.setattr(recorder, "recorder_json", lambda: cuda.calls.append(("dump", None)) or b"{}")
@@ -363,3 +365,45 @@ def test_a_device_that_never_finishes_costs_the_last_dump_a_bounded_wait(monkeyp
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: never.wait())
     recorder._finish_device_work(0.01)  # returns although the device never finishes
     never.set()
+
+
+def _environment_in_the_script(monkeypatch: pytest.MonkeyPatch, folder: Path) -> dict[str, str | None]:
+    """The watchdog's dump variables as a script run by :func:`recorded_rank` in ``folder`` sees them."""
+    import contextlib
+
+    import torch
+
+    from collviz.runtime.userjob import recorder
+
+    monkeypatch.setattr(recorder, "_worker_server", lambda path: contextlib.nullcontext())
+    monkeypatch.setattr(recorder, "_Dumper", lambda path, device: _NoDumps())
+    monkeypatch.delenv(recorder.FR_BUFFER_ENV, raising=False)  # set by the rank: gone after the test
+    seen: dict[str, str | None] = {}
+    with recorder.recorded_rank(recorder.RecorderPlace(str(folder), _closed_pipe()), 3, torch.device("cpu")):
+        seen = {name: os.environ.get(name) for name in ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")}
+    return seen
+
+
+class _NoDumps:
+    def on_request(self, fd: int) -> None:
+        pass
+
+    def dump(self, settle_s: float = 0.0) -> None:
+        pass
+
+
+def test_the_watchdogs_dumps_go_to_the_runs_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv("TORCH_FR_DUMP_TEMP_FILE", raising=False)
+    monkeypatch.delenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", raising=False)
+    prefix = f"{tmp_path}/nccl_trace_rank_"  # torch adds the rank: nccl_trace_rank_3
+    assert _environment_in_the_script(monkeypatch, tmp_path) == {
+        "TORCH_FR_DUMP_TEMP_FILE": prefix, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix}
+
+
+@pytest.mark.parametrize("name", ["TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"])
+def test_the_users_own_watchdog_dump_file_is_kept(monkeypatch, tmp_path, name):
+    monkeypatch.delenv("TORCH_FR_DUMP_TEMP_FILE", raising=False)
+    monkeypatch.delenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", raising=False)
+    monkeypatch.setenv(name, "/scratch/mine/trace_")
+    other = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE" if name == "TORCH_FR_DUMP_TEMP_FILE" else "TORCH_FR_DUMP_TEMP_FILE"
+    assert _environment_in_the_script(monkeypatch, tmp_path) == {name: "/scratch/mine/trace_", other: None}
