@@ -225,7 +225,7 @@ def make_app(*, trace: Path | None = None, events: Sequence[AnyEvent] | None = N
              options: ViewerOptions | None = None) -> CollvizApp:
     """The viewer for one source of events: a trace file, a list of events, or a live session.
 
-    ``mask_volatile`` hides what differs between two recordings of the same run (durations,
+    ``mask_volatile`` hides what differs between two traces of the same run (durations,
     event positions), for snapshot tests;
     ``screenshot_dir`` is where ``s`` writes SVGs (the current directory by default);
     ``quiz`` starts a replay in predict-then-reveal mode; ``options``: pacing, projector, lesson.

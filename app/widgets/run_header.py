@@ -31,7 +31,7 @@ _ENDED = frozenset({"finished", "failed", "interrupted"})
 
 
 def viewer_status(labels: Labels, state: str) -> str:
-    """The header's first word, what the viewer is doing: ``replay`` (a recording), ``browsing``
+    """The header's first word, what the viewer is doing: ``replay`` (a trace), ``browsing``
     (a live run's earlier moment), ``finished`` (following a run that has ended), else ``live`` or
     ``stepping`` (following a run that goes on); ``state`` is the run's state kind at the cursor."""
     if labels.history:
