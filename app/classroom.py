@@ -12,21 +12,15 @@ from typing import TYPE_CHECKING
 
 from textual.theme import Theme
 
+from .mixin_base import AppMixin
 from .screens import ViewerScreen
 from .theme import PROJECTOR_THEME, palette_for
 from .viewer_options import ViewerOptions
 
-if TYPE_CHECKING:
-    from textual.app import App
-
-    _Base = App[int]
-else:
-    _Base = object
-
 __all__ = ["ClassroomActions"]
 
 
-class ClassroomActions(_Base):
+class ClassroomActions(AppMixin):
     """The app's projector, lesson and narration actions (see the module)."""
 
     viewer: ViewerScreen

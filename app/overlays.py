@@ -14,21 +14,15 @@ from typing import TYPE_CHECKING
 from collviz.runtime.errors import UsageError
 from collviz.runtime.wire.files import write_output
 
+from .mixin_base import AppMixin
 from .model import EventLog, ViewState, seek_step
 from .navigator import Navigator
 from .screens import FactorScreen, HelpScreen, NumberPrompt, RankDetailScreen
 
-if TYPE_CHECKING:
-    from textual.app import App
-
-    _Base = App[int]
-else:
-    _Base = object
-
 __all__ = ["OverlayActions"]
 
 
-class OverlayActions(_Base):
+class OverlayActions(AppMixin):
     """The app's actions that open a dialog or a screen over the frame (see the module)."""
 
     event_log: EventLog

@@ -12,22 +12,16 @@ from typing import TYPE_CHECKING
 
 from textual.timer import Timer
 
+from .mixin_base import AppMixin
 from .model import EventLog, faster, slower
 from .modes import StepMode, ViewerMode
 from .navigator import Navigator
 from .quiz_flow import QuizFlow
 
-if TYPE_CHECKING:
-    from textual.app import App
-
-    _Base = App[int]
-else:
-    _Base = object
-
 __all__ = ["PlaybackActions"]
 
 
-class PlaybackActions(_Base):
+class PlaybackActions(AppMixin):
     """The app's moving keys and replay timer (see the module)."""
 
     event_log: EventLog
