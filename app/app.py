@@ -1,11 +1,8 @@
-"""The collviz Textual app: one event log, a cursor, and the screens that show the view at it.
-
-A shell: live, step-through and replay differ in where events come from and in a few keys and
-labels (a mode object, :mod:`.modes`, chosen from the source given); where the cursor moves is
-:mod:`.navigator`'s, the quiz is :mod:`.quiz_flow`'s, dialogs are :mod:`.overlays`', teaching
-actions :mod:`.classroom`'s, and frames (``view_at(log, cursor)``, at most :data:`FRAME_RATE` a
-second) :mod:`.frames`'. The app holds the log, the cursor and the screens, and routes messages
-and keys to those parts.
+"""The collviz Textual app, a shell: it holds one event log, a cursor and the screens showing the
+view at it, and routes messages and keys to the parts that know them — the mode (:mod:`.modes`:
+where events come from, which keys work), the cursor's moves (:mod:`.navigator`), the quiz
+(:mod:`.quiz_flow`), frames (:mod:`.frames`, at most :data:`FRAME_RATE` a second) and the action
+mixins (:mod:`.playback`, :mod:`.overlays`, :mod:`.classroom`).
 """
 
 from __future__ import annotations
@@ -34,6 +31,7 @@ from .theme import PROJECTOR_THEME
 from .viewer_options import ViewerOptions
 
 __all__ = ["CollvizApp", "make_app", "run_viewer", "FRAME_RATE", "EXIT_INTERRUPTED"]
+
 
 class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
     """The viewer (a shell: see the module). Build it with :func:`make_app`; it returns an exit
