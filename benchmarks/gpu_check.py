@@ -52,7 +52,8 @@ from gpucheck.report import Part, Report, trim_log
 from gpucheck.running import Deadline, TimedOut, tail
 
 LIMIT_S = 530
-"""The whole command's limit (seconds): 9 minutes, less a margin for the report's last write."""
+"""The whole command's limit (seconds), from its start, the install included: 9 minutes, less a
+margin for the report's last write."""
 
 LAST_START_S = 10
 """A check is not started with less time than this left."""
@@ -61,23 +62,23 @@ COLLVIZ = ("collviz", "zmq", "msgspec", "textual", "rich")
 """What every check that runs collviz imports."""
 
 CHECKS = (
-    Check("canary", "2-rank NCCL canary: all_reduce, all_gather, reduce_scatter exact", 45, ("torch", *COLLVIZ),
+    Check("canary", "2-rank NCCL canary: all_reduce, all_gather, reduce_scatter exact", 60, ("torch", *COLLVIZ),
           checks.canary),
     Check("fsdp", "collviz fsdp: each all-gather's and reduce-scatter's GPU time and busbw", 75, COLLVIZ,
           checks.fsdp_times),
-    Check("tier", f"the GPU tier's {len(checks.TIER_TESTS)} highest-value tests, 4 ranks", 180,
+    Check("tier", f"the GPU tier's {len(checks.TIER_TESTS)} highest-value tests, 4 ranks", 140,
           (*COLLVIZ, "pytest", "pytest_timeout", "pytest_asyncio"), checks.tier),
-    Check("algo", "all-reduce --algo ring and --algo tree", 50, COLLVIZ, checks.algorithms),
-    Check("run", "collviz run: a script that hangs, one that raises", 60, COLLVIZ, userjobs.run_failures),
+    Check("algo", "all-reduce --algo ring and --algo tree", 45, COLLVIZ, checks.algorithms),
+    Check("run", "collviz run: a script that hangs, one that raises", 75, COLLVIZ, userjobs.run_failures),
     Check("attach", "collviz attach on a job under plain torchrun", 45, COLLVIZ, userjobs.attach),
     Check("observe", "collviz run --observe: every call timed, three steps", 40, COLLVIZ, userjobs.observe),
 )
 """The check's checks, in the order they run."""
 
 PERF = (
-    Check("observer", "observer's cost: collviz all-reduce per call ÷ a bare loop's", 240, ("torch", *COLLVIZ),
+    Check("observer", "observer's cost: collviz all-reduce per call ÷ a bare loop's", 150, ("torch", *COLLVIZ),
           perf.observer_cost),
-    Check("latency", "collviz bench all-reduce at 2 and 4 ranks", 240, COLLVIZ, perf.latency),
+    Check("latency", "collviz bench all-reduce at 2 and 4 ranks", 150, COLLVIZ, perf.latency),
 )
 """``--perf``'s rows."""
 
@@ -120,9 +121,9 @@ def _run_part(check: Check, part: Part, report: Report, context: Context, left_s
 
 
 def run_checks(chosen: tuple[Check, ...], out: Path, name: str, title: str, env: dict[str, str], quick: bool,
-               setup: list[str]) -> int:
-    """Run ``chosen`` into ``out/name`` (and a log per check); 1 if any failed, timed out or missed a package."""
-    deadline = Deadline.after(LIMIT_S)
+               setup: list[str], deadline: Deadline) -> int:
+    """Run ``chosen`` into ``out/name`` (and a log per check) by ``deadline``; 1 if any failed, timed
+    out or missed a package."""
     machine = probe(env, ROOT)
     gpu = machine.cuda and not quick
     prefix = "" if name == "report.md" else "perf-"
@@ -170,12 +171,13 @@ def main() -> int:
         count, size = wheels.folder_size(args.download)
         print(f"{args.download}: {count} wheels, {size / 2**20:.1f} MiB", flush=True)
         return status
+    deadline = Deadline.after(LIMIT_S)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     setup = _install(args.wheels, env) if args.wheels is not None else []
     out = _output_folder(args.out)
     if args.perf:
-        return run_checks(PERF, out, "perf.md", "collviz GPU performance rows", env, args.quick, setup)
-    return run_checks(CHECKS, out, "report.md", "collviz GPU check", env, args.quick, setup)
+        return run_checks(PERF, out, "perf.md", "collviz GPU performance rows", env, args.quick, setup, deadline)
+    return run_checks(CHECKS, out, "report.md", "collviz GPU check", env, args.quick, setup, deadline)
 
 
 if __name__ == "__main__":

@@ -12,14 +12,14 @@ import sys
 import time
 from pathlib import Path
 
-from . import user_job
 from .context import Context
 from .report import Finding
 from .running import TimedOut, spawn, stop, tail, wait
 
 __all__ = ["run_failures", "attach", "observe"]
 
-JOB = Path(user_job.__file__)
+JOB = Path(__file__).with_name("user_job.py")
+"""The job script (run by path: it imports torch, which this process need not)."""
 HANG_TIMEOUT_S = 5
 """``collviz run --timeout``: how long a wait lasts before it is a hang."""
 

@@ -25,6 +25,7 @@ import gpu_check  # noqa: E402
 from gpucheck.checks import TIER_TESTS  # noqa: E402
 from gpucheck.context import Check, Context  # noqa: E402
 from gpucheck.report import Finding  # noqa: E402
+from gpucheck.running import Deadline  # noqa: E402
 from gpucheck.wheels import CARRIED  # noqa: E402
 
 CHECK_TITLES = [check.title for check in gpu_check.CHECKS]
@@ -52,6 +53,20 @@ def test_quick_writes_its_report_into_OUT_and_calls_nothing_passed(tmp_path: Pat
     expected_logs = {f"{number}-{check.key}.log" for number, check in enumerate(gpu_check.CHECKS, 1)}
     assert {path.name for path in out.iterdir()} == {"report.md", *expected_logs}, "8 files at most come back"
     assert not list(tmp_path.glob("gpu-check-*")), "OUT is where the report goes"
+
+
+@pytest.mark.slow
+def test_quick_perf_writes_its_rows_into_OUT_and_calls_nothing_passed(tmp_path: Path):
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--quick", "--perf"],
+                            cwd=tmp_path, env={**os.environ, "OUT": str(out)}, capture_output=True, text=True,
+                            stdin=subprocess.DEVNULL, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    report = (out / "perf.md").read_text()
+    assert report.splitlines()[0].startswith("NOT A GPU CHECK: ")
+    assert _outcomes(report) == {check.title: "ran on gloo" for check in gpu_check.PERF}
+    assert "| 1 MiB |" in report and report.count("| 1024 |") == 2, "the 1 MiB row; bench's 1 KiB row at 2 and 4 ranks"
+    assert {path.name for path in out.iterdir()} == {"perf.md", "perf-1-observer.log", "perf-2-latency.log"}
 
 
 def _claims(held: bool, on_nccl: bool):
@@ -83,7 +98,8 @@ def test_the_report_holds_every_earlier_outcome_before_each_check_starts(tmp_pat
              Check("sleeper", "sleeps", 3, (), looking("sleeper", sleeps)),
              Check("absent", "needs a module", 60, ("no_such_module_for_gpu_check",), looking("absent", _claims(True, True))),
              Check("raiser", "raises", 60, (), looking("raiser", raises)))
-    status = gpu_check.run_checks(fakes, tmp_path, "report.md", "fake check", dict(os.environ), False, [])
+    status = gpu_check.run_checks(fakes, tmp_path, "report.md", "fake check", dict(os.environ), False, [],
+                                  Deadline.after(600))
     assert status == 1
     assert "| 1 | held on gloo | ran on gloo |" in seen["nccl"] and "held True, on NCCL False" in seen["nccl"]
     assert "| 2 | held on NCCL | running (started " in seen["nccl"]
