@@ -125,16 +125,16 @@ def run_checks(chosen: tuple[Check, ...], out: Path, name: str, title: str, env:
     """Run ``chosen`` into ``out/name`` (and a log per check) by ``deadline``; 1 if any failed, timed
     out or missed a package."""
     machine = probe(env, ROOT)
-    gpu = machine.cuda and not quick
+    not_gpu = "--quick ran every check tiny, on gloo" if quick else None if machine.cuda else "torch saw no CUDA device"
     prefix = "" if name == "report.md" else "perf-"
     parts = [Part(check.title, check.budget_s, f"{prefix}{number}-{check.key}.log")
              for number, check in enumerate(chosen, 1)]
-    report = Report(out / name, title, parts, gpu)
-    report.machine = machine.lines + setup + (["- `--quick`: every check tiny, on gloo"] if quick else [])
+    report = Report(out / name, title, parts, not_gpu)
+    report.machine = machine.lines + setup
     report.write()
     for check, part in zip(chosen, parts):
         with tempfile.TemporaryDirectory(prefix=f"gpu-check-{check.key}-") as work:
-            context = Context("nccl" if gpu else "gloo", quick, Path(work), out / part.log,
+            context = Context("gloo" if not_gpu else "nccl", quick, Path(work), out / part.log,
                               deadline.sooner(check.budget_s), env)
             _run_part(check, part, report, context, deadline.left())
     print(f"report: {out / name}", flush=True)

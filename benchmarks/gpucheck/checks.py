@@ -75,7 +75,7 @@ def fsdp_times(context: Context) -> Finding:
     """``collviz fsdp --gpus N``: every all-gather's and reduce-scatter's own time (on the GPU with
     NCCL) and busbw, rank 0's calls tabled."""
     from collviz.runtime.observation.metrics import bandwidth
-    from collviz.runtime.wire.protocol import Check, Collective, RunEnd
+    from collviz.runtime.wire.protocol import Check as RunCheck, Collective, RunEnd
 
     code, output, events = _recorded(context, "fsdp", "fsdp", "--gpus", str(context.ranks), "--backend",
                                      context.backend, "--json")
@@ -85,7 +85,7 @@ def fsdp_times(context: Context) -> Finding:
     calls = [e for e in events if isinstance(e, Collective) and e.edge == "end"
              and e.op in ("all_gather", "reduce_scatter")]
     untimed = [c for c in calls if not c.duration_ns or (on_nccl and c.clock != "gpu")]
-    checks = [e for e in events if isinstance(e, Check)]
+    checks = [e for e in events if isinstance(e, RunCheck)]
     end = next(e for e in events if isinstance(e, RunEnd))
     lines = [f"{len(calls)} all-gathers and reduce-scatters over {context.ranks} ranks; clocks "
              f"{sorted({c.clock or '—' for c in calls})}; {len(untimed)} without a time of their own"
@@ -153,7 +153,7 @@ def tier(context: Context) -> Finding:
 def algorithms(context: Context) -> Finding:
     """``all-reduce --algo ring`` and ``--algo tree``: hop by hop with real send/recv, each rank's
     result against the sum of every rank's recorded input, computed here."""
-    from collviz.runtime.wire.protocol import Buffer, Check, RunEnd, Transfer
+    from collviz.runtime.wire.protocol import Buffer, Check as RunCheck, RunEnd, Transfer
 
     lines, held, on_nccl = ["| --algo | hops sent (p2p) | checks | every rank's result = Σ inputs |",
                             "|---|---:|---|---|"], True, True
@@ -166,7 +166,7 @@ def algorithms(context: Context) -> Finding:
         after = {b.rank: b.values for b in events if isinstance(b, Buffer) and b.moment == "after"}
         sums = [sum(values[i] for values in before.values()) for i in range(len(before[0]))]
         exact = sorted(after) == list(range(context.ranks)) and all(values == sums for values in after.values())
-        checks = [e for e in events if isinstance(e, Check)]
+        checks = [e for e in events if isinstance(e, RunCheck)]
         hops = sum(1 for e in events if isinstance(e, Transfer) and e.kind == "p2p")
         ok = exact and hops > 0 and bool(checks) and all(c.ok for c in checks) and \
             next(e for e in events if isinstance(e, RunEnd)).status == "ok"

@@ -18,6 +18,9 @@ from .wheels import CARRIED
 
 __all__ = ["Machine", "probe"]
 
+PROBE_LIMIT_S = 120
+"""The probe's limit: importing torch, asking CUDA."""
+
 PROBE = """
 import json, sys, importlib.metadata as metadata, importlib.util
 import torch
@@ -50,8 +53,11 @@ def probe(env: Mapping[str, str], checkout: Path) -> Machine:
     """Probe the machine as the check's processes see it (``env``: their environment)."""
     commit = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or "unknown (not a git checkout)"
-    found = subprocess.run([sys.executable, "-c", PROBE, *CARRIED], capture_output=True, text=True,
-                           env=dict(env), timeout=180, stdin=subprocess.DEVNULL)
+    try:
+        found = subprocess.run([sys.executable, "-c", PROBE, *CARRIED], capture_output=True, text=True,
+                               env=dict(env), timeout=PROBE_LIMIT_S, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return Machine(False, [f"- collviz commit {commit}", f"- the probe did not end in {PROBE_LIMIT_S} s"])
     if found.returncode:
         return Machine(False, [f"- collviz commit {commit}", "- the probe failed (torch not importable?):",
                                *["  " + line for line in found.stderr.strip().splitlines()[-5:]]])

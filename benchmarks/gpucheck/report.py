@@ -17,10 +17,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Finding", "Part", "Report", "LOG_LIMIT_BYTES", "NOT_A_GPU_CHECK"]
+__all__ = ["Finding", "Part", "Report", "LOG_LIMIT_BYTES", "NOT_A_GPU_CHECK", "trim_log"]
 
 NOT_A_GPU_CHECK = "NOT A GPU CHECK"
-"""The report's first line wherever torch saw no CUDA device: nothing in it can have passed."""
+"""How the report's first line begins wherever the checks did not run on NCCL on CUDA (no CUDA
+device, or ``--quick``)."""
 
 LOG_LIMIT_BYTES = 8 * 2**20
 """A log longer than this keeps only its end (the GPU machine returns files of 16 MiB at most)."""
@@ -64,10 +65,11 @@ class Part:
 
 
 class Report:
-    """The markdown report in ``folder/name``, rewritten whole at every change."""
+    """The markdown report at ``path``, rewritten whole at every change; ``not_gpu``: why the checks
+    did not run on NCCL on CUDA (None where they did)."""
 
-    def __init__(self, path: Path, title: str, parts: list[Part], gpu: bool):
-        self.path, self.title, self.parts, self.gpu = path, title, parts, gpu
+    def __init__(self, path: Path, title: str, parts: list[Part], not_gpu: str | None):
+        self.path, self.title, self.parts, self.not_gpu = path, title, parts, not_gpu
         self.started = datetime.datetime.now(datetime.timezone.utc)
         self.machine: list[str] = []
 
@@ -79,8 +81,8 @@ class Report:
 
     def text(self) -> str:
         """The report as it stands."""
-        lines = [] if self.gpu else [f"{NOT_A_GPU_CHECK}: torch saw no CUDA device, so no check ran on NCCL and "
-                                     "none can have passed.", ""]
+        lines = [] if self.not_gpu is None else [f"{NOT_A_GPU_CHECK}: {self.not_gpu}, so no check ran on NCCL "
+                                                 "and none can have passed.", ""]
         lines += [f"# {self.title}, {self.started:%Y-%m-%d %H:%M} UTC", "", *self.machine, "",
                   "| # | check | outcome | seconds (budget) |", "|---:|---|---|---:|"]
         for number, part in enumerate(self.parts, 1):
