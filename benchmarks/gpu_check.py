@@ -96,6 +96,11 @@ def _missing(modules: tuple[str, ...]) -> list[str]:
     return [name for name in modules if importlib.util.find_spec(name) is None]
 
 
+def _log_tail(log: Path) -> list[str]:
+    """The end of a check's log, fenced."""
+    return tail(log.read_text(errors="replace") if log.exists() else "")
+
+
 def _run_part(check: Check, part: Part, report: Report, context: Context, left_s: float) -> None:
     """Run one check into its part of the report (``left_s``: the command's time left): its outcome,
     its lines, its log trimmed."""
@@ -112,9 +117,10 @@ def _run_part(check: Check, part: Part, report: Report, context: Context, left_s
             part.settle(check.body(context), time.monotonic() - started)
         except TimedOut as stopped:
             part.end(f"timed out at its {check.budget_s:.0f} s", time.monotonic() - started,
-                     [f"stopped while in: {stopped}", *tail(context.log.read_text() if context.log.exists() else "")])
-        except Exception:  # a check's own error: recorded, and the next check runs
-            part.end("failed", time.monotonic() - started, ["the check raised:", *tail(traceback.format_exc())])
+                     [*stopped.lines, f"stopped while in: {stopped}; the log's end:", *_log_tail(context.log)])
+        except Exception:  # a check's own error (or a run that ended early): recorded, and the next check runs
+            part.end("failed", time.monotonic() - started, ["the check raised:", *tail(traceback.format_exc(), 8),
+                                                            "the log's end:", *_log_tail(context.log)])
     trim_log(context.log)
     report.write()
     print(f"{part.title}: {part.outcome}", flush=True)

@@ -16,9 +16,9 @@ from pathlib import Path
 from . import canary_rank
 from .context import ROOT, Context, free_port
 from .report import Finding
-from .running import run, spawn, stop, tail, wait
+from .running import TimedOut, run, spawn, stop, tail, wait
 
-__all__ = ["canary", "fsdp_times", "tier", "algorithms", "TIER_TESTS"]
+__all__ = ["canary", "fsdp_times", "tier", "tier_outcomes", "algorithms", "TIER_TESTS"]
 
 
 def _on_nccl(events: list) -> bool:
@@ -130,19 +130,29 @@ PER_TEST_S = 120
 _RESULT = re.compile(r"^" + re.escape(TIER_FILE) + r"::(.+?) (PASSED|FAILED|ERROR|SKIPPED)\b")
 
 
-def tier(context: Context) -> Finding:
-    """The tier's :data:`TIER_TESTS` (4 ranks on NCCL), each test's outcome read as pytest prints it."""
-    per_test = max(10, min(PER_TEST_S, int(context.deadline.left()) - 5))
-    command = [sys.executable, "-m", "pytest", *PLUGINS, "-p", "no:cacheprovider", "-v", "-m", "gpu",
-               f"--timeout={per_test}", *[f"{TIER_FILE}::{name}" for name in TIER_TESTS]]
-    ran = run(command, context.log, context.deadline, {**context.env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, cwd=ROOT)
+def tier_outcomes(output: str) -> tuple[dict[str, str], list[str]]:
+    """Each tier test's outcome as pytest's ``-v`` lines in ``output`` say, and the report's table of them."""
     outcomes: dict[str, str] = {}
-    for line in ran.output.splitlines():
+    for line in output.splitlines():
         found = _RESULT.match(line)
         if found:
             outcomes.setdefault(found.group(1), found.group(2).lower())
-    lines = ["| test | outcome |", "|---|---|"] + [f"| `{name}` | {outcomes.get(name, 'not reached')} |"
-                                                  for name in TIER_TESTS]
+    return outcomes, ["| test | outcome |", "|---|---|"] + [f"| `{name}` | {outcomes.get(name, 'not reached')} |"
+                                                           for name in TIER_TESTS]
+
+
+def tier(context: Context) -> Finding:
+    """The tier's :data:`TIER_TESTS` (4 ranks on NCCL), each test's outcome read as pytest prints it
+    (the tests that ended are tabled even when the check runs out of time)."""
+    per_test = max(10, min(PER_TEST_S, int(context.deadline.left()) - 5))
+    command = [sys.executable, "-m", "pytest", *PLUGINS, "-p", "no:cacheprovider", "-v", "--tb=short", "-m", "gpu",
+               f"--timeout={per_test}", *[f"{TIER_FILE}::{name}" for name in TIER_TESTS]]
+    try:
+        ran = run(command, context.log, context.deadline, {**context.env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+                  cwd=ROOT)
+    except TimedOut as stopped:
+        raise TimedOut(str(stopped), tier_outcomes(context.log.read_text())[1]) from None
+    outcomes, lines = tier_outcomes(ran.output)
     ran_all = all(outcomes.get(name) == "passed" for name in TIER_TESTS)
     skipped = bool(outcomes) and all(outcome == "skipped" for outcome in outcomes.values())
     if ran.code not in (0, 5) or not (ran_all or skipped):

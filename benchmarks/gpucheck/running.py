@@ -42,7 +42,12 @@ class Deadline:
 
 
 class TimedOut(Exception):
-    """A run was still going at its check's deadline (and was stopped)."""
+    """A run was still going at its check's deadline (and was stopped); ``lines``: what the check
+    could still say for the report (e.g. which tests ended before it)."""
+
+    def __init__(self, what: str, lines: Sequence[str] = ()):
+        super().__init__(what)
+        self.lines = list(lines)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from support.paths import ROOT
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the check's own modules (benchmarks/gpucheck/)
 
 import gpu_check  # noqa: E402
-from gpucheck.checks import TIER_TESTS  # noqa: E402
+from gpucheck.checks import TIER_TESTS, tier_outcomes  # noqa: E402
 from gpucheck.context import Check, Context  # noqa: E402
 from gpucheck.report import Finding  # noqa: E402
 from gpucheck.running import Deadline  # noqa: E402
@@ -162,3 +162,18 @@ def test_the_tier_tests_it_runs_are_the_tiers_own():
     names = {line.split("::", 1)[1] for line in collected.stdout.splitlines() if "::" in line}
     assert set(TIER_TESTS) <= names, sorted(set(TIER_TESTS) - names)
     assert len(set(TIER_TESTS)) == len(TIER_TESTS)
+
+
+def test_the_tier_table_reads_pytests_verbose_lines_and_names_tests_not_reached():
+    printed = "\n".join([
+        "tests/runtime/test_gpu.py::" + TIER_TESTS[0] + " PASSED [  9%]",
+        "tests/runtime/test_gpu.py::" + TIER_TESTS[1] + " FAILED [ 18%]",
+        "tests/runtime/test_gpu.py::" + TIER_TESTS[7] + " SKIPPED (no GPU visible through NVML) [ 72%]",
+        "FAILED tests/runtime/test_gpu.py::" + TIER_TESTS[1] + " - AssertionError: (0, 'output')",
+    ])
+    assert "[dead rank]" in TIER_TESTS[7], "a parameter id with a space"
+    outcomes, table = tier_outcomes(printed)
+    assert outcomes == {TIER_TESTS[0]: "passed", TIER_TESTS[1]: "failed", TIER_TESTS[7]: "skipped"}
+    assert table[2:5] == [f"| `{TIER_TESTS[0]}` | passed |", f"| `{TIER_TESTS[1]}` | failed |",
+                          f"| `{TIER_TESTS[2]}` | not reached |"]
+    assert len(table) == 2 + len(TIER_TESTS)
