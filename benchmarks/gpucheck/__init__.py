@@ -10,6 +10,6 @@
   a child process, since ranks fork from this one;
 - :mod:`.checks` and :mod:`.userjobs` — the checks, most telling first; :mod:`.perf` — the
   performance rows (``--perf``);
-- :mod:`.canary_rank` and :mod:`.user_job` — programs the checks start (one canary rank; a
-  user's own job under ``collviz run`` and torchrun).
+- :mod:`.programs` — the programs the checks start: :mod:`~.programs.canary_rank` (one canary
+  rank) and :mod:`~.programs.user_job` (a user's own job under ``collviz run`` and torchrun).
 """

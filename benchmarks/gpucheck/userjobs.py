@@ -1,5 +1,6 @@
-"""The checks of a user's own job (:mod:`.user_job`): ``collviz run`` of a script that hangs and of
-one that raises, ``collviz attach`` on a job under plain torchrun, and ``collviz run --observe``.
+"""The checks of a user's own job (:mod:`.programs.user_job`): ``collviz run`` of a script that
+hangs and of one that raises, ``collviz attach`` on a job under plain torchrun, and ``collviz run
+--observe``.
 
 Each expected line is written from the job script: its functions, the line it stalls on, the
 rank that raises. NCCL on CUDA is what every rank printed (``rank <r>: backend nccl on cuda:…``).
@@ -18,7 +19,7 @@ from .running import TimedOut, spawn, stop, tail, wait
 
 __all__ = ["run_failures", "attach", "observe"]
 
-JOB = Path(__file__).with_name("user_job.py")
+JOB = Path(__file__).with_name("programs") / "user_job.py"
 """The job script (run by path: it imports torch, which this process need not)."""
 HANG_TIMEOUT_S = 5
 """``collviz run --timeout``: how long a wait lasts before it is a hang."""
