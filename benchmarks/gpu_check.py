@@ -159,16 +159,19 @@ def _install(folder: Path, env: dict[str, str]) -> list[str]:
     if result.returncode:
         return [f"- installing from `{folder}` FAILED (pip exit {result.returncode}):",
                 *tail(result.stdout + result.stderr, 15)]
-    return [f"- installed {len(wheels.CARRIED)} pinned packages and collviz from `{folder}` into `{site}` "
+    installed = len(wheels.CARRIED) - len(wheels.BUILD_ONLY)
+    return [f"- installed {installed} pinned packages and collviz from `{folder}` into `{site}` "
             f"(no index, no dependencies) in {time.monotonic() - started:.0f} s"]
 
 
 def main() -> int:
     """The command line."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--download", type=Path, metavar="DIR", help="fetch the pinned wheels the GPU image lacks, then stop")
+    parser.add_argument("--download", type=Path, metavar="DIR",
+                        help="fetch the pinned wheels the GPU image lacks, then stop")
     parser.add_argument("--wheels", type=Path, metavar="DIR", help="install the carried wheels first (no network)")
-    parser.add_argument("--out", type=Path, metavar="DIR", help="the report's folder (default: $OUT, else a dated folder here)")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="the report's folder (default: $OUT, else a dated folder here)")
     parser.add_argument("--quick", action="store_true", help="every check tiny, on gloo: a check that the command runs")
     parser.add_argument("--perf", action="store_true", help="the performance rows instead of the checks")
     args = parser.parse_args()

@@ -60,7 +60,8 @@ def canary(context: Context) -> Finding:
     held, on_nccl = True, True
     for rank in range(world):
         got = json.loads((context.work / f"rank{rank}.json").read_text())
-        scattered = [sum(given[r]["reduce_scatter"][rank * elements + i] for r in range(world)) for i in range(elements)]
+        mine = range(rank * elements, (rank + 1) * elements)
+        scattered = [sum(given[r]["reduce_scatter"][i] for r in range(world)) for i in mine]
         verdicts = {name: got[name] == expected for name, expected in
                     (("all_reduce", sums), ("all_gather", gathered), ("reduce_scatter", scattered))}
         held = held and all(verdicts.values())
@@ -94,7 +95,8 @@ def fsdp_times(context: Context) -> Finding:
              "|---|---|---:|---|---:|---:|"]
     for call in (c for c in calls if c.rank == 0):
         seconds = (call.duration_ns or 0) / 1e9
-        busbw = f"{bandwidth(call.op, len(call.group_ranks), call.algo_bytes, seconds).busbw / 1e9:.3f}" if seconds else "—"
+        rate = bandwidth(call.op, len(call.group_ranks), call.algo_bytes, seconds) if seconds else None
+        busbw = "—" if rate is None else f"{rate.busbw / 1e9:.3f}"
         lines.append(f"| {call.op} #{call.group_seq} | {call.group} | {call.algo_bytes} | {call.clock or '—'} | "
                      f"{seconds * 1e6:.1f} | {busbw} |")
     held = bool(calls) and not untimed and bool(checks) and all(c.ok for c in checks) and end.status == "ok"

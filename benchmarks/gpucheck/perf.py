@@ -51,7 +51,8 @@ def _bare(context: Context, world: int, numel: int, iters: int) -> float:
     """The slowest rank's median bare all-reduce time (ns)."""
     port = free_port()
     ranks = [spawn([sys.executable, "-c", BARE, str(rank), str(world), str(port), str(numel), str(iters),
-                    context.backend, context.work], context.log, context.env, cwd=context.work) for rank in range(world)]
+                    context.backend, context.work], context.log, context.env, cwd=context.work)
+             for rank in range(world)]
     try:
         codes = [wait(process, context.deadline, f"bare rank {rank}") for rank, process in enumerate(ranks)]
     finally:
@@ -92,7 +93,8 @@ def latency(context: Context) -> Finding:
     """``collviz bench all-reduce`` at 2 and 4 ranks, 4 B to 16 MiB (4 B to 1 KiB with ``--quick``)."""
     from collviz.runtime.reports.bench_table import parse_table
 
-    lines, held, on_nccl = [], True, True
+    lines: list[str] = []
+    held, on_nccl = True, True
     for ranks in (2, 4):
         ran = context.collviz("bench", "all-reduce", "--gpus", str(ranks), "--backend", context.backend, "--sizes",
                               "4:1K" if context.quick else "4:16M", "--iters", "2" if context.quick else "20",

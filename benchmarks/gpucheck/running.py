@@ -58,14 +58,14 @@ class Ran:
     output: str
 
 
-def _header(log: Path, command: Sequence[str]) -> int:
+def _header(log: Path, command: Sequence[str | Path]) -> int:
     """Write the command line into the log; the log's size after it (where the run's output starts)."""
     with log.open("a") as out:
         out.write(f"\n$ {' '.join(str(part) for part in command)}\n")
     return log.stat().st_size
 
 
-def spawn(command: Sequence[str], log: Path, env: Mapping[str, str], cwd: Path | None = None) -> subprocess.Popen:
+def spawn(command: Sequence[str | Path], log: Path, env: Mapping[str, str], cwd: Path | None = None) -> subprocess.Popen:
     """Start ``command`` in a session of its own, its output appended to ``log``."""
     _header(log, command)
     with log.open("a") as out:
@@ -101,7 +101,7 @@ def wait(process: subprocess.Popen, deadline: Deadline, what: str) -> int:
         raise TimedOut(what) from None
 
 
-def run(command: Sequence[str], log: Path, deadline: Deadline, env: Mapping[str, str],
+def run(command: Sequence[str | Path], log: Path, deadline: Deadline, env: Mapping[str, str],
         cwd: Path | None = None) -> Ran:
     """Run ``command`` to its end or ``deadline``; its output is in ``log`` and in the result."""
     start = _header(log, command)

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["CARRIED", "PYTHON_VERSIONS", "download", "install", "folder_size"]
+__all__ = ["CARRIED", "BUILD_ONLY", "PYTHON_VERSIONS", "download", "install", "folder_size"]
 
 CARRIED: dict[str, str] = {
     # collviz's dependencies (pyproject.toml), and theirs
@@ -41,6 +41,9 @@ CARRIED: dict[str, str] = {
     "setuptools": "84.2.1",
 }
 """Each carried package and its version (those collviz's tests passed with on 2026-11-28)."""
+
+BUILD_ONLY = ("setuptools",)
+"""Carried for building collviz there (pip's build environment takes it from the folder), not installed."""
 
 PYTHON_VERSIONS = ("3.11", "3.12", "3.13")
 """The Pythons the compiled wheels (pyzmq, msgspec) are fetched for; the H200 image's is 3.12."""
@@ -73,13 +76,11 @@ def folder_size(folder: Path) -> tuple[int, int]:
 
 def install(folder: Path, checkout: Path) -> tuple[Path, subprocess.CompletedProcess]:
     """Install the carried wheels from ``folder`` (no index, no dependencies) and collviz built from
-    ``checkout`` into a new folder, for ``PYTHONPATH``; (that folder, pip's last result)."""
+    ``checkout`` (its build environment takes setuptools from the folder too) into a new folder, for
+    ``PYTHONPATH``; (that folder, pip's result)."""
     site = Path(tempfile.mkdtemp(prefix="collviz-site-"))
-    quiet = ["-q", "--no-index", "--find-links", str(folder), "--no-deps", "--no-compile", "--target", str(site)]
-    result = subprocess.run([sys.executable, "-m", "pip", "install", *quiet,
-                             *[f"{name}=={version}" for name, version in CARRIED.items()]],
+    pins = [f"{name}=={version}" for name, version in CARRIED.items() if name not in BUILD_ONLY]
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(folder),
+                             "--no-deps", "--no-compile", "--target", str(site), *pins, str(checkout)],
                             capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    if result.returncode == 0:  # the build's own environment takes setuptools from the folder too
-        result = subprocess.run([sys.executable, "-m", "pip", "install", *quiet, str(checkout)],
-                                capture_output=True, text=True, stdin=subprocess.DEVNULL)
     return site, result

@@ -96,7 +96,8 @@ def test_the_report_holds_every_earlier_outcome_before_each_check_starts(tmp_pat
              Check("nccl", "held on NCCL", 60, (), looking("nccl", _claims(True, True))),
              Check("wrong", "wrong on NCCL", 60, (), looking("wrong", _claims(False, True))),
              Check("sleeper", "sleeps", 3, (), looking("sleeper", sleeps)),
-             Check("absent", "needs a module", 60, ("no_such_module_for_gpu_check",), looking("absent", _claims(True, True))),
+             Check("absent", "needs a module", 60, ("no_such_module_for_gpu_check",),
+                   looking("absent", _claims(True, True))),
              Check("raiser", "raises", 60, (), looking("raiser", raises)))
     status = gpu_check.run_checks(fakes, tmp_path, "report.md", "fake check", dict(os.environ), False, [],
                                   Deadline.after(600))

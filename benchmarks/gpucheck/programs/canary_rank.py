@@ -41,9 +41,9 @@ def main(rank: int, world: int, port: int, backend: str, out: Path) -> None:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=60),
-                            **({"device_id": device} if device.type == "cuda" else {}))
-    given = {name: torch.tensor(values, dtype=torch.float32, device=device) for name, values in inputs(rank, world).items()}
+                            timeout=datetime.timedelta(seconds=60), device_id=device if device.type == "cuda" else None)
+    given = {name: torch.tensor(values, dtype=torch.float32, device=device)
+             for name, values in inputs(rank, world).items()}
     reduced = given["all_reduce"].clone()
     dist.all_reduce(reduced)
     gathered = torch.empty(ELEMENTS * world, dtype=torch.float32, device=device)
