@@ -2,6 +2,8 @@
 
 - :mod:`.wheels` — the pinned wheels a GPU image lacks: fetched here (``--download``), installed
   there from the folder, with no network and nothing over the image's torch;
+- :mod:`.context` — what describes a check (its budget, the modules it needs) and what it is
+  given (backend, ranks, a folder, its log, its deadline, the environment);
 - :mod:`.running` — a deadline per check, and child processes run against it, their output in
   the check's log (a run past its deadline is stopped with its whole process group);
 - :mod:`.report` — outcomes (nothing "passed" without NCCL on CUDA) and the markdown report,
