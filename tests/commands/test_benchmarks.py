@@ -16,7 +16,8 @@ import pytest
 from support.paths import ROOT
 
 BENCHMARKS = sorted(p for p in (ROOT / "benchmarks").glob("*.py")
-                    if not p.name.startswith("_"))
+                    if not p.name.startswith("_") and p.stem != "gpu_check")
+"""Every benchmark but gpu_check, whose ``--quick`` runs in test_gpu_check.py (into a given OUT)."""
 
 
 def test_the_benchmarks_are_found():
