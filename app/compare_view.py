@@ -18,6 +18,7 @@ from textual.widgets import Footer, Static
 from collviz.runtime.wire.protocol import AnyEvent
 
 from .model import EventLog, view_at
+from .model.panes import MemoryFields
 from .screens.help import HelpScreen
 from .widgets import MemoryTimeline
 from .widgets.memory_timeline import PEAK_KEY, categories_seen, category_keys
@@ -49,8 +50,8 @@ class CompareApp(App[None]):
 
     def __init__(self, runs: Sequence[tuple[str, Sequence[AnyEvent]]], table: str) -> None:
         super().__init__()
-        self.views = [(name, view_at(EventLog(events), len(events))) for name, events in runs]
-        self.top = max((r.memory.top for _, view in self.views for r in view.ranks), default=0)
+        self.views = [(name, MemoryFields.of(view_at(EventLog(events), len(events)))) for name, events in runs]
+        self.top = max((track.top for _, memory in self.views for track in memory.tracks), default=0)
         self.table = table
 
     def compose(self) -> ComposeResult:
@@ -59,7 +60,7 @@ class CompareApp(App[None]):
         yield Static(Text(f"collviz compare · {names} · the same model · one scale: full height = "
                           f"{format_bytes(self.top)}"), id="compare-title")
         # one legend for every chart: the categories any run held, said once above them
-        seen = set().union(*(categories_seen(view) for _, view in self.views))
+        seen = set().union(*(categories_seen(memory) for _, memory in self.views))
         legend = Text()
         for segment in [*category_keys(seen), *PEAK_KEY]:
             legend.append(segment.text, segment.style)
@@ -73,8 +74,8 @@ class CompareApp(App[None]):
     def on_mount(self) -> None:
         """Draw each run's memory over its whole run, naming the run in its border (the scale
         they share is said once, above them)."""
-        for chart, (name, view) in zip(self.query(MemoryTimeline), self.views):
-            chart.show(view)
+        for chart, (name, memory) in zip(self.query(MemoryTimeline), self.views):
+            chart.show(memory)
             chart.border_title = Text(f"{name} · live bytes by category")
 
 

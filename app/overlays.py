@@ -14,31 +14,25 @@ from typing import TYPE_CHECKING
 from collviz.runtime.errors import UsageError
 from collviz.runtime.wire.files import write_output
 
+from .mixin_base import AppMixin
 from .model import EventLog, ViewState, seek_step
+from .navigator import Navigator
 from .screens import FactorScreen, HelpScreen, NumberPrompt, RankDetailScreen
-
-if TYPE_CHECKING:
-    from textual.app import App
-
-    _Base = App[int]
-else:
-    _Base = object
 
 __all__ = ["OverlayActions"]
 
 
-class OverlayActions(_Base):
+class OverlayActions(AppMixin):
     """The app's actions that open a dialog or a screen over the frame (see the module)."""
 
     event_log: EventLog
     mask_volatile: bool
     screenshot_dir: Path
+    navigator: Navigator
 
     if TYPE_CHECKING:  # what the app provides
 
         def current_view(self) -> ViewState: ...
-
-        def _move(self, cursor: int, pieces: int | None = None) -> None: ...
 
     def action_seek(self) -> None:
         """Ask for a step number and go there."""
@@ -52,7 +46,7 @@ class OverlayActions(_Base):
 
     def action_seek_to(self, number: int) -> None:
         """Go to the end of step ``number`` (1-based)."""
-        self._move(seek_step(self.event_log, number))
+        self.navigator.move(seek_step(self.event_log, number))
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """Write an SVG of the current frame by the outputs' rule (:func:`write_output`: renamed over

@@ -1,377 +1,192 @@
-"""The whole GPU check in one command, so that a short time on a GPU machine is spent running:
-writes a dated markdown report (``gpu-check-YYYY-MM-DD.md`` in the current folder, or ``--out``).
+"""The GPU check: one command of at most 9 minutes for a short time on a GPU machine, writing its
+report into ``$OUT`` (the GPU machine's folder of files that come back; ``--out DIR`` overrides;
+without either, a dated folder here) part by part, as each check starts and ends.
 
-Steps, each recorded in the report as passed, failed (with the output's tail) or skipped (why):
+Here, with network, once (the wheels the GPU image lacks, pinned; ``wheels/`` is git-ignored)::
 
-1. the GPU tier, ``pytest -m gpu tests/runtime/test_gpu.py`` (counts, and every failure's name);
-2. ``collviz fsdp --gpus 4`` on NCCL: every all-gather and reduce-scatter's clock, GPU time and busbw;
-3. ``--memory-viz``: each rank's CUDA memory snapshot of a 2-rank all-gather, and its size;
-4. the observer's cost at 4 ranks: collviz's all-reduce time per call ÷ a bare ``torch.distributed``
-   NCCL loop's, same protocol (barrier, synchronise, time one call, synchronise), 1 and 16 MiB;
-5. shared-GPU latency: ``collviz bench all-reduce`` at 2 and 4 ranks, 4 B to 16 MiB (on a
-   machine with fewer GPUs than ranks the ranks share them, over NCCL's socket transport).
+    python benchmarks/gpu_check.py --download wheels
 
-**Wheels.** A GPU image may carry torch but not collviz's other dependencies (the H100 image:
-torch 2.11, no pyzmq, msgspec or textual) and may have no network. On a machine with network,
-in the checkout::
+There, with no network, from the checkout's root (the device tool carrying ``wheels``)::
 
-    python benchmarks/gpu_check.py --download wheels --python-version 3.12
+    python3 benchmarks/gpu_check.py --wheels wheels            # the check, ≤ 9 minutes
+    python3 benchmarks/gpu_check.py --wheels wheels --perf     # optional: the performance rows
 
-fetches them (``pip download``, binary wheels for manylinux x86_64 and that Python; torch is
-never fetched) into ``wheels/``, which travels with the checkout. On the GPU machine::
+``--wheels`` installs the carried wheels and collviz built from this checkout into a new folder
+on ``PYTHONPATH`` (``pip install --no-index --no-deps --target``): the image's torch, numpy and
+nvidia-ml-py are used, and nothing is installed over them. The checks, most telling first, each
+with a time budget (a check over it is stopped, recorded as timed out, and the next one runs):
 
-    python benchmarks/gpu_check.py --wheels wheels
+1. a 2-rank NCCL canary: 2 ranks sharing the GPU as collviz places them, all_reduce, all_gather and
+   reduce_scatter against exact sums;
+2. ``collviz fsdp --gpus 4``: every all-gather's and reduce-scatter's GPU time and busbw;
+3. the GPU tier's highest-value tests at 4 ranks on one GPU (``gpucheck.checks.TIER_TESTS``);
+4. ``all-reduce --algo ring`` and ``--algo tree`` on NCCL;
+5. ``collviz run`` of a script that hangs (the run fails naming the rank and its line) and of one
+   that raises (naming the rank and its error);
+6. ``collviz attach`` on an NCCL job under plain torchrun;
+7. ``collviz run --observe``: every call timed on the GPU, three steps.
 
-installs them from the folder (``pip install --no-index --find-links``) and collviz itself with
-``--no-deps`` (the image's torch stays), then runs the steps. Without ``--wheels`` it runs in the
-current environment. ``--quick``: every step, tiny, on whatever backend this machine has (gloo
-without a GPU), with the report in a temporary folder: a check that the command runs (the test
-suite runs it); its figures mean nothing.
-
-**In parts.** The whole check takes about a quarter of an hour (the tier records some 80 CLI
-runs). Where one command may run 10 minutes at most, run it in parts, each writing its own
-report (named after its steps)::
-
-    python benchmarks/gpu_check.py --only tier --tier-k "every_collective or average"
-    python benchmarks/gpu_check.py --only tier --tier-k "every_training"
-    python benchmarks/gpu_check.py --only tier --tier-k "not every_collective and not average and not every_training"
-    python benchmarks/gpu_check.py --only fsdp,memory-viz,observer,latency
+Nothing is called "passed" unless NCCL on CUDA did the work; without a GPU the report's first line
+is "NOT A GPU CHECK". A check whose packages are missing says which, rather than failing.
+``--quick``: every check tiny, on gloo (2 ranks), a check that the command runs (the test suite
+runs it); it is not a GPU check. ``--perf``: the observer's cost at 4 ranks and bench latency at
+2 and 4 ranks, in ``perf.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
+import importlib.util
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import tomllib
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-STEPS = ("tier", "fsdp", "memory-viz", "observer", "latency")
-"""The steps, in the order they run (``--only`` picks some)."""
+from gpucheck import checks, perf, userjobs, wheels
+from gpucheck.context import ROOT, Check, Context
+from gpucheck.machine import probe
+from gpucheck.report import Part, Report, trim_log
+from gpucheck.running import Deadline, TimedOut, tail
 
-TEST_EXTRAS = ("pytest", "pytest-timeout", "pytest-asyncio")
-"""The test packages the GPU tier needs beside collviz's own dependencies."""
+LIMIT_S = 530
+"""The whole command's limit (seconds), from its start, the install included: 9 minutes, less a
+margin for the report's last write."""
 
+LAST_START_S = 10
+"""A check is not started with less time than this left."""
 
-@dataclass
-class Step:
-    """One step of the check: its title, outcome (``passed``, ``failed``, ``skipped``) and lines."""
+COLLVIZ = ("collviz", "zmq", "msgspec", "textual", "rich")
+"""What every check that runs collviz imports."""
 
-    title: str
-    outcome: str = "passed"
-    lines: list[str] = field(default_factory=list)
+CHECKS = (
+    Check("canary", "2-rank NCCL canary: all_reduce, all_gather, reduce_scatter exact", 60, ("torch", *COLLVIZ),
+          checks.canary),
+    Check("fsdp", "collviz fsdp: each all-gather's and reduce-scatter's GPU time and busbw", 75, COLLVIZ,
+          checks.fsdp_times),
+    Check("tier", f"the GPU tier's {len(checks.TIER_TESTS)} highest-value tests, 4 ranks", 140,
+          (*COLLVIZ, "pytest", "pytest_timeout", "pytest_asyncio"), checks.tier),
+    Check("algo", "all-reduce --algo ring and --algo tree", 45, COLLVIZ, checks.algorithms),
+    Check("run", "collviz run: a script that hangs, one that raises", 75, COLLVIZ, userjobs.run_failures),
+    Check("attach", "collviz attach on a job under plain torchrun", 45, COLLVIZ, userjobs.attach),
+    Check("observe", "collviz run --observe: every call timed, three steps", 40, COLLVIZ, userjobs.observe),
+)
+"""The check's checks, in the order they run."""
 
-
-def _cli(*args: str, timeout: float = 600, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """``collviz ARGS`` in a fresh interpreter."""
-    return subprocess.run([sys.executable, "-m", "collviz.app.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
-
-
-def _tail(result: subprocess.CompletedProcess, lines: int = 15) -> list[str]:
-    text = (result.stdout or "") + (result.stderr or "")
-    return ["```", *text.strip().splitlines()[-lines:], "```"]
-
-
-def _name(spec: str) -> str:
-    """``pyzmq>=25`` → ``pyzmq``."""
-    for mark in "<>=!~ ;[":
-        spec = spec.split(mark)[0]
-    return spec.strip().lower()
-
-
-def _requirements() -> list[str]:
-    """collviz's dependencies but torch, and the tier's test packages, as pyproject.toml pins them."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    tests = [spec for spec in project["optional-dependencies"]["test"] if _name(spec) in TEST_EXTRAS]
-    return [spec for spec in project["dependencies"] if _name(spec) != "torch"] + tests
+PERF = (
+    Check("observer", "observer's cost: collviz all-reduce per call ÷ a bare loop's", 150, ("torch", *COLLVIZ),
+          perf.observer_cost),
+    Check("latency", "collviz bench all-reduce at 2 and 4 ranks", 150, COLLVIZ, perf.latency),
+)
+"""``--perf``'s rows."""
 
 
-def download(folder: Path, python_version: str) -> int:
-    """``pip download`` the wheels the GPU image lacks into ``folder``; pip's exit status."""
-    command = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--python-version", python_version,
-               "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_28_x86_64", "--dest", str(folder),
-               *_requirements()]
-    print("$", " ".join(command), flush=True)
-    return subprocess.call(command)
+def _output_folder(given: Path | None) -> Path:
+    """``--out``, else ``$OUT``, else ``gpu-check-<UTC date and time>`` here; created."""
+    folder = given or (Path(os.environ["OUT"]) if os.environ.get("OUT") else
+                       Path.cwd() / f"gpu-check-{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H%M%S}")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
-def install(folder: Path) -> None:
-    """Install the carried wheels, then collviz without its dependencies (the image's torch stays)."""
-    names = [_name(spec) for spec in _requirements()]
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--find-links", str(folder), *names],
-                   check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-e", str(ROOT)],
-                   check=True)
+def _missing(modules: tuple[str, ...]) -> list[str]:
+    """The modules of ``modules`` this interpreter cannot import."""
+    return [name for name in modules if importlib.util.find_spec(name) is None]
 
 
-def _machine() -> list[str]:
-    """torch, CUDA, NCCL and the GPUs, read in a child process (this one forks ranks: no CUDA here)."""
-    probe = ("import json, torch; c = torch.cuda.is_available(); print(json.dumps({'torch': torch.__version__, "
-             "'cuda': torch.version.cuda, 'nccl': '.'.join(map(str, torch.cuda.nccl.version())) if c else None, "
-             "'gpus': [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if c else []}))")
-    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    if found.returncode:
-        return [f"- machine probe failed: {found.stderr.strip().splitlines()[-1:]}"]
-    info = json.loads(found.stdout)
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return [f"- collviz commit: {commit.stdout.strip() or 'unknown'}", f"- torch {info['torch']}, CUDA {info['cuda']}, "
-            f"NCCL {info['nccl']}", f"- GPUs: {', '.join(info['gpus']) or 'none'}", f"- Python {sys.version.split()[0]}"]
+def _log_tail(log: Path) -> list[str]:
+    """The end of a check's log, fenced."""
+    return tail(log.read_text(errors="replace") if log.exists() else "")
 
 
-def tier(quick: bool, select: str | None) -> Step:
-    """Step 1: the GPU tier (its tests matching ``select``, pytest's ``-k``, when given)."""
-    select = "bench" if quick and select is None else select
-    step = Step("GPU tier: pytest -m gpu tests/runtime/test_gpu.py" + (f" -k '{select}'" if select else ""))
-    with tempfile.TemporaryDirectory() as folder:
-        junit = Path(folder) / "tier.xml"
-        command = [sys.executable, "-m", "pytest", "-m", "gpu", str(ROOT / "tests" / "runtime" / "test_gpu.py"), "-p",
-                   "no:cacheprovider", "-q", f"--junitxml={junit}"] + (["-k", select] if select else [])
-        result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, stdin=subprocess.DEVNULL)
-        counts, failed = _junit(junit)
-    step.lines.append(", ".join(f"{count} {what}" for what, count in counts.items()))
-    step.lines += [f"- failed: `{name}`" for name in failed]
-    if result.returncode not in (0, 5) or failed:  # 5: nothing collected
-        step.outcome = "failed"
-        step.lines += _tail(result, 30)
-    elif counts.get("passed", 0) == 0:
-        step.outcome = "skipped"
-    return step
+def _run_part(check: Check, part: Part, report: Report, context: Context, left_s: float) -> None:
+    """Run one check into its part of the report (``left_s``: the command's time left): its outcome,
+    its lines, its log trimmed."""
+    report.starting(part)
+    started = time.monotonic()
+    missing = _missing(check.needs)
+    if left_s < LAST_START_S:
+        part.end("not run: the command's time was spent", 0, [])
+    elif missing:
+        part.end(f"missing: {', '.join(missing)}", 0, [f"`{sys.executable}` cannot import {', '.join(missing)}: "
+                                                       "carry the wheels (`--download`, then `--wheels`)."])
+    else:
+        try:
+            part.settle(check.body(context), time.monotonic() - started)
+        except TimedOut as stopped:
+            part.end(f"timed out at its {check.budget_s:.0f} s", time.monotonic() - started,
+                     [*stopped.lines, f"stopped while in: {stopped}; the log's end:", *_log_tail(context.log)])
+        except Exception:  # a check's own error (or a run that ended early): recorded, and the next check runs
+            part.end("failed", time.monotonic() - started, ["the check raised:", *tail(traceback.format_exc(), 8),
+                                                            "the log's end:", *_log_tail(context.log)])
+    trim_log(context.log)
+    report.write()
+    print(f"{part.title}: {part.outcome}", flush=True)
 
 
-def _junit(path: Path) -> tuple[dict[str, int], list[str]]:
-    """(outcome → count, failed tests' names) from pytest's JUnit XML."""
-    import xml.etree.ElementTree as ElementTree
-
-    if not path.exists():
-        return {"errors": 1}, ["pytest wrote no report"]
-    counts = {"passed": 0, "failed": 0, "skipped": 0}
-    failed = []
-    for case in ElementTree.parse(path).getroot().iter("testcase"):
-        if case.find("failure") is not None or case.find("error") is not None:
-            counts["failed"] += 1
-            failed.append(case.get("name", "?"))
-        elif case.find("skipped") is not None:
-            counts["skipped"] += 1
-        else:
-            counts["passed"] += 1
-    return counts, failed
-
-
-def fsdp_gpu_time(backend: str, ranks: int) -> Step:
-    """Step 2: fsdp's collectives, each with its clock, time and busbw."""
-    from collviz.runtime.observation.metrics import bandwidth
-    from collviz.runtime.wire.protocol import Collective, RunStart
-    from collviz.runtime.wire.trace import read_trace
-
-    step = Step(f"collviz fsdp --gpus {ranks} --backend {backend}: each collective's own time and busbw")
-    with tempfile.TemporaryDirectory() as folder:
-        trace = Path(folder) / "fsdp.cvz"
-        result = _cli("fsdp", "--gpus", str(ranks), "--backend", backend, "--headless", "--record", str(trace))
-        if result.returncode:
-            step.outcome, step.lines = "failed", _tail(result)
-            return step
-        events = read_trace(trace).events
-    start = next(e for e in events if isinstance(e, RunStart))
-    step.lines += [f"{start.backend_reason}", "", "| rank 0 call | bytes | clock | time (µs) | busbw (GB/s) |",
-                   "|---|---:|---|---:|---:|"]
-    ends = [e for e in events if isinstance(e, Collective) and e.edge == "end" and e.op != "barrier"]
-    for call in ends:
-        if call.rank == 0:
-            seconds = (call.duration_ns or 0) / 1e9
-            busbw = bandwidth(call.op, len(call.group_ranks), call.algo_bytes, seconds).busbw / 1e9 if seconds else None
-            step.lines.append(f"| {call.op} #{call.group_seq} ({call.group}) | {call.algo_bytes} | {call.clock or '—'} | "
-                              f"{seconds * 1e6:.1f} | {'—' if busbw is None else f'{busbw:.3f}'} |")
-    untimed = [c for c in ends if not c.duration_ns]
-    if untimed or (backend == "nccl" and any(c.clock != "gpu" for c in ends)):
-        step.outcome = "failed"
-        step.lines.append(f"{len(untimed)} of {len(ends)} calls untimed; clocks seen: {sorted({c.clock for c in ends})}")
-    return step
+def run_checks(chosen: tuple[Check, ...], out: Path, name: str, title: str, env: dict[str, str], quick: bool,
+               setup: list[str], deadline: Deadline) -> int:
+    """Run ``chosen`` into ``out/name`` (and a log per check) by ``deadline``; 1 if any failed, timed
+    out or missed a package."""
+    machine = probe(env, ROOT)
+    not_gpu = "--quick ran every check tiny, on gloo" if quick else None if machine.cuda else "torch saw no CUDA device"
+    prefix = "" if name == "report.md" else "perf-"
+    parts = [Part(check.title, check.budget_s, f"{prefix}{number}-{check.key}.log")
+             for number, check in enumerate(chosen, 1)]
+    report = Report(out / name, title, parts, not_gpu)
+    report.machine = machine.lines + setup
+    report.write()
+    for check, part in zip(chosen, parts):
+        with tempfile.TemporaryDirectory(prefix=f"gpu-check-{check.key}-") as work:
+            context = Context("gloo" if not_gpu else "nccl", quick, Path(work), out / part.log,
+                              deadline.sooner(check.budget_s), env)
+            _run_part(check, part, report, context, deadline.left())
+    print(f"report: {out / name}", flush=True)
+    return 1 if any(part.bad for part in parts) else 0
 
 
-def memory_viz(cuda: bool) -> Step:
-    """Step 3: --memory-viz writes each rank's snapshot."""
-    step = Step("--memory-viz: each rank's CUDA memory snapshot (all-gather, 2 ranks, 1 MiB)")
-    if not cuda:
-        step.outcome, step.lines = "skipped", ["no GPU: a CUDA memory snapshot needs one"]
-        return step
-    with tempfile.TemporaryDirectory() as folder:
-        result = _cli("all-gather", "--gpus", "2", "--backend", "nccl", "--size", "1MiB", "--headless", "--memory-viz",
-                      str(Path(folder) / "mv"))
-        written = sorted(Path(folder, "mv").glob("rank*.pickle")) if Path(folder, "mv").exists() else []
-        step.lines += [f"- {path.name}: {path.stat().st_size} B" for path in written]
-    if result.returncode or len(written) != 2:
-        step.outcome = "failed"
-        step.lines += _tail(result)
-    return step
-
-
-def _bare_rank(rank: int, world: int, port: int, numel: int, iters: int, out: str) -> None:
-    """One rank of the bare loop: collviz's placement (device, NCCL host id), then plain calls."""
-    import torch
-    import torch.distributed as dist
-
-    from collviz.runtime.backends import choose_backend
-
-    placement = choose_backend("nccl", world).placement(rank)
-    os.environ.update(placement.environment)
-    device = torch.device("cuda", placement.device_index)
-    torch.cuda.set_device(device)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            device_id=device, timeout=datetime.timedelta(seconds=120))
-    tensor = torch.ones(numel, device=device)
-    times = []
-    for _ in range(iters + 2):
-        dist.barrier()
-        torch.cuda.synchronize(device)
-        started = time.perf_counter_ns()
-        dist.all_reduce(tensor)
-        torch.cuda.synchronize(device)
-        times.append(time.perf_counter_ns() - started)
-    Path(out, f"rank{rank}.json").write_text(json.dumps(times[2:]))
-    torch.cuda.synchronize(device)
-    os._exit(0)
-
-
-def _bare_nccl(world: int, numel: int, iters: int) -> float:
-    """The slowest rank's median bare NCCL all-reduce time (ns); ranks forked from this process,
-    which never touches CUDA."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with tempfile.TemporaryDirectory() as out:
-        pids = []
-        for rank in range(world):
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    _bare_rank(rank, world, port, numel, iters, out)
-                finally:
-                    os._exit(1)
-            pids.append(pid)
-        if any(os.waitpid(pid, 0)[1] for pid in pids):
-            raise RuntimeError("a bare NCCL rank failed")
-        return max(statistics.median(json.loads(Path(out, f"rank{r}.json").read_text())) for r in range(world))
-
-
-def observer_cost(cuda: bool, quick: bool) -> Step:
-    """Step 4: collviz's per-call time ÷ the bare loop's, 4 ranks."""
-    from collviz.runtime.wire.protocol import Collective
-    from collviz.runtime.wire.trace import read_trace
-
-    step = Step("observer's cost at 4 ranks: collviz all-reduce time per call ÷ bare torch.distributed NCCL")
-    if not cuda:
-        step.outcome, step.lines = "skipped", ["no GPU: the bare side is an NCCL loop"]
-        return step
-    iters = 5 if quick else 50
-    step.lines += ["| size | collviz (µs) | bare (µs) | ratio |", "|---:|---:|---:|---:|"]
-    for size in ([2**20] if quick else [2**20, 16 * 2**20]):
-        with tempfile.TemporaryDirectory() as folder:
-            trace = Path(folder) / "ar.cvz"
-            result = _cli("all-reduce", "--gpus", "4", "--backend", "nccl", "--size", str(size), "--iters", str(iters),
-                          "--headless", "--record", str(trace))
-            if result.returncode:
-                step.outcome, step.lines = "failed", _tail(result)
-                return step
-            per_rank: dict[int, list[int]] = {}
-            for event in read_trace(trace).events:
-                if isinstance(event, Collective) and event.edge == "end" and event.duration_ns:
-                    per_rank.setdefault(event.rank, []).append(event.duration_ns)
-        ours = max(statistics.median(times) for times in per_rank.values())
-        bare = _bare_nccl(4, size // 4, iters)
-        step.lines.append(f"| {size // 2**20} MiB | {ours / 1e3:.1f} | {bare / 1e3:.1f} | {ours / bare:.3f} |")
-    return step
-
-
-def shared_latency(backend: str, quick: bool) -> Step:
-    """Step 5: bench all-reduce at 2 and 4 ranks."""
-    from collviz.runtime.reports.bench_table import parse_table
-
-    step = Step(f"latency and busbw: collviz bench all-reduce --backend {backend}, 2 and 4 ranks")
-    sizes = "4:1K" if quick else "4:16M"
-    for ranks in (2, 4):
-        result = _cli("bench", "all-reduce", "--gpus", str(ranks), "--backend", backend, "--sizes", sizes,
-                      "--iters", "2" if quick else "20", "--warmup", "0" if quick else "5")
-        rows = parse_table(result.stdout)
-        if result.returncode or not rows:
-            step.outcome = "failed"
-            step.lines += _tail(result)
-            continue
-        banner = next((line for line in result.stdout.splitlines() if line.startswith("collviz bench")), "")
-        step.lines += [f"{banner}", "", "| size (B) | time (µs) | busbw (GB/s) | NCCL algo/proto |", "|---:|---:|---:|---|"]
-        step.lines += [f"| {r.size} | {r.time_us:.1f} | {r.busbw_gbps:.3f} | {r.nccl or '—'} |" for r in rows]
-        step.lines.append("")
-        if any(r.wrong for r in rows):
-            step.outcome = "failed"
-    return step
-
-
-def _gpus() -> int:
-    from collviz.runtime.observation.nvml import gpu_count
-
-    return gpu_count()
-
-
-def report(steps: list[Step], machine: list[str], started: datetime.datetime, quick: bool) -> str:
-    """The markdown report."""
-    failed = [s for s in steps if s.outcome == "failed"]
-    lines = [f"# collviz GPU check — {started:%Y-%m-%d %H:%M} UTC", "",
-             "`--quick`: a check that the command runs; its figures mean nothing." if quick else "", "", *machine, "",
-             f"**{'FAILED' if failed else 'passed'}**: " + ", ".join(f"{s.outcome} {i}" for i, s in enumerate(steps, 1)),
-             ""]
-    for number, step in enumerate(steps, 1):
-        lines += [f"## {number}. {step.title} — {step.outcome}", "", *step.lines, ""]
-    return "\n".join(lines)
+def _install(folder: Path, env: dict[str, str]) -> list[str]:
+    """Install the carried wheels and collviz (``--wheels``); the report's lines about it."""
+    if not folder.is_dir():
+        return [f"- `--wheels {folder}`: no such folder (run `--download {folder}` with network first)"]
+    started = time.monotonic()
+    site, result = wheels.install(folder, ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
+    sys.path.insert(0, str(site))
+    importlib.invalidate_caches()
+    if result.returncode:
+        return [f"- installing from `{folder}` FAILED (pip exit {result.returncode}):",
+                *tail(result.stdout + result.stderr, 15)]
+    installed = len(wheels.CARRIED) - len(wheels.BUILD_ONLY)
+    return [f"- installed {installed} pinned packages and collviz from `{folder}` into `{site}` "
+            f"(no index, no dependencies) in {time.monotonic() - started:.0f} s"]
 
 
 def main() -> int:
+    """The command line."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--download", type=Path, metavar="DIR", help="fetch the wheels the GPU image lacks, then stop")
-    parser.add_argument("--python-version", default=f"{sys.version_info.major}.{sys.version_info.minor}",
-                        help="the GPU machine's Python, for --download (default: this one's)")
-    parser.add_argument("--wheels", type=Path, metavar="DIR", help="install the carried wheels first")
-    parser.add_argument("--out", type=Path, help="the report (default gpu-check-YYYY-MM-DD.md here)")
-    parser.add_argument("--quick", action="store_true", help="every step, tiny: a check that the command runs")
-    parser.add_argument("--only", metavar="STEP,…", help=f"run these steps only: {', '.join(STEPS)}")
-    parser.add_argument("--tier-k", metavar="EXPR", help="the tier's tests matching this pytest -k expression")
+    parser.add_argument("--download", type=Path, metavar="DIR",
+                        help="fetch the pinned wheels the GPU image lacks, then stop")
+    parser.add_argument("--wheels", type=Path, metavar="DIR", help="install the carried wheels first (no network)")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="the report's folder (default: $OUT, else a dated folder here)")
+    parser.add_argument("--quick", action="store_true", help="every check tiny, on gloo: a check that the command runs")
+    parser.add_argument("--perf", action="store_true", help="the performance rows instead of the checks")
     args = parser.parse_args()
-    chosen = list(STEPS) if args.only is None else [name.strip() for name in args.only.split(",")]
-    unknown = [name for name in chosen if name not in STEPS]
-    if unknown:
-        parser.error(f"--only {args.only}: unknown step {', '.join(unknown)}; choose from {', '.join(STEPS)}")
     if args.download is not None:
-        return download(args.download, args.python_version)
-    if args.wheels is not None:
-        install(args.wheels)
-    started = datetime.datetime.now(datetime.timezone.utc)
-    part = "" if args.only is None else "-" + "-".join(chosen)
-    out = args.out or (Path(tempfile.mkdtemp()) if args.quick else Path.cwd()) / f"gpu-check-{started:%Y-%m-%d}{part}.md"
-    cuda = _gpus() > 0
-    backend = "nccl" if cuda else "gloo"
-    ranks = 2 if args.quick else 4
-    steps: dict[str, Callable[[], Step]] = {
-        "tier": lambda: tier(args.quick, args.tier_k), "fsdp": lambda: fsdp_gpu_time(backend, ranks),
-        "memory-viz": lambda: memory_viz(cuda), "observer": lambda: observer_cost(cuda, args.quick),
-        "latency": lambda: shared_latency(backend, args.quick)}
-    done = []
-    for number, name in enumerate(chosen, 1):
-        step = steps[name]()
-        print(f"{number}. {step.title}: {step.outcome}", flush=True)
-        done.append(step)
-    out.write_text(report(done, _machine(), started, args.quick))
-    print(f"report: {out}")
-    return 1 if any(step.outcome == "failed" for step in done) else 0
+        status = wheels.download(args.download)
+        count, size = wheels.folder_size(args.download)
+        print(f"{args.download}: {count} wheels, {size / 2**20:.1f} MiB", flush=True)
+        return status
+    deadline = Deadline.after(LIMIT_S)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    setup = _install(args.wheels, env) if args.wheels is not None else []
+    out = _output_folder(args.out)
+    if args.perf:
+        return run_checks(PERF, out, "perf.md", "collviz GPU performance rows", env, args.quick, setup, deadline)
+    return run_checks(CHECKS, out, "report.md", "collviz GPU check", env, args.quick, setup, deadline)
 
 
 if __name__ == "__main__":

@@ -190,7 +190,7 @@ async def _flood_app(app, session: FloodSession, counter: PaintCounter, events: 
         paints0 = counter.paints
         started, cpu = time.perf_counter(), time.process_time()
         session.go.set()
-        while app.absorbed < len(events):
+        while app.mode.absorbed < len(events):
             await asyncio.sleep(0.005)
             if time.perf_counter() - started > 120:
                 break
@@ -199,7 +199,7 @@ async def _flood_app(app, session: FloodSession, counter: PaintCounter, events: 
         paints = counter.paints - paints0
         await pilot.pause()
         lost = len(events) - len(app.event_log)
-    return {"events": len(events), "seconds": elapsed, "events_per_s": app.absorbed / elapsed,
+    return {"events": len(events), "seconds": elapsed, "events_per_s": app.mode.absorbed / elapsed,
             "frames_per_s": frames / elapsed, "paints_per_s": paints / elapsed, "lost": lost, "cpu_s": cpu}
 
 

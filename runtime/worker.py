@@ -164,7 +164,7 @@ def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) 
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // config.backend.ranks))
     try:
         if config.recorder is not None:  # a script read from its Flight Recorder: the rank says only how it ended
-            with recorded_rank(config.recorder, rank):
+            with recorded_rank(config.recorder, rank, device):
                 config.program.run(ctx)
         elif config.backend.row.program_joins:
             config.program.run(ctx)  # joins the process group, picks its device, says RankStart itself

@@ -10,6 +10,15 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from ..model import Labels, ViewState
+from ..model.panes import (
+    CostFields,
+    EventTailFields,
+    HeaderFields,
+    MemoryFields,
+    NarrationFields,
+    PipelineFields,
+    TransferFields,
+)
 from ..widgets import (
     BenchPlot,
     CostPane,
@@ -52,7 +61,8 @@ def grid_class(world_size: int) -> str:
 
 
 class ViewerScreen(Screen[None]):
-    """Everything about the run at the app's cursor; the app calls :meth:`show_view` per frame.
+    """Everything about the run at the app's cursor; the app calls :meth:`show_view` per frame,
+    and each pane is handed only its own fields (:mod:`~..model.panes`).
 
     A ``collviz bench`` run (many phases, trivial buffers) shows its busbw plot in place of the
     rank panels: the screen gets the ``-bench`` class and the stylesheet swaps the two.
@@ -126,7 +136,7 @@ class ViewerScreen(Screen[None]):
         """Show or hide the raw event log pane."""
         self._log.set_class(visible, "-visible")
         if self._view is not None:
-            self._log.show(self._view)
+            self._log.show(EventTailFields.of(self._view))
 
     def show_view(self, view: ViewState, labels: Labels) -> None:
         """Display ``view``; ``labels`` are the header's words."""
@@ -134,7 +144,7 @@ class ViewerScreen(Screen[None]):
         self._labels = labels
         if not self._ready:
             return
-        self._header.show(view, labels)
+        self._header.show(HeaderFields.of(view), labels)
         self.set_class(view.bench is not None, "-bench")
         if view.bench is not None:
             self._bench.show(view.bench)
@@ -145,17 +155,17 @@ class ViewerScreen(Screen[None]):
                 self.hide_progress()
         self._ensure_panels(len(view.ranks))
         if self._heatmap is not None:
-            self._heatmap.show(view)
+            self._heatmap.show(view.ranks)
         for panel, rank in zip(self._panels, view.ranks):
             panel.show(rank)
-        self._narration.show(view)
-        self._cost.show(view)
-        self._transfers.show(view)
-        self._pipeline.show(view)
+        self._narration.show(NarrationFields.of(view))
+        self._cost.show(CostFields.of(view))
+        self._transfers.show(TransferFields.of(view))
+        self._pipeline.show(PipelineFields.of(view))
         self._memory.set_class(not any(rank.memory.length for rank in view.ranks), "-empty")
-        self._memory.show(view)
+        self._memory.show(MemoryFields.of(view))
         if self._log.has_class("-visible"):
-            self._log.show(view)
+            self._log.show(EventTailFields.of(view))
 
     def _ensure_panels(self, world: int) -> None:
         if world == self._world:
@@ -184,7 +194,7 @@ class ViewerScreen(Screen[None]):
         self.set_class(present, "-present")
         self._cost.compact = present
         if self._view is not None and self._ready:
-            self._cost.show(self._view)
+            self._cost.show(CostFields.of(self._view))
         self._side.share()
         for panel in self.query(RankPanel):
             panel.padding = 2 if present else 0

@@ -14,9 +14,8 @@ from rich.cells import cell_len
 from rich.text import Text
 
 from collviz.runtime.observation.metrics import human_rate
-from collviz.runtime.wire.protocol import UNTIMED_OPTION
-
-from ..model import CallCost, ViewState
+from ..model import CallCost
+from ..model.panes import CostFields
 from .render import format_bytes
 from .text_pane import TextPane
 
@@ -113,14 +112,13 @@ NO_CALL = "no collective call in this step"
 """What the pane says for a step without collective calls: all it says (one line is enough)."""
 
 
-def _no_cost(view: ViewState) -> str:
+def _no_cost(fields: CostFields) -> str:
     """Why the step shows no cost: no call of it has ended (each call the ranks are still inside,
     with those ranks), or it has none."""
     inside: dict[tuple[str, str, int], list[int]] = {}
-    for rank in view.ranks:
-        latest = rank.collective
-        if latest is not None and latest.edge == "begin" and latest.phase == view.step:
-            inside.setdefault((latest.op, latest.group, latest.group_seq), []).append(rank.rank)
+    for rank, latest in fields.latest_calls:
+        if latest is not None and latest.edge == "begin" and latest.phase == fields.step:
+            inside.setdefault((latest.op, latest.group, latest.group_seq), []).append(rank)
     if not inside:
         return NO_CALL
     if len(inside) == 1:
@@ -184,25 +182,25 @@ class CostPane(TextPane):
         super().__init__(**kwargs)
         self.mask_volatile = mask_volatile
         self.compact = False
-        self._view: ViewState | None = None
+        self._fields: CostFields | None = None
 
     def on_resize(self) -> None:
         """A new width may part busbw's line differently (see :func:`cost_headline`)."""
-        if self._view is not None:
-            self.show(self._view)
+        if self._fields is not None:
+            self.show(self._fields)
         super().on_resize()
 
-    def show(self, view: ViewState) -> None:
-        """Render the costs of ``view``'s step."""
-        self._view = view
-        costs = view.costs
+    def show(self, fields: CostFields) -> None:
+        """Render the costs of the step shown."""
+        self._fields = fields
+        costs = fields.costs
         if not costs:
             self.set_title("cost")
-            why = _no_cost(view)
+            why = _no_cost(fields)
             self.show_text(Text(why, "dim"), quiet=why == NO_CALL)  # a call not ended says which, whole
             return
         latest = costs[-1]
-        count = view.call_count
+        count = fields.call_count
         self.set_title(f"cost · {count:,} collective call{'s' if count > 1 else ''}"
                        + (" · the latest" if count > 1 else ""))
         width = self.content_size.width
@@ -210,10 +208,9 @@ class CostPane(TextPane):
         if self.compact:
             self.show_text(headline, headline)
             return
-        untimed = str(view.run.options.get(UNTIMED_OPTION, "")) if view.run is not None else ""
         text = headline.copy()
         text.append("\n")
-        text.append_text(cost_details(latest, self.mask_volatile, untimed))
+        text.append_text(cost_details(latest, self.mask_volatile, fields.untimed))
         earlier = costs[:-1][::-1]
         if earlier:
             listed = ", ".join(f"{c.op} {format_bytes(c.algo_bytes)}" for c in earlier[:4])

@@ -6,7 +6,7 @@ from rich.text import Text
 
 from collviz.runtime.wire.protocol import LAUNCHER_RANK, AnyEvent
 
-from ..model import ViewState
+from ..model.panes import EventTailFields
 from .text_pane import TextPane
 
 __all__ = ["EventLogPane", "describe"]
@@ -30,15 +30,15 @@ def describe(event: AnyEvent) -> str:
 class EventLogPane(TextPane):
     """The last events before the cursor, newest last, as many as fit."""
 
-    def show(self, view: ViewState) -> None:
-        """Render the tail of ``view``."""
+    def show(self, fields: EventTailFields) -> None:
+        """Render the events before the cursor."""
         lines = max(1, self.size.height or 8)
-        first = view.cursor - len(view.tail)
+        first = fields.cursor - len(fields.tail)
         text = Text(no_wrap=True, overflow="ellipsis")
-        shown = view.tail[-lines:]
-        for offset, event in enumerate(shown, start=first + len(view.tail) - len(shown)):
+        shown = fields.tail[-lines:]
+        for offset, event in enumerate(shown, start=first + len(fields.tail) - len(shown)):
             who = "launch" if event.rank == LAUNCHER_RANK else f"r{event.rank}"
             text.append(f"{offset:>7} {who:>6} ", "dim")
             text.append(describe(event) + "\n")
-        self.set_title(f"events · {view.cursor}/{view.length}")
+        self.set_title(f"events · {fields.cursor}/{fields.length}")
         self.show_text(text)

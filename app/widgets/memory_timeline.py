@@ -16,9 +16,8 @@ from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
 
-from collviz.runtime.wire.protocol import IMPORT_RUN_PREFIX, NOT_RECORDED_OPTION
-
-from ..model import MemoryTrack, ViewState
+from ..model import MemoryTrack
+from ..model.panes import NO_SAMPLES, MemoryFields
 from .line_widget import LineWidget
 from .memory_chart import (
     CATEGORY_ORDER,
@@ -74,12 +73,11 @@ def category_keys(names: Iterable[str]) -> Line:
     return line
 
 
-def categories_seen(view: ViewState) -> set[str]:
-    """Every category any of ``view``'s ranks held up to its cursor ("other" where live bytes
-    exceeded what the categories account for), for a legend shared by several charts."""
+def categories_seen(fields: MemoryFields) -> set[str]:
+    """Every category any rank held up to the cursor ("other" where live bytes exceeded what the
+    categories account for), for a legend shared by several charts."""
     seen: set[str] = set()
-    for rank in view.ranks:
-        track = rank.memory
+    for track in fields.tracks:
         for live, categories in zip(track.live[: track.upto], track.categories[: track.upto]):
             seen.update(categories)
             if live > sum(categories.values()):
@@ -91,12 +89,13 @@ PEAK_KEY: Line = [Segment("▼ ", _MARK), Segment("peak  ")]
 """The legend's key to the peak marker."""
 
 
-def ranks_sharing(view: ViewState, rank: int) -> int:
-    """How many of ``view``'s ranks use ``rank``'s CUDA device (1 on CPU or when unknown)."""
-    device = next((r.device for r in view.ranks if r.rank == rank), "")
+def ranks_sharing(devices: tuple[str, ...], rank: int) -> int:
+    """How many ranks use ``rank``'s CUDA device (1 on CPU or when unknown); ``devices``: each
+    rank's, by rank."""
+    device = devices[rank] if 0 <= rank < len(devices) else ""
     if not device.startswith("cuda"):
         return 1
-    return sum(1 for r in view.ranks if r.device == device)
+    return devices.count(device)
 
 
 def _with_rest(categories: dict[str, int], live: int) -> dict[str, int]:
@@ -119,19 +118,6 @@ def _column_of(sample: int, count: int, width: int) -> int:
     return min(width - 1, -(-sample * width // count)) if count < width else sample * width // count
 
 
-def _no_samples(view: ViewState | None) -> str:
-    """What the pane says before any rank has a memory sample: where a script's come from, that an
-    imported artifact or an attached job's Flight Recorder holds none."""
-    options = view.run.options if view is not None and view.run is not None else {}
-    if "script" in options:
-        return "no memory samples yet: collviz.watch(model, optimizer) adds them at each step's end"
-    if NOT_RECORDED_OPTION in options:  # an import, or (its run not one) a job attached while it runs
-        imported = view is not None and view.run is not None and view.run.run.startswith(IMPORT_RUN_PREFIX)
-        source = "the imported artifact" if imported else "the attached job's Flight Recorder"
-        return f"memory not recorded: {source} holds none"
-    return "no memory samples yet"
-
-
 class MemoryTimeline(LineWidget):
     """Rows of ranks (identical ranks share one), their memory stacked by category over the run.
 
@@ -146,7 +132,7 @@ class MemoryTimeline(LineWidget):
         self.legend = legend
         self.screen_share = screen_share
         self.shared_top = top
-        self._view: ViewState | None = None
+        self._fields: MemoryFields | None = None
         self._rows = -1
         self._sized_for = (-1, -1)  # (ranks, screen height) the sticky height was found for
         self._digests = SeriesDigests()
@@ -155,29 +141,29 @@ class MemoryTimeline(LineWidget):
         self.border_title = "memory"
         self.border_subtitle = f"device: {NO_DEVICE_FIGURES}"
 
-    def show(self, view: ViewState) -> None:
-        """Display the memory of ``view``'s ranks."""
-        self._view = view
-        device = any(r.memory.cuda is not None or r.memory.nvml is not None for r in view.ranks)
+    def show(self, fields: MemoryFields) -> None:
+        """Display the ranks' memory."""
+        self._fields = fields
+        device = any(track.cuda is not None or track.nvml is not None for track in fields.tracks)
         subtitle = f"device: {WITH_DEVICE_FIGURES if device else NO_DEVICE_FIGURES}"
         if subtitle != self.border_subtitle:
             self.border_subtitle = subtitle
-        top = self._top(view)
+        top = self._top(fields)
         title = (f"memory · live bytes by category · one scale: full height = {format_bytes(top)}" if top
                  else "memory · live bytes by category")
         if title != self.border_title:
             self.border_title = Text(title)
-        same = (len(view.ranks), self.app.size.height) == self._sized_for
-        rows = max(self._rows, self._height(view)) if same else self._height(view)
-        self._sized_for = (len(view.ranks), self.app.size.height)
+        same = (len(fields.tracks), self.app.size.height) == self._sized_for
+        rows = max(self._rows, self._height(fields)) if same else self._height(fields)
+        self._sized_for = (len(fields.tracks), self.app.size.height)
         self.lines_changed(layout=rows != self._rows)  # the height only grows: no re-layout per frame
         self._rows = rows
 
-    def _top(self, view: ViewState) -> int:
+    def _top(self, fields: MemoryFields) -> int:
         """Bytes at the chart's full height: the shared scale, else the highest peak of any rank."""
-        return self.shared_top if self.shared_top is not None else max((r.memory.top for r in view.ranks), default=0)
+        return self.shared_top if self.shared_top is not None else max((t.top for t in fields.tracks), default=0)
 
-    def _layout(self, view: ViewState, lines: int | None = None) -> tuple[list[RankGroup], int, int]:
+    def _layout(self, fields: MemoryFields, lines: int | None = None) -> tuple[list[RankGroup], int, int]:
         """The rows to draw, the ranks left out, and the chart's text rows per row: sizing the
         pane, within a budget of about 1/screen_share of the screen's height (a short screen's
         rank panels need the rows more: MIN_LINES there); drawing, within the ``lines`` the pane
@@ -187,7 +173,7 @@ class MemoryTimeline(LineWidget):
         if lines is None:
             lines = max(MIN_LINES, height // self.screen_share if height >= SHORT_SCREEN else 0)
         budget = lines - (2 if self.legend else 1)  # less the legend and the axis
-        groups, hidden = representative_groups(group_ranks([r.memory for r in view.ranks], self._digests), MAX_GROUPS)
+        groups, hidden = representative_groups(group_ranks(list(fields.tracks), self._digests), MAX_GROUPS)
         if len(groups) + (1 if hidden else 0) > budget:
             groups, hidden = representative_groups(groups, 3)
         room = budget - (1 if hidden else 0)
@@ -196,10 +182,10 @@ class MemoryTimeline(LineWidget):
         chart_rows = min(cap, per_group - 1) if per_group >= 3 else 1
         return groups, hidden, chart_rows
 
-    def _height(self, view: ViewState) -> int:
-        if not view.ranks:
+    def _height(self, fields: MemoryFields) -> int:
+        if not fields.tracks:
             return 1
-        groups, hidden, chart_rows = self._layout(view)
+        groups, hidden, chart_rows = self._layout(fields)
         per_group = chart_rows + 1 if chart_rows > 1 else 1
         return (2 if self.legend else 1) + len(groups) * per_group + (1 if hidden else 0)
 
@@ -210,22 +196,22 @@ class MemoryTimeline(LineWidget):
 
     def build_lines(self, width: int, height: int) -> list[Line]:
         """Legend, then per row a peak line and its stacked chart, then the phase axis."""
-        view = self._view
-        if view is None or not view.ranks or not any(r.memory.length for r in view.ranks):
-            return [[Segment(_no_samples(view), DIM)]]
-        groups, hidden, chart_rows = self._layout(view, lines=max(self._rows, MIN_LINES))
-        top = self._top(view) or 1
+        fields = self._fields
+        if fields is None or not fields.tracks or not any(t.length for t in fields.tracks):
+            return [[Segment(fields.no_samples if fields is not None else NO_SAMPLES, DIM)]]
+        groups, hidden, chart_rows = self._layout(fields, lines=max(self._rows, MIN_LINES))
+        top = self._top(fields) or 1
         label_width = max(len(g.label) for g in groups) + 1
         # one text row per rank leaves the figures beside the chart: every chart (and the axis
         # under them) keeps the same share of the width, and the figures fit in the rest
         chart_width = max(8, width - label_width if chart_rows > 1 else (width - label_width) * 3 // 5)
         lines: list[Line] = [self._legend(groups, width)] if self.legend else []
         for group in groups:
-            lines.extend(self._group_lines(group, view, top, chart_rows, label_width, chart_width, width))
+            lines.extend(self._group_lines(group, fields, top, chart_rows, label_width, chart_width, width))
         if hidden:
             lines.append([Segment(f"{hidden} more ranks between the min and max shown", DIM)])
         longest = max(groups, key=lambda g: g.track.length).track
-        lines.append([Segment(" " * label_width), *self._axis(longest, view.phase_names, chart_width)])
+        lines.append([Segment(" " * label_width), *self._axis(longest, fields.phase_names, chart_width)])
         return lines
 
     def _live_top(self, track: MemoryTrack) -> int:
@@ -262,12 +248,12 @@ class MemoryTimeline(LineWidget):
                 room -= sum(len(segment.text) for segment in extra)
         return line
 
-    def _group_lines(self, group: RankGroup, view: ViewState, top: int, rows: int, label_width: int,
+    def _group_lines(self, group: RankGroup, fields: MemoryFields, top: int, rows: int, label_width: int,
                      chart_width: int, width: int) -> list[Line]:
         track = group.track
         now = f"now {format_bytes(track.current)}"
         if track.cuda is not None or track.nvml is not None:
-            now += device_figures(track, ranks_sharing(view, group.ranks[0]))
+            now += device_figures(track, ranks_sharing(fields.devices, group.ranks[0]))
         label = Segment(group.label.ljust(label_width), rank_label_style(group.ranks[0], bold=False))
         peak_at = _peak_sample(track)
         peak_texts: list[str] = []  # longest first: the marker line uses the first that fits
@@ -275,7 +261,7 @@ class MemoryTimeline(LineWidget):
             phase = track.phases[peak_at]
             between = " (between samples)" if track.peak > self._live_top(track) else ""
             peak = f"peak {format_bytes(track.peak)}"
-            peak_texts = [f"{peak}{between} in {view.phase_names.get(phase, f'phase {phase + 1}')}",
+            peak_texts = [f"{peak}{between} in {fields.phase_names.get(phase, f'phase {phase + 1}')}",
                           f"{peak}{between}", peak]
         if rows == 1:  # one text row: the chart, then the longest figures that fit beside it
             room = width - label_width - chart_width

@@ -7,7 +7,7 @@ from rich.text import Text
 
 from collviz.runtime.wire.protocol import NOTE_MARK
 
-from ..model import ViewState
+from ..model.panes import NarrationFields
 from .text_pane import TextPane
 
 __all__ = ["NarrationPane", "narration_text"]
@@ -29,17 +29,17 @@ class NarrationPane(TextPane):
     """What just happened, in words, under the phase's name (ctrl+↑/↓ scroll it); a failed or
     stalled run's whole reason first."""
 
-    def show(self, view: ViewState) -> None:
-        """Render the narration and checks of ``view``'s step."""
-        self.set_title(view.phase_name or "narration")
-        if view.run is None:
+    def show(self, fields: NarrationFields) -> None:
+        """Render the narration and checks of the step shown."""
+        self.set_title(fields.phase_name or "narration")
+        if not fields.started:
             self.show_text(Text("waiting for the run to start…", "dim"))
             return
         text = Text()
-        if view.state.kind in ("failed", "stalled"):  # the whole reason, which the header's line cuts
-            text.append(f"{view.state.text}\n\n", "bold red")
-        text.append_text(narration_text(view.narration or ""))
-        for check in view.checks:
+        if fields.state.kind in ("failed", "stalled"):  # the whole reason, which the header's line cuts
+            text.append(f"{fields.state.text}\n\n", "bold red")
+        text.append_text(narration_text(fields.narration or ""))
+        for check in fields.checks:
             mark, style = ("✓", "green") if check.ok else ("✗", "bold red")
             text.append(f"\n{mark} r{check.rank} {check.name}", style)
             if check.detail:

@@ -19,7 +19,7 @@ from textual.geometry import Size
 
 from collviz.runtime.reports.pipeline import PipelineTimeline as Timeline, ideal_bubble, timeline_cells, timeline_of
 
-from ..model import ViewState
+from ..model.panes import PipelineFields
 from .line_widget import LineWidget
 from .render import DIM, Line, palette, rank_colour, rank_label_style
 
@@ -48,12 +48,12 @@ def _span_style(microbatch: int, kind: str, colours: tuple[str, ...]) -> Style:
     return Style(color=rank_colour(microbatch), bgcolor=_BACKWARD_BG, bold=True, underline=True)
 
 
-def _title(view: ViewState, timeline: Timeline) -> str:
+def _title(fields: PipelineFields, timeline: Timeline) -> str:
     """The measured bubble against the formula once the schedule is whole; part-way through it
     (→ steps span by span), how far it has come and the latest piece instead."""
-    if view.spans_hidden:
-        latest = view.spans[-1]
-        return (f"pipeline · piece {len(view.spans)} of {len(view.spans) + view.spans_hidden}: r{latest.rank} "
+    if fields.hidden:
+        latest = fields.spans[-1]
+        return (f"pipeline · piece {len(fields.spans)} of {len(fields.spans) + fields.hidden}: r{latest.rank} "
                 f"{latest.kind} of microbatch {latest.microbatch} · as recorded · → next piece · g or end: jump")
     return (f"pipeline · time → ({timeline.window_ns / 1e6:.1f} ms) · bubble measured "
             f"{timeline.mean_bubble():.2f} · ideal (p−1)/(m+p−1) = {ideal_bubble(timeline.stages, timeline.microbatches):.2f}")
@@ -64,21 +64,21 @@ class PipelineTimeline(LineWidget):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
-        self._view: ViewState | None = None
+        self._fields: PipelineFields | None = None
         self._timeline: Timeline | None = None
         self._rows = 0
         self.border_title = "pipeline"
 
-    def show(self, view: ViewState) -> None:
-        """Display ``view``'s pipeline spans (hidden when it has none)."""
-        self._view = view
-        self.set_class(bool(view.spans), "-visible")
-        self._timeline = timeline = timeline_of(view.spans)
+    def show(self, fields: PipelineFields) -> None:
+        """Display the pipeline spans (hidden when there are none)."""
+        self._fields = fields
+        self.set_class(bool(fields.spans), "-visible")
+        self._timeline = timeline = timeline_of(fields.spans)
         if timeline is not None:
-            title = _title(view, timeline)
+            title = _title(fields, timeline)
             if str(self.border_title) != title:
                 self.border_title = Text(title)
-        rows = min(len(view.ranks), MAX_ROWS) + (1 if len(view.ranks) > MAX_ROWS else 0) + 1
+        rows = min(fields.world_size, MAX_ROWS) + (1 if fields.world_size > MAX_ROWS else 0) + 1
         self.lines_changed(layout=rows != self._rows)
         self._rows = rows
 
@@ -88,8 +88,8 @@ class PipelineTimeline(LineWidget):
 
     def build_lines(self, width: int, height: int) -> list[Line]:
         """The legend, then each rank's row with its idle fraction."""
-        view, timeline = self._view, self._timeline
-        if view is None or timeline is None:
+        fields, timeline = self._fields, self._timeline
+        if fields is None or timeline is None:
             return [[Segment("no pipeline spans yet", DIM)]]
         microbatches = sorted({mb for rows in timeline.spans.values() for *_, mb in rows})
         legend: Line = [Segment("colour: microbatch  ")]
@@ -98,9 +98,9 @@ class PipelineTimeline(LineWidget):
         legend += [Segment(" forward  "), Segment("0", _backward_style(0)), Segment(" backward  "),
                    Segment("·", _IDLE), Segment(" idle (waiting for data, sending)")]
         lines: list[Line] = [legend]
-        label_width = len(f"r{len(view.ranks) - 1}") + 1
+        label_width = len(f"r{fields.world_size - 1}") + 1
         chart_width = max(8, width - label_width - len(" not started"))  # the longer of the two notes
-        for rank in range(min(len(view.ranks), MAX_ROWS)):
+        for rank in range(min(fields.world_size, MAX_ROWS)):
             line: Line = [Segment(f"r{rank}".ljust(label_width), rank_label_style(rank))]
             for cell in timeline_cells(timeline, rank, chart_width):
                 if cell is None:
@@ -111,6 +111,6 @@ class PipelineTimeline(LineWidget):
             idle = f" idle {timeline.bubble(rank):.0%}" if rank in timeline.spans else " not started"
             line.append(Segment(idle, DIM))
             lines.append(line)
-        if len(view.ranks) > MAX_ROWS:
-            lines.append([Segment(f"{len(view.ranks) - MAX_ROWS} more ranks not drawn", DIM)])
+        if fields.world_size > MAX_ROWS:
+            lines.append([Segment(f"{fields.world_size - MAX_ROWS} more ranks not drawn", DIM)])
         return lines

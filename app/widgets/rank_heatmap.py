@@ -25,7 +25,7 @@ from textual.message import Message
 
 from collviz.runtime.wire.protocol import Buffer, ProvenanceRun
 
-from ..model import RankView, ViewState
+from ..model import RankView
 from .line_widget import LineWidget
 from .rank_panel import collective_line
 from .render import DIM, PLACEHOLDER_STYLE, Line, fit_cells, palette, provenance_style, rank_label_style
@@ -143,31 +143,30 @@ class RankHeatmap(LineWidget):
         """``mask_volatile``: calls' times drawn masked (snapshot tests)."""
         super().__init__(**kwargs)
         self.mask_volatile = mask_volatile
-        self._view: ViewState | None = None
+        self._ranks: tuple[RankView, ...] = ()
         self._layout: tuple[int, int, int] = (1, 1, 1)  # (ranks per column, column width, lines per rank)
         self._drawn: tuple | None = None
 
-    def show(self, view: ViewState) -> None:
-        """Display ``view``'s ranks; nothing is rebuilt when the rows would be the last frame's
+    def show(self, ranks: tuple[RankView, ...]) -> None:
+        """Display the ranks at the cursor; nothing is rebuilt when the rows would be the last frame's
         (a live run's ranks report new Buffers of the same provenance every call, and a run's
         steps often repeat: at 64 ranks the rows cost 1.4 ms a frame)."""
-        self._view = view
-        name = shown_buffer(view.ranks)
-        title = (f"{len(view.ranks)} ranks · {name} · cell colour = whose data it holds · click or 0–9: a rank's detail"
-                 if name else f"{len(view.ranks)} ranks")
+        self._ranks = ranks
+        name = shown_buffer(ranks)
+        title = (f"{len(ranks)} ranks · {name} · cell colour = whose data it holds · click or 0–9: a rank's detail"
+                 if name else f"{len(ranks)} ranks")
         if str(self.border_title) != title:
             self.border_title = Text(title)
-        drawn = (self.content_size, palette(), name, tuple(map(_row_input, view.ranks, repeat(name))))
+        drawn = (self.content_size, palette(), name, tuple(map(_row_input, ranks, repeat(name))))
         if drawn != self._drawn:
             self._drawn = drawn
             self.lines_changed()
 
     def build_lines(self, width: int, height: int) -> list[Line]:
         """Rows of ranks, in as many columns as needed to fit ``height``."""
-        view = self._view
-        if view is None or not view.ranks:
+        ranks = self._ranks
+        if not ranks:
             return [[Segment("waiting for the workers…", DIM)]]
-        ranks = view.ranks
         columns = max(1, -(-len(ranks) // max(1, height)))
         per_column = -(-len(ranks) // columns)
         tall = max(1, min(MAX_ROW_HEIGHT, height // per_column))
@@ -221,5 +220,5 @@ class RankHeatmap(LineWidget):
         column = offset.x // max(1, column_width)
         row = offset.y // tall
         rank = column * per_column + row
-        if self._view is not None and 0 <= row < per_column and rank < len(self._view.ranks):
+        if 0 <= row < per_column and rank < len(self._ranks):
             self.post_message(self.Selected(rank))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.cells import cell_len
 from rich.text import Text
 
-from ..model import Labels, ViewState
+from ..model import Labels
+from ..model.panes import HeaderFields
 from .text_pane import TextPane
 
 __all__ = ["RunHeader", "viewer_status"]
@@ -30,7 +31,7 @@ _ENDED = frozenset({"finished", "failed", "interrupted"})
 
 
 def viewer_status(labels: Labels, state: str) -> str:
-    """The header's first word, what the viewer is doing: ``replay`` (a recording), ``browsing``
+    """The header's first word, what the viewer is doing: ``replay`` (a trace), ``browsing``
     (a live run's earlier moment), ``finished`` (following a run that has ended), else ``live`` or
     ``stepping`` (following a run that goes on); ``state`` is the run's state kind at the cursor."""
     if labels.history:
@@ -52,31 +53,31 @@ def _fitting(text: str, room: int) -> str:
 class RunHeader(TextPane):
     """Two lines: scenario, backend, device, world size, mode, step k/n; run state and playback."""
 
-    def show(self, view: ViewState, labels: Labels) -> None:
-        """Render the header for ``view``; ``labels`` are the app's own words."""
+    def show(self, fields: HeaderFields, labels: Labels) -> None:
+        """Render the header's fields; ``labels`` are the app's own words."""
         mode, playback, history, _ = labels
-        run = view.run
+        run = fields.run
         line = Text.assemble(("collviz ", "bold"), (run.scenario if run else "(no run yet)", "bold cyan"))
         if run is not None:
             line.append(f" · {run.backend} on {run.device_kind} · {run.world_size} ranks · {mode}")
-        total = max(view.step_count, 1)
+        total = max(fields.step_count, 1)
         # the log's start (home) is before the first step, so → from there visibly reaches step 1
-        where = f"before step 1/{total}" if view.cursor == 0 else f"step {min(view.step + 1, total)}/{total}"
+        where = f"before step 1/{total}" if fields.cursor == 0 else f"step {min(fields.step + 1, total)}/{total}"
         line.append(f" · {where}", "bold")
-        if view.phase_name:
-            line.append(f" {_fitting(view.phase_name, self.size.width - line.cell_len - 1)}", "italic")
-        style = _STATE_STYLES[view.state.kind]
-        status = viewer_status(labels, view.state.kind)
+        if fields.phase_name:
+            line.append(f" {_fitting(fields.phase_name, self.size.width - line.cell_len - 1)}", "italic")
+        style = _STATE_STYLES[fields.state.kind]
+        status = viewer_status(labels, fields.state.kind)
         state = Text(f" {status} ", f"bold reverse {style}" if not history else "bold reverse")
         if history:
             # a moment other than the run's present (a replay, a live run browsed back): the
             # playback's words first; the run's state at the cursor only where it says something
             state.append(f" {playback}" if playback else "", "bold")
-            if view.state.kind not in _UNREMARKABLE:
-                state.append(f"   the run here: {view.state.text}", style)
+            if fields.state.kind not in _UNREMARKABLE:
+                state.append(f"   the run here: {fields.state.text}", style)
         else:
-            if view.state.text != status:  # "finished" once, not "finished · finished"
-                state.append(f" {view.state.text}", style)
+            if fields.state.text != status:  # "finished" once, not "finished · finished"
+                state.append(f" {fields.state.text}", style)
             if playback:
                 state.append(f"   {playback}")
         if run is not None and run.backend_reason:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from collviz.runtime.wire.protocol import NOT_RECORDED_OPTION, Collective, Transfer
+from collviz.runtime.wire.protocol import Collective, Transfer
 
-from ..model import ViewState
-from ..model.transfer_ends import source_range, step_call
+from ..model.panes import TransferFields
+from ..model.transfer_ends import source_range
 from ..model.view import MAX_TRANSFERS
 from .render import format_bytes, rank_style
 from .text_pane import TextPane
@@ -22,20 +22,14 @@ KIND_LABELS = {"logical": "logical data movement", "p2p": "p2p send/recv"}
 """How each transfer kind is labelled: logical is what the collective moved, p2p a real send/recv."""
 
 
-def not_recorded(view: ViewState) -> str:
-    """Why ``view``'s run holds no transfers of data (an imported artifact, a user's script), or
-    empty where it records them."""
-    return str(view.run.options.get(NOT_RECORDED_OPTION, "")) if view.run is not None else ""
-
-
-def transfers_title(view: ViewState) -> str:
+def transfers_title(fields: TransferFields) -> str:
     """``transfers · N``, and where a flood was put in order among only its first arrivals, that;
     ``transfers · not recorded`` for a step without any in a run that records none."""
-    if not view.transfer_count and not_recorded(view):
+    if not fields.count and fields.not_recorded:
         return "transfers · not recorded"
-    among = view.transfers_sorted_among
-    partly = f" · listed in order among the first {among:,} to arrive" if 0 < among < view.transfer_count else ""
-    return f"transfers · {view.transfer_count}{partly}"
+    among = fields.sorted_among
+    partly = f" · listed in order among the first {among:,} to arrive" if 0 < among < fields.count else ""
+    return f"transfers · {fields.count}{partly}"
 
 
 class TransfersPane(TextPane):
@@ -52,20 +46,19 @@ class TransfersPane(TextPane):
         self._listed: tuple[tuple[Transfer, ...], Collective | None] = ((), None)
         self._listing = Text()
 
-    def show(self, view: ViewState) -> None:
-        """Render the transfers of ``view``'s step."""
-        transfers = view.transfers
-        self.set_title(transfers_title(view))
+    def show(self, fields: TransferFields) -> None:
+        """Render the transfers of the step shown."""
+        transfers, call = fields.transfers, fields.call
+        self.set_title(transfers_title(fields))
         if not transfers:
-            self.show_text(Text(not_recorded(view) or "no transfers in this step", "dim"), quiet=True)
+            self.show_text(Text(fields.not_recorded or "no transfers in this step", "dim"), quiet=True)
             return
-        call = step_call([rank.collective for rank in view.ranks], view.step)
         if (transfers, call) != self._listed:  # a live step's first transfers stay the same frame after frame
             self._listed, self._listing = (transfers, call), _listing(transfers, call)
         text = self._listing.copy()
         lines = min(MAX_LINES, len(transfers))
-        if view.transfer_count > lines:
-            text.append(f"… {view.transfer_count - lines} more\n", "dim")
+        if fields.count > lines:
+            text.append(f"… {fields.count - lines} more\n", "dim")
         self.show_text(text)
 
 

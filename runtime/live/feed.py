@@ -27,7 +27,7 @@ again shows no call up to the last dropped in its group again.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -107,10 +107,12 @@ class Feed:
     """The waits the last reading confirmed (see the module), by call."""
     _next_index: int = 0
 
-    def take(self, reading: Reading, stall_after_s: float = 0.0, final: bool = False) -> int:
+    def take(self, reading: Reading, stall_after_s: float = 0.0, final: bool = False,
+             excused: Collection[int] = ()) -> int:
         """Pass on what ``reading`` shows that no reading before did; its waits, confirmed by the
         reading before (or ``final``: the last reading, every wait in it final), become Stalls once
-        waited ``stall_after_s``. The number of events passed on."""
+        waited ``stall_after_s`` — but a wait on a rank of ``excused`` (one that raised or died:
+        its peers wait because it failed) never. The number of events passed on."""
         passed = 0
         self._last = reading
         if not self.started and reading.calls:
@@ -119,7 +121,8 @@ class Feed:
             passed += self._new_ranks(reading)
             passed += self._calls_of(reading)
         waits = waits_of(reading)
-        passed += self._stalls(waits, stall_after_s, final)
+        passed += self._stalls({key: wait for key, wait in waits.items() if not set(wait.missing) & set(excused)},
+                               stall_after_s, final)
         self._last_waits = waits
         if self.names_silent:
             passed += self._silences(reading)

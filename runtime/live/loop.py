@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from .feed import Feed
@@ -41,11 +42,11 @@ class LiveLoop:
     def __post_init__(self) -> None:
         self.interval = self.pace.fastest_s
 
-    def step(self, final: bool = False) -> Reading:
-        """One reading now, through the feed (``final``: every wait in it is final); the next is
-        due an interval later."""
+    def step(self, final: bool = False, excused: Collection[int] = ()) -> Reading:
+        """One reading now, through the feed (``final``: every wait in it is final; none on a rank
+        of ``excused`` is a Stall); the next is due an interval later."""
         reading = self.reader.read()
-        self.feed.take(reading, self.stall_after_s, final)
+        self.feed.take(reading, self.stall_after_s, final, excused)
         self.interval = self.pace.after(busy=bool(waits_of(reading)))
         self._due = time.monotonic() + self.interval
         self.latest = reading

@@ -118,12 +118,11 @@ class _Discard:
 def snapshot_of(feed: Feed, reading: Reading) -> Snapshot:
     """The snapshot of ``reading``, its waits those ``feed`` confirmed (with their stacks)."""
     done: dict[int, str] = {}
-    inside: dict[int, str] = {}
+    inside: dict[int, str] = {}  # the latest call each rank began and did not end (on any backend)
     for call in reading.calls:
         text = call_text(call.op, (call.group, call.group_seq))
         if call.completed:
             done[call.rank] = text
-            inside.pop(call.rank, None)
         else:
             inside[call.rank] = text
     ranks = [RankNow(rank, error=read.error) if read.error else RankNow(rank, done.get(rank, ""), inside.get(rank, ""))

@@ -29,19 +29,21 @@ MAX_ENTRY_BYTES = 64 << 10
 stack frames): an answer with a larger one (a size of 10⁶ dimensions) is refused in one line
 rather than decoded and multiplied out."""
 
-Floors = dict[tuple[str, bool], int]
-"""(group, point-to-point) → a call's sequence number on that group: where a tail starts."""
+Floors = dict[tuple[str, str, bool], int]
+"""(group, backend, point-to-point) → a call's sequence number on that group: where a tail starts
+(a group made with ``"cpu:gloo,cuda:nccl"`` numbers each backend's calls on its own)."""
 
 
 class _Place(msgspec.Struct):
-    """The fields of one entry that place it: its group, sequence numbers, whether it retired and
-    when it was made."""
+    """The fields of one entry that place it: its group, the name its backend gives the call
+    (``nccl:all_reduce``), sequence numbers, whether it retired and when it was made."""
 
     collective_seq_id: int = 0
     p2p_seq_id: int = 0
     is_p2p: bool = False
     retired: bool = False
     process_group: list[str] = []
+    profiling_name: str = ""
     time_created_ns: int = 0
 
 
@@ -107,41 +109,47 @@ def decode_trace(body: bytes, since_ns: int = 0) -> Trace | str:
     return Trace(top.version, top.pg_config, top.pg_status, [raw for raw, _ in kept], [place for _, place in kept])
 
 
-def _key(place: _Place) -> tuple[str, bool, int]:
-    """(group, point-to-point, sequence number): where the entry stands in its group's order."""
+def _key(place: _Place) -> tuple[str, str, bool, int]:
+    """(group, backend, point-to-point, sequence number): where the entry stands in its group's order."""
     group = place.process_group[0] if place.process_group else ""
-    return group, place.is_p2p, place.p2p_seq_id if place.is_p2p else place.collective_seq_id
+    backend = place.profiling_name.split(":", 1)[0] if ":" in place.profiling_name else ""
+    return group, backend, place.is_p2p, place.p2p_seq_id if place.is_p2p else place.collective_seq_id
 
 
 def retired_floors(traces: Mapping[int, Sequence[Trace]]) -> Floors:
-    """(group, point-to-point) → the latest call every rank holding calls of it has retired (0
-    where one of them retired none)."""
-    latest: dict[tuple[str, bool], list[int]] = {}
+    """(group, backend, point-to-point) → the latest call every rank holding calls of it has
+    retired (0 where one of them retired none)."""
+    latest: dict[tuple[str, str, bool], list[int]] = {}
     for rank_traces in traces.values():
-        mine: dict[tuple[str, bool], int] = {}
+        mine: dict[tuple[str, str, bool], int] = {}
         for trace in rank_traces:
             for place in trace.places:
                 if place is not None:
-                    group, p2p, seq = _key(place)
-                    mine[group, p2p] = max(mine.get((group, p2p), 0), seq if place.retired else 0)
+                    group, backend, p2p, seq = _key(place)
+                    key = (group, backend, p2p)
+                    mine[key] = max(mine.get(key, 0), seq if place.retired else 0)
         for key, seq in mine.items():
             latest.setdefault(key, []).append(seq)
     return {key: min(seqs) for key, seqs in latest.items()}
 
 
 def tail_content(traces: Mapping[int, Sequence[Trace]], floors: Floors | None = None) -> dict[int, dict]:
-    """rank → one Flight Recorder dump (every recorder's trace merged) holding only the entries
-    from ``floors`` onwards in each group (default: from the latest call all ranks completed,
-    :func:`retired_floors`), and those not retired."""
+    """rank → one Flight Recorder dump (every recorder's trace merged, their entries in the order
+    the rank made them: ``time_created_ns``) holding only the entries from ``floors`` onwards in
+    each group (default: from the latest call all ranks completed, :func:`retired_floors`), and
+    those not retired."""
     floors = retired_floors(traces) if floors is None else floors
     contents = {}
     for rank, rank_traces in traces.items():
         content: dict = {"version": rank_traces[0].version, "entries": [], "pg_config": {}, "pg_status": {}}
+        kept: list[tuple[int, msgspec.Raw]] = []
         for trace in rank_traces:
             content["pg_config"].update(trace.pg_config)
             content["pg_status"].update(trace.pg_status)
-            for raw, place in zip(trace.entries, trace.places):
-                if place is None or not place.retired or _key(place)[2] >= floors.get(_key(place)[:2], 0):
-                    content["entries"].append(_entry(raw))
+            kept += [(place.time_created_ns if place is not None else 0, raw) for raw, place in zip(trace.entries, trace.places)
+                     if place is None or not place.retired or _key(place)[3] >= floors.get(_key(place)[:3], 0)]
+        if len(rank_traces) > 1:
+            kept.sort(key=lambda made: made[0])
+        content["entries"] = [_entry(raw) for _, raw in kept]
         contents[rank] = content
     return contents

@@ -128,6 +128,10 @@ class _RankState:
     """The rank's RankEnd arrived: every event it sent before it has arrived too (one ordered stream)."""
     killed_externally: bool = False
     reaped_order: int = 0
+    reaped_ns: int = 0
+    """When the launcher reaped it (``time.monotonic_ns``, the clock of the ranks' ``t_ns``)."""
+    reaped_in_teardown: bool = False
+    """It was reaped after the run's teardown began (after another rank's failure)."""
     waiting_in_stall: bool = False
     """It died inside a collective already reported hung (NCCL's watchdog aborts such waiters)."""
 
@@ -249,8 +253,9 @@ class LocalSession:
         once every process is gone; the events stay queued for the next :meth:`poll`."""
         if all(state.ended for state in self._ranks.values()):
             timeout = min(timeout, ENDING_POLL_S)
-        self._note(self._receive(intake, timeout))
-        self._reap()
+        arrived = self._receive(intake, timeout)
+        self._reap()  # before noting: a rank dead before a peer's error arrived died first
+        self._note(arrived)
         if self._live is not None and not self._teardown_started:
             self._note(self._live.read_if_due())
             if self._live.hang:
@@ -325,7 +330,8 @@ class LocalSession:
                 self._live.exited(rank)
             state.exit_code = os.waitstatus_to_exitcode(status)
             self._reaped += 1
-            state.reaped_order = self._reaped
+            state.reaped_order, state.reaped_ns = self._reaped, time.monotonic_ns()
+            state.reaped_in_teardown = self._teardown_started
             signal_name = _signal_name(-state.exit_code) if state.exit_code < 0 else None
             state.killed_externally = state.exit_code < 0 and -state.exit_code not in self._sent
             state.waiting_in_stall = intake.first_stall is not None and rank in intake.first_stall.waiting
@@ -343,9 +349,8 @@ class LocalSession:
         """Which rank made the run fail, from everything known once every process is reaped.
 
         A collective mismatch comes first (whatever happened after it is its consequence); then
-        a rank killed by a signal collviz did not send (its peers' errors are
-        consequences of its death), unless it died waiting in a hang already reported (NCCL's
-        watchdog aborts the waiters with SIGABRT); then, after a reported hang, the ranks that
+        a rank that died of its own (see :meth:`_died_of_its_own`: its peers' errors are
+        consequences of its death); then, after a reported hang, the ranks that
         were not where the others waited (the waiters' timeouts are its consequences, named as
         such); then the earliest error a rank reported; then any bad exit.
         """
@@ -353,7 +358,7 @@ class LocalSession:
         if intake.mismatch is not None:
             return intake.mismatch.text
         ranks = self._ranks.items()
-        killed = sorted((s.reaped_order, r) for r, s in ranks if s.killed_externally and not s.waiting_in_stall)
+        killed = sorted((s.reaped_order, r) for r, s in ranks if self._died_of_its_own(s))
         if killed:
             rank = killed[0][1]
         elif self._live is not None and self._live.hang:
@@ -361,14 +366,36 @@ class LocalSession:
                     "its Flight Recorder, then stopped)")
         else:
             errors = sorted((s.error_t_ns, r) for r, s in ranks if s.error_t_ns is not None)
-            bad_exits = sorted((s.reaped_order, r) for r, s in ranks if s.exit_code)
-            rank = errors[0][1] if errors else bad_exits[0][1]
+            bad_exits = sorted((s.exit_code < 0, s.reaped_order, r) for r, s in ranks if s.exit_code)  # a status first, then signals
+            rank = errors[0][1] if errors else bad_exits[0][2]
             if intake.first_stall is not None:
                 stall = intake.first_stall
                 culprits = ", ".join(str(r) for r in sorted(stall.elsewhere))
                 return (f"hang caused by rank{'s' if len(stall.elsewhere) > 1 else ''} {culprits}: {stall.text}; "
                         f"consequence: {self._describe_failure(rank, self._ranks[rank])}")
         return self._describe_failure(rank, self._ranks[rank])
+
+    def _failed_ranks(self) -> set[int]:
+        """The ranks that raised, or exited with a bad status or by a signal collviz did not send."""
+        return {rank for rank, state in self._ranks.items()
+                if state.error or state.killed_externally or (state.exit_code or 0) > 0}
+
+    def _died_of_its_own(self, state: _RankState) -> bool:
+        """Whether a rank killed by a signal collviz did not send died for its own reason.
+
+        Not when it died waiting in a hang already reported, nor when the signal is a SIGABRT or
+        SIGKILL that came after another rank's failure: NCCL's watchdog aborts the ranks left
+        waiting on a peer that raised or died (SIGABRT), and a rank killed once the teardown began
+        is its casualty. Such a rank is named only when no rank failed otherwise.
+        """
+        if not state.killed_externally or state.waiting_in_stall:
+            return False
+        if state.exit_code not in (-signal.SIGABRT, -signal.SIGKILL):
+            return True
+        if state.reaped_in_teardown:
+            return False
+        return state.exit_code != -signal.SIGABRT or not any(
+            other.error_t_ns is not None and other.error_t_ns < state.reaped_ns for other in self._ranks.values())
 
     def _describe_failure(self, rank: int, state: _RankState) -> str:
         where = f" during phase {state.phase[0]} '{state.phase[1]}'" if state.phase else " before its first phase"
@@ -392,7 +419,7 @@ class LocalSession:
         intake.collector.abort_gates()
         if self._recorder is not None:
             if self._live is not None:
-                self._note(self._live.last_look())
+                self._note(self._live.last_look(self._failed_ranks()))
             self._recorder.request()
             self._dumps_due = time.monotonic() + DUMP_GRACE_S
         else:
@@ -421,7 +448,7 @@ class LocalSession:
             self._note(self._receive(intake, 0.05))
         if self._recorder is not None and self._live is not None:
             self._recorder.close()
-            events, self.warnings = self._live.end(self._ends)
+            events, self.warnings = self._live.end(self._ends, self._failed_ranks())
             self._note([event for event in events if isinstance(event, Phase)])
             if intake.check() and not self._interrupted:  # ranks that called different things, in the last calls
                 self._failed = True

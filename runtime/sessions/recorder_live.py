@@ -13,7 +13,9 @@ and only what no live reading showed is added.
 A wait the feed confirms whose waiters have waited ``timeout_s`` becomes its Stall (with the line
 of code each missing rank is at) and :attr:`LiveRecorder.hang`: the launcher ends the run. When the
 run ends otherwise (a rank failed, Ctrl-C), :meth:`LiveRecorder.last_look` reads once more before
-the ranks are asked to dump, every wait then final, with the missing ranks' stacks.
+the ranks are asked to dump, every wait then final, with the missing ranks' stacks, except a wait
+for a rank that failed (raised or died): its peers wait because it failed, and its error is the
+run's story, not a hang.
 
 Read less: a reading of the calls costs each rank the building of its whole recorder's answer
 (~25 ms at 2,000 calls), its groups' status alone microseconds (the handler collviz adds to the
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..live.feed import Feed
@@ -164,17 +166,20 @@ class LiveRecorder:
             self.hang = self._sink.stalls[0]
         return self._sink.passed()
 
-    def last_look(self) -> list[AnyEvent]:
+    def last_look(self, failed: Collection[int] = ()) -> list[AnyEvent]:
         """One reading now, every wait in it final (the run ends): each a Stall with the stack line
-        of each missing rank still running; the ranks' events it took in."""
+        of each missing rank still running, but none for a wait on a rank of ``failed`` (ranks
+        that raised or died: their peers' wait is a consequence); the ranks' events it took in."""
         self._loop.stall_after_s = 0.0
-        self._loop.step(final=True)
+        self._loop.step(final=True, excused=failed)
         return self._sink.passed()
-    def end(self, ends: Mapping[int, RankEnd]) -> tuple[list[AnyEvent], list[str]]:
-        """Every rank has exited: the last reading (from the dumps), then the RankEnd each rank
-        sent (``ends``; a rank that showed no call gets one only where it failed), numbered after
-        its other events. The ranks' events taken in, and what the dumps could not show."""
-        events = self.last_look()
+
+    def end(self, ends: Mapping[int, RankEnd], failed: Collection[int] = ()) -> tuple[list[AnyEvent], list[str]]:
+        """Every rank has exited: the last reading (from the dumps; no wait on a rank of ``failed``
+        is a Stall), then the RankEnd each rank sent (``ends``; a rank that showed no call gets one
+        only where it failed), numbered after its other events. The ranks' events taken in, and
+        what the dumps could not show."""
+        events = self.last_look(failed)
         sink = self._sink
         for rank, end in sorted(ends.items()):
             if rank in sink.shown or end.status == "error":

@@ -77,14 +77,15 @@ class DumpColumns:
     """One dump's collective calls as columns (row ``i`` of every array is one call, in the dump's
     order), and what the dump says about itself.
 
-    ``group`` indexes ``groups`` (name, description); ``op``, ``dtype`` and ``where`` index ``ops``,
+    ``group`` indexes ``groups`` (name, description, and the backend its calls name: a group made
+    with ``"cpu:gloo,cuda:nccl"`` has a sequence of calls per backend); ``op``, ``dtype`` and ``where`` index ``ops``,
     ``dtypes`` and ``places``. ``duration_ns`` is -1 where the call holds no duration.
     ``configs``: ``pg_config``'s group name → its ranks (None where unreadable), or None where the
     dump has no ``pg_config`` object. ``notes``: warnings about this dump, each to follow
     ``rank R: ``; ``version_note``: the format's, to follow ``rank R (file): ``.
     """
 
-    groups: list[tuple[str, str]]
+    groups: list[tuple[str, str, str]]
     ops: list[str]
     dtypes: list[str]
     places: list[str]
@@ -308,17 +309,20 @@ class _Reading:
     folded (:meth:`fold`), then the arrays built (:meth:`columns`)."""
 
     def __init__(self, entries: list[dict], columns: dict[str, list]) -> None:
-        self.groups: dict[tuple[str, str], int] = {}
+        self.groups: dict[tuple[str, str, str], int] = {}
         self.ops: dict[str, int] = {}
         self.dtypes: dict[str, int] = {}
         self.places: dict[str, int] = {}
-        written: dict[tuple, int] = {}  # each group as the dump writes it, then as (name, description)
-        group_of = _interned(list(map(tuple, columns["process_group"])), written)
-        pair_of = [self.groups.setdefault((g[0], g[1] if len(g) > 1 else ""), len(self.groups)) for g in written]
-        self.group = list(map(pair_of.__getitem__, group_of))
         names = columns["profiling_name"]
         spelled = {name: (name.split(":", 1)[0] if ":" in name else "", op_name(name)) for name in set(names)}
         self.backend = [spelled[name][0] for name in names]
+        # each group as the dump writes it with the backend its entry names, then as (name, description, backend):
+        # a group made with "cpu:gloo,cuda:nccl" numbers each backend's calls on its own
+        written: dict[tuple, int] = {}
+        group_of = _interned(list(zip(map(tuple, columns["process_group"]), self.backend)), written)
+        key_of = [self.groups.setdefault((g[0], g[1] if len(g) > 1 else "", backend), len(self.groups))
+                  for g, backend in written]
+        self.group = list(map(key_of.__getitem__, group_of))
         self.op = _interned([spelled[name][1] for name in names], self.ops)
         self.dtype = _interned(_first_dtypes(columns["input_dtypes"]), self.dtypes)
         self.seq = columns["seq"]
@@ -338,9 +342,9 @@ class _Reading:
         """Choose the rows kept (one per call) and say what was left out or folded, and the holes
         in each group's sequence numbers (over every well-formed entry, p2p and repeats too)."""
         notes: list[str] = []
-        names = [name for name, _ in self.groups]
-        name_of = [names.index(name) for name, _ in self.groups]
-        keys = list(zip(map(name_of.__getitem__, self.group), self.seq))
+        numbered = [(name, backend) for name, _, backend in self.groups]  # one sequence per name and backend
+        numbering_of = [numbered.index(key) for key in numbered]
+        keys = list(zip(map(numbering_of.__getitem__, self.group), self.seq))
         p2p = repeated = coalesced = untimed = 0
         if not any(self.p2p) and len(set(keys)) == len(keys):  # the common case: one entry per call
             self.kept = list(range(len(keys)))
@@ -378,7 +382,9 @@ class _Reading:
 
     def _holes(self) -> list[str]:
         numbered: dict[str, set[int]] = {}
-        labels = [group_label(name, description) for name, description in self.groups]
+        backends_of = Counter(name for name, _ in {(name, backend) for name, _, backend in self.groups})
+        labels = [group_label(name, description) + (f" on {backend}" if backends_of[name] > 1 else "")
+                  for name, description, backend in self.groups]
         if len(labels) == 1:
             numbered[labels[0]] = set(self.seq)
         else:

@@ -61,9 +61,15 @@ class _Strings:
 def job_table(dumps: Sequence[RankDump], resolve: Callable[[str, str], tuple[str, tuple[int, ...]]],
               warnings: list[str]) -> JobTable:
     """The calls of ``dumps`` (in rank order) as one table; ``resolve(name, description)`` gives a
-    group's label and ranks; ``warnings`` gains where a rank's dump starts late on a group."""
-    groups: dict[str, int] = {}
+    group's label and ranks (a group whose calls name two backends, made with
+    ``"cpu:gloo,cuda:nccl"``, is two groups, each label ending ``on <backend>``: each backend numbers
+    its own calls); ``warnings`` gains where a rank's dump starts late on a group."""
+    groups: dict[tuple[str, str], int] = {}  # (name, backend) → index: each backend of a group numbers its own calls
     resolved: list[tuple[str, tuple[int, ...]]] = []
+    backends: dict[str, set[str]] = {}
+    for dump in dumps:
+        for name, _, backend in dump.columns.groups:
+            backends.setdefault(name, set()).add(backend)
     ops, dtypes, places = _Strings(), _Strings(), _Strings()
     parts: dict[str, list[np.ndarray]] = {name: [] for name in ("rank", "group", "seq", "op", "dtype", "in_count",
                                                                   "out_count", "t_ns", "duration_ns", "completed", "where")}
@@ -71,11 +77,12 @@ def job_table(dumps: Sequence[RankDump], resolve: Callable[[str, str], tuple[str
         c = dump.columns
         local = np.zeros(len(c.groups), dtype=np.int32)
         for g in dict.fromkeys(c.group.tolist()):  # in order of first appearance
-            name, description = c.groups[g]
-            if name not in groups:
-                groups[name] = len(resolved)
-                resolved.append(resolve(name, description))
-            local[g] = groups[name]
+            name, description, backend = c.groups[g]
+            if (name, backend) not in groups:
+                groups[name, backend] = len(resolved)
+                label, members = resolve(name, description)
+                resolved.append((f"{label} on {backend}" if len(backends[name]) > 1 else label, members))
+            local[g] = groups[name, backend]
         parts["rank"].append(np.full(len(c), dump.rank, dtype=np.int32))
         parts["group"].append(local[c.group])
         parts["op"].append(ops.mapped(c.ops)[c.op])

@@ -5,17 +5,23 @@ While the script runs, the rank (:func:`recorded_rank`):
 
 - keeps Flight Recorder on: ``TORCH_FR_BUFFER_SIZE`` is set to :data:`DEFAULT_ENTRIES` where the
   user left it unset (torch 2.8's gloo records nothing without it), before the script creates
-  its process group;
+  its process group; and where the user named no file for them (:data:`WATCHDOG_DUMP_ENVS`), the
+  dumps torch's own watchdog writes when a call times out go to the run's folder
+  (``nccl_trace_rank_<r>``, beside the rank's logs), not to torch's default ``/tmp/nccl_trace_rank_<r>``;
 - serves its recorder and Python stacks on torch's worker server, and its groups' status alone
-  (:data:`STATUS_HANDLER`, a handler of collviz's), on the Unix socket ``rank<r>.sock`` of the run's folder (``torch.distributed.elastic.control_plane.worker_main``,
+  (:data:`STATUS_HANDLER`, a handler of collviz's), on the Unix socket ``rank<r>.sock`` of the
+  run's folder (``torch.distributed.elastic.control_plane.worker_main``,
   the way a job under torchrun opens it), for whoever attaches while it runs;
 - writes its recorder to ``fr_rank<r>.json`` in that folder (``_dump_fr_trace_json``: torch's
   own JSON, what the Flight Recorder reader opens; with NCCL's recorder's calls joined, where
   torch has NCCL — :func:`recorder_json`; none while it has recorded no call): when the script ends, normally or by an
-  exception, or when the launcher asks — it closes its end of a pipe every rank listens on, when a
+  exception (after the device has finished its queued work, so NCCL's last calls read as
+  completed, not scheduled), or when the launcher asks — it closes its end of a pipe every rank listens on, when a
   run fails or is interrupted, and a rank blocked in a collective its peer never joins still
   dumps from a thread of its own (the call's wait releases the interpreter lock). The file
-  appears whole or not at all (written aside, then renamed).
+  appears whole or not at all (written aside, then renamed). Reading NCCL's recorder queries
+  CUDA events: the dump thread makes the rank's own GPU its device first (a thread with none set
+  would create a context on GPU 0, about 0.5 GiB in every rank).
 
 Nothing runs per call: the recorder is torch's, in C++. The thread waiting on the pipe sleeps in
 ``read`` until the run ends. torch leaves the socket file behind when its server shuts down (and
@@ -37,21 +43,33 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 import torch._C._distributed_c10d as _c10d
 from torch.distributed.elastic.control_plane import TORCH_WORKER_SERVER_SOCKET, worker_main
 
-__all__ = ["DEFAULT_ENTRIES", "FR_BUFFER_ENV", "SERVER_START_S", "SETTLE_S", "STATUS_HANDLER", "RecorderPlace", "dump_path",
-           "merged_dump", "recorder_json", "socket_path", "recorded_rank"]
+__all__ = ["DEFAULT_ENTRIES", "DEVICE_SETTLE_S", "WATCHDOG_DUMP_ENVS", "WATCHDOG_DUMP_PREFIX", "FR_BUFFER_ENV", "SERVER_START_S", "SETTLE_S",
+           "STATUS_HANDLER", "RecorderPlace", "dump_path", "merged_dump", "recorder_json", "socket_path", "recorded_rank"]
 
 FR_BUFFER_ENV = "TORCH_FR_BUFFER_SIZE"
+
+WATCHDOG_DUMP_ENVS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+"""The variables naming where torch's watchdog dumps a rank's recorder (a prefix: torch adds the
+rank), the newer name first; torch reads the first one set (both in 2.13's ``libtorch``)."""
+
+WATCHDOG_DUMP_PREFIX = "nccl_trace_rank_"
+"""The name of the watchdog's dumps in the run's folder, before the rank (torch's own name)."""
 """How many calls torch's Flight Recorder keeps per rank (torch reads it as a process group is made)."""
 
 SERVER_START_S = 5.0
 """How long the rank waits for its worker server's first answer before the script runs."""
 
+DEVICE_SETTLE_S = 1.0
+"""As the script ends, how long its device gets to finish the work queued on it before the dump."""
+
 SETTLE_S = 0.2
-"""As the script ends, how long its last calls get to be recorded as completed before the dump
-(a call that never completes, in a failing run, costs the rank this long)."""
+"""As the script ends (its device's queued work finished), how long its last calls get to be
+recorded as completed before the dump (gloo's thread retires a call just after its waiter wakes;
+a call that never completes, in a failing run, costs the rank this long)."""
 
 STATUS_HANDLER = "collviz_fr_status"
 """The worker-server handler collviz adds in the ranks it starts: every recorder's groups' status
@@ -92,14 +110,25 @@ def _recorders() -> list[Callable[[bool, bool], bytes]]:
 
 def merged_dump(dumps: list[dict]) -> dict:
     """One dump of a rank holding the calls of each of its recorders' ``dumps`` (decoded JSON): the
-    first that holds calls, its entries, groups and statuses joined by those of the others that do."""
+    first that holds calls, its entries, groups and statuses joined by those of the others that do,
+    the entries in the order the rank made them (``time_created_ns``). A group made with
+    ``"cpu:gloo,cuda:nccl"`` has entries in both, each backend numbering its own calls: the reader
+    tells them apart by the backend each entry's ``profiling_name`` names."""
     holding = [dump for dump in dumps if dump.get("entries")] or dumps[:1]
     merged = dict(holding[0])
     for other in holding[1:]:
         merged["entries"] = [*merged["entries"], *other["entries"]]
         for key in ("pg_config", "pg_status"):
             merged[key] = {**(other.get(key) or {}), **(merged.get(key) or {})}
+    if len(holding) > 1:
+        merged["entries"] = sorted(merged["entries"], key=_made_at)
     return merged
+
+
+def _made_at(entry: object) -> int:
+    """When a dump's entry was made (0 where it does not say)."""
+    made = entry.get("time_created_ns") if isinstance(entry, dict) else None
+    return made if isinstance(made, int) else 0
 
 
 def recorder_json() -> bytes | None:
@@ -139,12 +168,42 @@ def _settle(most_s: float) -> None:
         time.sleep(0.001)
 
 
+def _watchdog_dumps_in(folder: str) -> None:
+    """Have torch's watchdog dump to ``folder`` (see the module), unless the user named a file."""
+    if not any(name in os.environ for name in WATCHDOG_DUMP_ENVS):
+        os.environ.update(dict.fromkeys(WATCHDOG_DUMP_ENVS, str(Path(folder, WATCHDOG_DUMP_PREFIX))))
+
+
+def _finish_device_work(most_s: float) -> None:
+    """Wait (at most ``most_s``) until the script's CUDA device has run everything queued, where
+    the script uses CUDA: NCCL's recorder marks a call completed only once its end event has
+    happened on the device, and the script's last calls may still be queued as it ends. The wait
+    is a thread's (``torch.cuda.synchronize`` of that device, which makes it the thread's own), so
+    a call that never completes, in a failing run, costs the rank ``most_s``, not its dump."""
+    if not torch.cuda.is_initialized():
+        return
+    device = torch.device("cuda", torch.cuda.current_device())
+    waiter = threading.Thread(target=torch.cuda.synchronize, args=(device,), name="collviz-device-wait", daemon=True)
+    waiter.start()
+    waiter.join(most_s)
+
+
+def _use_rank_device(device: torch.device) -> None:
+    """Make ``device`` (the rank's) this thread's CUDA device, where the rank uses CUDA: NCCL's
+    recorder queries CUDA events, and in a thread with no device set that creates a context on
+    GPU 0. Nothing where CUDA is not in use (no context is created for a dump)."""
+    if device.type == "cuda" and torch.cuda.is_initialized():
+        torch.cuda.set_device(device)
+
+
 class _Dumper:
     """Writes the rank's dump, one thread at a time: when the launcher asks, and again as the script
     ends (the later dump holds every call of the earlier one, and those since)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, device: torch.device) -> None:
         self.path = path
+        self.device = device
+        """The rank's device, which the thread dumping on request makes its own."""
         self._lock = threading.Lock()
 
     def dump(self, settle_s: float = 0.0) -> None:
@@ -161,12 +220,13 @@ class _Dumper:
             os.replace(aside, self.path)
 
     def on_request(self, fd: int) -> None:
-        """Wait (asleep in ``read``) for the pipe's end of file, then dump."""
+        """Wait (asleep in ``read``) for the pipe's end of file, then dump (on the rank's device)."""
         try:
             while os.read(fd, 64):
                 pass
         except OSError:
             return
+        _use_rank_device(self.device)
         self.dump()
 
 
@@ -231,16 +291,18 @@ def _worker_server(path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def recorded_rank(place: RecorderPlace, rank: int) -> Iterator[None]:
-    """Run the body (the script) as rank ``rank`` with its recorder on, served and dumped (see the
-    module's text); the dump is written before the body's exception, if any, goes on."""
+def recorded_rank(place: RecorderPlace, rank: int, device: torch.device) -> Iterator[None]:
+    """Run the body (the script) as rank ``rank`` on ``device`` with its recorder on, served and
+    dumped (see the module's text); the dump is written before the body's exception, if any, goes on."""
     os.environ.setdefault(FR_BUFFER_ENV, str(DEFAULT_ENTRIES))
+    _watchdog_dumps_in(place.folder)
     _c10d._register_handler(STATUS_HANDLER, _serve_status)
-    dumper = _Dumper(dump_path(place.folder, rank))
+    dumper = _Dumper(dump_path(place.folder, rank), device)
     threading.Thread(target=dumper.on_request, args=(place.request_fd,), name="collviz-fr-dump",
                      daemon=True).start()
     with _worker_server(socket_path(place.folder, rank)):
         try:
             yield
         finally:
+            _finish_device_work(DEVICE_SETTLE_S)
             dumper.dump(SETTLE_S)

@@ -77,7 +77,7 @@ async def test_bad_trace_is_reported_and_the_app_stays_open(tmp_path: Path):
 
 def test_the_header_s_first_word_says_what_the_viewer_does():
     """Following its run, the viewer is live or stepping, and finished once the run has ended
-    (ok, failed or interrupted); an earlier moment of a live run is browsing; a recording, replay."""
+    (ok, failed or interrupted); an earlier moment of a live run is browsing; a trace, replay."""
     from collviz.app.model import Labels
     from collviz.app.widgets.run_header import viewer_status
 

@@ -108,7 +108,7 @@ async def test_a_quiz_round_in_the_viewer_predict_reveal_score():
         assert app.current_view().step == question.step
         await pilot.press("enter")
         await until(pilot, lambda: not isinstance(app.screen, QuizScreen))
-    assert app.quizzes.score.text == "0 of 1 questions right (15 of 16 elements)"
+    assert app.quiz_flow.round.score.text == "0 of 1 questions right (15 of 16 elements)"
     assert notes[-1] == "quiz over: 0 of 1 questions right (15 of 16 elements)"
 
 

@@ -243,8 +243,6 @@ def test_a_heatmap_row_without_the_shown_buffer_gives_the_rank_s_call():
 
 
 def test_nvml_figures_of_ranks_sharing_a_gpu_say_they_are_the_whole_gpus():
-    from types import SimpleNamespace
-
     from collviz.app.model.view import MemoryTrack
     from collviz.app.widgets.memory_timeline import device_figures, ranks_sharing
     from collviz.runtime.wire.protocol import CudaMemory, NvmlMemory
@@ -255,10 +253,9 @@ def test_nvml_figures_of_ranks_sharing_a_gpu_say_they_are_the_whole_gpus():
                         nvml=NvmlMemory(used=10 * gib, total=80 * gib, utilization_pct=None))
     assert device_figures(track) == " · CUDA 1.0 GiB/2.0 GiB · NVML 10.0 GiB/80.0 GiB"
     assert device_figures(track, 4) == " · CUDA 1.0 GiB/2.0 GiB · NVML whole GPU, 4 ranks: 10.0 GiB/80.0 GiB"
-    shared = SimpleNamespace(ranks=[SimpleNamespace(rank=r, device=f"cuda:{r % 2}") for r in range(5)])
-    assert [ranks_sharing(shared, r) for r in range(5)] == [3, 2, 3, 2, 3]  # type: ignore[arg-type]
-    on_cpu = SimpleNamespace(ranks=[SimpleNamespace(rank=r, device="cpu") for r in range(4)])
-    assert ranks_sharing(on_cpu, 2) == 1  # type: ignore[arg-type]
+    shared = ("cuda:0", "cuda:1", "cuda:0", "cuda:1", "cuda:0")  # by rank
+    assert [ranks_sharing(shared, r) for r in range(5)] == [3, 2, 3, 2, 3]
+    assert ranks_sharing(("cpu",) * 4, 2) == 1
 
 
 

@@ -1,7 +1,7 @@
 """SVG snapshots of replayed, really recorded traces (tests/fixtures/*.cvz; see its README).
 
 Run-dependent figures (durations, event positions) are masked with ``mask_volatile`` so a fresh
-recording of the same scenario renders the same frames. Update with ``--snapshot-update``.
+trace of the same scenario renders the same frames. Update with ``--snapshot-update``.
 """
 
 from __future__ import annotations

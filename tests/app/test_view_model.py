@@ -406,6 +406,7 @@ def test_a_flood_of_transfers_is_listed_in_order_of_all_and_out_of_range_fields_
     (dst, hop, src, start) order, from the keys kept beside the series. A transfer whose start is
     beyond what the key packs makes the step sort its first 4,096 arrivals, and the pane says so."""
     from collviz.app.model.view import MAX_TRANSFERS, SORT_LIMIT
+    from collviz.app.model.panes import TransferFields
     from collviz.app.widgets.transfers import transfers_title
     from collviz.runtime.wire.protocol import Transfer
     from support.synthetic import all_gather_events
@@ -424,12 +425,12 @@ def test_a_flood_of_transfers_is_listed_in_order_of_all_and_out_of_range_fields_
     view = view_at(log, log.step_ends[1])
     assert view.transfer_count == len(moved) == 5_000 + 4 * 3 and view.transfers_sorted_among == len(moved)
     assert [key(t) for t in view.transfers] == sorted(key(t) for t in moved)[:MAX_TRANSFERS]
-    assert transfers_title(view) == f"transfers · {len(moved)}"
+    assert transfers_title(TransferFields.of(view)) == f"transfers · {len(moved)}"
     log, moved = flood(far=True)
     view = view_at(log, log.step_ends[1])
     assert view.transfers_sorted_among == SORT_LIMIT
     assert [key(t) for t in view.transfers] == sorted(key(t) for t in moved[:SORT_LIMIT])[:MAX_TRANSFERS]
-    assert f"listed in order among the first {SORT_LIMIT:,} to arrive" in transfers_title(view)
+    assert f"listed in order among the first {SORT_LIMIT:,} to arrive" in transfers_title(TransferFields.of(view))
 
 
 def test_the_first_transfers_in_order_are_those_of_a_full_stable_sort():

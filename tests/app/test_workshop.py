@@ -218,5 +218,5 @@ async def test_a_quiz_in_a_live_step_through_run_asks_before_the_step_is_shown()
         assert any(b.name == "gathered" and b.moment == "after" for b in app.current_view().ranks[0].buffers)
         await pilot.press("enter")
         await until(pilot, lambda: not isinstance(app.screen, QuizScreen))
-        assert app.following and len(app.quizzes.score.grades) == 1
+        assert app.following and len(app.quiz_flow.round.score.grades) == 1
         await pilot.press("q")

@@ -16,7 +16,8 @@ import pytest
 from support.paths import ROOT
 
 BENCHMARKS = sorted(p for p in (ROOT / "benchmarks").glob("*.py")
-                    if not p.name.startswith("_"))
+                    if not p.name.startswith("_") and p.stem != "gpu_check")
+"""Every benchmark but gpu_check, whose ``--quick`` runs in test_gpu_check.py (into a given OUT)."""
 
 
 def test_the_benchmarks_are_found():
@@ -33,17 +34,27 @@ def test_benchmark_runs_quick_from_outside_the_checkout(script: Path, tmp_path: 
     assert result.stdout.strip(), f"{script.name} --quick printed nothing"
 
 
+RUNNING_NUMBER = re.compile(r"\bsessions? \d+\b", re.I)
+"""A measurement labelled by running session numbers, one or several ("session 10", "sessions 4, 5")."""
+
 DOCUMENTS = [ROOT / "README.md", ROOT / "BENCHMARKS.md", ROOT / "CHANGELOG.md", ROOT / "RELIABILITY.md",
              *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def test_every_measured_section_is_placed_by_date_and_commit():
     """A reader can place a measurement by its date and the commit that recorded it; a running
-    session number ("Session 10") places it nowhere."""
+    session number ("Session 10", "sessions 4, 5 and 7") places it nowhere."""
     headings = [line for line in (ROOT / "BENCHMARKS.md").read_text().splitlines() if line.startswith("## ")]
     assert headings
     unplaced = [h for h in headings if not re.search(r"\d{4}-\d{2}-\d{2}, recorded in [0-9a-f]{7,40}\)$", h)]
     assert not unplaced, unplaced
     numbered = [f"{path.name}:{n}" for path in DOCUMENTS
-                for n, line in enumerate(path.read_text().splitlines(), 1) if re.search(r"\bsession \d+\b", line, re.I)]
+                for n, line in enumerate(path.read_text().splitlines(), 1) if re.search(RUNNING_NUMBER, line)]
     assert not numbered, numbered
+
+
+@pytest.mark.parametrize("line, numbered", [("(session 10)", True), ("(sessions 4, 5 and 7, 2026-11-22)", True),
+                                            ("Session 3 measured", True), ("a session 2x faster", False),
+                                            ("(2026-11-22, recorded in 41cb7d3)", False)])
+def test_a_running_session_number_is_caught_in_the_singular_and_the_plural(line, numbered):
+    assert bool(RUNNING_NUMBER.search(line)) is numbered

@@ -122,6 +122,44 @@ def test_an_nccl_jobs_calls_come_from_nccls_own_recorder():
         "waiting: all_reduce #4 on group 0 (default_pg): rank 0 waits for rank 1"]
 
 
+def _recorder_answer(backend: str, done: int, calls: int, ranks: str = "[0, 1, 2, 3]") -> bytes:
+    """One recorder's answer: ``calls`` all_reduces of 4 float32 on the default group, named by
+    ``backend``, the first ``done`` retired; call #k made at k µs (NCCL's 0.5 µs later)."""
+    later = 500 if backend == "nccl" else 0
+    entries = [{"collective_seq_id": seq, "profiling_name": f"{backend}:all_reduce", "process_group": ["0", "default_pg"],
+                "input_sizes": [[4]], "output_sizes": [[4]], "input_dtypes": ["Float"], "output_dtypes": ["Float"],
+                "time_created_ns": 1000 * seq + later, "retired": seq <= done, "state": "scheduled", "is_p2p": False}
+               for seq in range(1, calls + 1)]
+    return json.dumps({"version": "2.10", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": ranks}},
+                       "pg_status": {}, "entries": entries}).encode()
+
+
+def test_a_group_of_two_backends_is_read_as_two_numberings():
+    # a group made with "cpu:gloo,cuda:nccl": on every rank gloo's recorder holds all_reduce #1-#5 (made at
+    # 1-5 µs), all done; NCCL's holds #1-#3 (made at 1.5-3.5 µs), where ranks 0, 2 and 3 wait in #3 for
+    # rank 1, which made #1-#2 only; each rank's last call completed is gloo's #5, the latest made
+    from collviz.runtime.live.workers import Answer
+
+    workers = [Worker(rank, f"rank{rank}.sock") for rank in range(4)]
+    bodies = {"fr_trace_json": {rank: _recorder_answer("gloo", 5, 5) for rank in range(4)},
+              "dump_nccl_trace_json": {rank: _recorder_answer("nccl", 2, 2 if rank == 1 else 3) for rank in range(4)}}
+
+    def ask(asked, handler, timeout_s):
+        if handler == "dump_traceback":
+            return {w.rank: Answer(w.rank, STACK.encode(), status=200) for w in asked}
+        return {w.rank: Answer(w.rank, bodies[handler][w.rank], status=200) for w in asked}
+
+    snapshot = take_snapshot(RecorderReader(workers, ask=ask, from_first=False), sleep=lambda s: None)
+    gloo, nccl = "group 0 (default_pg) on gloo", "group 0 (default_pg) on nccl"
+    assert snapshot.text().splitlines()[:6] == [
+        f"rank 0: last completed all_reduce #5 on {gloo}; now in all_reduce #3 on {nccl}",
+        f"rank 1: last completed all_reduce #5 on {gloo}; in no collective",
+        f"rank 2: last completed all_reduce #5 on {gloo}; now in all_reduce #3 on {nccl}",
+        f"rank 3: last completed all_reduce #5 on {gloo}; now in all_reduce #3 on {nccl}",
+        f"waiting: all_reduce #3 on {nccl}: ranks 0, 2, 3 wait for rank 1",
+        "  rank 1 is missing from the call, at train.py:16 in step, inside all_reduce (distributed_c10d.py:3252)"]
+
+
 def test_a_rank_that_does_not_answer_is_named_and_the_status_is_1():
     ask, _ = asking([{0: fr_answer(3, False), 1: None}])
     snapshot = take_snapshot(_reader(ask), sleep=lambda s: None)

@@ -18,9 +18,9 @@ from collviz.runtime.reports.summary import render_summary
 from collviz.runtime.reports.summary_json import summary_document
 from collviz.runtime.sources import flight_recorder, open_artifacts
 from collviz.runtime.sources.flight_recorder import read_content
-from collviz.runtime.wire.protocol import Mismatch, Phase, RunEnd, Stall
+from collviz.runtime.wire.protocol import Collective, Mismatch, Phase, RunEnd, Stall
 
-from support.fr_dumps import dump, entry, hang_and_mismatch
+from support.fr_dumps import T0, dump, entry, hang_and_mismatch
 
 GROUP = "0 (default_pg)"
 MISMATCH = ("collective mismatch at call #3 on group 0 (default_pg): rank 3 called broadcast(float32 ×8), "
@@ -49,7 +49,7 @@ def test_a_dump_becomes_one_row_per_call_with_its_own_numbers():
     assert read.in_count.tolist() == [8, 8, 10, 8] and read.out_count.tolist() == [8, 32, 10, 8]
     assert read.completed.tolist() == [True, False, True, True]
     assert read.duration_ns.tolist() == [1_500_000, -1, -1, -1]
-    assert read.groups == [("0", "default_pg")] and read.backends == {"nccl": 4}
+    assert read.groups == [("0", "default_pg", "nccl")] and read.backends == {"nccl": 4}
     assert read.notes == [
         "2 entries left out as damaged (a field missing, malformed or impossible): process_group (1), input_sizes (1)",
         "1 point-to-point entries (send/recv) are not shown",
@@ -98,6 +98,41 @@ def test_a_set_below_a_dumps_fields_is_damaged_input_and_one_at_them_is_refused(
     (tmp_path / "nccl_trace_rank_1").write_bytes(pickle.dumps({**dump([]), "entries": [entry(1), {1, 2}]}))
     with pytest.raises(UsageError, match="refused pickle: it holds a set"):
         open_artifacts([tmp_path / "nccl_trace_rank_1"])
+
+
+def _two_backends_job(folder):
+    """A 4-rank job whose default group was made with "cpu:gloo,cuda:nccl": on every rank gloo's
+    all_reduce #1–#3 of 4 float32 and NCCL's all_reduce #1–#2 of 8 float32, interleaved in time
+    (gloo's #k at k ms, NCCL's #k at k ms + 0.5 ms), all completed; and a second communicator,
+    group 1 of ranks 0 and 1, with NCCL's broadcast #1 of 16 float32 on those ranks."""
+    folder.mkdir()
+    for rank in range(4):
+        entries = []
+        for seq in (1, 2, 3):
+            entries.append(entry(seq, sizes=[[4]], profiling_name="gloo:all_reduce"))
+            if seq < 3:
+                entries.append(entry(seq, sizes=[[8]], time_created_ns=T0 + seq * 1_000_000 + 500_000))
+        if rank < 2:
+            entries.append(entry(1, "broadcast", sizes=[[16]], group=("1", "tp"), time_created_ns=T0 + 4_000_000))
+        content = dump(entries)
+        content["pg_config"]["1"] = {"name": "1", "desc": "tp", "ranks": "[0, 1]"}
+        (folder / f"rank_{rank}.json").write_text(json.dumps(content))
+    return folder
+
+
+def test_a_group_of_two_backends_numbers_each_backends_calls_on_its_own(tmp_path):
+    run = open_artifacts([_two_backends_job(tmp_path / "job")])
+    assert run.warnings == [] and run.exit_status == 0
+    calls = sorted({(e.group, e.group_seq, e.op, e.bytes_in, tuple(e.group_ranks)) for e in run.events
+                    if isinstance(e, Collective) and e.edge == "end"})
+    world = (0, 1, 2, 3)
+    assert calls == [("0 (default_pg) on gloo", 1, "all_reduce", 16, world),
+                     ("0 (default_pg) on gloo", 2, "all_reduce", 16, world),
+                     ("0 (default_pg) on gloo", 3, "all_reduce", 16, world),
+                     ("0 (default_pg) on nccl", 1, "all_reduce", 32, world),
+                     ("0 (default_pg) on nccl", 2, "all_reduce", 32, world),
+                     ("1 (tp)", 1, "broadcast", 64, (0, 1))]
+    assert sum(isinstance(e, Collective) and e.edge == "end" for e in run.events) == 4 * 5 + 2
 
 
 @pytest.fixture(scope="module")

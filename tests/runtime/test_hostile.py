@@ -176,14 +176,55 @@ def test_waiters_aborted_after_a_reported_hang_are_its_consequence_not_its_cause
     session._started_intake.collector.close()
 
 
-def test_a_rank_killed_outside_any_reported_hang_is_still_the_cause(tmp_path):
-    session = _unstarted_session(tmp_path)
-    session._ranks = {0: _RankState(pid=_aborted_child()), 1: _RankState(pid=0, exited=True, exit_code=1)}
+def _reap_until_exited(session: LocalSession, rank: int) -> None:
     deadline = time.monotonic() + 10
-    while not session._ranks[0].exited and time.monotonic() < deadline:
+    while not session._ranks[rank].exited and time.monotonic() < deadline:
         session._reap()
         time.sleep(0.01)
-    assert session._cause() == "rank 0 was killed by SIGABRT before its first phase"
+
+
+def test_a_rank_aborted_after_a_peer_exited_badly_is_its_consequence(tmp_path):
+    session = _unstarted_session(tmp_path)
+    session._ranks = {0: _RankState(pid=_aborted_child()), 1: _RankState(pid=0, exited=True, exit_code=1)}
+    _reap_until_exited(session, 0)
+    assert session._cause() == "rank 1 exited with status 1 before its first phase"
+    session._started_intake.collector.close()
+
+
+def test_a_rank_aborted_before_a_peer_error_was_noted_is_still_its_consequence(tmp_path):
+    # NCCL's watchdog aborted rank 0 after rank 1 raised, but the launcher reaped rank 0 first
+    # (before rank 1's error was noted, so before any teardown)
+    session = _unstarted_session(tmp_path)
+    session._teardown_started = False
+    session._ranks = {0: _RankState(pid=0, exited=True, exit_code=1), 1: _RankState(pid=0, exited=True, exit_code=1),
+                      2: _RankState(pid=_aborted_child())}
+    session._ranks[1].error, session._ranks[1].error_t_ns = "ValueError: boom", time.monotonic_ns()
+    _reap_until_exited(session, 2)
+    assert session._ranks[2].reaped_order == 1 and not session._ranks[2].reaped_in_teardown
+    assert session._cause() == "rank 1 failed before its first phase: ValueError: boom"
+    session._started_intake.collector.close()
+
+
+def test_a_rank_aborted_with_no_other_failure_is_the_cause(tmp_path):
+    session = _unstarted_session(tmp_path)
+    session._teardown_started = False
+    session._ranks = {0: _RankState(pid=0, exited=True, exit_code=0), 1: _RankState(pid=_aborted_child()),
+                      2: _RankState(pid=0, exited=True, exit_code=0), 3: _RankState(pid=0, exited=True, exit_code=0)}
+    _reap_until_exited(session, 1)
+    assert session._cause() == "rank 1 was killed by SIGABRT before its first phase"
+    session._started_intake.collector.close()
+
+
+def test_a_rank_dead_of_another_signal_is_the_cause_over_its_peers_errors(tmp_path):
+    session = _unstarted_session(tmp_path)
+    session._teardown_started = False
+    pid = os.fork()
+    if pid == 0:
+        os.kill(os.getpid(), signal.SIGKILL)
+    session._ranks = {0: _RankState(pid=0, exited=True, exit_code=1, error="RuntimeError: Connection closed by peer",
+                                    error_t_ns=1), 1: _RankState(pid=pid)}
+    _reap_until_exited(session, 1)
+    assert session._cause() == "rank 1 was killed by SIGKILL before its first phase"
     session._started_intake.collector.close()
 
 

@@ -54,6 +54,19 @@ SCRIPT = textwrap.dedent('''
     dist.barrier()
 ''')
 
+RAISING_SCRIPT = textwrap.dedent('''
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    for _ in range(2):
+        dist.all_reduce(torch.ones(8))
+    if dist.get_rank() == 1:
+        raise RuntimeError("rank one gives up")
+    dist.all_reduce(torch.ones(8))
+''')
+"""Two calls on every rank, then rank 1 raises while the others make a third."""
+
 CALLS = [("all_reduce", 1, 12, 12), ("all_reduce", 2, 200, 200), ("all_reduce", 3, 2800, 2800),
          ("all_gather", 4, 16, 32), ("broadcast", 5, 72, 72), ("barrier", 6, 0, 0)]
 """(op, sequence number, bytes in, bytes out) of every call the script makes on each rank."""
@@ -108,10 +121,12 @@ def recorded_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     folder = tmp_path_factory.mktemp("run_recorder")
     (folder / "calls.py").write_text(SCRIPT)
     (folder / "quiet.py").write_text('print("no collectives here")\n')
+    (folder / "raising.py").write_text(RAISING_SCRIPT)
     return {
         "quiet": _run(folder, "quiet", script=folder / "quiet.py"),
         "ok": _run(folder, "ok"),
         "fail": _run(folder, "fail", "fail"),
+        "fail4": _run(folder, "fail4", options=("--nproc", "4"), script=folder / "raising.py"),
         "stall": _interrupted(folder),
         "kill": _run(folder, "kill", "kill"),
         "observed": _run(folder, "observed", options=("--observe",)),
@@ -193,6 +208,18 @@ def test_a_rank_that_raises_is_named_with_its_error_and_its_peers_dump_is_read(r
     assert sorted(p.name for p in kept[0].glob("fr_rank*.json")) == ["fr_rank0.json", "fr_rank1.json"]
 
 
+def test_a_rank_that_raises_while_its_peers_wait_for_it_is_no_hang(recorded_runs):
+    # ranks 0, 2 and 3 wait in their third all_reduce for rank 1, which raised: its error is the story
+    run = recorded_runs["fail4"]
+    result = run["result"]
+    assert result.returncode == 1
+    [cause] = [line for line in result.stderr.splitlines() if line.startswith("collviz: rank ")]
+    assert cause.startswith("collviz: rank 1 failed") and "RuntimeError: rank one gives up" in cause
+    assert not [line for line in (result.stdout + result.stderr).splitlines() if "hang" in line or "missing" in line]
+    assert not [e for e in run["events"] if isinstance(e, Stall)]
+    assert _calls(run["events"], 1, "begin") == [("all_reduce", 1, 32, 32), ("all_reduce", 2, 32, 32)]
+
+
 def test_a_rank_killed_before_it_could_dump_is_unknown_and_its_peer_still_read(recorded_runs):
     run = recorded_runs["kill"]
     result = run["result"]
@@ -252,3 +279,131 @@ def test_a_ranks_recorders_are_joined_into_one_dump():
     assert joined["entries"] == [{"collective_seq_id": 1}, {"collective_seq_id": 7}]
     assert joined["pg_config"] == {"0": {"desc": "default_pg"}, "1": {"desc": "cpu"}}
     assert set(joined["pg_status"]) == {"0", "1"}
+    # one group made with "cpu:gloo,cuda:nccl": each recorder's calls, joined in the order they were made
+    gloo_calls = {**gloo, "entries": [{"collective_seq_id": 1, "profiling_name": "gloo:all_reduce", "time_created_ns": 10},
+                                      {"collective_seq_id": 2, "profiling_name": "gloo:all_reduce", "time_created_ns": 30}]}
+    nccl_calls = {**nccl, "entries": [{"collective_seq_id": 1, "profiling_name": "nccl:all_reduce", "time_created_ns": 20}]}
+    assert [e["time_created_ns"] for e in merged_dump([gloo_calls, nccl_calls])["entries"]] == [10, 20, 30]
+
+
+class _FakeCuda:
+    """torch.cuda on a machine whose script uses GPU ``current``: what collviz asks of it, in order."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, current: int, initialized: bool = True) -> None:
+        import torch
+
+        self.calls: list[tuple[str, object]] = []
+        monkeypatch.setattr(torch.cuda, "is_initialized", lambda: initialized)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
+        monkeypatch.setattr(torch.cuda, "set_device", lambda device: self.calls.append(("set_device", device)))
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: self.calls.append(("synchronize", device)))
+
+
+def _closed_pipe() -> int:
+    read, write = os.pipe()
+    os.close(write)
+    return read
+
+
+def test_the_dump_thread_reads_the_recorder_on_the_ranks_own_gpu(monkeypatch, tmp_path):
+    import torch
+
+    from collviz.runtime.userjob import recorder
+
+    cuda = _FakeCuda(monkeypatch, current=0)
+    monkeypatch.setattr(recorder, "recorder_json", lambda: cuda.calls.append(("dump", None)) or b'{"entries": []}')
+    dumper = recorder._Dumper(tmp_path / "fr_rank3.json", torch.device("cuda", 3))
+    dumper.on_request(_closed_pipe())
+    assert cuda.calls == [("set_device", torch.device("cuda", 3)), ("dump", None)]
+    assert (tmp_path / "fr_rank3.json").read_bytes() == b'{"entries": []}'
+
+
+def test_the_dump_thread_creates_no_cuda_context_where_the_rank_uses_none(monkeypatch, tmp_path):
+    import torch
+
+    from collviz.runtime.userjob import recorder
+
+    cuda = _FakeCuda(monkeypatch, current=0, initialized=False)
+    monkeypatch.setattr(recorder, "recorder_json", lambda: None)
+    recorder._Dumper(tmp_path / "fr_rank1.json", torch.device("cuda", 1)).on_request(_closed_pipe())
+    recorder._Dumper(tmp_path / "fr_rank0.json", torch.device("cpu")).on_request(_closed_pipe())
+    assert cuda.calls == []
+
+
+def test_the_last_dump_waits_for_the_scripts_device_to_finish_its_queued_calls(monkeypatch, tmp_path):
+    import contextlib
+    import threading
+
+    import torch
+
+    from collviz.runtime.userjob import recorder
+
+    cuda = _FakeCuda(monkeypatch, current=2)
+    for name in (recorder.FR_BUFFER_ENV, *recorder.WATCHDOG_DUMP_ENVS):  # set by the rank: gone after the test
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(recorder, "_worker_server", lambda path: contextlib.nullcontext())
+    monkeypatch.setattr(recorder, "_settle", lambda most_s: None)
+    monkeypatch.setattr(recorder, "recorder_json", lambda: cuda.calls.append(("dump", None)) or b"{}")
+    read, write = os.pipe()
+    with recorder.recorded_rank(recorder.RecorderPlace(str(tmp_path), read), 2, torch.device("cuda", 2)):
+        cuda.calls.append(("script", None))
+    assert cuda.calls == [("script", None), ("synchronize", torch.device("cuda", 2)), ("dump", None)]
+    [thread] = [t for t in threading.enumerate() if t.name == "collviz-fr-dump"]
+    os.close(write)  # the launcher's request, never made: the rank's dump thread ends
+    thread.join(DEADLINE_S)
+
+
+def test_a_device_that_never_finishes_costs_the_last_dump_a_bounded_wait(monkeypatch):
+    import threading
+
+    import torch
+
+    from collviz.runtime.userjob import recorder
+
+    _FakeCuda(monkeypatch, current=1)
+    never = threading.Event()
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: never.wait())
+    recorder._finish_device_work(0.01)  # returns although the device never finishes
+    never.set()
+
+
+def _environment_in_the_script(monkeypatch: pytest.MonkeyPatch, folder: Path) -> dict[str, str | None]:
+    """The watchdog's dump variables as a script run by :func:`recorded_rank` in ``folder`` sees them."""
+    import contextlib
+
+    import torch
+
+    from collviz.runtime.userjob import recorder
+
+    monkeypatch.setattr(recorder, "_worker_server", lambda path: contextlib.nullcontext())
+    monkeypatch.setattr(recorder, "_Dumper", lambda path, device: _NoDumps())
+    monkeypatch.delenv(recorder.FR_BUFFER_ENV, raising=False)  # set by the rank: gone after the test
+    seen: dict[str, str | None] = {}
+    with recorder.recorded_rank(recorder.RecorderPlace(str(folder), _closed_pipe()), 3, torch.device("cpu")):
+        seen = {name: os.environ.get(name) for name in ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")}
+    return seen
+
+
+class _NoDumps:
+    def on_request(self, fd: int) -> None:
+        pass
+
+    def dump(self, settle_s: float = 0.0) -> None:
+        pass
+
+
+def test_the_watchdogs_dumps_go_to_the_runs_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv("TORCH_FR_DUMP_TEMP_FILE", raising=False)
+    monkeypatch.delenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", raising=False)
+    prefix = f"{tmp_path}/nccl_trace_rank_"  # torch adds the rank: nccl_trace_rank_3
+    assert _environment_in_the_script(monkeypatch, tmp_path) == {
+        "TORCH_FR_DUMP_TEMP_FILE": prefix, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix}
+
+
+@pytest.mark.parametrize("name", ["TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"])
+def test_the_users_own_watchdog_dump_file_is_kept(monkeypatch, tmp_path, name):
+    monkeypatch.delenv("TORCH_FR_DUMP_TEMP_FILE", raising=False)
+    monkeypatch.delenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", raising=False)
+    monkeypatch.setenv(name, "/scratch/mine/trace_")
+    other = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE" if name == "TORCH_FR_DUMP_TEMP_FILE" else "TORCH_FR_DUMP_TEMP_FILE"
+    assert _environment_in_the_script(monkeypatch, tmp_path) == {name: "/scratch/mine/trace_", other: None}
