@@ -296,7 +296,8 @@ def recorded_rank(place: RecorderPlace, rank: int, device: torch.device) -> Iter
     dumped (see the module's text); the dump is written before the body's exception, if any, goes on."""
     os.environ.setdefault(FR_BUFFER_ENV, str(DEFAULT_ENTRIES))
     _watchdog_dumps_in(place.folder)
-    _c10d._register_handler(STATUS_HANDLER, _serve_status)
+    if STATUS_HANDLER not in _c10d._get_handler_names():  # type: ignore[attr-defined]  # once a process: torch refuses a second
+        _c10d._register_handler(STATUS_HANDLER, _serve_status)
     dumper = _Dumper(dump_path(place.folder, rank), device)
     threading.Thread(target=dumper.on_request, args=(place.request_fd,), name="collviz-fr-dump",
                      daemon=True).start()

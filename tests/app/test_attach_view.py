@@ -81,7 +81,7 @@ async def test_at_the_jobs_end_the_view_stays_on_the_stall_it_showed():
         await pilot.pause()
         log = app.event_log
         assert log.stalls and app.cursor == len(log), "not sent back to the first call"
-        assert app.opening_note == ""
+        assert app.navigator.opening_note == ""
 
 
 def test_a_lasting_stall_reported_again_replaces_the_earlier_report():

@@ -14,7 +14,7 @@ import zmq
 from collviz.runtime.observation.watchdog import Stalled
 from collviz.runtime.plan import plan_run
 from collviz.runtime.scenario_files.loading import find_scenario
-from collviz.runtime.sessions.intake import Intake
+from collviz.runtime.sessions.intake import SocketIntake
 from collviz.runtime.sessions.local import LocalSession, _RankState
 from collviz.runtime.wire.protocol import (
     WIRE_HEADER,
@@ -152,7 +152,7 @@ def _unstarted_session(tmp_path: Path) -> LocalSession:
     session = _session("all-reduce")
     session._teardown_started = True
     collector = Collector(session.run_id, Endpoints.in_directory(str(tmp_path)), world_size=4)
-    session._intake = Intake(collector, None, 30.0, session.run_id)
+    session._intake = SocketIntake(collector, None, 30.0, session.run_id)
     return session
 
 

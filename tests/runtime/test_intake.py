@@ -9,7 +9,7 @@ import collections
 import pytest
 
 from collviz.runtime.sessions.contract import RunOutcome
-from collviz.runtime.sessions.intake import Intake
+from collviz.runtime.sessions.intake import SocketIntake
 from collviz.runtime.wire.protocol import LAUNCHER_RANK, Dropped, Go, Phase, RankEnd, RunEnd, encode
 
 
@@ -55,7 +55,7 @@ def test_received_and_own_events_are_counted_recorded_and_queued_once_in_order()
     first = [_phase(0, 0), _phase(1, 0)]
     second = [RankEnd(run="job-7", rank=0, seq=1, t_ns=2_000, status="ok")]
     collector, trace = FakeCollector(first, second), FakeTrace()
-    intake = Intake(collector, trace, timeout_s=30.0, run=None)
+    intake = SocketIntake(collector, trace, timeout_s=30.0, run=None)
     assert intake.receive(0) == first
     intake.emit(Go, index=0)
     assert intake.receive(0) == second
@@ -67,7 +67,7 @@ def test_received_and_own_events_are_counted_recorded_and_queued_once_in_order()
 
 
 def test_a_listening_intake_speaks_for_the_run_of_the_first_event_it_received():
-    intake = Intake(FakeCollector([_phase(0, 0, run="torchrun-abc")]), None, timeout_s=30.0, run=None)
+    intake = SocketIntake(FakeCollector([_phase(0, 0, run="torchrun-abc")]), None, timeout_s=30.0, run=None)
     with pytest.raises(RuntimeError, match="no event has arrived yet"):
         intake.emit(Go, index=0)
     assert intake.check() is False  # nothing to check, nobody to speak for
@@ -80,7 +80,7 @@ def test_a_listening_intake_speaks_for_the_run_of_the_first_event_it_received():
 def test_closing_says_what_was_dropped_and_ends_the_run_counting_every_event():
     collector, trace = FakeCollector([_phase(0, 0), _phase(1, 0)]), FakeTrace()
     collector.dropped.update({"unauthenticated": 2, "malformed": 1})
-    intake = Intake(collector, trace, timeout_s=30.0, run="local-1")
+    intake = SocketIntake(collector, trace, timeout_s=30.0, run="local-1")
     intake.receive(0)
     intake.close(RunOutcome("failed", "rank 1 failed: boom", 1))
     dropped, end = intake.take_pending()[2:]
