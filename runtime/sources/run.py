@@ -148,6 +148,9 @@ class Origin:
     check_calls: bool = True
     devices: Mapping[int, str] = field(default_factory=dict)
     """Each rank's own device text where the source names it (else ``device``)."""
+    failures: tuple[str, ...] = ()
+    """The calls the artifacts mark failed or timed out, first first: the run fails naming the first
+    (:class:`~.call_checks.Findings`)."""
 
 
 class Summary(Protocol):
@@ -353,6 +356,6 @@ def build_run(origin: Origin, steps: Sequence[Step], warnings: list[str], ranks:
     last = emit_steps(stamp, steps, warnings, progress)
     table = CallTable.from_steps(steps)
     findings = find_problems(table, [step.name for step in steps], last, missing, origin.world_size,
-                             origin.check_calls, warnings)
+                             origin.check_calls, warnings, origin.failures)
     end = max(e.t_ns for e in stamp.events)
     return finish_run(stamp, origin, table, findings, ranks, last, end, warnings)
