@@ -22,7 +22,8 @@ from typing import cast
 from ..errors import UsageError
 from .flight_recorder import RankDump, import_read, is_dump, rank_from_name, read_content
 from .fr_columns import DumpColumns
-from .nccl_inspector import import_inspector, is_inspector_log, is_inspector_record
+from .inspector_records import is_inspector_log, is_inspector_record
+from .nccl_inspector import import_inspector
 from .nccl_log import import_nccl_log, is_nccl_log
 from .profiler import ProfilerTrace, import_traces, is_profiler_trace
 from .reading import (

@@ -27,19 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ..wire.protocol import NOT_RECORDED_OPTION, UNTIMED_OPTION, AnyEvent, RankEnd, RankStart
-from .nccl_inspector import (
-    INSPECTOR_LABEL,
-    NOT_RECORDED,
-    OPS,
-    REASON,
-    UNTIMED,
-    Comm,
-    Record,
-    call_of,
-    decode_line,
-    figures,
-    step_text,
-)
+from .inspector_records import Record, decode_line
+from .nccl_inspector import INSPECTOR_LABEL, NOT_RECORDED, OPS, REASON, UNTIMED, Comm, call_of, figures, step_text
 from .run import Stamper, Step, emit_rank_step
 
 __all__ = ["InspectorFollower"]
