@@ -171,7 +171,7 @@ def hop_of(record: Record, comm: Comm) -> Hop | None:
         return None
     me, peer = comm.members[record.rank], comm.members[record.peer]
     src, dst = (me, peer) if record.op == "send" else (peer, me)
-    return Hop(src, dst, 1, f"NCCL {record.op} r{src} → r{dst}, {record.size:,} B (NCCL Inspector p2p record)")
+    return Hop(src, dst, 1, f"NCCL {record.op} (NCCL Inspector p2p record)", record.size)
 
 
 def _us(exec_us: float) -> str:

@@ -23,13 +23,15 @@ KERNEL_PARTS = ("cross_device_reduce", "one_shot_all_reduce", "two_shot_all_redu
 """Parts of the kernel names of collectives made outside c10d (custom all-reduce, symmetric memory)."""
 _OPERATORS = ("symm_mem::", "_C_custom_ar::")
 """Prefixes of the CPU operators that launch them."""
-_TEMPLATE = re.compile(r"^(?:void\s+)?([\w:]+)")
+_QUALIFIED = re.compile(r"[\w:]+")
 
 
 def _short(name: str) -> str:
-    """A kernel's name without ``void``, its template arguments and its parameters."""
-    match = _TEMPLATE.match(name.strip())
-    return match.group(1) if match else name[:80]
+    """A kernel's name without ``void``, ``(anonymous namespace)::``, its template arguments and its
+    parameters: ``vllm::cross_device_reduce_1stage``."""
+    plain = name.strip().removeprefix("void ").replace("(anonymous namespace)::", "")
+    match = _QUALIFIED.match(plain)
+    return match.group(0) if match else plain[:80]
 
 
 def outside_c10d(slices: Sequence[dict]) -> dict[str, tuple[int, float]]:

@@ -98,12 +98,14 @@ class Call:
 @dataclass(frozen=True)
 class Hop:
     """A link an artifact reported rather than data it observed: ``src`` sends to ``dst`` in hop
-    ``number`` (from 1) of the algorithm drawn; ``label`` names it (``NCCL ring 00 via P2P/IPC``)."""
+    ``number`` (from 1) of the algorithm drawn; ``label`` names it (``NCCL ring 00 via P2P/IPC``);
+    ``bytes``: what it carried, where the artifact says (an Inspector send's), else 0."""
 
     src: int
     dst: int
     number: int
     label: str
+    bytes: int = 0
 
 
 @dataclass
@@ -275,7 +277,7 @@ def emit_rank_step(stamp: Stamper, index: int, step: Step, rank: int, call: Call
         _collective(stamp, call, index, "begin", begin)
     for hop in step.hops:
         if hop.dst == rank:
-            stamp(Transfer, rank, begin, phase=index, src=hop.src, dst=hop.dst, bytes=0, buffer=hop.label,
+            stamp(Transfer, rank, begin, phase=index, src=hop.src, dst=hop.dst, bytes=hop.bytes, buffer=hop.label,
                   start=0, length=0, kind="p2p", hop=hop.number)
     if call is not None and not call.completed:
         return
