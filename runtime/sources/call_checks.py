@@ -54,7 +54,7 @@ class Findings:
         if self.failures:
             more = f" (and {len(self.failures) - 1} more failed calls)" if len(self.failures) > 1 else ""
             rest = self._checks_detail()
-            return f"failed: {self.failures[0]}{more}" + (f"; {rest}" if rest else self._unknown_text())
+            return f"{self.failures[0]}{more}" + (f"; {rest}" if rest else self._unknown_text())
         return self._checks_detail()
 
     def _checks_detail(self) -> str:

@@ -275,8 +275,9 @@ def _failures(dumps: Sequence[RankDump]) -> tuple[str, ...]:
             if row in c.failures:
                 why = f"its dump marks it {c.failures[row]!r}"
             else:
-                why = (f"still not completed {(latest - int(c.t_ns[row])) / 1e9:,.1f} s after it was issued, past its "
-                       f"timeout_ms (timed out)")
+                waited = latest - int(c.t_ns[row])
+                shown = f"{waited / 1e9:,.1f} s" if waited >= 1e9 else f"{waited / 1e6:,.1f} ms"
+                why = f"still not completed {shown} after it was issued, past its timeout_ms: timed out"
             found.append((int(c.t_ns[row]), dump.rank, f"{call}: {why}"))
     return tuple(text for _, _, text in sorted(found))
 
