@@ -98,3 +98,18 @@ def test_a_pickle_of_many_references_to_one_entry_reads_it_once(tmp_path):
     assert ("rank 0: 99,999 entries are further references to an entry already read (one object, referred to again "
             "in the pickle): each read once") in run.warnings
     assert sum(1 for e in run.events if type(e).__name__ == "Collective" and e.edge == "end") == 1
+
+
+def test_a_pg_config_naming_many_ranks_costs_by_the_ranks_present(tmp_path):
+    """Two ranks' dumps of 3 calls whose pg_config names 100,000 ranks (the benchmark has 10⁶): the
+    job is said to have 100,000 ranks, 99,998 of them unknown, and export gives a process to the two
+    ranks present only (it wrote four events per rank named, 4 million for 10⁶)."""
+    from collviz.runtime.reports.export import perfetto_trace
+
+    for rank in range(2):
+        (tmp_path / f"rank_{rank}.json").write_text(
+            json.dumps(dump([entry(seq, duration_ms=1.0) for seq in (1, 2, 3)], ranks=100_000)))
+    run = open_artifacts([tmp_path])
+    assert run.warnings == ["no dump of ranks 2–99999 (the dumps name 100000 ranks): what they did is unknown"]
+    names = [e for e in perfetto_trace(run.events)["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]
+    assert [e["args"]["name"] for e in names] == ["rank 0 (device unknown)", "rank 1 (device unknown)", "launcher"]
