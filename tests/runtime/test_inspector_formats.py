@@ -7,6 +7,7 @@ reader's bounds. Every expected value is worked out by hand from the files
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -14,6 +15,7 @@ from collviz.runtime.errors import UsageError
 from collviz.runtime.sources import open_artifacts
 from collviz.runtime.wire.protocol import Collective, Phase, RunStart, Transfer
 
+from support.garble import garbled
 from support.paths import FIXTURES
 
 INSPECTOR = FIXTURES / "nccl_inspector"
@@ -112,3 +114,26 @@ def test_a_long_line_without_a_newline_is_one_cut_line(tmp_path):
     assert warnings == ["node0-pid300.log: its last line is cut short (the file was being written): left out",
                         "no record of rank 1 (2 in the job)"]
     assert sum(isinstance(e, Collective) and e.edge == "end" for e in run.events) == 2
+
+
+@pytest.mark.parametrize("layout", ["readme_examples", "v230_p2p", "v43"])
+def test_garbled_inspector_records_open_or_get_one_line(tmp_path, layout):
+    """Pretty-printed records, p2p records with float fields and v4.3's layout, each value replaced
+    by wrong kinds, impossible sizes and floats (whole, fractional), 20 ways each: each set opens
+    (with warnings) or is refused in one line, never a traceback."""
+    from collviz.runtime.sources.inspector_records import values_of
+
+    files = {path.name: [value for _, value in values_of(path.read_text())]
+             for path in sorted((INSPECTOR / layout).iterdir())}
+    for seed in range(20):
+        rng = random.Random(seed)
+        target = tmp_path / str(seed)
+        target.mkdir()
+        for name, values in files.items():
+            indent = 2 if layout == "readme_examples" else None
+            (target / name).write_text("\n".join(json.dumps(garbled(v, rng, 0.05 + seed / 100), indent=indent)
+                                                 for v in values) + "\n")
+        try:
+            open_artifacts([target])
+        except UsageError as refused:
+            assert "\n" not in str(refused), (seed, str(refused))
