@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from itertools import chain, repeat
 from math import prod
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -300,8 +301,8 @@ def _deadlines(entries: list[dict], completed: list[bool]) -> list[int]:
     found = [-1] * len(entries)
     for row in (i for i, done in enumerate(completed) if not done):
         raw = entries[row]
-        start = next((t for t in (raw.get("time_discovered_started_ns"), raw.get("time_created_ns"))
-                      if _number_ok(t) and t > 0), None)  # torch writes 0 for a time not discovered
+        starts = [t for t in (raw.get("time_discovered_started_ns"), raw.get("time_created_ns")) if type(t) is int]
+        start = next((t for t in starts if 0 < t < _LARGEST_NUMBER), None)  # torch writes 0 for a time not discovered
         timeout = raw.get("timeout_ms")
         if start is not None and type(timeout) is int and 0 < timeout < _LARGEST_NUMBER // 1_000_000:
             found[row] = min(start + timeout * 1_000_000, _LARGEST_NUMBER)
@@ -311,9 +312,11 @@ def _deadlines(entries: list[dict], completed: list[bool]) -> list[int]:
 def _in_record_order(entries: list[dict], at: np.ndarray) -> tuple[list[dict], np.ndarray, str]:
     """``entries`` (and their places ``at``) in the order of their ``record_id``, where every entry
     has its own (as torch numbers them) and the dump lists them otherwise; the note that says so, or ''."""
-    ids = list(map(dict.get, entries, repeat("record_id")))
-    if (not ids or _kinds(ids) != {int} or all(a < b for a, b in zip(ids, ids[1:]))
-            or len(set(ids)) < len(ids)):
+    found = list(map(dict.get, entries, repeat("record_id")))
+    if not found or _kinds(found) != {int}:
+        return entries, at, ""
+    ids = cast(list[int], found)  # every one an int, as the check above proved
+    if all(a < b for a, b in zip(ids, ids[1:])) or len(set(ids)) < len(ids):
         return entries, at, ""
     order = sorted(range(len(ids)), key=ids.__getitem__)
     return ([entries[i] for i in order], at[order],
