@@ -205,14 +205,21 @@ def _record(path: Path, header: Header, kind: str, perf: dict) -> Record | str:
                   _number(field("busbw_gbs")), start, header.dump_us, len(kernels), peer, header.name)
 
 
-def decode_line(path: Path, line: str, header: Header | None = None) -> Record | str:
+def decode_line(path: Path, line: str, header: Header | None = None) -> Record | Header | str:
     """The checked record on one line of ``path`` (a v4.3 payload takes ``header``, its marker's),
-    or why it is damaged (:data:`BROKEN`: not JSON)."""
+    a v4.3 ``dump_stats`` marker's header, or why it is damaged (:data:`BROKEN`: not JSON)."""
     try:
         value = msgspec.json.decode(line)
     except (msgspec.DecodeError, RecursionError, ValueError):
         return BROKEN
+    if _is_marker(value):
+        return _header(value)
     return _checked(path, value, header)
+
+
+def _is_marker(value: object) -> bool:
+    """Whether ``value`` is a v4.3 layout's ``dump_stats`` marker (the header of the payloads after it)."""
+    return isinstance(value, dict) and "dump_stats" in value and _section(value) is None
 
 
 def _checked(path: Path, value: object, header: Header | None) -> Record | str:
@@ -236,7 +243,7 @@ def records_of(path: Path, text: str, warnings: list[str]) -> list[Record]:
     header: Header | None = None
     last = text.rstrip().count("\n") + 1
     for line_no, value in values_of(text):
-        if isinstance(value, dict) and "dump_stats" in value and _section(value) is None:
+        if _is_marker(value):
             marker = _header(value)  # layout v4.3: the header of the payloads after it
             if isinstance(marker, str):
                 damaged[marker] = damaged.get(marker, 0) + 1
