@@ -35,6 +35,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 import msgspec
 
@@ -217,7 +218,7 @@ def decode_line(path: Path, line: str, header: Header | None = None) -> Record |
     return _checked(path, value, header)
 
 
-def _is_marker(value: object) -> bool:
+def _is_marker(value: object) -> TypeGuard[dict]:
     """Whether ``value`` is a v4.3 layout's ``dump_stats`` marker (the header of the payloads after it)."""
     return isinstance(value, dict) and "dump_stats" in value and _section(value) is None
 
