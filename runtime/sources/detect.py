@@ -152,8 +152,7 @@ def _nothing_to_open(paths: Sequence[Path], skipped: Sequence[str]) -> UsageErro
     where = ", ".join(str(p) for p in paths)
     reasons = "; ".join(line.removeprefix("skipped ") for line in skipped[:4])
     more = f"; and {len(skipped) - 4} more" if len(skipped) > 4 else ""
-    return UsageError(f"{where}: nothing to open ({reasons}{more}); expected {EXPECTED}" if skipped
-                      else f"{where}: nothing to open; expected {EXPECTED}")
+    return UsageError(f"{where}: nothing to open; expected {EXPECTED}" + (f". Skipped {reasons}{more}" if skipped else ""))
 
 
 def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> ImportedRun:
