@@ -57,3 +57,21 @@ def test_custom_all_reduce_kernels_are_named_without_their_template(tmp_path, ke
     path.write_text(json.dumps(trace))
     run = open_artifacts([path])
     assert run.warnings[0].endswith(f"so no step): {shown} ×2 (0.025 ms)")
+
+
+@pytest.mark.parametrize("kernel", ["ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)",
+                                    "ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)"])
+def test_a_generic_kernel_that_names_no_op_times_its_call_by_external_id(tmp_path, kernel):
+    """NCCL's kernel for what it has no specialised kernel of (``ncclDevKernel_Generic``, NVIDIA/nccl
+    src/device/common.cu) and RCCL's on AMD GPUs (``…_Generic_1``) name no operation: the B200
+    trace's all_gather kernel renamed so is still its call's time, by its External id (21.953 µs)."""
+    trace = json.loads(TRACE.read_text())
+    for event in trace["traceEvents"]:
+        if event["name"].startswith("ncclDevKernel_AllGather"):
+            event["name"] = kernel
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps(trace))
+    run = open_artifacts([path])
+    [end] = [e for e in run.events if isinstance(e, Collective) and e.edge == "end"]
+    assert (end.op, end.duration_ns) == ("all_gather", 21_953)
+    assert run.warnings == [LISTED, "no trace of ranks 1–7 (8 in the job)"]
