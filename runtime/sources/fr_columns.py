@@ -13,8 +13,8 @@ the format version, the communication library's version) is kept in its small de
 The checks and warnings are those :mod:`.flight_recorder` documents: p2p, damaged and repeated
 entries counted and left out, impossible durations dropped, a coalesced call's entries folded
 into one with their sizes summed, and holes in a group's sequence said. Entries are read in the
-order of their ``record_id`` (torch numbers each entry so; a dump listing them otherwise is read
-in that order, and said). An entry whose ``state`` is none of torch's three (``scheduled``,
+order of their ``record_id`` (torch numbers each entry so), else of their ``time_created_ns``: a dump
+listing them otherwise is read in that order, and said. An entry whose ``state`` is none of torch's three (``scheduled``,
 ``started``, ``completed``) is a failed call, named by that state; each call not completed keeps
 its deadline (its start plus its ``timeout_ms``), so the job's dumps can say which ran past it.
 A pickle may hold one object under many references (its memo): each is read once, so the work is
@@ -310,17 +310,21 @@ def _deadlines(entries: list[dict], completed: list[bool]) -> list[int]:
 
 
 def _in_record_order(entries: list[dict], at: np.ndarray) -> tuple[list[dict], np.ndarray, str]:
-    """``entries`` (and their places ``at``) in the order of their ``record_id``, where every entry
-    has its own (as torch numbers them) and the dump lists them otherwise; the note that says so, or ''."""
-    found = list(map(dict.get, entries, repeat("record_id")))
-    if not found or _kinds(found) != {int}:
-        return entries, at, ""
-    ids = cast(list[int], found)  # every one an int, as the check above proved
-    if all(a < b for a, b in zip(ids, ids[1:])) or len(set(ids)) < len(ids):
-        return entries, at, ""
-    order = sorted(range(len(ids)), key=ids.__getitem__)
-    return ([entries[i] for i in order], at[order],
-            "its entries are not listed in the order of their record_id: read in that order")
+    """``entries`` (and their places ``at``) in the order torch recorded them, where the dump lists
+    them otherwise: by ``record_id`` where every entry has its own (as torch numbers them), else by
+    ``time_created_ns`` where every entry has one (older dumps; equal times keep their order); the
+    note that says so, or ''."""
+    for key, distinct in (("record_id", True), ("time_created_ns", False)):
+        found = list(map(dict.get, entries, repeat(key)))
+        if not found or _kinds(found) != {int}:
+            continue
+        keys = cast(list[int], found)  # every one an int, as the check above proved
+        if all(a <= b for a, b in zip(keys, keys[1:])) or (distinct and len(set(keys)) < len(keys)):
+            return entries, at, ""
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        return ([entries[i] for i in order], at[order],
+                f"its entries are not listed in the order of their {key}: read in that order")
+    return entries, at, ""
 
 
 def _shared_once(entries: list) -> tuple[list, int]:

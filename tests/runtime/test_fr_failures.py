@@ -113,3 +113,18 @@ def test_a_pg_config_naming_many_ranks_costs_by_the_ranks_present(tmp_path):
     assert run.warnings == ["no dump of ranks 2–99999 (the dumps name 100000 ranks): what they did is unknown"]
     names = [e for e in perfetto_trace(run.events)["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]
     assert [e["args"]["name"] for e in names] == ["rank 0 (device unknown)", "rank 1 (device unknown)", "launcher"]
+
+
+def test_entries_without_record_ids_listed_in_reverse_are_read_in_time_order(tmp_path):
+    """As above, each entry's record_id removed (a dump older than the field): the times order them."""
+    hang_and_mismatch(tmp_path / "in_order")
+    (tmp_path / "reversed").mkdir()
+    for path in (tmp_path / "in_order").iterdir():
+        content = json.loads(path.read_text())
+        content["entries"] = [{k: v for k, v in e.items() if k != "record_id"} for e in reversed(content["entries"])]
+        (tmp_path / "reversed" / path.name).write_text(json.dumps(content))
+    run = open_artifacts([tmp_path / "reversed"])
+    assert run.exit_status == 1
+    assert _end(run).detail == _end(open_artifacts([tmp_path / "in_order"])).detail
+    said = "its entries are not listed in the order of their time_created_ns: read in that order"
+    assert [w for w in run.warnings if said in w] == [f"rank {r}: {said}" for r in range(4)]
