@@ -22,7 +22,8 @@ from typing import cast
 from ..errors import UsageError
 from .flight_recorder import RankDump, import_read, is_dump, rank_from_name, read_content
 from .fr_columns import DumpColumns
-from .nccl_inspector import import_inspector, is_inspector_log, is_inspector_record
+from .inspector_records import is_inspector_log, is_inspector_record
+from .nccl_inspector import import_inspector
 from .nccl_log import import_nccl_log, is_nccl_log
 from .profiler import ProfilerTrace, import_traces, is_profiler_trace
 from .reading import (
@@ -146,6 +147,14 @@ def _refuse_or_skip(path: Path, named: bool, why: str, warnings: list[str]) -> N
     warnings.append(f"skipped {path.name}: {why}")
 
 
+def _nothing_to_open(paths: Sequence[Path], skipped: Sequence[str]) -> UsageError:
+    """The one line that says no file could be opened, and each skipped file's reason (the first few)."""
+    where = ", ".join(str(p) for p in paths)
+    reasons = "; ".join(line.removeprefix("skipped ") for line in skipped[:4])
+    more = f"; and {len(skipped) - 4} more" if len(skipped) > 4 else ""
+    return UsageError(f"{where}: nothing to open; expected {EXPECTED}" + (f". Skipped {reasons}{more}" if skipped else ""))
+
+
 def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> ImportedRun:
     """Open ``paths`` (files, or folders of them) as one imported run: events as collviz's own runs
     emit them, warnings about what could not be read, matched or shown, and the exit status (1
@@ -179,8 +188,7 @@ def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> I
     progress("reading files", len(files), len(files))
     kinds = sorted({f.kind for f in found})
     if not found:
-        where = ", ".join(str(p) for p in paths)
-        raise UsageError(f"{where}: nothing to open; expected {EXPECTED}")
+        raise _nothing_to_open(paths, [w for w in warnings if w.startswith("skipped ")])
     if len(kinds) > 1:
         raise UsageError("the artifacts mix " + " and ".join(
             f"{_KIND_NAMES[k]} ({', '.join(f.path.name for f in found if f.kind == k)[:60]})" for k in kinds)

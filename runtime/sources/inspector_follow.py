@@ -2,9 +2,10 @@
 events no batch before gave (``collviz replay --follow``; the session is
 :class:`~collviz.runtime.sessions.followed.FollowedSession`).
 
-Lines are decoded and checked as the import does (:mod:`.nccl_inspector`); a call is one step per
-(communicator, operation, ``coll_sn``), numbered from #1, its step created when its first record
-arrives. Each rank's record of it gives that rank's Phase and Collective begin and end once: a
+Lines are decoded and checked as the import does (:mod:`.inspector_records`: one record a line, or
+v4.3's header once per ``dump_stats`` marker; a pretty-printed file is read by the import only); a
+call is one step per (communicator, operation, ``coll_sn``), numbered from #1, its step created when
+its first record arrives (a send's or receive's with its transfer). Each rank's record of it gives that rank's Phase and Collective begin and end once: a
 record of a call already shown for its rank (the dump thread writes a communicator's last call
 again while no new one completes) is dropped. A rank's record that arrives after other ranks'
 joins the step already shown, as an attached job's late ranks do. The step's narration is its
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..wire.protocol import NOT_RECORDED_OPTION, UNTIMED_OPTION, AnyEvent, RankEnd, RankStart
+from .inspector_records import Header, Record, decode_line
 from .nccl_inspector import (
     INSPECTOR_LABEL,
     NOT_RECORDED,
@@ -34,10 +36,9 @@ from .nccl_inspector import (
     REASON,
     UNTIMED,
     Comm,
-    Record,
     call_of,
-    decode_line,
     figures,
+    hop_of,
     step_text,
 )
 from .run import Stamper, Step, emit_rank_step
@@ -78,6 +79,8 @@ class InspectorFollower:
     _process_rank: dict[Path, int] = field(default_factory=dict)
     _members: dict[str, dict[int, int]] = field(default_factory=dict)
     """Each communicator's ranks placed so far: its rank → the job's."""
+    _headers: dict[Path, Header] = field(default_factory=dict)
+    """Each file's last v4.3 ``dump_stats`` marker: the header of its payloads after it."""
     _held: list[Record] = field(default_factory=list)
     _shown: dict[_Key, _Shown] = field(default_factory=dict)
     _last: dict[int, int] = field(default_factory=dict)
@@ -109,8 +112,10 @@ class InspectorFollower:
             for line in lines:
                 if not line.strip():
                     continue
-                found = decode_line(path, line)
-                if isinstance(found, str):
+                found = decode_line(path, line, self._headers.get(path))
+                if isinstance(found, Header):
+                    self._headers[path] = found  # a v4.3 marker: the header of the file's next payloads
+                elif isinstance(found, str):
                     self.damaged[f"with {found}"] += 1
                 elif found.op not in OPS:
                     self.damaged[f"of {found.op} calls (not drawn)"] += 1
@@ -164,7 +169,9 @@ class InspectorFollower:
         shown = self._shown.get(key)
         if shown is None:
             name, narration = step_text(comm, record.sn, [(record, call)], LIVE_NOTE)
-            shown = self._shown[key] = _Shown(len(self._shown), Step(name=name, narration=narration, t_ns=call.t_ns))
+            hop = hop_of(record, comm)
+            shown = self._shown[key] = _Shown(len(self._shown), Step(name=name, narration=narration, t_ns=call.t_ns,
+                                                                     hops=[hop] if hop is not None else []))
             if self.announce is not None:
                 self.announce(f"step {shown.index + 1}  {name}: {record.size:,} B per rank; "
                               f"NCCL's own figures: {figures(record, call.rank)}")

@@ -22,12 +22,12 @@ when it begins and carries ``duration_ns=None``, so no report invents a duration
 from __future__ import annotations
 
 import heapq
-import json
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal, Protocol, TypeVar
 
+import msgspec
 import numpy as np
 
 from ..observation.watchdog import Stalled
@@ -98,12 +98,14 @@ class Call:
 @dataclass(frozen=True)
 class Hop:
     """A link an artifact reported rather than data it observed: ``src`` sends to ``dst`` in hop
-    ``number`` (from 1) of the algorithm drawn; ``label`` names it (``NCCL ring 00 via P2P/IPC``)."""
+    ``number`` (from 1) of the algorithm drawn; ``label`` names it (``NCCL ring 00 via P2P/IPC``);
+    ``bytes``: what it carried, where the artifact says (an Inspector send's), else 0."""
 
     src: int
     dst: int
     number: int
     label: str
+    bytes: int = 0
 
 
 @dataclass
@@ -148,6 +150,9 @@ class Origin:
     check_calls: bool = True
     devices: Mapping[int, str] = field(default_factory=dict)
     """Each rank's own device text where the source names it (else ``device``)."""
+    failures: tuple[str, ...] = ()
+    """The calls the artifacts mark failed or timed out, first first: the run fails naming the first
+    (:class:`~.call_checks.Findings`)."""
 
 
 class Summary(Protocol):
@@ -251,7 +256,8 @@ def _options(origin: Origin, missing: Mapping[int, str]) -> dict[str, str | int 
     options: dict[str, str | int | float | bool] = {UNTIMED_OPTION: origin.untimed,
                                                     NOT_RECORDED_OPTION: origin.not_recorded}
     if missing:
-        options[UNKNOWN_RANKS_OPTION] = json.dumps({str(rank): why for rank, why in sorted(missing.items())})
+        ranks = sorted(missing)  # encoded in C: a pg_config naming 10⁶ ranks leaves ~10⁶ unknown ones
+        options[UNKNOWN_RANKS_OPTION] = msgspec.json.encode(dict(zip(map(str, ranks), map(missing.__getitem__, ranks)))).decode()
     return options
 
 
@@ -272,7 +278,7 @@ def emit_rank_step(stamp: Stamper, index: int, step: Step, rank: int, call: Call
         _collective(stamp, call, index, "begin", begin)
     for hop in step.hops:
         if hop.dst == rank:
-            stamp(Transfer, rank, begin, phase=index, src=hop.src, dst=hop.dst, bytes=0, buffer=hop.label,
+            stamp(Transfer, rank, begin, phase=index, src=hop.src, dst=hop.dst, bytes=hop.bytes, buffer=hop.label,
                   start=0, length=0, kind="p2p", hop=hop.number)
     if call is not None and not call.completed:
         return
@@ -353,6 +359,6 @@ def build_run(origin: Origin, steps: Sequence[Step], warnings: list[str], ranks:
     last = emit_steps(stamp, steps, warnings, progress)
     table = CallTable.from_steps(steps)
     findings = find_problems(table, [step.name for step in steps], last, missing, origin.world_size,
-                             origin.check_calls, warnings)
+                             origin.check_calls, warnings, origin.failures)
     end = max(e.t_ns for e in stamp.events)
     return finish_run(stamp, origin, table, findings, ranks, last, end, warnings)
