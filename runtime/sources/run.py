@@ -51,7 +51,7 @@ from ..wire.protocol import (
 from .call_checks import Findings, find_problems
 from .call_table import CallTable, algo_bytes_of
 
-__all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "Summary", "Stamper", "emit_rank_step", "emit_steps", "start_run", "finish_run",
+__all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "Failed", "Summary", "Stamper", "emit_rank_step", "emit_steps", "start_run", "finish_run",
            "Progress", "no_progress", "group_label", "order_steps", "build_run"]
 
 Progress = Callable[[str, int, int], None]
@@ -148,6 +148,16 @@ class Origin:
     check_calls: bool = True
     devices: Mapping[int, str] = field(default_factory=dict)
     """Each rank's own device text where the source names it (else ``device``)."""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """What an artifact itself says went wrong: ``ranks`` each rank's first error as the artifact
+    words it (the rank ends in error), ``detail`` the run's account of the first (the run failed
+    whenever it is set)."""
+
+    ranks: Mapping[int, str] = field(default_factory=dict)
+    detail: str = ""
 
 
 class Summary(Protocol):
@@ -310,9 +320,11 @@ def _waited_at_least(stall: Stalled, table: CallTable, latest: int) -> float:
 
 
 def finish_run(stamp: Stamper, origin: Origin, table: CallTable, findings: Findings, ranks: Sequence[int],
-               last_step: Mapping[int, int], end: int, warnings: list[str]) -> ImportedRun:
+               last_step: Mapping[int, int], end: int, warnings: list[str], failed: Failed | None = None) -> ImportedRun:
     """The events after the steps' (Stall, Mismatch, each RankEnd, RunEnd: ``end`` is the last time
-    the artifacts recorded, ``last_step`` each rank's last step) and the run they end."""
+    the artifacts recorded, ``last_step`` each rank's last step) and the run they end; ``failed``:
+    what the artifacts themselves say went wrong (each such rank ends in error, the run failed)."""
+    failed = failed or Failed()
     for stall in findings.stalls:
         stamp(Stall, LAUNCHER_RANK, end, group=stall.group, group_seq=stall.group_seq, op=stall.op,
               waiting=stall.waiting, elsewhere=list(stall.elsewhere.values()),
@@ -322,11 +334,14 @@ def finish_run(stamp: Stamper, origin: Origin, table: CallTable, findings: Findi
               group_seq=found.group_seq, calls=found.calls, odd_ranks=found.odd_ranks, text=found.text)
     inside = set(np.unique(table.rank[~table.completed]).tolist())
     for rank in ranks:  # see the module's docstring: who gets a RankEnd
-        if rank not in findings.implicated and rank not in inside:
+        if rank in failed.ranks:
+            stamp(RankEnd, rank, end, status="error", error=failed.ranks[rank], phase=last_step.get(rank))
+        elif rank not in findings.implicated and rank not in inside:
             stamp(RankEnd, rank, end, status="ok", phase=last_step.get(rank))
-    status = "failed" if findings.failed else "ok"
-    stamp(RunEnd, LAUNCHER_RANK, end, status=status, detail=findings.detail(), events=len(stamp.events) + 1)
-    return ImportedRun(origin.scenario, stamp.events, warnings, 1 if findings.failed else 0)
+    failing = findings.failed or bool(failed.detail)
+    detail = "; ".join(text for text in (failed.detail, findings.detail()) if text)
+    stamp(RunEnd, LAUNCHER_RANK, end, status="failed" if failing else "ok", detail=detail, events=len(stamp.events) + 1)
+    return ImportedRun(origin.scenario, stamp.events, warnings, 1 if failing else 0)
 
 
 def start_run(origin: Origin, steps: int, start: int, ranks: Sequence[int], missing: Mapping[int, str]) -> Stamper:
@@ -343,10 +358,12 @@ def start_run(origin: Origin, steps: int, start: int, ranks: Sequence[int], miss
 
 
 def build_run(origin: Origin, steps: Sequence[Step], warnings: list[str], ranks: Sequence[int],
-              missing: Mapping[int, str] | None = None, progress: Progress = no_progress) -> ImportedRun:
+              missing: Mapping[int, str] | None = None, progress: Progress = no_progress,
+              failed: Failed | None = None) -> ImportedRun:
     """The events of an imported run: ``ranks`` are those the artifacts describe, ``missing`` the
     ranks of the world they do not (rank → why, e.g. "no dump of this rank"); ``warnings`` gains
-    what could not be shown; ``progress`` is told each step built."""
+    what could not be shown; ``progress`` is told each step built; ``failed``: what the
+    artifacts say went wrong (an NCCL log's WARN lines)."""
     missing = dict(missing or {})
     times = [c.t_ns for s in steps for c in s.calls] + [s.t_ns for s in steps if not s.calls]
     stamp = start_run(origin, len(steps), min(times, default=0), ranks, missing)
@@ -355,4 +372,4 @@ def build_run(origin: Origin, steps: Sequence[Step], warnings: list[str], ranks:
     findings = find_problems(table, [step.name for step in steps], last, missing, origin.world_size,
                              origin.check_calls, warnings)
     end = max(e.t_ns for e in stamp.events)
-    return finish_run(stamp, origin, table, findings, ranks, last, end, warnings)
+    return finish_run(stamp, origin, table, findings, ranks, last, end, warnings, failed)
