@@ -49,6 +49,9 @@ STREAMED_LOG_BYTES = 4 * 1024 * 1024
 """An NCCL log larger than this is read a line at a time, never whole (a log of hundreds of MB held
 as bytes and text took three times its size)."""
 
+_REASONS_SHOWN = 5
+"""How many refused files' reasons the error of a folder with nothing to open names."""
+
 _KIND_NAMES = {"flight-recorder": "Flight Recorder dumps", "profiler": "profiler traces", "nccl-log": "NCCL logs",
                "nccl-inspector": "NCCL Inspector output"}
 
@@ -69,6 +72,8 @@ class _Found:
     large to hold: streamed)."""
     streamed: bool = False
     """A log larger than :data:`~.reading.MAX_FILE_BYTES`, read a line at a time as it is imported."""
+    nuls: int = 0
+    """NUL bytes passed over in a log (what a crash leaves where it was writing)."""
 
     def held(self, read: int) -> int:
         """The bytes this file holds in memory once recognised, of the ``read`` it had: a Flight
@@ -129,21 +134,34 @@ def _recognise(path: Path, data: bytes) -> _Found | str:
     if kind == "text":
         text = data.decode("utf-8", "replace")
         return _Found(path, "nccl-log", text=text) if is_nccl_log(text) else "text without NCCL INFO lines"
+    if b"\x00" in data and sniff(cleaned := data.replace(b"\x00", b"")) == "text":
+        text = cleaned.decode("utf-8", "replace")
+        if is_nccl_log(text):
+            return _Found(path, "nccl-log", text=text, nuls=len(data) - len(cleaned))
     return "neither JSON, a pickle nor text"
 
 
 def _large_log(path: Path) -> _Found | None:
     """A large file as an NCCL log to stream, if its first MiB is one."""
     head = read_head(path)
-    if b"\x00" not in head and sniff(head) in ("text", "json") and is_nccl_log(head.decode("utf-8", "replace")):
+    head = head.replace(b"\x00", b"")  # a crash leaves NUL bytes where it was writing
+    if sniff(head) in ("text", "json") and is_nccl_log(head.decode("utf-8", "replace")):
         return _Found(path, "nccl-log", streamed=True)
     return None
 
 
-def _refuse_or_skip(path: Path, named: bool, why: str, warnings: list[str]) -> None:
+def _refuse_or_skip(path: Path, named: bool, why: str, warnings: list[str], refused: list[str]) -> None:
     if named:
         raise UsageError(f"{path}: {why}; expected {EXPECTED}")
     warnings.append(f"skipped {path.name}: {why}")
+    refused.append(f"{path.name}: {why}")
+
+
+def _nothing_to_open(paths: Sequence[Path], refused: list[str]) -> UsageError:
+    """The error for artifacts of which no file opened, naming each file's reason (the first few)."""
+    where = ", ".join(str(p) for p in paths)
+    shown = "; ".join(refused[:_REASONS_SHOWN]) + (f"; and {len(refused) - _REASONS_SHOWN} more" if len(refused) > _REASONS_SHOWN else "")
+    return UsageError(f"{where}: nothing to open{f' ({shown})' if refused else ''}; expected {EXPECTED}")
 
 
 def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> ImportedRun:
@@ -153,6 +171,7 @@ def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> I
     import's own stages. Raises :class:`~..errors.UsageError` (one line) for anything that cannot
     be opened."""
     warnings: list[str] = []
+    refused: list[str] = []
     found: list[_Found] = []
     total = 0
     files = _files([Path(p) for p in paths], warnings)
@@ -171,16 +190,18 @@ def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> I
             if named or str(exc).startswith("the artifacts hold"):
                 raise
             warnings.append(f"skipped {exc}")
+            refused.append(str(exc))
             continue
         if isinstance(recognised, str):
-            _refuse_or_skip(path, named, recognised, warnings)
+            _refuse_or_skip(path, named, recognised, warnings, refused)
         else:
             found.append(recognised)
+            if recognised.nuls:
+                warnings.append(f"{path.name}: {recognised.nuls:,} NUL bytes passed over (what a crash leaves in a log)")
     progress("reading files", len(files), len(files))
     kinds = sorted({f.kind for f in found})
     if not found:
-        where = ", ".join(str(p) for p in paths)
-        raise UsageError(f"{where}: nothing to open; expected {EXPECTED}")
+        raise _nothing_to_open(paths, refused)
     if len(kinds) > 1:
         raise UsageError("the artifacts mix " + " and ".join(
             f"{_KIND_NAMES[k]} ({', '.join(f.path.name for f in found if f.kind == k)[:60]})" for k in kinds)

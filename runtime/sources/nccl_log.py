@@ -139,22 +139,30 @@ def _global_ranks(agents: dict[_Agent, list[Comm]], warnings: list[str]) -> dict
 
 def _groups(comms: Sequence[Comm], loose: Comm, warnings: list[str]) -> tuple[dict[_Agent, int], list[_Group]]:
     """Each rank's global rank and every communicator across ranks (by commId where printed, else
-    by size and the order each rank created it). A rank no communicator line names (its lines
+    by size and the order each rank created it; a line that printed none — its id cut off — joins
+    the one communicator of its size that printed one). A rank no communicator line names (its lines
     say who it is: :attr:`~.nccl_lines.Comm.inferred`) joins the largest communicator printed, or
     one of unknown size; ``loose`` holds the ring orders no rank took, the largest one's."""
     agents = _agents(comms)
     rank_of = _global_ranks(agents, warnings)
     found: dict[tuple, _Group] = {}
     inferred: list[tuple[int, Comm]] = []
-    for agent, rank in sorted(rank_of.items(), key=lambda kv: kv[1]):
+    ranked = sorted(rank_of.items(), key=lambda kv: kv[1])
+    for agent, rank in ranked:
+        for comm in agents[agent]:
+            if comm.comm_id and not comm.inferred:
+                _join(found.setdefault(("id", comm.comm_id), _Group("", comm.size, {}, {})), rank, comm)
+    with_id = Counter(group.size for group in found.values())
+    for agent, rank in ranked:
         sizes: Counter[int] = Counter()
         for comm in agents[agent]:
             if comm.inferred:
                 inferred.append((rank, comm))
-                continue
-            identity = ("id", comm.comm_id) if comm.comm_id else ("size", comm.size, sizes[comm.size])
-            sizes[comm.size] += 1
-            _join(found.setdefault(identity, _Group("", comm.size, {}, {})), rank, comm)
+            elif not comm.comm_id:  # the only communicator of its size that printed an id, where one did
+                only = [i for i, g in found.items() if i[0] == "id" and g.size == comm.size] if with_id[comm.size] == 1 else []
+                identity = only[0] if only else ("size", comm.size, sizes[comm.size])
+                sizes[comm.size] += 1
+                _join(found.setdefault(identity, _Group("", comm.size, {}, {})), rank, comm)
     largest = max(found.values(), key=lambda g: g.size, default=None)
     for rank, comm in inferred:
         fits = largest is not None and comm.rank not in largest.members and (comm.rank or 0) < largest.size

@@ -24,7 +24,7 @@ _MARKER = re.compile(r"NCCL (INFO|WARN|ERROR)\b ?")
 _PREFIX_WINDOW = 600
 """The most characters a record's prefix takes before its marker (a host name is at most 255)."""
 _REVERSED_PREFIX = re.compile(r" ?(?:(?P<where>\d{1,9}:[^\s\[\]]{1,250}) )?\](?P<dev>[^\[\]]{0,32})\["
-                              r"(?: (?P<tid>\d{1,12}):(?P<pid>\d{1,12}):(?P<host>[^\s:\[\]|()<>]{1,255}))?")
+                              r"(?: (?P<tid>\d{1,12}):(?P<pid>\d{1,12}):(?P<host>[^\s:\[\]|()<>`'\"]{1,255}))?")
 """``host:pid:tid [dev] where `` spelled backwards: matched once, anchored at the marker."""
 
 

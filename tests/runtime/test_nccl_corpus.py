@@ -22,8 +22,12 @@ import pytest
 from collviz.runtime.errors import UsageError
 from collviz.runtime.sources import open_artifacts
 from collviz.runtime.sources.nccl_lines import LogReader
-from collviz.runtime.wire.protocol import Collective, Phase, RankStart, RunStart, Transfer
+from collviz.runtime.wire.protocol import Phase, RankStart, Transfer
 
+from support.nccl_readings import calls as _calls
+from support.nccl_readings import hops as _hops
+from support.nccl_readings import shape as _shape
+from support.nccl_readings import tree as _tree
 from support.paths import FIXTURES
 
 
@@ -34,44 +38,6 @@ FLOAT32 = 4
 
 def _open(path: Path):
     return open_artifacts([path])
-
-
-def _shape(run) -> tuple[int, list[int]]:
-    """(the job's rank count, the ranks the log shows)."""
-    [start] = [e for e in run.events if isinstance(e, RunStart)]
-    return start.world_size, sorted(e.rank for e in run.events if isinstance(e, RankStart))
-
-
-def _hops(run) -> dict[str, set[tuple[int, int, int]]]:
-    """Each topology step's name → its (src, dst, hop) links."""
-    names = {e.index: e.name for e in run.events if isinstance(e, Phase)}
-    found: dict[str, set[tuple[int, int, int]]] = defaultdict(set)
-    for event in run.events:
-        if isinstance(event, Transfer):
-            found[names[event.phase]].add((event.src, event.dst, event.hop))
-    return dict(found)
-
-
-def _calls(run) -> dict[int, list[tuple[str, int, int, int, int]]]:
-    """rank → its calls as (op, number, elements in, bytes in, bytes out)."""
-    found = defaultdict(list)
-    for event in run.events:
-        if isinstance(event, Collective) and event.edge == "begin":
-            found[event.rank].append((event.op, event.group_seq, event.count, event.bytes_in, event.bytes_out))
-    return dict(found)
-
-
-def _tree(parents: dict[int, int]) -> set[tuple[int, int, int]]:
-    """A tree's links as collviz draws it: up level by level from the deepest, then down again."""
-    depth = {}
-    for rank in parents:
-        node, steps = rank, 0
-        while node in parents:
-            node, steps = parents[node], steps + 1
-        depth[rank] = steps
-    deepest = max(depth.values())
-    return ({(child, parent, deepest - depth[child] + 1) for child, parent in parents.items()}
-            | {(parent, child, deepest + depth[child]) for child, parent in parents.items()})
 
 
 SIXTEEN = "channels 00, 01, 02, 03, 04, 05, 06, 07 …"
