@@ -28,6 +28,7 @@ from .profiler import ProfilerTrace, import_traces, is_profiler_trace
 from .reading import (
     MAX_FILE_BYTES,
     MAX_FILES,
+    MAX_LINE_CHARS,
     MAX_TOTAL_BYTES,
     collector_paused,
     load_json,
@@ -81,8 +82,12 @@ class _Found:
         return read if self.columns is None else self.columns.nbytes
 
     def lines(self) -> Iterable[str]:
-        """A log's lines: from its text, or streamed from its file."""
-        return stream_lines(self.path) if self.streamed else self.text.splitlines()
+        """A log's lines: from its text, or streamed from its file; either way a line longer than
+        :data:`~.reading.MAX_LINE_CHARS` is cut there (a log's one line of 650,000 ranks is no
+        more read whole from a small file than from a large one)."""
+        if self.streamed:
+            return stream_lines(self.path)
+        return (line[:MAX_LINE_CHARS] for line in self.text.splitlines())
 
 
 def _files(paths: Sequence[Path], warnings: list[str]) -> list[tuple[Path, bool]]:

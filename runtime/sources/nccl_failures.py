@@ -28,11 +28,11 @@ _MESSAGE_CHARS = 300
 def attribute(records: Sequence[Record], rank_of: Mapping[_Agent, int]) -> list[tuple[Record, int | None]]:
     """Each warning with its rank (None: unknown)."""
     by_process: dict[tuple[str, int], set[int]] = defaultdict(set)
-    for (host, pid, _), rank in rank_of.items():
-        by_process[(host, pid)].add(rank)
-    found = []
+    for (host, pid, _), number in rank_of.items():
+        by_process[(host, pid)].add(number)
+    found: list[tuple[Record, int | None]] = []
     for record in records:
-        rank = None
+        rank: int | None = None
         if record.host is not None:
             rank = rank_of.get((record.host, record.pid, record.device))
             alone = by_process.get((record.host, record.pid), set())

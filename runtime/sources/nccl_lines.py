@@ -105,8 +105,9 @@ class Comm:
     """channel → the next rank (communicator ranks)."""
     orders: dict[int, list[int]] = field(default_factory=dict)
     """channel → the ring's order, as far as the log prints it."""
-    cut: set[int] = field(default_factory=set)
-    """The channels whose order line ends cut (``...``, NCCL 2.23+, or past the longest line read)."""
+    cut: dict[int, str] = field(default_factory=dict)
+    """channel → who cut its order line: ``nccl`` (it ends ``...``, NCCL 2.23 on) or ``reader`` (the
+    line was longer than the longest one read, :data:`~.reading.MAX_LINE_CHARS`)."""
     trees: dict[int, int] = field(default_factory=dict)
     """channel → the parent rank (-1: this rank is the root)."""
     children: dict[int, list[int]] = field(default_factory=dict)
@@ -253,7 +254,7 @@ class LogReader:
         for record in left:
             if comm is not None and record.fits(comm):
                 record.sets(comm)
-            elif record.key[0] == "order":  # the same on every rank: the communicator's, not this thread's
+            elif not record.ranks:  # a ring order, the same on every rank: the communicator's, not this thread's
                 record.sets(self.loose)
             else:
                 self.unplaced += 1
@@ -323,9 +324,9 @@ def _record(msg: str, cut: bool = False) -> _Record | None:
         return _Record((me,), lambda c: c.rings.__setitem__(channel, after), ("ring", channel, me), me)
     if (found := _ORDER.match(msg)) is not None:
         channel, order = int(found["ch"]), [int(r) for r in found["ranks"].split()]
-        cut = cut or found["cut"] is not None
-        return _Record((), lambda c: _set_order(c, channel, order[:-1] if cut and not found["cut"] else order, cut),
-                       ("order", channel))
+        by = "nccl" if found["cut"] is not None else "reader" if cut else ""
+        shown = order[:-1] if by == "reader" else order  # a line the reader cut may end in part of a number
+        return _Record((), lambda c: _set_order(c, channel, shown, by), ("order", channel))
     if (found := _LINK.match(msg)) is not None:
         link, via = (int(found["src"]), int(found["dst"])), found["via"]
         return _Record(link, lambda c: c.links.__setitem__(link, via), ("link", link),
@@ -362,12 +363,12 @@ def _tree_ends(left: str, right: str) -> tuple[int, list[int]]:
     return int(right.split("/")[0]), _ranks(left)
 
 
-def _set_order(comm: Comm, channel: int, order: list[int], cut: bool) -> None:
+def _set_order(comm: Comm, channel: int, order: list[int], by: str) -> None:
     comm.orders[channel] = order
-    if cut:
-        comm.cut.add(channel)
+    if by:
+        comm.cut[channel] = by
     else:
-        comm.cut.discard(channel)
+        comm.cut.pop(channel, None)
 
 
 def _set_init(comm: Comm, total: float, parts: str) -> None:

@@ -34,6 +34,7 @@ from .nccl_failures import attribute, failed, warning_text
 from .nccl_lines import Comm, LoggedCall, LogReader, has_nccl_lines
 from .nccl_records import Record
 from .plausible import bytes_ok
+from .reading import MAX_LINE_CHARS
 from .run import (
     Call,
     Hop,
@@ -227,8 +228,11 @@ def _ring_hops(group: _Group, cut: dict[int, str]) -> list[tuple[list[int], list
 
 def _order_cut(group: _Group, comm: Comm, channel: int, order: list[int]) -> str | None:
     """Why the ring order ``comm`` printed for ``channel`` is only its start, or None if it is whole."""
-    if channel in comm.cut:
+    if comm.cut.get(channel) == "nccl":
         return f"the line ends cut after {len(order)} ranks (NCCL 2.23 on ends a long line with '...')"
+    if comm.cut.get(channel) == "reader":
+        return (f"the line is longer than the {MAX_LINE_CHARS:,} characters read of one: its first {len(order):,} "
+                "ranks are shown")
     if len(order) == NCCL_RING_LINE_RANKS and group.count > NCCL_RING_LINE_RANKS:
         return (f"the line names {NCCL_RING_LINE_RANKS} of {group.count}{'' if group.size else ' or more'} ranks "
                 f"(NCCL up to 2.22 prints at most {NCCL_RING_LINE_RANKS})")
