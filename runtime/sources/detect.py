@@ -73,8 +73,6 @@ class _Found:
     large to hold: streamed)."""
     streamed: bool = False
     """A log larger than :data:`~.reading.MAX_FILE_BYTES`, read a line at a time as it is imported."""
-    nuls: int = 0
-    """NUL bytes passed over in a log (what a crash leaves where it was writing)."""
 
     def held(self, read: int) -> int:
         """The bytes this file holds in memory once recognised, of the ``read`` it had: a Flight
@@ -139,10 +137,10 @@ def _recognise(path: Path, data: bytes) -> _Found | str:
     if kind == "text":
         text = data.decode("utf-8", "replace")
         return _Found(path, "nccl-log", text=text) if is_nccl_log(text) else "text without NCCL INFO lines"
-    if b"\x00" in data and sniff(cleaned := data.replace(b"\x00", b"")) == "text":
-        text = cleaned.decode("utf-8", "replace")
-        if is_nccl_log(text):
-            return _Found(path, "nccl-log", text=text, nuls=len(data) - len(cleaned))
+    if b"\x00" in data and sniff(data.replace(b"\x00", b"")) == "text":  # a crash leaves NUL bytes in a log
+        text = data.decode("utf-8", "replace")
+        if is_nccl_log(text.replace("\x00", "")):
+            return _Found(path, "nccl-log", text=text)
     return "neither JSON, a pickle nor text"
 
 
@@ -201,8 +199,6 @@ def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> I
             _refuse_or_skip(path, named, recognised, warnings, refused)
         else:
             found.append(recognised)
-            if recognised.nuls:
-                warnings.append(f"{path.name}: {recognised.nuls:,} NUL bytes passed over (what a crash leaves in a log)")
     progress("reading files", len(files), len(files))
     kinds = sorted({f.kind for f in found})
     if not found:

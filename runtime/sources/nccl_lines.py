@@ -180,11 +180,16 @@ class LogReader:
         """The ring orders (:attr:`Comm.orders`, :attr:`Comm.cut`) printed by threads the log never
         names a rank of."""
         self.unplaced = 0
+        self.nuls = 0
+        """NUL bytes passed over (a crash leaves them in a log where it was writing)."""
         """Ring, tree and link lines of threads whose rank the log never says: not drawn."""
 
     def feed(self, line: str) -> None:
         """Read one line of the log (anything that is not an NCCL record is passed over; records
         glued on one line are read one by one)."""
+        if "\x00" in line:  # what a crash leaves where it was writing
+            self.nuls += line.count("\x00")
+            line = line.replace("\x00", "")
         if "NCCL" not in line:
             return
         if (version := _VERSION.search(line)) is not None:

@@ -430,6 +430,8 @@ def import_nccl_log(files: Sequence[tuple[Path, Iterable[str]]], warnings: list[
     if missing:
         warnings.append(f"the log has no lines of rank{'s' if len(missing) > 1 else ''} {ranks_text(sorted(missing))} "
                         f"(the job has {'at least ' if groups and not groups[0].size else ''}{world} ranks)")
+    if reader.nuls:
+        warnings.append(f"{reader.nuls:,} NUL bytes passed over (what a crash leaves in a log where it was writing)")
     if reader.unplaced:
         warnings.append(f"{reader.unplaced} ring, tree or link lines of threads whose rank the log never names: not drawn")
     if reader.damaged:

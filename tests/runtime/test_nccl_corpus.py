@@ -259,7 +259,7 @@ def _hostile() -> dict[str, tuple[bytes, str]]:
                                  "no communicator"),
         "a huge opCount and count": (real + (call.format("f" * 16, 8) + call.format("5", "9" * 20)).encode(), "opens"),
         "only NCCL's marker": (b"NCCL INFO\n" * 1000, "without NCCL INFO lines"),
-        "huge": (real, "more than"),  # grown past the bounded read below, sparse
+        "huge": (real, "opens"),  # grown past the bounded read below, sparse: a crash's NUL bytes, streamed
     }
 
 
