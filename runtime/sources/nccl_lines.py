@@ -1,15 +1,17 @@
 """Reading an ``NCCL_DEBUG=INFO`` log line by line: what each rank of each communicator printed.
 
-A line is ``host:pid:tid [dev] NCCL INFO message`` after whatever a launcher put before it —
+A record is ``host:pid:tid [dev] NCCL INFO message`` after whatever a launcher put before it —
 mpirun's ``[1,0]<stdout>:``, torchrun's ``[default0]:`` or ``[rank0]:``, srun's ``0: ``, a
-``[155] `` or a timestamp — which is skipped, so every launcher's log reads the same. What NCCL
-printed in each version from 2.4 to 2.28:
+``[155] `` or a timestamp — which is skipped, so every launcher's log reads the same; a line may
+hold several (:mod:`.nccl_records` splits them). ``NCCL WARN`` and ``NCCL ERROR`` records are kept
+for :mod:`.nccl_failures`. What NCCL printed in each version from 2.4 to 2.28:
 
 - a rank of a communicator: ``comm 0x… rank R nranks N cudaDev D busId B`` (``nRanks`` since
   2.19, ``commId`` where printed; ``… - Init START`` first since 2.14, ``… - Init COMPLETE``
   last; a ``Destroy`` line is not a new one);
 - its rings: the order (``Ring 00 : 0 1 2 3`` up to 2.3, ``Channel 00 :    0   1`` in 2.4,
-  ``Channel 00/02 :    0   1   2   3`` since) or this rank's neighbours (``Ring 00 : 3 -> 0 -> 1``);
+  ``Channel 00/02 :    0   1   2   3`` since; at most 20 ranks up to 2.22, a line cut at 128
+  characters ending ``...`` since 2.23) or this rank's neighbours (``Ring 00 : 3 -> 0 -> 1``);
 - its trees: ``Trees [0] 22->23->-1/-1/-1`` (2.4: parent → rank → children), ``Trees [0]
   -1/-1/-1->3->2|2->3->-1/-1/-1`` (2.5: the same tree both ways), ``Trees [0] 3/-1/-1->2->1``
   (2.7 on: children → rank → parent), ``Tree 12 : -1 -> 0 -> -1/-1/-1`` (2.4's other form);
@@ -23,7 +25,10 @@ Lines come in any order. A thread prints its communicator's rings and trees afte
 (since 2.14) or before its ``Init COMPLETE`` line (up to 2.18, where nothing else names it first):
 so a thread's lines wait for the next communicator line it prints, or go to the communicator it
 is still setting up; whatever is left at the end goes to its process's latest communicator on that
-device. A process may drive several ranks (one thread per GPU, as nccl-tests does): a rank is a
+device. A thread whose communicator line is not in the log (an excerpt, a partial log) is the
+rank its own lines say — the middle of its ``Trees`` or ``Ring a -> r -> b`` line, the sending
+end of a link it prints (the receiving end of one marked ``[receive]``); a ``Destroy`` line names
+its rank too. A process may drive several ranks (one thread per GPU, as nccl-tests does): a rank is a
 (host, process, device), never a process alone. A log of per-call lines only (no init) still
 names each call's communicator and its size.
 """

@@ -6,15 +6,19 @@ from any NCCL 2.4–2.28 and any launcher: :mod:`.nccl_lines` reads the lines, i
 they come. Here each rank — a (host, process, device), so a process driving several GPUs is
 several ranks — gets its global rank (its rank in its largest communicator); communicators are
 matched across ranks by ``commId`` where printed, else by size and creation order; the job's rank
-count is the largest ``nranks`` printed, and ranks the log has no line of are said absent. A log of
-per-call lines only numbers its ranks in the order it shows them, and says so.
+count is the largest ``nranks`` printed (where none is, "at least" the highest rank a line names),
+and ranks the log has no line of are said absent. A log of per-call lines only, or of WARN lines
+only, numbers its ranks by host and device, and says so.
 
 The rings and trees become steps of ``p2p`` Transfer events, drawn as collviz draws its own
 ``--algo ring|tree`` hops (a ring: every rank sends to the next; a tree: up level by level, then
 down), each labelled as NCCL's reported topology, not observed data; the log gives no byte counts
 for them (0). Each call is a step numbered by its opCount from #1, with NCCL's algorithm and
 protocol in its narration, labelled as NCCL's own report. The log has no clock, so steps go in log
-order and no call has a duration. The tests read excerpts of real logs posted in public issues
+order and no call has a duration. A ring order NCCL cut (20 ranks of a larger communicator, or a
+line ending ``...``) is drawn as the path it prints, never closed, with a warning. Every ``NCCL
+WARN`` or ``NCCL ERROR`` line fails the run on its rank (:mod:`.nccl_failures`), the last step
+quoting them. The tests read excerpts of real logs posted in public issues
 (``tests/fixtures/nccl/real/``); these machines have no GPU to make one.
 """
 
@@ -87,6 +91,11 @@ class _Group:
         if self.world:
             return tuple(range(self.count))
         return tuple(sorted(self.members.values()))
+
+    @cached_property
+    def ranks_text(self) -> str:
+        """Its ranks as a sentence says them (``0–1023``: the world's, without listing a million)."""
+        return f"0–{self.count - 1}" if self.world and self.count > 2 else ranks_text(self.ranks)
 
     @property
     def count(self) -> int:
@@ -301,7 +310,7 @@ def _topology_steps(group: _Group, warnings: list[str]) -> list[Step]:
                 how = f"every rank shown sends to the next, as far as NCCL printed the ring ({cut[channels[0]]})"
             steps.append(Step(name=f"NCCL {kind}{' (cut)' if partial else ''}, {_channels(channels)} on {group.label}",
                               narration=(f"The {kind} NCCL built for {group.label} (ranks "
-                                         f"{ranks_text(group.ranks)}) on {_channels(channels)}: {how}. "
+                                         f"{group.ranks_text}) on {_channels(channels)}: {how}. "
                                          f"{TOPOLOGY_LABEL[0].upper()}{TOPOLOGY_LABEL[1:]}: the log gives no bytes "
                                          "per hop (shown as 0)."), hops=hops))
     for why in sorted(set(cut.values())):
