@@ -322,10 +322,16 @@ def _topology_steps(group: _Group, warnings: list[str]) -> list[Step]:
 
 def _init_step(group: _Group, reader: LogReader) -> Step:
     networks = sorted({reader.network(c.host, c.pid) for c in group.comms.values()} - {""})
-    lines = [f"NCCL set up {group.label}: {group.size or len(group.members)} ranks"
+    count = f"{group.size} ranks" if group.size else f"at least {group.count} ranks (no line prints nranks)"
+    lines = [f"NCCL set up {group.label}: {count}"
              + (f", {len(group.members)} of them in the log ({ranks_text(sorted(group.members.values()))})"
-                if len(group.members) < group.size else f" ({ranks_text(sorted(group.members.values()))})")
+                if len(group.members) < group.count else f" ({ranks_text(sorted(group.members.values()))})")
              + (f", NCCL {', '.join(sorted(reader.versions))}" if reader.versions else "") + "."]
+    hosts: dict[str, list[int]] = defaultdict(list)
+    for rank, comm in sorted(group.comms.items()):
+        hosts[comm.host].append(rank)
+    lines.append("hosts: " + "; ".join(f"{host} (rank{'s' if len(ranks) > 1 else ''} {ranks_text(ranks)})"
+                                       for host, ranks in hosts.items()))
     if networks:
         lines.append(f"network transport: {', '.join(networks)}")
     took = {}

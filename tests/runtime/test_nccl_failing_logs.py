@@ -20,7 +20,7 @@ import pytest
 from collviz.runtime.errors import UsageError
 from collviz.runtime.sources import open_artifacts
 from collviz.runtime.sources.nccl_records import records
-from collviz.runtime.wire.protocol import RankEnd, RankStart, RunEnd
+from collviz.runtime.wire.protocol import Phase, RankEnd, RankStart, RunEnd
 
 from support.nccl_readings import hops, shape, tree
 from support.paths import FIXTURES
@@ -228,3 +228,27 @@ def test_a_folder_of_refused_files_names_each_reason(tmp_path):
         f"{tmp_path}: nothing to open (data.json: JSON that is neither a Flight Recorder dump, a torch.profiler trace "
         "nor NCCL Inspector output; notes.txt: text without NCCL INFO lines); expected Flight Recorder dumps (JSON or "
         "pickle, one per rank), torch.profiler traces (one per rank), an NCCL_DEBUG=INFO log or NCCL Inspector output")
+
+
+def test_rings_printed_by_a_rank_without_comm_line_are_drawn():
+    """nccl#1412 (one process of swat1-04 driving GPUs 0-7 of 16 ranks): comm lines of ranks 6, 3,
+    5, 7 only. GPU 0's thread prints five ring orders and no rank of its own: they are the
+    communicator's (channels 00 and 04 the same ring: 0 5 4 7 6 3 2 1 8 13 12 15 14 11 10 9; 01: 0
+    5 4 7 6 3 10 9 8 13 12 15 14 11 2 1; 02: 0 5 4 7 14 11 10 9 8 13 12 15 6 3 2 1; 03: 0 5 12 15 14
+    11 10 9 8 13 4 7 6 3 2 1). GPU 1's thread prints only ``Trees``, ``…->1->0``: rank 1, parent 0,
+    child 2 on channels 0, 2, 3, 4, 6, 7, none on 1 and 5. Once dropped without a word."""
+    run = open_artifacts([REAL / "nccl-1412-sixteen-ranks-rings-of-a-rank-without-comm-line.log"])
+    assert shape(run) == (16, [1, 3, 5, 6, 7])
+
+    def ring(order):
+        return {(a, order[(i + 1) % len(order)], 1) for i, a in enumerate(order)}
+
+    assert hops(run) == {
+        "NCCL ring, channels 00, 04 on world": ring([0, 5, 4, 7, 6, 3, 2, 1, 8, 13, 12, 15, 14, 11, 10, 9]),
+        "NCCL ring, channel 01 on world": ring([0, 5, 4, 7, 6, 3, 10, 9, 8, 13, 12, 15, 14, 11, 2, 1]),
+        "NCCL ring, channel 02 on world": ring([0, 5, 4, 7, 14, 11, 10, 9, 8, 13, 12, 15, 6, 3, 2, 1]),
+        "NCCL ring, channel 03 on world": ring([0, 5, 12, 15, 14, 11, 10, 9, 8, 13, 4, 7, 6, 3, 2, 1]),
+        "NCCL tree, channels 00, 02, 03, 04, 06, 07 on world": tree({2: 1, 1: 0}),
+        "NCCL tree, channels 01, 05 on world": tree({1: 0})}
+    [init] = {e.narration for e in run.events if isinstance(e, Phase) and e.name == "NCCL init of world" and e.narration}
+    assert "hosts: swat1-04 (ranks 1, 3, 5–7)" in init.splitlines()
