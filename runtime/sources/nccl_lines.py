@@ -185,6 +185,8 @@ class LogReader:
         """The ring orders (:attr:`Comm.orders`, :attr:`Comm.cut`) printed by threads the log never
         names a rank of."""
         self.unplaced = 0
+        self.long_lines = 0
+        """Lines of NCCL records cut at :data:`~.reading.MAX_LINE_CHARS` (their rest is not read)."""
         self.nuls = 0
         """NUL bytes passed over (a crash leaves them in a log where it was writing)."""
         """Ring, tree and link lines of threads whose rank the log never says: not drawn."""
@@ -199,7 +201,8 @@ class LogReader:
             return
         if (version := _VERSION.search(line)) is not None:
             self.versions.add(version["version"])
-        cut = len(line) >= MAX_LINE_CHARS  # the streamed reader kept this much of a longer line
+        cut = len(line) >= MAX_LINE_CHARS  # the file's reader kept this much of a longer line
+        self.long_lines += cut
         for record in records(line):
             self.lines += 1
             if record.level != "INFO":

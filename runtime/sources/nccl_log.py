@@ -445,6 +445,9 @@ def import_nccl_log(files: Sequence[tuple[Path, Iterable[str]]], warnings: list[
     if missing:
         warnings.append(f"the log has no lines of rank{'s' if len(missing) > 1 else ''} {ranks_text(sorted(missing))} "
                         f"(the job has {'at least ' if groups and not groups[0].size else ''}{world} ranks)")
+    if reader.long_lines:
+        warnings.append(f"{reader.long_lines} lines longer than {MAX_LINE_CHARS:,} characters: only their first "
+                        f"{MAX_LINE_CHARS:,} are read")
     if reader.nuls:
         warnings.append(f"{reader.nuls:,} NUL bytes passed over (what a crash leaves in a log where it was writing)")
     if reader.unplaced:
