@@ -185,11 +185,11 @@ class LogReader:
         """The ring orders (:attr:`Comm.orders`, :attr:`Comm.cut`) printed by threads the log never
         names a rank of."""
         self.unplaced = 0
+        """Ring, tree and link lines of threads whose rank the log never says: not drawn."""
         self.long_lines = 0
         """Lines of NCCL records cut at :data:`~.reading.MAX_LINE_CHARS` (their rest is not read)."""
         self.nuls = 0
         """NUL bytes passed over (a crash leaves them in a log where it was writing)."""
-        """Ring, tree and link lines of threads whose rank the log never says: not drawn."""
 
     def feed(self, line: str) -> None:
         """Read one line of the log (anything that is not an NCCL record is passed over; records

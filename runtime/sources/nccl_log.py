@@ -226,7 +226,10 @@ def _ring_hops(group: _Group, cut: dict[int, str]) -> list[tuple[list[int], list
                 ranks = [known for r in order if (known := group.global_rank(r)) is not None]
                 if len(ranks) != len(order) or len(ranks) < 2 or channel in by_channel:  # every member known
                     continue
-                if (why := _order_cut(group, comm, channel, order)) is not None:
+                why = _order_cut(group, comm, channel, order)
+                if comm in group.extra and why is None and group.size and len(order) != group.size:
+                    continue  # a ring no rank printed, of another size: another communicator's
+                if why is not None:
                     cut[channel] = why
                     by_channel[channel] = dict(zip(ranks, ranks[1:]))
                 else:
