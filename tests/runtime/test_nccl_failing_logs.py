@@ -11,6 +11,7 @@ them: a NUL byte, every line glued into one, a WARN line dropped anywhere.
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -181,13 +182,19 @@ def test_a_helper_threads_warning_goes_to_its_process_rank():
                                 "on ranks 1–3 too)")
 
 
-def test_headless_replay_of_a_failed_log_exits_1_naming_the_warning():
+@pytest.mark.parametrize("form", ["--headless", "--json"])
+def test_headless_replay_of_a_failed_log_exits_1_naming_the_warning(form):
     log = REAL / "deepep-106-init-records-glued-on-one-line-ib-warn.log"
-    done = subprocess.run([sys.executable, "-m", "collviz", "replay", str(log), "--headless"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "collviz", "replay", str(log), form], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 1, done.stderr
-    assert ("result: failed — NCCL WARN NET/IB : Got completion from peer 172.21.17.89<38536> with error 12, opcode "
-            "32715, len 0, vendor err 129 (ib_plugin.c:1075) on rank 0 (VM-17-82-centos)") in done.stdout
+    first = ("NCCL WARN NET/IB : Got completion from peer 172.21.17.89<38536> with error 12, opcode 32715, len 0, "
+             "vendor err 129 (ib_plugin.c:1075) on rank 0 (VM-17-82-centos)")
+    if form == "--json":
+        outcome = json.loads(done.stdout)["outcome"]
+        assert (outcome["status"], outcome["detail"]) == ("failed", first)
+    else:
+        assert f"result: failed — {first}" in done.stdout
 
 
 def test_every_line_glued_into_one_reads_the_same(tmp_path):
