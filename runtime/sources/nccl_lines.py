@@ -218,7 +218,7 @@ class LogReader:
         thread.device = record.device
         if (found := _CALL.match(msg)) is not None:
             self._call(host, pid, thread, found)
-        elif (choice := nccl_choice(f"NCCL INFO {msg}")) is not None:
+        elif " Bytes -> Algo " in msg and (choice := nccl_choice(f"NCCL INFO {msg}")) is not None:
             self._choice(thread, choice)
         elif (found := _COMM.search(msg)) is not None and "Init timings" not in msg:
             self._announce(host, pid, thread, found, msg, closing="Destroy" in msg or "Abort" in msg)

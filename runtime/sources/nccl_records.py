@@ -54,25 +54,40 @@ def device_number(text: str) -> int | None:
 
 def records(line: str) -> list[Record]:
     """The records on ``line``, in order (none for a line without NCCL's markers)."""
-    if "NCCL" not in line:
+    marker = _MARKER.search(line) if "NCCL" in line else None
+    if marker is None:
         return []
+    if line.find("NCCL", marker.end()) < 0:  # one record, as nearly every line is
+        prefix = _prefix(line, 0, marker)
+        return [_record(line, marker.end(), len(line), prefix, marker[1])] if _starts_record(prefix, marker) else []
     found: list[tuple[int, int, re.Match[str] | None, str]] = []  # (record start, message start, prefix, level)
     floor = 0
     for marker in _MARKER.finditer(line):
-        at, level = marker.start(), marker[1]
-        prefix = _REVERSED_PREFIX.match(line[max(floor, at - _PREFIX_WINDOW):at][::-1])
+        prefix = _prefix(line, floor, marker)
         floor = marker.end()  # a prefix holds no marker: no window reaches back past one
-        if level == "INFO" and (prefix is None or prefix["host"] is None):
-            continue  # "NCCL INFO" inside another record's message, or another program's line
-        found.append((at - (prefix.end() if prefix else 0), floor, prefix, level))
-    out = []
-    for number, (_, message_start, prefix, level) in enumerate(found):
-        end = found[number + 1][0] if number + 1 < len(found) else len(line)
-        message = line[message_start:end].strip()
-        if prefix is None:
-            out.append(Record(None, 0, 0, "", level, "", message))
-            continue
-        host, pid, tid, dev, where = prefix.group("host", "pid", "tid", "dev", "where")
-        out.append(Record(host[::-1] if host else None, int(pid[::-1]) if host else 0, int(tid[::-1]) if host else 0,
-                          dev[::-1].strip(), level, (where or "")[::-1], message))
-    return out
+        if _starts_record(prefix, marker):
+            found.append((marker.start() - (prefix.end() if prefix else 0), floor, prefix, marker[1]))
+    return [_record(line, start, found[number + 1][0] if number + 1 < len(found) else len(line), prefix, level)
+            for number, (_, start, prefix, level) in enumerate(found)]
+
+
+def _prefix(line: str, floor: int, marker: re.Match[str]) -> re.Match[str] | None:
+    """The prefix before ``marker``, read backwards, not reaching before ``floor``."""
+    return _REVERSED_PREFIX.match(line[max(floor, marker.start() - _PREFIX_WINDOW):marker.start()][::-1])
+
+
+def _starts_record(prefix: re.Match[str] | None, marker: re.Match[str]) -> bool:
+    """Whether ``marker`` begins a record: a warning always; ``NCCL INFO`` only after NCCL's own
+    prefix (else it is inside another record's message, or another program's line)."""
+    return marker[1] != "INFO" or (prefix is not None and prefix["host"] is not None)
+
+
+def _record(line: str, start: int, end: int, prefix: re.Match[str] | None, level: str) -> Record:
+    """The record whose message is ``line[start:end]``, printed with ``prefix`` (read backwards)."""
+    message = line[start:end].strip()
+    if prefix is None:
+        return Record(None, 0, 0, "", level, "", message)
+    host, pid, tid, dev, where = prefix.group("host", "pid", "tid", "dev", "where")
+    if not host:
+        return Record(None, 0, 0, dev[::-1].strip(), level, (where or "")[::-1], message)
+    return Record(host[::-1], int(pid[::-1]), int(tid[::-1]), dev[::-1].strip(), level, (where or "")[::-1], message)
