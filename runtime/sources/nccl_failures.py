@@ -21,6 +21,7 @@ from .run import Failed
 __all__ = ["attribute", "failed", "warning_text"]
 
 _Agent = tuple[str, int, int | None]
+_UNNAMED_HOST = "a host the log does not name"
 _MESSAGE_CHARS = 300
 """The most characters of a warning's message a sentence quotes."""
 
@@ -32,12 +33,10 @@ def attribute(records: Sequence[Record], rank_of: Mapping[_Agent, int]) -> list[
         by_process[(host, pid)].add(number)
     found: list[tuple[Record, int | None]] = []
     for record in records:
-        rank: int | None = None
-        if record.host is not None:
-            rank = rank_of.get((record.host, record.pid, record.device))
-            alone = by_process.get((record.host, record.pid), set())
-            if rank is None and len(alone) == 1:
-                rank = next(iter(alone))
+        rank = rank_of.get((record.host or "", record.pid, record.device))  # no host: numbered by its GPU alone
+        alone = by_process.get((record.host, record.pid), set()) if record.host is not None else set()
+        if rank is None and len(alone) == 1:
+            rank = next(iter(alone))
         found.append((record, rank))
     return found
 
@@ -49,7 +48,7 @@ def warning_text(record: Record) -> str:
 
 
 def _where(record: Record, rank: int | None) -> str:
-    host = record.host or "a host the log does not name"
+    host = record.host or _UNNAMED_HOST
     if rank is not None:
         return f"rank {rank} ({host})"
     return f"an unknown rank ({host}" + (f", pid {record.pid}" if record.host else "") + (f", GPU {record.dev})" if record.dev else ")")
@@ -63,7 +62,7 @@ def failed(found: Sequence[tuple[Record, int | None]], count: int) -> Failed:
     ranks: dict[int, str] = {}
     for record, rank in found:
         if rank is not None and rank not in ranks:
-            ranks[rank] = f"{warning_text(record)} on {record.host}"
+            ranks[rank] = f"{warning_text(record)} on {record.host or _UNNAMED_HOST}"
     first, rank = found[0]
     more = ""
     if count > 1:

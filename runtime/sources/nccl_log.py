@@ -410,7 +410,7 @@ def _devices(rank_of: dict[_Agent, int], comms: Sequence[Comm]) -> dict[int, str
     """Each rank's device as the log names it: ``cuda:1 (busId 7000) on como``."""
     bus = {c.agent: c.bus for c in comms if c.bus}
     return {rank: (f"cuda:{agent[2]}" if agent[2] is not None else "cuda") + (f" (busId {bus[agent]})" if agent in bus else "")
-            + f" on {agent[0]}" for agent, rank in rank_of.items()}
+            + (f" on {agent[0]}" if agent[0] else "") for agent, rank in rank_of.items()}
 
 
 def import_nccl_log(files: Sequence[tuple[Path, Iterable[str]]], warnings: list[str],

@@ -259,3 +259,16 @@ def test_rings_printed_by_a_rank_without_comm_line_are_drawn():
         "NCCL tree, channels 01, 05 on world": tree({1: 0})}
     [init] = {e.narration for e in run.events if isinstance(e, Phase) and e.name == "NCCL init of world" and e.narration}
     assert "hosts: swat1-04 (ranks 1, 3, 5–7)" in init.splitlines()
+
+
+def test_a_warning_whose_host_is_cut_off(tmp_path):
+    """Issue 41's spelling of a warning, ``[0] transport/net_ib.cc:1075 NCCL WARN …``, alone: one
+    rank (GPU 0, no host), in error, the run failed naming it."""
+    path = tmp_path / "cut.log"
+    path.write_text("[0] transport/net_ib.cc:1075 NCCL WARN NET/IB : Got completion with error 12, opcode 0, len 0, "
+                    "vendor err 129\n")
+    run = open_artifacts([path])
+    text = "NCCL WARN NET/IB : Got completion with error 12, opcode 0, len 0, vendor err 129 (transport/net_ib.cc:1075)"
+    assert (shape(run), _devices(run), run.exit_status) == ((1, [0]), {0: "cuda:0"}, 1)
+    assert _errors(run) == {0: f"{text} on a host the log does not name"}
+    assert _end(run).detail == f"{text} on rank 0 (a host the log does not name)"
