@@ -57,6 +57,9 @@ def _devices(run) -> dict[int, str]:
     # issue #41's spelling: the host cut off, the location kept
     ("[0] transport/net_ib.cc:1075 NCCL WARN NET/IB : error 12",
      [(None, 0, 0, "0", "WARN", "transport/net_ib.cc:1075", "NET/IB : error 12")]),
+    # an ERROR-level record reads as a warning does
+    ("node1:10:11 [3] NCCL ERROR unhandled system error",
+     [("node1", 10, 11, "3", "ERROR", "", "unhandled system error")]),
     # an INFO line without NCCL's prefix is some other program's text
     ("NCCL INFO NCCL version 2.24.3+cuda12.2", []),
     # two records glued: each keeps its own fields
