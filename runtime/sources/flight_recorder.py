@@ -270,8 +270,10 @@ def _failures(dumps: Sequence[RankDump]) -> tuple[str, ...]:
     for dump in dumps:
         c = dump.columns
         for row in sorted(set(c.failures) | {r for r, deadline in c.deadlines.items() if deadline < latest}):
-            name, description = c.groups[c.group[row]]
-            call = f"rank {dump.rank}'s {c.ops[c.op[row]]} #{int(c.seq[row])} on group {group_label(name, description)}"
+            name, description, backend = c.groups[c.group[row]]
+            on = f" on {backend}" if sum(group[0] == name for group in c.groups) > 1 else ""
+            call = (f"rank {dump.rank}'s {c.ops[c.op[row]]} #{int(c.seq[row])} on group "
+                    f"{group_label(name, description)}{on}")
             if row in c.failures:
                 why = f"its dump marks it {c.failures[row]!r}"
             else:

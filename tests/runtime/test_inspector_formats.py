@@ -91,16 +91,6 @@ def test_a_v43_payload_before_any_marker_and_a_proxy_section_are_said(tmp_path):
             in run.warnings)
 
 
-def test_a_folder_of_refused_files_names_each_files_reason(tmp_path):
-    (tmp_path / "notes.txt").write_text("hello\n")
-    (tmp_path / "other.json").write_text('{"x": 1}')
-    with pytest.raises(UsageError) as refused:
-        open_artifacts([tmp_path])
-    assert str(refused.value).endswith(
-        ". Skipped notes.txt: text without NCCL INFO lines; other.json: JSON that is neither a Flight Recorder dump, "
-        "a torch.profiler trace nor NCCL Inspector output")
-
-
 def test_a_long_line_without_a_newline_is_one_cut_line(tmp_path):
     """The reader skips a stretch that is not JSON to its line's end, once (no rescan per character;
     the 100 MB line is benchmarks/inspector_scale.py's)."""
