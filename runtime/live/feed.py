@@ -27,14 +27,14 @@ again shows no call up to the last dropped in its group again.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..observation.rank_lists import ranks_text
-from ..sources.run import Call
+from ..sources.run import Call, Hop
 from ..sources.call_table import algo_bytes_of
-from ..wire.protocol import AnyEvent, Collective, Phase, RankEnd, RankStart, RunStart, Stall
+from ..wire.protocol import AnyEvent, Collective, Phase, RankEnd, RankStart, RunStart, Stall, Transfer
 from .reading import CallKey, Reader, Reading, Wait, call_text, waits_of
 
 __all__ = ["SILENT_READINGS", "Feed", "Sink"]
@@ -63,6 +63,8 @@ class _Shown:
     name: str
     narration: str
     """The step's narration where the source worded it (else each rank's own: :func:`_narration`)."""
+    hops: Sequence[Hop] = ()
+    """Transfers the source reported for the call: each shown on its receiving rank."""
     issued: dict[int, int] = field(default_factory=dict)
     ended: set[int] = field(default_factory=set)
 
@@ -173,7 +175,8 @@ class Feed:
             shown = self._shown.get(key)
             if shown is None:
                 name, narration = reading.texts.get(key, (call_text(call.op, key), ""))
-                shown = self._shown[key] = _Shown(self._next_index, call.group_ranks, name, narration)
+                shown = self._shown[key] = _Shown(self._next_index, call.group_ranks, name, narration,
+                                                  reading.hops.get(key, ()))
                 self._next_index += 1
             passed += self._rank_step(shown, call)
         read = set(reading.ranks) - self._named  # a rank not answering this time (slow, starting) still counts
@@ -199,6 +202,10 @@ class Feed:
             self.stamp(Phase, call.rank, at, index=shown.index, name=name, edge="begin",
                        narration=shown.narration or _narration(call))
             self.stamp(Collective, call.rank, at, phase=shown.index, edge="begin", duration_ns=None, **fields)
+            for hop in (hop for hop in shown.hops if hop.dst == call.rank):
+                self.stamp(Transfer, call.rank, at, phase=shown.index, src=hop.src, dst=hop.dst, bytes=hop.bytes,
+                           buffer=hop.label, start=0, length=0, kind="p2p", hop=hop.number)
+                passed += 1
             passed += 2
         if call.completed and call.rank not in shown.ended:
             shown.ended.add(call.rank)

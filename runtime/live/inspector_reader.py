@@ -3,9 +3,10 @@ one more live reader, whose readings the feed shows as any other's.
 
 Each reading takes what the folder's files gained (:class:`~..sources.growing.GrowingFiles`: whole
 lines only, a cut last line kept for the next reading, at most ``budget`` bytes a reading). Lines
-are decoded and checked as the import does (:mod:`~..sources.nccl_inspector`); a call is one step
-per (communicator, operation, ``coll_sn``), numbered from #1, worded by its first record (NCCL's
-algbw and busbw labelled as NCCL's). A record of a call already read for its rank (the dump thread
+are decoded and checked as the import does (:mod:`~..sources.inspector_records`: one record a
+line, or v4.3's header once per ``dump_stats`` marker); a call is one step per (communicator,
+operation, ``coll_sn``), numbered from #1, worded by its first record (NCCL's algbw and busbw
+labelled as NCCL's; a send's or receive's transfer with it). A record of a call already read for its rank (the dump thread
 writes a communicator's last call again while no new one completes) is dropped.
 
 The job's world is the largest communicator of the first reading holding records (its size is the
@@ -26,6 +27,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..sources.growing import GrowingFiles
+from ..sources.inspector_records import Header, Record, decode_line
 from ..sources.nccl_inspector import (
     INSPECTOR_LABEL,
     NOT_RECORDED,
@@ -33,13 +35,12 @@ from ..sources.nccl_inspector import (
     REASON,
     UNTIMED,
     Comm,
-    Record,
     call_of,
-    decode_line,
     figures,
+    hop_of,
     step_text,
 )
-from ..sources.run import Call
+from ..sources.run import Call, Hop
 from ..wire.protocol import NOT_RECORDED_OPTION, UNTIMED_OPTION
 from .reading import CallKey, End, RankRead, Reading
 
@@ -70,6 +71,8 @@ class InspectorReader:
     _process_rank: dict[Path, int] = field(default_factory=dict)
     _members: dict[str, dict[int, int]] = field(default_factory=dict)
     """Each communicator's ranks placed so far: its rank → the job's."""
+    _headers: dict[Path, Header] = field(default_factory=dict)
+    """Each file's last v4.3 ``dump_stats`` marker: the header of its payloads after it."""
     _held: list[Record] = field(default_factory=list)
     _keys: dict[tuple[str, str, int], CallKey] = field(default_factory=dict)
     _read: set[tuple[tuple[str, str, int], int]] = field(default_factory=set)
@@ -90,12 +93,13 @@ class InspectorReader:
             self._grew_at = time.monotonic()
         calls: list[Call] = []
         texts: dict[CallKey, tuple[str, str]] = {}
+        hops: dict[CallKey, list[Hop]] = {}
         for record in self._records(batch):
-            found = self._place(record, texts)
+            found = self._place(record, texts, hops)
             if found is not None:
                 calls.append(found)
         ranks = {} if self.world is None else {rank: RankRead(rank) for rank in sorted(set(self._process_rank.values()))}
-        return Reading(ranks, calls, self.world.nranks if self.world else 0, "nccl", "", texts, whole=False)
+        return Reading(ranks, calls, self.world.nranks if self.world else 0, "nccl", "", texts, hops, whole=False)
 
     def stacks(self, ranks: Sequence[int]) -> dict[int, str]:
         """An Inspector folder holds no stacks."""
@@ -135,8 +139,10 @@ class InspectorReader:
             for line in lines:
                 if not line.strip():
                     continue
-                found = decode_line(path, line)
-                if isinstance(found, str):
+                found = decode_line(path, line, self._headers.get(path))
+                if isinstance(found, Header):
+                    self._headers[path] = found  # a v4.3 marker: the header of the file's next payloads
+                elif isinstance(found, str):
                     self.damaged[f"with {found}"] += 1
                 elif found.op not in OPS:
                     self.damaged[f"of {found.op} calls (not drawn)"] += 1
@@ -165,9 +171,10 @@ class InspectorReader:
         comm = self._comms[record.comm] = Comm(record.comm, record.nranks, members)
         return comm
 
-    def _place(self, record: Record, texts: dict[CallKey, tuple[str, str]]) -> Call | None:
+    def _place(self, record: Record, texts: dict[CallKey, tuple[str, str]], hops: dict[CallKey, list[Hop]]) -> Call | None:
         """``record``'s call, or None where it is held until its communicator is placed, left out,
-        or read before for its rank; the call's step worded in ``texts`` when it is new."""
+        or read before for its rank; the call's step worded in ``texts`` and its transfer in
+        ``hops`` (a send's or receive's) when it is new."""
         assert self.world is not None  # a record exists, so the world was chosen
         if record.nranks > self.world.nranks:
             self.damaged[f"of a communicator larger than the job's first ({self.world.nranks} ranks)"] += 1
@@ -182,6 +189,9 @@ class InspectorReader:
         if key is None:
             key = self._keys[place] = (call.group, call.group_seq)
             texts[key] = step_text(comm, record.sn, [(record, call)], LIVE_NOTE)
+            hop = hop_of(record, comm)
+            if hop is not None:
+                hops[key] = [hop]
             if self.announce is not None:
                 self.announce(f"step {len(self._keys)}  {texts[key][0]}: {record.size:,} B per rank; "
                               f"NCCL's own figures: {figures(record, call.rank)}")

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..sources.run import Call
+from ..sources.run import Call, Hop
 
 __all__ = ["CallKey", "End", "RankRead", "Reader", "Reading", "Wait", "call_text", "waits_of"]
 
@@ -59,6 +59,8 @@ class Reading:
     backend: str = "unknown"
     nccl_version: str = ""
     texts: Mapping[CallKey, tuple[str, str]] = field(default_factory=dict)
+    hops: Mapping[CallKey, Sequence[Hop]] = field(default_factory=dict)
+    """Transfers the source reports for a call (an Inspector send's or receive's), by call."""
     whole: bool = True
     """Whether the reading holds every call still in flight on each rank read (a recorder's tail),
     so that a call it no longer holds is over for the ranks read; False: it holds only what is new

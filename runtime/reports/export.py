@@ -102,6 +102,9 @@ class _Builder:
         start = next((e for e in events if isinstance(e, RunStart)), None)
         ranks = {e.rank for e in events if e.rank != LAUNCHER_RANK}
         self.start = start
+        self.ranks = sorted(ranks)
+        """The ranks the events hold: each gets its process (a job of 10⁶ ranks whose artifacts
+        describe two gets two, not 10⁶)."""
         self.world_size = start.world_size if start else 1 + max(ranks, default=0)
         self.launcher_pid = self.world_size
         self.out: list[dict] = []
@@ -168,7 +171,7 @@ class _Builder:
         def add(name: str, pid: int, tid: int, args: dict) -> None:
             self.meta.append({"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": args})
 
-        for rank in range(self.world_size):
+        for rank in self.ranks:
             device = f" ({devices[rank]})" if rank in devices else ""
             add("process_name", rank, PHASES_TID, {"name": f"rank {rank}{device}"})
             add("process_sort_index", rank, PHASES_TID, {"sort_index": rank})

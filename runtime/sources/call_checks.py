@@ -30,7 +30,8 @@ __all__ = ["Findings", "find_problems"]
 class Findings:
     """What the checks found: stalls, mismatches, the ranks they implicate, a sentence about the
     last call of each rank that was not where the others waited, and the ranks the artifacts do
-    not describe (rank → why), which are never a cause: what they did is unknown."""
+    not describe (rank → why), which are never a cause: what they did is unknown. ``failures``:
+    the calls the artifacts themselves mark failed or timed out, first first (a sentence each)."""
 
     stalls: list[Stalled]
     mismatches: list[Disagreement]
@@ -38,16 +39,25 @@ class Findings:
     last_calls: list[str]
     unknown: Mapping[int, str]
     world_size: int
+    failures: Sequence[str] = ()
 
     @property
     def failed(self) -> bool:
-        """Whether the job hung or its ranks disagreed."""
-        return bool(self.stalls or self.mismatches)
+        """Whether a call failed or timed out, the job hung or its ranks disagreed."""
+        return bool(self.failures or self.stalls or self.mismatches)
 
     def detail(self) -> str:
-        """The RunEnd's account: the first mismatch, else who caused the first hang (only ranks the
-        artifacts show elsewhere) and what each of those ranks called last; then how many ranks
-        the artifacts do not describe."""
+        """The RunEnd's account: the first call the artifacts mark failed (failure first), then
+        the first mismatch, else who caused the first hang (only ranks the artifacts show
+        elsewhere) and what each of those ranks called last; then how many ranks the artifacts do
+        not describe."""
+        if self.failures:
+            more = f" (and {len(self.failures) - 1} more failed calls)" if len(self.failures) > 1 else ""
+            rest = self._checks_detail()
+            return f"{self.failures[0]}{more}" + (f"; {rest}" if rest else self._unknown_text())
+        return self._checks_detail()
+
+    def _checks_detail(self) -> str:
         if self.mismatches:
             more = f" (and {len(self.mismatches) - 1} more mismatches)" if len(self.mismatches) > 1 else ""
             return self.mismatches[0].text + more + self._unknown_text()
@@ -70,10 +80,12 @@ class Findings:
 
 
 def find_problems(table: CallTable, step_names: Sequence[str], last_step: Mapping[int, int],
-                  missing: Mapping[int, str], world_size: int, check_calls: bool, warnings: list[str]) -> Findings:
+                  missing: Mapping[int, str], world_size: int, check_calls: bool, warnings: list[str],
+                  failures: Sequence[str] = ()) -> Findings:
     """The live checks' verdict on the whole table, at the log's end: ``step_names`` names each
     step, ``last_step`` is each rank's last step (with a call or not), ``missing`` the ranks the
-    artifacts do not describe (rank → why); ``check_calls``: compare calls across ranks.
+    artifacts do not describe (rank → why); ``check_calls``: compare calls across ranks;
+    ``failures``: the calls the artifacts mark failed or timed out (they fail the run first).
     ``warnings`` gains each call no rank could be blamed for. A call that every rank not inside it
     has completed is no hang: the ranks inside had not yet recorded its completion (gloo's Flight
     Recorder retires a call a moment after it returns)."""
@@ -95,7 +107,7 @@ def find_problems(table: CallTable, step_names: Sequence[str], last_step: Mappin
             continue
         stalls.append(stall)
     _open_call_warnings(table, labels, {(s.group, s.group_seq) for s in stalls}, warnings)
-    findings = Findings(stalls, _mismatches(table) if check_calls else [], set(), [], missing, world_size)
+    findings = Findings(stalls, _mismatches(table) if check_calls else [], set(), [], missing, world_size, failures)
     last_rows = _last_rows(table) if findings.stalls else {}
     for stall in findings.stalls:
         findings.implicated.update(stall.waiting)

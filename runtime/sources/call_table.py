@@ -105,14 +105,21 @@ class CallTable:
 
     @classmethod
     def from_steps(cls, steps: Sequence[Step]) -> CallTable:
-        """The calls of ``steps`` (a rank's second call in one step replaces its first, as the events do)."""
+        """The calls of ``steps`` (a rank's second call in one step replaces its first, as the events do).
+        A group's ranks are hashed once per tuple object (its calls share one: a 10,000-rank tuple
+        hashed per call made an import quadratic)."""
         tables: dict[str, dict] = {"groups": {}, "ops": {}, "dtypes": {}, "places": {}}
+        group_of: dict[tuple[str, int], int] = {}
         rows: list[tuple] = []
         for index, step in enumerate(steps):
             calls: dict[int, Call] = {call.rank: call for call in step.calls}
             for rank in sorted(calls):
                 call = calls[rank]
-                rows.append((rank, index, _index(tables["groups"], (call.group, call.group_ranks)), call.group_seq,
+                known = (call.group, id(call.group_ranks))
+                group = group_of.get(known)
+                if group is None:
+                    group = group_of[known] = _index(tables["groups"], (call.group, call.group_ranks))
+                rows.append((rank, index, group, call.group_seq,
                              _index(tables["ops"], call.op), _index(tables["dtypes"], call.dtype), call.count,
                              call.bytes_in, call.bytes_out, call.t_ns,
                              NO_VALUE if call.duration_ns is None else call.duration_ns, call.completed,

@@ -22,12 +22,14 @@ from typing import cast
 from ..errors import UsageError
 from .flight_recorder import RankDump, import_read, is_dump, rank_from_name, read_content
 from .fr_columns import DumpColumns
-from .nccl_inspector import import_inspector, is_inspector_log, is_inspector_record
+from .inspector_records import is_inspector_log, is_inspector_record
+from .nccl_inspector import import_inspector
 from .nccl_log import import_nccl_log, is_nccl_log
 from .profiler import ProfilerTrace, import_traces, is_profiler_trace
 from .reading import (
     MAX_FILE_BYTES,
     MAX_FILES,
+    MAX_LINE_CHARS,
     MAX_TOTAL_BYTES,
     collector_paused,
     load_json,
@@ -48,6 +50,9 @@ EXPECTED = ("Flight Recorder dumps (JSON or pickle, one per rank), torch.profile
 STREAMED_LOG_BYTES = 4 * 1024 * 1024
 """An NCCL log larger than this is read a line at a time, never whole (a log of hundreds of MB held
 as bytes and text took three times its size)."""
+
+_REASONS_SHOWN = 5
+"""How many refused files' reasons the error of a folder with nothing to open names."""
 
 _KIND_NAMES = {"flight-recorder": "Flight Recorder dumps", "profiler": "profiler traces", "nccl-log": "NCCL logs",
                "nccl-inspector": "NCCL Inspector output"}
@@ -76,8 +81,12 @@ class _Found:
         return read if self.columns is None else self.columns.nbytes
 
     def lines(self) -> Iterable[str]:
-        """A log's lines: from its text, or streamed from its file."""
-        return stream_lines(self.path) if self.streamed else self.text.splitlines()
+        """A log's lines: from its text, or streamed from its file; either way a line longer than
+        :data:`~.reading.MAX_LINE_CHARS` is cut there (a log's one line of 650,000 ranks is no
+        more read whole from a small file than from a large one)."""
+        if self.streamed:
+            return stream_lines(self.path)
+        return (line[:MAX_LINE_CHARS] for line in self.text.splitlines())
 
 
 def _files(paths: Sequence[Path], warnings: list[str]) -> list[tuple[Path, bool]]:
@@ -129,21 +138,34 @@ def _recognise(path: Path, data: bytes) -> _Found | str:
     if kind == "text":
         text = data.decode("utf-8", "replace")
         return _Found(path, "nccl-log", text=text) if is_nccl_log(text) else "text without NCCL INFO lines"
+    if b"\x00" in data and sniff(data.replace(b"\x00", b"")) == "text":  # a crash leaves NUL bytes in a log
+        text = data.decode("utf-8", "replace")
+        if is_nccl_log(text.replace("\x00", "")):
+            return _Found(path, "nccl-log", text=text)
     return "neither JSON, a pickle nor text"
 
 
 def _large_log(path: Path) -> _Found | None:
     """A large file as an NCCL log to stream, if its first MiB is one."""
     head = read_head(path)
-    if b"\x00" not in head and sniff(head) in ("text", "json") and is_nccl_log(head.decode("utf-8", "replace")):
+    head = head.replace(b"\x00", b"")  # a crash leaves NUL bytes where it was writing
+    if sniff(head) in ("text", "json") and is_nccl_log(head.decode("utf-8", "replace")):
         return _Found(path, "nccl-log", streamed=True)
     return None
 
 
-def _refuse_or_skip(path: Path, named: bool, why: str, warnings: list[str]) -> None:
+def _refuse_or_skip(path: Path, named: bool, why: str, warnings: list[str], refused: list[str]) -> None:
     if named:
         raise UsageError(f"{path}: {why}; expected {EXPECTED}")
     warnings.append(f"skipped {path.name}: {why}")
+    refused.append(f"{path.name}: {why}")
+
+
+def _nothing_to_open(paths: Sequence[Path], refused: list[str]) -> UsageError:
+    """The error for artifacts of which no file opened, naming each file's reason (the first few)."""
+    where = ", ".join(str(p) for p in paths)
+    shown = "; ".join(refused[:_REASONS_SHOWN]) + (f"; and {len(refused) - _REASONS_SHOWN} more" if len(refused) > _REASONS_SHOWN else "")
+    return UsageError(f"{where}: nothing to open{f' ({shown})' if refused else ''}; expected {EXPECTED}")
 
 
 def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> ImportedRun:
@@ -153,6 +175,7 @@ def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> I
     import's own stages. Raises :class:`~..errors.UsageError` (one line) for anything that cannot
     be opened."""
     warnings: list[str] = []
+    refused: list[str] = []
     found: list[_Found] = []
     total = 0
     files = _files([Path(p) for p in paths], warnings)
@@ -171,16 +194,16 @@ def open_artifacts(paths: Sequence[Path], progress: Progress = no_progress) -> I
             if named or str(exc).startswith("the artifacts hold"):
                 raise
             warnings.append(f"skipped {exc}")
+            refused.append(str(exc))
             continue
         if isinstance(recognised, str):
-            _refuse_or_skip(path, named, recognised, warnings)
+            _refuse_or_skip(path, named, recognised, warnings, refused)
         else:
             found.append(recognised)
     progress("reading files", len(files), len(files))
     kinds = sorted({f.kind for f in found})
     if not found:
-        where = ", ".join(str(p) for p in paths)
-        raise UsageError(f"{where}: nothing to open; expected {EXPECTED}")
+        raise _nothing_to_open(paths, refused)
     if len(kinds) > 1:
         raise UsageError("the artifacts mix " + " and ".join(
             f"{_KIND_NAMES[k]} ({', '.join(f.path.name for f in found if f.kind == k)[:60]})" for k in kinds)

@@ -40,6 +40,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TypeGuard
 
+import numpy as np
+
 from ..errors import UsageError
 from ..observation.rank_lists import ranks_text
 from .fr_columns import DumpColumns, is_user_code, read_columns
@@ -279,6 +281,29 @@ def read_calls(dumps: Sequence[Dump], warnings: list[str]) -> tuple[list[Call], 
     return calls, _origin(read, job, ranks, world)
 
 
+def _failures(dumps: Sequence[RankDump]) -> tuple[str, ...]:
+    """Each call a dump marks failed (a state none of torch's) or that ran past its ``timeout_ms``
+    before the last time any dump recorded (so it timed out), earliest first: a sentence each."""
+    latest = max((int((d.columns.t_ns + np.maximum(d.columns.duration_ns, 0)).max()) for d in dumps if len(d.columns)),
+                 default=0)
+    found: list[tuple[int, int, str]] = []
+    for dump in dumps:
+        c = dump.columns
+        for row in sorted(set(c.failures) | {r for r, deadline in c.deadlines.items() if deadline < latest}):
+            name, description, backend = c.groups[c.group[row]]
+            on = f" on {backend}" if sum(group[0] == name for group in c.groups) > 1 else ""
+            call = (f"rank {dump.rank}'s {c.ops[c.op[row]]} #{int(c.seq[row])} on group "
+                    f"{group_label(name, description)}{on}")
+            if row in c.failures:
+                why = f"its dump marks it {c.failures[row]!r}"
+            else:
+                waited = latest - int(c.t_ns[row])
+                shown = f"{waited / 1e9:,.1f} s" if waited >= 1e9 else f"{waited / 1e6:,.1f} ms"
+                why = f"still not completed {shown} after it was issued, past its timeout_ms: timed out"
+            found.append((int(c.t_ns[row]), dump.rank, f"{call}: {why}"))
+    return tuple(text for _, _, text in sorted(found))
+
+
 def _origin(dumps: Sequence[RankDump], job: JobTable | None, ranks: list[int], world: int) -> Origin:
     backends: Counter[str] = Counter()
     for dump in dumps:
@@ -296,4 +321,4 @@ def _origin(dumps: Sequence[RankDump], job: JobTable | None, ranks: list[int], w
         backend=backend, device_kind="cuda" if backend == "nccl" else "cpu", world_size=world,
         device="device unknown", untimed="a Flight Recorder dump records durations only with timing on",
         not_recorded="a Flight Recorder dump holds each call's sizes and state: no values, provenance or transfers",
-        nccl_version=", ".join(sorted(versions)))
+        nccl_version=", ".join(sorted(versions)), failures=_failures(dumps))

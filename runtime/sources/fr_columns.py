@@ -12,7 +12,13 @@ What a dump says about itself (``pg_config``'s groups and their ranks, ``pg_stat
 the format version, the communication library's version) is kept in its small decoded form.
 The checks and warnings are those :mod:`.flight_recorder` documents: p2p, damaged and repeated
 entries counted and left out, impossible durations dropped, a coalesced call's entries folded
-into one with their sizes summed, and holes in a group's sequence said.
+into one with their sizes summed, and holes in a group's sequence said. Entries are read in the
+order of their ``record_id`` (torch numbers each entry so), else of their ``time_created_ns``: a dump
+listing them otherwise is read in that order, and said. An entry whose ``state`` is none of torch's three (``scheduled``,
+``started``, ``completed``) is a failed call, named by that state; each call not completed keeps
+its deadline (its start plus its ``timeout_ms``), so the job's dumps can say which ran past it.
+A pickle may hold one object under many references (its memo): each is read once, so the work is
+bounded by what the file holds, not by how often it refers to it.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass, field
 from itertools import chain, repeat
 from math import prod
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -39,6 +46,8 @@ _OWN_CODE = f"{Path(__file__).resolve().parents[1].as_posix()}/"
 """collviz's runtime (where the ranks of ``collviz run`` run the script from, and dump): never the user's."""
 
 _SEQUENCES = frozenset((list, tuple))
+_TORCH_STATES = frozenset({"scheduled", "started", "completed", None})
+"""The states torch writes (None: a dump older than the field); any other marks a failed call."""
 _LARGEST_NUMBER = 1 << 62
 """A sequence number or a time (ns since 1970: the year 2116) past which a value is damaged input:
 columns are 64-bit."""
@@ -99,6 +108,10 @@ class DumpColumns:
     duration_ns: np.ndarray
     completed: np.ndarray
     where: np.ndarray
+    deadlines: dict[int, int] = field(default_factory=dict)
+    """Row → when that call, not completed, ran past its ``timeout_ms`` (its start plus it)."""
+    failures: dict[int, str] = field(default_factory=dict)
+    """Row → the state the dump marks that call failed with (none of torch's)."""
     backends: Counter[str] = field(default_factory=Counter)
     configs: dict[object, tuple[int, ...] | None] | None = None
     status_groups: list[str] = field(default_factory=list)
@@ -111,8 +124,9 @@ class DumpColumns:
 
     @property
     def nbytes(self) -> int:
-        """The bytes of the columns' arrays."""
-        return sum(value.nbytes for value in vars(self).values() if isinstance(value, np.ndarray))
+        """The bytes of the columns' arrays (and of the few rows' deadlines and failures)."""
+        return (sum(value.nbytes for value in vars(self).values() if isinstance(value, np.ndarray))
+                + 16 * (len(self.deadlines) + len(self.failures)))
 
 
 def _interned(values: list, table: dict) -> list[int]:
@@ -146,6 +160,17 @@ def _elements(shapes: object) -> int | None:
             elements *= dim
         total += elements
     return total
+
+
+def _once_each(column: list, read: Callable[[list], list]) -> list:
+    """``read(column)``, computed once per distinct object of ``column`` where it repeats objects (a
+    pickle's shared references: a million references to one list of shapes are one read)."""
+    ids = list(map(id, column))
+    distinct = dict(zip(ids, column))
+    if len(distinct) == len(column):
+        return read(column)
+    results = dict(zip(distinct, read(list(distinct.values()))))
+    return list(map(results.__getitem__, ids))
 
 
 def _element_counts(column: list) -> list[int | None]:
@@ -195,7 +220,7 @@ def _fault_masks(entries: list[dict]) -> tuple[dict[str, list], list[tuple[str, 
     names = column("profiling_name")
     created = column("time_created_ns", 0)
     created_ok = _kinds(created) == {int} and 0 <= min(created) and max(created) < _LARGEST_NUMBER
-    counts_in, counts_out = _element_counts(column("input_sizes")), _element_counts(column("output_sizes"))
+    counts_in, counts_out = (_once_each(column(name), _element_counts) for name in ("input_sizes", "output_sizes"))
     dtypes = column("input_dtypes", [])
     columns = {"process_group": groups, "seq": seqs, "profiling_name": names, "time_created_ns": created,
                "in_count": counts_in, "out_count": counts_out, "input_dtypes": dtypes}
@@ -256,7 +281,58 @@ def _places(entries: list[dict]) -> list[str]:
     frames = list(map(dict.get, entries, repeat("frames")))
     if not any(frames):
         return [""] * len(frames)
-    return list(map(where_in_user_code, frames))
+    return _once_each(frames, lambda distinct: list(map(where_in_user_code, distinct)))
+
+
+def _failed_states(entries: list[dict]) -> list[str]:
+    """Each entry's state where it is none of torch's (a failed call), else ''."""
+    states = list(map(dict.get, entries, repeat("state")))
+    try:
+        if set(states) <= _TORCH_STATES:
+            return [""] * len(states)
+    except TypeError:  # a state holding something unhashable: damaged, read entry by entry
+        pass
+    return [s if isinstance(s, str) and s not in _TORCH_STATES else "" for s in states]
+
+
+def _deadlines(entries: list[dict], completed: list[bool]) -> list[int]:
+    """When each call not completed ran past its timeout: its start (``time_discovered_started_ns``,
+    else ``time_created_ns``) plus its ``timeout_ms``; -1 where it completed or either is missing
+    (or 0, as torch writes a time it did not discover)."""
+    found = [-1] * len(entries)
+    for row in (i for i, done in enumerate(completed) if not done):
+        raw = entries[row]
+        starts = [t for t in (raw.get("time_discovered_started_ns"), raw.get("time_created_ns")) if type(t) is int]
+        start = next((t for t in starts if 0 < t < _LARGEST_NUMBER), None)  # torch writes 0 for a time not discovered
+        timeout = raw.get("timeout_ms")
+        if start is not None and type(timeout) is int and 0 < timeout < _LARGEST_NUMBER // 1_000_000:
+            found[row] = min(start + timeout * 1_000_000, _LARGEST_NUMBER)
+    return found
+
+
+def _in_record_order(entries: list[dict], at: np.ndarray) -> tuple[list[dict], np.ndarray, str]:
+    """``entries`` (and their places ``at``) in the order torch recorded them, where the dump lists
+    them otherwise: by ``record_id`` where every entry has its own (as torch numbers them), else by
+    ``time_created_ns`` where every entry has one (older dumps; equal times keep their order); the
+    note that says so, or ''."""
+    for key, distinct in (("record_id", True), ("time_created_ns", False)):
+        found = list(map(dict.get, entries, repeat(key)))
+        if not found or _kinds(found) != {int}:
+            continue
+        keys = cast(list[int], found)  # every one an int, as the check above proved
+        if all(a <= b for a, b in zip(keys, keys[1:])) or (distinct and len(set(keys)) < len(keys)):
+            return entries, at, ""
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        return ([entries[i] for i in order], at[order],
+                f"its entries are not listed in the order of their {key}: read in that order")
+    return entries, at, ""
+
+
+def _shared_once(entries: list) -> tuple[list, int]:
+    """``entries`` with each object kept once (a pickle may refer to one entry many times), and how
+    many references were dropped."""
+    distinct = list({id(e): e for e in entries}.values())
+    return (entries, 0) if len(distinct) == len(entries) else (distinct, len(entries) - len(distinct))
 
 
 def _configs(content: dict, ranks_of: Callable[[object], tuple[int, ...] | None]) -> dict[object, tuple[int, ...] | None] | None:
@@ -270,11 +346,12 @@ def read_columns(content: dict, ranks_of: Callable[[object], tuple[int, ...] | N
     """The collective calls of one decoded dump (``content``: :func:`~.flight_recorder.is_dump`
     holds) as columns; ``ranks_of`` reads a ``pg_config`` group's ``ranks``."""
     version = str(content.get("version"))
-    all_entries = content["entries"]
+    all_entries, shared = _shared_once(content["entries"])
     is_entry = np.fromiter((type(e) is dict for e in all_entries), dtype=bool, count=len(all_entries)) \
         if _kinds(all_entries) != {dict} else np.ones(len(all_entries), dtype=bool)
     at = np.flatnonzero(is_entry)  # each dict's place among the entries
     entries = [all_entries[i] for i in at.tolist()] if len(at) < len(all_entries) else all_entries
+    entries, at, order_note = _in_record_order(entries, at)
     faults = [(int(np.argmin(is_entry)), "entry", len(all_entries) - len(at))] if len(at) < len(all_entries) else []
     columns, masks = _fault_masks(entries)
     dead = np.zeros(len(entries), dtype=bool)
@@ -292,6 +369,7 @@ def read_columns(content: dict, ranks_of: Callable[[object], tuple[int, ...] | N
     status_groups = [str(name) for name in status] if isinstance(status, dict) else []
     found = _Reading(entries, columns)
     notes = found.fold()
+    notes[:0] = [note for note in (order_note, _shared_note(shared)) if note]
     if bad:
         notes.insert(0, f"{sum(bad.values())} entries left out as damaged (a field missing, malformed or impossible): "
                      + ", ".join(f"{name} ({n})" for name, n in bad.most_common()))
@@ -302,6 +380,11 @@ def read_columns(content: dict, ranks_of: Callable[[object], tuple[int, ...] | N
     read.version_note = "" if version.startswith("2.") else f"Flight Recorder format {version}, read as 2.x"
     read.notes = notes
     return read
+
+
+def _shared_note(shared: int) -> str:
+    return (f"{shared:,} entries are further references to an entry already read (one object, referred to again "
+            "in the pickle): each read once" if shared else "")
 
 
 class _Reading:
@@ -330,8 +413,11 @@ class _Reading:
         self.in_count, self.out_count = columns["in_count"], columns["out_count"]
         states = list(map(dict.get, entries, repeat("state")))
         retired = list(map(dict.get, entries, repeat("retired")))
-        self.completed = [r is True or s == "completed" for r, s in zip(retired, states)]
+        failed = _failed_states(entries)
+        self.completed = [(r is True or s == "completed") and not f for r, s, f in zip(retired, states, failed)]
         self.duration_ns, self.impossible = _durations(entries, self.completed)
+        self.deadline_ns = _deadlines(entries, self.completed)
+        self.failed = failed
         self.where = _interned(_places(entries), self.places)
         p2p_ops = {index for op, index in self.ops.items() if op in P2P_OPS}
         flags = list(map(dict.get, entries, repeat("is_p2p")))
@@ -412,7 +498,9 @@ class _Reading:
             dtype=pick(self.dtype, np.int32), in_count=pick(self.in_count, np.int64),
             out_count=pick(self.out_count, np.int64), t_ns=pick(self.t_ns, np.int64),
             duration_ns=pick(self.duration_ns, np.int64), completed=pick(self.completed, np.bool_),
-            where=pick(self.where, np.int32), backends=self._backends())
+            where=pick(self.where, np.int32), backends=self._backends(),
+            deadlines={n: self.deadline_ns[r] for n, r in enumerate(self.kept) if self.deadline_ns[r] >= 0},
+            failures={n: self.failed[r] for n, r in enumerate(self.kept) if self.failed[r]})
 
     def _backends(self) -> Counter[str]:
         """How many kept calls each backend named (``gloo:all_reduce``: gloo)."""

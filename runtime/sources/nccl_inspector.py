@@ -1,72 +1,59 @@
 """NCCL Inspector output: NCCL's own profiler plugin's per-call records, opened as a collviz run.
 
-The format, as NCCL's repository defines it (NVIDIA/nccl ``ext-profiler/inspector/README.md`` at
-e5d9a7ae1783621fecb009b33648a8a2f8ee39f4, the writer ``inspector.cc`` at
-1e0c869c39bb33f1034cb9920bd2a8a8406f04a3 and ``inspector_plugin.cc`` at e5d9a7ae):
+The files (one per process, ``<NCCL_INSPECTOR_DUMP_DIR>/<hostname>-pid<pid>.log``, appended to by
+a dump thread every ``NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS``) are read in every layout
+NCCL writes by :mod:`.inspector_records`: one record a line, pretty-printed, or v4.3's header once
+per ``dump_stats`` marker; collectives (``coll_perf``) and NCCL 2.30's sends and receives
+(``p2p_perf``). What the records mean (NVIDIA/nccl ``plugins/profiler/inspector``):
 
-- One file per process, ``<NCCL_INSPECTOR_DUMP_DIR>/<hostname>-pid<pid>.log`` (the folder defaults
-  to ``nccl-inspector-<SLURM_JOBID>`` or ``nccl-inspector-unknown-jobid``), appended to and flushed
-  by a dump thread every ``NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS``: one JSON object per
-  line (``jsonNewline`` after each), so a file read while the job runs may end in a cut line.
-- Each object: ``header`` {``id`` (the communicator's hash, ``0x…``), ``rank`` (in that
-  communicator), ``n_ranks``, ``nnodes``}; ``metadata`` {``inspector_output_format_version``
-  (``v4.0``), ``git_rev``, ``rec_mechanism``, ``dump_timestamp_us``, ``hostname``, ``pid``};
-  ``coll_perf`` {``coll`` (``AllReduce``, ``AllGather``, ``ReduceScatter``, ``Broadcast``,
-  ``Reduce``), ``coll_sn``, ``coll_msg_size_bytes``, ``coll_exec_time_us``, ``coll_timing_source``
-  (``kernel_gpu``, ``kernel_cpu`` or ``collective_cpu``; older files lack it), ``coll_algobw_gbs``,
-  ``coll_busbw_gbs``}, and with ``NCCL_INSPECTOR_DUMP_VERBOSE=1`` also ``event_trace_sn`` and
-  ``event_trace_ts`` {``coll_start_ts``, ``coll_stop_ts``, ``kernel_events``: per channel
-  ``channel_id``, ``kernel_start_ts``, ``kernel_stop_ts``, ``kernel_record_ts``} (µs since the epoch).
-- ``coll_sn`` is NCCL's ``comm->seqNumber[func]``: counted from 0 per communicator *and per
-  operation* (AllReduce and AllGather each have a #0). collviz numbers from #1, so a call is
-  ``coll_sn + 1`` of its operation on its communicator.
+- ``coll_sn`` (``p2p_sn``) is NCCL's ``comm->seqNumber[func]``: counted from 0 per communicator
+  *and per operation* (AllReduce and AllGather each have a #0). collviz numbers from #1, so a call
+  is ``sn + 1`` of its operation on its communicator.
 - ``coll_msg_size_bytes`` is the datatype's size × NCCL's ``count`` (an all-gather's send count, a
-  reduce-scatter's receive count); the execution time is the longest channel's kernel time (GPU
-  clock where NCCL has it), in whole µs; algbw and busbw are NCCL's from those, with the
-  nccl-tests factors for the communicator's ``n_ranks``.
-- **Sampled, not every call**: each communicator keeps only its last completed call, and the dump
-  thread writes it once per interval. Numbers missing between two records are calls made but not
-  written, not lost ones; a rank's record of a call need not have its peers' beside it.
+  reduce-scatter's receive count; a send's or receive's own bytes); the execution time is the
+  longest channel's kernel time (GPU clock where NCCL has it); algbw and busbw are NCCL's.
+- **Sampled, not every call**: each communicator keeps a ring of its last completed calls, which
+  the dump thread writes once per interval. Numbers missing between two records are calls made but
+  not written, not lost ones; a rank's record of a call need not have its peers' beside it. The
+  Inspector writes completed calls only: no record says a call failed or timed out.
 
-Here each rank is a communicator rank of the largest communicator (the job's world); a smaller
-communicator's rank is placed by the process (file) that wrote it, where that process drives one
-rank of the world. As NCCL numbers calls per operation, each (communicator, operation) is one
+Here the job's ranks are the largest communicator's (the world); a smaller communicator's rank is
+placed by the process (file) that wrote it, where that process drives one rank of the world. A
+communicator none of whose processes is placed (two equal-size communicators of separate
+processes: two data-parallel replicas' files) is shown side by side, on job ranks after those
+placed, and said so. As NCCL numbers calls per operation, each (communicator, operation) is one
 collviz group (``0x7f8c… (all_reduce calls, 4 ranks)``), so two operations' #1 are never taken for
-one call. One step per (communicator, operation, number), with every rank's record of it;
-its time is NCCL's execution time, its narration NCCL's own algbw/busbw, labelled as NCCL's. The
-files hold no datatype, element count, values, provenance or root. Damaged values (sizes beyond
-any device, ranks ≥ n_ranks, non-finite bandwidths) are warned and left out (:mod:`.plausible`).
-The tests' files follow the documented format; none came from a real GPU run yet.
+one call. One step per (communicator, operation, number), with every rank's record of it, a send's
+or receive's as a transfer between its two ranks; its time is NCCL's execution time, its narration
+NCCL's own algbw/busbw, labelled as NCCL's. The files hold no datatype, element count, values,
+provenance or root. The work is linear in the records (10,000 communicators: benchmarks/inspector_scale.py).
 
 After the job, or as a snapshot while it runs (a cut last line is warned and left out; opening
-again reads what was appended since). Its pieces (:func:`decode_line`, :class:`Comm`,
-:func:`call_of`, :func:`step_text`) also serve :mod:`collviz.runtime.live.inspector_reader`, which
-reads a running job's folder as its files grow (``collviz replay --follow``).
+again reads what was appended since). Its pieces (:class:`Comm`, :func:`call_of`,
+:func:`step_text`) also serve :mod:`collviz.runtime.live.inspector_reader`, which reads a running
+job's folder as its files grow (``collviz replay --follow``).
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-
-import msgspec
 
 from ..errors import UsageError
 from ..observation.rank_lists import ranks_text
-from .names import op_name
-from .plausible import MAX_DURATION_NS, MAX_RANKS, bytes_ok, rank_ok
-from .run import Call, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress, order_steps
+from .inspector_records import Record, records_of
+from .run import Call, Hop, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress, order_steps
 
-__all__ = ["INSPECTOR_LABEL", "REASON", "UNTIMED", "NOT_RECORDED", "OPS", "Record", "Comm", "is_inspector_record", "is_inspector_log", "decode_line",
-           "call_of", "figures", "step_text", "import_inspector"]
+__all__ = ["INSPECTOR_LABEL", "REASON", "UNTIMED", "NOT_RECORDED", "OPS", "Comm", "call_of", "hop_of", "figures",
+           "step_text", "import_inspector"]
 
 INSPECTOR_LABEL = "NCCL Inspector's own figures (NCCL's kernel timing)"
 """How NCCL's measured time and bandwidths are labelled wherever they are shown."""
 
-OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"})
+OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "send", "recv"})
 """The operations collviz draws (others are left out, and said so)."""
 REASON = "nccl, imported from NCCL Inspector output: sizes and NCCL's kernel times, no values or provenance"
 """The RunStart's backend line of an Inspector run."""
@@ -74,196 +61,132 @@ UNTIMED = "the Inspector wrote 0 µs for it (below its 1 µs resolution)"
 """Why an Inspector call may have no duration."""
 NOT_RECORDED = "NCCL Inspector records each call's size and NCCL's time: no values, provenance or transfers"
 """Why an Inspector run shows no values."""
-_SNIFF_LINES = 5
-_MAX_SN = 1 << 48
-"""More calls than one communicator makes: 2⁴⁸ at a million calls a second is nine years."""
-
-
-def is_inspector_record(value: object) -> bool:
-    """Whether ``value`` (one decoded JSON object) is an NCCL Inspector record."""
-    return (isinstance(value, dict) and isinstance(value.get("header"), dict)
-            and isinstance(value.get("coll_perf"), dict) and "coll" in value["coll_perf"])
-
-
-def is_inspector_log(text: str) -> bool:
-    """Whether ``text`` is NCCL Inspector output: one of its first non-blank lines is a record."""
-    lines = [line for line in text.split("\n", _SNIFF_LINES * 4)[: _SNIFF_LINES * 4] if line.strip()][:_SNIFF_LINES]
-    for line in lines:
-        try:
-            if is_inspector_record(msgspec.json.decode(line)):
-                return True
-        except (msgspec.DecodeError, RecursionError, ValueError):
-            continue
-    return False
-
-
-@dataclass(frozen=True)
-class Record:
-    """One line of an Inspector file, checked: what NCCL wrote of one call on one communicator rank."""
-
-    file: Path
-    comm: str
-    rank: int
-    nranks: int
-    op: str
-    sn: int
-    size: int
-    exec_us: int
-    timing: str
-    algbw: float | None
-    busbw: float | None
-    start_us: int | None
-    """The first channel's kernel start (verbose files), else the collective's start, else None."""
-    dump_us: int
-    channels: int
-
-
-def _int(value: object, low: int = 0, high: int = 1 << 63) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and low <= value < high else None
-
-
-def _gbs(value: object) -> float | None:
-    """A bandwidth NCCL wrote, or None where it cannot be one (not a finite number ≥ 0)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) and value >= 0 else None
-
-
-def _dict(value: object) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list:
-    return value if isinstance(value, list) else []
-
-
-def _record(path: Path, value: object) -> Record | str:
-    """The checked record in ``value``, or why it is damaged."""
-    if not isinstance(value, dict) or not is_inspector_record(value):
-        return "not an Inspector record"
-    header, perf, meta = value["header"], value["coll_perf"], _dict(value.get("metadata"))
-    nranks = _int(header.get("n_ranks"), 1, MAX_RANKS + 1)
-    rank = _int(header.get("rank"))
-    if nranks is None or rank is None or not rank_ok(rank, nranks):
-        return "a rank or n_ranks that cannot be"
-    comm, coll = header.get("id"), perf.get("coll")
-    if not isinstance(comm, str) or not comm or not isinstance(coll, str):
-        return "no communicator id or operation"
-    sn, size = _int(perf.get("coll_sn"), 0, _MAX_SN), _int(perf.get("coll_msg_size_bytes"))
-    if sn is None or size is None or not bytes_ok(size):
-        return "a call number or size that cannot be"
-    exec_us = _int(perf.get("coll_exec_time_us"), 0, MAX_DURATION_NS // 1000 + 1)
-    if exec_us is None:
-        return "an execution time that cannot be"
-    trace = _dict(perf.get("event_trace_ts"))
-    kernels = _list(trace.get("kernel_events"))
-    starts = [t for k in kernels if isinstance(k, dict) and (t := _int(k.get("kernel_start_ts"))) is not None]
-    start = min(starts) if starts else _int(trace.get("coll_start_ts"))  # the kernel's, as its time is
-    return Record(path, comm, rank, nranks, op_name(coll), sn, size, exec_us, str(perf.get("coll_timing_source") or "not recorded"),
-                   _gbs(perf.get("coll_algobw_gbs")), _gbs(perf.get("coll_busbw_gbs")), start,
-                   _int(meta.get("dump_timestamp_us")) or 0, len(kernels))
-
-
-BROKEN = "broken JSON"
-"""Why :func:`decode_line` refuses a line that is not JSON (a cut last line, or garbage)."""
-
-
-def decode_line(path: Path, line: str) -> Record | str:
-    """The checked record on one line of ``path``, or why it is damaged (:data:`BROKEN`: not JSON)."""
-    try:
-        return _record(path, msgspec.json.decode(line))
-    except (msgspec.DecodeError, RecursionError, ValueError):
-        return BROKEN
-
-
-def _read(path: Path, text: str, warnings: list[str]) -> list[Record]:
-    """Every record of one file; a cut last line (the file still being written) and damaged lines
-    are warned and left out."""
-    records: list[Record] = []
-    damaged: Counter[str] = Counter()
-    lines = text.split("\n")
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        found = decode_line(path, line)
-        if found == BROKEN and number == len(lines):
-            warnings.append(f"{path.name}: its last line is cut short (the file was being written): left out")
-            continue
-        if isinstance(found, str):
-            damaged[found] += 1
-        else:
-            records.append(found)
-    for why, n in sorted(damaged.items()):
-        warnings.append(f"{path.name}: {n} line{'s' if n > 1 else ''} with {why}: damaged input, left out")
-    return records
 
 
 @dataclass(frozen=True)
 class Comm:
-    """A communicator as the files show it: its id, size and each of its ranks' global rank."""
+    """A communicator as the files show it: its id, size, name (NCCL 2.30's ``comm_name``) and
+    each of its ranks' rank in the job."""
 
     id: str
     nranks: int
     members: dict[int, int]
+    name: str = ""
+
+    @cached_property
+    def ranks(self) -> tuple[int, ...]:
+        """Its ranks in the job, in order: one tuple every call on it shares."""
+        return tuple(sorted(self.members.values()))
 
     def label(self, op: str) -> str:
         """The collviz group of ``op``'s calls on it (NCCL numbers each operation on its own):
-        ``0x7f8c496ae9f661 (all_reduce calls, 4 ranks)``."""
-        return group_label(self.id, f"{op} calls, {self.nranks} ranks")
+        ``0x7f8c496ae9f661 (all_reduce calls, 4 ranks)``, its name first where NCCL wrote one."""
+        named = f"{self.name}: " if self.name else ""
+        return group_label(self.id, f"{named}{op} calls, {self.nranks} ranks")
 
 
-def _comms(records: Sequence[Record], warnings: list[str]) -> tuple[str, dict[str, Comm]]:
-    """The world communicator's id, and every communicator whose ranks can all be placed in it."""
-    sizes = {r.comm: r.nranks for r in records}
-    count = Counter(r.comm for r in records)
-    world = max(sizes, key=lambda c: (sizes[c], count[c], c))
-    world_ranks: dict[Path, set[int]] = defaultdict(set)
-    for r in records:
-        if r.comm == world:
-            world_ranks[r.file].add(r.rank)
-    comms = {world: Comm(world, sizes[world], {i: i for i in range(sizes[world])})}
-    for comm in sorted(set(sizes) - {world}):
-        members: dict[int, int] = {}
-        for r in records:
-            placed = world_ranks.get(r.file, set())
-            if r.comm == comm and len(placed) == 1:
-                members[r.rank] = next(iter(placed))
-        if len(members) < sizes[comm]:
-            warnings.append(f"communicator {comm}: {len(members)} of its {sizes[comm]} ranks can be placed in the job "
+@dataclass
+class _Placing:
+    """Communicators being placed in the job: each process's (file's) job rank, the processes of
+    communicators placed so far (some drive several ranks: no one job rank), the next free rank."""
+
+    process_rank: dict[Path, int]
+    seen: set[Path]
+    next_rank: int
+
+    def place(self, comm: str, nranks: int, found: Sequence[Record], warnings: list[str]) -> Comm | None:
+        """``comm`` placed by its processes' job ranks; side by side (new job ranks) where none of
+        its processes has one; None (said) where only some have."""
+        ranks_of: dict[Path, set[int]] = defaultdict(set)
+        for r in found:
+            ranks_of[r.file].add(r.rank)
+        one = {next(iter(ranks)): path for path, ranks in ranks_of.items() if len(ranks) == 1}
+        members = {rank: self.process_rank[path] for rank, path in one.items() if path in self.process_rank}
+        name = found[0].name
+        if len(members) == nranks:
+            return Comm(comm, nranks, members, name)
+        if members or self.seen & set(ranks_of):
+            warnings.append(f"communicator {comm}: {len(members)} of its {nranks} ranks can be placed in the job "
                             "(a process with no record of the largest communicator, or one driving several GPUs): "
                             "its calls are not shown")
-            continue
-        comms[comm] = Comm(comm, sizes[comm], members)
-    return world, comms
+            return None
+        first = self.next_rank
+        self.next_rank += nranks
+        self.seen |= set(ranks_of)
+        for rank, path in one.items():
+            self.process_rank[path] = first + rank
+        warnings.append(f"communicator {comm} ({nranks} ranks) shares no process with those placed before it: "
+                        f"shown side by side, as ranks {ranks_text(list(range(first, first + nranks)))} of the job")
+        return Comm(comm, nranks, {rank: first + rank for rank in range(nranks)}, name)
+
+
+def _comms(records: Sequence[Record], warnings: list[str]) -> tuple[int, dict[str, Comm]]:
+    """The job's size and its communicators: the largest (the world: its ranks are the job's), then
+    each other, largest first, placed by the processes of its ranks (:class:`_Placing`)."""
+    by_comm: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        by_comm[r.comm].append(r)
+    sizes = {comm: found[0].nranks for comm, found in by_comm.items()}
+    order = sorted(by_comm, key=lambda c: (-sizes[c], -len(by_comm[c]), c))
+    world = order[0]
+    world_ranks: dict[Path, set[int]] = defaultdict(set)
+    for r in by_comm[world]:
+        world_ranks[r.file].add(r.rank)
+    placing = _Placing({path: next(iter(ranks)) for path, ranks in world_ranks.items() if len(ranks) == 1},
+                       set(world_ranks), sizes[world])
+    comms = {world: Comm(world, sizes[world], {i: i for i in range(sizes[world])}, by_comm[world][0].name)}
+    for comm in order[1:]:
+        placed = placing.place(comm, sizes[comm], by_comm[comm], warnings)
+        if placed is not None:
+            comms[comm] = placed
+    return placing.next_rank, comms
 
 
 def _sizes(op: str, size: int, n: int) -> tuple[int, int]:
     """(bytes in, bytes out) of one rank from NCCL's message size (an all-gather's send bytes, a
-    reduce-scatter's receive bytes)."""
+    reduce-scatter's receive bytes; a send's bytes go out, a receive's come in)."""
     if op == "all_gather":
         return size, size * n
     if op == "reduce_scatter":
         return size * n, size
+    if op == "recv":
+        return 0, size
+    if op == "send":
+        return size, 0
     return size, size
 
 
 def call_of(record: Record, comm: Comm) -> Call:
     """The collviz call of ``record``, a call on one of ``comm``'s ranks (numbered from #1)."""
     bytes_in, bytes_out = _sizes(record.op, record.size, comm.nranks)
-    start = record.start_us if record.start_us is not None else record.dump_us - record.exec_us
-    return Call(rank=comm.members[record.rank], group=comm.label(record.op), group_ranks=tuple(sorted(comm.members.values())),
+    start = record.start_us if record.start_us is not None else record.dump_us - round(record.exec_us)
+    return Call(rank=comm.members[record.rank], group=comm.label(record.op), group_ranks=comm.ranks,
                 group_seq=record.sn + 1, op=record.op, dtype="not recorded", count=0, bytes_in=bytes_in,
-                bytes_out=bytes_out, t_ns=start * 1000, duration_ns=record.exec_us * 1000 if record.exec_us else None)
+                bytes_out=bytes_out, t_ns=start * 1000, duration_ns=round(record.exec_us * 1000) if record.exec_us else None)
+
+
+def hop_of(record: Record, comm: Comm) -> Hop | None:
+    """The transfer a send or receive ``record`` shows (sender → receiver, in the job's ranks), or None."""
+    if record.peer is None:
+        return None
+    me, peer = comm.members[record.rank], comm.members[record.peer]
+    src, dst = (me, peer) if record.op == "send" else (peer, me)
+    return Hop(src, dst, 1, f"NCCL {record.op} (NCCL Inspector p2p record)", record.size)
+
+
+def _us(exec_us: float) -> str:
+    return f"{exec_us:,.0f}" if float(exec_us).is_integer() else f"{exec_us:,.1f}"
 
 
 def figures(record: Record, rank: int) -> str:
     """One rank's NCCL figures: ``r0 61,974 µs, algbw 277.21 GB/s, busbw 485.12 GB/s (kernel_gpu)``."""
     channels = f", {record.channels} channels" if record.channels else ""
+    peer = f" (peer r{record.peer} of the communicator)" if record.peer is not None else ""
     if not record.exec_us:
-        return f"r{rank} 0 µs: below NCCL's 1 µs resolution, no bandwidth ({record.timing}{channels})"
+        return f"r{rank}{peer} 0 µs: below NCCL's 1 µs resolution, no bandwidth ({record.timing}{channels})"
     bw = ", ".join(f"{name} {value:,.2f} GB/s" if value is not None else f"{name} damaged"
                    for name, value in (("algbw", record.algbw), ("busbw", record.busbw)))
-    return f"r{rank} {record.exec_us:,} µs, {bw} ({record.timing}{channels})"
+    return f"r{rank}{peer} {_us(record.exec_us)} µs, {bw} ({record.timing}{channels})"
 
 
 def step_text(comm: Comm, sn: int, found: Sequence[tuple[Record, Call]], more: str = "") -> tuple[str, str]:
@@ -271,17 +194,20 @@ def step_text(comm: Comm, sn: int, found: Sequence[tuple[Record, Call]], more: s
     it (one per rank, by rank), NCCL's figures labelled as NCCL's; ``more`` ends the narration."""
     record, call = found[0]
     shown = [figures(r, c.rank) for r, c in found[:8]] + ([f"… {len(found) - 8} more ranks"] if len(found) > 8 else [])
-    narration = (f"NCCL Inspector: {call.op} #{call.group_seq} on communicator {comm.id} (coll_sn {sn}: NCCL "
+    numbered = "p2p_sn" if record.peer is not None else "coll_sn"
+    narration = (f"NCCL Inspector: {call.op} #{call.group_seq} on communicator {comm.id} ({numbered} {sn}: NCCL "
                  f"numbers each operation on its own), {record.size:,} B per rank. {INSPECTOR_LABEL}: " + "; ".join(shown)
                  + f". Records of ranks {ranks_text([c.rank for _, c in found])} of {comm.nranks} (the Inspector "
-                 "writes each communicator's last call once per dump interval). No values, datatype or provenance."
+                 "writes each communicator's last calls once per dump interval). No values, datatype or provenance."
                  + more)
     return f"{call.op} #{call.group_seq} on {comm.id}", narration
 
 
 def _steps(records: Sequence[Record], comms: dict[str, Comm]) -> list[Step]:
-    """One step per (communicator, operation, number), ordered as every rank's records agree."""
+    """One step per (communicator, operation, number), ordered as every rank's records agree; a
+    send's or receive's step shows its transfer."""
     by_key: dict[tuple[str, str, int], list[tuple[Record, Call]]] = defaultdict(list)
+    ranks_of: dict[tuple[str, str, int], set[int]] = defaultdict(set)
     sequences: dict[int, list[tuple[str, str, int]]] = defaultdict(list)
     for record in sorted(records, key=lambda r: (r.start_us or r.dump_us, r.sn)):
         comm = comms.get(record.comm)
@@ -289,16 +215,20 @@ def _steps(records: Sequence[Record], comms: dict[str, Comm]) -> list[Step]:
             continue
         key = (record.comm, record.op, record.sn)
         call = call_of(record, comm)
-        if any(c.rank == call.rank for _, c in by_key[key]):
+        if call.rank in ranks_of[key]:
             continue  # a second record of one call on one rank says nothing new
+        ranks_of[key].add(call.rank)
         by_key[key].append((record, call))
         sequences[call.rank].append(key)
     first_seen = {key: min(c.t_ns for _, c in found) for key, found in by_key.items()}
     steps = []
     for key in order_steps(dict(sequences), first_seen):
         found = sorted(by_key[key], key=lambda rc: rc[1].rank)
-        name, narration = step_text(comms[key[0]], key[2], found)
-        steps.append(Step(name=name, narration=narration, calls=[c for _, c in found], t_ns=first_seen[key]))
+        comm = comms[key[0]]
+        name, narration = step_text(comm, key[2], found)
+        hops = {(h.src, h.dst): h for r, _ in found if (h := hop_of(r, comm)) is not None}
+        steps.append(Step(name=name, narration=narration, calls=[c for _, c in found], hops=list(hops.values()),
+                          t_ns=first_seen[key]))
     return steps
 
 
@@ -311,32 +241,37 @@ def _gaps(records: Sequence[Record]) -> int:
     return sum(max(sns) - min(sns) + 1 - len(sns) for sns in seen.values())
 
 
-def import_inspector(files: Sequence[tuple[Path, str]], warnings: list[str],
-                     progress: Progress = no_progress) -> ImportedRun:
-    """The run NCCL Inspector files describe (one per process; ``progress`` is told each step built).
-    Raises :class:`~..errors.UsageError` (one line) where no line is a usable record."""
+def _read_all(files: Sequence[tuple[Path, str]], warnings: list[str]) -> list[Record]:
+    """The records collviz draws of every file (others said)."""
     records: list[Record] = []
     for path, text in files:
-        records += _read(path, text, warnings)
+        records += records_of(path, text, warnings)
     others = Counter(r.op for r in records if r.op not in OPS)
     if others:
         warnings.append("calls of operations collviz does not draw left out: "
                         + ", ".join(f"{op} ×{n}" for op, n in sorted(others.items())))
-    records = [r for r in records if r.op in OPS]
+    return [r for r in records if r.op in OPS]
+
+
+def import_inspector(files: Sequence[tuple[Path, str]], warnings: list[str],
+                     progress: Progress = no_progress) -> ImportedRun:
+    """The run NCCL Inspector files describe (one per process; ``progress`` is told each step built).
+    Raises :class:`~..errors.UsageError` (one line) where no line is a usable record."""
+    records = _read_all(files, warnings)
     if not records:
         raise UsageError(f"{files[0][0]}: NCCL Inspector output with no usable record (every line damaged or cut)")
-    world, comms = _comms(records, warnings)
+    nranks, comms = _comms(records, warnings)
     steps = _steps(records, comms)
     skipped = _gaps(records)
     if skipped:
         warnings.append(f"{skipped} calls numbered between the records are not in the files: the Inspector writes each "
-                        "communicator's last completed call once per dump interval (sampled, not lost)")
+                        "communicator's last completed calls once per dump interval (sampled, not lost)")
     untimed = sum(1 for r in records if not r.exec_us)
     if untimed:
         warnings.append(f"{untimed} records with an execution time of 0 µs (below NCCL's 1 µs resolution): untimed")
-    nranks = comms[world].nranks
     ranks = sorted({c.rank for s in steps for c in s.calls})
-    missing = {r: "no NCCL Inspector record of this rank" for r in range(nranks) if r not in ranks}
+    present = set(ranks)
+    missing = {r: "no NCCL Inspector record of this rank" for r in range(nranks) if r not in present}
     if missing:
         warnings.append(f"no record of rank{'s' if len(missing) > 1 else ''} {ranks_text(sorted(missing))} "
                         f"({nranks} in the job)")
@@ -344,7 +279,8 @@ def import_inspector(files: Sequence[tuple[Path, str]], warnings: list[str],
     origin = Origin(
         scenario="nccl-inspector",
         description=(f"NCCL Inspector records of ranks {ranks_text(ranks)} ({nranks} in the job): one step per call "
-                     "written, with NCCL's own execution time, algbw and busbw (" + INSPECTOR_LABEL + "). "
+                     "written, with NCCL's own execution time, algbw and busbw (" + INSPECTOR_LABEL + "); a send's "
+                     "or receive's step shows its transfer. "
                      + ("Calls start where NCCL's verbose trace says. " if verbose else
                         "Without NCCL_INSPECTOR_DUMP_VERBOSE=1 a call's start is not recorded: each is placed to end "
                         "at the dump that wrote it. ")

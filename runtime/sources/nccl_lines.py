@@ -1,15 +1,17 @@
 """Reading an ``NCCL_DEBUG=INFO`` log line by line: what each rank of each communicator printed.
 
-A line is ``host:pid:tid [dev] NCCL INFO message`` after whatever a launcher put before it —
+A record is ``host:pid:tid [dev] NCCL INFO message`` after whatever a launcher put before it —
 mpirun's ``[1,0]<stdout>:``, torchrun's ``[default0]:`` or ``[rank0]:``, srun's ``0: ``, a
-``[155] `` or a timestamp — which is skipped, so every launcher's log reads the same. What NCCL
-printed in each version from 2.4 to 2.28:
+``[155] `` or a timestamp — which is skipped, so every launcher's log reads the same; a line may
+hold several (:mod:`.nccl_records` splits them). ``NCCL WARN`` and ``NCCL ERROR`` records are kept
+for :mod:`.nccl_failures`. What NCCL printed in each version from 2.4 to 2.28:
 
 - a rank of a communicator: ``comm 0x… rank R nranks N cudaDev D busId B`` (``nRanks`` since
   2.19, ``commId`` where printed; ``… - Init START`` first since 2.14, ``… - Init COMPLETE``
   last; a ``Destroy`` line is not a new one);
 - its rings: the order (``Ring 00 : 0 1 2 3`` up to 2.3, ``Channel 00 :    0   1`` in 2.4,
-  ``Channel 00/02 :    0   1   2   3`` since) or this rank's neighbours (``Ring 00 : 3 -> 0 -> 1``);
+  ``Channel 00/02 :    0   1   2   3`` since; at most 20 ranks up to 2.22, a line cut at 128
+  characters ending ``...`` since 2.23) or this rank's neighbours (``Ring 00 : 3 -> 0 -> 1``);
 - its trees: ``Trees [0] 22->23->-1/-1/-1`` (2.4: parent → rank → children), ``Trees [0]
   -1/-1/-1->3->2|2->3->-1/-1/-1`` (2.5: the same tree both ways), ``Trees [0] 3/-1/-1->2->1``
   (2.7 on: children → rank → parent), ``Tree 12 : -1 -> 0 -> -1/-1/-1`` (2.4's other form);
@@ -23,7 +25,10 @@ Lines come in any order. A thread prints its communicator's rings and trees afte
 (since 2.14) or before its ``Init COMPLETE`` line (up to 2.18, where nothing else names it first):
 so a thread's lines wait for the next communicator line it prints, or go to the communicator it
 is still setting up; whatever is left at the end goes to its process's latest communicator on that
-device. A process may drive several ranks (one thread per GPU, as nccl-tests does): a rank is a
+device. A thread whose communicator line is not in the log (an excerpt, a partial log) is the
+rank its own lines say — the middle of its ``Trees`` or ``Ring a -> r -> b`` line, the sending
+end of a link it prints (the receiving end of one marked ``[receive]``); a ``Destroy`` line names
+its rank too. A process may drive several ranks (one thread per GPU, as nccl-tests does): a rank is a
 (host, process, device), never a process alone. A log of per-call lines only (no init) still
 names each call's communicator and its size.
 """
@@ -31,23 +36,28 @@ names each call's communicator and its size.
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import cast
 
 from ..reports.nccl_log import NCCL_OPS, NcclChoice, nccl_choice
 from .names import nccl_dtype_name
+from .nccl_records import Record, device_number, records
 from .plausible import MAX_RANKS, rank_ok
+from .reading import MAX_LINE_CHARS
 
-__all__ = ["Comm", "LoggedCall", "LogReader", "has_nccl_lines"]
+__all__ = ["Comm", "LoggedCall", "LogReader", "has_nccl_lines", "MAX_WARNINGS_KEPT"]
 
-_PREFIX = re.compile(r"(?P<host>[^\s:\[\]|()<>]+):(?P<pid>\d{1,12}):(?P<tid>\d{1,12}) \[(?P<dev>[^\]]*)\] NCCL (?:INFO|WARN) "
-                     r"(?P<msg>.*)")
+MAX_WARNINGS_KEPT = 1000
+"""The most WARN and ERROR records a reader keeps (it counts every one)."""
+
 _COMM = re.compile(r"\bcomm (?P<ptr>0x[0-9a-fA-F]+) rank (?P<rank>\d{1,12}) nr?anks (?P<n>\d{1,12})", re.IGNORECASE)
-_FIELDS = re.compile(r"\b(?P<key>cudaDev|busId|commId) (?P<value>\S+)")
-_ORDER = re.compile(r"^(?:Ring|Channel) (?P<ch>\d{1,12})(?:/\d{1,12})? :(?P<ranks>(?:\s+\d{1,12})+)\s*$")
+_FIELDS = re.compile(r"\b(?:(?P<key>cudaDev|busId) (?P<value>\S+)|commId (?P<id>0x[0-9a-fA-F]+)\b)")
+_ORDER = re.compile(r"^(?:Ring|Channel) (?P<ch>\d{1,12})(?:/\d{1,12})? :(?P<ranks>(?:\s+\d{1,12})+)(?P<cut>\s*\.\.\.)?\s*$")
 _NEIGHBOURS = re.compile(r"^Ring (?P<ch>\d{1,12}) : (?P<prev>-?\d{1,12}) -> (?P<me>\d{1,12}) -> (?P<next>-?\d{1,12})\s*$")
 _LINK = re.compile(r"^(?:Ring|Channel) (?P<ch>\d{1,12})(?:/\d{1,12})? : (?P<src>\d{1,12})(?:\[[^\]]*\])? -> (?P<dst>\d{1,12})(?:\[[^\]]*\])?"
-                   r"(?: \[(?:send|receive)\])? via (?P<via>.+?)\s*$")
+                   r"(?: \[(?P<way>send|receive)\])? via (?P<via>.+?)\s*$")
 _TREE_ENDS = r"(?:-?\d{1,12}/)*-?\d{1,12}"
 _TREES = re.compile(rf"\[(?P<ch>\d{{1,12}})\] (?P<left>{_TREE_ENDS})->(?P<me>\d{{1,12}})->(?P<right>{_TREE_ENDS})")
 _TREE_OLD = re.compile(rf"^Tree (?P<ch>\d{{1,12}}) : (?P<up>-?\d{{1,12}}) -> (?P<me>\d{{1,12}}) -> (?P<down>{_TREE_ENDS})\s*$")
@@ -62,8 +72,9 @@ _P2P_OPS = ("Send", "Recv")
 
 
 def has_nccl_lines(text: str) -> bool:
-    """Whether ``text`` holds lines NCCL's debug output prints (``host:pid:tid [dev] NCCL INFO``)."""
-    return _PREFIX.search(text) is not None
+    """Whether ``text`` holds lines NCCL's debug output prints (``host:pid:tid [dev] NCCL INFO``, or
+    a ``NCCL WARN`` of any prefix)."""
+    return any(records(line) for line in text.splitlines() if "NCCL" in line)
 
 
 @dataclass
@@ -98,7 +109,10 @@ class Comm:
     rings: dict[int, int] = field(default_factory=dict)
     """channel → the next rank (communicator ranks)."""
     orders: dict[int, list[int]] = field(default_factory=dict)
-    """channel → the ring's order, where the log prints it whole."""
+    """channel → the ring's order, as far as the log prints it."""
+    cut: dict[int, str] = field(default_factory=dict)
+    """channel → who cut its order line: ``nccl`` (it ends ``...``, NCCL 2.23 on) or ``reader`` (the
+    line was longer than the longest one read, :data:`~.reading.MAX_LINE_CHARS`)."""
     trees: dict[int, int] = field(default_factory=dict)
     """channel → the parent rank (-1: this rank is the root)."""
     children: dict[int, list[int]] = field(default_factory=dict)
@@ -107,6 +121,9 @@ class Comm:
     init_s: float | None = None
     init_parts: str = ""
     calls: list[LoggedCall] = field(default_factory=list)
+    inferred: bool = False
+    """Whether no line announced it: its rank is the one its thread's ring, tree and link lines say
+    it is, its size unknown (0)."""
 
     @property
     def agent(self) -> tuple[str, int, int | None]:
@@ -124,6 +141,9 @@ class _Record:
     ranks: tuple[int, ...]
     sets: Callable[[Comm], None]
     key: Hashable
+    me: int | None = None
+    """The rank of the thread that printed the line, where the line says it (a tree's or a ring
+    neighbour's middle rank, a link's sending end, or its receiving end when marked ``[receive]``)."""
 
     def fits(self, comm: Comm) -> bool:
         """Whether the line can be about ``comm``: it names ``comm``'s rank, within its size."""
@@ -143,10 +163,6 @@ class _Thread:
     device: int | None = None
 
 
-def _device(text: str) -> int | None:
-    return int(text) if text.isdigit() and len(text) <= 6 else None
-
-
 class LogReader:
     """Reads a log's lines (:meth:`feed`), then gives every communicator rank found (:meth:`comms`)."""
 
@@ -161,36 +177,59 @@ class LogReader:
         """Point-to-point calls (Send/Recv) left out."""
         self.damaged = 0
         """Lines whose numbers cannot be (rank ≥ nranks, more ranks than any job, an opCount past 2⁶²)."""
+        self.warnings: list[Record] = []
+        """The first :data:`MAX_WARNINGS_KEPT` ``NCCL WARN`` and ``NCCL ERROR`` records, in log order."""
+        self.warning_count = 0
+        """Every ``NCCL WARN`` and ``NCCL ERROR`` record read."""
+        self.loose = Comm("", 0, "", None, 0, None, -1)
+        """The ring orders (:attr:`Comm.orders`, :attr:`Comm.cut`) printed by threads the log never
+        names a rank of."""
+        self.unplaced = 0
+        """Ring, tree and link lines of threads whose rank the log never says: not drawn."""
+        self.long_lines = 0
+        """Lines of NCCL records cut at :data:`~.reading.MAX_LINE_CHARS` (their rest is not read)."""
+        self.nuls = 0
+        """NUL bytes passed over (a crash leaves them in a log where it was writing)."""
 
     def feed(self, line: str) -> None:
-        """Read one line of the log (anything that is not an NCCL line is passed over)."""
+        """Read one line of the log (anything that is not an NCCL record is passed over; records
+        glued on one line are read one by one)."""
+        if "\x00" in line:  # what a crash leaves where it was writing
+            self.nuls += line.count("\x00")
+            line = line.replace("\x00", "")
         if "NCCL" not in line:
             return
         if (version := _VERSION.search(line)) is not None:
             self.versions.add(version["version"])
-        match = _PREFIX.search(line)
-        if match is None:
-            return
-        self.lines += 1
-        host, pid = match["host"], int(match["pid"])
-        thread = self._threads.setdefault((host, pid, int(match["tid"])), _Thread())
-        thread.device = _device(match["dev"].strip())
-        msg = match["msg"].strip()
+        cut = len(line) >= MAX_LINE_CHARS  # the file's reader kept this much of a longer line
+        self.long_lines += cut
+        for record in records(line):
+            self.lines += 1
+            if record.level != "INFO":
+                self.warning_count += 1
+                if len(self.warnings) < MAX_WARNINGS_KEPT:
+                    self.warnings.append(record)
+            elif record.host is not None:
+                self._read(record, cut)
+
+    def _read(self, record: Record, cut: bool) -> None:
+        host, pid, msg = cast(str, record.host), record.pid, record.message
+        thread = self._threads.setdefault((host, pid, record.tid), _Thread())
+        thread.device = record.device
         if (found := _CALL.match(msg)) is not None:
             self._call(host, pid, thread, found)
-        elif (choice := nccl_choice(line)) is not None:
+        elif " Bytes -> Algo " in msg and (choice := nccl_choice(f"NCCL INFO {msg}")) is not None:
             self._choice(thread, choice)
         elif (found := _COMM.search(msg)) is not None and "Init timings" not in msg:
-            if "Destroy" not in msg and "Abort" not in msg:
-                self._announce(host, pid, thread, found, msg)
+            self._announce(host, pid, thread, found, msg, closing="Destroy" in msg or "Abort" in msg)
         elif (found := _NETWORK.search(msg)) is not None:
             self.networks[(host, pid)] = found["net"]
-        elif (record := _record(msg)) is not None:
+        elif (topology := _record(msg, cut)) is not None:
             if thread.open is not None:
-                _apply(thread.open, record)
+                _apply(thread.open, topology)
             else:
-                thread.pending.pop(record.key, None)
-                thread.pending[record.key] = record
+                thread.pending.pop(topology.key, None)
+                thread.pending[topology.key] = topology
 
     def network(self, host: str, pid: int) -> str:
         """The network a process said it uses, else one another process of its host said ("")."""
@@ -198,15 +237,40 @@ class LogReader:
 
     def comms(self) -> list[Comm]:
         """Every communicator rank the log names, in the order it first named them; lines still
-        waiting for their communicator go to their process's latest one on the same device."""
+        waiting for their communicator go to their process's latest one on the same device, else
+        to one their thread's own lines name (:attr:`Comm.inferred`); a ring order no rank can
+        take is kept in :attr:`loose`, any other line counted in :attr:`unplaced`."""
+        by_process: dict[tuple[str, int], list[Comm]] = defaultdict(list)
+        for comm in self._comms.values():
+            by_process[(comm.host, comm.pid)].append(comm)
         for (host, pid, _), thread in self._threads.items():
+            left = []
             for record in thread.pending.values():
-                fitting = [c for c in self._comms.values() if (c.host, c.pid) == (host, pid)
-                           and c.device in (thread.device, None) and record.fits(c)]
+                fitting = [c for c in by_process[(host, pid)] if c.device in (thread.device, None) and record.fits(c)]
                 if fitting:
                     _apply(max(fitting, key=lambda c: c.order), record)
+                else:
+                    left.append(record)
             thread.pending.clear()
+            if left:
+                self._infer(host, pid, thread.device, left, by_process[(host, pid)])
         return sorted(self._comms.values(), key=lambda c: c.order)
+
+    def _infer(self, host: str, pid: int, device: int | None, left: list[_Record], known: list[Comm]) -> None:
+        """Place the lines of a thread no communicator line names: on the rank they say it is."""
+        said = {record.me for record in left if record.me is not None}
+        comm = None
+        if len(said) == 1:
+            comm = self._comm(host, pid, f"inferred:{device}", said.pop(), 0, device)
+            comm.inferred = True
+            known.append(comm)
+        for record in left:
+            if comm is not None and record.fits(comm):
+                record.sets(comm)
+            elif not record.ranks:  # a ring order, the same on every rank: the communicator's, not this thread's
+                record.sets(self.loose)
+            else:
+                self.unplaced += 1
 
     def _comm(self, host: str, pid: int, ptr: str, rank: int | None, size: int, device: int | None) -> Comm:
         key = (host, pid, ptr)
@@ -214,18 +278,23 @@ class LogReader:
             self._comms[key] = Comm(host, pid, ptr, rank, size, device, len(self._comms))
         return self._comms[key]
 
-    def _announce(self, host: str, pid: int, thread: _Thread, found: re.Match[str], msg: str) -> None:
+    def _announce(self, host: str, pid: int, thread: _Thread, found: re.Match[str], msg: str, closing: bool) -> None:
+        """A communicator line: a new rank of one, or (``closing``: a ``Destroy`` or ``Abort`` line)
+        one whose lines are over — which still says the rank, its size and device, so a log of
+        only those reads as the ranks they name."""
         rank, size = int(found["rank"]), int(found["n"])
         if not (rank_ok(rank, size) and size <= MAX_RANKS):
             self.damaged += 1
             return
-        fields = {m["key"]: m["value"] for m in _FIELDS.finditer(msg)}
-        device = _device(fields.get("cudaDev", "")) if "cudaDev" in fields else thread.device
+        fields = {m["key"] or "commId": m["value"] or m["id"] for m in _FIELDS.finditer(msg)}
+        device = device_number(fields.get("cudaDev", "")) if "cudaDev" in fields else thread.device
         comm = self._comm(host, pid, found["ptr"], int(found["rank"]), int(found["n"]), device)
         comm.rank, comm.size = int(found["rank"]), int(found["n"])
         comm.device = device if device is not None else comm.device
         comm.bus = fields.get("busId", comm.bus)
         comm.comm_id = fields.get("commId", comm.comm_id)
+        if closing:
+            return
         for record in thread.pending.values():
             _apply(comm, record)
         thread.pending.clear()
@@ -259,18 +328,22 @@ def _apply(comm: Comm, record: _Record) -> None:
         record.sets(comm)
 
 
-def _record(msg: str) -> _Record | None:
-    """What a topology or timing line sets on its communicator, or None for any other line."""
+def _record(msg: str, cut: bool = False) -> _Record | None:
+    """What a topology or timing line sets on its communicator, or None for any other line
+    (``cut``: the line is the first part of a longer one, its last number perhaps cut too)."""
     if (found := _NEIGHBOURS.match(msg)) is not None:
         channel, after = int(found["ch"]), int(found["next"])
         me = int(found["me"])
-        return _Record((me,), lambda c: c.rings.__setitem__(channel, after), ("ring", channel, me))
+        return _Record((me,), lambda c: c.rings.__setitem__(channel, after), ("ring", channel, me), me)
     if (found := _ORDER.match(msg)) is not None:
         channel, order = int(found["ch"]), [int(r) for r in found["ranks"].split()]
-        return _Record((), lambda c: c.orders.__setitem__(channel, order), ("order", channel))
+        by = "nccl" if found["cut"] is not None else "reader" if cut else ""
+        shown = order[:-1] if by == "reader" else order  # a line the reader cut may end in part of a number
+        return _Record((), lambda c: _set_order(c, channel, shown, by), ("order", channel))
     if (found := _LINK.match(msg)) is not None:
         link, via = (int(found["src"]), int(found["dst"])), found["via"]
-        return _Record(link, lambda c: c.links.__setitem__(link, via), ("link", link))
+        return _Record(link, lambda c: c.links.__setitem__(link, via), ("link", link),
+                       link[1] if found["way"] == "receive" else link[0])
     if msg.startswith("Trees"):
         ends: dict[int, tuple[int, int, list[int]]] = {}
         for part in _TREES.finditer(msg):
@@ -279,11 +352,11 @@ def _record(msg: str) -> _Record | None:
         if not ends:
             return None
         me = next(iter(ends.values()))[0]
-        return _Record((me,), lambda c: _set_tree(c, ends), ("tree", me, tuple(ends)))
+        return _Record((me,), lambda c: _set_tree(c, ends), ("tree", me, tuple(ends)), me)
     if (found := _TREE_OLD.match(msg)) is not None:
         tree = {int(found["ch"]): (int(found["me"]), int(found["up"]), _ranks(found["down"]))}
         me = int(found["me"])
-        return _Record((me,), lambda c: _set_tree(c, tree), ("tree", me, tuple(tree)))
+        return _Record((me,), lambda c: _set_tree(c, tree), ("tree", me, tuple(tree)), me)
     if (found := _TIMINGS.search(msg)) is not None:
         total, parts = float(found["total"]), found["parts"] or ""
         rank = int(found["rank"])
@@ -301,6 +374,14 @@ def _tree_ends(left: str, right: str) -> tuple[int, list[int]]:
     if "/" in right and "/" not in left:
         return int(left), _ranks(right)
     return int(right.split("/")[0]), _ranks(left)
+
+
+def _set_order(comm: Comm, channel: int, order: list[int], by: str) -> None:
+    comm.orders[channel] = order
+    if by:
+        comm.cut[channel] = by
+    else:
+        comm.cut.pop(channel, None)
 
 
 def _set_init(comm: Comm, total: float, parts: str) -> None:

@@ -6,15 +6,19 @@ from any NCCL 2.4–2.28 and any launcher: :mod:`.nccl_lines` reads the lines, i
 they come. Here each rank — a (host, process, device), so a process driving several GPUs is
 several ranks — gets its global rank (its rank in its largest communicator); communicators are
 matched across ranks by ``commId`` where printed, else by size and creation order; the job's rank
-count is the largest ``nranks`` printed, and ranks the log has no line of are said absent. A log of
-per-call lines only numbers its ranks in the order it shows them, and says so.
+count is the largest ``nranks`` printed (where none is, "at least" the highest rank a line names),
+and ranks the log has no line of are said absent. A log of per-call lines only, or of WARN lines
+only, numbers its ranks by host and device, and says so.
 
 The rings and trees become steps of ``p2p`` Transfer events, drawn as collviz draws its own
 ``--algo ring|tree`` hops (a ring: every rank sends to the next; a tree: up level by level, then
 down), each labelled as NCCL's reported topology, not observed data; the log gives no byte counts
 for them (0). Each call is a step numbered by its opCount from #1, with NCCL's algorithm and
 protocol in its narration, labelled as NCCL's own report. The log has no clock, so steps go in log
-order and no call has a duration. The tests read excerpts of real logs posted in public issues
+order and no call has a duration. A ring order NCCL cut (20 ranks of a larger communicator, or a
+line ending ``...``) is drawn as the path it prints, never closed, with a warning. Every ``NCCL
+WARN`` or ``NCCL ERROR`` line fails the run on its rank (:mod:`.nccl_failures`), the last step
+quoting them. The tests read excerpts of real logs posted in public issues
 (``tests/fixtures/nccl/real/``); these machines have no GPU to make one.
 """
 
@@ -22,15 +26,19 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 from ..errors import UsageError
 from ..observation.rank_lists import ranks_text
 from ..reports.nccl_log import NCCL_LABEL, NcclChoice
 from .names import itemsize
+from .nccl_failures import attribute, failed, warning_text
 from .nccl_lines import Comm, LoggedCall, LogReader, has_nccl_lines
+from .nccl_records import Record
 from .plausible import bytes_ok
+from .reading import MAX_LINE_CHARS
 from .run import (
     Call,
     Hop,
@@ -48,6 +56,9 @@ __all__ = ["TOPOLOGY_LABEL", "is_nccl_log", "import_nccl_log"]
 TOPOLOGY_LABEL = "NCCL's reported topology, not observed data"
 """How every ring and tree hop is labelled."""
 
+MAX_WARNINGS_SHOWN = 20
+"""The most WARN lines the last step quotes (the run's account names the first, and counts all)."""
+
 _Agent = tuple[str, int, int | None]
 """Where a rank runs: (host, process, device) — one process may drive several GPUs."""
 
@@ -64,21 +75,41 @@ class _Group:
 
     label: str
     size: int
+    """Its ``nranks`` as printed; 0 where no line prints it (a partial log)."""
     members: dict[int, int]
     comms: dict[int, Comm]
     """global rank → that rank's view of it."""
     world: bool = False
+    named: int = 0
+    """One past the highest rank its ring, tree and link lines name (what a size not printed is at least)."""
+    extra: list[Comm] = field(default_factory=list)
+    """Ring orders of it printed by threads no rank of it is known of (the world's only)."""
 
-    @property
+    @cached_property
     def ranks(self) -> tuple[int, ...]:
         """Its ranks: the whole job's for the world (the log may not show every rank), else those seen."""
         if self.world:
-            return tuple(range(max(self.size, max(self.members.values()) + 1)))
+            return tuple(range(self.count))
         return tuple(sorted(self.members.values()))
+
+    @cached_property
+    def ranks_text(self) -> str:
+        """Its ranks as a sentence says them (``0–1023``: the world's, without listing a million)."""
+        return f"0–{self.count - 1}" if self.world and self.count > 2 else ranks_text(self.ranks)
+
+    @property
+    def count(self) -> int:
+        """How many ranks it has: its printed size, else as many as its lines name (at least)."""
+        return self.size or max(self.named, max(self.members.values(), default=-1) + 1)
+
+    @cached_property
+    def local(self) -> dict[int, int]:
+        """global rank → its rank in this communicator."""
+        return {g: l for l, g in self.members.items()}
 
     def global_rank(self, local: int) -> int | None:
         """The global rank of communicator rank ``local`` (the world's ranks are the job's)."""
-        return self.members.get(local, local if self.world and 0 <= local < len(self.ranks) else None)
+        return self.members.get(local, local if self.world and 0 <= local < self.count else None)
 
 
 def _agents(comms: Sequence[Comm]) -> dict[_Agent, list[Comm]]:
@@ -116,44 +147,111 @@ def _global_ranks(agents: dict[_Agent, list[Comm]], warnings: list[str]) -> dict
     return rank_of
 
 
-def _groups(comms: Sequence[Comm], warnings: list[str]) -> tuple[dict[_Agent, int], list[_Group]]:
+def _groups(comms: Sequence[Comm], loose: Comm, warnings: list[str]) -> tuple[dict[_Agent, int], list[_Group]]:
     """Each rank's global rank and every communicator across ranks (by commId where printed, else
-    by size and the order each rank created it)."""
+    by size and the order each rank created it; a line that printed none — its id cut off — joins
+    the one communicator of its size that printed one). A rank no communicator line names (its lines
+    say who it is: :attr:`~.nccl_lines.Comm.inferred`) joins the largest communicator printed, or
+    one of unknown size; ``loose`` holds the ring orders no rank took, the largest one's."""
     agents = _agents(comms)
     rank_of = _global_ranks(agents, warnings)
     found: dict[tuple, _Group] = {}
-    for agent, rank in sorted(rank_of.items(), key=lambda kv: kv[1]):
+    inferred: list[tuple[int, Comm]] = []
+    ranked = sorted(rank_of.items(), key=lambda kv: kv[1])
+    for agent, rank in ranked:
+        for comm in agents[agent]:
+            if comm.comm_id and not comm.inferred:
+                _join(found.setdefault(("id", comm.comm_id), _Group("", comm.size, {}, {})), rank, comm)
+    with_id = Counter(group.size for group in found.values())
+    for agent, rank in ranked:
         sizes: Counter[int] = Counter()
         for comm in agents[agent]:
-            identity = ("id", comm.comm_id) if comm.comm_id else ("size", comm.size, sizes[comm.size])
-            sizes[comm.size] += 1
-            group = found.setdefault(identity, _Group("", comm.size, {}, {}))
-            local = comm.rank if comm.rank is not None else len(group.members)
-            if local not in group.members:
-                group.members[local] = rank
-                group.comms[rank] = comm
+            if comm.inferred:
+                inferred.append((rank, comm))
+            elif not comm.comm_id:  # the only communicator of its size that printed an id, where one did
+                only = [i for i, g in found.items() if i[0] == "id" and g.size == comm.size] if with_id[comm.size] == 1 else []
+                identity = only[0] if only else ("size", comm.size, sizes[comm.size])
+                sizes[comm.size] += 1
+                _join(found.setdefault(identity, _Group("", comm.size, {}, {})), rank, comm)
+    largest = max(found.values(), key=lambda g: g.size, default=None)
+    for rank, comm in inferred:
+        fits = largest is not None and comm.rank not in largest.members and (comm.rank or 0) < largest.size
+        _join(largest if fits and largest is not None else found.setdefault(("unknown size",), _Group("", 0, {}, {})),
+              rank, comm)
     groups = sorted(found.values(), key=lambda g: (-max(g.size, len(g.members)), min(g.members.values())))
     for number, group in enumerate(groups):
         group.label = "world" if number == 0 else f"nccl comm {number}"
         group.world = number == 0
+        group.extra = [loose] if number == 0 else []
+        group.named = max((rank + 1 for c in [*group.comms.values(), *group.extra] for rank in _named(c)), default=0)
     return rank_of, groups
 
 
-def _ring_hops(group: _Group) -> list[tuple[list[int], list[Hop]]]:
-    """Each distinct ring: the channels that use it and its links (step 1: every rank sends to its next)."""
+def _join(group: _Group, rank: int, comm: Comm) -> None:
+    """``comm`` as global rank ``rank``'s view of ``group`` (a rank already there keeps its first)."""
+    local = comm.rank if comm.rank is not None else len(group.members)
+    if local not in group.members:
+        group.members[local] = rank
+        group.comms[rank] = comm
+
+
+def _named(comm: Comm) -> Iterable[int]:
+    """Every communicator rank ``comm``'s ring, tree and link lines name."""
+    for order in comm.orders.values():
+        yield from order
+    yield from comm.rings.values()
+    yield from comm.trees.values()
+    for children in comm.children.values():
+        yield from children
+    for link in comm.links:
+        yield from link
+
+
+NCCL_RING_LINE_RANKS = 20
+"""The most ranks NCCL up to 2.22 prints on one ``Channel xx/yy :`` line, without a mark that it stopped."""
+
+
+def _ring_hops(group: _Group, cut: dict[int, str]) -> list[tuple[list[int], list[Hop]]]:
+    """Each distinct ring: the channels that use it and its links (step 1: every rank sends to its
+    next). A ring known only from its order line, where NCCL cut that line, is the path it prints,
+    never closed: ``cut`` gains each such channel → why it is taken as cut."""
     by_channel: dict[int, dict[int, int]] = defaultdict(dict)
     for rank, comm in group.comms.items():
         for channel, after in comm.rings.items():
             if (dst := group.global_rank(after)) is not None:
                 by_channel[channel][rank] = dst
-    if not by_channel:  # older logs print only the ring's order
-        for comm in group.comms.values():
+    if not by_channel:  # older logs, and partial ones, print only the ring's order
+        for comm in [*group.comms.values(), *group.extra]:
             for channel, order in comm.orders.items():
                 ranks = [known for r in order if (known := group.global_rank(r)) is not None]
-                if len(ranks) == len(order) > 1:  # every member known
+                if len(ranks) != len(order) or len(ranks) < 2 or channel in by_channel:  # every member known
+                    continue
+                why = _order_cut(group, comm, channel, order)
+                if comm in group.extra and why is None and group.size and len(order) != group.size:
+                    continue  # a ring no rank printed, of another size: another communicator's
+                if why is not None:
+                    cut[channel] = why
+                    by_channel[channel] = dict(zip(ranks, ranks[1:]))
+                else:
                     by_channel[channel] = {ranks[i]: ranks[(i + 1) % len(ranks)] for i in range(len(ranks))}
     return _distinct(by_channel, lambda edges: [Hop(src, dst, 1, _label("ring", group, src, dst))
                                                 for src, dst in sorted(edges.items())])
+
+
+def _order_cut(group: _Group, comm: Comm, channel: int, order: list[int]) -> str | None:
+    """Why the ring order ``comm`` printed for ``channel`` is only its start, or None if it is whole."""
+    if comm.cut.get(channel) == "nccl":
+        return f"the line ends cut after {len(order)} ranks (NCCL 2.23 on ends a long line with '...')"
+    if comm.cut.get(channel) == "reader":
+        return (f"the line is longer than the {MAX_LINE_CHARS:,} characters read of one: its first {len(order):,} "
+                "ranks are shown")
+    if len(order) == NCCL_RING_LINE_RANKS and group.count > NCCL_RING_LINE_RANKS:
+        return (f"the line names {NCCL_RING_LINE_RANKS} of {group.count}{'' if group.size else ' or more'} ranks "
+                f"(NCCL up to 2.22 prints at most {NCCL_RING_LINE_RANKS})")
+    if len(order) == NCCL_RING_LINE_RANKS and not group.size:
+        return (f"the line names {NCCL_RING_LINE_RANKS} ranks, the most NCCL up to 2.22 prints, and no line says "
+                "how many the communicator has")
+    return None
 
 
 def _tree_hops(group: _Group) -> list[tuple[list[int], list[Hop]]]:
@@ -193,8 +291,7 @@ def _distinct(by_channel: dict[int, dict[int, int]], hops) -> list[tuple[list[in
 
 def _label(kind: str, group: _Group, src: int, dst: int) -> str:
     """``NCCL ring via P2P/IPC (…)``: the transport is the one either end printed for that link."""
-    local = {g: l for l, g in group.members.items()}
-    link = (local.get(src, -1), local.get(dst, -1))
+    link = (group.local.get(src, -1), group.local.get(dst, -1))
     via = next((group.comms[end].links[link] for end in (src, dst) if end in group.comms and link in group.comms[end].links), "")
     return f"NCCL {kind}{' via ' + via if via else ''} ({TOPOLOGY_LABEL})"
 
@@ -204,26 +301,40 @@ def _channels(channels: list[int]) -> str:
     return f"channel {names[0]}" if len(names) == 1 else f"channels {', '.join(names[:8])}{' …' if len(names) > 8 else ''}"
 
 
-def _topology_steps(group: _Group) -> list[Step]:
+def _topology_steps(group: _Group, warnings: list[str]) -> list[Step]:
     steps = []
-    for kind, shapes in (("ring", _ring_hops(group)), ("tree", _tree_hops(group))):
+    cut: dict[int, str] = {}
+    for kind, shapes in (("ring", _ring_hops(group, cut)), ("tree", _tree_hops(group))):
         for channels, hops in shapes:
             how = ("every rank sends to the next; each of a ring algorithm's hops uses these links" if kind == "ring" else
                    "up the tree level by level (a reduce), then down again (a broadcast)")
-            steps.append(Step(name=f"NCCL {kind}, {_channels(channels)} on {group.label}",
+            partial = kind == "ring" and any(c in cut for c in channels)
+            if partial:
+                how = f"every rank shown sends to the next, as far as NCCL printed the ring ({cut[channels[0]]})"
+            steps.append(Step(name=f"NCCL {kind}{' (cut)' if partial else ''}, {_channels(channels)} on {group.label}",
                               narration=(f"The {kind} NCCL built for {group.label} (ranks "
-                                         f"{ranks_text(group.ranks)}) on {_channels(channels)}: {how}. "
+                                         f"{group.ranks_text}) on {_channels(channels)}: {how}. "
                                          f"{TOPOLOGY_LABEL[0].upper()}{TOPOLOGY_LABEL[1:]}: the log gives no bytes "
                                          "per hop (shown as 0)."), hops=hops))
+    for why in sorted(set(cut.values())):
+        channels = sorted(c for c, said in cut.items() if said == why)
+        warnings.append(f"the ring of {_channels(channels)} on {group.label} is cut in the log: {why}; drawn as far "
+                        "as printed, not closed")
     return steps
 
 
 def _init_step(group: _Group, reader: LogReader) -> Step:
     networks = sorted({reader.network(c.host, c.pid) for c in group.comms.values()} - {""})
-    lines = [f"NCCL set up {group.label}: {group.size or len(group.members)} ranks"
+    count = f"{group.size} ranks" if group.size else f"at least {group.count} ranks (no line prints nranks)"
+    lines = [f"NCCL set up {group.label}: {count}"
              + (f", {len(group.members)} of them in the log ({ranks_text(sorted(group.members.values()))})"
-                if len(group.members) < group.size else f" ({ranks_text(sorted(group.members.values()))})")
+                if len(group.members) < group.count else f" ({ranks_text(sorted(group.members.values()))})")
              + (f", NCCL {', '.join(sorted(reader.versions))}" if reader.versions else "") + "."]
+    hosts: dict[str, list[int]] = defaultdict(list)
+    for rank, comm in sorted(group.comms.items()):
+        hosts[comm.host].append(rank)
+    lines.append("hosts: " + "; ".join(f"{host} (rank{'s' if len(ranks) > 1 else ''} {ranks_text(ranks)})"
+                                       for host, ranks in hosts.items()))
     if networks:
         lines.append(f"network transport: {', '.join(networks)}")
     took = {}
@@ -299,34 +410,51 @@ def _devices(rank_of: dict[_Agent, int], comms: Sequence[Comm]) -> dict[int, str
     """Each rank's device as the log names it: ``cuda:1 (busId 7000) on como``."""
     bus = {c.agent: c.bus for c in comms if c.bus}
     return {rank: (f"cuda:{agent[2]}" if agent[2] is not None else "cuda") + (f" (busId {bus[agent]})" if agent in bus else "")
-            + f" on {agent[0]}" for agent, rank in rank_of.items()}
+            + (f" on {agent[0]}" if agent[0] else "") for agent, rank in rank_of.items()}
 
 
 def import_nccl_log(files: Sequence[tuple[Path, Iterable[str]]], warnings: list[str],
                     progress: Progress = no_progress) -> ImportedRun:
     """The run an NCCL debug log describes (one file of several ranks' lines, or one per process,
     each file's lines read once, in order, so a log too large to hold is streamed; ``progress``
-    is told each step built)."""
+    is told each step built). A log with an ``NCCL WARN`` or ``NCCL ERROR`` line is a failed run."""
     reader = LogReader()
     for _, lines in files:
         for line in lines:
             reader.feed(line)
     comms = reader.comms()
-    rank_of, groups = _groups(comms, warnings)
-    if not groups:
+    rank_of, groups = _groups(comms, reader.loose, warnings)
+    if not groups and not reader.warnings:
         damaged = f", {reader.damaged} lines with impossible ranks or opCounts (damaged input)" if reader.damaged else ""
         raise UsageError(f"{files[0][0]}: {reader.lines} NCCL lines but no communicator (no 'comm 0x… rank R nranks N' "
-                         f"line, no per-call line{damaged}): log with NCCL_DEBUG=INFO from the job's start")
+                         f"line, no per-call line, no ring or tree line naming its rank{damaged}): log with "
+                         "NCCL_DEBUG=INFO from the job's start")
+    if not groups:
+        rank_of = _warning_ranks(reader, warnings)
+    found = attribute(reader.warnings, rank_of)
     steps = [_init_step(g, reader) for g in groups if any(c.rank is not None for c in g.comms.values())]
     for group in groups:
-        steps += _topology_steps(group)
+        steps += _topology_steps(group, warnings)
     steps += _call_steps(groups, warnings)
-    world = len(groups[0].ranks)
-    ranks = sorted(rank_of.values())
-    missing = {r: "not in the log" for r in range(world) if r not in rank_of.values()}
+    if found:
+        steps.append(_warning_step(found, reader.warning_count))
+    world = groups[0].count if groups else len(rank_of)
+    ranks = sorted(set(rank_of.values()))
+    present = set(ranks)
+    missing = {r: "not in the log" for r in range(world) if r not in present}
+    if groups and not groups[0].size:
+        warnings.append(f"no line of the log prints the job's rank count (comm … nranks N): it has at least {world} "
+                        "ranks, those its ring, tree and link lines name")
     if missing:
         warnings.append(f"the log has no lines of rank{'s' if len(missing) > 1 else ''} {ranks_text(sorted(missing))} "
-                        f"(the job has {world} ranks)")
+                        f"(the job has {'at least ' if groups and not groups[0].size else ''}{world} ranks)")
+    if reader.long_lines:
+        warnings.append(f"{reader.long_lines} lines longer than {MAX_LINE_CHARS:,} characters: only their first "
+                        f"{MAX_LINE_CHARS:,} are read")
+    if reader.nuls:
+        warnings.append(f"{reader.nuls:,} NUL bytes passed over (what a crash leaves in a log where it was writing)")
+    if reader.unplaced:
+        warnings.append(f"{reader.unplaced} ring, tree or link lines of threads whose rank the log never names: not drawn")
     if reader.damaged:
         warnings.append(f"{reader.damaged} lines name a rank or an opCount that cannot be (rank ≥ nranks, more ranks "
                         f"than any job): damaged input, left out")
@@ -334,13 +462,38 @@ def import_nccl_log(files: Sequence[tuple[Path, Iterable[str]]], warnings: list[
         warnings.append(f"{reader.p2p} point-to-point calls (Send/Recv) are not shown")
     if not any(s.calls for s in steps):
         warnings.append("the log has no per-call lines (NCCL_DEBUG_SUBSYS=COLL,TUNING prints them): topology only")
+    count = f"{'at least ' if groups and not groups[0].size else ''}{world}"
     origin = Origin(
         scenario="nccl-log",
-        description=(f"An NCCL_DEBUG=INFO log of {len(ranks)} of a job's {world} ranks: NCCL's init, the rings and trees it "
-                     f"built ({TOPOLOGY_LABEL}), then one step per call with the algorithm and protocol NCCL chose. The log "
-                     "has no clock (steps are in log order, none timed), no values and no provenance."),
+        description=(f"An NCCL_DEBUG=INFO log of {len(ranks)} of a job's {count} ranks: NCCL's init, the rings and trees it "
+                     f"built ({TOPOLOGY_LABEL}), then one step per call with the algorithm and protocol NCCL chose"
+                     + (", then the WARN lines NCCL printed" if found else "") + ". The log has no clock (steps are in "
+                     "log order, none timed), no values and no provenance."),
         reason="nccl, imported from an NCCL_DEBUG=INFO log: topology and choices as NCCL reported them",
         backend="nccl", device_kind="cuda", world_size=world, device="cuda", untimed="an NCCL log has no clock",
         not_recorded="an NCCL log holds the links NCCL built and its choices: no values, provenance or data moved",
         nccl_version=", ".join(sorted(reader.versions)), devices=_devices(rank_of, comms))
-    return build_run(origin, _clocked(steps), warnings, ranks, missing, progress)
+    return build_run(origin, _clocked(steps), warnings, ranks, missing, progress,
+                     failed(found, reader.warning_count))
+
+
+def _warning_ranks(reader: LogReader, warnings: list[str]) -> dict[_Agent, int]:
+    """A log of WARN lines and no rank: each (host, process, device) that warned, numbered by host and device."""
+    agents = {(r.host or "", r.pid, r.device) for r in reader.warnings}
+    ordered = sorted(agents, key=lambda a: (a[0], -1 if a[2] is None else a[2], a[1]))
+    warnings.append("the log names no rank (no comm … rank R nranks N line, no ring or tree line): the ranks that "
+                    "printed WARN lines are numbered by host and device, not as the job numbered them")
+    return {agent: number for number, agent in enumerate(ordered)}
+
+
+def _warning_step(found: list[tuple[Record, int | None]], count: int) -> Step:
+    """The last step: the WARN and ERROR lines NCCL printed, each on its rank."""
+    shown = found[:MAX_WARNINGS_SHOWN]
+    lines = [f"{'r' + str(rank) if rank is not None else 'rank unknown'} ({record.host or 'host not printed'}): "
+             f"{warning_text(record)}" for record, rank in shown]
+    if count > len(shown):
+        lines.append(f"… and {count - len(shown):,} more")
+    ranks = sorted({rank for _, rank in found if rank is not None})
+    return Step(name=f"NCCL WARN ({count:,} line{'s' if count > 1 else ''})",
+                narration=f"What NCCL warned of — the job failed:\n" + "\n".join(lines) + f"\nAs {NCCL_LABEL}.",
+                took_ns=dict.fromkeys(ranks, 0))

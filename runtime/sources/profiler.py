@@ -27,6 +27,9 @@ Analysis' test data, and labelled *not verified here (no GPU)*: the machines thi
 have none. A value that cannot be (a zero or negative duration, a size beyond any device) is
 damaged input, warned and not shown (:mod:`.plausible`).
 
+Collectives a rank made outside c10d (vLLM's custom all-reduce, symmetric memory) are no c10d
+call: each rank's are listed in a warning, by name, with their count and time (:mod:`.outside_c10d`).
+
 Each call's ``algo_bytes`` is S of the nccl-tests formulas for its group's size, so the summary and
 the cost pane give algbw and busbw with the formula (:mod:`~..observation.metrics`).
 """
@@ -44,6 +47,7 @@ from ..errors import UsageError
 from ..observation.metrics import BUS_FACTOR_OPS
 from ..observation.rank_lists import ranks_text
 from .names import P2P_OPS, dtype_name, op_name, parse_ranks
+from .outside_c10d import outside_c10d, outside_text
 from .plausible import MAX_RANKS, bytes_ok, rank_ok
 from .run import (
     Call,
@@ -301,7 +305,8 @@ def _nested(made: list[dict]) -> dict[str, dict]:
     return {"outer": outer, "inner": inner}
 
 
-def _read_rank(trace: ProfilerTrace, warnings: list[str]) -> tuple[RankCalls, bool]:
+def _read_rank(trace: ProfilerTrace, warnings: list[str]) -> tuple[RankCalls, bool, int]:
+    """One rank's calls, whether their groups are known, and how many collectives it made outside c10d."""
     info = trace.content["distributedInfo"]
     rank_number, world = info.get("rank"), info.get("world_size")
     if (not isinstance(rank_number, int) or not isinstance(world, int) or world > MAX_RANKS
@@ -337,7 +342,10 @@ def _read_rank(trace: ProfilerTrace, warnings: list[str]) -> tuple[RankCalls, bo
         warnings.append(f"rank {rank.rank}: {n} calls {why} are not shown")
     for why, n in rank.damaged.items():
         warnings.append(f"rank {rank.rank}: {n} calls {why}: damaged input")
-    return rank, known
+    outside = outside_c10d(slices)
+    if outside:
+        warnings.append(outside_text(rank.rank, outside))
+    return rank, known, sum(n for n, _ in outside.values())
 
 
 def _narration(key: tuple[str, int], calls: list[Call], sources: dict[int, str], gpu: bool) -> str:
@@ -356,15 +364,20 @@ def import_traces(traces: Sequence[ProfilerTrace], warnings: list[str], progress
     ``progress`` is told each step built)."""
     ranks: dict[int, RankCalls] = {}
     known = True
+    outside = 0
     for trace in traces:
-        rank, rank_known = _read_rank(trace, warnings)
+        rank, rank_known, made_outside = _read_rank(trace, warnings)
+        outside += made_outside
         known = known and rank_known
         if rank.rank in ranks:
             warnings.append(f"rank {rank.rank} has two traces: {trace.path.name} left out")
             continue
         ranks[rank.rank] = rank
     if not any(r.calls for r in ranks.values()):
-        raise UsageError(f"{traces[0].path}: the traces hold no collective calls (c10d:: slices or record_param_comms rows)")
+        beside = (f"; they hold {outside:,} collective calls made outside torch.distributed (custom all-reduce or "
+                  "symmetric memory), which no process group matches across ranks" if outside else "")
+        raise UsageError(f"{traces[0].path}: the traces hold no collective calls (c10d:: slices or record_param_comms "
+                         f"rows){beside}")
     world = max(r.world for r in ranks.values())
     calls = {r.rank: [p.call for p in r.calls] for r in ranks.values()}
     sources = {r.rank: next((p.timed_by for p in r.calls if p.timed_by), "") for r in ranks.values()}

@@ -22,12 +22,13 @@ when it begins and carries ``duration_ns=None``, so no report invents a duration
 from __future__ import annotations
 
 import heapq
-import json
+from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal, Protocol, TypeVar
 
+import msgspec
 import numpy as np
 
 from ..observation.watchdog import Stalled
@@ -51,7 +52,7 @@ from ..wire.protocol import (
 from .call_checks import Findings, find_problems
 from .call_table import CallTable, algo_bytes_of
 
-__all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "Summary", "Stamper", "emit_rank_step", "emit_steps", "start_run", "finish_run",
+__all__ = ["Call", "Hop", "Step", "Origin", "ImportedRun", "Failed", "Summary", "Stamper", "emit_rank_step", "emit_steps", "start_run", "finish_run",
            "Progress", "no_progress", "group_label", "order_steps", "build_run"]
 
 Progress = Callable[[str, int, int], None]
@@ -98,12 +99,14 @@ class Call:
 @dataclass(frozen=True)
 class Hop:
     """A link an artifact reported rather than data it observed: ``src`` sends to ``dst`` in hop
-    ``number`` (from 1) of the algorithm drawn; ``label`` names it (``NCCL ring 00 via P2P/IPC``)."""
+    ``number`` (from 1) of the algorithm drawn; ``label`` names it (``NCCL ring 00 via P2P/IPC``);
+    ``bytes``: what it carried, where the artifact says (an Inspector send's), else 0."""
 
     src: int
     dst: int
     number: int
     label: str
+    bytes: int = 0
 
 
 @dataclass
@@ -148,6 +151,19 @@ class Origin:
     check_calls: bool = True
     devices: Mapping[int, str] = field(default_factory=dict)
     """Each rank's own device text where the source names it (else ``device``)."""
+    failures: tuple[str, ...] = ()
+    """The calls the artifacts mark failed or timed out, first first: the run fails naming the first
+    (:class:`~.call_checks.Findings`)."""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """What an artifact itself says went wrong: ``ranks`` each rank's first error as the artifact
+    words it (the rank ends in error), ``detail`` the run's account of the first (the run failed
+    whenever it is set)."""
+
+    ranks: Mapping[int, str] = field(default_factory=dict)
+    detail: str = ""
 
 
 class Summary(Protocol):
@@ -250,8 +266,10 @@ def _options(origin: Origin, missing: Mapping[int, str]) -> dict[str, str | int 
     """The RunStart's options: why calls are untimed, why nothing else is recorded, which ranks are unknown."""
     options: dict[str, str | int | float | bool] = {UNTIMED_OPTION: origin.untimed,
                                                     NOT_RECORDED_OPTION: origin.not_recorded}
-    if missing:
-        options[UNKNOWN_RANKS_OPTION] = json.dumps({str(rank): why for rank, why in sorted(missing.items())})
+    if missing:  # msgspec (int keys written as strings): a 10^6-rank job's absent ranks took json 4 s
+        ranks = sorted(missing)
+        ordered = missing if list(missing) == ranks else {rank: missing[rank] for rank in ranks}
+        options[UNKNOWN_RANKS_OPTION] = msgspec.json.encode(ordered).decode()
     return options
 
 
@@ -263,16 +281,19 @@ def _collective(stamp: Stamper, call: Call, phase: int, edge: Literal["begin", "
           duration_ns=call.duration_ns if edge == "end" else None)
 
 
-def emit_rank_step(stamp: Stamper, index: int, step: Step, rank: int, call: Call | None) -> None:
+def emit_rank_step(stamp: Stamper, index: int, step: Step, rank: int, call: Call | None,
+                   received: Sequence[Hop] | None = None) -> None:
     """``rank``'s events of step ``index``: its Phase begin, its ``call``'s Collective begin (if it
-    made one), the hops it receives, and (unless the call is not completed) the ends."""
+    made one), the hops it receives (``received``, where the caller has them by rank: looking
+    through every hop of a 20,000-rank ring for each rank took 45 s), and (unless the call is
+    not completed) the ends."""
     begin = call.t_ns if call is not None else step.t_ns
     stamp(Phase, rank, begin, index=index, name=step.name, edge="begin", narration=step.narration)
     if call is not None:
         _collective(stamp, call, index, "begin", begin)
-    for hop in step.hops:
+    for hop in step.hops if received is None else received:
         if hop.dst == rank:
-            stamp(Transfer, rank, begin, phase=index, src=hop.src, dst=hop.dst, bytes=0, buffer=hop.label,
+            stamp(Transfer, rank, begin, phase=index, src=hop.src, dst=hop.dst, bytes=hop.bytes, buffer=hop.label,
                   start=0, length=0, kind="p2p", hop=hop.number)
     if call is not None and not call.completed:
         return
@@ -288,13 +309,16 @@ def emit_steps(stamp: Stamper, steps: Sequence[Step], warnings: list[str], progr
     for index, step in enumerate(steps):
         progress("building steps", index, len(steps))
         calls = {call.rank: call for call in step.calls}
-        ranks = sorted(set(calls) | {h.src for h in step.hops} | {h.dst for h in step.hops} | set(step.took_ns))
+        received: dict[int, list[Hop]] = defaultdict(list)
+        for hop in step.hops:
+            received[hop.dst].append(hop)
+        ranks = sorted(set(calls) | {h.src for h in step.hops} | set(received) | set(step.took_ns))
         for rank in ranks:
             call = calls.get(rank)
             if rank in last and last[rank] >= index:
                 warnings.append(f"rank {rank}: {step.name} is out of order with the other ranks' calls: not shown")
                 continue
-            emit_rank_step(stamp, index, step, rank, call)
+            emit_rank_step(stamp, index, step, rank, call, received.get(rank, []))
             last[rank] = index
     progress("building steps", len(steps), len(steps))
     return last
@@ -310,9 +334,11 @@ def _waited_at_least(stall: Stalled, table: CallTable, latest: int) -> float:
 
 
 def finish_run(stamp: Stamper, origin: Origin, table: CallTable, findings: Findings, ranks: Sequence[int],
-               last_step: Mapping[int, int], end: int, warnings: list[str]) -> ImportedRun:
+               last_step: Mapping[int, int], end: int, warnings: list[str], failed: Failed | None = None) -> ImportedRun:
     """The events after the steps' (Stall, Mismatch, each RankEnd, RunEnd: ``end`` is the last time
-    the artifacts recorded, ``last_step`` each rank's last step) and the run they end."""
+    the artifacts recorded, ``last_step`` each rank's last step) and the run they end; ``failed``:
+    what the artifacts themselves say went wrong (each such rank ends in error, the run failed)."""
+    failed = failed or Failed()
     for stall in findings.stalls:
         stamp(Stall, LAUNCHER_RANK, end, group=stall.group, group_seq=stall.group_seq, op=stall.op,
               waiting=stall.waiting, elsewhere=list(stall.elsewhere.values()),
@@ -322,11 +348,14 @@ def finish_run(stamp: Stamper, origin: Origin, table: CallTable, findings: Findi
               group_seq=found.group_seq, calls=found.calls, odd_ranks=found.odd_ranks, text=found.text)
     inside = set(np.unique(table.rank[~table.completed]).tolist())
     for rank in ranks:  # see the module's docstring: who gets a RankEnd
-        if rank not in findings.implicated and rank not in inside:
+        if rank in failed.ranks:
+            stamp(RankEnd, rank, end, status="error", error=failed.ranks[rank], phase=last_step.get(rank))
+        elif rank not in findings.implicated and rank not in inside:
             stamp(RankEnd, rank, end, status="ok", phase=last_step.get(rank))
-    status = "failed" if findings.failed else "ok"
-    stamp(RunEnd, LAUNCHER_RANK, end, status=status, detail=findings.detail(), events=len(stamp.events) + 1)
-    return ImportedRun(origin.scenario, stamp.events, warnings, 1 if findings.failed else 0)
+    failing = findings.failed or bool(failed.detail)
+    detail = "; ".join(text for text in (failed.detail, findings.detail()) if text)
+    stamp(RunEnd, LAUNCHER_RANK, end, status="failed" if failing else "ok", detail=detail, events=len(stamp.events) + 1)
+    return ImportedRun(origin.scenario, stamp.events, warnings, 1 if failing else 0)
 
 
 def start_run(origin: Origin, steps: int, start: int, ranks: Sequence[int], missing: Mapping[int, str]) -> Stamper:
@@ -343,16 +372,18 @@ def start_run(origin: Origin, steps: int, start: int, ranks: Sequence[int], miss
 
 
 def build_run(origin: Origin, steps: Sequence[Step], warnings: list[str], ranks: Sequence[int],
-              missing: Mapping[int, str] | None = None, progress: Progress = no_progress) -> ImportedRun:
+              missing: Mapping[int, str] | None = None, progress: Progress = no_progress,
+              failed: Failed | None = None) -> ImportedRun:
     """The events of an imported run: ``ranks`` are those the artifacts describe, ``missing`` the
     ranks of the world they do not (rank → why, e.g. "no dump of this rank"); ``warnings`` gains
-    what could not be shown; ``progress`` is told each step built."""
+    what could not be shown; ``progress`` is told each step built; ``failed``: what the
+    artifacts say went wrong (an NCCL log's WARN lines)."""
     missing = dict(missing or {})
     times = [c.t_ns for s in steps for c in s.calls] + [s.t_ns for s in steps if not s.calls]
     stamp = start_run(origin, len(steps), min(times, default=0), ranks, missing)
     last = emit_steps(stamp, steps, warnings, progress)
     table = CallTable.from_steps(steps)
     findings = find_problems(table, [step.name for step in steps], last, missing, origin.world_size,
-                             origin.check_calls, warnings)
+                             origin.check_calls, warnings, origin.failures)
     end = max(e.t_ns for e in stamp.events)
-    return finish_run(stamp, origin, table, findings, ranks, last, end, warnings)
+    return finish_run(stamp, origin, table, findings, ranks, last, end, warnings, failed)

@@ -463,3 +463,20 @@ def test_a_rank_s_status_names_a_phase_only_other_than_the_step_shown():
     live = view_at(EventLog(events[:begun + 1]), begun + 1)  # rank 0 has begun step 2, the rest not yet
     assert live.step == 1
     assert [rank.status for rank in live.ranks] == ["running"] + [f"done {PHASES[0]}"] * 3
+
+
+def test_a_failed_nccl_logs_header_names_its_warning_and_its_rank():
+    """DeepEP#106's log (tests/fixtures/nccl/real/): the header's run state is the RunEnd's account of
+    the first WARN line, and rank 0 — whose proxy thread printed it — is in error, the others not."""
+    from collviz.runtime.sources import open_artifacts
+
+    from support.paths import FIXTURES
+
+    run = open_artifacts([FIXTURES / "nccl" / "real" / "deepep-106-init-records-glued-on-one-line-ib-warn.log"])
+    log = EventLog(run.events)
+    view = view_at(log, len(log))
+    assert (view.state.kind, view.state.text) == (
+        "failed", "failed: NCCL WARN NET/IB : Got completion from peer 172.21.17.89<38536> with error 12, opcode 32715, "
+        "len 0, vendor err 129 (ib_plugin.c:1075) on rank 0 (VM-17-82-centos)")
+    present = {r.rank: r.state for r in view.ranks if r.rank in (0, 1, 2, 4, 5, 6)}
+    assert present == {0: "error", 1: "done", 2: "done", 4: "done", 5: "done", 6: "done"}

@@ -45,7 +45,7 @@ CASES = [
     ("unknown dtype", ["all-reduce", "--dtype", "float8", "--headless"], "invalid choice: 'float8'"),
     ("options the desync takes not", ["desync", "--op", "max", "--headless"], "desync takes no --op"),
     ("odd rank missing", ["desync", "--gpus", "2", "--headless"], "run it with --gpus > 2"),
-    ("replay a folder", ["replay", "/", "--headless"], "nothing to open; expected Flight Recorder dumps"),
+    ("replay a folder", ["replay", "/", "--headless"], "/: nothing to open"),
     ("listen without port", ["view", "--listen", "localhost", "--headless"], "expected HOST:PORT"),
     ("worker outside torchrun", ["worker", "all-reduce", "--viewer", "tcp://127.0.0.1:5555"], "runs under torchrun"),
     ("command where a scenario goes", ["--gpus", "4"], "expected a scenario name"),

@@ -112,3 +112,21 @@ def test_a_folder_where_no_record_comes_ends_failed_saying_so(tmp_path, capsys):
 def test_bad_follow_options_are_one_line_errors(tmp_path, argv, words):
     with pytest.raises(UsageError, match=words):
         replay.main([arg.format(tmp=tmp_path) for arg in argv])
+
+
+def test_a_v43_folder_followed_gives_its_payloads_the_markers_header(tmp_path):
+    """The v4.3 fixture (a dump_stats marker, then a send or receive and an all-reduce, per process)
+    written line by line into a followed folder: the same three calls as the import reads, the
+    send's transfer of 1 MiB from rank 0 to rank 1 included."""
+    from collviz.runtime.wire.protocol import Transfer
+
+    from support.paths import FIXTURES
+
+    folder = tmp_path / "insp"
+    folder.mkdir()
+    for path in sorted((FIXTURES / "nccl_inspector" / "v43").iterdir()):
+        append(folder / path.name, path.read_text())
+    events = follow(folder).poll(0)
+    ends = sorted((e.rank, e.op) for e in events if isinstance(e, Collective) and e.edge == "end")
+    assert ends == [(0, "all_reduce"), (0, "send"), (1, "all_reduce"), (1, "recv")]
+    assert {(e.src, e.dst, e.bytes) for e in events if isinstance(e, Transfer)} == {(0, 1, 1 << 20)}

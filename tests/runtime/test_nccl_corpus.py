@@ -22,8 +22,12 @@ import pytest
 from collviz.runtime.errors import UsageError
 from collviz.runtime.sources import open_artifacts
 from collviz.runtime.sources.nccl_lines import LogReader
-from collviz.runtime.wire.protocol import Collective, Phase, RankStart, RunStart, Transfer
+from collviz.runtime.wire.protocol import Phase, RankStart, Transfer
 
+from support.nccl_readings import calls as _calls
+from support.nccl_readings import hops as _hops
+from support.nccl_readings import shape as _shape
+from support.nccl_readings import tree as _tree
 from support.paths import FIXTURES
 
 
@@ -34,44 +38,6 @@ FLOAT32 = 4
 
 def _open(path: Path):
     return open_artifacts([path])
-
-
-def _shape(run) -> tuple[int, list[int]]:
-    """(the job's rank count, the ranks the log shows)."""
-    [start] = [e for e in run.events if isinstance(e, RunStart)]
-    return start.world_size, sorted(e.rank for e in run.events if isinstance(e, RankStart))
-
-
-def _hops(run) -> dict[str, set[tuple[int, int, int]]]:
-    """Each topology step's name → its (src, dst, hop) links."""
-    names = {e.index: e.name for e in run.events if isinstance(e, Phase)}
-    found: dict[str, set[tuple[int, int, int]]] = defaultdict(set)
-    for event in run.events:
-        if isinstance(event, Transfer):
-            found[names[event.phase]].add((event.src, event.dst, event.hop))
-    return dict(found)
-
-
-def _calls(run) -> dict[int, list[tuple[str, int, int, int, int]]]:
-    """rank → its calls as (op, number, elements in, bytes in, bytes out)."""
-    found = defaultdict(list)
-    for event in run.events:
-        if isinstance(event, Collective) and event.edge == "begin":
-            found[event.rank].append((event.op, event.group_seq, event.count, event.bytes_in, event.bytes_out))
-    return dict(found)
-
-
-def _tree(parents: dict[int, int]) -> set[tuple[int, int, int]]:
-    """A tree's links as collviz draws it: up level by level from the deepest, then down again."""
-    depth = {}
-    for rank in parents:
-        node, steps = rank, 0
-        while node in parents:
-            node, steps = parents[node], steps + 1
-        depth[rank] = steps
-    deepest = max(depth.values())
-    return ({(child, parent, deepest - depth[child] + 1) for child, parent in parents.items()}
-            | {(parent, child, deepest + depth[child]) for child, parent in parents.items()})
 
 
 SIXTEEN = "channels 00, 01, 02, 03, 04, 05, 06, 07 …"
@@ -94,19 +60,24 @@ def test_one_process_driving_four_gpus_with_init_complete_last():
 
 def test_eight_ranks_of_nccl_tests_in_one_process():
     """nccl-tests#213: comm lines of ranks 1, 2, 0, 5 of 8; rank 2's tree 3 -> 2 -> 1 on 16 channels;
-    rank 4's Trees line has no comm line of its own in the excerpt, so it is not drawn."""
+    rank 4's Trees line (5/-1/-1->4->3) has no comm line in the excerpt, but says its thread is
+    rank 4 (child 5, parent 3): one chain 5 -> 4 -> 3 -> 2 -> 1."""
     run = _open(REAL / "nccl-tests-213-eight-ranks-one-process.log")
-    assert _shape(run) == (8, [0, 1, 2, 5])
-    assert "the log has no lines of ranks 3, 4, 6, 7 (the job has 8 ranks)" in run.warnings
-    assert _hops(run) == {f"NCCL tree, {SIXTEEN} on world": _tree({3: 2, 2: 1})}
+    assert _shape(run) == (8, [0, 1, 2, 4, 5])
+    assert "the log has no lines of ranks 3, 6, 7 (the job has 8 ranks)" in run.warnings
+    assert _hops(run) == {f"NCCL tree, {SIXTEEN} on world": _tree({3: 2, 2: 1, 4: 3, 5: 4})}
 
 
 def test_a_64_rank_socket_job_of_which_two_ranks_say_who_they_are():
-    """nccl#226 (NCCL 2.4 era): two comm lines, ranks 15 and 19 of 64; every ring and tree line is
-    from a host whose rank the excerpt does not name."""
+    """nccl#226 (NCCL 2.4 era): two comm lines, ranks 15 and 19 of 64; each other host's line says
+    its rank: ``a -> b [send]`` is printed by a, ``a -> b [receive]`` by b, ``Trees [0] p->r->…`` by
+    r (2.4: parent first). By hand: senders 35, 43, 39; receivers 34->33, 16->32, 36->40, 50->52,
+    42->41, 43->42, 39->38; trees of 23, 27, 31, 35 (parents 22, 26, 30, 34). Link lines alone
+    draw no ring."""
     run = _open(REAL / "nccl-226-64-ranks-socket.log")
-    assert _shape(run) == (64, [15, 19])
-    assert _hops(run) == {} and _calls(run) == {}
+    assert _shape(run) == (64, [15, 19, 23, 27, 31, 32, 33, 35, 38, 39, 40, 41, 42, 43, 52])
+    assert _hops(run) == {"NCCL tree, channel 00 on world": _tree({23: 22, 27: 26, 31: 30, 35: 34})}
+    assert _calls(run) == {}
 
 
 def test_two_processes_driving_eight_gpus_each():
@@ -118,10 +89,18 @@ def test_two_processes_driving_eight_gpus_each():
 
 
 def test_a_two_node_tree_printed_after_its_comm_line():
-    """nccl#1357 (2.19+ order): rank 13's line 15/-1/-1->13->14 on all 16 channels."""
+    """nccl#1357 (2.19+ order): rank 13's line 15/-1/-1->13->14 on all 16 channels; the first line,
+    of a thread with no comm line in the excerpt, is rank 12's (``…->12->…``): child 14 and parent
+    11 on channels 0, 1, 4, 5, 8, 9, 12, 13; child 14 and parent 4 on 2, 6; parent 11 alone on 3,
+    7, 11, 15; the root with children 14 and 4 on 10, 14."""
     run = _open(REAL / "nccl-1357-two-nodes-trees.log")
-    assert _shape(run) == (16, [13, 14])
-    assert _hops(run) == {f"NCCL tree, {SIXTEEN} on world": _tree({15: 13, 13: 14})}
+    assert _shape(run) == (16, [12, 13, 14])
+    thirteen = {15: 13, 13: 14}
+    assert _hops(run) == {
+        "NCCL tree, channels 00, 01, 04, 05, 08, 09, 12, 13 on world": _tree({12: 11, 14: 12, **thirteen}),
+        "NCCL tree, channels 02, 06 on world": _tree({12: 4, 14: 12, **thirteen}),
+        "NCCL tree, channels 03, 07, 11, 15 on world": _tree({12: 11, **thirteen}),
+        "NCCL tree, channels 10, 14 on world": _tree({14: 12, 4: 12, **thirteen})}
 
 
 def test_mpirun_tag_output_is_a_log_not_json():
@@ -280,7 +259,7 @@ def _hostile() -> dict[str, tuple[bytes, str]]:
                                  "no communicator"),
         "a huge opCount and count": (real + (call.format("f" * 16, 8) + call.format("5", "9" * 20)).encode(), "opens"),
         "only NCCL's marker": (b"NCCL INFO\n" * 1000, "without NCCL INFO lines"),
-        "huge": (real, "more than"),  # grown past the bounded read below, sparse
+        "huge": (real, "opens"),  # grown past the bounded read below, sparse: a crash's NUL bytes, streamed
     }
 
 

@@ -32,6 +32,7 @@ from collviz.runtime.wire.protocol import Collective, Mismatch, Phase, RankEnd, 
 
 from support import artifact_jobs as jobs
 from support.app import until
+from support.garble import garbled
 from support.paths import FIXTURES
 from support.traces import check_trace_events
 
@@ -586,18 +587,6 @@ def test_impossible_values_in_a_trace_are_damaged_input_and_busbw_takes_the_call
     assert "time (per rank): r1 0.081 ms\n" in summary  # rank 0's damaged time is not shown as one
 
 
-_JUNK = (None, "x", -1, 10**30, -(10**30), [], {}, [[-5]], 1e308, True, "[0, 1, 99999999999]", [[10**20, 10**20]], 0, 2**63)
-
-
-def _garbled(value: object, rng: random.Random, odds: float) -> object:
-    """``value`` with each field and item replaced, at ``odds``, by a value of another kind or size."""
-    if isinstance(value, dict):
-        return {k: rng.choice(_JUNK) if rng.random() < odds else _garbled(v, rng, odds) for k, v in value.items()}
-    if isinstance(value, list):
-        return [rng.choice(_JUNK) if rng.random() < odds else _garbled(v, rng, odds) for v in value]
-    return value
-
-
 @pytest.mark.parametrize("source", ["hang/fr/json", "mismatch/fr/json", "healthy/profile", "gpu"])
 def test_garbled_dumps_and_traces_open_or_get_one_line(made, tmp_path, source):
     """Real dumps and traces (and the documented GPU trace) with fields replaced by wrong kinds and
@@ -613,7 +602,7 @@ def test_garbled_dumps_and_traces_open_or_get_one_line(made, tmp_path, source):
         target = tmp_path / str(seed)
         target.mkdir()
         for name, document in documents.items():
-            (target / name).write_text(json.dumps(_garbled(document, rng, 0.05 + seed / 100)))
+            (target / name).write_text(json.dumps(garbled(document, rng, 0.05 + seed / 100)))
         try:
             open_artifacts([target])
         except UsageError as refused:
