@@ -87,7 +87,8 @@ def build_parser() -> OneLineParser:
     add_headless_option(parser, "one snapshot and exit")
     add_record_option(parser)
     parser.add_argument("--timeout", type=float, default=2.0, metavar="S",
-                        help="the longest each rank's server is waited for, per request (default 2)")
+                        help="each request's deadline: connecting and the whole answer, however slowly a server "
+                             "sends it; a server past it is named slow, never waited for (default 2)")
     parser.add_argument("--interval", type=float, default=1.0, metavar="S",
                         help="the time between the two readings that confirm a wait, and between readings while "
                              "ranks wait (the viewer, --watch; default 1)")
