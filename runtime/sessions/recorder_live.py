@@ -22,7 +22,7 @@ Read less: a reading of the calls costs each rank the building of its whole reco
 ranks it starts: :data:`~collviz.runtime.userjob.recorder.STATUS_HANDLER`). So the status is read
 every second, and the calls only every 10 s in the viewer (:data:`WATCHED`), every minute headless
 (:data:`UNWATCHED`), or at once when the status shows a rank still inside the call it was inside a
-second before; then every second while ranks wait, so a hang is confirmed soon after it outlasts
+second before, twice in a row; then every second while ranks wait, so a hang is confirmed soon after it outlasts
 the timeout while a steady job is read rarely (``benchmarks/live_cost.py``).
 """
 
@@ -124,6 +124,7 @@ class LiveRecorder:
         self._loop = LiveLoop(self.reader, self.feed, pace, stall_after_s=timeout_s)
         self._status: dict[int, dict] = {}
         self._status_due = time.monotonic()
+        self._stuck_before = False
         self.hang = ""
         """The Stall of the first wait that outlasted ``timeout_s`` (its text), or empty."""
 
@@ -139,7 +140,8 @@ class LiveRecorder:
 
     def _may_wait(self) -> bool:
         """Whether the running ranks' groups' status (read every :data:`STATUS_EVERY_S`) shows a
-        rank still inside the call it was inside at the status before."""
+        rank still inside the call it was inside at the status before, twice in a row (once may
+        be a rank the loaded machine did not run for a second)."""
         if time.monotonic() < self._status_due:
             return False
         self._status_due = time.monotonic() + STATUS_EVERY_S
@@ -154,7 +156,8 @@ class LiveRecorder:
             if isinstance(status, dict):
                 now[rank] = status
         before, self._status = self._status, now
-        return stuck(before, now)
+        found, self._stuck_before = self._stuck_before, stuck(before, now)
+        return found and self._stuck_before
 
     def read_if_due(self) -> list[AnyEvent]:
         """One reading if one is due, or sooner where the groups' status shows a rank that may
