@@ -46,14 +46,18 @@ def seek_step(log: EventLog, number: int) -> int:
 
 
 def first_collective(log: EventLog) -> int | None:
-    """The cursor at the end of the first step that ran a collective call (None: no step did, or
+    """The cursor at the end of the first step that moved data between ranks: a collective call,
+    a hop of one (a ring's send/recv) or a pipeline schedule's microbatches (None: no step did, or
     the run is a bench sweep, whose plot is the whole sweep): where a finished run opens, since a
-    run's last step (its unobserved timed steps, its checks) is its emptiest."""
+    run's last step (its unobserved timed steps, its checks) is its emptiest, and where a lesson
+    built of hops starts (a ring all-reduce at hop 1, a pipeline at its first microbatch)."""
     if log.run_start is not None and is_bench_log((log.run_start,)):
         return None
     ends = log.step_ends
     for number in sorted(log.phases):
-        if log.phases[number].call_firsts and number < len(ends):
+        phase = log.phases[number]
+        moved = phase.call_firsts or phase.transfers.index or phase.spans.index
+        if moved and number < len(ends):
             return ends[number]
     return None
 
