@@ -214,9 +214,10 @@ class LiveMode(ViewerMode):
         self._batch_taken.set()
 
     def labels(self, host: ModeHost, following: bool) -> Labels:
-        """``live``; browsing its history, where the run is now."""
+        """``live`` while the run goes on, ``finished`` once it has ended (however it ended: the
+        second line says how); browsing its history, where the run is now."""
         playback = "" if following else f"{self._run_now(host.event_log)} (end: follow)"
-        return Labels("live", playback, not following, "live")
+        return Labels("live" if host.event_log.run_end is None else "finished", playback, not following, "live")
 
     @staticmethod
     def _run_now(log: EventLog) -> str:
