@@ -202,6 +202,7 @@ async def test_p_in_the_viewer_is_kept_in_its_options():
         assert not app.viewer.has_class("-present") and options.present is False
         await pilot.press("P")
         assert options.present is True
+        await pilot.press("P")  # off again: the rank palette is process-wide, later tests draw with the default
 
 
 @pytest.mark.parametrize("size", [(100, 30), (160, 50)])
