@@ -8,6 +8,7 @@ mixins (:mod:`.playback`, :mod:`.overlays`, :mod:`.classroom`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from collviz.runtime.sessions.contract import Session
@@ -205,12 +206,13 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
         if isinstance(self.mode, LiveMode):  # live or step-through
             self.status_line = "stopping the workers…"
             self.render_now()
-            await self.run_worker(self.mode.stop, thread=True, group="control").wait()
+            await self.run_worker(partial(self.mode.leave, self.event_log, self.options), thread=True,
+                                  group="control").wait()
         self.exit(self.exit_code())
 
     def exit_code(self) -> int:
-        """The mode's: 0 for a replay; for a live run, its own status (0 ok, 1 failed, 130 quit
-        before its end)."""
+        """The mode's: 0 for a replay; for a live run, its own status (0 ok or left with q before
+        its end, 1 failed, 130 interrupted)."""
         return self.mode.exit_code(self.event_log)
 
     def on_unmount(self) -> None:

@@ -31,8 +31,9 @@ class ClassroomActions(AppMixin):
         def render_now(self) -> None: ...
 
     def action_toggle_present(self) -> None:
-        """Switch the projector layout (and its theme) on or off."""
-        present = not self.viewer.has_class("-present")
+        """Switch the projector layout (and its theme) on or off; the options keep the choice (a
+        lesson's next item opens as this one was left)."""
+        present = self.options.present = not self.viewer.has_class("-present")
         self.theme = PROJECTOR_THEME.name if present else "textual-dark"
         self.viewer.set_present(present)
         self.render_now()

@@ -21,6 +21,11 @@ VIEWER_BINDINGS: list[BindingType] = [
     Binding("left", "step(-1)", "back", key_display="←", tooltip="the step before"),
     Binding("right", "step(1)", "step", key_display="→",
             tooltip="next step; on a pipelined step, one more piece of its schedule"),
+    # in ? help, not the footer: a lesson's footer has no room left at 100 columns
+    Binding("right_square_bracket", "exchange(1)", "next call", key_display="]", show=False,
+            tooltip="the next step that moves data: a collective call, a ring's hop, a pipeline's microbatches"),
+    Binding("left_square_bracket", "exchange(-1)", "prev call", key_display="[", show=False,
+            tooltip="the previous step that moved data"),
     Binding("home", "home", "start", show=False, tooltip="the start of the run, before step 1"),
     Binding("end", "end", "latest", tooltip="go to the end; in a live run, follow it again"),
     Binding("plus,equals_sign", "speed(1)", "faster", key_display="+", tooltip="replay: play faster", show=False),

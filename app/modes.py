@@ -32,7 +32,7 @@ from collviz.runtime.wire.protocol import AnyEvent
 from collviz.runtime.wire.trace import TraceError
 
 from .messages import EventsArrived, LoadProgress, SessionFailed, TraceFailed, TraceLoaded
-from .model import EventLog, Labels
+from .model import EXIT_INTERRUPTED, EventLog, Labels
 from .model.log import ENDED
 from .model.pacing import Pacer
 from .model.sources import load_trace, pump_session
@@ -173,6 +173,7 @@ class LiveMode(ViewerMode):
         self.absorbed = 0
         """Events the app has absorbed (:meth:`absorb`)."""
         self._frozen = 0
+        self._left = False
 
     def start(self, host: ModeHost) -> None:
         """Read the (already started) session in a thread."""
@@ -214,9 +215,10 @@ class LiveMode(ViewerMode):
         self._batch_taken.set()
 
     def labels(self, host: ModeHost, following: bool) -> Labels:
-        """``live``; browsing its history, where the run is now."""
+        """``live`` while the run goes on, ``finished`` once it has ended (however it ended: the
+        second line says how); browsing its history, where the run is now."""
         playback = "" if following else f"{self._run_now(host.event_log)} (end: follow)"
-        return Labels("live", playback, not following, "live")
+        return Labels("live" if host.event_log.run_end is None else "finished", playback, not following, "live")
 
     @staticmethod
     def _run_now(log: EventLog) -> str:
@@ -231,8 +233,19 @@ class LiveMode(ViewerMode):
         return self.follow_cursor(log)
 
     def exit_code(self, log: EventLog) -> int:
-        """The run's own: 0 ok, 1 failed, 130 quit before its end."""
-        return log.exit_code()
+        """The run's own: 0 ok, 1 failed, 130 interrupted (Ctrl-C); 0 for a run the user left
+        with q before its end (:meth:`leave`): leaving is a choice, not a failure."""
+        code = log.exit_code()
+        return 0 if self._left and code == EXIT_INTERRUPTED else code
+
+    def leave(self, log: EventLog, options: ViewerOptions) -> None:
+        """The user quits (q, or a lesson's n/p/Q): a run not yet ended is noted as left, where,
+        in ``options.left_at`` (the command says so instead of a signal's story), then stopped."""
+        if log.run_end is None:
+            self._left = True
+            done = len(log.step_ends)
+            options.left_at = f"after step {done}, before the run's end" if done else "before its first step ended"
+        self.stop()
 
     def stop(self) -> None:
         """Stop the reader, wait until it no longer polls, then stop the session's workers."""

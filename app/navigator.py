@@ -123,7 +123,7 @@ class Navigator:
         if first is None or not ended_well or not host.mode.opens_finished_runs_at_first_collective or host.quiz:
             return  # a failed run stays at its end, where the failure is
         host.following = False
-        host.cursor = first
+        self._open_at(first)
         self.opening_note = "run finished: showing its first collective (→ steps on · end: the last step)"
 
     def open_loaded(self, paced: bool) -> None:
@@ -135,5 +135,11 @@ class Navigator:
         if paced or host.quiz or first is None:
             host.cursor = next_boundary(host.event_log, 0)
         else:
-            host.cursor = first
+            self._open_at(first)
             self.opening_note = "opened at the first collective (home: the start · end: the last step)"
+
+    def _open_at(self, cursor: int) -> None:
+        """Open the run at ``cursor``: a pipelined step from its schedule's first piece (its first
+        microbatch), as → would land on it."""
+        self.pieces = 1 if step_pieces(self.host.event_log, cursor) > 1 else None
+        self.host.cursor = cursor

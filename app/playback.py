@@ -1,4 +1,4 @@
-"""The viewer's keys that move through the run: ←/→, home/end, and space and +/- as each mode has
+"""The viewer's keys that move through the run: ←/→, [/] (a step that moves data), home/end, and space and +/- as each mode has
 them (a replay plays at a speed, a step-through run releases its next gate or pauses its pacing).
 
 :class:`PlaybackActions` is mixed into :class:`~collviz.app.app.CollvizApp`, as
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from textual.timer import Timer
 
 from .mixin_base import AppMixin
-from .model import EventLog, faster, slower
+from .model import EventLog, faster, next_exchange, slower
 from .modes import StepMode, ViewerMode
 from .navigator import Navigator
 from .quiz_flow import QuizFlow
@@ -47,6 +47,17 @@ class PlaybackActions(AppMixin):
             self.navigator.forward(self.quiz_flow.ask_before)
         else:
             self.navigator.back()
+
+    def action_exchange(self, direction: int) -> None:
+        """]: the next step that moves data (a collective call, a hop, microbatches), asked first in
+        quiz mode; [: the previous one. Where there is none, the view stays and says so."""
+        target = next_exchange(self.event_log, self.cursor, direction)
+        if target is None:
+            self.notify(f"no {'later' if direction > 0 else 'earlier'} step moves data", timeout=3)
+        elif direction < 0:
+            self.navigator.move(target)
+        elif not self.quiz_flow.ask_before(target):
+            self.navigator.move_onto(target)
 
     def action_home(self) -> None:
         """Go to the start of the log."""

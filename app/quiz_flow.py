@@ -60,13 +60,15 @@ class QuizFlow:
 
     def ask(self, target: int) -> bool:
         """If the step shown at ``target`` has a question not asked yet, ask it; whether it did.
-        A step with nothing to ask says why in the header."""
+        A step with nothing to ask says so in the header and why in a toast (which wraps: the
+        reason is whole at 100 columns, where the header's second line is not)."""
         host, log = self.host, self.host.event_log
         step = step_at(log, target)
         question = self.round.ask(log, step)
         if question is None:
             if step not in self.round.asked:
-                host.status_line = f"quiz: {nothing_to_ask(log, step)}"
+                host.status_line = f"quiz: nothing to ask at step {step + 1}"
+                host.notify(nothing_to_ask(log, step), title="quiz: nothing to ask", timeout=8)
             return False
         host.status_line = ""
 

@@ -32,10 +32,13 @@ class ViewerOptions:
     gates open by themselves, a replay plays), ``present`` (the projector layout and theme),
     ``lesson`` (while a lesson plays, which item: q and n leave it for the next item, p for the
     previous one, Q ends the lesson, recorded in ``navigation``: ``next``, ``previous`` or
-    ``end``), ``clock`` (the pacing clock; tests pass a fake one)."""
+    ``end``), ``clock`` (the pacing clock; tests pass a fake one). The viewer writes back
+    ``present`` as the user left it (``P``: a lesson keeps it for its next item) and ``left_at``:
+    where the user quit a run before its end (None: it ended, or was never left)."""
 
     pace: float | None = None
     present: bool = False
     lesson: LessonPlace | None = None
     navigation: str | None = None
+    left_at: str | None = None
     clock: Callable[[], float] = time.monotonic

@@ -65,10 +65,10 @@ class RankContext:
         self.emitter.emit(Phase, index=index, name=name, edge="end")
 
     def next_group_seq(self, group: str) -> int:
-        """The number of the next collective this rank issues on ``group`` (0, 1, …)."""
-        seq = self._group_seq[group]
+        """The number of the next collective this rank issues on ``group`` (1, 2, …: from #1, as
+        Flight Recorder, every import and ``collviz run`` number calls)."""
         self._group_seq[group] += 1
-        return seq
+        return self._group_seq[group]
 
     def buffer(
         self,

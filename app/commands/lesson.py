@@ -2,7 +2,8 @@
 
 In the viewer every item runs in step mode (space advances every rank one phase; the item's notes
 are part of the narration; the header says which item plays); q (or n) leaves an item for the
-next one, p goes back, Q or Ctrl-C ends the lesson.
+next one, p goes back, Q or Ctrl-C ends the lesson. ``--present`` opens every item in the
+projector layout (P switches it, and the next item keeps what P chose).
 ``--headless`` prints each item's summary in turn. A ``compare`` item prints its memory table.
 """
 
@@ -38,7 +39,7 @@ examples:
 
 
 def build_parser() -> OneLineParser:
-    """``collviz lesson --list | NAME [--headless] [--record DIR | --traces DIR]``."""
+    """``collviz lesson --list | NAME [--headless] [--present] [--record DIR | --traces DIR]``."""
     parser = command_parser("collviz lesson", "Play a lesson: scenarios in order, with notes.", EPILOG)
     parser.add_argument("lesson", nargs="?", metavar="NAME", help="a shipped lesson's name, or a lesson file")
     parser.add_argument("--list", action="store_true", help="list the shipped lessons and exit")
@@ -48,6 +49,8 @@ def build_parser() -> OneLineParser:
                              "missing), for --traces")
     parser.add_argument("--traces", type=Path, metavar="DIR",
                         help="replay each item from DIR's recorded traces instead of starting workers")
+    parser.add_argument("--present", action="store_true",
+                        help="the projector layout from the first item (P switches it; the next item keeps it)")
     return parser
 
 
@@ -73,7 +76,7 @@ def main(argv: Sequence[str]) -> int:
         raise UsageError("give a lesson to play, or --list (see: collviz lesson --help)")
     lesson = find_lesson(args.lesson)
     status = 0
-    number, direction = 1, 1
+    number, direction, present = 1, 1, args.present
     while 1 <= number <= len(lesson.items):
         item = lesson.items[number - 1]
         print(f"collviz lesson {lesson.name} — {number}/{len(lesson.items)}: {item.title}", flush=True,
@@ -85,11 +88,15 @@ def main(argv: Sequence[str]) -> int:
                 number, direction = 2, 1
             continue
         trace = item_trace(args.record or args.traces, number, item)
-        viewer = ViewerOptions(lesson=LessonPlace(lesson.name, number, len(lesson.items), item.title))
+        viewer = ViewerOptions(present=present, lesson=LessonPlace(lesson.name, number, len(lesson.items), item.title))
         status = _play(item, args.headless or args.record is not None, lesson.name, trace,
                        recording=args.record is not None, viewer=viewer)
-        if viewer.navigation == "end" or (status >= 128 and viewer.navigation is None):
-            return status  # Q in the viewer, or Ctrl-C: the lesson ends here
+        present = viewer.present  # P pressed in this item holds for the next
+        if viewer.navigation == "end":
+            print(f"collviz: lesson {lesson.name} ended at item {number}/{len(lesson.items)} (Q)", file=sys.stderr)
+            return status
+        if status >= 128 and viewer.navigation is None:
+            return status  # Ctrl-C: the lesson ends here
         direction = -1 if viewer.navigation == "previous" else 1  # n, q or the end: on; p: back
         number = max(number + direction, 1)
     return status

@@ -121,14 +121,19 @@ def play_plan(plan: RunPlan, *, headless: bool, json_output: bool = False, viewe
 
         return run_headless(session, as_json=json_output)
     from collviz.app.app import run_viewer
-    from collviz.runtime.sessions.headless import report_outcome
+    from collviz.app.viewer_options import ViewerOptions
+    from collviz.runtime.sessions.headless import report_outcome, report_recording
     from collviz.runtime.sessions.recorder_live import WATCHED
 
     session.pace = WATCHED  # a run read from Flight Recorder: its calls shown every 10 s, its waits every second
     session.start()  # fork before the viewer starts its threads
-    exit_code = run_viewer(session=session, options=viewer)
+    options = viewer or ViewerOptions()
+    exit_code = run_viewer(session=session, options=options)
     if kept is not None:
         kept.replay(sys.stdout, sys.stderr)
+    if options.left_at is not None:  # q: the user's choice, said as such (no signal was sent)
+        print(f"collviz: you left the run {options.left_at}; every worker was stopped", file=sys.stderr)
+        return report_recording(session, exit_code, sys.stderr)
     return report_outcome(session, exit_code, sys.stderr)
 
 

@@ -10,7 +10,8 @@ from collviz.runtime.reports.bench_table import is_bench_log
 from .log import EventLog
 from .view import ViewState, step_at
 
-__all__ = ["SPEEDS", "next_boundary", "previous_boundary", "seek_step", "first_collective", "faster", "slower",
+__all__ = ["SPEEDS", "next_boundary", "previous_boundary", "seek_step", "first_collective", "exchange_steps", "next_exchange",
+           "faster", "slower",
            "step_pieces", "first_pieces"]
 
 SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
@@ -46,16 +47,33 @@ def seek_step(log: EventLog, number: int) -> int:
 
 
 def first_collective(log: EventLog) -> int | None:
-    """The cursor at the end of the first step that ran a collective call (None: no step did, or
-    the run is a bench sweep, whose plot is the whole sweep): where a finished run opens, since a
-    run's last step (its unobserved timed steps, its checks) is its emptiest."""
+    """The cursor at the end of the first step that moved data between ranks (see
+    :func:`exchange_steps`; None: no step did, or the run is a bench sweep, whose plot is the whole
+    sweep): where a finished run opens, since a run's last step (its unobserved timed steps, its
+    checks) is its emptiest, and where a lesson built of hops starts (a ring all-reduce at hop 1, a
+    pipeline at its first microbatch)."""
     if log.run_start is not None and is_bench_log((log.run_start,)):
         return None
-    ends = log.step_ends
-    for number in sorted(log.phases):
-        if log.phases[number].call_firsts and number < len(ends):
-            return ends[number]
-    return None
+    steps = exchange_steps(log)
+    return log.step_ends[steps[0]] if steps else None
+
+
+def exchange_steps(log: EventLog) -> list[int]:
+    """The steps (0-based, ended) that moved data between ranks, in order: a collective call, a
+    hop of one (a ring's send/recv) or a pipeline schedule's microbatches."""
+    ended = len(log.step_ends)
+    return [number for number, phase in sorted(log.phases.items())
+            if number < ended and (phase.call_firsts or phase.transfers.index or phase.spans.index)]
+
+
+def next_exchange(log: EventLog, cursor: int, direction: int) -> int | None:
+    """The cursor at the end of the next (``direction`` 1) or previous (-1) step that moved data
+    (:func:`exchange_steps`) from the step shown at ``cursor``; None where there is none."""
+    shown = step_at(log, cursor)
+    steps = exchange_steps(log)
+    found = ([n for n in steps if n > shown or (n == shown and cursor < log.step_ends[n])][:1] if direction > 0
+             else [n for n in steps if n < shown][-1:])
+    return log.step_ends[found[0]] if found else None
 
 
 def step_pieces(log: EventLog, cursor: int) -> int:

@@ -41,31 +41,44 @@ def viewer_status(labels: Labels, state: str) -> str:
 
 def _fitting(text: str, room: int) -> str:
     """``text``, or as many of its words as fit in ``room`` cells followed by "…" (never half a
-    word: a number keeps its unit; an emoji counts its two cells). Unknown room (0 or less before the first layout): all of it."""
+    word: a number keeps its unit; an emoji counts its two cells; nothing where no word fits).
+    Unknown room (0 or less before the first layout): all of it."""
     if room <= 0 or cell_len(text) <= room:
         return text
     words = text.split(" ")
-    while words and cell_len(" ".join(words)) + 1 > room:
+    while words and (cell_len(" ".join(words)) + 1 > room or words[-1] == "·"):  # no dangling separator
         words.pop()
-    return " ".join(words) + "…"
+    return " ".join(words) + "…" if words else ""
 
 
 class RunHeader(TextPane):
     """Two lines: scenario, backend, device, world size, mode, step k/n; run state and playback."""
 
+    _shown_with: tuple[HeaderFields, Labels] | None = None
+
+    def on_resize(self) -> None:
+        """A new width fits the mode's words and the phase name differently (the step counter stays)."""
+        if self._shown_with is not None:
+            self.show(*self._shown_with)
+        super().on_resize()
+
     def show(self, fields: HeaderFields, labels: Labels) -> None:
         """Render the header's fields; ``labels`` are the app's own words."""
+        self._shown_with = (fields, labels)
         mode, playback, history, _ = labels
         run = fields.run
         line = Text.assemble(("collviz ", "bold"), (run.scenario if run else "(no run yet)", "bold cyan"))
-        if run is not None:
-            line.append(f" · {run.backend} on {run.device_kind} · {run.world_size} ranks · {mode}")
         total = max(fields.step_count, 1)
         # the log's start (home) is before the first step, so → from there visibly reaches step 1
-        where = f"before step 1/{total}" if fields.cursor == 0 else f"step {min(fields.step + 1, total)}/{total}"
-        line.append(f" · {where}", "bold")
-        if fields.phase_name:
-            line.append(f" {_fitting(fields.phase_name, self.size.width - line.cell_len - 1)}", "italic")
+        where = f" · before step 1/{total}" if fields.cursor == 0 else f" · step {min(fields.step + 1, total)}/{total}"
+        if run is not None:  # the mode's words (a lesson's are long) give way to the step counter
+            place = f" · {run.backend} on {run.device_kind} · {run.world_size} ranks · "
+            room = self.size.width - line.cell_len - cell_len(place) - cell_len(where)
+            line.append((place + _fitting(mode, max(room, 1) if self.size.width else 0)).removesuffix(" · "))
+        line.append(where, "bold")
+        phase = _fitting(fields.phase_name, max(self.size.width - line.cell_len - 1, 1) if self.size.width else 0)
+        if phase:
+            line.append(f" {phase}", "italic")
         style = _STATE_STYLES[fields.state.kind]
         status = viewer_status(labels, fields.state.kind)
         state = Text(f" {status} ", f"bold reverse {style}" if not history else "bold reverse")

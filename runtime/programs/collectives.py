@@ -479,10 +479,12 @@ def exact_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
 
 
 def _compare_with_note(ctx: RankContext, followup: Followup, result: torch.Tensor) -> None:
-    """Show the result as the teaching note prints it, and say whether torch's agrees with it.
+    """Show the result as the teaching text prints it (the shipped scenarios: their own lesson's
+    worked numbers), and say whether torch's agrees with it.
 
-    The note prints two decimals, so agreement means within half a unit of the last digit printed.
-    A Check names the note, so a ✗ reads as "the note is wrong", never as a failed run.
+    The text prints two decimals, so agreement means within half a unit of the last digit printed.
+    A disagreement reads as teaching, "a common slip: …" naming where the text and torch part, never
+    as a failed run.
     """
     with ctx.tracker.suspended():
         printed = torch.tensor(followup.note_result, dtype=torch.float64)
@@ -494,9 +496,10 @@ def _compare_with_note(ctx: RankContext, followup: Followup, result: torch.Tenso
         detail = f"the note's {list(printed.shape)} does not match torch's {list(computed.shape)}"
     elif wrong.any():
         first = tuple(int(i) for i in torch.nonzero(wrong)[0])
-        detail = (f"{int(wrong.sum())} of {wrong.numel()} numbers differ from torch's; e.g. {followup.name}{list(first)}: "
-                  f"the note prints {printed[first].item():g}, torch computed {computed[first].item():.4g}")
+        detail = (f"a common slip: {followup.note_source} prints {printed[first].item():g} for {followup.name}"
+                  f"{list(first)}, torch computed {computed[first].item():.4g} ({int(wrong.sum())} of {wrong.numel()} "
+                  "numbers differ)")
     else:
-        detail = f"all {printed.numel()} numbers agree with torch's to the note's two decimals"
+        detail = f"all {printed.numel()} numbers agree with torch's to the two decimals {followup.note_source} prints"
     ctx.emitter.emit(Check, phase=ctx.phase_index, name=f"{followup.note_source}'s {followup.name}",
                      ok=not wrong.any(), detail=detail)

@@ -203,8 +203,10 @@ class Go(Event):
 class Collective(Event):
     """One real torch.distributed collective call, as seen from one rank.
 
-    ``group_seq`` numbers the collectives issued on ``group`` by this rank (0, 1, …), which is how
-    calls are matched across ranks. ``count`` is the element count of this rank's input.
+    ``group_seq`` numbers the collectives issued on ``group`` by this rank (1, 2, …), which is how
+    calls are matched across ranks. One numbering from #1 everywhere: collviz's own scenarios
+    numbered from 0 until 2026-11-28 (same protocol, same meaning: an order), so a trace recorded
+    before shows its calls from #0, read unchanged. ``count`` is the element count of this rank's input.
     ``algo_bytes`` is S of the nccl-tests bandwidth formulas (see ``runtime.metrics``). A call
     run hop by hop (``collviz bench --algo``) names its ``algo``, its ``hops`` and the bytes this
     rank sent (``sent_bytes``); the backend's own call leaves them empty. ``clock`` says how

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from rich.color import Color
 
-from collviz.app.app import EXIT_INTERRUPTED, make_app
+from collviz.app.app import make_app
 from collviz.app.messages import EventsArrived
+from collviz.app.viewer_options import ViewerOptions
 from collviz.app.screens import HelpScreen, NumberPrompt, RankDetailScreen
 from collviz.app.screens.help import scroll_hint
 from collviz.app.widgets import RankHeatmap, RankPanel
@@ -99,6 +100,8 @@ async def test_live_session_reaches_the_end_and_quit_stops_it():
         # a live run that finished well is shown at its first collective, not its emptiest last step
         assert not app.following and app.cursor == app.event_log.step_ends[1]
         assert "showing its first collective" in app.labels()[1]
+        header = app.screen.query_one("#header").render().plain.splitlines()[0]
+        assert " · finished · " in header and " live " not in header, header  # the run is over, not live
         await pilot.press("end")
         assert app.following and app.cursor == len(app.event_log)
         view = app.current_view()
@@ -168,14 +171,27 @@ async def test_a_step_through_frame_lands_only_once_every_rank_has_arrived():
             "step 3 running · 2/4 ranks at the next gate"} <= set(running), running
 
 
-async def test_quitting_a_live_run_early_is_interrupted():
+async def test_quitting_a_live_run_early_is_the_user_s_choice_not_an_interruption():
+    """q at the first gate stops the workers and exits 0 (no signal was sent), saying where the run
+    was left: before its first step ended."""
     session = FakeSession(all_gather_events(step=True), step=True)
-    app = make_app(session=session)
+    options = ViewerOptions()
+    app = make_app(session=session, options=options)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.current_view().state.kind == "waiting")
         await pilot.press("q")
     assert session.stopped >= 1
-    assert app.return_value == EXIT_INTERRUPTED
+    assert app.return_value == 0
+    assert options.left_at == "before its first step ended"
+
+
+async def test_a_finished_run_quit_with_q_is_not_said_to_be_left():
+    options = ViewerOptions()
+    app = make_app(session=FakeSession(all_gather_events()), options=options)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.event_log.run_end is not None)
+        await pilot.press("q")
+    assert app.return_value == 0 and options.left_at is None
 
 
 async def test_failed_rank_is_shown():
@@ -390,7 +406,7 @@ async def test_q_during_a_live_run_ends_every_worker_within_3s_and_keeps_the_tra
     while [pid for pid in pids if alive(pid)] and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [pid for pid in pids if alive(pid)], "a worker outlived q by 3 s"
-    assert app.return_value == EXIT_INTERRUPTED
+    assert app.return_value == 0  # the user left: a choice, not a failure
     events = read_trace(trace).events
     assert isinstance(events[-1], RunEnd) and events[-1].status == "interrupted"
     assert any(isinstance(e, Gate) and e.edge == "wait" for e in events)

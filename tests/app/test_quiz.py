@@ -188,3 +188,22 @@ def test_past_sixteen_wrong_elements_the_rest_are_counted():
     lines = marks_text(many).plain.splitlines()
     assert lines[0] == "✗ 4 of 64 right" and len(lines) == 1 + WRONG_LISTED + 1
     assert lines[-1] == f"… and {60 - WRONG_LISTED} more wrong"
+
+
+async def test_a_step_with_nothing_to_ask_says_why_whole_at_100_columns():
+    """z, then → from the start onto setup (no collective): the header's second line says there is
+    nothing to ask, within 100 columns; the toast (which wraps) says why."""
+    from collviz.app.app import make_app
+    from support.screens import screen_lines
+    from support.synthetic import all_gather_events
+
+    app = make_app(events=all_gather_events())
+    toasts: list[tuple[str, str]] = []
+    shown = app.notify
+    app.notify = lambda message, **kw: (toasts.append((kw.get("title", ""), message)), shown(message, **kw))[-1]
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("home", "z", "right")
+        await pilot.pause()
+        line = next(line for line in screen_lines(app.export_screenshot()) if "quiz:" in line)
+        assert "quiz: nothing to ask at step 1" in line and len(line.rstrip()) <= 100, line
+    assert toasts[-1] == ("quiz: nothing to ask", "step 1 ran no collective: nothing to predict")

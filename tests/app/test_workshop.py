@@ -173,6 +173,53 @@ def test_the_lesson_ends_on_shift_q_and_goes_on_after_an_interrupted_item_left_w
     assert played == [1, 2]
 
 
+def test_present_opens_the_lesson_projected_and_p_pressed_in_an_item_holds_for_the_next(monkeypatch, capsys):
+    """--present: item 1 opens projected; P there switches it off, so item 2 opens unprojected;
+    P in item 2 switches it back on for item 3; Q in item 3 ends the lesson, exit 0, saying so."""
+    from collviz.app.commands import lesson as lesson_cmd
+
+    opened: list[bool] = []
+
+    def play(item, headless, lesson, trace, recording, viewer):
+        opened.append(viewer.present)
+        viewer.present = not viewer.present  # P
+        viewer.navigation = "end" if viewer.lesson.number == 3 else "next"
+        return 0
+
+    monkeypatch.setattr(lesson_cmd, "_play", play)
+    assert lesson_cmd.main(["collectives", "--present"]) == 0
+    assert opened == [True, False, True]
+    assert capsys.readouterr().err.splitlines()[-1] == "collviz: lesson collectives ended at item 3/8 (Q)"
+
+
+async def test_p_in_the_viewer_is_kept_in_its_options():
+    options = ViewerOptions(present=True)
+    app = make_app(events=all_gather_events(), options=options)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        assert app.viewer.has_class("-present")
+        await pilot.press("P")
+        assert not app.viewer.has_class("-present") and options.present is False
+        await pilot.press("P")
+        assert options.present is True
+        await pilot.press("P")  # off again: the rank palette is process-wide, later tests draw with the default
+
+
+@pytest.mark.parametrize("size", [(100, 30), (160, 50)])
+async def test_a_lesson_header_keeps_its_step_counter_at_100_columns(size):
+    """The lesson's words give way to `step k/n` (events given up front open at the last step)."""
+    from support.screens import screen_lines
+
+    options = ViewerOptions(lesson=LessonPlace("collectives", 7, 8, "all-gather: every rank ends with every shard"))
+    app = make_app(events=all_gather_events(), options=options)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        header = screen_lines(app.export_screenshot())[0].rstrip()
+        steps = len(app.event_log.step_ends)
+        assert f" · step {steps}/{steps}" in header and "lesson collectives · 7/8" in header, header
+        assert len(header) <= size[0]
+
+
 async def test_a_live_quiz_follows_to_the_next_gate_when_it_arrives_with_the_step_end():
     """The ranks end a step and wait at the next gate in one batch (the fake session hands out
     everything up to the next release at once): a step without a question, and a step once its

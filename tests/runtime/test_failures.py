@@ -131,5 +131,5 @@ def test_an_exception_in_one_rank_is_named_and_ends_the_run(tmp_path):
     assert len(pids) == 4 and not [pid for pid in pids if alive(pid)]
     [error] = [e for e in events if isinstance(e, RankEnd) and e.status == "error" and e.rank == 2]
     assert error.phase == 2 and "injected failure" in error.error
-    assert {e.rank for e in events if isinstance(e, Collective) and e.group_seq == 0 and e.edge == "end"} == {0, 1, 2, 3}
+    assert {e.rank for e in events if isinstance(e, Collective) and e.group_seq == 1 and e.edge == "end"} == {0, 1, 2, 3}
     assert isinstance(events[-1], RunEnd) and events[-1].status == "failed"

@@ -87,7 +87,7 @@ def test_a_swapped_collective_is_a_mismatch_that_ends_the_run_at_once(tmp_path):
                      "--record", str(trace), timeout=60)
     assert time.monotonic() - started < 20  # not the 30 s hang timeout
     assert result.returncode == 1
-    line = ("collective mismatch at call #1 on group world: rank 2 called all_gather(float32 ×8), "
+    line = ("collective mismatch at call #2 on group world: rank 2 called all_gather(float32 ×8), "
             "where ranks 0, 1, 3 called all_reduce(float32 ×8, sum)")
     assert f"collviz: {line}" in result.stderr, result.stderr
     events = read_trace(trace).events
@@ -122,15 +122,15 @@ def test_a_rank_that_never_arrives_is_a_hang_blaming_it(tmp_path):
                      "--record", str(trace), timeout=60)
     assert time.monotonic() - started < 5 + 10 + 5
     assert result.returncode == 1
-    assert re.search(r"collviz: hang: all_reduce #1 on group world: ranks 0, 1, 3 waiting \d+ s; rank 2 ", result.stderr)
+    assert re.search(r"collviz: hang: all_reduce #2 on group world: ranks 0, 1, 3 waiting \d+ s; rank 2 ", result.stderr)
     [final] = [line for line in result.stderr.splitlines() if line.startswith("collviz: hang caused by")]
-    assert final.startswith("collviz: hang caused by rank 2: all_reduce #1 on group world: ranks 0, 1, 3 waiting ")
+    assert final.startswith("collviz: hang caused by rank 2: all_reduce #2 on group world: ranks 0, 1, 3 waiting ")
     assert "; consequence: rank " in final
     # the stall is reported once the configured 5 s have passed (the launcher checks every 50 ms; a
     # loaded machine may delay it), well before gloo's own timeout (5 + 3 s)
     events = read_trace(trace).events
     [stall] = [e for e in events if isinstance(e, Stall)]
-    entered = min(e.t_ns for e in events if isinstance(e, Collective) and e.edge == "begin" and e.group_seq == 1)
+    entered = min(e.t_ns for e in events if isinstance(e, Collective) and e.edge == "begin" and e.group_seq == 2)
     assert stall.waiting == [0, 1, 3]
     assert 5.0 <= (stall.t_ns - entered) / 1e9 < 6.5
     assert 5.0 <= stall.waited_s < 6.5
