@@ -270,7 +270,7 @@ def _failures(dumps: Sequence[RankDump]) -> tuple[str, ...]:
     for dump in dumps:
         c = dump.columns
         for row in sorted(set(c.failures) | {r for r, deadline in c.deadlines.items() if deadline < latest}):
-            name, description = c.groups[c.group[row]]
+            name, description, _ = c.groups[c.group[row]]  # (name, description, backend)
             call = f"rank {dump.rank}'s {c.ops[c.op[row]]} #{int(c.seq[row])} on group {group_label(name, description)}"
             if row in c.failures:
                 why = f"its dump marks it {c.failures[row]!r}"
