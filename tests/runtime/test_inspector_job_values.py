@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from collviz.runtime.sources.nccl_inspector import import_inspector
-from collviz.runtime.wire.protocol import Collective
+from collviz.runtime.wire.protocol import Collective, Phase
 
 BASE = 1_764_097_200_000_000
 W, S, X = "0xworld", "0xsub", "0xapart"
@@ -103,3 +103,12 @@ def test_the_subgroups_reduce_scatter_has_its_sizes_and_is_shown_once(imported):
         assert (end.group_ranks, end.bytes_in, end.bytes_out) == ([1, 3], 2 * 4096, 4096)
     assert not any(key[0] == "reduce_scatter" and key[2] in (0, 2) for key in ends)
     assert [e.group_ranks for e in ends["broadcast", 1, 4, "end"]] == [[4, 5]]
+
+
+def test_a_call_written_twice_is_narrated_once():
+    run = import_inspector(_files(), [])
+    [narration] = {e.narration for e in run.events
+                   if isinstance(e, Phase) and e.edge == "begin" and e.name.startswith("reduce_scatter")}
+    # NCCL's figures of each rank once (r1 50 µs, r3 50 µs), and the two ranks of its 2 named once each
+    assert narration.count("r1 50 µs") == 1 and narration.count("r3 50 µs") == 1
+    assert "Records of ranks 1, 3 of 2 (" in narration
