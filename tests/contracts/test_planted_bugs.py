@@ -53,6 +53,7 @@ def test_each_bug_still_finds_its_snippet_once_and_its_tests(bug):
 def test_each_bug_was_killed_by_a_value_in_the_last_whole_run():
     """Every listed bug, as listed now, has a killed-by-value verdict in the record (a bug added or
     changed since the last whole run, or one that survived or crashed there, fails here)."""
+    assert planted_bugs.RECORD.is_file(), "no record of a whole run: run python tests/support/planted_bugs.py"
     record = json.loads(planted_bugs.RECORD.read_text(encoding="utf-8"))
     unverified = [bug.name for bug in planted_bugs.BUGS
                   if record.get(bug.name, {}).get("fingerprint") != bug.fingerprint]
