@@ -16,6 +16,9 @@ from support.nodes import identity
 from support.scenarios import COLLECTIVE_SCENARIOS, DDP_REFUSAL
 from support.training import N, single_process_step
 
+pytest_plugins = ["support.run_order"]
+"""--reverse-order and --shuffle-seed N (tests/support/run_order.py): the suite runs in any order."""
+
 
 class Runs(dict):
     """Recorded runs by key; a key a torch could not record (the ddp runs, where collviz refuses

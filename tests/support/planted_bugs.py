@@ -11,6 +11,11 @@ value, ``torch.testing.assert_close``, ``pytest.approx``); an exception of any o
 that failed, a timeout or a collection error is *crashed*; all selected tests passing is *survived*.
 The exit status is 0 only when every bug on the list is killed by a value.
 
+A run of the whole list writes each bug's verdict to :data:`RECORD` (with a fingerprint of the bug:
+its file, snippet, replacement and selection), which ``tests/contracts/test_planted_bugs.py`` reads:
+the suite fails where a listed bug's last verdict is not killed-by-value, or where the bug changed
+(or was added) since the list was last run whole.
+
 Usage: ``python tests/support/planted_bugs.py [--list] [--only NAME ...] [--timeout S]``
 (this file has no ``test_`` prefix, so pytest never collects it).
 """
@@ -18,6 +23,7 @@ Usage: ``python tests/support/planted_bugs.py [--list] [--only NAME ...] [--time
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import signal
@@ -35,6 +41,9 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 """The worktree this script runs from: the bugs are planted in its files."""
 
+RECORD = Path(__file__).with_name("planted_bugs_record.json")
+"""Each bug's verdict in the last run of the whole list, by name: ``{"fingerprint", "outcome"}``."""
+
 REPORT_ENV = "COLLVIZ_PLANTED_BUG_REPORT"
 """The variable naming the JSON file the pytest plugin half of this module writes failures to."""
 
@@ -51,6 +60,12 @@ class Bug:
     replacement: str
     tests: tuple[str, ...]
     what: str
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of what the bug is and what should catch it (its description left out)."""
+        text = json.dumps([self.path, self.snippet, self.replacement, list(self.tests)])
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 BUGS: tuple[Bug, ...] = (
@@ -222,6 +237,164 @@ BUGS: tuple[Bug, ...] = (
         "if not torch.equal(copies[r], mine)]", "if not torch.allclose(copies[r], mine, atol=1e-2)]",
         ("tests/runtime/test_checks.py",),
         "'identical on all ranks' accepts ranks that drifted apart"),
+    # --- issue #42: bugs written from the code alone, as a reviewer would (2026-11-28) ------------
+    # Flight Recorder: columns of one dump
+    Bug("fr-duration-ms-as-us", "runtime/sources/fr_columns.py",
+        "ns = duration * 1e6 if", "ns = duration * 1e3 if",
+        ("tests/runtime/test_fr_columns.py",),
+        "a dump's duration_ms read as µs: every Flight Recorder call 1,000× too fast"),
+    Bug("fr-deadline-timeout-units", "runtime/sources/fr_columns.py",
+        "found[row] = min(start + timeout * 1_000_000, _LARGEST_NUMBER)",
+        "found[row] = min(start + timeout * 1_000, _LARGEST_NUMBER)",
+        ("tests/runtime/test_fr_job_values.py",),
+        "a call's timeout_ms read as µs: calls still running are said to have timed out"),
+    Bug("fr-deadline-wrong-clock", "runtime/sources/fr_columns.py",
+        '(raw.get("time_discovered_started_ns"), raw.get("time_created_ns"))',
+        '(raw.get("time_created_ns"), raw.get("time_discovered_started_ns"))',
+        ("tests/runtime/test_fr_job_values.py",),
+        "a call's deadline counted from when it was enqueued, not from when it started"),
+    Bug("fr-holes-count", "runtime/sources/fr_columns.py",
+        "count = ordered[-1] - ordered[0] + 1 - len(ordered) if ordered else 0",
+        "count = ordered[-1] - ordered[0] - len(ordered) if ordered else 0",
+        ("tests/runtime/test_fr_columns.py",),
+        "the calls missing inside a dump's sequence counted one short (one hole: no warning)"),
+    Bug("fr-coalesced-sizes-replaced", "runtime/sources/fr_columns.py",
+        "self.in_count[first] += self.in_count[row]", "self.in_count[first] = self.in_count[row]",
+        ("tests/runtime/test_fr_columns.py",),
+        "a coalesced call's input size is its last tensor's, not the sum"),
+    Bug("fr-first-dtype-last", "runtime/sources/fr_columns.py",
+        'heads = [d[0] if d else None for d in column]', 'heads = [d[-1] if d else None for d in column]',
+        ("tests/runtime/test_fr_job_values.py",),
+        "a call's element type taken from its last input, not its first"),
+    Bug("fr-record-order-reversed", "runtime/sources/fr_columns.py",
+        "order = sorted(range(len(keys)), key=keys.__getitem__)",
+        "order = sorted(range(len(keys)), key=keys.__getitem__, reverse=True)",
+        ("tests/runtime/test_fr_job_values.py",),
+        "a dump listed out of record_id order read newest first"),
+    Bug("fr-comm-lib-version-none", "runtime/sources/fr_columns.py",
+        'str(content.get("comm_lib_version") or "")', 'str(content.get("comm_lib_version", ""))',
+        ("tests/runtime/test_fr_job_values.py",),
+        "a dump whose comm_lib_version is null shows NCCL version 'None'"),
+    # Flight Recorder: the job's table
+    Bug("fr-truncation-from-last-call", "runtime/sources/fr_table.py",
+        "firsts = np.minimum.reduceat(seqs[order], bounds)", "firsts = np.maximum.reduceat(seqs[order], bounds)",
+        ("tests/runtime/test_fr_job_values.py",),
+        "the truncation warning compares each rank's last call, not its first (a rank that stopped early named)"),
+    Bug("fr-truncation-off-by-one", "runtime/sources/fr_table.py",
+        "            if seq > earliest:", "            if seq > earliest + 1:",
+        ("tests/runtime/test_fr_job_values.py",),
+        "a dump that starts one call later than the others is not warned of"),
+    Bug("fr-bytes-out-from-input", "runtime/sources/fr_table.py",
+        'bytes_out=rows["out_count"] * itemsizes', 'bytes_out=rows["in_count"] * itemsizes',
+        ("tests/runtime/test_fr_job_values.py",),
+        "an all_gather's output bytes shown as its input's"),
+    Bug("fr-world-size-off-by-one", "runtime/sources/flight_recorder.py",
+        "        return highest + 1", "        return highest",
+        ("tests/runtime/test_fr_job_values.py",),
+        "the job's size one short of its highest rank + 1"),
+    Bug("fr-timeout-wait-wrong-row", "runtime/sources/flight_recorder.py",
+        "waited = latest - int(c.t_ns[row])", "waited = latest - int(c.t_ns[0])",
+        ("tests/runtime/test_fr_failures.py",),
+        "a timed-out call's wait counted from the dump's first call, not from its own"),
+    # the summary of a large import
+    Bug("table-summary-world-busbw", "runtime/sources/table_summary.py",
+        "self._algo_bytes(name, len(ranks), bytes_in, bytes_out)",
+        "self._algo_bytes(name, self.start.world_size, bytes_in, bytes_out)",
+        ("tests/runtime/test_fr_job_values.py",),
+        "a 2-of-4 subgroup's all_gather in a Flight Recorder --json with S (and algbw, busbw) twice too high"),
+    Bug("table-summary-fastest-step", "runtime/sources/table_summary.py",
+        "self._took = np.maximum.reduceat(", "self._took = np.minimum.reduceat(",
+        ("tests/runtime/test_fr_job_values.py",),
+        "a large import's step time is its fastest rank's"),
+    # checks over the call table
+    Bug("checks-mismatch-count", "runtime/sources/call_checks.py",
+        'more = f" (and {len(self.mismatches) - 1} more mismatches)"',
+        'more = f" (and {len(self.mismatches)} more mismatches)"',
+        ("tests/runtime/test_fr_checks_values.py::test_two_mismatches_name_the_first_and_count_the_other",),
+        "the outcome counts one more mismatch than there is"),
+    Bug("checks-dtype-ignored", "runtime/sources/call_checks.py",
+        "prints = (table.op, table.dtype, np.where(", "prints = (table.op, np.where(",
+        ("tests/runtime/test_fr_checks_values.py::test_two_mismatches_name_the_first_and_count_the_other",),
+        "an import's call with float32 on one rank and bfloat16 on another is no mismatch"),
+    Bug("checks-last-call-first", "runtime/sources/call_checks.py",
+        "ranks, at = np.unique(table.rank[::-1], return_index=True)\n    return dict(",
+        "ranks, at = np.unique(table.rank, return_index=True)\n    return dict(",
+        ("tests/runtime/test_fr_checks_values.py::test_a_hang_names_the_culprits_last_call",),
+        "a hang names each culprit's wrong call as its last"),
+    # lists of ranks
+    Bug("ranks-text-pairs-as-range", "runtime/observation/rank_lists.py",
+        "if len(run) >= 3 else", "if len(run) >= 2 else",
+        ("tests/runtime/test_sources.py::test_rank_lists_read_as_ranges",),
+        "ranks 4, 5 written 4–5"),
+    # NCCL Inspector
+    Bug("inspector-first-kernel-latest", "runtime/sources/inspector_records.py",
+        "start = min(starts) if starts else", "start = max(starts) if starts else",
+        ("tests/runtime/test_inspector_job_values.py",),
+        "a verbose Inspector call starts at its last channel's kernel, not its first"),
+    Bug("inspector-unprefixed-fields", "runtime/sources/inspector_records.py",
+        'return perf.get(f"{prefix}_{name}", perf.get(name))', 'return perf.get(f"{prefix}_{name}")',
+        ("tests/runtime/test_inspector_formats.py",),
+        "a record writing exec_time_us without its coll_ prefix (issue #41's) read as damaged"),
+    Bug("inspector-reduce-scatter-sizes", "runtime/sources/nccl_inspector.py",
+        "        return size * n, size\n", "        return size, size * n\n",
+        ("tests/runtime/test_nccl_inspector.py", "tests/runtime/test_inspector_formats.py"),
+        "an Inspector reduce_scatter's input and output sizes swapped"),
+    Bug("inspector-call-number-from-0", "runtime/sources/nccl_inspector.py",
+        "group_seq=record.sn + 1, op=record.op", "group_seq=record.sn, op=record.op",
+        ("tests/runtime/test_nccl_inspector.py", "tests/runtime/test_inspector_formats.py"),
+        "Inspector calls numbered from #0 where collviz numbers from #1"),
+    Bug("inspector-exec-us-as-ns", "runtime/sources/nccl_inspector.py",
+        "duration_ns=round(record.exec_us * 1000) if", "duration_ns=round(record.exec_us) if",
+        ("tests/runtime/test_nccl_inspector.py", "tests/runtime/test_inspector_formats.py"),
+        "NCCL's execution time in µs read as ns: every Inspector call 1,000× too fast"),
+    Bug("inspector-start-at-dump", "runtime/sources/nccl_inspector.py",
+        "else record.dump_us - round(record.exec_us)", "else record.dump_us",
+        ("tests/runtime/test_nccl_inspector.py", "tests/runtime/test_inspector_formats.py"),
+        "without the verbose trace a call is placed to start, not end, at its dump"),
+    Bug("inspector-gaps-off-by-one", "runtime/sources/nccl_inspector.py",
+        "return sum(max(sns) - min(sns) + 1 - len(sns) for", "return sum(max(sns) - min(sns) - len(sns) for",
+        ("tests/runtime/test_nccl_inspector.py", "tests/runtime/test_inspector_formats.py"),
+        "the sampled-calls warning counts one call fewer per rank and operation"),
+    Bug("inspector-side-by-side-range", "runtime/sources/nccl_inspector.py",
+        "as ranks {ranks_text(list(range(first, first + nranks)))} of the job",
+        "as ranks {ranks_text(list(range(first, first + nranks - 1)))} of the job",
+        ("tests/runtime/test_nccl_inspector.py", "tests/runtime/test_inspector_formats.py"),
+        "a communicator shown side by side is said to hold one rank fewer"),
+    Bug("inspector-duplicate-record-twice", "runtime/sources/nccl_inspector.py",
+        "        ranks_of[key].add(call.rank)\n", "",
+        ("tests/runtime/test_inspector_job_values.py",),
+        "a call two dumps both wrote is shown twice on its rank"),
+    # profiler traces
+    Bug("profiler-events-by-duration", "runtime/sources/profiler.py",
+        'return sorted(found, key=lambda e: e["ts"])', 'return sorted(found, key=lambda e: e["dur"])',
+        ("tests/runtime/test_profiler_times.py", "tests/runtime/test_sources.py", "-k", "profiler"),
+        "a profiler trace's events read in order of duration, not start"),
+    # reports and the cost pane
+    Bug("summary-json-world-busbw", "runtime/reports/summary_json.py",
+        "        ranks = len(first.group_ranks) or world_size\n        algo_bytes",
+        "        ranks = world_size\n        algo_bytes",
+        ("tests/runtime/test_subgroup_summary.py",),
+        "--json gives a 2-of-4 subgroup's busbw with the world's factor"),
+    Bug("summary-json-fastest-call", "runtime/reports/summary_json.py",
+        "slowest = max(times.values()) if times else None", "slowest = min(times.values()) if times else None",
+        ("tests/runtime/test_subgroup_summary.py",),
+        "--json's slowest_seconds (and algbw) from the fastest rank"),
+    Bug("summary-json-last-rank-phase", "runtime/reports/summary_json.py",
+        'phase["slowest_seconds"] = max(phase["slowest_seconds"] or 0.0, took)', 'phase["slowest_seconds"] = took',
+        ("tests/runtime/test_subgroup_summary.py",),
+        "--json's phase time is the last rank's to end, not the slowest"),
+    Bug("summary-world-busbw", "runtime/reports/summary.py",
+        "        n = len(first.group_ranks) or world_size", "        n = world_size",
+        ("tests/runtime/test_subgroup_summary.py",),
+        "the summary's busbw of a subgroup's call uses the world's size"),
+    Bug("cost-world-busbw", "app/model/cost.py",
+        "ranks = len(first.group_ranks) or world_size", "ranks = world_size",
+        ("tests/app/test_cost_subgroup.py",),
+        "the cost pane's busbw of a 2-of-4 subgroup's call uses 4 ranks"),
+    Bug("cost-phase-last-rank", "app/model/cost.py",
+        "slowest = max(slowest or 0, end - begin)", "slowest = end - begin",
+        ("tests/app/test_cost_subgroup.py",),
+        "an untimed call's phase time is the last rank's, not the slowest"),
 )
 """The fixed list, grouped by what breaks; each selection is the narrowest that should catch its bug."""
 
@@ -319,6 +492,23 @@ def run_selection(bug: Bug, timeout_s: float) -> Verdict:
     return Verdict(bug, "crashed", why, seconds)
 
 
+OUTCOME_LABELS = {"killed": "killed-by-value", "crashed": "killed-by-crash", "survived": "survived"}
+"""How each outcome is reported."""
+
+
+def score_text(verdicts: list[Verdict]) -> str:
+    """The closing line: how many bugs were killed by a value, killed by a crash, and survived."""
+    counts = {outcome: sum(v.outcome == outcome for v in verdicts) for outcome in OUTCOME_LABELS}
+    return (f"score: {counts['killed']}/{len(verdicts)} killed-by-value, {counts['crashed']} killed-by-crash, "
+            f"{counts['survived']} survived, in {sum(v.seconds for v in verdicts):.0f} s")
+
+
+def write_record(verdicts: list[Verdict], path: Path = RECORD) -> None:
+    """Write each verdict, with its bug's fingerprint, to ``path`` (by name, sorted)."""
+    record = {v.bug.name: {"fingerprint": v.bug.fingerprint, "outcome": v.outcome} for v in verdicts}
+    path.write_text(json.dumps(dict(sorted(record.items())), indent=1) + "\n", encoding="utf-8")
+
+
 def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -363,13 +553,12 @@ def main(argv: list[str] | None = None) -> int:
     width = max(len(v.bug.name) for v in verdicts) if verdicts else 4
     print(f"\n{'bug':{width}}  {'outcome':15}  by")
     for v in verdicts:
-        label = "killed-by-value" if v.outcome == "killed" else v.outcome
-        print(f"{v.bug.name:{width}}  {label:15}  {v.by}")
-    killed = sum(v.outcome == "killed" for v in verdicts)
-    print(f"\nscore: {killed}/{len(verdicts)} killed by a value assertion "
-          f"({sum(v.outcome == 'crashed' for v in verdicts)} crashed, {sum(v.outcome == 'survived' for v in verdicts)} survived) "
-          f"in {sum(v.seconds for v in verdicts):.0f} s")
-    return 0 if killed == len(verdicts) else 1
+        print(f"{v.bug.name:{width}}  {OUTCOME_LABELS[v.outcome]:15}  {v.by}")
+    print("\n" + score_text(verdicts))
+    if not args.only:
+        write_record(verdicts)
+        print(f"verdicts written to {RECORD.relative_to(ROOT)}")
+    return 0 if all(v.outcome == "killed" for v in verdicts) else 1
 
 
 if __name__ == "__main__":
