@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from .options import (
     OneLineParser,
@@ -15,6 +14,7 @@ from .options import (
     add_timeout_option,
     check_record_option,
     command_parser,
+    path_argument,
 )
 from .playing import headless_instead
 from .worker import WORKER_EPILOG
@@ -30,7 +30,7 @@ def build_parser() -> OneLineParser:
     add_headless_option(parser, "the summary")
     add_json_option(parser, "the headless summary")
     add_record_option(parser)
-    parser.add_argument("--secret-file", type=Path, metavar="FILE", help="shared secret (default: $COLLVIZ_SECRET)")
+    parser.add_argument("--secret-file", type=path_argument, metavar="FILE", help="shared secret (default: $COLLVIZ_SECRET)")
     add_timeout_option(parser, 30.0)
     return parser
 
