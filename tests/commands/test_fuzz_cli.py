@@ -21,10 +21,10 @@ COMMANDS = ["all-reduce", "all-gather", "reduce-scatter", "broadcast", "fsdp", "
             "ring-all-reduce", "nope"]
 OPTIONS = ["--gpus", "--size", "--iters", "--timeout", "--dtype", "--op", "--root", "--record", "--force", "--headless",
            "--step", "--backend", "--sizes", "--warmup", "--params", "--perfetto", "--listen", "--secret-file",
-           "--prefetch", "--no-prefetch", "--json", "--explain", "--viewer"]
+           "--prefetch", "--no-prefetch", "--json", "--explain", "--viewer", "-b", "-e", "-f", "-g"]
 VALUES = ["0", "-1", "4", "64", "1000", "nan", "inf", "-inf", "1e-9", "1e308", "99999999999999999999999GiB", "16MiB",
-          "1K:16M", "8:4", "float8", "int8", "sum", "avg", "gloo", "nccl", "{zero}", "{null}", "/nonexistent/x",
-          "[bold]x[/]", "127.0.0.1:0", "[::1]:5555", "tcp://127.0.0.1:1", "", " ", "é", "\x00", "x.py"]
+          "1K:16M", "8:4", "128M", "1.5k", "float8", "int8", "sum", "avg", "gloo", "nccl", "{zero}", "{null}",
+          "/nonexistent/x", "[bold]x[/]", "127.0.0.1:0", "[::1]:5555", "tcp://127.0.0.1:1", "", " ", "é", "\x00", "x.py"]
 
 
 NODES = ("zero", "null")
