@@ -160,3 +160,15 @@ def test_help_is_written_for_the_scenario_with_its_real_defaults(name, capsys):
         settings = ", ".join(f"{key} {value}" for key, value in data["settings"].items())
         assert settings in text
         assert ("--prefetch" in options) == (name == "fsdp")
+
+
+def test_view_help_describes_the_listener_not_the_worker(capsys):
+    """``collviz view --help`` says what the listener binds, whom it accepts and when it ends; the
+    worker's own help (torchrun's entry point) is not repeated there."""
+    with pytest.raises(SystemExit) as stop:
+        main(["view", "--help"])
+    assert stop.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Listens on HOST:PORT (and PORT+1) for the events of ranks that torchrun starts elsewhere" in text
+    assert "accepts only events signed with the shared secret" in text and "ends when every rank has reported" in text
+    assert "Runs as torchrun's entry point" not in text
