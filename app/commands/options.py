@@ -16,9 +16,9 @@ from typing import NoReturn
 
 from collviz.runtime.errors import UsageError
 
-__all__ = ["OneLineParser", "command_parser", "path_argument", "usable_argument", "parse_size", "add_gpus_option", "add_backend_option",
-           "add_record_option", "add_timeout_option", "add_headless_option", "add_json_option", "add_viewer_options",
-           "check_record_option", "clean_stale_runs", "no_terminal", "print_json", "make_output_folder",
+__all__ = ["OneLineParser", "command_parser", "path_argument", "usable_argument", "parse_size", "add_gpus_option",
+           "add_backend_option", "add_record_option", "add_timeout_option", "add_headless_option", "add_json_option",
+           "add_viewer_options", "check_record_option", "clean_stale_runs", "no_terminal", "print_json", "make_output_folder",
            "add_memory_viz_option"]
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2,

@@ -84,7 +84,8 @@ def script_parser() -> OneLineParser:
                              "at tcp://HOST:PORT")
     parser.add_argument("--secret-file", type=path_argument, metavar="FILE",
                         help="with --viewer: the shared secret (default: $COLLVIZ_SECRET)")
-    parser.add_argument("script", type=path_argument, metavar="SCRIPT.py", help="your script (its name must end in .py)")
+    parser.add_argument("script", type=path_argument, metavar="SCRIPT.py",
+                        help="your script (its name must end in .py)")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
                         help="the script's own arguments")
     return parser

@@ -84,7 +84,8 @@ def prepare(target: str, *, lesson: bool, live: bool, folder: Path) -> None:
 def build_parser() -> OneLineParser:
     """``collviz serve TARGET [--lesson] [--live] [--max-live N] [--host H] [--port P]``."""
     parser = command_parser("collviz serve", "Serve the viewer to a class's browsers.", EPILOG)
-    parser.add_argument("target", type=usable_argument, metavar="TARGET", help="a trace (.cvz), a scenario, or with --lesson a lesson")
+    parser.add_argument("target", type=usable_argument, metavar="TARGET",
+                        help="a trace (.cvz), a scenario, or with --lesson a lesson")
     parser.add_argument("--lesson", action="store_true", help="TARGET is a lesson (its items replayed)")
     parser.add_argument("--live", action="store_true", help="a scenario: each tab runs its own live run (step mode)")
     parser.add_argument("--max-live", type=int, default=DEFAULT_MAX_LIVE, metavar="N",

@@ -31,7 +31,8 @@ def build_parser(name: str = "SCENARIO") -> OneLineParser:
     parser.prog = f"collviz worker {name}"
     parser.epilog = WORKER_EPILOG
     parser.add_argument("--viewer", required=True, metavar="URL", help="where the viewer listens: tcp://HOST:PORT")
-    parser.add_argument("--secret-file", type=path_argument, metavar="FILE", help="shared secret (default: $COLLVIZ_SECRET)")
+    parser.add_argument("--secret-file", type=path_argument, metavar="FILE",
+                        help="shared secret (default: $COLLVIZ_SECRET)")
     return parser
 
 
