@@ -46,23 +46,26 @@ def _rank_loop(rank: int, world: int, port: int, numels: list[int], iters: int, 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
     times: dict[int, list[int]] = {}
-    for numel in numels:  # one process sweeps every size, as collviz bench does
-        tensor = make_input(rank, numel)
-        pristine = tensor.clone()
-        for _ in range(warmup):
-            dist.all_reduce(tensor)
-        times[numel] = []
-        for iteration in range(iters):
-            if warmup or iteration:
-                tensor.copy_(pristine)
-            dist.barrier()
-            start = time.perf_counter_ns()
-            dist.all_reduce(tensor)
-            times[numel].append(time.perf_counter_ns() - start)
-        expected = sum(make_input(source, numel) for source in range(world))
-        if not torch.equal(tensor, expected):
-            raise AssertionError(f"bare all_reduce of {numel} elements gave a wrong result on rank {rank}")
-        del tensor, pristine, expected
+    try:
+        for numel in numels:  # one process sweeps every size, as collviz bench does
+            tensor = make_input(rank, numel)
+            pristine = tensor.clone()
+            for _ in range(warmup):
+                dist.all_reduce(tensor)
+            times[numel] = []
+            for iteration in range(iters):
+                if warmup or iteration:
+                    tensor.copy_(pristine)
+                dist.barrier()
+                start = time.perf_counter_ns()
+                dist.all_reduce(tensor)
+                times[numel].append(time.perf_counter_ns() - start)
+            expected = sum(make_input(source, numel) for source in range(world))
+            if not torch.equal(tensor, expected):
+                raise AssertionError(f"bare all_reduce of {numel} elements gave a wrong result on rank {rank}")
+            del tensor, pristine, expected
+    finally:
+        dist.destroy_process_group()
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(times, f)
     os._exit(0)
@@ -115,6 +118,8 @@ if __name__ == "__main__":  # one fresh-interpreter rank of the bare startup flo
 
     rank, world, port = (int(x) for x in sys.argv[1:4])
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    t = torch.ones(1)
-    dist.all_reduce(t)
+    try:
+        dist.all_reduce(torch.ones(1))
+    finally:
+        dist.destroy_process_group()
     os._exit(0)

@@ -22,9 +22,12 @@ def main() -> None:
     def rank_main(rank: int, port: int) -> int:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // ranks))
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ranks)
-        tensor = torch.ones(4)
-        dist.all_reduce(tensor)
-        return 0 if tensor[0].item() == ranks else 1
+        try:
+            tensor = torch.ones(4)
+            dist.all_reduce(tensor)
+            return 0 if tensor[0].item() == ranks else 1
+        finally:
+            dist.destroy_process_group()
 
     fork_ranks(ranks, rank_main)
 

@@ -25,17 +25,19 @@ def main() -> None:
     from torch._C._distributed_c10d import _dump_fr_trace_json, _WorkerServer
 
     dist.init_process_group("gloo", rank=0, world_size=1)
-    for _ in range(entries):
-        dist.all_reduce(torch.ones(4))
-    if sys.argv[2] == "--dump":
-        with open(sys.argv[3], "wb") as out:
-            out.write(_dump_fr_trace_json(True, True))
-    else:
-        server = _WorkerServer(sys.argv[2])
-        print("ready", flush=True)
-        sys.stdin.read()  # idle (no CPU of its own) until the benchmark closes stdin
-        server.shutdown()
-    dist.destroy_process_group()
+    try:
+        for _ in range(entries):
+            dist.all_reduce(torch.ones(4))
+        if sys.argv[2] == "--dump":
+            with open(sys.argv[3], "wb") as out:
+                out.write(_dump_fr_trace_json(True, True))
+        else:
+            server = _WorkerServer(sys.argv[2])
+            print("ready", flush=True)
+            sys.stdin.read()  # idle (no CPU of its own) until the benchmark closes stdin
+            server.shutdown()
+    finally:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -26,34 +26,36 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50)
     args = parser.parse_args()
     dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(rank)
-    weights, inputs = torch.randn(192, 192) / 14, torch.randn(64, 192)
-    grads = [torch.randn(count) for count in (256, 1024, 4096) * 5]
-    gathered = [torch.zeros(512) for _ in range(world)]
-    shared = torch.zeros(2048)
+    try:
+        rank, world = dist.get_rank(), dist.get_world_size()
+        torch.manual_seed(rank)
+        weights, inputs = torch.randn(192, 192) / 14, torch.randn(64, 192)
+        grads = [torch.randn(count) for count in (256, 1024, 4096) * 5]
+        gathered = [torch.zeros(512) for _ in range(world)]
+        shared = torch.zeros(2048)
 
-    def step() -> None:
-        hidden = inputs
-        for _ in range(4):
-            hidden = torch.tanh(hidden @ weights)
-        for grad in grads:
-            dist.all_reduce(grad)
-            grad.mul_(1 / world)
-        dist.all_gather(gathered, hidden.flatten()[:512].contiguous())
-        dist.broadcast(shared, src=0)
+        def step() -> None:
+            hidden = inputs
+            for _ in range(4):
+                hidden = torch.tanh(hidden @ weights)
+            for grad in grads:
+                dist.all_reduce(grad)
+                grad.mul_(1 / world)
+            dist.all_gather(gathered, hidden.flatten()[:512].contiguous())
+            dist.broadcast(shared, src=0)
 
-    for _ in range(args.warmup):
-        step()
-    dist.barrier()
-    wall, cpu, main_cpu = time.perf_counter(), time.process_time(), time.thread_time()
-    for _ in range(args.steps):
-        step()
-    dist.barrier()
-    wall, cpu, main_cpu = time.perf_counter() - wall, time.process_time() - cpu, time.thread_time() - main_cpu
-    with open(f"{args.times}.{rank}", "w") as out:
-        json.dump({"wall_s": wall, "cpu_s": cpu, "other_threads_cpu_s": cpu - main_cpu, "steps": args.steps}, out)
-    dist.destroy_process_group()
+        for _ in range(args.warmup):
+            step()
+        dist.barrier()
+        wall, cpu, main_cpu = time.perf_counter(), time.process_time(), time.thread_time()
+        for _ in range(args.steps):
+            step()
+        dist.barrier()
+        wall, cpu, main_cpu = time.perf_counter() - wall, time.process_time() - cpu, time.thread_time() - main_cpu
+        with open(f"{args.times}.{rank}", "w") as out:
+            json.dump({"wall_s": wall, "cpu_s": cpu, "other_threads_cpu_s": cpu - main_cpu, "steps": args.steps}, out)
+    finally:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

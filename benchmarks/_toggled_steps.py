@@ -85,50 +85,52 @@ def main() -> None:
     parser.add_argument("--times", required=True)
     args = parser.parse_args()
     dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    torch.manual_seed(0)
-    model = example(f"{args.example}").build_model(args.dim, args.layers)
-    if args.example == "fsdp":
-        from torch.distributed.fsdp import fully_shard
+    try:
+        rank = dist.get_rank()
+        torch.manual_seed(0)
+        model = example(f"{args.example}").build_model(args.dim, args.layers)
+        if args.example == "fsdp":
+            from torch.distributed.fsdp import fully_shard
 
-        for block in model[:-1]:
-            fully_shard(block)
-        fully_shard(model)
-    else:
-        model = torch.nn.parallel.DistributedDataParallel(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    data = torch.Generator().manual_seed(1000 + rank)
-    turn_on, turn_off = switch(args.toggle)
-    on = args.toggle == "observer"  # collviz run starts with its observer on
-    times: dict[str, list[float]] = {"off": [], "on": [], "cpu off": [], "cpu on": []}
-    by_thread = {"on": Counter(), "off": Counter()}
-    for index in range(args.steps):
-        wanted = index % 4 in (1, 2)
-        if wanted != on:
-            (turn_on if wanted else turn_off)()
-            on = wanted
-        dist.barrier()  # every rank starts the step together, whatever switching took
-        threads_before = thread_cpu()
-        started, cpu = time.perf_counter(), time.process_time()
-        with step(f"train step {index}") if on else nullcontext():
-            x = torch.randn(args.batch, args.dim, generator=data)
-            model(x).pow(2).mean().backward()
-            optimizer.step()
-            optimizer.zero_grad()
-        dist.barrier()  # the step's collectives have completed everywhere (the watcher's stamps included)
-        if index >= 4:  # warm-up: the first cycle
-            times["on" if on else "off"].append(time.perf_counter() - started)
-            times["cpu on" if on else "cpu off"].append(time.process_time() - cpu)
-            by_thread["on" if on else "off"].update(thread_cpu() - threads_before)
-    if on and args.toggle == "dispatch-mode":
-        turn_off()
-    if not on and args.toggle == "observer":
-        turn_on()  # collviz run closes it after the script
-    if rank == 0:
-        steps = {half: len(times[half]) for half in ("on", "off")}
-        threads = {half: {name: used / steps[half] for name, used in by_thread[half].items()} for half in steps}
-        Path(args.times).write_text(json.dumps({**times, "threads": threads}))
-    dist.destroy_process_group()
+            for block in model[:-1]:
+                fully_shard(block)
+            fully_shard(model)
+        else:
+            model = torch.nn.parallel.DistributedDataParallel(model)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        data = torch.Generator().manual_seed(1000 + rank)
+        turn_on, turn_off = switch(args.toggle)
+        on = args.toggle == "observer"  # collviz run starts with its observer on
+        times: dict[str, list[float]] = {"off": [], "on": [], "cpu off": [], "cpu on": []}
+        by_thread = {"on": Counter(), "off": Counter()}
+        for index in range(args.steps):
+            wanted = index % 4 in (1, 2)
+            if wanted != on:
+                (turn_on if wanted else turn_off)()
+                on = wanted
+            dist.barrier()  # every rank starts the step together, whatever switching took
+            threads_before = thread_cpu()
+            started, cpu = time.perf_counter(), time.process_time()
+            with step(f"train step {index}") if on else nullcontext():
+                x = torch.randn(args.batch, args.dim, generator=data)
+                model(x).pow(2).mean().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            dist.barrier()  # the step's collectives have completed everywhere (the watcher's stamps included)
+            if index >= 4:  # warm-up: the first cycle
+                times["on" if on else "off"].append(time.perf_counter() - started)
+                times["cpu on" if on else "cpu off"].append(time.process_time() - cpu)
+                by_thread["on" if on else "off"].update(thread_cpu() - threads_before)
+        if on and args.toggle == "dispatch-mode":
+            turn_off()
+        if not on and args.toggle == "observer":
+            turn_on()  # collviz run closes it after the script
+        if rank == 0:
+            steps = {half: len(times[half]) for half in ("on", "off")}
+            threads = {half: {name: used / steps[half] for name, used in by_thread[half].items()} for half in steps}
+            Path(args.times).write_text(json.dumps({**times, "threads": threads}))
+    finally:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -47,8 +47,9 @@ def _real_rank(rank: int, meeting: str, out: str) -> None:
         if rank == 0:
             Path(out).write_bytes(_dump_fr_trace(True, False))
         dist.barrier()
+        dist.destroy_process_group()  # after the barrier: every peer is there (a finally could wait on a stuck one)
     finally:
-        os._exit(0)  # never the C++ teardown of the group
+        os._exit(0)  # never the C++ teardown at exit
 
 
 def real_dump() -> dict:

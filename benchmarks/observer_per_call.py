@@ -83,34 +83,37 @@ def main() -> None:
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=0, world_size=1)
-    sink = zmq.Context().socket(zmq.PULL)
-    port = sink.bind_to_random_port("tcp://127.0.0.1")
-    observer = ScriptObserver(EventEmitter(f"tcp://127.0.0.1:{port}", "observer-per-call", 0))
-    contexts: dict[str, Callable[[], AbstractContextManager]] = {
-        "plain": nullcontext, "bare kernel": BareKernel, "observer": lambda: observer}
-    tensor = torch.ones(64)
-    print(f"all_reduce of {tensor.numel()} float32 on a 1-rank gloo group, {args.calls} calls per variant and round; "
-          "the script thread's CPU per call, µs")
-    print("round  " + "  ".join(f"{name:>12}" for name in VARIANTS))
-    found: dict[str, list[float]] = {name: [] for name in VARIANTS}
-    for index in range(args.rounds):
-        order = VARIANTS if index % 2 == 0 else VARIANTS[::-1]
-        row = {}
-        for name in order:
-            with contexts[name]():
-                per_call_us(lambda: dist.all_reduce(tensor), max(1, args.calls // 10))  # warm
-                gc.collect()  # a full collection of torch's heap (~0.1 s) lands in no variant's loop by chance
-                row[name] = per_call_us(lambda: dist.all_reduce(tensor), args.calls)
-            found[name].append(row[name])
-        print(f"{index:>5}  " + "  ".join(f"{row[name]:>12.1f}" for name in VARIANTS), flush=True)
-    median = {name: statistics.median(values) for name, values in found.items()}
-    plain = median["plain"]
-    print()
-    print(f"median: plain {plain:.1f} µs; bare kernel +{median['bare kernel'] - plain:.1f} µs; "
-          f"observer +{median['observer'] - plain:.1f} µs "
-          f"(of which collviz's recording +{median['observer'] - median['bare kernel']:.1f} µs)")
+    try:
+        sink = zmq.Context().socket(zmq.PULL)
+        port = sink.bind_to_random_port("tcp://127.0.0.1")
+        observer = ScriptObserver(EventEmitter(f"tcp://127.0.0.1:{port}", "observer-per-call", 0))
+        contexts: dict[str, Callable[[], AbstractContextManager]] = {
+            "plain": nullcontext, "bare kernel": BareKernel, "observer": lambda: observer}
+        tensor = torch.ones(64)
+        print(f"all_reduce of {tensor.numel()} float32 on a 1-rank gloo group, {args.calls} calls per variant and round; "
+              "the script thread's CPU per call, µs")
+        print("round  " + "  ".join(f"{name:>12}" for name in VARIANTS))
+        found: dict[str, list[float]] = {name: [] for name in VARIANTS}
+        for index in range(args.rounds):
+            order = VARIANTS if index % 2 == 0 else VARIANTS[::-1]
+            row = {}
+            for name in order:
+                with contexts[name]():
+                    per_call_us(lambda: dist.all_reduce(tensor), max(1, args.calls // 10))  # warm
+                    gc.collect()  # a full collection of torch's heap (~0.1 s) lands in no variant's loop by chance
+                    row[name] = per_call_us(lambda: dist.all_reduce(tensor), args.calls)
+                found[name].append(row[name])
+            print(f"{index:>5}  " + "  ".join(f"{row[name]:>12.1f}" for name in VARIANTS), flush=True)
+        median = {name: statistics.median(values) for name, values in found.items()}
+        plain = median["plain"]
+        print()
+        print(f"median: plain {plain:.1f} µs; bare kernel +{median['bare kernel'] - plain:.1f} µs; "
+              f"observer +{median['observer'] - plain:.1f} µs "
+              f"(of which collviz's recording +{median['observer'] - median['bare kernel']:.1f} µs)")
+    finally:
+        dist.destroy_process_group()
     sys.stdout.flush()
-    os._exit(0)  # no C++ teardown of the group (it can abort after the observer's kernel is gone)
+    os._exit(0)  # no C++ teardown at exit (it can abort after the observer's kernel is gone)
 
 
 if __name__ == "__main__":

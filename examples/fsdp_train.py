@@ -68,34 +68,35 @@ def main() -> None:
         device = torch.device("cpu")
         dist.init_process_group("gloo")
     rank = dist.get_rank()
+    try:  # the process group ends however the training does: a rank that exits without it may abort
+        torch.manual_seed(0)  # the same initial weights on every rank
+        model = build_model(args.dim, args.layers).to(device)
+        for block in model[:-1]:
+            fully_shard(block)
+        fully_shard(model)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        watch(model, optimizer)
+        data = torch.Generator(device=device).manual_seed(1000 + rank)  # each rank its own batches
 
-    torch.manual_seed(0)  # the same initial weights on every rank
-    model = build_model(args.dim, args.layers).to(device)
-    for block in model[:-1]:
-        fully_shard(block)
-    fully_shard(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    watch(model, optimizer)
-    data = torch.Generator(device=device).manual_seed(1000 + rank)  # each rank its own batches
-
-    times = []
-    for index in range(args.steps):
-        started = time.perf_counter()
-        with step(f"train step {index}"):
-            x = torch.randn(args.batch, args.dim, device=device, generator=data)
-            loss = model(x).pow(2).mean()
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - started)
-        if rank == 0:
-            print(f"step {index}: loss {loss.item():.4f}", flush=True)
-    if args.times and rank == 0:
-        with open(args.times, "w") as out:
-            json.dump(times, out)
-    dist.destroy_process_group()
+        times = []
+        for index in range(args.steps):
+            started = time.perf_counter()
+            with step(f"train step {index}"):
+                x = torch.randn(args.batch, args.dim, device=device, generator=data)
+                loss = model(x).pow(2).mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - started)
+            if rank == 0:
+                print(f"step {index}: loss {loss.item():.4f}", flush=True)
+        if args.times and rank == 0:
+            with open(args.times, "w") as out:
+                json.dump(times, out)
+    finally:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Shared fixtures: real multi-rank runs happen once per session and are asserted on many times."""
+"""Shared fixtures: real multi-rank runs happen once per session and are asserted on many times.
+(And one line that is no fixture: Hypothesis's profile is loaded here, before any test module.)"""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import torch.distributed as dist
 from collviz.runtime.wire.trace import TraceContents, read_trace
 
 from support.cli import run_cli
+from support.hypothesis_profiles import load_profile
 from support.nodes import identity
 from support.scenarios import COLLECTIVE_SCENARIOS, DDP_REFUSAL
 from support.training import N, single_process_step
 
 pytest_plugins = ["support.run_order"]
 """--reverse-order and --shuffle-seed N (tests/support/run_order.py): the suite runs in any order."""
+load_profile()  # Hypothesis's profile (repeatable unless asked to explore), loaded before any test is collected
 
 
 class Runs(dict):

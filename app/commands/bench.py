@@ -1,4 +1,5 @@
-"""``collviz bench [OPS] --gpus N --sizes MIN:MAX``: the nccl-tests-style sweep, from the command line."""
+"""``collviz bench [OPS] --gpus N --sizes MIN:MAX`` (or nccl-tests' ``-g N -b MIN -e MAX -f F``): the
+nccl-tests-style sweep, from the command line."""
 
 from __future__ import annotations
 
@@ -18,13 +19,10 @@ from .options import (
     clean_stale_runs,
     command_parser,
     no_terminal,
-    parse_size,
 )
+from .sweep_args import DEFAULT_RANKS, add_sweep_options, ranks_from, sweep_from
 
-__all__ = ["build_parser", "main", "parse_sweep", "DEFAULT_SIZES"]
-
-DEFAULT_SIZES = "1K:16M"
-"""The default sweep: quick on CPU (gloo), still reaching the sizes where bandwidth settles."""
+__all__ = ["build_parser", "main"]
 
 EPILOG = """\
 examples:
@@ -34,25 +32,13 @@ examples:
   collviz bench --explain --record bench.cvz   show each busbw factor; keep the trace
   collviz bench --view                         the busbw-versus-size plot growing live in the viewer
   collviz bench --algo ring,tree,library --sizes 1K:4M   algorithms side by side, α–β fitted, crossovers
+  collviz bench all-reduce -b 8 -e 128M -f 2 -g 4       nccl-tests' spelling: 4 ranks, 8 B to 128 MiB
 
 Sizes are nccl-tests' S (the whole buffer of all-reduce, broadcast, reduce and all-to-all; the
-gathered or scattered whole of the others), doubling from MIN to MAX, rounded down to whole
-elements per rank. Inputs are small integers, so each result is checked exactly (#wrong).
+gathered or scattered whole of the others), doubling from MIN to MAX (or -f times), rounded down
+to whole elements per rank. Inputs are small integers, so each result is checked exactly (#wrong).
+As in nccl-tests, every line of the table but its rows starts with # (grep -v '^#' keeps the rows).
 """
-
-
-def parse_sweep(text: str) -> tuple[int, int]:
-    """``"8:64M"`` → (8, 67108864); sizes take B, K/M/G (binary) and the units of ``--size``."""
-    parts = text.split(":")
-    if len(parts) != 2:
-        raise UsageError(f"--sizes {text!r}: expected MIN:MAX such as 8:64M or 1K:16M")
-    try:
-        low, high = (parse_size(part, "--sizes") for part in parts)
-    except UsageError:
-        raise UsageError(f"--sizes {text!r}: expected MIN:MAX byte counts such as 8:64M or 1K:16M") from None
-    if low <= 0 or high < low:
-        raise UsageError(f"--sizes {text!r}: need 0 < MIN ≤ MAX")
-    return low, high
 
 
 def build_parser() -> OneLineParser:
@@ -62,10 +48,9 @@ def build_parser() -> OneLineParser:
     parser = command_parser("collviz bench", "Sweep sizes of real collectives, nccl-tests style.", EPILOG)
     parser.add_argument("ops", nargs="*", metavar="OP", help="all-reduce (default), all-gather, reduce-scatter, "
                         "all-to-all, broadcast, reduce, gather, scatter")
-    add_gpus_option(parser, "default 4", default=4)
+    add_gpus_option(parser, f"default {DEFAULT_RANKS}")
     add_backend_option(parser)
-    parser.add_argument("--sizes", default=DEFAULT_SIZES, metavar="MIN:MAX",
-                        help=f"sizes S in bytes, doubling from MIN to MAX (default {DEFAULT_SIZES})")
+    add_sweep_options(parser)
     parser.add_argument("--dtype", default="float32", choices=DTYPES, help="element type (default float32)")
     parser.add_argument("--iters", type=int, default=20, metavar="N", help="timed calls per size (default 20)")
     parser.add_argument("--warmup", type=int, default=5, metavar="N", help="untimed calls before them (default 5)")
@@ -93,19 +78,20 @@ def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.view and (args.json or args.explain):
         raise UsageError("--view shows the plot; --json and --explain print the table (leave out one side)")
-    check_world_size(args.gpus)
+    ranks = check_world_size(ranks_from(args), "--gpus" if args.ngpus is None else "-g")
     ops = [op_name(op) for op in args.ops] or ["all_reduce"]
-    low, high = parse_sweep(args.sizes)
+    sweep = sweep_from(args)
     check_count("--iters", args.iters, 1, MAX_ITERS)
     check_count("--warmup", args.warmup, 0, MAX_ITERS)
-    check_size("--sizes MAX", high)
+    check_size(sweep.high_option, sweep.high)
     check_record_option(args)
     algos = tuple(dict.fromkeys(a.strip() for a in args.algo.split(",") if a.strip())) or ("library",)
-    program = build_bench(ops, sweep_sizes(low, high), args.gpus, dtype=args.dtype, iters=args.iters,
-                          warmup=args.warmup, nvml_note=nvml.nvml_unavailable_reason() or "", algos=algos)
-    plan = plan_run(bench_scenario(), args.gpus, backend=args.backend, program=program, record=args.record,
+    program = build_bench(ops, sweep_sizes(sweep.low, sweep.high, sweep.factor), ranks, dtype=args.dtype,
+                          iters=args.iters, warmup=args.warmup, nvml_note=nvml.nvml_unavailable_reason() or "",
+                          algos=algos)
+    plan = plan_run(bench_scenario(), ranks, backend=args.backend, program=program, record=args.record,
                     timeout_s=args.timeout, nccl_tuning=True,
-                    memory=MemoryNeed(f"--sizes up to {args.sizes} on {args.gpus} ranks", high, 6))
+                    memory=MemoryNeed(f"{sweep.text} on {ranks} ranks", sweep.high, 6))
     print(f"collviz: {plan.banner}", file=sys.stderr)
     for line in program.adjusted:
         print(f"collviz: sizes skipped or adjusted: {line}", file=sys.stderr)

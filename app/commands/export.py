@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from .options import OneLineParser, command_parser
+from .options import OneLineParser, command_parser, path_argument
 from .playing import is_collviz_trace, open_artifacts
 
 __all__ = ["build_parser", "main"]
@@ -21,9 +20,9 @@ memory as counter tracks.
 def build_parser() -> OneLineParser:
     """``collviz export TRACE --perfetto OUT.json [--force]``."""
     parser = command_parser("collviz export", "Export a recorded trace for other tools.", EPILOG)
-    parser.add_argument("paths", type=Path, nargs="+", metavar="PATH",
+    parser.add_argument("paths", type=path_argument, nargs="+", metavar="PATH",
                         help="a .cvz file written with --record, or a job's artifacts as collviz replay opens them")
-    parser.add_argument("--perfetto", type=Path, metavar="OUT.json", required=True,
+    parser.add_argument("--perfetto", type=path_argument, metavar="OUT.json", required=True,
                         help="write Chrome trace-event JSON (Perfetto, chrome://tracing) to OUT.json (- for stdout; a "
                              "device, FIFO or link is written through, never replaced)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing OUT.json")

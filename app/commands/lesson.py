@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from collviz.runtime.errors import UsageError
 from collviz.runtime.scenario_files.lessons import LessonItem
 
-from .options import OneLineParser, command_parser, make_output_folder
+from .options import OneLineParser, command_parser, make_output_folder, path_argument
 from .playing import replay_trace, run_scenario
 from .scenario_args import run_parser
 
@@ -44,10 +44,10 @@ def build_parser() -> OneLineParser:
     parser.add_argument("lesson", nargs="?", metavar="NAME", help="a shipped lesson's name, or a lesson file")
     parser.add_argument("--list", action="store_true", help="list the shipped lessons and exit")
     parser.add_argument("--headless", action="store_true", help="print each item's summary instead of the viewer")
-    parser.add_argument("--record", type=Path, metavar="DIR",
+    parser.add_argument("--record", type=path_argument, metavar="DIR",
                         help="run every item headless, keeping its trace in DIR (NN-SCENARIO.cvz, DIR made if "
                              "missing), for --traces")
-    parser.add_argument("--traces", type=Path, metavar="DIR",
+    parser.add_argument("--traces", type=path_argument, metavar="DIR",
                         help="replay each item from DIR's recorded traces instead of starting workers")
     parser.add_argument("--present", action="store_true",
                         help="the projector layout from the first item (P switches it; the next item keeps it)")

@@ -16,9 +16,9 @@ from typing import NoReturn
 
 from collviz.runtime.errors import UsageError
 
-__all__ = ["OneLineParser", "command_parser", "parse_size", "add_gpus_option", "add_backend_option",
-           "add_record_option", "add_timeout_option", "add_headless_option", "add_json_option", "add_viewer_options",
-           "check_record_option", "clean_stale_runs", "no_terminal", "print_json", "make_output_folder",
+__all__ = ["OneLineParser", "command_parser", "path_argument", "usable_argument", "parse_size", "add_gpus_option",
+           "add_backend_option", "add_record_option", "add_timeout_option", "add_headless_option", "add_json_option",
+           "add_viewer_options", "check_record_option", "clean_stale_runs", "no_terminal", "print_json", "make_output_folder",
            "add_memory_viz_option"]
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
@@ -37,6 +37,24 @@ def command_parser(prog: str, description: str, epilog: str | None = None) -> On
     """A command's parser: one-line errors, no abbreviated options, the epilog kept as written."""
     return OneLineParser(prog=prog, description=description, epilog=epilog, allow_abbrev=False,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def usable_argument(text: str) -> str:
+    """An argparse ``type`` for a word that becomes a file name or another process's argument:
+    refused by argparse, so in one line, when no file or command line could hold it (a NUL byte,
+    a character the file system's encoding lacks)."""
+    try:
+        encoded = os.fsencode(text)
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(f"{text!r} cannot name a file: it cannot be encoded") from None
+    if b"\0" in encoded:
+        raise argparse.ArgumentTypeError(f"{text!r} cannot name a file: it holds a NUL byte")
+    return text
+
+
+def path_argument(text: str) -> Path:
+    """An argparse ``type`` for a path the user gives (refused as :func:`usable_argument` says)."""
+    return Path(usable_argument(text))
 
 
 def parse_size(text: str, option: str = "--size") -> int:
@@ -65,10 +83,10 @@ def add_record_option(parser: argparse.ArgumentParser, folder: bool = False) -> 
     """``--record FILE`` (the trace, created 0600; with ``folder``, ``--record DIR`` of traces) and
     ``--force`` (overwrite what exists)."""
     if folder:
-        parser.add_argument("--record", type=Path, metavar="DIR", help="write each run's trace into DIR")
+        parser.add_argument("--record", type=path_argument, metavar="DIR", help="write each run's trace into DIR")
         parser.add_argument("--force", action="store_true", help="with --record: overwrite existing traces in DIR")
         return
-    parser.add_argument("--record", type=Path, metavar="FILE",
+    parser.add_argument("--record", type=path_argument, metavar="FILE",
                         help="write the trace to FILE while running (refused if FILE is an existing file, unless "
                              "--force; a device, FIFO or link is written through, never replaced; not -)")
     parser.add_argument("--force", action="store_true", help="with --record: overwrite an existing FILE")
@@ -117,7 +135,7 @@ def make_output_folder(folder: Path, option: str) -> None:
 
 def add_memory_viz_option(parser: argparse.ArgumentParser) -> None:
     """``--memory-viz DIR``: each rank's CUDA memory snapshot, for pytorch.org/memory_viz."""
-    parser.add_argument("--memory-viz", type=Path, metavar="DIR",
+    parser.add_argument("--memory-viz", type=path_argument, metavar="DIR",
                         help="CUDA runs: write each rank's CUDA memory snapshot (torch's allocator history: every "
                              "allocation and free with its Python stack) to DIR/rank<r>.pickle, for "
                              "pytorch.org/memory_viz (DIR is created if missing; refused on CPU; not yet run by "

@@ -139,7 +139,7 @@ def play_plan(plan: RunPlan, *, headless: bool, json_output: bool = False, viewe
 
 def is_collviz_trace(path: Path) -> bool:
     """Whether ``path`` is a regular file that starts with the collviz trace magic (read without
-    blocking: a fifo or a device is not one)."""
+    blocking: a fifo or a device is not one; nor is a name no file can have, one with a NUL byte)."""
     import os
     import stat
 
@@ -147,7 +147,7 @@ def is_collviz_trace(path: Path) -> bool:
 
     try:
         handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
+    except (OSError, ValueError):
         return False
     try:
         return stat.S_ISREG(os.fstat(handle).st_mode) and os.read(handle, len(TRACE_MAGIC)) == TRACE_MAGIC

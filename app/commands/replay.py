@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from .options import (
     OneLineParser,
@@ -17,6 +16,7 @@ from .options import (
     add_viewer_options,
     check_record_option,
     command_parser,
+    path_argument,
 )
 from .playing import headless_instead, replay_paths, viewer_options
 
@@ -44,7 +44,7 @@ What an artifact does not hold (values, provenance) is shown as absent, never ma
 def build_parser() -> OneLineParser:
     """``collviz replay TRACE [--headless] [--json] [--quiz] [--pace S] [--present]``."""
     parser = command_parser("collviz replay", "Replay a recorded trace, or open your own job's artifacts.", EPILOG)
-    parser.add_argument("paths", type=Path, nargs="+", metavar="PATH",
+    parser.add_argument("paths", type=path_argument, nargs="+", metavar="PATH",
                         help="a .cvz file written with --record; or Flight Recorder dumps, torch.profiler traces "
                              "(one per rank), an NCCL_DEBUG=INFO log or NCCL Inspector output, as files or a folder")
     add_headless_option(parser, "the summary the run printed")

@@ -9,7 +9,6 @@ takes; options it does not take are still parsed (hidden), so giving one is the 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collviz.runtime.errors import UsageError
@@ -25,6 +24,7 @@ from .options import (
     add_timeout_option,
     add_viewer_options,
     parse_size,
+    path_argument,
 )
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def run_parser(name: str) -> OneLineParser:
                                "resumes, ← browses back while the run goes on")
     add_record_option(parser)
     add_memory_viz_option(parser)
-    parser.add_argument("--notes", type=Path, metavar="FILE",
+    parser.add_argument("--notes", type=path_argument, metavar="FILE",
                         help="a teacher's notes (TOML or Markdown, keyed by scenario and phase key) added to the narration")
     op_default = f" (default {scenario.reduce_op})" if scenario and collective in REDUCING and scenario.reduce_op else ""
     parser.add_argument("--op", choices=REDUCE_OPS,

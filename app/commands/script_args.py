@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from pathlib import Path
 
 from .options import (
     OneLineParser,
@@ -17,6 +16,7 @@ from .options import (
     add_json_option,
     add_record_option,
     command_parser,
+    path_argument,
 )
 
 __all__ = ["SCRIPT_EPILOG", "is_script_run", "script_parser"]
@@ -75,16 +75,17 @@ def script_parser() -> OneLineParser:
                              "who waits where (default 30): read from Flight Recorder, the run then fails, naming the "
                              "missing ranks' lines of code; with --observe it is reported and the run waits for the "
                              "script's own process-group timeout, or Ctrl-C")
-    parser.add_argument("--logs", type=Path, metavar="DIR",
+    parser.add_argument("--logs", type=path_argument, metavar="DIR",
                         help="also append each rank's stdout and stderr to DIR/rank<r>.log and keep them (DIR is "
                              "created if missing); without it those files are in a temporary folder, deleted when "
                              "the run succeeds")
     parser.add_argument("--viewer", metavar="URL",
                         help="under torchrun: run this process's rank and stream its events to collviz view --listen "
                              "at tcp://HOST:PORT")
-    parser.add_argument("--secret-file", type=Path, metavar="FILE",
+    parser.add_argument("--secret-file", type=path_argument, metavar="FILE",
                         help="with --viewer: the shared secret (default: $COLLVIZ_SECRET)")
-    parser.add_argument("script", metavar="SCRIPT.py", help="your script (its name must end in .py)")
+    parser.add_argument("script", type=path_argument, metavar="SCRIPT.py",
+                        help="your script (its name must end in .py)")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
                         help="the script's own arguments")
     return parser

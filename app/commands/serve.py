@@ -29,7 +29,7 @@ from pathlib import Path
 
 from collviz.runtime.errors import UsageError
 
-from .options import OneLineParser, command_parser
+from .options import OneLineParser, command_parser, usable_argument
 
 __all__ = ["build_parser", "main", "tab_command", "viewer_options", "DEFAULT_MAX_LIVE"]
 
@@ -99,7 +99,7 @@ def build_parser() -> OneLineParser:
     """``collviz serve TARGET [NAME] [--lesson] [--live] [--max-live N] [--present] [--quiz] [--pace S]
     [--host H] [--port P]``."""
     parser = command_parser("collviz serve", "Serve the viewer to a class's browsers.", EPILOG)
-    parser.add_argument("target", metavar="TARGET",
+    parser.add_argument("target", type=usable_argument, metavar="TARGET",
                         help="a trace (.cvz), a scenario, 'lesson' followed by a lesson's NAME, or with --lesson a lesson")
     parser.add_argument("name", nargs="?", metavar="NAME", help="after 'lesson': the lesson")
     parser.add_argument("--lesson", action="store_true", help="TARGET is a lesson (its items replayed)")

@@ -13,7 +13,7 @@ from typing import IO
 
 from collviz.runtime.errors import UsageError
 
-from .options import OneLineParser, command_parser
+from .options import OneLineParser, command_parser, path_argument
 from .playing import run_scenario
 from .scenario_args import run_parser
 
@@ -23,7 +23,7 @@ __all__ = ["build_parser", "main"]
 def build_parser() -> OneLineParser:
     """``collviz serve-slot FOLDER MAX SCENARIO [VIEWER OPTIONS]`` (started by ``collviz serve``, not by hand)."""
     parser = command_parser("collviz serve-slot", "One browser tab's live run (started by collviz serve --live).")
-    parser.add_argument("folder", type=Path, help="the server's slot folder")
+    parser.add_argument("folder", type=path_argument, help="the server's slot folder")
     parser.add_argument("max", type=int, help="live runs the server allows at once")
     parser.add_argument("scenario", help="the scenario each tab runs")
     parser.add_argument("viewer", nargs=argparse.REMAINDER, help="the viewer's options, as collviz serve was given them")

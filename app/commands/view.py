@@ -1,11 +1,11 @@
-"""``collviz view --listen HOST:PORT``: receive the events of workers started by torchrun
-(``collviz worker``), in the viewer or headless."""
+"""``collviz view --listen HOST:PORT``: the listener that receives the events of ranks torchrun
+started (``collviz worker SCENARIO`` or ``collviz run --viewer URL SCRIPT.py``), in the viewer or
+headless. Its help is the listener's: what it binds, whom it accepts, when it ends."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from .options import (
     OneLineParser,
@@ -15,22 +15,38 @@ from .options import (
     add_timeout_option,
     check_record_option,
     command_parser,
+    path_argument,
 )
 from .playing import headless_instead
-from .worker import WORKER_EPILOG
 
 __all__ = ["build_parser", "main"]
+
+EPILOG = """\
+Listens on HOST:PORT (and PORT+1) for the events of ranks that torchrun starts elsewhere, each
+running `collviz worker SCENARIO --viewer tcp://HOST:PORT` or `collviz run --viewer tcp://HOST:PORT
+SCRIPT.py`, and shows them as a local run is shown (or, --headless, prints the summary at the end).
+It accepts only events signed with the shared secret ($COLLVIZ_SECRET or --secret-file), adopts
+the run of the first one, drops and counts any other, and ends when every rank has reported its
+end. Beyond loopback a secret is required; on loopback without one, a fresh one is made and the
+line to give the workers is printed. Start it before the workers:
+
+  export COLLVIZ_SECRET=$(openssl rand -hex 16)                  # the same value everywhere
+  collviz view --listen 0.0.0.0:5555 --headless --record t.cvz   # here, on HOST
+  torchrun --nnodes 2 --nproc-per-node 2 --node-rank 0 --master-addr NODE0 --master-port 29500 \\
+      -m collviz.app.cli worker all-reduce --viewer tcp://HOST:5555   # on each node (its --node-rank)
+"""
 
 
 def build_parser() -> OneLineParser:
     """``collviz view --listen HOST:PORT [--headless] [--record FILE] [--secret-file FILE]``."""
-    parser = command_parser("collviz view", "Receive the events of workers started by torchrun.", WORKER_EPILOG)
+    parser = command_parser("collviz view", "Listen for the events of ranks torchrun started, and show them.", EPILOG)
     parser.add_argument("--listen", required=True, metavar="HOST:PORT",
                         help="address to listen on (PORT and PORT+1); beyond loopback a shared secret is required")
     add_headless_option(parser, "the summary")
     add_json_option(parser, "the headless summary")
     add_record_option(parser)
-    parser.add_argument("--secret-file", type=Path, metavar="FILE", help="shared secret (default: $COLLVIZ_SECRET)")
+    parser.add_argument("--secret-file", type=path_argument, metavar="FILE",
+                        help="the shared secret the workers sign with (default: $COLLVIZ_SECRET)")
     add_timeout_option(parser, 30.0)
     return parser
 

@@ -4,11 +4,10 @@ signed events to ``collviz view --listen`` (the start-up itself is :mod:`collviz
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from collviz.runtime.errors import UsageError
 
-from .options import OneLineParser, make_output_folder
+from .options import OneLineParser, make_output_folder, path_argument
 from .scenario_args import memory_need, run_options, run_parser
 
 __all__ = ["build_parser", "main", "WORKER_EPILOG"]
@@ -32,7 +31,8 @@ def build_parser(name: str = "SCENARIO") -> OneLineParser:
     parser.prog = f"collviz worker {name}"
     parser.epilog = WORKER_EPILOG
     parser.add_argument("--viewer", required=True, metavar="URL", help="where the viewer listens: tcp://HOST:PORT")
-    parser.add_argument("--secret-file", type=Path, metavar="FILE", help="shared secret (default: $COLLVIZ_SECRET)")
+    parser.add_argument("--secret-file", type=path_argument, metavar="FILE",
+                        help="shared secret (default: $COLLVIZ_SECRET)")
     return parser
 
 

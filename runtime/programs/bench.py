@@ -63,15 +63,15 @@ def op_name(text: str) -> str:
     return name
 
 
-def sweep_sizes(low: int, high: int) -> list[int]:
-    """``low, 2·low, 4·low, …`` up to ``high`` inclusive (nccl-tests' ``-b low -e high -f 2``)."""
-    if low <= 0 or high < low:
-        raise UsageError(f"--sizes {low}:{high}: need 0 < min ≤ max")
+def sweep_sizes(low: int, high: int, factor: int = 2) -> list[int]:
+    """``low, f·low, f²·low, …`` up to ``high`` inclusive (nccl-tests' ``-b low -e high -f factor``)."""
+    if low <= 0 or high < low or factor < 2:
+        raise UsageError(f"sizes {low}:{high} by a factor of {factor}: need 0 < min ≤ max and a factor of 2 or more")
     sizes = []
     size = low
     while size <= high:
         sizes.append(size)
-        size *= 2
+        size *= factor
     return sizes
 
 

@@ -189,21 +189,25 @@ def render_table(report: BenchReport, explain: bool = False,
                  nccl: Mapping[tuple[str, int], NcclChoice] | None = None) -> str:
     """The nccl-tests-style table as text; ``explain`` adds each row's busbw factor formula;
     ``nccl`` (from :func:`.nccl_log.nccl_choices`) adds, on library rows, the algorithm and protocol
-    NCCL reported for that op and size."""
+    NCCL reported for that op and size. As nccl-tests prints its tables, every line but the rows
+    starts with ``#`` (the column titles' first column gives up its first space for it), so
+    ``grep -v '^#'`` keeps the rows alone."""
     opts = report.options
-    lines = [
+    preamble = [
         f"collviz bench — {report.world_size} ranks, {report.backend_reason}",
         f"{opts.get('dtype', '?')} · reduce op sum · {opts.get('iters', '?')} timed calls after "
         f"{opts.get('warmup', '?')} warm-up · time = slowest rank's median · GB/s = 10⁹ B/s",
         _device_line(report),
         "",
-        "".join(f"{title:>{width}}" for title, width, _ in _COLUMNS) + ("   busbw = algbw × factor" if explain else ""),
     ]
+    titles = "".join(f"{title:>{width}}" for title, width, _ in _COLUMNS)
+    titles += "   busbw = algbw × factor" if explain else ""
     algorithms = any(row.algo != "library" for row in report.rows)
     fit = fit_alpha_beta(report.rows) if algorithms else None
     fitted = fitted_rows(report.rows) if fit is not None else []
     if algorithms:
-        lines[-1] = f"{'algo':>20}" + lines[-1] + f"{'hops':>6}{'sent/rank (B)':>15}{'model (µs)':>12}{'resid':>8}"
+        titles = f"{'algo':>20}" + titles + f"{'hops':>6}{'sent/rank (B)':>15}{'model (µs)':>12}{'resid':>8}"
+    rows = []
     for row in report.rows:
         values = (row.op, row.size, row.count, row.dtype, row.time_us, row.algbw_gbps, row.busbw_gbps,
                   "?" if row.wrong is None else str(row.wrong))
@@ -215,19 +219,24 @@ def render_table(report: BenchReport, explain: bool = False,
             sent = str(row.sent_bytes) if row.hops else "—"
             line = f"{row.algo:>20}" + line + f"{hops:>6}{sent:>15}{model:>12}{residual:>8}"
         chosen = _nccl_choice(nccl or {}, row, report.world_size)
-        lines.append(line + (f"   {row.bus_factor_text}" if explain else "")
-                     + (f"   NCCL: {chosen.algo}/{chosen.protocol}" if chosen else ""))
-    lines.append("")
+        rows.append(line + (f"   {row.bus_factor_text}" if explain else "")
+                    + (f"   NCCL: {chosen.algo}/{chosen.protocol}" if chosen else ""))
+    closing = [""]
     if nccl:
-        lines.append(f"NCCL: algorithm/protocol as {NCCL_LABEL}")
+        closing.append(f"NCCL: algorithm/protocol as {NCCL_LABEL}")
     if algorithms:
-        lines += [*fit_lines(fit, report.rows), ""]
+        closing += [*fit_lines(fit, report.rows), ""]
     if report.rows:
         average = statistics.mean(row.busbw_gbps for row in report.rows)
         checked = "" if report.all_checked else " (some ranks did not report their check)"
-        lines.append(f"wrong results: {report.wrong_total}{checked} · average busbw {average:.3f} GB/s")
-    lines.append(f"result: {report.status}")
-    return "\n".join(lines)
+        closing.append(f"wrong results: {report.wrong_total}{checked} · average busbw {average:.3f} GB/s")
+    closing.append(f"result: {report.status}")
+    return "\n".join([*map(_comment, preamble), "#" + titles[1:], *rows, *map(_comment, closing)])
+
+
+def _comment(line: str) -> str:
+    """``line`` as one of the table's ``#`` lines."""
+    return f"# {line}" if line else "#"
 
 
 def _nccl_choice(nccl: Mapping[tuple[str, int], NcclChoice], row: BenchRow, world_size: int) -> NcclChoice | None:
@@ -265,16 +274,16 @@ class TableRow:
 
 def parse_table(text: str) -> list[TableRow]:
     """The rows of a table :func:`render_table` printed (what ``collviz bench`` writes): the
-    lines after its column titles up to the first blank line. Each row starts with its op
+    lines after its column titles up to the first ``#`` or blank line. Each row starts with its op
     (after the algorithm, in a table with an ``algo`` column), right-aligned under the titles."""
     lines = text.splitlines()
     header = next((i for i, line in enumerate(lines) if "busbw (GB/s)" in line), None)
     if header is None:
         return []
-    with_algo = lines[header].split()[0] == "algo"
+    with_algo = lines[header].lstrip("#").split()[0] == "algo"
     rows = []
     for line in lines[header + 1:]:
-        if not line.strip():
+        if not line.strip() or line.startswith("#"):
             break
         fields = line.split()
         algo = fields.pop(0) if with_algo else "library"

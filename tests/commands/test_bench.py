@@ -76,7 +76,7 @@ def test_replay_headless_prints_the_bench_table(sweep, capsys):
     _, trace, _ = sweep
     assert main(["replay", str(trace), "--headless"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("collviz bench — 4 ranks") and "reduce_scatter       65536" in out
+    assert out.startswith("# collviz bench — 4 ranks") and "reduce_scatter       65536" in out
 
 
 def test_the_printed_tables_rows_read_back_as_the_report_computed_them(sweep, capsys):
@@ -157,11 +157,47 @@ def test_a_wrong_result_is_counted_and_fails_the_run(monkeypatch, capsys):
     (["--gpus", "0"], "--gpus 0"),
     (["--record", "/nonexistent/b.cvz"], "does not exist"),
     (["all-gather", "--gpus", "4", "--sizes", "4:8"], "smaller than one float32 element per rank"),
+    (["--sizes", "1K:4K", "-b", "8"], "--sizes 1K:4K and -b 8 both give the sizes"),
+    (["--gpus", "4", "-g", "2"], "--gpus 4 and -g 2 both give the number of ranks"),
+    (["-f", "1"], "-f 1: the factor between sizes must be between 2 and 1,024"),
+    (["-b", "8x"], "-b '8x': expected a size as nccl-tests takes it"),
+    (["-b", "1M", "-e", "1K"], "-b 1048576 -e 1024 (from -b 1M -e 1K): need 0 < -b ≤ -e"),
+    (["-b", "0"], "need 0 < -b ≤ -e"),
+    (["-b", "32M"], "-b 33554432 -e 16777216 (from -b 32M): need 0 < -b ≤ -e"),  # -e is the default sweep's 16M
+    (["-g", "0"], "-g 0: must be between 1 and"),
+    (["-e", "2048G"], "-e 2,199,023,255,552 B: must be between 1 B and"),
 ], ids=lambda v: v if isinstance(v, str) else " ".join(v))
 def test_bad_bench_input(capsys, args, needle):
     assert main(["bench", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("collviz: error: ") and needle in err[0], err
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("8", 8), ("64K", 64 * 1024), ("64k", 64 * 1024), ("128M", 128 * 1024 * 1024), ("1G", 1024**3),
+    ("128MB", 128 * 1024 * 1024), ("1.5K", 1536), (".5K", 512), ("2.7", 2), (" 16 M ", 16 * 1024 * 1024),
+])
+def test_sizes_read_as_nccl_tests_reads_them(text, expected):
+    """nccl-tests' parsesize: a number (a fraction allowed), then K, M or G by 1024 in either case,
+    a letter after it ignored (so 128MB is 128 MiB); the product rounded down to whole bytes."""
+    from collviz.app.commands.sweep_args import parse_nccl_tests_bytes
+
+    assert parse_nccl_tests_bytes(text, "-b") == expected
+
+
+def test_nccl_tests_spelling_sweeps_by_its_factor_on_g_ranks_with_hash_headers():
+    """``-g 2 -b 1K -e 64K -f 4``: 2 ranks, 1 KiB, 4 KiB, 16 KiB, 64 KiB; every line but the rows starts
+    with #, so grep -v '^#' leaves the rows alone, as with nccl-tests' own tables."""
+    result = run_cli("bench", "all-reduce", "-g", "2", "-b", "1K", "-e", "64K", "-f", "4", "--backend", "gloo",
+                     "--iters", "1", "--warmup", "0")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("# collviz bench — 2 ranks")
+    rows = [line.split() for line in lines if not line.startswith("#")]
+    assert [(op, int(size), int(count), wrong) for op, size, count, _, _, _, _, wrong in rows] == [
+        ("all_reduce", 1024, 256, "0"), ("all_reduce", 4096, 1024, "0"), ("all_reduce", 16384, 4096, "0"),
+        ("all_reduce", 65536, 16384, "0")]
+    assert lines[-1] == "# result: ok"
 
 
 def test_sizes_that_cannot_be_measured_as_asked_are_named_with_the_reason():

@@ -62,6 +62,19 @@ CASES = [
     ("scenario is a device", ["/dev/zero", "--headless"], "not a regular file"),
     ("secret file is a device", ["view", "--listen", "127.0.0.1:5999", "--secret-file", "/dev/zero", "--headless"],
      "not a regular file"),
+    # a name no file can have (a NUL byte, a lone surrogate): refused by the parser of every command taking a path
+    ("trace named with a NUL", ["replay", "\x00"], "argument PATH: '\\x00' cannot name a file: it holds a NUL byte"),
+    ("artifact named with a NUL", ["export", "a\x00.cvz", "--perfetto", "out.json"], "argument PATH: 'a\\x00.cvz'"),
+    ("export to a NUL", ["export", "t.cvz", "--perfetto", "\x00"], "argument --perfetto: '\\x00' cannot name"),
+    ("script named with a NUL", ["run", "--nproc", "2", "x\x00.py"], "argument SCRIPT.py: 'x\\x00.py' cannot name"),
+    ("first word a script with a NUL", ["x\x00.py"], "argument SCRIPT.py: 'x\\x00.py' cannot name"),
+    ("record to a NUL", ["all-reduce", "--record", "\x00"], "argument --record: '\\x00' cannot name"),
+    ("notes named with a NUL", ["all-reduce", "--notes", "\x00"], "argument --notes: '\\x00' cannot name"),
+    ("lesson traces in a NUL", ["lesson", "collectives", "--traces", "\x00"], "argument --traces: '\\x00' cannot"),
+    ("serve a NUL", ["serve", "a\x00.cvz"], "argument TARGET: 'a\\x00.cvz' cannot name a file: it holds a NUL"),
+    ("secret file named with a NUL", ["view", "--listen", "127.0.0.1:5999", "--secret-file", "\x00"],
+     "argument --secret-file: '\\x00' cannot name"),
+    ("trace named with a lone surrogate", ["replay", "\ud800"], "'\\ud800' cannot name a file: it cannot be encoded"),
 ]
 
 
@@ -147,3 +160,15 @@ def test_help_is_written_for_the_scenario_with_its_real_defaults(name, capsys):
         settings = ", ".join(f"{key} {value}" for key, value in data["settings"].items())
         assert settings in text
         assert ("--prefetch" in options) == (name == "fsdp")
+
+
+def test_view_help_describes_the_listener_not_the_worker(capsys):
+    """``collviz view --help`` says what the listener binds, whom it accepts and when it ends; the
+    worker's own help (torchrun's entry point) is not repeated there."""
+    with pytest.raises(SystemExit) as stop:
+        main(["view", "--help"])
+    assert stop.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Listens on HOST:PORT (and PORT+1) for the events of ranks that torchrun starts elsewhere" in text
+    assert "accepts only events signed with the shared secret" in text and "ends when every rank has reported" in text
+    assert "Runs as torchrun's entry point" not in text

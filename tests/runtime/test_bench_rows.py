@@ -27,3 +27,21 @@ def test_a_row_is_timed_by_the_slowest_ranks_median():
     algbw = SIZE / 60e-6
     assert row.algbw_gbps == pytest.approx(algbw / 1e9)
     assert row.busbw_gbps == pytest.approx(algbw * 2 * 3 / 4 / 1e9)  # 2(n−1)/n at n = 4
+
+
+def test_every_line_of_the_table_but_its_rows_starts_with_a_hash_as_in_nccl_tests():
+    """nccl-tests' tables: its preamble, column titles and closing lines start with ``#``, so
+    ``grep -v '^#'`` keeps the rows; the titles give their first space to the ``#`` and stay aligned."""
+    from collviz.runtime.reports.bench_table import BenchReport, render_table
+
+    row = bench_row(_calls(), world_size=4)
+    report = BenchReport(world_size=4, backend="gloo", backend_reason="gloo on CPU", options={"dtype": "float32"},
+                         rows=[row, row], devices=[], status="ok")
+    lines = render_table(report).splitlines()
+    rows = [line for line in lines if not line.startswith("#")]
+    assert [line.split()[:4] for line in rows] == [["all_reduce", "4096", "1024", "float32"]] * 2
+    titles = next(line for line in lines if "busbw (GB/s)" in line)
+    busbw = f"{4096 / 60e-6 * 1.5 / 1e9:.3f}"  # 0.102: the row's busbw, right-aligned under its title
+    assert titles.startswith("#  ") and titles.index("busbw (GB/s)") + len("busbw (GB/s)") == rows[0].index(busbw) + 5
+    assert lines[0] == "# collviz bench — 4 ranks, gloo on CPU" and lines[-1] == "# result: ok"
+    assert "#" in lines and "" not in lines  # the blank lines are "#", as nccl-tests prints them

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from collviz.runtime.wire.protocol import Collective, RunStart, encode
 from collviz.runtime.wire.trace import TRACE_MAGIC, TraceError, TraceWriter, read_trace
 
+from support.hypothesis_profiles import examples
 from support.nodes import make_node
 from support.synthetic import all_gather_events
 
@@ -130,7 +131,7 @@ def test_only_regular_trace_files_are_opened(tmp_path, kind):
         read_trace(path)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(min_value=0), st.binary(min_size=1, max_size=8)), min_size=1, max_size=6),
        st.integers(min_value=0))
 def test_mutants_read_or_fail_in_one_line(tmp_path, stomps, cut):

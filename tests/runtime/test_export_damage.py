@@ -23,6 +23,7 @@ from collviz.runtime.reports.export import perfetto_trace
 from collviz.runtime.wire.protocol import AnyEvent, Collective, Phase, ProtocolError, RunStart
 from collviz.runtime.wire.sanity import checked_events
 
+from support.hypothesis_profiles import examples
 from support.traces import check_trace_events
 
 
@@ -75,7 +76,7 @@ def as_read(events: list[AnyEvent]) -> list[AnyEvent]:
         assume(False)
 
 
-@settings(max_examples=250, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(250), suppress_health_check=[HealthCheck.too_slow])
 @given(events=EVENTS)
 def test_any_event_list_exports_to_valid_strict_json(events):
     document = perfetto_trace(as_read(events))

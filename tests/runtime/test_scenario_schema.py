@@ -26,6 +26,8 @@ from collviz.runtime.scenario_files.schema import ScenarioError
 from collviz.runtime.scenario_files.lessons import lessons_dir
 from collviz.runtime.scenario_files.loading import builtin_scenario_dir
 
+from support.hypothesis_profiles import examples
+
 REGENERATE = ("regenerate it: python -c 'from pathlib import Path; from collviz.runtime.scenario_files.documents import "
               "SCHEMA_FILES, schema_text; [Path(\"scenarios\", n).write_text(schema_text(f())) for n, f in "
               "SCHEMA_FILES.items()]'")
@@ -99,7 +101,7 @@ def _places(data, path=()):
         yield from _places(value, (*path, key))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300))
 @given(name=st.sampled_from(["all-gather", "reduce", "desync", "ddp", "tp"]), data=st.data())
 def test_a_damaged_scenario_table_loads_or_fails_in_one_line(name, data):
     """Any value at any place, a key removed or a key added: a Scenario or one ScenarioError line,

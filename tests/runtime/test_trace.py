@@ -26,6 +26,7 @@ from collviz.runtime.wire.trace import TRACE_MAGIC, TraceError, TraceWriter, rea
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from support.hypothesis_profiles import examples
 from support.paths import FIXTURES
 from support.traces import FutureEvent
 
@@ -133,7 +134,7 @@ def test_a_transfer_of_protocol_1_5_decodes_whole_and_thin_with_its_hop():
     assert decode(msgspec.msgpack.encode({**fields})).hop == 0  # a logical transfer: no hop
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300))
 @given(st.binary(max_size=200))
 def test_decoder_accepts_events_or_raises_protocol_error(data):
     try:
@@ -142,7 +143,7 @@ def test_decoder_accepts_events_or_raises_protocol_error(data):
         pass
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200))
 @given(st.binary(max_size=300))
 def test_trace_reader_accepts_traces_or_raises_trace_error(tmp_path_factory, data):
     path = tmp_path_factory.mktemp("fuzz") / "t.cvz"

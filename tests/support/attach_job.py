@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from collviz.runtime.live.workers import Answer, Worker
+from collviz.runtime.live.workers import Answer, Worker, ask_all
 
 __all__ = ["JOB", "CALLS_BEFORE", "ELEMENTS", "STALLED_LINE", "DEADLINE_S", "StalledJob", "stalled_job", "fr_answer",
            "WORKERS", "STACK", "asking"]
@@ -60,18 +60,20 @@ JOB = textwrap.dedent(f'''
         start_debug_server(port=int(sys.argv[2]))
         (folder / "store").write_text(f"{{os.environ['MASTER_ADDR']}}:{{os.environ['MASTER_PORT']}}")
         dist.init_process_group("gloo")
-        rank = dist.get_rank()
-        for _ in range({CALLS_BEFORE}):
+        try:
+            rank = dist.get_rank()
+            for _ in range({CALLS_BEFORE}):
+                dist.all_reduce(torch.ones({ELEMENTS}))
+            if rank == 1:
+                slow_data_loader()
+            else:
+                (folder / "waiting").touch()
             dist.all_reduce(torch.ones({ELEMENTS}))
-        if rank == 1:
-            slow_data_loader()
-        else:
-            (folder / "waiting").touch()
-        dist.all_reduce(torch.ones({ELEMENTS}))
-        print(f"finished {{rank}}", flush=True)
-        (folder / f"done{{rank}}").touch()
-        wait_for("exit")
-        dist.destroy_process_group()
+            print(f"finished {{rank}}", flush=True)
+            (folder / f"done{{rank}}").touch()
+            wait_for("exit")
+        finally:
+            dist.destroy_process_group()
 
     if __name__ == "__main__":
         with worker_main():
@@ -82,13 +84,23 @@ STALLED_LINE = next(number for number, line in enumerate(JOB.splitlines(), 1) if
 DEADLINE_S = 60
 
 
-def wait_for(*paths: Path, job: subprocess.Popen) -> None:
-    """Wait until every path exists; fail if the job ends first or :data:`DEADLINE_S` passes."""
+def wait_for(*paths: Path, job: subprocess.Popen, inside: Path | None = None) -> None:
+    """Wait until every path exists (and, with ``inside``, until rank 0's worker server at that
+    socket records its all_reduce after the stall: rank 0 is inside that call); fail if the job ends
+    first or :data:`DEADLINE_S` passes."""
     deadline = time.monotonic() + DEADLINE_S
-    while not all(path.exists() for path in paths):
+    while not (all(path.exists() for path in paths) and (inside is None or _in_the_stalled_call(inside))):
         if job.poll() is not None or time.monotonic() > deadline:
             raise AssertionError(f"the job did not reach {[p.name for p in paths]}: {job.poll()=}")
         time.sleep(0.05)
+
+
+def _in_the_stalled_call(socket_path: Path) -> bool:
+    """Whether the Flight Recorder of the rank at ``socket_path`` holds all_reduce #CALLS_BEFORE+1
+    (entered, and never completed while rank 1 stalls)."""
+    answer = ask_all([Worker(0, str(socket_path))], "fr_trace_json", timeout_s=5)[0]
+    entries = json.loads(answer.body).get("entries", []) if answer.body else []
+    return any(entry.get("collective_seq_id") == CALLS_BEFORE + 1 for entry in entries)
 
 
 @dataclass
@@ -114,7 +126,9 @@ class StalledJob:
 @contextmanager
 def stalled_job(folder: Path) -> Iterator[StalledJob]:
     """The job under ``torchrun --standalone --nproc-per-node 2`` in ``folder``, once rank 1 is in
-    ``slow_data_loader`` and rank 0 in all_reduce #CALLS_BEFORE+1; killed at the end if still running."""
+    ``slow_data_loader`` and rank 0's own recorder shows it in all_reduce #CALLS_BEFORE+1 (a
+    condition, not a pause: on a loaded machine rank 0 may take any time to get there); killed at
+    the end if still running."""
     script = folder / "job.py"
     script.write_text(JOB)
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -125,8 +139,8 @@ def stalled_job(folder: Path) -> Iterator[StalledJob]:
                             str(script), str(folder), str(frontend_port)], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, env=environment, stdin=subprocess.DEVNULL)
     try:
-        wait_for(folder / "stalling", folder / "waiting", folder / "rank0.sock", folder / "rank1.sock", job=job)
-        time.sleep(0.3)  # rank 0 goes from its marker into the all_reduce
+        wait_for(folder / "stalling", folder / "waiting", folder / "rank0.sock", folder / "rank1.sock", job=job,
+                 inside=folder / "rank0.sock")
         yield StalledJob(folder, job)
     finally:
         if job.poll() is None:

@@ -89,6 +89,7 @@ def _rank_main(body: Callable[..., Iterable], rank: int, n: int, init_method: st
         for record in body(rank, n, *args):
             results.put(("record", rank, record))
         dist.barrier()
+        dist.destroy_process_group()  # after the barrier: every peer is there (a finally could wait on a stuck one)
         results.put(("done", rank, None))
     except BaseException:  # noqa: BLE001 - the parent reports it; a forked child has nowhere else to say it
         results.put(("error", rank, traceback.format_exc()))
