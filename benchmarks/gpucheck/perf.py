@@ -102,7 +102,7 @@ def latency(context: Context) -> Finding:
         rows = parse_table(ran.output)
         if ran.code or not rows:
             return Finding(False, False, lines + [f"{ranks} ranks: exit status {ran.code}:", *tail(ran.output)])
-        banner = next((line for line in ran.output.splitlines() if line.startswith("collviz bench")), "")
+        banner = next((line for line in ran.output.splitlines() if line.lstrip("# ").startswith("collviz bench")), "")
         on_nccl = on_nccl and "nccl" in banner.lower() and context.backend == "nccl"
         lines += [banner, "", "| size (B) | time (µs) | busbw (GB/s) | NCCL algo/proto | wrong |",
                   "|---:|---:|---:|---|---:|"]
