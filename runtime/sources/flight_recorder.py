@@ -49,7 +49,7 @@ from .fr_large import large_run
 from .fr_table import JobTable, RankDump, job_table
 from .names import parse_ranks
 from .plausible import MAX_RANKS, rank_ok
-from .run import Call, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress
+from .run import Call, Failed, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress
 from .table_summary import TableSummary
 
 __all__ = ["BLANK_KEY_WARNING", "Dump", "RankDump", "EVENTS_UP_TO", "is_dump", "rank_from_name", "read_content",
@@ -321,4 +321,4 @@ def _origin(dumps: Sequence[RankDump], job: JobTable | None, ranks: list[int], w
         backend=backend, device_kind="cuda" if backend == "nccl" else "cpu", world_size=world,
         device="device unknown", untimed="a Flight Recorder dump records durations only with timing on",
         not_recorded="a Flight Recorder dump holds each call's sizes and state: no values, provenance or transfers",
-        nccl_version=", ".join(sorted(versions)), failures=_failures(dumps))
+        nccl_version=", ".join(sorted(versions)), failed=Failed(accounts=_failures(dumps)))

@@ -28,7 +28,7 @@ def large_run(origin: Origin, job: JobTable, warnings: list[str], ranks: Sequenc
     the last steps that hold at most ``most_calls`` calls (``steps_of`` builds them)."""
     table = job.table
     findings = find_problems(table, job.step_names, job.last_step, missing, origin.world_size, origin.check_calls,
-                             warnings, origin.failures)
+                             warnings, origin.failed.accounts)
     shown = _last_steps(table.step_starts(), most_calls)
     if len(shown) < table.step_count:
         warnings.append(f"{len(table):,} calls on {len(ranks):,} ranks, more than the {most_calls:,} the viewer takes: "

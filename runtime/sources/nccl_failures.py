@@ -69,4 +69,4 @@ def failed(found: Sequence[tuple[Record, int | None]], count: int) -> Failed:
         others = sorted(set(ranks) - {rank})
         more = (f" (and {count - 1:,} more WARN/ERROR lines"
                 + (f", on rank{'s' if len(others) > 1 else ''} {ranks_text(others)} too" if others else "") + ")")
-    return Failed(ranks, f"{warning_text(first)} on {_where(first, rank)}{more}")
+    return Failed(ranks, (f"{warning_text(first)} on {_where(first, rank)}{more}",))

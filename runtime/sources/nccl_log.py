@@ -472,9 +472,9 @@ def import_nccl_log(files: Sequence[tuple[Path, Iterable[str]]], warnings: list[
         reason="nccl, imported from an NCCL_DEBUG=INFO log: topology and choices as NCCL reported them",
         backend="nccl", device_kind="cuda", world_size=world, device="cuda", untimed="an NCCL log has no clock",
         not_recorded="an NCCL log holds the links NCCL built and its choices: no values, provenance or data moved",
-        nccl_version=", ".join(sorted(reader.versions)), devices=_devices(rank_of, comms))
-    return build_run(origin, _clocked(steps), warnings, ranks, missing, progress,
-                     failed(found, reader.warning_count))
+        nccl_version=", ".join(sorted(reader.versions)), devices=_devices(rank_of, comms),
+        failed=failed(found, reader.warning_count))
+    return build_run(origin, _clocked(steps), warnings, ranks, missing, progress)
 
 
 def _warning_ranks(reader: LogReader, warnings: list[str]) -> dict[_Agent, int]:

@@ -151,19 +151,19 @@ class Origin:
     check_calls: bool = True
     devices: Mapping[int, str] = field(default_factory=dict)
     """Each rank's own device text where the source names it (else ``device``)."""
-    failures: tuple[str, ...] = ()
-    """The calls the artifacts mark failed or timed out, first first: the run fails naming the first
-    (:class:`~.call_checks.Findings`)."""
+    failed: Failed = field(default_factory=lambda: Failed())
+    """What the artifacts themselves say went wrong: the run fails naming it first."""
 
 
 @dataclass(frozen=True)
 class Failed:
-    """What an artifact itself says went wrong: ``ranks`` each rank's first error as the artifact
-    words it (the rank ends in error), ``detail`` the run's account of the first (the run failed
-    whenever it is set)."""
+    """What the artifacts themselves say went wrong (an NCCL WARN line, a call a dump marks failed or
+    timed out): ``ranks`` each rank's first error as the artifact words it (that rank ends in error),
+    ``accounts`` a sentence for each failure, first first (the run fails naming the first, ahead of
+    any hang or mismatch: :class:`~.call_checks.Findings`)."""
 
     ranks: Mapping[int, str] = field(default_factory=dict)
-    detail: str = ""
+    accounts: tuple[str, ...] = ()
 
 
 class Summary(Protocol):
@@ -334,11 +334,11 @@ def _waited_at_least(stall: Stalled, table: CallTable, latest: int) -> float:
 
 
 def finish_run(stamp: Stamper, origin: Origin, table: CallTable, findings: Findings, ranks: Sequence[int],
-               last_step: Mapping[int, int], end: int, warnings: list[str], failed: Failed | None = None) -> ImportedRun:
+               last_step: Mapping[int, int], end: int, warnings: list[str]) -> ImportedRun:
     """The events after the steps' (Stall, Mismatch, each RankEnd, RunEnd: ``end`` is the last time
     the artifacts recorded, ``last_step`` each rank's last step) and the run they end; ``failed``:
-    what the artifacts themselves say went wrong (each such rank ends in error, the run failed)."""
-    failed = failed or Failed()
+    ``origin.failed``'s ranks end in error (the findings put its accounts first)."""
+    failed = origin.failed
     for stall in findings.stalls:
         stamp(Stall, LAUNCHER_RANK, end, group=stall.group, group_seq=stall.group_seq, op=stall.op,
               waiting=stall.waiting, elsewhere=list(stall.elsewhere.values()),
@@ -352,10 +352,9 @@ def finish_run(stamp: Stamper, origin: Origin, table: CallTable, findings: Findi
             stamp(RankEnd, rank, end, status="error", error=failed.ranks[rank], phase=last_step.get(rank))
         elif rank not in findings.implicated and rank not in inside:
             stamp(RankEnd, rank, end, status="ok", phase=last_step.get(rank))
-    failing = findings.failed or bool(failed.detail)
-    detail = "; ".join(text for text in (failed.detail, findings.detail()) if text)
-    stamp(RunEnd, LAUNCHER_RANK, end, status="failed" if failing else "ok", detail=detail, events=len(stamp.events) + 1)
-    return ImportedRun(origin.scenario, stamp.events, warnings, 1 if failing else 0)
+    stamp(RunEnd, LAUNCHER_RANK, end, status="failed" if findings.failed else "ok", detail=findings.detail(),
+          events=len(stamp.events) + 1)
+    return ImportedRun(origin.scenario, stamp.events, warnings, 1 if findings.failed else 0)
 
 
 def start_run(origin: Origin, steps: int, start: int, ranks: Sequence[int], missing: Mapping[int, str]) -> Stamper:
@@ -372,18 +371,16 @@ def start_run(origin: Origin, steps: int, start: int, ranks: Sequence[int], miss
 
 
 def build_run(origin: Origin, steps: Sequence[Step], warnings: list[str], ranks: Sequence[int],
-              missing: Mapping[int, str] | None = None, progress: Progress = no_progress,
-              failed: Failed | None = None) -> ImportedRun:
+              missing: Mapping[int, str] | None = None, progress: Progress = no_progress) -> ImportedRun:
     """The events of an imported run: ``ranks`` are those the artifacts describe, ``missing`` the
     ranks of the world they do not (rank → why, e.g. "no dump of this rank"); ``warnings`` gains
-    what could not be shown; ``progress`` is told each step built; ``failed``: what the
-    artifacts say went wrong (an NCCL log's WARN lines)."""
+    what could not be shown; ``progress`` is told each step built."""
     missing = dict(missing or {})
     times = [c.t_ns for s in steps for c in s.calls] + [s.t_ns for s in steps if not s.calls]
     stamp = start_run(origin, len(steps), min(times, default=0), ranks, missing)
     last = emit_steps(stamp, steps, warnings, progress)
     table = CallTable.from_steps(steps)
     findings = find_problems(table, [step.name for step in steps], last, missing, origin.world_size,
-                             origin.check_calls, warnings, origin.failures)
+                             origin.check_calls, warnings, origin.failed.accounts)
     end = max(e.t_ns for e in stamp.events)
-    return finish_run(stamp, origin, table, findings, ranks, last, end, warnings, failed)
+    return finish_run(stamp, origin, table, findings, ranks, last, end, warnings)

@@ -85,7 +85,9 @@ def test_six_init_records_glued_on_one_line_and_an_ib_warning():
     warning = ("NCCL WARN NET/IB : Got completion from peer 172.21.17.89<38536> with error 12, opcode 32715, "
                "len 0, vendor err 129 (ib_plugin.c:1075)")
     assert run.exit_status == 1
-    assert _end(run).status == "failed" and _end(run).detail == f"{warning} on rank 0 ({host})"
+    # the record names 16 ranks; the six glued records are ranks 0-2 and 4-6
+    unknown = " (10 of 16 ranks unknown: ranks 3, 7–15, not in the log)"
+    assert _end(run).status == "failed" and _end(run).detail == f"{warning} on rank 0 ({host}){unknown}"
     assert _errors(run) == {0: f"{warning} on {host}"}
     assert "the log has no lines of ranks 3, 7–15 (the job has 16 ranks)" in run.warnings
     assert not any("nccl comm 1" in name for name in hops(run))
@@ -133,7 +135,8 @@ def test_a_log_without_comm_lines_names_ranks_by_their_own_lines():
             "ring, tree and link lines name") in run.warnings
     assert "the log has no lines of ranks 1–3, 5, 9, 10, 13, 14 (the job has at least 16 ranks)" in run.warnings
     assert run.exit_status == 1
-    assert _end(run).detail == "NCCL WARN socketFinalizeAccept: wrong type 4 != 3 (misc/socket.cc:441) on rank 0 (user)"
+    assert _end(run).detail == ("NCCL WARN socketFinalizeAccept: wrong type 4 != 3 (misc/socket.cc:441) on rank 0 (user)"
+                                " (8 of 16 ranks unknown: ranks 1–3, 5, 9, 10, 13, 14, not in the log)")
 
 
 def test_a_log_of_destroy_lines_only_reads_as_its_ranks():
@@ -192,7 +195,8 @@ def test_headless_replay_of_a_failed_log_exits_1_naming_the_warning(form):
                           text=True, timeout=120)
     assert done.returncode == 1, done.stderr
     first = ("NCCL WARN NET/IB : Got completion from peer 172.21.17.89<38536> with error 12, opcode 32715, len 0, "
-             "vendor err 129 (ib_plugin.c:1075) on rank 0 (VM-17-82-centos)")
+             "vendor err 129 (ib_plugin.c:1075) on rank 0 (VM-17-82-centos) "
+             "(10 of 16 ranks unknown: ranks 3, 7–15, not in the log)")
     if form == "--json":
         outcome = json.loads(done.stdout)["outcome"]
         assert (outcome["status"], outcome["detail"]) == ("failed", first)
