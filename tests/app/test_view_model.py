@@ -477,6 +477,7 @@ def test_a_failed_nccl_logs_header_names_its_warning_and_its_rank():
     view = view_at(log, len(log))
     assert (view.state.kind, view.state.text) == (
         "failed", "failed: NCCL WARN NET/IB : Got completion from peer 172.21.17.89<38536> with error 12, opcode 32715, "
-        "len 0, vendor err 129 (ib_plugin.c:1075) on rank 0 (VM-17-82-centos)")
+        "len 0, vendor err 129 (ib_plugin.c:1075) on rank 0 (VM-17-82-centos) "
+        "(10 of 16 ranks unknown: ranks 3, 7–15, not in the log)")  # the glued records are ranks 0-2, 4-6 of 16
     present = {r.rank: r.state for r in view.ranks if r.rank in (0, 1, 2, 4, 5, 6)}
     assert present == {0: "error", 1: "done", 2: "done", 4: "done", 5: "done", 6: "done"}
