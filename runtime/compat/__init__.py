@@ -16,7 +16,7 @@ API                                                    since   below it
                                                                ``programs.registry.NEEDS``): an older
                                                                DDP puts every gradient in one bucket in
                                                                its first step, whatever ``bucket_cap_mb``
-gloo's reduce-scatter with ``ReduceOp.AVG``            2.11    FSDP2 on gloo reduces by SUM and divides
+gloo's reduce-scatter with ``ReduceOp.AVG``            2.9     FSDP2 on gloo reduces by SUM and divides
                                                                after (:func:`fsdp_average_by_sum`): 2.8's
                                                                gloo returns the *sum* for AVG, silently
                                                                (FSDP2's gradients came out N× too large);
@@ -24,8 +24,23 @@ gloo's reduce-scatter with ``ReduceOp.AVG``            2.11    FSDP2 on gloo red
                                                                refused (:data:`GLOO_REDUCE_SCATTER_AVG`)
 =====================================================  ======  ==========================================
 
-(The AVG reduce-scatter is right on 2.11 and 2.13, checked 2026-11-25 on 2 gloo ranks; 2.9 and
-2.10 are unchecked and take the fallback, which is exact: SUM, then one division.)
+(The AVG reduce-scatter sums on 2.8 and averages on 2.9.0, 2.9.1, 2.10.0, 2.11 and 2.13, checked
+2026-11-28 on 2 gloo ranks with ``reduce_scatter_tensor``.)
+
+A bug of torch's own in some releases is a :class:`TorchBug`: the scenario it breaks is refused
+there in one line naming torch's issue:
+
+======================================  ========  ==================================================
+bug                                     releases  refused
+======================================  ========  ==================================================
+:data:`PIPELINE_FIRST_STEP`             2.9       scenario ``pp``: a pipeline schedule's first step
+                                                  sends every neighbour an int64 that it receives as
+                                                  a float32 (pytorch/pytorch#165143); gloo aborts
+                                                  (``8 vs 4``), NCCL's result is undefined. 2.8
+                                                  lacks that step, 2.10 fixed it (a plain GPipe
+                                                  script under torchrun on 2.9.0 and 2.9.1 aborts
+                                                  the same way and passes on 2.10.0, 2026-11-28)
+======================================  ========  ==================================================
 
 Checked on 2.8 and needing no fallback in the supported range (what breaks below it, for whoever
 lowers the floor): FSDP2's public ``torch.distributed.fsdp.fully_shard`` and ``FSDPModule`` (2.6;
@@ -50,8 +65,8 @@ Not used, on purpose: the list form of ``all_to_all`` (``dist.all_to_all``), whi
 and 2.11 ("Backend gloo does not support alltoall") and has on 2.13; collviz's ``all-to-all`` and
 ``moe`` call ``all_to_all_single``, which every supported gloo has.
 
-Adding an API is a :class:`TorchAPI` (or a fallback import) here, and the code that uses it reads it
-from this module; :mod:`.verified` names the releases CI checks.
+Adding an API is a :class:`TorchAPI` (or a fallback import) here, a bug a :class:`TorchBug`, and the
+code that uses it reads it from this module; :mod:`.verified` names the releases CI checks.
 """
 
 from __future__ import annotations
@@ -72,7 +87,7 @@ if TYPE_CHECKING:  # not imported to run: torch 2.8's fsdp package makes a tempo
     from torch.distributed.fsdp import FSDPModule
 
 __all__ = ["FLOOR", "PINNED_TORCH", "VERIFIED_TORCH", "TORCH_VERSION", "TorchAPI", "DDP_BUCKET_CAP_MB_LIST",
-           "GLOO_REDUCE_SCATTER_AVG", "GroupName", "release", "floor_refusal", "is_verified", "fsdp_average_by_sum"]
+           "GLOO_REDUCE_SCATTER_AVG", "TorchBug", "PIPELINE_FIRST_STEP", "GroupName", "release", "floor_refusal", "is_verified", "fsdp_average_by_sum"]
 
 FLOOR = (2, 8)
 """The oldest torch release collviz runs on."""
@@ -130,15 +145,21 @@ DDP_BUCKET_CAP_MB_LIST = TorchAPI(
 """Per-bucket caps that DDP applies from its first step (the ``ddp`` scenario's buckets)."""
 
 
+def _installed_release() -> tuple[int, int] | None:
+    """The installed torch's release, or None where its version cannot be read."""
+    try:
+        return release(TORCH_VERSION)
+    except ValueError:
+        return None
+
+
 def _installed_since(since: tuple[int, int]) -> bool:
     """Whether the installed torch's release is ``since`` or newer (a version it cannot read: yes)."""
-    try:
-        return release(TORCH_VERSION) >= since
-    except ValueError:
-        return True
+    installed = _installed_release()
+    return installed is None or installed >= since
 
 
-GLOO_REDUCE_SCATTER_AVG = TorchAPI("gloo's reduce-scatter with ReduceOp.AVG", (2, 11), _installed_since((2, 11)))
+GLOO_REDUCE_SCATTER_AVG = TorchAPI("gloo's reduce-scatter with ReduceOp.AVG", (2, 9), _installed_since((2, 9)))
 """A reduce-scatter that averages on gloo (2.8's returns the sum); what FSDP2 reduces gradients with."""
 
 
@@ -152,6 +173,40 @@ def fsdp_average_by_sum(modules: Iterable[FSDPModule], group: dist.ProcessGroup 
     for module in modules:
         module.set_force_sum_reduction_for_comms(True)
     return True
+
+
+@dataclass(frozen=True)
+class TorchBug:
+    """A bug of torch's own in some releases that breaks what collviz runs on them: what it breaks,
+    torch's issue, the releases that have it, and whether the installed torch is one of them (read
+    from its release: a vendor build of an affected release counts as affected)."""
+
+    name: str
+    issue: str
+    releases: tuple[tuple[int, int], ...]
+    fixed_in: tuple[int, int]
+    affected: bool
+
+    def refusal(self, what: str) -> str | None:
+        """One line saying ``what`` cannot run on this torch and naming torch's bug (``scenario pp
+        cannot run on torch 2.9 (this is 2.9.1+cu128): torch's bug pytorch/pytorch#165143, …``), or
+        None where this torch is not affected."""
+        if not self.affected:
+            return None
+        releases = ", ".join(map(_text, self.releases))
+        return (f"{what} cannot run on torch {releases} (this is {TORCH_VERSION}): torch's bug {self.issue}, "
+                f"{self.name}; fixed in {_text(self.fixed_in)}")
+
+
+def _bug(name: str, issue: str, releases: tuple[tuple[int, int], ...], fixed_in: tuple[int, int]) -> TorchBug:
+    """A :class:`TorchBug` of ``releases``, affecting the installed torch where its release is one of them."""
+    return TorchBug(name, issue, releases, fixed_in, _installed_release() in releases)
+
+
+PIPELINE_FIRST_STEP = _bug("a pipeline schedule's first step sends an int64 that the next stage receives as a float32",
+                           "pytorch/pytorch#165143", ((2, 9),), (2, 10))
+"""torch 2.9's pipelining greets each neighbouring stage before its first step with a mismatched send
+and receive (gloo aborts the rank: ``op.preamble.length <= op.nbytes. 8 vs 4``): scenario ``pp``."""
 
 
 def floor_refusal(version: str = TORCH_VERSION) -> str | None:

@@ -13,7 +13,8 @@ __all__ = ["PINNED_TORCH", "VERIFIED_TORCH"]
 PINNED_TORCH = "2.13.0"
 """The torch the whole test suite runs on, the type check included (its stubs are the ones mypy reads)."""
 
-VERIFIED_TORCH = ("2.8.0", "2.11.0", PINNED_TORCH)
+VERIFIED_TORCH = ("2.8.0", "2.9.1", "2.10.0", "2.11.0", PINNED_TORCH)
 """Every torch release CI checks: the pinned one (the whole suite), the others by ``.ci/floor``
-(every scenario headless and the runtime's gloo tests). The first is the supported floor; 2.11.0
-is the torch of the lent GPU machines' image."""
+(every scenario headless and the runtime's gloo tests). The first is the supported floor; each
+release between it and the pinned one is checked at its last patch (2.9.1); 2.11.0 is the torch
+of the lent GPU machines' image."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..compat import DDP_BUCKET_CAP_MB_LIST, TorchAPI
+from ..compat import DDP_BUCKET_CAP_MB_LIST, PIPELINE_FIRST_STEP, TorchAPI, TorchBug
 from ..errors import UsageError
 from ..scenario_files.schema import Scenario
 from .program import RunOptions, ScenarioProgram, refuse_training_options
@@ -66,17 +66,19 @@ BUILDERS: dict[str, Builder] = {
 """Scenario kind → the function that resolves it into a program."""
 
 
-NEEDS: dict[str, tuple[TorchAPI, ...]] = {
+NEEDS: dict[str, tuple[TorchAPI | TorchBug, ...]] = {
     "ddp": (DDP_BUCKET_CAP_MB_LIST,),  # per-bucket caps from DDP's first step
+    "pp": (PIPELINE_FIRST_STEP,),  # 2.9's pipelining aborts its first step on gloo
 }
-"""Scenario kind → the version-sensitive torch APIs (:mod:`..compat`) it cannot run without."""
+"""Scenario kind → the version-sensitive torch APIs it cannot run without and torch's bugs it cannot
+run with (:mod:`..compat`)."""
 
 
 def torch_refusal(scenario: Scenario) -> str | None:
     """One line saying why this torch cannot run ``scenario`` (``scenario ddp needs torch ≥ 2.11
-    (this is 2.8.0+cu128)``), or None where it can."""
-    for api in NEEDS.get(scenario.kind, ()):
-        if (refusal := api.refusal(f"scenario {scenario.name}")) is not None:
+    (this is 2.8.0+cu128)``, or the torch bug it meets), or None where it can."""
+    for need in NEEDS.get(scenario.kind, ()):
+        if (refusal := need.refusal(f"scenario {scenario.name}")) is not None:
             return refusal
     return None
 

@@ -11,12 +11,14 @@ import tomllib
 
 import pytest
 import torch
+import torch.distributed as dist
 from packaging.requirements import Requirement
 
 from collviz.runtime import compat
 
 from support.cli import run_cli
 from support.paths import ROOT
+from support.reference import run_on_gloo_ranks
 
 
 VERIFIED = runpy.run_path(str(ROOT / "runtime" / "compat" / "verified.py"))
@@ -134,11 +136,83 @@ def test_serve_without_its_extra_says_how_to_install_it():
     assert result.stderr == 'collviz: error: collviz serve needs its extra: pip install "collviz[serve]"\n'
 
 
-def test_an_averaging_reduce_scatter_on_a_gloo_that_sums_for_avg_is_refused_in_one_line():
-    patch = ("import dataclasses, collviz.runtime.compat as c\n"
-             "c.GLOO_REDUCE_SCATTER_AVG = dataclasses.replace(c.GLOO_REDUCE_SCATTER_AVG, present=False)")
-    result = _cli_with(patch, "reduce-scatter", "--op", "avg", "--gpus", "2", "--backend", "gloo", "--headless")
-    assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr == \
-        f"collviz: error: reduce-scatter --op avg on gloo needs torch ≥ 2.11 (this is {torch.__version__})\n"
+def _compat_at(version: str) -> dict:
+    """What collviz.runtime.compat decides in a fresh interpreter whose torch says it is ``version``."""
+    code = (f"import json, torch; torch.__version__ = {version!r}\n"
+            "from collviz.runtime import compat as c\n"
+            "print(json.dumps({'avg': c.GLOO_REDUCE_SCATTER_AVG.present, 'pp_bug': c.PIPELINE_FIRST_STEP.affected}))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
 
+
+@pytest.mark.parametrize("version, averages, pp_bug", [
+    ("2.8.0+cu128", False, False),  # below both: gloo sums for AVG; pipelining has no greeting step yet
+    ("2.9.0+cu128", True, True), ("2.9.1", True, True),  # at both
+    ("2.10.0+cu128", True, False),  # above both: torch fixed the greeting's dtype
+    ("2.13.0+cpu", True, False),
+])
+def test_the_averaging_reduce_scatter_and_the_pipelining_bug_are_read_from_the_release(version, averages, pp_bug):
+    assert _compat_at(version) == {"avg": averages, "pp_bug": pp_bug}
+
+
+def _average_reduce_scatter(rank: int, n: int):
+    """Rank ``rank`` of ``n`` gloo ranks: its shard of a reduce-scatter with AVG of ``rank * 10 + k``, k < 2n."""
+    shard = torch.empty(2)
+    dist.reduce_scatter_tensor(shard, torch.arange(2 * n, dtype=torch.float32) + rank * 10, op=dist.ReduceOp.AVG)
+    yield shard.tolist()
+
+
+def test_gloo_s_reduce_scatter_averages_where_compat_says_it_does():
+    """Plain torch on 4 gloo ranks (run on every verified torch by .ci/floor): the sum of k + 10r over
+    r < 4 is 4k + 60, the average k + 15; rank r holds k = 2r and 2r + 1."""
+    shards = dict(run_on_gloo_ranks(_average_reduce_scatter, 4))
+    averages = {0: [15.0, 16.0], 1: [17.0, 18.0], 2: [19.0, 20.0], 3: [21.0, 22.0]}
+    sums = {0: [60.0, 64.0], 1: [68.0, 72.0], 2: [76.0, 80.0], 3: [84.0, 88.0]}
+    assert shards == (averages if compat.GLOO_REDUCE_SCATTER_AVG.present else sums)
+
+
+def test_an_averaging_reduce_scatter_on_a_gloo_that_sums_for_avg_is_refused_in_one_line():
+    result = _cli_with("import torch; torch.__version__ = '2.8.0+cu128'",
+                       "reduce-scatter", "--op", "avg", "--gpus", "2", "--backend", "gloo", "--headless")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == "collviz: error: reduce-scatter --op avg on gloo needs torch ≥ 2.9 (this is 2.8.0+cu128)\n"
+
+
+def _gpipe_step(rank: int, n: int):
+    """Rank ``rank`` of ``n`` gloo ranks: one plain GPipe step of a stage of one Linear layer each,
+    4 microbatches (torch.distributed.pipelining alone); the last stage yields its losses."""
+    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+    torch.manual_seed(0)
+    stage = PipelineStage(torch.nn.Linear(4, 4), rank, n, torch.device("cpu"))
+    schedule = ScheduleGPipe(stage, n_microbatches=4, loss_fn=torch.nn.functional.mse_loss)
+    losses: list = []
+    if rank == 0:
+        schedule.step(torch.ones(8, 4))
+    else:
+        schedule.step(target=torch.zeros(8, 4), losses=losses)
+    yield len(losses)
+
+
+def test_a_plain_gpipe_step_on_gloo_fails_where_compat_names_torch_s_bug():
+    """torch's own pipelining on 2 gloo ranks (run on every verified torch by .ci/floor): one loss per
+    microbatch on the last stage, or — on a release with pytorch/pytorch#165143 — a rank that fails."""
+    if compat.PIPELINE_FIRST_STEP.affected:
+        with pytest.raises(AssertionError, match="failed|did not finish"):
+            run_on_gloo_ranks(_gpipe_step, 2, timeout_s=60)
+    else:
+        assert sorted(run_on_gloo_ranks(_gpipe_step, 2)) == [(0, 0), (1, 4)]
+
+
+@pytest.mark.parametrize("version", ["2.9.0+cu128", "2.9.1"])
+def test_pp_on_torch_2_9_is_refused_in_one_line_naming_torch_s_bug(version, tmp_path):
+    trace = tmp_path / "pp.cvz"
+    result = _cli_with(f"import torch; torch.__version__ = {version!r}", "pp", "--gpus", "2", "--headless",
+                       "--record", str(trace))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"collviz: error: scenario pp cannot run on torch 2.9 (this is {version}): torch's bug pytorch/pytorch#165143, "
+        "a pipeline schedule's first step sends an int64 that the next stage receives as a float32; fixed in 2.10\n")
+    assert not trace.exists()  # refused before anything started
