@@ -100,8 +100,11 @@ async def test_live_session_reaches_the_end_and_quit_stops_it():
         # a live run that finished well is shown at its first collective, not its emptiest last step
         assert not app.following and app.cursor == app.event_log.step_ends[1]
         assert "showing its first collective" in app.labels()[1]
-        header = app.screen.query_one("#header").render().plain.splitlines()[0]
-        assert " · finished · " in header and " live " not in header, header  # the run is over, not live
+        def header() -> str:
+            return app.screen.query_one("#header").render().plain.splitlines()[0]
+
+        await until(pilot, lambda: " · finished · " in header())  # drawn at the next frame (frames are throttled)
+        assert " live " not in header(), header()  # the run is over, not live
         await pilot.press("end")
         assert app.following and app.cursor == len(app.event_log)
         view = app.current_view()

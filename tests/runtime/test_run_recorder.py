@@ -342,6 +342,7 @@ def test_the_last_dump_waits_for_the_scripts_device_to_finish_its_queued_calls(m
     for name in (recorder.FR_BUFFER_ENV, *recorder.WATCHDOG_DUMP_ENVS):  # set by the rank: gone after the test
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(recorder, "_worker_server", lambda path: contextlib.nullcontext())
+    _no_handler_in_this_process(monkeypatch, recorder)
     monkeypatch.setattr(recorder, "_settle", lambda most_s: None)
     monkeypatch.setattr(recorder, "recorder_json", lambda: cuda.calls.append(("dump", None)) or b"{}")
     read, write = os.pipe()
@@ -377,11 +378,18 @@ def _environment_in_the_script(monkeypatch: pytest.MonkeyPatch, folder: Path) ->
 
     monkeypatch.setattr(recorder, "_worker_server", lambda path: contextlib.nullcontext())
     monkeypatch.setattr(recorder, "_Dumper", lambda path, device: _NoDumps())
+    _no_handler_in_this_process(monkeypatch, recorder)
     monkeypatch.delenv(recorder.FR_BUFFER_ENV, raising=False)  # set by the rank: gone after the test
     seen: dict[str, str | None] = {}
     with recorder.recorded_rank(recorder.RecorderPlace(str(folder), _closed_pipe()), 3, torch.device("cpu")):
         seen = {name: os.environ.get(name) for name in ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")}
     return seen
+
+
+def _no_handler_in_this_process(monkeypatch: pytest.MonkeyPatch, recorder) -> None:
+    """A rank registers its status handler with torch's C++ registry, which keeps the Python callable
+    past the interpreter's end (ranks leave by os._exit): the test process registers none."""
+    monkeypatch.setattr(recorder._c10d, "_get_handler_names", lambda: [recorder.STATUS_HANDLER])
 
 
 class _NoDumps:
