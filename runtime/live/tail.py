@@ -50,10 +50,10 @@ class _Place(msgspec.Struct):
 class _Top(msgspec.Struct):
     """A Flight Recorder trace with its entries left undecoded."""
 
-    entries: list[msgspec.Raw]
+    entries: list[msgspec.Raw] = []
     version: str | float | int = ""
-    pg_config: dict = {}
-    pg_status: dict = {}
+    pg_config: dict | None = None
+    pg_status: dict | None = None
 
 
 _TOP = msgspec.json.Decoder(_Top)
@@ -99,14 +99,15 @@ def decode_trace(body: bytes, since_ns: int = 0) -> Trace | str:
         return f"not JSON ({exc})"
     except RecursionError:
         return "nested deeper than any Flight Recorder trace: not read"
-    if not (top.pg_config or top.pg_status):
+    if top.pg_config is None and top.pg_status is None:
         return "not a Flight Recorder trace (no pg_config or pg_status)"
     largest = max(map(len, top.entries), default=0)
     if largest > MAX_ENTRY_BYTES:
         return f"not a Flight Recorder trace (an entry of {largest:,} bytes, over {MAX_ENTRY_BYTES:,})"
     kept = [(raw, place) for raw in top.entries
             if (place := _place(raw)) is None or place.time_created_ns >= since_ns]
-    return Trace(top.version, top.pg_config, top.pg_status, [raw for raw, _ in kept], [place for _, place in kept])
+    return Trace(top.version, top.pg_config or {}, top.pg_status or {}, [raw for raw, _ in kept],
+                 [place for _, place in kept])
 
 
 def _key(place: _Place) -> tuple[str, str, bool, int]:

@@ -22,7 +22,7 @@ from collviz.runtime.live.snapshot import take_snapshot
 from collviz.runtime.live.stacks import user_stack_line
 from collviz.runtime.live.workers import Worker, ask_all, find_sockets
 
-from support.attach_job import DEADLINE_S, STACK, STALLED_LINE, WORKERS, asking, fr_answer
+from support.attach_job import DEADLINE_S, EMPTY_RECORDER, STACK, STALLED_LINE, WORKERS, asking, fr_answer
 from support.cli import run_cli
 
 
@@ -315,6 +315,14 @@ def test_only_the_calls_from_the_last_one_every_rank_completed_are_decoded():
     traces = {0: [decode_trace(fr_answer(9, True))], 1: [decode_trace(fr_answer(6, False))], 2: [decode_trace(fr_answer(7, False))]}
     kept = {rank: [e["collective_seq_id"] for e in content["entries"]] for rank, content in tail_content(traces).items()}
     assert kept == {0: [6, 7, 8, 9], 1: [6], 2: [6, 7]}, "rank 1 completed up to #6: every rank keeps #6 onwards"
+
+
+def test_a_recorder_with_no_call_yet_is_a_trace_with_no_entries_not_a_failure():
+    from collviz.runtime.live.tail import Trace, decode_trace
+
+    found = decode_trace(EMPTY_RECORDER)
+    assert isinstance(found, Trace) and found.entries == [] and found.pg_config == {}, \
+        "an NCCL job's fr_trace_json has no entries key until a gloo call is made (seen on an H200)"
 
 
 @pytest.mark.parametrize("body, expected", [

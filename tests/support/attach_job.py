@@ -162,6 +162,12 @@ def fr_answer(calls: int, inside: bool, backend: str = "gloo") -> bytes:
                        "pg_status": {}, "entries": entries}).encode()
 
 
+EMPTY_RECORDER = b'{"comm_lib_version": "", "nccl_comm_state": {}, "pg_config": {}, "pg_status": {}, "version": "2.10"}'
+"""A recorder that holds no call yet, answered as torch 2.11.0+cu130 answered it on an NVIDIA H200
+(2026-11-28; ``_dump_nccl_trace_json`` of a rank before its first call, keys as printed by the
+probe): no ``entries`` key at all, and empty groups. On an NCCL job, torch's ``fr_trace_json``
+(the recorder of every backend but NCCL) answers this for the whole run."""
+
 WORKERS = [Worker(0, "rank0.sock"), Worker(1, "rank1.sock")]
 STACK = '''Current thread 0x00007f74a613b6c0 (most recent call first):
   <no Python frame>
@@ -175,7 +181,8 @@ Thread 0x00007f74c71eab80 (most recent call first):
 
 def asking(readings: list[dict[int, bytes | None]], recorder: str = "fr_trace_json"):
     """An ``ask`` that gives each reading's Flight Recorder answers in turn from ``recorder``
-    (the other recorder answers empty for gloo's, 404 for NCCL's: a torch without NCCL), and
+    (the other recorder answers as an empty one does for gloo's, 404 for NCCL's: a torch without
+    NCCL), and
     STACK for stacks."""
     asked: list[tuple[str, list[int]]] = []
 
@@ -186,7 +193,7 @@ def asking(readings: list[dict[int, bytes | None]], recorder: str = "fr_trace_js
         if handler != recorder:
             if handler == "dump_nccl_trace_json":
                 return {w.rank: Answer(w.rank, None, "dump_nccl_trace_json answered 404", status=404) for w in workers}
-            return {w.rank: Answer(w.rank, fr_answer(0, False), status=200) for w in workers}
+            return {w.rank: Answer(w.rank, EMPTY_RECORDER, status=200) for w in workers}
         bodies = readings[min(len([h for h, _ in asked if h == recorder]), len(readings)) - 1]
         return {w.rank: Answer(w.rank, bodies[w.rank], "" if bodies[w.rank] else "no answer within 2 s",
                                status=200 if bodies[w.rank] else None) for w in workers}
