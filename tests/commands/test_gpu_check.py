@@ -178,3 +178,19 @@ def test_the_tier_table_reads_pytests_verbose_lines_and_names_tests_not_reached(
     assert table[2:5] == [f"| `{TIER_TESTS[0]}` | passed |", f"| `{TIER_TESTS[1]}` | failed |",
                           f"| `{TIER_TESTS[2]}` | not reached |"]
     assert len(table) == 2 + len(TIER_TESTS)
+
+
+def test_only_runs_the_named_checks_in_their_usual_order_and_refuses_an_unknown_key(tmp_path: Path):
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--quick", "--only",
+                             "observe,canary"], cwd=tmp_path, env={**os.environ, "OUT": str(out)},
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert list(_outcomes((out / "report.md").read_text())) == [CHECK_TITLES[0], CHECK_TITLES[-1]], \
+        "canary before observe, as the whole command runs them"
+    assert {path.name for path in out.iterdir()} == {"report.md", "1-canary.log", "2-observe.log"}
+    refused = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--only", "canary,nope"],
+                             cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.stderr.splitlines()[-1] == ("gpu_check.py: error: argument --only: no check nope (keys: algo, "
+                                               "attach, canary, fsdp, latency, observe, observer, run, tier)")
