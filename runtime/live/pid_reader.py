@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..sources.run import Call
-from ..wire.protocol import NOT_RECORDED_OPTION, UNTIMED_OPTION
+from ..wire.protocol import NOT_RECORDED_OPTION, SIZES_NOT_READ, STACKS_SCENARIO, UNTIMED_OPTION
 from .pids import RankProcess
 from .py_spy import PtraceDenied, StackError, dump_threads
 from .reading import CallKey, End, RankRead, Reading
@@ -32,7 +32,7 @@ from .stacks import Frame, Place, place_of
 
 __all__ = ["NOT_RECORDED", "PidReader", "UNTIMED"]
 
-UNTIMED = "read from the ranks' stacks: a call's time is only how long a rank was seen inside it"
+UNTIMED = "read from the ranks' stacks, which hold no call's time"
 """Why a call read by pid has no duration."""
 
 NOT_RECORDED = ("read from the ranks' Python stacks (py-spy): where each rank is, no group, call number, sizes, "
@@ -125,7 +125,7 @@ class PidReader:
             if over:
                 del self._open[words]
             for rank in (members if over else still):
-                calls.append(Call(rank, call.key[0], members, call.key[1], call.op, "unknown", 0, 0, 0,
+                calls.append(Call(rank, call.key[0], members, call.key[1], call.op, SIZES_NOT_READ, 0, 0, 0,
                                   call.seen_ns.get(rank, now), None, completed=over, where=words.partition(" at ")[2]))
         texts = {call.key: (call.words, _narration(call.words)) for call in self._open.values()}
         worded = {(call.group, call.group_seq): call.group for call in calls}
@@ -139,7 +139,7 @@ class PidReader:
     def run_start(self, reading: Reading) -> dict[str, Any] | None:
         """The RunStart of the job read by pid."""
         count = len(self.ranks)
-        return dict(scenario="attach", world_size=reading.world_size or count, backend="unknown", device_kind="cpu",
+        return dict(scenario=STACKS_SCENARIO, world_size=reading.world_size or count, backend="unknown", device_kind="cpu",
                     backend_reason="attached by pid: each rank's Python stack read with py-spy; the backend and "
                                    "devices are not read", mode="live",
                     options={UNTIMED_OPTION: UNTIMED, NOT_RECORDED_OPTION: NOT_RECORDED},

@@ -30,6 +30,7 @@ from collviz.runtime.sessions.live import pid_session
 from collviz.runtime.wire.protocol import Phase, Stall
 
 from support.bare_job import STALLED_LINE, WAITING_LINE, bare_job
+from support.pid_stacks import IN_ALL_REDUCE, IN_BROADCAST, LOADING, stack_reader
 from support.cli import run_cli
 
 STACKS_ONLY = ("stacks only: start the job with torch's worker server next time (TORCH_WORKER_SERVER_SOCKET="
@@ -63,39 +64,10 @@ def test_torchruns_pid_names_the_stalled_rank_its_function_and_the_call_the_othe
     assert (status, sorted(out.split())) == (0, ["0", "1", "finished", "finished"]), err  # the job went on
 
 
-C10D = "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
-LOGGER = "/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py"
-
-
-def _thread(*frames: tuple[str, int, str]) -> list[Frame]:
-    return [Frame(file, line, name) for file, line, name in frames]
-
-
-IN_ALL_REDUCE = [_thread((C10D, 3252, "all_reduce"), (LOGGER, 83, "_exception_logger.<locals>.wrapper"),
-                         ("/home/me/train.py", 30, "step"), ("/home/me/train.py", 50, "<module>"))]
-IN_BROADCAST = [_thread((C10D, 2801, "broadcast"), ("/home/me/train.py", 41, "sync"), ("/home/me/train.py", 52, "<module>"))]
-LOADING = [_thread(("/usr/lib/python3.11/threading.py", 320, "wait")),
-           _thread(("/home/me/train.py", 12, "load_batch"), ("/home/me/train.py", 49, "<module>"))]
-
-
-def _reader(stacks: list[dict[int, list[list[Frame]]]]) -> tuple[PidReader, list[int]]:
-    """A reader of ranks 0–3 (pids 100+rank) whose readings give ``stacks`` in turn (rank → threads)."""
-    reads: list[int] = []
-
-    def dump(pid: int, native: bool, timeout_s: float) -> list[list[Frame]]:
-        reads.append(pid)
-        return stacks[min((len(reads) - 1) // 4, len(stacks) - 1)][pid - 100]
-
-    ranks = [RankProcess(rank, os.getpid(), {"RANK": str(rank), "WORLD_SIZE": "4"}) for rank in range(4)]
-    reader = PidReader(ranks, dump=dump)
-    reader.ranks = [RankProcess(rank, 100 + rank, process.environ) for rank, process in enumerate(ranks)]
-    return reader, reads
-
-
 def test_ranks_in_two_calls_wait_for_every_rank_not_in_theirs_each_named_at_its_own_line(monkeypatch):
     monkeypatch.setattr(Path, "exists", lambda self: True)  # the hand-made pids are running
     stuck = {0: IN_ALL_REDUCE, 1: LOADING, 2: IN_ALL_REDUCE, 3: IN_BROADCAST}
-    reader, reads = _reader([stuck])
+    reader, reads = stack_reader([stuck])
     snapshot = take_snapshot(reader, 0.0, sleep=lambda s: None)
     assert snapshot.text().splitlines() == [
         "rank 0: now in all_reduce at train.py:30 in step",
@@ -119,7 +91,7 @@ def test_a_call_every_rank_left_is_one_step_and_entering_it_again_is_the_next(mo
     waiting = {0: IN_ALL_REDUCE, 1: LOADING, 2: IN_ALL_REDUCE, 3: IN_ALL_REDUCE}
     everyone = {rank: IN_ALL_REDUCE for rank in range(4)}
     apart = {rank: LOADING for rank in range(4)}
-    reader, _ = _reader([waiting, waiting, everyone, apart, apart, waiting])
+    reader, _ = stack_reader([waiting, waiting, everyone, apart, apart, waiting])
     session = pid_session(reader, pace=Pace(0.0, 0.0))
     session.start()
     events = [event for _ in range(6) for event in session.poll(0.0)]
