@@ -179,3 +179,15 @@ def test_a_dump_torch_wrote_since_the_rank_started_is_named_for_replay(tmp_path)
     finally:
         rank.kill()
         rank.wait()
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--headless"], "attach reads TARGET (the job's worker servers) or --pid PID …, one of the two"),
+    (["--headless", "/tmp/job", "--pid", "1"], "attach reads TARGET (the job's worker servers) or --pid PID …, one of the two"),
+    (["--headless", "--native", "/tmp/job"], "--native adds C++ frames to the stacks of --pid"),
+])
+def test_target_and_pid_are_one_or_the_other(args, expected, capsys):
+    from collviz.app.cli import main
+
+    assert main(["attach", *args]) == 2
+    assert capsys.readouterr().err.strip() == f"collviz: error: {expected}"
