@@ -4,8 +4,8 @@ see more of it next time (``collviz attach --pid``).
 torch writes a rank's Flight Recorder to a file without being asked when its NCCL watchdog
 times out a call: ``TORCH_FR_DUMP_TEMP_FILE`` (``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` before torch
 2.6) names the prefix, ``/tmp/nccl_trace_rank_`` by default, and the rank's number ends the name.
-Such a file, written since the rank started, is the rank's calls up to the timeout, which
-``collviz replay`` reads. Everything else the job keeps (its recorder's buffer, in memory) is
+Such a file, written since the rank started, is the rank's calls up to the timeout: read as
+``collviz replay`` reads it, its verdict (who waited where, who called something else) is said. Everything else the job keeps (its recorder's buffer, in memory) is
 reached only through torch's worker server, which the job must have opened.
 """
 
@@ -15,7 +15,10 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..errors import UsageError
 from ..observation.rank_lists import ranks_text
+from ..sources.detect import open_artifacts
+from ..wire.protocol import RunEnd
 from .pids import RankProcess
 
 __all__ = ["DEFAULT_DUMP_PREFIX", "dumps_of", "see_more"]
@@ -53,14 +56,24 @@ def dumps_of(ranks: Sequence[RankProcess]) -> dict[int, Path]:
     return found
 
 
+def _verdict(paths: Sequence[Path]) -> str:
+    """What the dumps at ``paths`` say went wrong (their import's verdict), or why they cannot be read."""
+    try:
+        run = open_artifacts(paths)
+    except UsageError as refused:
+        return f"they cannot be read ({refused})"
+    end = next((event for event in reversed(run.events) if isinstance(event, RunEnd)), None)
+    return f"they say {end.detail}" if end is not None and end.detail else "they hold no hang or mismatch"
+
+
 def see_more(ranks: Sequence[RankProcess]) -> str:
     """One line: what the job read by pid can show next time (the dumps torch wrote, where it
     did; else what to set before starting it)."""
     dumps = dumps_of(ranks)
     if dumps:
-        listed = " ".join(str(dumps[rank]) for rank in sorted(dumps))
+        paths = [dumps[rank] for rank in sorted(dumps)]
         return (f"torch dumped the Flight Recorder of rank{'s' if len(dumps) > 1 else ''} {ranks_text(sorted(dumps))} "
-                f"on a timeout: collviz replay {listed} shows the calls")
+                f"on a timeout: {_verdict(paths)}; collviz replay {' '.join(map(str, paths))} shows every call")
     if any("TORCH_WORKER_SERVER_SOCKET" in process.environ for process in ranks):
         return "the job opens torch's worker servers: collviz attach SOCKETS reads every rank's calls, not only its stack"
     return ("stacks only: start the job with torch's worker server next time (TORCH_WORKER_SERVER_SOCKET="

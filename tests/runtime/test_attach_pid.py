@@ -30,6 +30,7 @@ from collviz.runtime.sessions.live import pid_session
 from collviz.runtime.wire.protocol import Phase, Stall
 
 from support.bare_job import STALLED_LINE, WAITING_LINE, bare_job
+from support.fr_dumps import hang_and_mismatch
 from support.pid_stacks import IN_ALL_REDUCE, IN_BROADCAST, LOADING, stack_reader
 from support.cli import run_cli
 
@@ -165,16 +166,22 @@ def test_a_pid_without_ranks_and_two_pids_of_one_rank_are_refused():
             process.wait()
 
 
-def test_a_dump_torch_wrote_since_the_rank_started_is_named_for_replay(tmp_path):
+def test_dumps_torch_wrote_since_the_ranks_started_are_read_and_named_for_replay(tmp_path):
     rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdin=subprocess.DEVNULL)
     try:
-        environ = {"RANK": "2", "TORCH_FR_DUMP_TEMP_FILE": f"{tmp_path}/fr_rank_"}
-        ranks = [RankProcess(2, rank.pid, environ)]
+        prefix = tmp_path / "fr_rank_"
+        ranks = [RankProcess(r, rank.pid, {"RANK": str(r), "TORCH_FR_DUMP_TEMP_FILE": str(prefix)}) for r in range(4)]
         assert see_more(ranks) == STACKS_ONLY
-        (tmp_path / "fr_rank_2").write_bytes(b"dump")
-        assert see_more(ranks) == (f"torch dumped the Flight Recorder of rank 2 on a timeout: collviz replay "
-                                   f"{tmp_path}/fr_rank_2 shows the calls")
-        os.utime(tmp_path / "fr_rank_2", (0, 0))  # a dump of an earlier job, older than the rank
+        written = hang_and_mismatch(tmp_path / "written")
+        for r in range(4):
+            Path(f"{prefix}{r}").write_bytes((written / f"rank_{r}.json").read_bytes())
+        listed = " ".join(f"{prefix}{r}" for r in range(4))
+        assert see_more(ranks) == (
+            "torch dumped the Flight Recorder of ranks 0–3 on a timeout: they say collective mismatch at call #3 on "
+            "group 0 (default_pg): rank 3 called broadcast(float32 ×8), where ranks 0–2 called all_reduce(float32 ×8); "
+            f"collviz replay {listed} shows every call")
+        for r in range(4):
+            os.utime(f"{prefix}{r}", (0, 0))  # dumps of an earlier job, older than the ranks
         assert see_more(ranks) == STACKS_ONLY
     finally:
         rank.kill()
