@@ -88,9 +88,10 @@ so keep the sockets in a folder only you can read, and the ports inside the clus
 
 
 def build_parser() -> OneLineParser:
-    """``collviz attach TARGET [--record FILE [--force]] [--headless [--json] [--watch [--count N]]]
-    [--slowest S] [--timeout S] [--interval S]``."""
-    parser = command_parser("collviz attach", "Watch a running job's ranks live, read from torch's worker servers: "
+    """``collviz attach (TARGET | --pid PID [PID …] [--native]) [--record FILE [--force]] [--headless
+    [--json] [--watch [--count N]]] [--slowest S] [--timeout S] [--interval S]``."""
+    parser = command_parser("collviz attach", "Watch a running job's ranks live, read from torch's worker servers "
+                            "(or, by --pid, their stacks): "
                             "their calls, who waits on whom, and where.", ATTACH_EPILOG)
     parser.add_argument("target", metavar="TARGET", nargs="?",
                         help="the ranks' worker-server sockets (a folder, a glob pattern or one socket path), or "
