@@ -6,7 +6,8 @@ TARGET is the ranks' worker-server sockets: a folder of them, a glob pattern or 
 (``TORCH_WORKER_SERVER_SOCKET`` under ``torch.distributed.elastic.control_plane.worker_main``);
 or ``HOST:PORT``, the job's store (``MASTER_ADDR:MASTER_PORT``), where
 ``torch.distributed.debug.start_debug_server()`` put every rank's worker-server address.
-Headless, the exit status is 0 when every rank is in step, 1 when some wait on others (or a rank
+``--pid PID …`` reads a job that prepared nothing instead (:mod:`.attach_pid`: each rank's stack
+by py-spy). Headless, the exit status is 0 when every rank is in step, 1 when some wait on others (or a rank
 did not answer); 2 on a usage error. Without a terminal, attach is headless.
 """
 
@@ -15,9 +16,9 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .attach_pid import pid_reader, print_by_pid
 from .options import (
     OneLineParser,
     add_headless_option,
@@ -31,8 +32,8 @@ from .options import (
 
 if TYPE_CHECKING:
     from collviz.runtime.live.pace import Pace
-    from collviz.runtime.live.recorder_reader import RecorderReader
-    from collviz.runtime.live.workers import Worker
+    from collviz.runtime.live.reading import Reader
+    from collviz.runtime.sessions.live import LiveSession
 
 __all__ = ["build_parser", "main"]
 
@@ -71,24 +72,43 @@ costs each rank the building of its whole Flight Recorder answer (torch cannot s
 pace adapts: every --interval seconds while ranks wait, else every --slowest seconds (however
 fast the calls move).
 
+A job that prepared nothing (no worker server) is read by pid, its ranks' Python stacks read with
+py-spy, never pausing them (--native adds C++ frames, pausing each rank for the moment of the read):
+
+  collviz attach --headless --pid 4242      torchrun's pid: its ranks are its child processes
+  collviz attach --pid 4250 4251            ranks' own pids, live in the viewer
+
+It says which ranks are inside which collective call (known by the function and the line that
+called it: a stack holds no group or call number), which are outside any and where, and names
+the ranks the others wait on at the line of their own code; then what would show more next time.
+
 The worker server has no authentication: anyone who can open its socket or port can read it,
 so keep the sockets in a folder only you can read, and the ports inside the cluster's network.
 """
 
 
 def build_parser() -> OneLineParser:
-    """``collviz attach TARGET [--record FILE [--force]] [--headless [--json] [--watch [--count N]]]
-    [--slowest S] [--timeout S] [--interval S]``."""
-    parser = command_parser("collviz attach", "Watch a running job's ranks live, read from torch's worker servers: "
+    """``collviz attach (TARGET | --pid PID [PID …] [--native]) [--record FILE [--force]] [--headless
+    [--json] [--watch [--count N]]] [--slowest S] [--timeout S] [--interval S]``."""
+    parser = command_parser("collviz attach", "Watch a running job's ranks live, read from torch's worker servers "
+                            "(or, by --pid, their stacks): "
                             "their calls, who waits on whom, and where.", ATTACH_EPILOG)
-    parser.add_argument("target", metavar="TARGET",
+    parser.add_argument("target", metavar="TARGET", nargs="?",
                         help="the ranks' worker-server sockets (a folder, a glob pattern or one socket path), or "
                              "HOST:PORT, the job's store holding start_debug_server's addresses")
+    parser.add_argument("--pid", type=int, nargs="+", metavar="PID",
+                        help="instead of TARGET, a job that prepared nothing: torchrun's pid (its ranks are its "
+                             "child processes), a rank's, or several ranks'; every rank's Python stack read with "
+                             "py-spy, never pausing it")
+    parser.add_argument("--native", action="store_true",
+                        help="with --pid: C and C++ frames too (where NCCL waits; py-spy pauses each rank for the "
+                             "moment of its read)")
     add_headless_option(parser, "one snapshot and exit")
     add_record_option(parser)
-    parser.add_argument("--timeout", type=float, default=2.0, metavar="S",
+    parser.add_argument("--timeout", type=float, metavar="S",
                         help="each request's deadline: connecting and the whole answer, however slowly a server "
-                             "sends it; a server past it is named slow, never waited for (default 2)")
+                             "sends it; a server past it is named slow, never waited for (default 2; with --pid, "
+                             "each rank's stack read: default 10)")
     parser.add_argument("--interval", type=float, default=1.0, metavar="S",
                         help="the time between the two readings that confirm a wait, and between readings while "
                              "ranks wait (the viewer, --watch; default 1)")
@@ -116,7 +136,11 @@ def main(argv: Sequence[str]) -> int:
     from collviz.runtime.live.workers import find_workers
 
     headless = args.headless or args.json or args.watch or no_terminal() is not None
-    timeout_s = check_seconds("--timeout", args.timeout)
+    if (args.target is None) == (args.pid is None):
+        raise UsageError("attach reads TARGET (the job's worker servers) or --pid PID …, one of the two")
+    if args.native and args.pid is None:
+        raise UsageError("--native adds C++ frames to the stacks of --pid")
+    timeout_s = check_seconds("--timeout", args.timeout if args.timeout is not None else 10.0 if args.pid else 2.0)
     interval_s = check_seconds("--interval", args.interval)
     if not args.watch and args.count is not None:
         raise UsageError("--count counts the readings of --watch")
@@ -125,24 +149,33 @@ def main(argv: Sequence[str]) -> int:
     check_record_option(args)
     pace = Pace(interval_s, max(interval_s, check_seconds("--slowest", args.slowest)))
     count = None if args.count is None else check_count("--count", args.count, 1, 1 << 31)
+    if args.pid is not None:
+        from collviz.runtime.sessions.live import pid_session
+
+        reader = pid_reader(args.pid, args.native, timeout_s)
+        if not headless:
+            return _view(pid_session(reader, record=args.record, pace=pace))
+        return print_by_pid(reader, as_json=args.json, watch=_watch if args.watch else None, count=count, pace=pace)
     workers = find_workers(args.target, timeout_s)
     if not headless:
-        return _view(workers, args.target, args.record, pace, timeout_s)
+        from collviz.runtime.sessions.live import attached_session
+
+        return _view(attached_session(workers, record=args.record, target=args.target, pace=pace, timeout_s=timeout_s))
 
     if not args.json:
         print(f"collviz attach: the worker servers of {len(workers)} rank{'s' if len(workers) > 1 else ''} at {args.target}")
-    reader = RecorderReader(workers, timeout_s, from_first=False, target=args.target)
+    recorders = RecorderReader(workers, timeout_s, from_first=False, target=args.target)
     if not args.watch:
-        snapshot = take_snapshot(reader, interval_s)
+        snapshot = take_snapshot(recorders, interval_s)
         if args.json:
             print_json(snapshot.document())
         else:
             print(snapshot.text(), flush=True)
         return snapshot.exit_status
-    return _watch(reader, pace, count, args.json)
+    return _watch(recorders, pace, count, args.json)
 
 
-def _watch(reader: RecorderReader, pace: Pace, count: int | None, as_json: bool) -> int:
+def _watch(reader: Reader, pace: Pace, count: int | None, as_json: bool) -> int:
     """Print each new snapshot until Ctrl-C, ``count`` readings or the job's end (said in one
     line); the exit status: the last snapshot's, 1 where the job ended while ranks waited."""
     from collviz.runtime.live.snapshot import Snapshot, watch
@@ -162,18 +195,16 @@ def _watch(reader: RecorderReader, pace: Pace, count: int | None, as_json: bool)
         return last.exit_status if last is not None else 0
     stalled = last is not None and bool(last.waits)
     print("collviz attach: the job ended" + (" while ranks waited on others (the last snapshot above)" if stalled
-                                             else ": no rank's worker server answers any more"),
+                                             else ": no rank answers any more"),
           file=sys.stderr if as_json else sys.stdout, flush=True)
     return 1 if stalled else 0
 
 
-def _view(workers: list[Worker], target: str, record: Path | None, pace: Pace, timeout_s: float) -> int:
+def _view(session: LiveSession) -> int:
     """The job live in the viewer until it ends or the user quits; how it ended on stderr."""
     from collviz.app.app import run_viewer
     from collviz.runtime.sessions.headless import report_outcome
-    from collviz.runtime.sessions.live import attached_session
 
-    session = attached_session(workers, record=record, target=target, pace=pace, timeout_s=timeout_s)
     session.start()
     exit_code = run_viewer(session=session)
     return report_outcome(session, exit_code, sys.stderr)

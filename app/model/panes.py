@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from collviz.runtime.wire.protocol import (
     IMPORT_RUN_PREFIX,
     NOT_RECORDED_OPTION,
+    STACKS_SCENARIO,
     UNTIMED_OPTION,
     AnyEvent,
     Check,
@@ -86,12 +87,15 @@ class CostFields:
     step: int
     latest_calls: tuple[tuple[int, Collective | None], ...]
     untimed: str
+    worded_by_group: bool = False
+    """Whether a call's group is its own words, with no call number (a job read from stacks)."""
 
     @classmethod
     def of(cls, view: ViewState) -> CostFields:
         """The cost pane's fields of ``view``."""
         untimed = str(view.run.options.get(UNTIMED_OPTION, "")) if view.run is not None else ""
-        return cls(view.costs, view.call_count, view.step, tuple((r.rank, r.collective) for r in view.ranks), untimed)
+        return cls(view.costs, view.call_count, view.step, tuple((r.rank, r.collective) for r in view.ranks), untimed,
+                   view.run is not None and view.run.scenario == STACKS_SCENARIO)
 
 
 @dataclass(frozen=True)
@@ -146,13 +150,15 @@ class MemoryFields:
 
 def _no_samples(run: RunStart | None) -> str:
     """What the memory pane says before any rank has a sample: where a script's come from, that an
-    imported artifact or an attached job's Flight Recorder holds none."""
+    imported artifact or an attached job's Flight Recorder (or its stacks) holds none."""
     options = run.options if run is not None else {}
     if "script" in options:
         return "no memory samples yet: collviz.watch(model, optimizer) adds them at each step's end"
     if run is not None and NOT_RECORDED_OPTION in options:  # an import, or (its run not one) an attached job
-        source = "the imported artifact" if run.run.startswith(IMPORT_RUN_PREFIX) else "the attached job's Flight Recorder"
-        return f"memory not recorded: {source} holds none"
+        source = ("the imported artifact holds" if run.run.startswith(IMPORT_RUN_PREFIX) else
+                  "the attached job's stacks hold" if run.scenario == STACKS_SCENARIO else
+                  "the attached job's Flight Recorder holds")
+        return f"memory not recorded: {source} none"
     return NO_SAMPLES
 
 

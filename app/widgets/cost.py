@@ -14,6 +14,7 @@ from rich.cells import cell_len
 from rich.text import Text
 
 from collviz.runtime.observation.metrics import human_rate
+from collviz.runtime.wire.protocol import SIZES_NOT_READ
 from ..model import CallCost
 from ..model.panes import CostFields
 from .render import format_bytes
@@ -51,6 +52,10 @@ def cost_headline(cost: CallCost, mask_volatile: bool = False, width: int | None
     parts a number from its unit."""
     seconds = _seconds(mask_volatile)
     text = Text()
+    if cost.dtype == SIZES_NOT_READ:  # a call read from stacks: its group is its own words, no size is known
+        text.append(cost.group, "bold")
+        text.append(f" · {cost.ranks} ranks · sizes not read (a stack holds none)\nt {TIMED_LABELS[cost.timed]}")
+        return text
     text.append(cost.op, "bold")
     group = "" if cost.group == "world" else f" on {cost.group}"
     text.append(f"{group} · {cost.ranks} ranks · {cost.dtype}")
@@ -76,14 +81,15 @@ def cost_details(cost: CallCost, mask_volatile: bool = False, untimed: str = "")
     rank's, for an uneven call), what t measured (``untimed``: why an imported call has no time)
     and the bus factor's formula."""
     text = Text()
-    if cost.even:
+    sized = cost.dtype != SIZES_NOT_READ  # a call read from stacks has no sizes: its headline says so
+    if sized and cost.even:
         text.append(f"{format_bytes(cost.bytes_in)} in → {format_bytes(cost.bytes_out)} out per rank")
-    else:
+    elif sized:
         text.append("uneven: each rank's in → out", "dim")
         text.append_text(_per_rank_text(cost, _seconds(mask_volatile)))
     if cost.seconds is None:
         why = f": {untimed}" if cost.timed == "absent" and untimed else ""
-        text.append(f"\nt: {TIMED_LABELS[cost.timed]}{why}", "dim")
+        text.append(f"{chr(10) if text.plain else ''}t: {TIMED_LABELS[cost.timed]}{why}", "dim")
         return text
     repeats = f", median of {cost.calls}" if cost.calls > 1 else ""
     whose = f" (r{cost.slowest})" if cost.slowest is not None and cost.timed == "call" else ""
@@ -121,10 +127,13 @@ def _no_cost(fields: CostFields) -> str:
             inside.setdefault((latest.op, latest.group, latest.group_seq), []).append(rank)
     if not inside:
         return NO_CALL
+    def name(op: str, group: str, seq: int) -> str:
+        return group if fields.worded_by_group else f"{op} #{seq}"
+
     if len(inside) == 1:
-        [((op, _, seq), ranks)] = inside.items()
-        return f"{op} #{seq} has not ended on {_ranks_text(ranks)}: no cost"
-    calls = "; ".join(f"{op} #{seq} on {_ranks_text(ranks)}" for (op, _, seq), ranks in inside.items())
+        [(call, ranks)] = inside.items()
+        return f"{name(*call)} has not ended on {_ranks_text(ranks)}: no cost"
+    calls = "; ".join(f"{name(*call)} on {_ranks_text(ranks)}" for call, ranks in inside.items())
     return f"calls not ended: {calls}: no cost"
 
 

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual import events
 from textual.message import Message
 
-from collviz.runtime.wire.protocol import Freed
+from collviz.runtime.wire.protocol import SIZES_NOT_READ, Freed
 
 from ..model import RankView
 from .line_widget import LineWidget
@@ -49,7 +49,8 @@ def _call_parts(view: RankView, mask_volatile: bool) -> tuple[Line, Line, Line, 
     collective = view.collective
     assert collective is not None
     reduce_op = [Segment(f" ({collective.reduce_op})")] if collective.reduce_op else []
-    sizes = [Segment(f" {format_bytes(collective.bytes_in)}→{format_bytes(collective.bytes_out)}")]
+    sizes = [] if collective.dtype == SIZES_NOT_READ else \
+        [Segment(f" {format_bytes(collective.bytes_in)}→{format_bytes(collective.bytes_out)}")]
     if collective.edge == "begin":
         timing = [Segment(" in flight…", _IN_FLIGHT)]
     elif collective.duration_ns is not None:

@@ -13,7 +13,11 @@ Flight Recorder mode and ``collviz replay --follow``. A new source is one more r
 - :mod:`.workers` — where worker servers are (sockets, or a job's store: :mod:`.store`) and one
   HTTP POST to each, in parallel, each within a deadline and a byte cap (a slow server is named).
 - :mod:`.tail` — the part of each rank's answer a reading decodes, bounded in depth and size.
-- :mod:`.stacks` — the user's own frame in a rank's ``dump_traceback`` text.
+- :mod:`.stacks` — where a rank's Python is (a ``dump_traceback`` text, or py-spy's threads): the
+  user's own frame, and the collective call it is inside.
+- :mod:`.pid_reader` — a job that prepared nothing, by pid (``attach --pid``): every rank's stack
+  read with py-spy (:mod:`.py_spy`) at each reading, its ranks found in ``/proc`` (:mod:`.pids`);
+  :mod:`.unprepared` names the dumps torch wrote on a timeout, or what would show more next time.
 - :mod:`.feed` — each reading's news as collviz events: new calls per rank, confirmed waits (their
   waiting time counting up) with the missing ranks' stack lines, ranks that stop answering.
 - :mod:`.pace` and :mod:`.loop` — the readings' pace, and the one loop that steps reader and feed.
@@ -21,7 +25,7 @@ Flight Recorder mode and ``collviz replay --follow``. A new source is one more r
 
 May import: the sources (the Flight Recorder and Inspector readers), observation, the wire and
 errors; never torch but through the store lookup (reading costs the job nothing but the reads),
-never the sessions (which step these).
+never the sessions (which step these); no process but py-spy's (:mod:`.py_spy`), which only reads.
 """
 
 __all__: list[str] = []

@@ -174,7 +174,7 @@ class Feed:
             seen.add(key)
             shown = self._shown.get(key)
             if shown is None:
-                name, narration = reading.texts.get(key, (call_text(call.op, key), ""))
+                name, narration = reading.texts.get(key, (reading.call_texts.get(key) or call_text(call.op, key), ""))
                 shown = self._shown[key] = _Shown(self._next_index, call.group_ranks, name, narration,
                                                   reading.hops.get(key, ()))
                 self._next_index += 1

@@ -3,9 +3,13 @@ it could not be read), the :class:`Reader` protocol, and the waits a reading sho
 call they wait in — ``(group, sequence number)``, never by how the call is worded.
 
 A reader reads its source once per :meth:`Reader.read` (a job's worker servers, a run's own ranks,
-a folder of NCCL Inspector files; a rank's stack by pid when that reader lands): adding a source is
-one more reader, and the feed (:mod:`.feed`), the loop (:mod:`.loop`) and the session stay as they
-are.
+a folder of NCCL Inspector files, each rank's stack by pid): adding a source is one more reader,
+and the feed (:mod:`.feed`), the loop (:mod:`.loop`) and the session stay as they are.
+
+A reader of stacks knows a call only by the function a rank is in and where the rank called it: no
+stack holds its group or number. Its calls are keyed by that place (``all_reduce at job.py:14 in
+main``) and a number the reader counts (each time ranks are seen entering it anew), and worded by
+the reader (:attr:`Reading.call_texts`), never with that number.
 """
 
 from __future__ import annotations
@@ -65,6 +69,13 @@ class Reading:
     """Whether the reading holds every call still in flight on each rank read (a recorder's tail),
     so that a call it no longer holds is over for the ranks read; False: it holds only what is new
     since the reading before (a growing file), and a call is over once every member completed it."""
+    call_texts: Mapping[CallKey, str] = field(default_factory=dict)
+    """How the reader words a call :func:`call_text` cannot (one read from stacks: see the module)."""
+    places: Mapping[int, str] = field(default_factory=dict)
+    """Where each rank is beyond the call it is in, for a reader that reads every rank's stack at
+    every reading (by pid): a rank in no collective, the line of its own code; one inside a call,
+    the innermost native frame where C++ frames were read (else nothing). A snapshot of such a
+    reading says where each rank is, not what it completed (a stack holds no history)."""
 
     @property
     def answered(self) -> list[int]:
@@ -88,11 +99,13 @@ class Wait:
     waiting: tuple[int, ...]
     missing: tuple[int, ...]
     issued_ns: int
+    worded: str = ""
+    """The reader's words for the call, where :func:`call_text` cannot word it."""
 
     @property
     def text(self) -> str:
         """The call as the user reads it."""
-        return call_text(self.op, self.key)
+        return self.worded or call_text(self.op, self.key)
 
 
 def waits_of(reading: Reading) -> dict[CallKey, Wait]:
@@ -114,7 +127,7 @@ def waits_of(reading: Reading) -> dict[CallKey, Wait]:
         missing = tuple(rank for rank in members if rank in answered and latest.get((rank, key[0]), 0) < key[1])
         if missing:
             waits[key] = Wait(key, waiting[0].op, tuple(sorted(call.rank for call in waiting)), missing,
-                              min(call.t_ns for call in waiting))
+                              min(call.t_ns for call in waiting), reading.call_texts.get(key, ""))
     return waits
 
 

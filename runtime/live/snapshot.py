@@ -35,6 +35,9 @@ class RankNow:
     done: str = ""
     inside: str = ""
     error: str = ""
+    at: str | None = None
+    """Where the rank is beyond its call, from its stack (:attr:`~.reading.Reading.places`); None:
+    the reading holds calls completed instead."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,8 @@ class Snapshot:
                 ranks.append({**row, "error": now.error})
                 continue
             waits_in, absent_from = waiting.get(now.rank), missing.get(now.rank)
-            ranks.append({**row, "last_completed": now.done or None, "current": now.inside or None,
+            history = {"at": now.at or None} if now.at is not None else {"last_completed": now.done or None}
+            ranks.append({**row, **history, "current": now.inside or None,
                           "waiting_in": waits_in.call if waits_in else None,
                           "waiting_for": list(waits_in.missing) if waits_in else [],
                           "missing_from": absent_from.call if absent_from else None,
@@ -91,6 +95,10 @@ class Snapshot:
         for now in self.ranks:
             if now.error:
                 lines.append(f"rank {now.rank}: not read: {now.error}")
+                continue
+            if now.at is not None:
+                where = f"now in {now.inside}" if now.inside else "in no collective"
+                lines.append(f"rank {now.rank}: {where}" + (f", {'inside' if now.inside else 'at'} {now.at}" if now.at else ""))
                 continue
             done = f"last completed {now.done}" if now.done else "no call completed"
             lines.append(f"rank {now.rank}: {done}; " + (f"now in {now.inside}" if now.inside else "in no collective"))
@@ -120,12 +128,15 @@ def snapshot_of(feed: Feed, reading: Reading) -> Snapshot:
     done: dict[int, str] = {}
     inside: dict[int, str] = {}  # the latest call each rank began and did not end (on any backend)
     for call in reading.calls:
-        text = call_text(call.op, (call.group, call.group_seq))
+        key = (call.group, call.group_seq)
+        text = reading.call_texts.get(key) or call_text(call.op, key)
         if call.completed:
             done[call.rank] = text
         else:
             inside[call.rank] = text
-    ranks = [RankNow(rank, error=read.error) if read.error else RankNow(rank, done.get(rank, ""), inside.get(rank, ""))
+    places = reading.places if reading.places else None
+    ranks = [RankNow(rank, error=read.error) if read.error else
+             RankNow(rank, done.get(rank, ""), inside.get(rank, ""), at=None if places is None else places.get(rank, ""))
              for rank, read in sorted(reading.ranks.items())]
     waits = [Wait(wait.text, wait.waiting, wait.missing, {r: feed.stacks_of(wait).get(r, "") for r in wait.missing})
              for wait in feed.confirmed.values()]

@@ -1,6 +1,6 @@
 """A running job read live, as a session: ``collviz attach`` in the viewer (its ranks' worker
-servers) and ``collviz replay --follow`` (a folder of NCCL Inspector files) — one session over
-any :class:`~collviz.runtime.live.reading.Reader`.
+servers, or by pid their stacks) and ``collviz replay --follow`` (a folder of NCCL Inspector
+files) — one session over any :class:`~collviz.runtime.live.reading.Reader`.
 
 :class:`LiveSession` is a :class:`~.contract.Session` like a local or remote one: the viewer, the
 trace writer and export consume it unchanged, and its events pass through an
@@ -30,6 +30,7 @@ from ..live.feed import Feed
 from ..live.inspector_reader import InspectorReader
 from ..live.loop import LiveLoop
 from ..live.pace import Pace
+from ..live.pid_reader import PidReader
 from ..live.reading import End, Reader
 from ..live.recorder_reader import RecorderReader
 from ..live.workers import Worker
@@ -38,7 +39,7 @@ from ..wire.trace import TraceWriter
 from .contract import RunOutcome
 from .intake import Intake, TracedSession
 
-__all__ = ["LiveSession", "attached_session", "followed_session"]
+__all__ = ["LiveSession", "attached_session", "followed_session", "pid_session"]
 
 
 @dataclass
@@ -134,6 +135,11 @@ def attached_session(workers: Sequence[Worker], *, record: Path | None = None, t
     reader = RecorderReader(workers, timeout_s, target=target)
     return LiveSession(reader, record=record, running=running, pace=pace,
                        run_id=f"attach-{uuid.uuid4().hex[:12]}")
+
+
+def pid_session(reader: PidReader, *, record: Path | None = None, pace: Pace = Pace()) -> LiveSession:
+    """A session on the job whose ranks' stacks ``reader`` reads by pid (``collviz attach --pid``)."""
+    return LiveSession(reader, record=record, pace=pace, run_id=f"attach-{uuid.uuid4().hex[:12]}")
 
 
 def followed_session(folder: Path, *, record: Path | None = None, idle_s: float = 60.0, every_s: float = 0.5,

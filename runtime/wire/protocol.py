@@ -27,6 +27,8 @@ __all__ = [
     "UNTIMED_OPTION",
     "NOT_RECORDED_OPTION",
     "UNKNOWN_RANKS_OPTION",
+    "STACKS_SCENARIO",
+    "SIZES_NOT_READ",
     "IMPORT_RUN_PREFIX",
     "WIRE_HEADER",
     "ProtocolError",
@@ -82,6 +84,16 @@ UNTIMED_OPTION = "untimed"
 """A RunStart option saying why the run's collectives carry no duration (an imported artifact that
 records none); without it, untimed calls are those collviz's observer saw issued asynchronously,
 and their time is their phase's."""
+
+STACKS_SCENARIO = "attach-pid"
+"""The RunStart scenario of a job read from its ranks' stacks (``collviz attach --pid``): a call's
+``group`` is its own words (``all_reduce at job.py:14 in main``: a stack holds no group) and its
+``group_seq`` counts the times ranks were seen entering it, no call number: the viewer words such
+a call by its group alone."""
+
+SIZES_NOT_READ = "not read"
+"""A Collective's ``dtype`` where its sizes were not read (a stack holds none): its bytes, 0, are
+not shown."""
 
 NOT_RECORDED_OPTION = "not_recorded"
 """A RunStart option saying why the run holds no values, provenance or transfers (an imported
