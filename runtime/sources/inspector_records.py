@@ -9,18 +9,25 @@ writes JSON objects, read here in each of the shapes they take:
   and one performance section. A file read while the job runs may end in a cut line.
 - **Pretty-printed**: the same objects over several lines each (a record copied from a report, or
   a file passed through ``jq``); read as a stream of JSON values.
-- **Layout v4.3** (NVIDIA/nccl pull request #2359, not in a release yet): header and metadata
-  written once, in a communicator's ``dump_stats`` marker, followed by payload objects that hold
-  only their performance section; each payload takes the last marker's header.
+- **Layout v4.3** (NVIDIA/nccl pull request #2359, not in a release yet; the writer
+  ``inspectorCommInfoDumpStats`` seen in the library's index, id 70351401685, prints version
+  ``v4.4``): header and metadata written once, in a communicator's ``dump_stats`` marker
+  {``coll_records``, ``coll_dropped_total``, ``coll_dropped_since_last_dump``, ``p2p_records``,
+  ``p2p_dropped_total``, ``p2p_dropped_since_last_dump``, and ``proxy_…`` counts when proxy tracing
+  is on}, followed by payload objects that hold only their section (``coll_perf``, then
+  ``p2p_perf``, then ``proxy_trace``); each payload takes the last marker's header. Records NCCL
+  dropped (its ring overwrote them before a dump) are warned: what is shown is a sample.
 - **Sections**: ``coll_perf`` {``coll`` (``AllReduce`` …), ``coll_sn``, ``coll_msg_size_bytes``,
   ``coll_exec_time_us``, ``coll_timing_source``, ``coll_algobw_gbs``, ``coll_busbw_gbs``, and
   with ``NCCL_INSPECTOR_DUMP_VERBOSE=1`` ``event_trace_ts`` with per-channel ``kernel_events``};
   NCCL 2.30's ``p2p_perf`` (written by default: ``NCCL_INSPECTOR_ENABLE_P2P=1``) {``p2p`` (``Send``,
   ``Recv``), ``p2p_sn``, ``p2p_peer`` (the other rank, in the communicator), ``p2p_msg_size_bytes``,
-  ``p2p_exec_time_us``, ``p2p_timing_source``, ``p2p_algobw_gbs``, ``p2p_busbw_gbs``}. A field is
-  also read without its section's prefix (``exec_time_us``), as a real record quoted in issue #41
-  writes it, and a number as an integer or a float (``"exec_time_us": 5663.0``): a count, rank or
-  size must be a whole number; a time may hold a fraction of a µs.
+  ``p2p_exec_time_us``, ``p2p_timing_source``, ``p2p_algobw_gbs``, ``p2p_busbw_gbs``}. A number is
+  read as an integer or a float, as a real record copied into DataDog/datadog-agent's tests writes
+  it (``"coll_exec_time_us":5663.0``; issue #41 quotes only the ``5663.0``): a count, rank or size
+  must be a whole number; a time may hold a fraction of a µs. A field is also read without its
+  section's prefix (``exec_time_us``) — no writer known here prints that; the tolerance is kept.
+  NCCL's ``proxy_trace`` payloads (proxy tracing, on request) are counted and said not drawn.
 
 Values that cannot be (sizes beyond any device, ranks ≥ ``n_ranks``, non-finite bandwidths) make a
 record damaged, with the first reason (:mod:`.plausible`). Reading is linear in the text: each
@@ -42,13 +49,18 @@ import msgspec
 from .names import op_name
 from .plausible import MAX_DURATION_NS, MAX_RANKS, bytes_ok, rank_ok
 
-__all__ = ["BROKEN", "SECTIONS", "Record", "Header", "is_inspector_record", "is_inspector_log", "decode_line",
-           "values_of", "records_of"]
+__all__ = ["BROKEN", "SECTIONS", "UNDRAWN", "DROPPED", "Record", "Header", "is_inspector_record", "is_inspector_log",
+           "decode_line", "values_of", "records_of"]
 
 BROKEN = "broken JSON"
 """Why a stretch of text is refused when it is not JSON (a cut last line, or garbage)."""
 SECTIONS = {"coll_perf": "coll", "p2p_perf": "p2p"}
 """Each performance section collviz reads, and its fields' prefix."""
+UNDRAWN = ("proxy_trace",)
+"""Sections NCCL writes that collviz counts but does not draw (proxy tracing's per-step records)."""
+DROPPED = {"coll": "collective", "p2p": "point-to-point"}
+"""Each ``dump_stats`` count of dropped records collviz reports (``<kind>_dropped_since_last_dump``),
+and what its records are."""
 _SNIFF_VALUES = 5
 _MAX_SN = 1 << 48
 """More calls than one communicator makes: 2⁴⁸ at a million calls a second is nine years."""
@@ -228,7 +240,7 @@ def _checked(path: Path, value: object, header: Header | None) -> Record | str:
         return "not an Inspector record"
     kind = _section(value)
     if kind is None:
-        other = sorted(key for key in value if key.endswith("_perf"))
+        other = sorted(key for key in value if key.endswith("_perf") or key in UNDRAWN)
         return f"a {other[0]} section (not drawn)" if other else "not an Inspector record"
     own = _header(value) if "header" in value else header
     if own is None:
@@ -241,6 +253,8 @@ def records_of(path: Path, text: str, warnings: list[str]) -> list[Record]:
     damaged ones are warned and left out, counted by why."""
     records: list[Record] = []
     damaged: dict[str, int] = {}
+    undrawn: dict[str, int] = {}
+    dropped = dict.fromkeys(DROPPED, 0)
     header: Header | None = None
     last = text.rstrip().count("\n") + 1
     for line_no, value in values_of(text):
@@ -249,6 +263,13 @@ def records_of(path: Path, text: str, warnings: list[str]) -> list[Record]:
             if isinstance(marker, str):
                 damaged[marker] = damaged.get(marker, 0) + 1
             header = marker if isinstance(marker, Header) else None
+            stats = _dict(value["dump_stats"])
+            for kind in dropped:
+                dropped[kind] += _whole(stats.get(f"{kind}_dropped_since_last_dump")) or 0
+            continue
+        section = next((key for key in UNDRAWN if isinstance(value, dict) and key in value), None)
+        if section is not None:
+            undrawn[section] = undrawn.get(section, 0) + 1
             continue
         found = BROKEN if value == BROKEN else _checked(path, value, header)
         if found == BROKEN and line_no == last:
@@ -259,4 +280,10 @@ def records_of(path: Path, text: str, warnings: list[str]) -> list[Record]:
             records.append(found)
     for why, n in sorted(damaged.items()):
         warnings.append(f"{path.name}: {n} line{'s' if n > 1 else ''} with {why}: damaged input, left out")
+    for kind, n in dropped.items():
+        if n:
+            warnings.append(f"{path.name}: {n} {DROPPED[kind]} record{'s' if n > 1 else ''} dropped since the last "
+                            f"dump (NCCL's dump_stats: its ring overwrote them): the calls shown are a sample")
+    for section, n in sorted(undrawn.items()):
+        warnings.append(f"{path.name}: {n} {section} record{'s' if n > 1 else ''} (NCCL's proxy tracing): not drawn")
     return records

@@ -115,7 +115,7 @@ def test_bad_follow_options_are_one_line_errors(tmp_path, argv, words):
 
 
 def test_a_v43_folder_followed_gives_its_payloads_the_markers_header(tmp_path):
-    """The v4.3 fixture (a dump_stats marker, then a send or receive and an all-reduce, per process)
+    """The v4.3 fixture (a dump_stats marker, then an all-reduce and a send or receive, per process)
     written line by line into a followed folder: the same three calls as the import reads, the
     send's transfer of 1 MiB from rank 0 to rank 1 included."""
     from collviz.runtime.wire.protocol import Transfer

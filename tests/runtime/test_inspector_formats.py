@@ -49,9 +49,10 @@ def test_nccls_own_readme_examples_pretty_printed_open_side_by_side():
 
 @pytest.mark.parametrize("layout", ["v230_p2p", "v43"])
 def test_p2p_records_are_transfers_and_float_and_unprefixed_fields_are_read(layout):
-    """Rank 0 sends 1 MiB to rank 1 (p2p_sn 0, 50.0 µs; rank 1's Recv of it) and both all-reduce
-    8 MiB in 5663.0 µs with the fields unprefixed; the same calls in one record a line and in
-    v4.3's layout (a dump_stats marker, then payloads without a header)."""
+    """Rank 0 sends 1 MiB to rank 1 (p2p_sn 0, 50 µs; rank 1's Recv of it) and both all-reduce
+    8 MiB in 5663 µs; the same calls in one record a line (the all-reduce's fields unprefixed, its
+    time a float) and in v4.3's layout (a dump_stats marker with its real field names, then
+    payloads without a header, coll_perf before p2p_perf, as its writer writes them)."""
     run = open_artifacts([INSPECTOR / layout])
     assert run.exit_status == 0 and run.warnings == []
     ends = _ends(run.events)
@@ -80,15 +81,51 @@ def test_a_fraction_of_a_microsecond_is_kept_and_a_fractional_count_is_damaged(t
     assert "h-pid1.log: 1 line with a call number or size that cannot be: damaged input, left out" in run.warnings
 
 
-def test_a_v43_payload_before_any_marker_and_a_proxy_section_are_said(tmp_path):
-    marker, p2p, coll = (INSPECTOR / "v43" / "node0-pid300.log").read_text().splitlines()
-    proxy = json.dumps({"proxy_perf": {"proxy_op": "Send"}})
-    (tmp_path / "h-pid1.log").write_text("\n".join([coll, marker, p2p, proxy]) + "\n")
+def test_a_v43_payload_before_any_marker_is_damaged_and_a_proxy_trace_is_said_not_drawn(tmp_path):
+    """A payload before any marker has no header; a proxy_trace payload (its keys as the v4.4 writer
+    writes a proxy_op record) is counted and said not drawn, not damaged."""
+    marker, coll, p2p = (INSPECTOR / "v43" / "node0-pid300.log").read_text().splitlines()
+    proxy = json.dumps({"proxy_trace": {"record_type": "proxy_op", "record_sn": 1, "parent_type": "p2p",
+                                        "parent_sn": 0, "proxy_op_sn": 0, "rank": 0, "channel_id": 0, "peer": 1,
+                                        "direction": "send", "timing_source": "proxy_cpu"}})
+    (tmp_path / "h-pid1.log").write_text("\n".join([coll, marker, p2p, proxy, proxy]) + "\n")
     run = open_artifacts([tmp_path])
     assert sum(isinstance(e, Collective) and e.edge == "end" for e in run.events) == 1  # the send after the marker
-    assert "h-pid1.log: 1 line with a proxy_perf section (not drawn): damaged input, left out" in run.warnings
+    assert "h-pid1.log: 2 proxy_trace records (NCCL's proxy tracing): not drawn" in run.warnings
     assert ("h-pid1.log: 1 line with no header (and no dump_stats marker before it): damaged input, left out"
             in run.warnings)
+    assert not any("dropped" in w for w in run.warnings)  # its marker counts no drop
+
+
+def test_nccls_documented_dump_stats_marker_names_the_records_nccl_dropped(tmp_path):
+    """The dump_stats marker of an Inspector README (readme_dump_stats/, copied line for line: 512
+    collective records dropped since the last dump, rank 2 of 8 of 0x7f8c496ae9f661), followed by a
+    coll_perf payload as the v4.4 writer writes it: the payload takes the marker's header, the drop
+    is said."""
+    marker = (INSPECTOR / "readme_dump_stats" / "marker.json").read_text()
+    coll = (INSPECTOR / "v43" / "node0-pid300.log").read_text().splitlines()[1]
+    (tmp_path / "example-hostname-pid1639453.log").write_text(marker + coll + "\n")
+    run = open_artifacts([tmp_path])
+    [end] = [e for e in run.events if isinstance(e, Collective) and e.edge == "end"]
+    assert (end.rank, end.bytes_in, end.duration_ns, end.group_ranks) == (2, 8 << 20, 5_663_000, list(range(8)))
+    assert run.warnings == [
+        "example-hostname-pid1639453.log: 512 collective records dropped since the last dump (NCCL's dump_stats: "
+        "its ring overwrote them): the calls shown are a sample",
+        "no record of ranks 0, 1, 3–7 (8 in the job)"]
+
+
+def test_a_real_inspector_record_with_a_float_time_reads_as_worked_by_hand():
+    """real_datadog/: a record of a real job copied verbatim into DataDog/datadog-agent's tests (rank
+    1 of 3, AllReduce coll_sn 8995, 2,360,832 B in 5663.0 µs). By hand: 2360832 B / 5663 µs =
+    0.416887 GB/s algbw, × 2·2/3 = 0.555850 busbw — NCCL's own figures, shown rounded."""
+    run = open_artifacts([INSPECTOR / "real_datadog"])
+    assert run.exit_status == 0
+    assert run.warnings == ["no record of ranks 0, 2 (3 in the job)"]
+    end = _ends(run.events)[(1, "all_reduce #8996 on 0xad56c683b0c4ef")]  # coll_sn 8995 + 1
+    assert (end.bytes_in, end.bytes_out, end.duration_ns, end.group_ranks) == (2_360_832, 2_360_832, 5_663_000,
+                                                                               [0, 1, 2])
+    told = next(e.narration for e in run.events if isinstance(e, Phase) and e.edge == "begin")
+    assert "r1 5,663 µs, algbw 0.42 GB/s, busbw 0.56 GB/s (kernel_gpu)" in told
 
 
 def test_a_long_line_without_a_newline_is_one_cut_line(tmp_path):
