@@ -19,7 +19,7 @@ from .options import (
     path_argument,
 )
 
-__all__ = ["SCRIPT_EPILOG", "is_script_run", "script_parser"]
+__all__ = ["SCRIPT_EPILOG", "is_script_run", "own_options_parser", "script_parser", "split_own_options"]
 
 SCRIPT_EPILOG = """\
 Your script runs on N ranks with torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK,
@@ -58,12 +58,13 @@ Under torchrun, on any number of machines, stream to a viewer instead (collviz v
 """
 
 
-def script_parser() -> OneLineParser:
-    """``collviz run [--nproc N] [--headless] [--record FILE] … SCRIPT.py [args…]``."""
+def own_options_parser() -> OneLineParser:
+    """collviz's own options of ``collviz run`` (before torchrun's, or before the script)."""
     parser = command_parser("collviz run", "Run your own training script on N ranks and watch its collectives.",
                             SCRIPT_EPILOG)
-    parser.add_argument("--nproc", "--nproc-per-node", type=int, default=None, metavar="N",
-                        help="ranks to start on this machine, as torchrun's --nproc-per-node (default 1)")
+    parser.add_argument("--nproc", type=int, default=None, metavar="N",
+                        help="ranks to start on this machine (default 1); alone, with collviz's own launcher, read "
+                             "from each rank's Flight Recorder; with torchrun's options, torchrun's --nproc-per-node")
     add_headless_option(parser, "the summary of every collective, read from each rank's Flight Recorder")
     add_json_option(parser, "the headless summary")
     add_record_option(parser)
@@ -78,17 +79,34 @@ def script_parser() -> OneLineParser:
     parser.add_argument("--logs", type=path_argument, metavar="DIR",
                         help="also append each rank's stdout and stderr to DIR/rank<r>.log and keep them (DIR is "
                              "created if missing); without it those files are in a temporary folder, deleted when "
-                             "the run succeeds")
+                             "the run succeeds (with torchrun's options: torchrun's --log-dir)")
     parser.add_argument("--viewer", metavar="URL",
                         help="under torchrun: run this process's rank and stream its events to collviz view --listen "
                              "at tcp://HOST:PORT")
     parser.add_argument("--secret-file", type=path_argument, metavar="FILE",
-                        help="with --viewer: the shared secret (default: $COLLVIZ_SECRET)")
+                        help="with --viewer, or with torchrun's options: the shared secret (default: $COLLVIZ_SECRET)")
+    return parser
+
+
+def script_parser() -> OneLineParser:
+    """``collviz run [--nproc N] [--headless] [--record FILE] … SCRIPT.py [args…]``."""
+    parser = own_options_parser()
     parser.add_argument("script", type=path_argument, metavar="SCRIPT.py",
                         help="your script (its name must end in .py)")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
                         help="the script's own arguments")
     return parser
+
+
+def split_own_options(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``argv`` split where collviz's own options end: (collviz's, the rest: torchrun's command
+    line, or the script and its arguments)."""
+    known = own_options_parser()._option_string_actions
+    index = 0
+    while index < len(argv) and argv[index].split("=")[0] in known and argv[index] not in ("-h", "--help"):
+        action = known[argv[index].split("=")[0]]
+        index += 1 if action.nargs == 0 or "=" in argv[index] else 2
+    return list(argv[:index]), list(argv[index:])
 
 
 def is_script_run(argv: Sequence[str]) -> bool:

@@ -94,6 +94,20 @@ class RemoteSession(TracedSession):
             self._finish(self._intake, RunOutcome("interrupted", f"interrupted by {signal.Signals(signum).name}: "
                                                   "stopped listening", 128 + signum))
 
+    def give_up(self, why: str) -> None:
+        """End the run as failed (``why``: the ranks' launcher is gone), naming the ranks never
+        heard from and those that had not ended; idempotent."""
+        if self.finished or self._intake is None:
+            return
+        if self._world_size is None:
+            detail = f"{why} before any rank reported its start"
+        else:
+            silent = sorted(set(range(self._world_size)) - set(self._ended))
+            errors = sorted((e for e in self._ended.values() if e.status == "error"), key=lambda e: e.rank)
+            first = f"rank {errors[0].rank} failed: {errors[0].error}; " if errors else ""
+            detail = f"{first}{why}; ranks {silent} never reported their end"
+        self._finish(self._intake, RunOutcome("failed", detail, 1))
+
     def _note(self, events: list[AnyEvent]) -> None:
         """Learn the world size from RunStart and each rank's end from its RankEnd."""
         for event in events:
