@@ -92,6 +92,7 @@ class AgentSession:
     env: dict[str, str]
     _agent: subprocess.Popen[bytes] | None = None
     _agent_ended_at: float | None = None
+    _kill_at: float | None = None
 
     step = False
     log_dir = None
@@ -124,40 +125,57 @@ class AgentSession:
         self._agent = subprocess.Popen(self.command, env=self.env)
 
     def poll(self, timeout: float) -> list[AnyEvent]:
-        """The job's events that arrived (waiting up to ``timeout`` s); once the agent has exited
-        and its ranks' events stopped coming, the run ends, naming the ranks never heard from."""
+        """The job's events that arrived (waiting up to ``timeout`` s). A hang (a call some ranks
+        waited in for the timeout) ends the run, naming the ranks the others waited for, and asks
+        the agent to stop its ranks; once the agent has exited and its ranks' events stopped
+        coming, the run ends, naming the ranks never heard from."""
         agent = self._agent
         if agent is None:
             raise RuntimeError("the session has not been started")
         if self.listening.finished:
-            try:
-                agent.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
+            self._wait_for_agent(agent, timeout)
             return self.listening.poll(0)
         events = self.listening.poll(timeout)
+        stall = self.listening.first_stall
+        if stall is not None:
+            culprits = ", ".join(str(rank) for rank in sorted(stall.elsewhere))
+            self.listening.end_failed(f"hang caused by rank{'s' if len(stall.elsewhere) > 1 else ''} {culprits}: "
+                                      f"{stall.text} (over --timeout {self.listening.timeout_s:g} s: torchrun was "
+                                      "asked to stop the ranks)")
+            self._ask_agent_to_stop(agent)
         status = agent.poll()
         if status is not None and not self.listening.finished:
             now = time.monotonic()
             self._agent_ended_at = self._agent_ended_at or now
             if now - self._agent_ended_at >= AGENT_GRACE_S:
                 self.listening.give_up(f"torchrun's agent exited with status {status}")
-                events += self.listening.poll(0)
-        return events
+        return events + self.listening.poll(0) if self.listening.finished else events
+
+    def _ask_agent_to_stop(self, agent: subprocess.Popen[bytes]) -> None:
+        """SIGTERM the agent (it ends its ranks as torchrun does), once; SIGKILL follows
+        :data:`STOP_GRACE_S` later (:meth:`_wait_for_agent`)."""
+        if self._kill_at is None and agent.poll() is None:
+            agent.send_signal(signal.SIGTERM)
+            self._kill_at = time.monotonic() + STOP_GRACE_S
+
+    def _wait_for_agent(self, agent: subprocess.Popen[bytes], timeout: float) -> None:
+        """Wait up to ``timeout`` s for the agent's exit, killing it past its stop's grace."""
+        try:
+            agent.wait(timeout)
+        except subprocess.TimeoutExpired:
+            if self._kill_at is not None and time.monotonic() >= self._kill_at:
+                agent.kill()
 
     def release(self, index: int) -> None:
         """Ranks under torchrun have no gates (live only)."""
 
     def stop(self, signum: int = signal.SIGINT) -> None:
         """Interrupt: stop listening, and ask the agent to end its ranks (as torchrun does on
-        SIGTERM); it is killed if it has not within :data:`STOP_GRACE_S`. Idempotent."""
+        SIGTERM), killing it if it has not within :data:`STOP_GRACE_S`. Idempotent."""
         self.listening.stop(signum)
         agent = self._agent
-        if agent is None or agent.poll() is not None:
+        if agent is None:
             return
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait()
+        self._ask_agent_to_stop(agent)
+        while agent.poll() is None:
+            self._wait_for_agent(agent, 0.1)
