@@ -113,7 +113,7 @@ def _job_secret(timeout_s: float) -> bytes:
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
                           timeout=timedelta(seconds=timeout_s))
     if given:
-        store.set(SECRET_KEY, given)
+        store.set(SECRET_KEY, given.decode())
         return given
     try:
         return bytes(store.get(SECRET_KEY))

@@ -38,9 +38,9 @@ def build_parser(name: str = "SCENARIO") -> OneLineParser:
 def main(argv: Sequence[str]) -> int:
     """Run the scenario ``argv`` names with the options that follow it, or a script (see above)."""
     if is_script_run(argv):
-        own, rest = split_own_options(argv)
-        if rest and rest[0].startswith("-") and rest[0] not in ("-h", "--help"):
-            return _run_through_torchrun(own_options_parser().parse_args(own), rest)
+        own, torchrun_words = split_own_options(argv)
+        if torchrun_words and torchrun_words[0].startswith("-") and torchrun_words[0] not in ("-h", "--help"):
+            return _run_through_torchrun(own_options_parser().parse_args(own), torchrun_words)
         return _run_script(script_parser().parse_args(argv))
     if not argv or argv[0].startswith("-"):
         if argv and argv[0] in ("-h", "--help"):

@@ -1,8 +1,9 @@
 """The command line of ``collviz run [options] SCRIPT.py [script args…]``: a user's own script.
 
 As with torchrun, collviz's options come before the script and everything after the script's
-name is the script's own. ``collviz run`` hands its arguments here when the first one names a
-``.py`` file or is an option (a scenario's name always comes first).
+name is the script's own; torchrun's options may follow collviz's (:func:`split_own_options`;
+read by :mod:`collviz.runtime.sessions.torchrun_line`). ``collviz run`` hands its arguments here
+when the first one names a ``.py`` file or is an option (a scenario's name always comes first).
 """
 
 from __future__ import annotations
@@ -52,7 +53,14 @@ outside a step each collective is a step of its own:
   collviz run --nproc 4 examples/fsdp_train.py --steps 3
   collviz run --nproc 4 --headless --record fsdp.cvz examples/fsdp_train.py
 
-Under torchrun, on any number of machines, stream to a viewer instead (collviz view --listen):
+After collviz's options, torchrun's own (every one, both spellings, read by torch's parser):
+torch's launcher then starts the ranks, under the observer; node 0 shows the whole job:
+
+  collviz run --headless --standalone --nproc_per_node=4 train.py
+  collviz run --headless --nnodes 2 --node-rank K --nproc-per-node 4 --master-addr NODE0 \
+      --master-port 29500 -m MODULE          # on each node K (Slurm: srun, once per node)
+
+Or under torchrun itself, streaming to a viewer (collviz view --listen):
 
   torchrun --nproc-per-node 4 -m collviz.app.cli run --viewer tcp://HOST:5555 train.py
 """
