@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -112,10 +114,9 @@ def _run_through_torchrun(args: argparse.Namespace, words: list[str]) -> int:
     check = check_module if line.module else check_script
     script = check(line.target, line.target_args)
     secret = load_secret(args.secret_file)
-    host, port = line.events_address
+    host, port = line.events_address()
     viewer = f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
-    headless = headless_instead(args.headless, args.json)
-    command = agent_command(line, script, echo=headless)
+    command = agent_command(line, script)
     if not line.collects:
         if args.record is not None or args.json:
             raise UsageError("--record and --json belong to node 0's collviz run (--node-rank 0), which has the whole job")
@@ -123,16 +124,26 @@ def _run_through_torchrun(args: argparse.Namespace, words: list[str]) -> int:
               f"collviz run at {viewer}", file=sys.stderr, flush=True)
         return run_agent(command, agent_environment(viewer, args.timeout, secret, share=False))
     check_record_option(args)
+    headless = headless_instead(args.headless, args.json)
     shared = secret or generated_secret()
     listen = host if line.one_node else "0.0.0.0"  # the ranks of every node reach it
-    session = AgentSession(RemoteSession(host=listen, port=port, secret=shared, record=args.record,
-                                         timeout_s=args.timeout),
-                           command, agent_environment(viewer, args.timeout, shared, share=secret is None and not line.one_node))
+    listening = RemoteSession(host=listen, port=port, secret=shared, record=args.record, timeout_s=args.timeout)
+    env = agent_environment(viewer, args.timeout, shared, share=secret is None and not line.one_node)
     if headless:
         from collviz.runtime.sessions.headless import run_headless
 
+        session = AgentSession(listening, command, env)
+        session.start()  # listens now (a port in use is one line), then starts torchrun
         return run_headless(session, as_json=args.json)
     from collviz.app.app import run_viewer
     from collviz.runtime.sessions.headless import report_outcome
 
-    return report_outcome(session, run_viewer(session=session), sys.stderr)
+    with tempfile.TemporaryFile() as output:  # torchrun's and its ranks' lines, for after the viewer
+        session = AgentSession(listening, command, env, output)
+        session.start()
+        status = run_viewer(session=session)
+        output.seek(0)
+        sys.stderr.flush()
+        shutil.copyfileobj(output, sys.stderr.buffer)
+        sys.stderr.buffer.flush()
+    return report_outcome(session, status, sys.stderr)

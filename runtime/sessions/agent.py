@@ -6,9 +6,9 @@ restarts and signals are torchrun's own; only the target changes: every rank run
 ``python -m collviz.runtime.torchrun_rank [--module] TARGET ARGS``, which runs the script (or
 module) as ``__main__`` under the light observer and sends its signed events to node 0
 (:data:`~..userjob.launch_env.VIEWER_ENV`). Each rank's lines reach its node's terminal through
-torchrun's ``--tee 3`` (``--redirects 3`` under the viewer; unless the user chose
-``--tee``/``--redirects``), prefixed ``[rank<r>]:``
-by torchrun's own line prefix (``TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE``, unless the user set it).
+torchrun's ``--tee 3`` (unless the user chose ``--tee``/``--redirects``), prefixed ``[rank<r>]:``
+by torchrun's own line prefix (``TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE``, unless the user set it);
+beside the viewer, the agent's output goes to a file instead (``output``), shown once the viewer closes.
 
 Node 0's :class:`AgentSession` is a session (:class:`~.contract.Session`) like any other: it
 listens for the whole job's events (:class:`~.listening.RemoteSession`) and watches its own agent.
@@ -26,6 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from ..userjob.launch_env import JOB_SECRET_ENV, SHARE_SECRET_ENV, TIMEOUT_ENV, VIEWER_ENV
 from ..userjob.script import UserScript
@@ -48,11 +49,10 @@ STOP_GRACE_S = 10.0
 """After asking the agent to stop (SIGTERM: it ends its ranks as torchrun does), how long it gets before SIGKILL."""
 
 
-def agent_command(line: TorchrunLine, script: UserScript, *, echo: bool = True) -> list[str]:
+def agent_command(line: TorchrunLine, script: UserScript) -> list[str]:
     """torchrun's command line for ``line``, its target collviz's rank entry running ``script``;
-    unless the user chose, every rank's output is teed to this terminal when ``echo``, else (a
-    viewer draws there) only written to torchrun's log files."""
-    tee = () if line.tee_given else ("--tee" if echo else "--redirects", "3")
+    unless the user chose, every rank's output is teed to the agent's own (``--tee 3``)."""
+    tee = () if line.tee_given else ("--tee", "3")
     target = ("--module", script.module) if script.module else (str(script.path),)
     return [sys.executable, "-m", "torch.distributed.run", *line.options, *tee,
             "-m", "collviz.runtime.torchrun_rank", *target, *script.args]
@@ -90,6 +90,8 @@ class AgentSession:
     listening: RemoteSession
     command: list[str]
     env: dict[str, str]
+    output: IO[bytes] | None = None
+    """Where the agent's stdout and stderr go (its ranks' lines among them): this terminal when None."""
     _agent: subprocess.Popen[bytes] | None = None
     _agent_ended_at: float | None = None
     _kill_at: float | None = None
@@ -122,7 +124,8 @@ class AgentSession:
         if self._agent is not None:
             return
         self.listening.start()
-        self._agent = subprocess.Popen(self.command, env=self.env)
+        self._agent = subprocess.Popen(self.command, env=self.env, stdout=self.output,
+                                       stderr=None if self.output is None else subprocess.STDOUT)
 
     def poll(self, timeout: float) -> list[AnyEvent]:
         """The job's events that arrived (waiting up to ``timeout`` s). A hang (a call some ranks

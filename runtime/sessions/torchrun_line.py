@@ -63,10 +63,9 @@ class TorchrunLine:
         """Whether this node's ``collviz run`` collects the whole job (node 0)."""
         return self.one_node or self.node_rank == 0
 
-    @property
     def events_address(self) -> tuple[str, int]:
         """Where node 0 listens for every rank's events (the ranks send there): a free loopback
-        port when the job is on this machine alone, else the rendezvous host at its port + 1."""
+        port (found now) when the job is on this machine alone, else the rendezvous host at its port + 1."""
         if self.one_node or self.rendezvous_port is None:
             return LOOPBACK, _free_port_pair()
         return self.rendezvous_host, self.rendezvous_port + 1

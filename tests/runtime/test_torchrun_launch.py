@@ -13,12 +13,16 @@ import time
 
 import pytest
 
+import zmq
+
 from collviz.runtime.errors import UsageError
+from collviz.runtime.sessions.listening import RemoteSession
 from collviz.runtime.sessions.torchrun_line import read_torchrun_line
-from collviz.runtime.wire.protocol import Collective, RunEnd, RunStart
+from collviz.runtime.wire.frames import encode_frames
+from collviz.runtime.wire.protocol import Collective, RankEnd, RunEnd, RunStart
 from collviz.runtime.wire.trace import read_trace
 
-from support.processes import alive, free_port
+from support.processes import SECRET, alive, free_port
 
 # Each rank r holds r + 1; the world's all_reduce sums 1..n; the subgroup {0, 2} (of a 4-rank
 # job) then sums its two copies of that. Computed by hand: 2 ranks → 3; 4 ranks → 10, then 20.
@@ -104,7 +108,7 @@ def test_both_spellings_read_the_same_job(words):
     line = read_torchrun_line(words)
     assert (line.target, line.target_args, line.module) == ("train.py", ("--lr", "1"), False)
     assert (line.nnodes, line.node_rank, line.collects, line.one_node) == ("2", 1, False, False)
-    assert line.events_address == ("10.0.0.7", 29401)
+    assert line.events_address() == ("10.0.0.7", 29401)
     assert line.options == tuple(words[:-3])
 
 
@@ -113,12 +117,12 @@ def test_a_module_and_a_rendezvous_endpoint():
                                "--rdzv-id", "job7", "--max-restarts", "3", "--tee", "3", "-m", "pkg.train", "x"])
     assert (line.target, line.module, line.target_args) == ("pkg.train", True, ("x",))
     assert "-m" not in line.options and line.tee_given
-    assert line.events_address == ("node0", 29501) and line.collects
+    assert line.events_address() == ("node0", 29501) and line.collects
 
 
 def test_standalone_is_one_node_listening_on_loopback():
     line = read_torchrun_line(["--standalone", "--nproc_per_node=2", "train.py"])
-    host, port = line.events_address
+    host, port = line.events_address()
     assert line.one_node and line.collects and host == "127.0.0.1" and port > 0
     assert not line.tee_given
 
@@ -146,6 +150,37 @@ def test_collviz_options_come_first_and_torchruns_follow(tmp_path):
                                 text=True, timeout=120, stdin=subprocess.DEVNULL)
         assert result.returncode == 2 and result.stdout == ""
         assert result.stderr.strip().count("\n") == 0 and expected in result.stderr, result.stderr
+
+
+# ---- node 0's end of the job when torchrun's agent is gone -----------------------------------------
+
+
+def test_given_up_the_silent_rank_comes_first_and_the_first_error_to_arrive_is_its_consequence():
+    port = free_port()
+    session = RemoteSession(host="127.0.0.1", port=port, secret=SECRET.encode(), timeout_s=600)
+    session.start()
+    start = RunStart(run="job", rank=0, seq=0, t_ns=0, scenario="x.py", world_size=4, backend="gloo",
+                     device_kind="cpu", backend_reason="test", mode="live")
+    ends = [RankEnd(run="job", rank=3, seq=0, t_ns=9, status="error", error="B"),  # arrives first, later clock
+            RankEnd(run="job", rank=0, seq=1, t_ns=1, status="error", error="A"),
+            RankEnd(run="job", rank=1, seq=0, t_ns=2, status="ok")]
+    context = zmq.Context()
+    client = context.socket(zmq.PUSH)
+    client.setsockopt(zmq.LINGER, 2000)
+    client.connect(f"tcp://127.0.0.1:{port}")
+    for event in (start, *ends):
+        client.send_multipart(encode_frames(event, SECRET.encode()))
+    client.close()
+    context.term()
+    received: list = []
+    deadline = time.monotonic() + 60
+    while sum(isinstance(e, RankEnd) for e in received) < 3 and time.monotonic() < deadline:
+        received += session.poll(0.1)
+    assert not session.finished, "rank 2 never ended: the session waits (its timeout is 600 s)"
+    session.give_up("torchrun's agent exited with status 1")
+    assert session.outcome.exit_code == 1
+    assert session.outcome.detail == ("rank 2 died without reporting an end (killed? torchrun's summary says how); "
+                                      "torchrun's agent exited with status 1; consequence: rank 3 failed: B")
 
 
 # ---- one node: --standalone ------------------------------------------------------------------------
@@ -239,5 +274,5 @@ def test_a_rank_killed_on_node_1_is_named_and_its_peers_errors_are_consequences(
     (status0, out0, err0), (status1, _, _) = _two_nodes(tmp_path, "dies")
     assert status0 == 1 and status1 != 0, out0 + err0
     last = err0.strip().splitlines()[-1]
-    assert last.startswith("collviz: rank 2 died without reporting its end"), last
+    assert last.startswith("collviz: rank 2 died without reporting an end"), last
     assert "; consequence: rank " in last
