@@ -132,7 +132,7 @@ def _run_through_torchrun(args: argparse.Namespace, words: list[str]) -> int:
     if headless:
         from collviz.runtime.sessions.headless import run_headless
 
-        session = AgentSession(listening, command, env)
+        session = AgentSession(listening, command, env, sys.stderr.fileno() if args.json else None)
         session.start()  # listens now (a port in use is one line), then starts torchrun
         return run_headless(session, as_json=args.json)
     from collviz.app.app import run_viewer

@@ -90,8 +90,9 @@ class AgentSession:
     listening: RemoteSession
     command: list[str]
     env: dict[str, str]
-    output: IO[bytes] | None = None
-    """Where the agent's stdout and stderr go (its ranks' lines among them): this terminal when None."""
+    output: IO[bytes] | int | None = None
+    """Where the agent's stdout and stderr go (its ranks' lines among them): a file, a descriptor
+    (``--json``: stderr, as stdout holds the document), or this terminal's streams when None."""
     _agent: subprocess.Popen[bytes] | None = None
     _agent_ended_at: float | None = None
     _kill_at: float | None = None

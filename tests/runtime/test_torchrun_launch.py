@@ -3,6 +3,7 @@ collects the whole job (issue 40 item 1), on one node and on two "nodes" of this
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -187,13 +188,15 @@ def test_given_up_the_silent_rank_comes_first_and_the_first_error_to_arrive_is_i
 
 
 def test_standalone_run_is_torchruns_with_each_ranks_lines_prefixed(tmp_path):
+    """With --json, stdout holds the document alone: the ranks' lines go to stderr."""
     (tmp_path / "train.py").write_text(JOB)
     trace = tmp_path / "job.cvz"
-    out, err = _finish(_collviz("--headless", "--record", str(trace), "--standalone", "--nproc_per_node=2",
+    out, err = _finish(_collviz("--json", "--record", str(trace), "--standalone", "--nproc_per_node=2",
                                 "train.py", cwd=tmp_path))
-    assert "result: ok" in out, err
-    assert "collviz train.py — 2 ranks" in out
-    assert _rank_lines(out + err) == ["[rank0]: rank 0 holds 3", "[rank1]: rank 1 holds 3"]
+    document = json.loads(out)
+    assert document["run"]["world_size"] == 2 and document["run"]["scenario"] == "train.py"
+    assert document["outcome"]["status"] == "ok"
+    assert _rank_lines(err) == ["[rank0]: rank 0 holds 3", "[rank1]: rank 1 holds 3"]
     events = read_trace(trace).events
     assert next(e for e in events if isinstance(e, RunStart)).world_size == 2
     assert _calls(events, 0) == _calls(events, 1) == [("all_reduce", [0, 1])]
