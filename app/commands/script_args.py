@@ -57,7 +57,7 @@ After collviz's options, torchrun's own (every one, both spellings, read by torc
 torch's launcher then starts the ranks, under the observer; node 0 shows the whole job:
 
   collviz run --headless --standalone --nproc_per_node=4 train.py
-  collviz run --headless --nnodes 2 --node-rank K --nproc-per-node 4 --master-addr NODE0 \
+  collviz run --headless --nnodes 2 --node-rank K --nproc-per-node 4 --master-addr NODE0 \\
       --master-port 29500 -m MODULE          # on each node K (Slurm: srun, once per node)
 
 Or under torchrun itself, streaming to a viewer (collviz view --listen):
