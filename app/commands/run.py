@@ -27,6 +27,7 @@ from .scenario_args import run_parser
 from .script_args import is_script_run, own_options_parser, script_parser, split_own_options
 
 if TYPE_CHECKING:
+    from collviz.runtime.sessions.agent import AgentSession
     from collviz.runtime.userjob.script import UserScript
 
 __all__ = ["build_parser", "main"]
@@ -129,17 +130,24 @@ def _run_through_torchrun(args: argparse.Namespace, words: list[str]) -> int:
     listen = host if line.one_node else "0.0.0.0"  # the ranks of every node reach it
     listening = RemoteSession(host=listen, port=port, secret=shared, record=args.record, timeout_s=args.timeout)
     env = agent_environment(viewer, args.timeout, shared, share=secret is None and not line.one_node)
-    if headless:
-        from collviz.runtime.sessions.headless import run_headless
+    session = AgentSession(listening, command, env)
+    if not headless:
+        return _view_torchrun_job(session)
+    from collviz.runtime.sessions.headless import run_headless
 
-        session = AgentSession(listening, command, env, sys.stderr.fileno() if args.json else None)
-        session.start()  # listens now (a port in use is one line), then starts torchrun
-        return run_headless(session, as_json=args.json)
+    session.output = sys.stderr.fileno() if args.json else None  # --json: stdout holds the document alone
+    session.start()  # listens now (a port in use is one line), then starts torchrun
+    return run_headless(session, as_json=args.json)
+
+
+def _view_torchrun_job(session: AgentSession) -> int:
+    """The viewer on node 0's ``session``; torchrun's output (its ranks' lines among them) waits in
+    a temporary file meanwhile, and follows on stderr once the viewer has closed."""
     from collviz.app.app import run_viewer
     from collviz.runtime.sessions.headless import report_outcome
 
-    with tempfile.TemporaryFile() as output:  # torchrun's and its ranks' lines, for after the viewer
-        session = AgentSession(listening, command, env, output)
+    with tempfile.TemporaryFile() as output:
+        session.output = output
         session.start()
         status = run_viewer(session=session)
         output.seek(0)

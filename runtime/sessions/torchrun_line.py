@@ -22,9 +22,15 @@ from typing import NoReturn
 
 from ..errors import UsageError
 
-__all__ = ["LOOPBACK", "TorchrunLine", "read_torchrun_line"]
+__all__ = ["C10D_DEFAULT_PORT", "LOOPBACK", "MASTER_DEFAULT_PORT", "TorchrunLine", "read_torchrun_line"]
 
 LOOPBACK = "127.0.0.1"
+
+MASTER_DEFAULT_PORT = 29500
+"""torchrun's ``--master-port`` where none is given (for a job on several nodes)."""
+
+C10D_DEFAULT_PORT = 29400
+"""torch's c10d rendezvous port where ``--rdzv-endpoint`` names a host alone."""
 
 _TARGET_FLAGS = ("-m", "--module", "--no-python", "--no_python", "--run-path", "--run_path")
 """torchrun's flags that say what its target is: collviz replaces the target with its own rank
@@ -47,9 +53,9 @@ class TorchrunLine:
     node_rank: int
     standalone: bool
     rendezvous_host: str
-    rendezvous_port: int | None
+    rendezvous_port: int
     """The rendezvous address the job's nodes share (``--master-addr/--master-port``, or
-    ``--rdzv-endpoint`` with a rendezvous backend); None for a port torch picks (one node)."""
+    ``--rdzv-endpoint`` with a rendezvous backend; torchrun's default ports where none is given)."""
     tee_given: bool
     """Whether the user chose torchrun's ``--tee`` or ``--redirects`` (else collviz asks for ``--tee 3``)."""
 
@@ -66,7 +72,7 @@ class TorchrunLine:
     def events_address(self) -> tuple[str, int]:
         """Where node 0 listens for every rank's events (the ranks send there): a free loopback
         port (found now) when the job is on this machine alone, else the rendezvous host at its port + 1."""
-        if self.one_node or self.rendezvous_port is None:
+        if self.one_node:
             return LOOPBACK, _free_port_pair()
         return self.rendezvous_host, self.rendezvous_port + 1
 
@@ -98,16 +104,17 @@ def _torch_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _rendezvous(args: argparse.Namespace) -> tuple[str, int | None]:
-    """The host and port the job's nodes meet at, as torchrun reads them."""
+def _rendezvous(args: argparse.Namespace) -> tuple[str, int]:
+    """The host and port the job's nodes meet at, as torchrun reads them (its default ports where
+    none is given: 29400 for a rendezvous endpoint, 29500 for ``--master-port``)."""
     if args.rdzv_backend != "static" and args.rdzv_endpoint:
         host, _, port = args.rdzv_endpoint.rpartition(":")
         if not host:
-            return port, None  # a host alone: torch's default port
+            return port, C10D_DEFAULT_PORT  # a host alone
         if not port.isdigit():
             raise UsageError(f"--rdzv-endpoint {args.rdzv_endpoint!r}: expected HOST:PORT")
         return host.strip("[]"), int(port)
-    return args.master_addr, int(args.master_port) if args.master_port is not None else None
+    return args.master_addr, int(args.master_port) if args.master_port is not None else MASTER_DEFAULT_PORT
 
 
 def read_torchrun_line(words: Sequence[str]) -> TorchrunLine:

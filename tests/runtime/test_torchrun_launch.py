@@ -121,6 +121,12 @@ def test_a_module_and_a_rendezvous_endpoint():
     assert line.events_address() == ("node0", 29501) and line.collects
 
 
+def test_without_a_port_node_0_listens_beside_torchruns_default_one():
+    assert read_torchrun_line(["--nnodes", "2", "--master-addr", "n0", "x.py"]).events_address() == ("n0", 29501)
+    line = read_torchrun_line(["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "n0", "x.py"])
+    assert line.events_address() == ("n0", 29401)
+
+
 def test_standalone_is_one_node_listening_on_loopback():
     line = read_torchrun_line(["--standalone", "--nproc_per_node=2", "train.py"])
     host, port = line.events_address()
