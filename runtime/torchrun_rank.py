@@ -34,7 +34,7 @@ from .userjob.script import UserScript, check_module, check_script
 from .wire.transport import Endpoints
 from .worker import worker_main
 
-__all__ = ["TorchrunRank", "launched_main", "torchrun_rank", "run_torchrun_worker", "run_torchrun_script"]
+__all__ = ["SECRET_WAIT_S", "TorchrunRank", "launched_main", "torchrun_rank", "run_torchrun_worker", "run_torchrun_script"]
 
 
 
@@ -101,24 +101,30 @@ def _run_rank(plan: RunPlan, me: TorchrunRank, viewer: str, secret: bytes | None
     worker_main(config, me.rank, me.local_rank)
 
 
-def _job_secret(timeout_s: float) -> bytes:
+SECRET_WAIT_S = 300.0
+"""How long a rank of another node waits for node 0's ranks to put the shared secret in the job's
+store: as long as torch's own store waits for a key by default (node 0's ranks start with the
+others, once the rendezvous is complete, but may import for a while)."""
+
+
+def _job_secret() -> bytes:
     """The shared secret: this rank's own (node 0), put in the job's store when asked to share
     it; else read from the job's store, where node 0's ranks put it (a UsageError after
-    ``timeout_s`` without it)."""
+    :data:`SECRET_WAIT_S` without it)."""
     import torch.distributed as dist
 
     given = os.environ.get(JOB_SECRET_ENV, "").encode()
     if given and SHARE_SECRET_ENV not in os.environ:
         return given
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                          timeout=timedelta(seconds=timeout_s))
+                          timeout=timedelta(seconds=SECRET_WAIT_S))
     if given:
         store.set(SECRET_KEY, given.decode())
         return given
     try:
         return bytes(store.get(SECRET_KEY))
     except RuntimeError as exc:  # torch's store timeout (DistStoreError is a RuntimeError)
-        raise UsageError(f"no shared secret from node 0 in the job's store within {timeout_s:g} s "
+        raise UsageError(f"no shared secret from node 0 in the job's store within {SECRET_WAIT_S:g} s "
                          f"(is node 0's collviz run started?): {exc}") from None
 
 
@@ -132,7 +138,7 @@ def launched_main(argv: Sequence[str]) -> NoReturn:
     module = bool(argv) and argv[0] == "--module"
     target, *args = argv[1:] if module else argv
     script = check_module(target, args) if module else check_script(target, args)
-    run_torchrun_script(script, viewer=viewer, secret=_job_secret(timeout_s), timeout_s=timeout_s)
+    run_torchrun_script(script, viewer=viewer, secret=_job_secret(), timeout_s=timeout_s)
 
 
 if __name__ == "__main__":
