@@ -34,7 +34,8 @@ from .userjob.script import UserScript, check_module, check_script
 from .wire.transport import Endpoints
 from .worker import worker_main
 
-__all__ = ["SECRET_WAIT_S", "TorchrunRank", "launched_main", "torchrun_rank", "run_torchrun_worker", "run_torchrun_script"]
+__all__ = ["SECRET_WAIT_S", "TorchrunRank", "launched_main", "torchrun_rank", "run_torchrun_worker",
+           "run_torchrun_script"]
 
 
 

@@ -120,7 +120,8 @@ def _run_through_torchrun(args: argparse.Namespace, words: list[str]) -> int:
     command = agent_command(line, script)
     if not line.collects:
         if args.record is not None or args.json:
-            raise UsageError("--record and --json belong to node 0's collviz run (--node-rank 0), which has the whole job")
+            raise UsageError("--record and --json belong to node 0's collviz run (--node-rank 0), which has the "
+                             "whole job")
         print(f"collviz: node {line.node_rank}: torchrun starts this node's ranks; their events go to node 0's "
               f"collviz run at {viewer}", file=sys.stderr, flush=True)
         return run_agent(command, agent_environment(viewer, args.timeout, secret, share=False))

@@ -113,7 +113,8 @@ class RemoteSession(TracedSession):
         first = f"rank {errors[0].rank} failed: {errors[0].error}" if errors else ""
         if silent:
             named = f"rank{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))}"
-            detail = f"{named} died without reporting an end (killed? torchrun's summary says how); {why}" + (f"; consequence: {first}" if first else "")
+            detail = f"{named} died without reporting an end (killed? torchrun's summary says how); {why}"
+            detail += f"; consequence: {first}" if first else ""
         else:
             detail = f"{first}; {why}" if first else why
         self.end_failed(detail)
