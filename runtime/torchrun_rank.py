@@ -8,13 +8,20 @@ collviz launcher exists. Two entry points:
 - ``collviz worker SCENARIO --viewer tcp://HOST:PORT``: a scenario (:func:`run_torchrun_worker`);
 - ``torchrun … -m collviz.app.cli run --viewer tcp://HOST:PORT train.py [args]``: a user's script
   under the light observer (:mod:`~collviz.runtime.userjob`), its ``init_process_group()`` reading
-  torchrun's environment (:func:`run_torchrun_script`).
+  torchrun's environment (:func:`run_torchrun_script`);
+- ``python -m collviz.runtime.torchrun_rank [--module] TARGET [args]``: the entry torch's launcher
+  runs in each rank of ``collviz run [torchrun options] SCRIPT.py|-m MODULE``
+  (:mod:`~collviz.runtime.sessions.agent`), told where to send its events by :data:`~.userjob.launch_env.VIEWER_ENV`
+  (:func:`launched_main`).
 """
 
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import NoReturn
 
@@ -22,11 +29,14 @@ from .errors import UsageError
 from .plan import MemoryNeed, RunPlan, plan_run, plan_script, run_start_fields, worker_config
 from .scenario_files.loading import Scenario
 from .programs.program import RunOptions
-from .userjob.script import UserScript
+from .userjob.launch_env import JOB_SECRET_ENV, SECRET_KEY, SHARE_SECRET_ENV, TIMEOUT_ENV, VIEWER_ENV
+from .userjob.script import UserScript, check_module, check_script
 from .wire.transport import Endpoints
 from .worker import worker_main
 
-__all__ = ["TorchrunRank", "torchrun_rank", "run_torchrun_worker", "run_torchrun_script"]
+__all__ = ["SECRET_WAIT_S", "TorchrunRank", "launched_main", "torchrun_rank", "run_torchrun_worker",
+           "run_torchrun_script"]
+
 
 
 @dataclass(frozen=True)
@@ -90,3 +100,47 @@ def _run_rank(plan: RunPlan, me: TorchrunRank, viewer: str, secret: bytes | None
     config = worker_config(plan, run=me.run, init_method="env://", endpoints=Endpoints(events=viewer, control=""),
                            secret=secret, run_start=run_start_fields(plan, os.getpid()))
     worker_main(config, me.rank, me.local_rank)
+
+
+SECRET_WAIT_S = 300.0
+"""How long a rank of another node waits for node 0's ranks to put the shared secret in the job's
+store: as long as torch's own store waits for a key by default (node 0's ranks start with the
+others, once the rendezvous is complete, but may import for a while)."""
+
+
+def _job_secret() -> bytes:
+    """The shared secret: this rank's own (node 0), put in the job's store when asked to share
+    it; else read from the job's store, where node 0's ranks put it (a UsageError after
+    :data:`SECRET_WAIT_S` without it)."""
+    import torch.distributed as dist
+
+    given = os.environ.get(JOB_SECRET_ENV, "").encode()
+    if given and SHARE_SECRET_ENV not in os.environ:
+        return given
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                          timeout=timedelta(seconds=SECRET_WAIT_S))
+    if given:
+        store.set(SECRET_KEY, given.decode())
+        return given
+    try:
+        return bytes(store.get(SECRET_KEY))
+    except RuntimeError as exc:  # torch's store timeout (DistStoreError is a RuntimeError)
+        raise UsageError(f"no shared secret from node 0 in the job's store within {SECRET_WAIT_S:g} s "
+                         f"(is node 0's collviz run started?): {exc}") from None
+
+
+def launched_main(argv: Sequence[str]) -> NoReturn:
+    """One rank of ``collviz run [torchrun options] TARGET``, as torch's launcher starts it:
+    ``argv`` is ``[--module] TARGET [args…]``; node 0's address is in :data:`~.userjob.launch_env.VIEWER_ENV`."""
+    viewer = os.environ.get(VIEWER_ENV)
+    if viewer is None:
+        raise UsageError(f"${VIEWER_ENV} is not set: this entry is for the ranks collviz run starts through torchrun")
+    timeout_s = float(os.environ.get(TIMEOUT_ENV, "30"))
+    module = bool(argv) and argv[0] == "--module"
+    target, *args = argv[1:] if module else argv
+    script = check_module(target, args) if module else check_script(target, args)
+    run_torchrun_script(script, viewer=viewer, secret=_job_secret(), timeout_s=timeout_s)
+
+
+if __name__ == "__main__":
+    launched_main(sys.argv[1:])

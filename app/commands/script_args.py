@@ -1,8 +1,9 @@
 """The command line of ``collviz run [options] SCRIPT.py [script args…]``: a user's own script.
 
 As with torchrun, collviz's options come before the script and everything after the script's
-name is the script's own. ``collviz run`` hands its arguments here when the first one names a
-``.py`` file or is an option (a scenario's name always comes first).
+name is the script's own; torchrun's options may follow collviz's (:func:`split_own_options`;
+read by :mod:`collviz.runtime.sessions.torchrun_line`). ``collviz run`` hands its arguments here
+when the first one names a ``.py`` file or is an option (a scenario's name always comes first).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .options import (
     path_argument,
 )
 
-__all__ = ["SCRIPT_EPILOG", "is_script_run", "script_parser"]
+__all__ = ["SCRIPT_EPILOG", "is_script_run", "own_options_parser", "script_parser", "split_own_options"]
 
 SCRIPT_EPILOG = """\
 Your script runs on N ranks with torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK,
@@ -52,18 +53,26 @@ outside a step each collective is a step of its own:
   collviz run --nproc 4 examples/fsdp_train.py --steps 3
   collviz run --nproc 4 --headless --record fsdp.cvz examples/fsdp_train.py
 
-Under torchrun, on any number of machines, stream to a viewer instead (collviz view --listen):
+After collviz's options, torchrun's own (every one, both spellings, read by torch's parser):
+torch's launcher then starts the ranks, under the observer; node 0 shows the whole job:
+
+  collviz run --headless --standalone --nproc_per_node=4 train.py
+  collviz run --headless --nnodes 2 --node-rank K --nproc-per-node 4 --master-addr NODE0 \\
+      --master-port 29500 -m MODULE          # on each node K (Slurm: srun, once per node)
+
+Or under torchrun itself, streaming to a viewer (collviz view --listen):
 
   torchrun --nproc-per-node 4 -m collviz.app.cli run --viewer tcp://HOST:5555 train.py
 """
 
 
-def script_parser() -> OneLineParser:
-    """``collviz run [--nproc N] [--headless] [--record FILE] … SCRIPT.py [args…]``."""
+def own_options_parser() -> OneLineParser:
+    """collviz's own options of ``collviz run`` (before torchrun's, or before the script)."""
     parser = command_parser("collviz run", "Run your own training script on N ranks and watch its collectives.",
                             SCRIPT_EPILOG)
-    parser.add_argument("--nproc", "--nproc-per-node", type=int, default=None, metavar="N",
-                        help="ranks to start on this machine, as torchrun's --nproc-per-node (default 1)")
+    parser.add_argument("--nproc", type=int, default=None, metavar="N",
+                        help="ranks to start on this machine (default 1); alone, with collviz's own launcher, read "
+                             "from each rank's Flight Recorder; with torchrun's options, torchrun's --nproc-per-node")
     add_headless_option(parser, "the summary of every collective, read from each rank's Flight Recorder")
     add_json_option(parser, "the headless summary")
     add_record_option(parser)
@@ -78,17 +87,34 @@ def script_parser() -> OneLineParser:
     parser.add_argument("--logs", type=path_argument, metavar="DIR",
                         help="also append each rank's stdout and stderr to DIR/rank<r>.log and keep them (DIR is "
                              "created if missing); without it those files are in a temporary folder, deleted when "
-                             "the run succeeds")
+                             "the run succeeds (with torchrun's options: torchrun's --log-dir)")
     parser.add_argument("--viewer", metavar="URL",
                         help="under torchrun: run this process's rank and stream its events to collviz view --listen "
                              "at tcp://HOST:PORT")
     parser.add_argument("--secret-file", type=path_argument, metavar="FILE",
-                        help="with --viewer: the shared secret (default: $COLLVIZ_SECRET)")
+                        help="with --viewer, or with torchrun's options: the shared secret (default: $COLLVIZ_SECRET)")
+    return parser
+
+
+def script_parser() -> OneLineParser:
+    """``collviz run [--nproc N] [--headless] [--record FILE] … SCRIPT.py [args…]``."""
+    parser = own_options_parser()
     parser.add_argument("script", type=path_argument, metavar="SCRIPT.py",
                         help="your script (its name must end in .py)")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
                         help="the script's own arguments")
     return parser
+
+
+def split_own_options(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``argv`` split where collviz's own options end: (collviz's, the rest: torchrun's command
+    line, or the script and its arguments)."""
+    known = own_options_parser()._option_string_actions
+    index = 0
+    while index < len(argv) and argv[index].split("=")[0] in known and argv[index] not in ("-h", "--help"):
+        action = known[argv[index].split("=")[0]]
+        index += 1 if action.nargs == 0 or "=" in argv[index] else 2
+    return list(argv[:index]), list(argv[index:])
 
 
 def is_script_run(argv: Sequence[str]) -> bool:

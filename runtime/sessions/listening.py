@@ -19,6 +19,7 @@ from pathlib import Path
 import zmq
 
 from ..errors import UsageError
+from ..observation.watchdog import Stalled
 from ..wire.protocol import AnyEvent, RankEnd, RunStart
 from ..wire.trace import TraceWriter
 from ..wire.transport import Collector, Endpoints
@@ -94,6 +95,35 @@ class RemoteSession(TracedSession):
             self._finish(self._intake, RunOutcome("interrupted", f"interrupted by {signal.Signals(signum).name}: "
                                                   "stopped listening", 128 + signum))
 
+    @property
+    def first_stall(self) -> Stalled | None:
+        """The first hang reported (its missing ranks are the run's culprits), or None."""
+        return self._intake.first_stall if self._intake is not None else None
+
+    def give_up(self, why: str) -> None:
+        """End the run as failed because its ranks' launcher is gone (``why``): the ranks it never
+        heard end died first (their peers' errors are consequences); idempotent."""
+        if self.finished or self._intake is None:
+            return
+        if self._world_size is None:
+            self._finish(self._intake, RunOutcome("failed", f"{why} before any rank reported its start", 1))
+            return
+        silent = sorted(set(range(self._world_size)) - set(self._ended))
+        errors = [e for e in self._ended.values() if e.status == "error"]  # in the order they arrived
+        first = f"rank {errors[0].rank} failed: {errors[0].error}" if errors else ""
+        if silent:
+            named = f"rank{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))}"
+            detail = f"{named} died without reporting an end (killed? torchrun's summary says how); {why}"
+            detail += f"; consequence: {first}" if first else ""
+        else:
+            detail = f"{first}; {why}" if first else why
+        self.end_failed(detail)
+
+    def end_failed(self, detail: str) -> None:
+        """End the run now as failed, saying why in ``detail``; idempotent."""
+        if not self.finished and self._intake is not None:
+            self._finish(self._intake, RunOutcome("failed", detail, 1))
+
     def _note(self, events: list[AnyEvent]) -> None:
         """Learn the world size from RunStart and each rank's end from its RankEnd."""
         for event in events:
@@ -108,13 +138,12 @@ class RemoteSession(TracedSession):
     def _maybe_finish(self, intake: SocketIntake) -> None:
         if self._world_size is None:
             return
-        errors = [e for e in self._ended.values() if e.status == "error"]
+        errors = [e for e in self._ended.values() if e.status == "error"]  # in the order they arrived
         if len(self._ended) == self._world_size:
             if intake.mismatch is not None:  # the workers are torchrun's: the viewer reports, it cannot stop them
                 self._finish(intake, RunOutcome("failed", intake.mismatch.text, 1))
-            elif errors:
-                first = min(errors, key=lambda e: e.rank)
-                self._finish(intake, RunOutcome("failed", f"rank {first.rank} failed: {first.error}", 1))
+            elif errors:  # the first error to arrive: its peers' errors (a connection closed, …) follow it
+                self._finish(intake, RunOutcome("failed", f"rank {errors[0].rank} failed: {errors[0].error}", 1))
             else:
                 self._finish(intake, RunOutcome("ok", "", 0))
         elif errors and self._first_error_at is not None and time.monotonic() - self._first_error_at > self.timeout_s:

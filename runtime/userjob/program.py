@@ -35,14 +35,18 @@ class ScriptExit(ProgramExit):
 
 
 def run_as_main(script: UserScript) -> None:
-    """Run ``script`` as ``python SCRIPT ARGS…`` would: as ``__main__``, with ``sys.argv`` its name
-    and arguments and its folder first on ``sys.path``. ``sys.exit(0)`` returns; another status
+    """Run ``script`` as ``python SCRIPT ARGS…`` (or ``python -m MODULE ARGS…``) would: as
+    ``__main__``, with ``sys.argv`` its path and arguments and its folder (the current one, for a
+    module) first on ``sys.path``. ``sys.exit(0)`` returns; another status
     raises :class:`ScriptExit`."""
     argv, path = sys.argv[:], sys.path[:]
     sys.argv = [str(script.path), *script.args]
-    sys.path.insert(0, str(script.path.parent))
+    sys.path.insert(0, os.getcwd() if script.module else str(script.path.parent))
     try:
-        runpy.run_path(str(script.path), run_name="__main__")
+        if script.module:
+            runpy.run_module(script.module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(str(script.path), run_name="__main__")
     except SystemExit as exit_:
         if exit_.code not in (None, 0):
             raise ScriptExit(f"{script.name} exited with status {exit_.code}") from None

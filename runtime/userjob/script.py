@@ -1,14 +1,17 @@
-"""The user's script and its arguments, checked in the launcher before any process starts."""
+"""The user's script (or module, torchrun's ``-m``) and its arguments, checked in the launcher
+before any process starts."""
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
 from ..wire.files import read_regular_file, write_error_text
 
-__all__ = ["MAX_SCRIPT_BYTES", "UserScript", "check_script"]
+__all__ = ["MAX_SCRIPT_BYTES", "UserScript", "check_module", "check_script"]
 
 MAX_SCRIPT_BYTES = 16 << 20
 """A script larger than this is refused unread (no training script is 16 MiB of source)."""
@@ -16,21 +19,24 @@ MAX_SCRIPT_BYTES = 16 << 20
 
 @dataclass(frozen=True)
 class UserScript:
-    """A Python script every rank runs as ``__main__``, with the arguments after its name."""
+    """A Python script every rank runs as ``__main__``, with the arguments after its name; or,
+    where ``module`` is set, that module (``python -m MODULE``), found at ``path``."""
 
     path: Path
-    """Absolute path of the script."""
+    """Absolute path of the script (of the module's file, for a module)."""
     args: tuple[str, ...] = ()
+    module: str = ""
+    """The module's name, as torchrun's ``-m MODULE`` gives it; empty for a script."""
 
     @property
     def name(self) -> str:
-        """The script's file name (how the run is called: ``fsdp_train.py``)."""
-        return self.path.name
+        """The script's file name or the module's name (how the run is called: ``fsdp_train.py``)."""
+        return self.module or self.path.name
 
     @property
     def command(self) -> str:
-        """The script and its arguments, for the banner and RunStart."""
-        return " ".join([str(self.path), *self.args])
+        """The script (or ``-m MODULE``) and its arguments, for the banner and RunStart."""
+        return " ".join([f"-m {self.module}" if self.module else str(self.path), *self.args])
 
 
 def check_script(path: str | Path, args: tuple[str, ...] | list[str] = ()) -> UserScript:
@@ -53,3 +59,20 @@ def check_script(path: str | Path, args: tuple[str, ...] | list[str] = ()) -> Us
     except ValueError as exc:  # null bytes, on Pythons that raise ValueError for them
         raise UsageError(f"{path}: not Python source ({exc})") from None
     return UserScript(given.resolve(), tuple(args))
+
+
+def check_module(name: str, args: tuple[str, ...] | list[str] = ()) -> UserScript:
+    """The module ``name`` (found from the current folder, as ``python -m`` finds it) with
+    ``args``; a one-line UsageError when no such module exists."""
+    from importlib.util import find_spec
+
+    sys.path.insert(0, os.getcwd())
+    try:
+        spec = find_spec(name)
+    except (ImportError, ValueError) as exc:
+        raise UsageError(f"-m {name}: {exc}") from None
+    finally:
+        sys.path.pop(0)
+    if spec is None or spec.origin is None:
+        raise UsageError(f"-m {name}: no module named {name!r} (from {os.getcwd()})")
+    return UserScript(Path(spec.origin).resolve(), tuple(args), module=name)
