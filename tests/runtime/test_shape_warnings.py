@@ -1,0 +1,114 @@
+"""Each warning an NCCL log or a set of profiler traces can give, made to appear by one change to the
+four-shape fixtures (``tests/fixtures/nccl/job-4ranks-two-pairs.log``, :mod:`support.profiler_shapes`),
+and absent from the fixture as it is (rank 3 absent from the log's last call, its kernel four times
+its peers', each pair holding other calls than the world's: no reason for any of them).
+
+Every expected sentence is written from the change made (the ranks, files and counts it leaves).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from collviz.runtime.sources import open_artifacts
+
+from support.paths import FIXTURES
+from support.profiler_shapes import trace, write_traces
+
+LOG = FIXTURES / "nccl" / "job-4ranks-two-pairs.log"
+RANK_3 = "gpu-node-9:5203:"
+"""How each of rank 3's lines starts (its host and pid)."""
+
+
+def _log(tmp_path: Path, keep=lambda line: True, extra: tuple[str, ...] = ()) -> list[str]:
+    """The warnings of the log with only the lines ``keep`` takes, and ``extra`` lines after them."""
+    lines = [line for line in LOG.read_text().splitlines() if keep(line)] + list(extra)
+    (tmp_path / "nccl.log").write_text("\n".join(lines) + "\n")
+    return open_artifacts([tmp_path / "nccl.log"]).warnings
+
+
+def test_the_log_as_it_is_warns_of_nothing():
+    """Rank 3 printed no all_reduce #2, and pair B no call rank 0 made: neither is a warning."""
+    assert open_artifacts([LOG]).warnings == []
+
+
+def test_a_rank_without_a_line_is_named(tmp_path):
+    assert _log(tmp_path, lambda line: not line.startswith(RANK_3)) == [
+        "the log has no lines of rank 3 (the job has 4 ranks)"]
+
+
+def test_a_log_without_per_call_lines_is_topology_only(tmp_path):
+    assert _log(tmp_path, lambda line: "opCount" not in line and "Bytes -> Algo" not in line) == [
+        "the log has no per-call lines (NCCL_DEBUG_SUBSYS=COLL,TUNING prints them): topology only"]
+
+
+def test_point_to_point_calls_are_counted_and_left_out(tmp_path):
+    """Rank 0 sends to its pair's rank 1, which receives: two lines, two calls not shown."""
+    send = ("gpu-node-9:5200:5200 [0] NCCL INFO Send: opCount 1 sendbuff 0x7f0000000000 recvbuff 0x7f0000000000 "
+            "count 4 datatype 7 op 0 root 1 comm 0x7e22b000 [nranks=2] stream 0x5500a000")
+    receive = ("gpu-node-9:5201:5201 [1] NCCL INFO Recv: opCount 1 sendbuff 0x7f0010000000 recvbuff 0x7f0010000000 "
+               "count 4 datatype 7 op 0 root 0 comm 0x7e22b010 [nranks=2] stream 0x5500a100")
+    assert _log(tmp_path, extra=(send, receive)) == ["2 point-to-point calls (Send/Recv) are not shown"]
+
+
+def _traces(tmp_path: Path, change=None, ranks=range(4)) -> list[str]:
+    """The warnings of the profiler traces of ``ranks``, each first given to ``change(rank, trace)``."""
+    for rank in ranks:
+        content = trace(rank)
+        if change is not None:
+            change(rank, content)
+        (tmp_path / f"trace_{rank}.json").write_text(json.dumps(content))
+    return open_artifacts([tmp_path]).warnings
+
+
+def test_the_traces_as_they_are_warn_of_nothing(tmp_path):
+    """Rank 3's four-times-longer kernel, and two groups of two ranks each with one call: no warning."""
+    assert open_artifacts([write_traces(tmp_path)]).warnings == []
+
+
+def test_a_missing_ranks_trace_is_named(tmp_path):
+    assert _traces(tmp_path, ranks=(0, 1, 2)) == ["no trace of rank 3 (4 in the job)"]
+
+
+def test_a_second_trace_of_a_rank_is_left_out(tmp_path):
+    write_traces(tmp_path)
+    shutil.copy(tmp_path / "trace_2.json", tmp_path / "trace_2_again.json")
+    assert open_artifacts([tmp_path]).warnings == ["rank 2 has two traces: trace_2_again.json left out"]
+
+
+def test_ranks_holding_different_numbers_of_a_groups_calls_are_said(tmp_path):
+    """Rank 3's trace holds the world's all_reduce twice (a second row and kernel): r0–r2 hold 1, r3 2."""
+    def repeat_the_world_call(rank: int, content: dict) -> None:
+        if rank == 3:
+            again = [json.loads(json.dumps(e)) for e in content["traceEvents"] if e["args"]["External id"] == 20]
+            for event in again:
+                event["args"]["External id"] = 30
+                event["ts"] += 10_000
+            content["traceEvents"] += again
+
+    assert _traces(tmp_path, repeat_the_world_call) == [
+        "the ranks' traces hold different numbers of calls on group 0 (default_pg) (r0: 1, r1: 1, r2: 1, r3: 2): "
+        "calls are matched in order"]
+
+
+def test_a_call_without_its_kernel_is_untimed_and_said(tmp_path):
+    def lose_a_kernel(rank: int, content: dict) -> None:
+        if rank == 2:
+            content["traceEvents"] = [e for e in content["traceEvents"] if e["name"] == "record_param_comms"
+                                      or e["args"]["External id"] != 21]
+
+    assert _traces(tmp_path, lose_a_kernel) == [
+        "rank 2: 1 of 2 calls have no time of their own in the trace (their work slice or kernel was not found)"]
+
+
+def test_a_group_naming_a_rank_beyond_the_job_is_damaged_input(tmp_path):
+    def name_rank_9(rank: int, content: dict) -> None:
+        if rank == 2:
+            content["distributedInfo"]["pg_config"][1]["ranks"] = [2, 9]
+
+    assert _traces(tmp_path, name_rank_9) == [
+        "rank 2: group 2 (tp_b) names rank 9 of a 4-rank job: damaged input, its ranks taken as unknown"]
