@@ -1,5 +1,6 @@
 """Each warning an NCCL log or a set of profiler traces can give, made to appear by one change to the
-four-shape fixtures (``tests/fixtures/nccl/job-4ranks-two-pairs.log``, :mod:`support.profiler_shapes`),
+four-shape fixtures (``tests/fixtures/nccl/job-4ranks-two-pairs.log``, :mod:`support.profiler_shapes`)
+— and Flight Recorder's for a group its dumps' ``pg_config`` leaves out, on a job of two pairs —
 and absent from the fixture as it is (rank 3 absent from the log's last call, its kernel four times
 its peers', each pair holding other calls than the world's: no reason for any of them).
 
@@ -16,6 +17,7 @@ import pytest
 
 from collviz.runtime.sources import open_artifacts
 
+from support.fr_dumps import dump, entry
 from support.paths import FIXTURES
 from support.profiler_shapes import trace, write_traces
 
@@ -112,3 +114,59 @@ def test_a_group_naming_a_rank_beyond_the_job_is_damaged_input(tmp_path):
 
     assert _traces(tmp_path, name_rank_9) == [
         "rank 2: group 2 (tp_b) names rank 9 of a 4-rank job: damaged input, its ranks taken as unknown"]
+
+
+def test_two_processes_claiming_one_rank_leave_the_second_out(tmp_path):
+    """A process 5299 prints itself as rank 3 of the world too: a second job in the log."""
+    other = [line.replace(":5203:5203 [3]", ":5299:5299 [3]").replace("0x7e11a030", "0x7e99a030")
+             for line in LOG.read_text().splitlines() if line.startswith(RANK_3) and "nranks 4" in line]
+    assert len(other) == 2 and _log(tmp_path, extra=tuple(other)) == [
+        "two processes say they are rank 3 (one is gpu-node-9:5299): the log holds more than one job; "
+        "the second is left out"]
+
+
+def test_call_lines_alone_are_numbered_by_host_and_device(tmp_path):
+    assert _log(tmp_path, lambda line: "opCount" in line or "Bytes -> Algo" in line) == [
+        "the log has per-call lines but no init lines (comm … rank R nranks N): its ranks are numbered by host and "
+        "device, not as the job numbered them"]
+
+
+def test_a_rank_printing_calls_but_never_its_rank_is_left_out(tmp_path):
+    """Rank 3's init, comm and ring lines gone, its call lines kept: 1 rank unnamed, and then absent."""
+    kept = _log(tmp_path, lambda line: not line.startswith(RANK_3) or "opCount" in line or "Bytes -> Algo" in line)
+    assert kept == ["1 ranks print calls but never their rank (their init lines are not in the log): left out",
+                    "the log has no lines of rank 3 (the job has 4 ranks)"]
+
+
+def test_a_line_too_long_is_cut_to_its_first_characters(tmp_path):
+    """64 KiB = 65,536 characters are read of a line of 70,000."""
+    long_line = "gpu-node-9:5200:5200 [0] NCCL INFO " + "x" * 70_000
+    assert _log(tmp_path, extra=(long_line,)) == [
+        "1 lines longer than 65,536 characters: only their first 65,536 are read"]
+
+
+def _pair_dumps(folder: Path, configs: dict[str, str]) -> list[str]:
+    """The warnings of a 4-rank job's dumps (:mod:`support.fr_dumps`): an all_reduce on the world, then
+    each rank's pair's (group ``1``: ranks 0, 1; ``2``: ranks 2, 3), all completed; ``pg_config`` as
+    ``configs`` gives it (name → its ranks as torch writes them), ``pg_status`` numbered per process
+    as torch's gloo numbers it (each rank's own groups ``0`` and ``1``, whatever their names)."""
+    for rank in range(4):
+        pair = ("1", "undefined") if rank < 2 else ("2", "undefined")
+        made = dump([entry(1), entry(1, group=pair, record_id=2)])
+        made["pg_config"] = {name: {"name": name, "desc": "", "ranks": ranks} for name, ranks in configs.items()}
+        made["pg_status"] = {"0": made["pg_status"]["0"], "1": made["pg_status"]["0"]}
+        (folder / f"rank_{rank}.json").write_text(json.dumps(made))
+    return open_artifacts([folder]).warnings
+
+
+def test_groups_not_in_pg_config_are_the_ranks_whose_calls_name_them(tmp_path):
+    """gloo's dumps name no group but a blank one: each pair is taken from the ranks whose entries
+    name it — 0, 1 and 2, 3 — never from pg_status, whose '1' is group 1 on ranks 0, 1 and group 2 on
+    ranks 2, 3."""
+    assert _pair_dumps(tmp_path, {"": "[]"}) == [
+        "group 1: its ranks are not in the dumps' pg_config; taken as the ranks whose dumps mention it: 0, 1",
+        "group 2: its ranks are not in the dumps' pg_config; taken as the ranks whose dumps mention it: 2, 3"]
+
+
+def test_groups_pg_config_names_are_taken_without_a_warning(tmp_path):
+    assert _pair_dumps(tmp_path, {"0": "[0, 1, 2, 3]", "1": "[0, 1]", "2": "[2, 3]"}) == []
