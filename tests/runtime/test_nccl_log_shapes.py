@@ -15,6 +15,7 @@ import pytest
 
 from collviz.runtime.reports.summary_json import summary_document
 from collviz.runtime.sources import open_artifacts
+from collviz.runtime.wire.protocol import RankStart, RunStart
 
 from support.nccl_readings import calls, hops, shape
 from support.paths import FIXTURES
@@ -28,9 +29,14 @@ def run():
     return open_artifacts([LOG])
 
 
-def test_four_ranks_each_on_its_own_device(run):
+def test_four_ranks_each_on_its_own_device_and_nccls_version(run):
+    """Rank 0's ``NCCL version 2.21.5+cuda12.4``; each rank's ``cudaDev r … busId (r+1)8000``."""
     assert shape(run) == (4, [0, 1, 2, 3])
     assert run.exit_status == 0 and run.warnings == []
+    [start] = [e for e in run.events if isinstance(e, RunStart)]
+    assert start.nccl_version == "2.21.5+cuda12.4"
+    assert {e.rank: e.device for e in run.events if isinstance(e, RankStart)} == {
+        r: f"cuda:{r} (busId {r + 1}8000) on gpu-node-9" for r in range(4)}
 
 
 def test_each_communicator_keeps_its_global_ranks(run):
