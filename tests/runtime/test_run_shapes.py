@@ -95,6 +95,12 @@ def test_four_ranks_and_every_call_on_its_own_group(runs, way):
 
 
 @pytest.mark.parametrize("way", ["recorder", "observed"])
+def test_a_clean_run_warns_of_nothing(runs, way):
+    """Rank 3's late arrival and pairs of equal size are no reason for a warning."""
+    assert [line for line in runs[way]["stderr"].splitlines() if line.startswith("collviz: warning")] == []
+
+
+@pytest.mark.parametrize("way", ["recorder", "observed"])
 def test_the_two_pairs_are_two_groups(runs, way):
     """Pair A and pair B have the same size: each keeps its own label, and its calls only its ranks."""
     calls = [e for e in runs[way]["events"] if isinstance(e, Collective) and e.edge == "begin" and e.op == "all_gather"]
