@@ -1,6 +1,6 @@
-"""Warnings of a job's Flight Recorder dumps and of a gloo profiler trace, each made to appear by one
-change to a 4-rank job written by hand (:mod:`support.fr_dumps`, :mod:`support.profiler_shapes`) and
-absent where its reason is not there. Every sentence is written from the change made.
+"""Warnings of a job's Flight Recorder dumps, a gloo profiler trace and an Inspector folder, each made
+to appear by one change to a job written by hand (:mod:`support.fr_dumps`, :mod:`support.inspector_lines`,
+4 and 3 ranks) and absent where its reason is not there. Every sentence is written from the change made.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 from collviz.runtime.sources import open_artifacts
 
 from support.fr_dumps import dump, entry, hang_and_mismatch
+from support.inspector_lines import AR0, record_line
 
 INSIDE_EVERYWHERE = ("all_reduce #2 on group 0 (default_pg): ranks 0–3 still inside it, and no rank of the artifacts "
                      "completed it: stuck there or taken mid-call (the job's other ranks, if it had more, would say)")
@@ -74,3 +75,19 @@ def test_gloo_ranks_of_the_default_group_alone_are_not_warned_of(tmp_path):
     for rank in range(4):
         (tmp_path / f"trace_{rank}.json").write_text(json.dumps(_gloo_trace(rank, [WORLD_CONFIG])))
     assert open_artifacts([tmp_path]).warnings == []
+
+
+def _inspector(folder: Path, with_all_to_all: bool) -> list[str]:
+    """The warnings of a 3-rank Inspector folder (:mod:`support.inspector_lines`): each process's
+    all-reduce record, and ranks 0 and 1's AlltoAll (NCCL 2.28's) when asked."""
+    folder.mkdir()
+    for rank in range(3):
+        extra = record_line(rank, "AlltoAll", 1, 4096, 10, 3, 0.4, 0.4) if with_all_to_all and rank < 2 else ""
+        (folder / f"node0-pid{100 + rank}.log").write_text(AR0[rank] + extra)
+    return open_artifacts([folder]).warnings
+
+
+def test_inspector_calls_of_an_operation_collviz_does_not_draw_are_counted(tmp_path):
+    assert _inspector(tmp_path / "a2a", with_all_to_all=True) == [
+        "calls of operations collviz does not draw left out: all_to_all ×2"]
+    assert _inspector(tmp_path / "plain", with_all_to_all=False) == []
