@@ -23,7 +23,7 @@ import textwrap
 
 import pytest
 
-from support.attach_job import DEADLINE_S, stalled_job
+from support.attach_job import DEADLINE_S, line_of, stalled_job
 from support.cli import run_cli
 
 JOB = textwrap.dedent('''
@@ -66,11 +66,11 @@ JOB = textwrap.dedent('''
             main()
 ''')
 
-STALLED_LINE = next(number for number, line in enumerate(JOB.splitlines(), 1) if "the stalled line" in line)
+STALLED_LINE = line_of(JOB, "the stalled line")
 WORLD_2, PAIR_A_2, PAIR_B_1, PAIR_B_2 = ("all_reduce #2 on group 0 (default_pg)", "all_reduce #2 on group 1",
                                          "all_reduce #1 on group 2", "all_reduce #2 on group 2")
 STACK = f"job.py:{STALLED_LINE} in slow_data_loader"
-PAIR_LINE = [number for number, line in enumerate(JOB.splitlines(), 1) if "group=pair)" in line][1]
+PAIR_LINE = line_of(JOB, "group=pair)", 1)
 """The line of the pair's second all_reduce, where rank 2 waits (so it is missing from the world's second)."""
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from collviz.runtime.live.workers import Answer, Worker, ask_all
 
-__all__ = ["JOB", "CALLS_BEFORE", "ELEMENTS", "STALLED_LINE", "DEADLINE_S", "StalledJob", "stalled_job", "fr_answer",
+__all__ = ["JOB", "CALLS_BEFORE", "line_of", "ELEMENTS", "STALLED_LINE", "DEADLINE_S", "StalledJob", "stalled_job", "fr_answer",
            "WORKERS", "STACK", "asking"]
 
 CALLS_BEFORE = 5
@@ -80,7 +80,13 @@ JOB = textwrap.dedent(f'''
             main()
 ''')
 
-STALLED_LINE = next(number for number, line in enumerate(JOB.splitlines(), 1) if "the stalled line" in line)
+
+def line_of(job: str, marker: str, occurrence: int = 0) -> int:
+    """The number of the line of ``job`` holding ``marker`` (its ``occurrence``-th, from 0)."""
+    return [number for number, line in enumerate(job.splitlines(), 1) if marker in line][occurrence]
+
+
+STALLED_LINE = line_of(JOB, "the stalled line")
 DEADLINE_S = 60
 
 
