@@ -13,8 +13,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
-
 from collviz.runtime.sources import open_artifacts
 
 from support.fr_dumps import dump, entry
