@@ -91,3 +91,14 @@ def test_inspector_calls_of_an_operation_collviz_does_not_draw_are_counted(tmp_p
     assert _inspector(tmp_path / "a2a", with_all_to_all=True) == [
         "calls of operations collviz does not draw left out: all_to_all ×2"]
     assert _inspector(tmp_path / "plain", with_all_to_all=False) == []
+
+
+def test_subfolders_beside_the_dumps_are_named_and_not_opened(tmp_path):
+    """One subfolder is named whole; of five, the first three (by name) and an ellipsis."""
+    folder = hang_and_mismatch(tmp_path / "job")
+    assert open_artifacts([folder]).warnings == []
+    (folder / "old").mkdir()
+    assert open_artifacts([folder]).warnings == [f"{folder}: 1 subfolder not opened (old)"]
+    for name in ("a", "b", "c", "d"):
+        (folder / name).mkdir()
+    assert open_artifacts([folder]).warnings == [f"{folder}: 5 subfolders not opened (a, b, c…)"]
