@@ -9,6 +9,9 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
+from collviz.runtime.reports.summary_json import summary_document
 from collviz.runtime.sources import open_artifacts
 
 from support.fr_dumps import dump, entry, hang_and_mismatch
@@ -102,3 +105,36 @@ def test_subfolders_beside_the_dumps_are_named_and_not_opened(tmp_path):
     for name in ("a", "b", "c", "d"):
         (folder / name).mkdir()
     assert open_artifacts([folder]).warnings == [f"{folder}: 5 subfolders not opened (a, b, c…)"]
+
+
+def _pair_record(rank: int) -> str:
+    """Rank ``rank``'s all-reduce record on a 2-rank communicator ``0xabc``."""
+    record = json.loads(record_line(rank, "AllReduce", 0, 4096, 10, 3, 0.4, 0.4, n_ranks=2))
+    record["header"]["id"] = "0xabc"
+    return json.dumps(record) + "\n"
+
+
+def test_a_communicator_whose_ranks_share_one_process_cannot_be_placed(tmp_path):
+    """Process 100 writes both ranks of ``0xabc`` (one process driving two GPUs): neither is placed."""
+    folder = tmp_path / "insp"
+    folder.mkdir()
+    for rank in range(3):
+        (folder / f"node0-pid{100 + rank}.log").write_text(AR0[rank] + (_pair_record(0) + _pair_record(1) if rank == 0
+                                                                         else ""))
+    assert open_artifacts([folder]).warnings == [
+        "communicator 0xabc: 0 of its 2 ranks can be placed in the job (a process with no record of the largest "
+        "communicator, or one driving several GPUs): its calls are not shown"]
+
+
+def test_a_communicator_of_two_processes_of_the_job_is_placed_without_a_warning(tmp_path):
+    """Processes 101 and 102 (job ranks 1, 2: no rank 0) hold 0xabc's ranks 0 and 1. busbw by hand:
+    4,096 B / 10 µs = 409.6 MB/s × 2(2−1)/2 = 1 → 409.6 MB/s; the world's 1 MiB / 100 µs =
+    10,485.76 MB/s × 2·2/3 → 13,981.01 MB/s."""
+    folder = tmp_path / "insp"
+    folder.mkdir()
+    for rank in range(3):
+        (folder / f"node0-pid{100 + rank}.log").write_text(AR0[rank] + (_pair_record(rank - 1) if rank else ""))
+    run = open_artifacts([folder])
+    assert run.warnings == []
+    found = {tuple(c["group_ranks"]): (c["algo_bytes"], c["busbw"]) for c in summary_document(run.events)["calls"]}
+    assert found == {(0, 1, 2): (1_048_576, pytest.approx(13_981_013_333.3)), (1, 2): (4_096, pytest.approx(409_600_000))}
