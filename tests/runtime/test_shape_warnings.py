@@ -136,6 +136,14 @@ def test_a_rank_printing_calls_but_never_its_rank_is_left_out(tmp_path):
                     "the log has no lines of rank 3 (the job has 4 ranks)"]
 
 
+def test_ring_lines_of_a_thread_that_says_two_ranks_are_not_drawn(tmp_path):
+    """Process 5299 prints no comm line, and its two Ring lines put it at rank 1 and at rank 2."""
+    stray = ("gpu-node-9:5299:5299 [5] NCCL INFO Ring 00 : 0 -> 1 -> 2",
+             "gpu-node-9:5299:5299 [5] NCCL INFO Ring 01 : 1 -> 2 -> 3")
+    assert _log(tmp_path, extra=stray) == [
+        "2 ring, tree or link lines of threads whose rank the log never names: not drawn"]
+
+
 def test_a_line_too_long_is_cut_to_its_first_characters(tmp_path):
     """64 KiB = 65,536 characters are read of a line of 70,000."""
     long_line = "gpu-node-9:5200:5200 [0] NCCL INFO " + "x" * 70_000
