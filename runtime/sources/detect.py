@@ -99,7 +99,8 @@ def _files(paths: Sequence[Path], warnings: list[str]) -> list[tuple[Path, bool]
                 raise UsageError(f"{path}: an empty folder; expected {EXPECTED}")
             skipped = [p.name for p in path.iterdir() if not p.name.startswith(".") and not p.is_file()]
             if skipped:
-                warnings.append(f"{path}: {len(skipped)} subfolders not opened ({', '.join(sorted(skipped)[:3])}…)")
+                shown = ", ".join(sorted(skipped)[:3]) + ("…" if len(skipped) > 3 else "")
+                warnings.append(f"{path}: {len(skipped)} subfolder{'s' if len(skipped) > 1 else ''} not opened ({shown})")
             files += [(p, False) for p in inside]
         elif path.exists():
             files.append((path, True))

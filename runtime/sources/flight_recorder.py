@@ -257,10 +257,11 @@ def _job(dumps: Sequence[RankDump], warnings: list[str]) -> tuple[JobTable, int]
     the job's world size."""
     mentions: dict[str, set[int]] = defaultdict(set)
     for dump in dumps:
-        for name in dump.columns.status_groups:
+        named = {dump.columns.groups[g][0] for g in set(dump.columns.group.tolist())}
+        if named <= set(dump.columns.status_groups):  # else its pg_status numbers groups its own way (gloo's)
+            named.update(dump.columns.status_groups)
+        for name in named:
             mentions[name].add(dump.rank)
-        for g in set(dump.columns.group.tolist()):
-            mentions[dump.columns.groups[g][0]].add(dump.rank)
     groups = _Groups(dumps, mentions, warnings)
     world = groups.world_size()
     job = job_table(dumps, lambda name, description: (group_label(name, description),

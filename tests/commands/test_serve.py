@@ -211,3 +211,29 @@ const [marks, done] = [arguments[0], arguments[arguments.length - 1]];
   done(result);
 })();
 """
+
+
+@pytest.mark.parametrize("host, live, warning", [
+    ("127.0.0.1", False, None), ("localhost", False, None), ("::1", False, None),
+    ("0.0.0.0", False, "collviz: warning: serving on 0.0.0.0: anyone who can reach port 8123 gets a viewer"),
+    ("10.1.2.3", True, "collviz: warning: serving on 10.1.2.3: anyone who can reach port 8123 gets a viewer and may "
+                       "start live runs"),
+])
+def test_serving_beyond_this_machine_warns_who_can_reach_it(monkeypatch, capsys, host, live, warning):
+    """Only a host other machines can reach is warned of (with --live, that they may start runs)."""
+    served: list[str] = []
+
+    class Server:
+        """collviz's classroom server, noting where it would serve instead of serving."""
+
+        def __init__(self, command, host, port, title):
+            served.append(f"{host}:{port}")
+
+        def serve(self) -> None:
+            """Return at once: the test reads what serve printed before serving."""
+
+    monkeypatch.setattr("collviz.app.commands.serve_page.ClassroomServer", Server)
+    target = ["all-reduce", "--live"] if live else [str(FIXTURE)]
+    assert serve_main([*target, "--host", host, "--port", "8123"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("collviz: warning")]
+    assert warnings == ([warning] if warning else []) and served == [f"{host}:8123"]

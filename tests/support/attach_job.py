@@ -23,7 +23,7 @@ from pathlib import Path
 
 from collviz.runtime.live.workers import Answer, Worker, ask_all
 
-__all__ = ["JOB", "CALLS_BEFORE", "ELEMENTS", "STALLED_LINE", "DEADLINE_S", "StalledJob", "stalled_job", "fr_answer",
+__all__ = ["JOB", "CALLS_BEFORE", "line_of", "ELEMENTS", "STALLED_LINE", "DEADLINE_S", "StalledJob", "stalled_job", "fr_answer",
            "WORKERS", "STACK", "asking"]
 
 CALLS_BEFORE = 5
@@ -80,27 +80,39 @@ JOB = textwrap.dedent(f'''
             main()
 ''')
 
-STALLED_LINE = next(number for number, line in enumerate(JOB.splitlines(), 1) if "the stalled line" in line)
+
+def line_of(job: str, marker: str, occurrence: int = 0) -> int:
+    """The number of the line of ``job`` holding ``marker`` (its ``occurrence``-th, from 0)."""
+    return [number for number, line in enumerate(job.splitlines(), 1) if marker in line][occurrence]
+
+
+STALLED_LINE = line_of(JOB, "the stalled line")
 DEADLINE_S = 60
 
 
-def wait_for(*paths: Path, job: subprocess.Popen, inside: Path | None = None) -> None:
-    """Wait until every path exists (and, with ``inside``, until rank 0's worker server at that
-    socket records its all_reduce after the stall: rank 0 is inside that call); fail if the job ends
-    first or :data:`DEADLINE_S` passes."""
+Inside = dict[Path, tuple[str, int]]
+"""A rank's worker server socket → the call (its group's name, its number) that rank must be inside."""
+
+
+def wait_for(*paths: Path, job: subprocess.Popen, inside: Inside | None = None) -> None:
+    """Wait until every path exists (and, with ``inside``, until the worker server at each socket
+    records the call given for it: that rank is inside it); fail if the job ends first or
+    :data:`DEADLINE_S` passes."""
     deadline = time.monotonic() + DEADLINE_S
-    while not (all(path.exists() for path in paths) and (inside is None or _in_the_stalled_call(inside))):
+    while not (all(path.exists() for path in paths)
+               and all(_in_the_call(path, *call) for path, call in (inside or {}).items())):
         if job.poll() is not None or time.monotonic() > deadline:
             raise AssertionError(f"the job did not reach {[p.name for p in paths]}: {job.poll()=}")
         time.sleep(0.05)
 
 
-def _in_the_stalled_call(socket_path: Path) -> bool:
-    """Whether the Flight Recorder of the rank at ``socket_path`` holds all_reduce #CALLS_BEFORE+1
-    (entered, and never completed while rank 1 stalls)."""
+def _in_the_call(socket_path: Path, group: str, seq: int) -> bool:
+    """Whether the Flight Recorder of the rank at ``socket_path`` holds call #``seq`` of group
+    ``group`` (entered; a stalled peer keeps it from completing)."""
     answer = ask_all([Worker(0, str(socket_path))], "fr_trace_json", timeout_s=5)[0]
     entries = json.loads(answer.body).get("entries", []) if answer.body else []
-    return any(entry.get("collective_seq_id") == CALLS_BEFORE + 1 for entry in entries)
+    return any(entry.get("collective_seq_id") == seq and (entry.get("process_group") or [None])[0] == group
+               for entry in entries)
 
 
 @dataclass
@@ -110,11 +122,12 @@ class StalledJob:
 
     folder: Path
     process: subprocess.Popen
+    ranks: int = 2
 
     def release(self) -> None:
-        """Let rank 1 out of its stall; wait until both ranks completed the call after it."""
+        """Let the stalled rank out of its stall; wait until every rank completed its calls after it."""
         (self.folder / "release").touch()
-        wait_for(self.folder / "done0", self.folder / "done1", job=self.process)
+        wait_for(*(self.folder / f"done{r}" for r in range(self.ranks)), job=self.process)
 
     def finish(self) -> tuple[int, str, str]:
         """Let both ranks end; torchrun's exit status, stdout and stderr."""
@@ -124,24 +137,30 @@ class StalledJob:
 
 
 @contextmanager
-def stalled_job(folder: Path) -> Iterator[StalledJob]:
-    """The job under ``torchrun --standalone --nproc-per-node 2`` in ``folder``, once rank 1 is in
-    ``slow_data_loader`` and rank 0's own recorder shows it in all_reduce #CALLS_BEFORE+1 (a
-    condition, not a pause: on a loaded machine rank 0 may take any time to get there); killed at
-    the end if still running."""
+def stalled_job(folder: Path, job_text: str = JOB, nproc: int = 2, stalled: int = 1,
+                inside: dict[int, tuple[str, int]] | None = None) -> Iterator[StalledJob]:
+    """``job_text`` (:data:`JOB` unless given) under ``torchrun --standalone --nproc-per-node
+    nproc`` in ``folder``, once rank ``stalled`` is in ``slow_data_loader``, every other rank has
+    touched ``waiting<r>`` (``waiting`` for :data:`JOB`'s rank 0) and each rank of ``inside`` is
+    inside its call by its own recorder (default: rank 0 in all_reduce #CALLS_BEFORE+1 on the
+    default group) — a condition, not a pause: on a loaded machine a rank may take any time to get
+    there; killed at the end if still running."""
     script = folder / "job.py"
-    script.write_text(JOB)
+    script.write_text(job_text)
+    waiting = ["waiting"] if job_text is JOB else [f"waiting{r}" for r in range(nproc) if r != stalled]
+    inside = inside if inside is not None else {0: ("0", CALLS_BEFORE + 1)}
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
     with socket.socket() as probe:  # a free port for torch's frontend, which collviz does not use
         probe.bind(("127.0.0.1", 0))
         frontend_port = probe.getsockname()[1]
-    job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                            str(script), str(folder), str(frontend_port)], stdout=subprocess.PIPE,
+    job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                            str(nproc), str(script), str(folder), str(frontend_port)], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, env=environment, stdin=subprocess.DEVNULL)
     try:
-        wait_for(folder / "stalling", folder / "waiting", folder / "rank0.sock", folder / "rank1.sock", job=job,
-                 inside=folder / "rank0.sock")
-        yield StalledJob(folder, job)
+        wait_for(folder / "stalling", *(folder / name for name in waiting),
+                 *(folder / f"rank{r}.sock" for r in range(nproc)), job=job,
+                 inside={folder / f"rank{r}.sock": call for r, call in inside.items()})
+        yield StalledJob(folder, job, nproc)
     finally:
         if job.poll() is None:
             job.kill()

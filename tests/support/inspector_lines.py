@@ -12,7 +12,7 @@ WORLD = "0x7f8c496ae9f661"
 BASE_US = 1764097200000000
 
 
-def _line(rank: int, coll: str, sn: int, size: int, exec_us: int, dump_ms: int, algbw: float, busbw: float,
+def record_line(rank: int, coll: str, sn: int, size: int, exec_us: int, dump_ms: int, algbw: float, busbw: float,
           n_ranks: int = 3) -> str:
     """One Inspector record of a call on the 3-rank world communicator, with its newline."""
     return json.dumps({
@@ -24,9 +24,9 @@ def _line(rank: int, coll: str, sn: int, size: int, exec_us: int, dump_ms: int, 
 
 
 # 1 MiB all-reduce in 100 µs: algbw 2^20 B / 100 µs = 10.48576 GB/s, busbw × 2(3−1)/3 = 13.98 GB/s
-AR0 = {rank: _line(rank, "AllReduce", 0, 1 << 20, 100, 1, 10.48576, 13.981013) for rank in range(3)}
+AR0 = {rank: record_line(rank, "AllReduce", 0, 1 << 20, 100, 1, 10.48576, 13.981013) for rank in range(3)}
 # 256 KiB sent per rank by an all-gather in 200 µs: 768 KiB gathered; algbw 3.93216, busbw × 2/3 = 2.62144
-AG0 = {rank: _line(rank, "AllGather", 0, 1 << 18, 200, 2, 3.93216, 2.62144) for rank in range(3)}
+AG0 = {rank: record_line(rank, "AllGather", 0, 1 << 18, 200, 2, 3.93216, 2.62144) for rank in range(3)}
 
 
 def append(path: Path, text: str) -> None:

@@ -16,7 +16,9 @@ its file, snippet, replacement and selection), which ``tests/contracts/test_plan
 the suite fails where a listed bug's last verdict is not killed-by-value, or where the bug changed
 (or was added) since the list was last run whole.
 
-Usage: ``python tests/support/planted_bugs.py [--list] [--only NAME ...] [--timeout S]``
+Usage: ``python tests/support/planted_bugs.py [--list] [--only NAME ...] [--timeout S] [--reverse-order]
+[--shuffle-seed N]`` (the last two run each selection's tests in that order: a verdict must not
+depend on it)
 (this file has no ``test_`` prefix, so pytest never collects it).
 """
 
@@ -395,6 +397,25 @@ BUGS: tuple[Bug, ...] = (
         "slowest = max(slowest or 0, end - begin)", "slowest = end - begin",
         ("tests/app/test_cost_subgroup.py",),
         "an untimed call's phase time is the last rank's, not the slowest"),
+    # --- the four shapes of every source (4 ranks, a pair without rank 0, equal-size groups) -----------
+    Bug("fr-status-names-groups", "runtime/sources/flight_recorder.py",
+        "        if named <= set(dump.columns.status_groups):", "        if True:",
+        ("tests/runtime/test_run_shapes.py::test_the_two_pairs_are_two_groups",),
+        "gloo's per-process pg_status keys read as group names: pair {0,1} taken as the world in collviz run"),
+    Bug("nccl-log-local-ranks", "runtime/sources/nccl_log.py",
+        "        return self.members.get(local, local if self.world and 0 <= local < self.count else None)",
+        "        return local if 0 <= local < self.count else None",
+        ("tests/runtime/test_nccl_log_shapes.py",),
+        "an NCCL communicator's local ranks drawn as the job's: pair {2,3}'s ring drawn between ranks 0 and 1"),
+    Bug("profiler-default-group", "runtime/sources/profiler.py",
+        '    label, ranks = groups.get(name, (group_label(name, str(args.get("Process Group Description") or "")), ()))',
+        '    label, ranks = groups.get("0", (group_label(name, str(args.get("Process Group Description") or "")), ()))',
+        ("tests/runtime/test_profiler_shapes.py",),
+        "a record_param_comms row's group looked up as the default group: a pair's call on the world's ranks"),
+    Bug("attach-wait-members-read", "runtime/live/reading.py",
+        "        members = waiting[0].group_ranks", "        members = tuple(sorted(reading.answered))",
+        ("tests/runtime/test_attach_shapes.py",),
+        "a wait's members taken as every rank read: a pair's wait blames the other pair's ranks"),
 )
 """The fixed list, grouped by what breaks; each selection is the narrowest that should catch its bug."""
 
@@ -457,8 +478,9 @@ def _run_pytest(command: list[str], env: dict[str, str], timeout_s: float) -> tu
             process.communicate()
 
 
-def run_selection(bug: Bug, timeout_s: float) -> Verdict:
-    """Plant ``bug``, run its tests, restore the file, and judge."""
+def run_selection(bug: Bug, timeout_s: float, order: tuple[str, ...] = ()) -> Verdict:
+    """Plant ``bug``, run its tests (in the order ``order``'s options of :mod:`support.run_order` ask),
+    restore the file, and judge."""
     target = ROOT / bug.path
     if not target.is_file():
         raise PlantError(f"{bug.name}: no file {bug.path}")
@@ -469,7 +491,7 @@ def run_selection(bug: Bug, timeout_s: float) -> Verdict:
         env = {**os.environ, REPORT_ENV: str(report), "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH")]))}
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "support.planted_bugs",
-                   "--no-header", *bug.tests]
+                   "--no-header", *order, *bug.tests]
         started = time.monotonic()
         try:
             target.write_bytes(buggy)
@@ -519,6 +541,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the bugs and their selections, run nothing")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="plant only these bugs")
     parser.add_argument("--timeout", type=float, default=300, help="seconds one selection may run (default 300)")
+    parser.add_argument("--reverse-order", action="store_true", help="run each selection's tests last first")
+    parser.add_argument("--shuffle-seed", type=int, metavar="N", help="run each selection's tests shuffled with seed N")
     args = parser.parse_args(argv)
     if not args.timeout > 0:
         parser.error(f"--timeout {args.timeout:g}: must be a positive number of seconds")
@@ -531,6 +555,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"planted_bugs: unknown bug {', '.join(unknown)}; known: {', '.join(names)}", file=sys.stderr)
         return 2
     chosen = [bug for bug in BUGS if not args.only or bug.name in args.only]
+    order = (("--reverse-order",) if args.reverse_order else ()) + (
+        ("--shuffle-seed", str(args.shuffle_seed)) if args.shuffle_seed is not None else ())
     if args.list:
         for bug in chosen:
             print(f"{bug.name:28} {bug.path}\n{'':28} {bug.what}\n{'':28} pytest {' '.join(bug.tests)}")
@@ -541,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
     for index, bug in enumerate(chosen, 1):
         print(f"[{index}/{len(chosen)}] {bug.name}: {bug.what} …", end=" ", flush=True)
         try:
-            verdict = run_selection(bug, args.timeout)
+            verdict = run_selection(bug, args.timeout, order)
         except PlantError as error:
             print(f"\nplanted_bugs: {error}", file=sys.stderr)
             return 2
