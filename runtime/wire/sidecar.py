@@ -36,7 +36,7 @@ import stat
 import struct
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from io import BufferedIOBase
 from pathlib import Path
@@ -201,8 +201,10 @@ class IndexPart:
     records: memoryview
     starts: np.ndarray
 
-    def select(self, *types: type[Event]) -> tuple[np.ndarray, list[AnyEvent]]:
-        """The log positions (int64) and events, decoded in full with one call, of ``types``."""
+    def select(self, *types: type[Event], decode: Callable[[bytes], list[AnyEvent]] | None = None,
+               ) -> tuple[np.ndarray, list[AnyEvent]]:
+        """The log positions (int64) and events, decoded in full with one call, of ``types``
+        (``decode``: what decodes a msgpack array of their payloads; msgspec's decoder by default)."""
         where = self.columns.where(*types)
         if not where.size:
             return where, []
@@ -210,7 +212,8 @@ class IndexPart:
         payloads = b"".join([records[start + 8 : end] for start, end in
                              zip(starts[where].tolist(), starts[where + 1].tolist())])
         try:
-            return where + self.first, _events_decoder.decode(b"\xdd" + where.size.to_bytes(4, "big") + payloads)
+            return where + self.first, (decode or _events_decoder.decode)(
+                b"\xdd" + where.size.to_bytes(4, "big") + payloads)
         except (msgspec.DecodeError, msgspec.ValidationError):
             raise NotIntact("a record no longer decodes (the trace changed while it was read)") from None
 
