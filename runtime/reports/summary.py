@@ -39,7 +39,7 @@ from ..wire.protocol import (
 from .pipeline import pipeline_lines
 
 __all__ = ["render_summary", "head_lines", "phase_lines", "ending_lines", "untimed_reason", "format_values",
-           "format_provenance", "SHOWN_TRANSFERS", "TransferDigest", "transfer_digest"]
+           "format_provenance", "SHOWN_TRANSFERS", "TransferDigest", "transfer_digest", "events_by_kind"]
 
 _SHOWN_VALUES = 16
 
@@ -172,7 +172,7 @@ def render_summary(events: Iterable[AnyEvent], transfers: Mapping[int, TransferD
     each phase's transfers digested (an indexed trace's, :mod:`.indexed`), ``events`` then holding
     none; by default they are digested from ``events``."""
     events = list(events)
-    of_kind = _by_kind(events)
+    of_kind = events_by_kind(events)
     start = next(iter(of_kind[RunStart]), None)
     world_size = start.world_size if start else 1 + max((e.rank for e in events), default=0)
     phases: dict[int, str] = {}
@@ -203,7 +203,7 @@ _ENDING_KINDS = (RankEnd, ProcessExit, Stall, Dropped, RunEnd)
 """The kinds of event :func:`ending_lines` reads."""
 
 
-def _by_kind(events: list[AnyEvent]) -> defaultdict[type, list[Any]]:
+def events_by_kind(events: list[AnyEvent]) -> defaultdict[type, list[Any]]:
     """``events`` by their type, each kind's in log order (one pass, where a filter per kind made many)."""
     of_kind: defaultdict[type, list[Any]] = defaultdict(list)
     for event in events:
@@ -314,7 +314,7 @@ def _transfer_lines(digest: TransferDigest) -> list[str]:
 def _phase_lines(events: list[AnyEvent], world_size: int, untimed: str,
                  transfers: TransferDigest | None = None) -> list[str]:
     lines: list[str] = []
-    of_kind = _by_kind(events)
+    of_kind = events_by_kind(events)
     buffers = sorted(of_kind[Buffer], key=lambda b: (b.rank, b.seq))
     width = max((len(b.name) for b in buffers), default=0)
     provenances: dict[int, str] = {}  # by the list's identity: a trace's Buffers share equal ones (StoredEvents)
