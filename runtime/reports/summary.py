@@ -290,8 +290,8 @@ class TransferDigest:
 def transfer_digest(transfers: list[Transfer]) -> TransferDigest:
     """The digest of one phase's ``transfers``, in log order."""
     shown = sorted(transfers, key=lambda t: (t.dst, t.src, t.start))[:SHOWN_TRANSFERS]
-    return TransferDigest(len(transfers), sum(t.bytes for t in transfers), any(t.kind != "logical" for t in transfers),
-                          shown)
+    total = sum(t.bytes for t in transfers)
+    return TransferDigest(len(transfers), total, any(t.kind != "logical" for t in transfers), shown)
 
 
 _NO_TRANSFERS = TransferDigest(0, 0, False, [])
