@@ -223,14 +223,18 @@ def _print_summary(trace: Path, json_output: bool) -> int:
     from collviz.runtime.reports.summary_json import summary_document
     from collviz.runtime.wire.trace import read_trace
 
-    indexed = read_for_summary(trace, buffers=not json_output)  # None: no index that serves, read it all
+    progress = ProgressLine(sys.stderr, f"reading {trace}", 0, count_text=human_bytes)
+
+    def follow(done: int, total: int) -> None:
+        progress.update(done, total=total)
+
+    indexed = read_for_summary(trace, buffers=not json_output, progress=follow)  # None: no index serves
     if indexed is not None:
         events, warning, transfers = indexed.events, indexed.warning, indexed.transfers
     else:
-        progress = ProgressLine(sys.stderr, f"reading {trace}", 0, count_text=human_bytes)
-        contents = read_trace(trace, lambda done, total: progress.update(done, total=total))
-        progress.close()
+        contents = read_trace(trace, follow)
         events, warning, transfers = contents.events, contents.warning, None
+    progress.close()
     if warning:
         print(f"collviz: warning: {warning}", file=sys.stderr)
     if is_bench_log(events):

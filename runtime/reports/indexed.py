@@ -33,7 +33,7 @@ from ..wire.protocol import EVENT_TYPES, PROTOCOL_VERSION, AnyEvent, Buffer, Run
 from ..wire.sanity import gaps_note
 from ..wire.sidecar import read_index
 from ..wire.stored import StoredEvents, decode_sharing
-from ..wire.trace import trace_layout
+from ..wire.trace import PROGRESS_RECORDS, Progress, trace_layout
 from .summary import SHOWN_TRANSFERS, TransferDigest
 
 __all__ = ["INDEX_PART", "IndexedSummary", "read_for_summary"]
@@ -66,10 +66,12 @@ class _PhaseTransfers:
     p2p: bool = False
 
 
-def read_for_summary(path: str | os.PathLike[str], *, buffers: bool = True) -> IndexedSummary | None:
+def read_for_summary(path: str | os.PathLike[str], *, buffers: bool = True,
+                     progress: Progress | None = None) -> IndexedSummary | None:
     """The summary's input read through the index beside the trace at ``path`` (``buffers``: with
-    its Buffer events), or None where it must be read the careful way (see the module's docstring).
-    Raises ``TraceError`` as ``read_trace`` would (a missing file, not a trace, a damaged header)."""
+    its Buffer events), or None where it must be read the careful way (see the module's docstring);
+    ``progress(bytes read, bytes in the file)`` follows a large one, a part at a time. Raises
+    ``TraceError`` as ``read_trace`` would (a missing file, not a trace, a damaged header)."""
     layout = trace_layout(path)
     if not layout.checksummed or layout.version > PROTOCOL_VERSION:
         return None
@@ -90,6 +92,8 @@ def read_for_summary(path: str | os.PathLike[str], *, buffers: bool = True) -> I
             where = columns.where(Transfer)
             _gather(phases, where + part.first, columns.phases[where], columns.keys[where], columns.numbers[where],
                     columns.sizes[where], columns.p2p[where])
+            if progress is not None and len(index) >= PROGRESS_RECORDS:
+                progress(int(index.offsets[part.first + len(columns)]), int(index.offsets[-1]))
         start = next((event for event in events if isinstance(event, RunStart)), None)
         if start is None:
             return None  # the world's size would come from every event's rank

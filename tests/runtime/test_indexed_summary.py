@@ -117,3 +117,17 @@ def test_a_trace_beyond_its_columns_or_with_an_index_before_them_replays_the_car
         os.unlink(index_path(trace))
         assert texts[trace] == _replayed(trace, "--headless", capsys)
     assert "    r1 → r0  output[4294967296:4294967298]  8 B" in texts[beyond][0].splitlines()
+
+
+def test_reading_through_the_index_reports_its_progress_in_bytes(tmp_path, monkeypatch):
+    from collviz.runtime.reports import indexed
+
+    monkeypatch.setattr(indexed, "PROGRESS_RECORDS", 1)  # as for a large trace
+    monkeypatch.setattr(indexed, "INDEX_PART", 10)
+    events = all_gather_events(world=4)
+    trace = write_trace(tmp_path / "t.cvz", events)
+    calls: list[tuple[int, int]] = []
+    assert read_for_summary(trace, progress=lambda done, total: calls.append((done, total))) is not None
+    size = trace.stat().st_size
+    assert len(calls) == -(-len(events) // 10) and calls[-1] == (size, size)
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls)
