@@ -10,6 +10,7 @@ headless and says so in one line.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -197,29 +198,50 @@ def replay_paths(paths: list[Path], *, headless: bool = False, json_output: bool
 def replay_trace(trace: Path, *, headless: bool = False, json_output: bool = False, quiz: bool = False,
                  viewer: ViewerOptions | None = None) -> int:
     """Replay ``trace``: in the viewer, or headless (its summary, bench table, or their JSON)."""
-    from collviz.runtime.wire.trace import read_trace, trace_layout
+    from collviz.runtime.wire.trace import trace_layout
 
     if headless_instead(headless, json_output):
-        from collviz.runtime.observation.metrics import human_bytes
-        from collviz.runtime.reports.bench_table import bench_report, is_bench_log, render_json, render_table
-        from collviz.runtime.reports.progress import ProgressLine
-        from collviz.runtime.reports.summary import render_summary
-        from collviz.runtime.reports.summary_json import summary_document
-
-        progress = ProgressLine(sys.stderr, f"reading {trace}", 0, count_text=human_bytes)
-        contents = read_trace(trace, lambda done, total: progress.update(done, total=total))
-        progress.close()
-        if contents.warning:
-            print(f"collviz: warning: {contents.warning}", file=sys.stderr)
-        if is_bench_log(contents.events):
-            report = bench_report(contents.events)
-            print(render_json(report) if json_output else render_table(report))
-        elif json_output:
-            print_json(summary_document(contents.events))
-        else:
-            print(render_summary(contents.events))
-        return 0
+        gc.disable()  # a million acyclic events and lines: the collector walking them would double the time
+        try:
+            return _print_summary(trace, json_output)
+        finally:
+            gc.enable()
     trace_layout(trace)  # fail fast, with a one-line error, before the screen opens (it reads the header alone)
     from collviz.app.app import run_viewer
 
     return run_viewer(trace=trace, quiz=quiz, options=viewer)
+
+
+def _print_summary(trace: Path, json_output: bool) -> int:
+    """Print the summary of ``trace`` (its bench table, or their JSON): read through its index
+    where it has one that serves (:mod:`collviz.runtime.reports.indexed`), else read whole."""
+    from collviz.runtime.observation.metrics import human_bytes
+    from collviz.runtime.reports.bench_table import bench_report, is_bench_log, render_json, render_table
+    from collviz.runtime.reports.indexed import read_for_summary
+    from collviz.runtime.reports.progress import ProgressLine
+    from collviz.runtime.reports.summary import render_summary
+    from collviz.runtime.reports.summary_json import summary_document
+    from collviz.runtime.wire.trace import read_trace
+
+    progress = ProgressLine(sys.stderr, f"reading {trace}", 0, count_text=human_bytes)
+
+    def follow(done: int, total: int) -> None:
+        progress.update(done, total=total)
+
+    indexed = read_for_summary(trace, buffers=not json_output, progress=follow)  # None: no index serves
+    if indexed is not None:
+        events, warning, transfers = indexed.events, indexed.warning, indexed.transfers
+    else:
+        contents = read_trace(trace, follow)
+        events, warning, transfers = contents.events, contents.warning, None
+    progress.close()
+    if warning:
+        print(f"collviz: warning: {warning}", file=sys.stderr)
+    if is_bench_log(events):
+        report = bench_report(events)
+        print(render_json(report) if json_output else render_table(report))
+    elif json_output:
+        print_json(summary_document(events))
+    else:
+        print(render_summary(events, transfers))
+    return 0

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
 from ..observation.fingerprints import Disagreement, disagreements
 from ..observation.metrics import BUS_FACTOR_OPS, bandwidth, human_bytes
@@ -36,9 +39,12 @@ from ..wire.protocol import (
 from .pipeline import pipeline_lines
 
 __all__ = ["render_summary", "head_lines", "phase_lines", "ending_lines", "untimed_reason", "format_values",
-           "format_provenance"]
+           "format_provenance", "SHOWN_TRANSFERS", "TransferDigest", "transfer_digest", "events_by_kind"]
 
 _SHOWN_VALUES = 16
+
+_size = lru_cache(maxsize=4096)(human_bytes)
+"""human_bytes, remembered: a run's memory samples repeat a few sizes thousands of times."""
 
 _UNTIMED_DEFAULT = "issued asynchronously, waited on outside the dispatcher"
 
@@ -55,17 +61,23 @@ def format_values(buffer: Buffer) -> str:
             return "(not shown)"
         s = buffer.summary
         return f"min {_number(s.min)} max {_number(s.max)} mean {_number(s.mean)} crc32 {s.crc32}"
-    values = [_number(v) for v in buffer.values]
-    if buffer.labels is not None and len(buffer.labels) == len(values):
-        values = [f"{label} {value}" for label, value in zip(buffer.labels, values)]
-    if len(values) > _SHOWN_VALUES:
-        values = values[:12] + ["…"] + values[-3:]
-        return "[" + ", ".join(values) + "]"
+    raw: list[float | int] = buffer.values
+    labels = buffer.labels if buffer.labels is not None and len(buffer.labels) == len(raw) else None
+    if len(raw) > _SHOWN_VALUES:  # only the shown ones are formatted
+        head, tail = _labelled(raw[:12], labels and labels[:12]), _labelled(raw[-3:], labels and labels[-3:])
+        return "[" + ", ".join(head + ["…"] + tail) + "]"
+    values = _labelled(raw, labels)
     if len(buffer.shape) == 2 and buffer.shape[1] > 0 and buffer.shape[0] > 1:
         width = buffer.shape[1]
         rows = [", ".join(values[i : i + width]) for i in range(0, len(values), width)]
         return "[" + " | ".join(rows) + "]"
     return "[" + ", ".join(values) + "]"
+
+
+def _labelled(values: list[float | int], labels: list[str] | None) -> list[str]:
+    """``values`` as the summary prints them, each after its label where there are labels."""
+    texts = [_number(v) for v in values]
+    return texts if labels is None else [f"{label} {text}" for label, text in zip(labels, texts)]
 
 
 def _ranks_text(ranks: Sequence[int], world_size: int) -> str:
@@ -155,31 +167,48 @@ def _untimed_lines(collectives: list[Collective], why: str) -> list[str]:
     return [f"  collectives (r{calls[0].rank}, not timed: {why}): {text}{more}"]
 
 
-def render_summary(events: Iterable[AnyEvent]) -> str:
-    """The whole summary of a run as text (one string, lines joined with newlines)."""
+def render_summary(events: Iterable[AnyEvent], transfers: Mapping[int, TransferDigest] | None = None) -> str:
+    """The whole summary of a run as text (one string, lines joined with newlines). ``transfers``:
+    each phase's transfers digested (an indexed trace's, :mod:`.indexed`), ``events`` then holding
+    none; by default they are digested from ``events``."""
     events = list(events)
-    start = next((e for e in events if isinstance(e, RunStart)), None)
+    of_kind = events_by_kind(events)
+    start = next(iter(of_kind[RunStart]), None)
     world_size = start.world_size if start else 1 + max((e.rank for e in events), default=0)
     phases: dict[int, str] = {}
     notes: dict[int, str] = {}
     by_phase: dict[int, list[AnyEvent]] = defaultdict(list)
-    for event in events:
-        if isinstance(event, Phase) and event.edge == "begin":
+    for event in of_kind[Phase]:
+        if event.edge == "begin":
             phases.setdefault(event.index, event.name)
             if NOTE_MARK in event.narration:
                 notes.setdefault(event.index, event.narration.split(NOTE_MARK, 1)[1])
+    for event in events:
         phase = getattr(event, "phase", None)
-        if isinstance(phase, int) and not isinstance(event, RankEnd):
+        if isinstance(phase, int) and type(event) is not RankEnd:
             by_phase[phase].append(event)
-    durations = _phase_durations(events)
-    lines = head_lines(start, sorted({(e.rank, e.device) for e in events if isinstance(e, RankStart)}),
-                       [e for e in events if isinstance(e, Memory)])
+    durations = _phase_durations(of_kind[Phase])
+    lines = head_lines(start, sorted({(e.rank, e.device) for e in of_kind[RankStart]}), of_kind[Memory])
     for index in sorted(phases):
+        digest = None if transfers is None else transfers.get(index, _NO_TRANSFERS)
         lines.extend(phase_lines(index, phases[index], durations.get(index), notes.get(index), by_phase[index],
-                                 world_size, untimed_reason(start)))
+                                 world_size, untimed_reason(start), digest))
     lines.append("")
-    lines.extend(ending_lines(events, disagreements(events)))  # from the calls, so traces that predate the check show them
+    ending = [event for kind in _ENDING_KINDS for event in of_kind[kind]]  # each kind in log order suffices
+    lines.extend(ending_lines(ending, disagreements(of_kind[Collective])))  # from the calls: traces before the check
     return "\n".join(lines)
+
+
+_ENDING_KINDS = (RankEnd, ProcessExit, Stall, Dropped, RunEnd)
+"""The kinds of event :func:`ending_lines` reads."""
+
+
+def events_by_kind(events: list[AnyEvent]) -> defaultdict[type, list[Any]]:
+    """``events`` by their type, each kind's in log order (one pass, where a filter per kind made many)."""
+    of_kind: defaultdict[type, list[Any]] = defaultdict(list)
+    for event in events:
+        of_kind[type(event)].append(event)
+    return of_kind
 
 
 def untimed_reason(start: RunStart | None) -> str:
@@ -198,13 +227,14 @@ def head_lines(start: RunStart | None, devices: Sequence[tuple[int, str]], memor
 
 
 def phase_lines(index: int, name: str, took_ns: int | None, note: str | None, events: list[AnyEvent], world_size: int,
-                untimed: str) -> list[str]:
+                untimed: str, transfers: TransferDigest | None = None) -> list[str]:
     """One phase's block: a blank line, its name and slowest rank's time (``took_ns``, if any), a
-    teacher's ``note``, then what its ``events`` show."""
+    teacher's ``note``, then what its ``events`` show (its transfers as ``transfers`` digests
+    them, when given: ``events`` then holds none)."""
     lines = ["", f"phase {index}  {name}" + (f"  ({took_ns / 1e6:.1f} ms, slowest rank)" if took_ns else "")]
     if note is not None:
         lines.append(f"  {NOTE_MARK}{note}")
-    return lines + _phase_lines(events, world_size, untimed)
+    return lines + _phase_lines(events, world_size, untimed, transfers)
 
 
 def _phase_durations(events: list[AnyEvent]) -> dict[int, int]:
@@ -240,37 +270,71 @@ def _device_figures_line(memory: list[Memory]) -> str:
     return f"memory: {sources}; {cuda_text}; {nvml_text}"
 
 
-def _phase_lines(events: list[AnyEvent], world_size: int, untimed: str) -> list[str]:
+SHOWN_TRANSFERS = 24
+"""Most transfers of one phase the summary lists (the first in order of destination, source and start)."""
+
+
+@dataclass
+class TransferDigest:
+    """What the summary says of one phase's transfers: how many, their bytes in all, whether any is
+    point-to-point, and the first :data:`SHOWN_TRANSFERS` in order of (dst, src, start), ties in
+    log order. Made from the transfers (:func:`transfer_digest`) or, for an indexed trace, from
+    its columns with only the listed ones decoded."""
+
+    count: int
+    total_bytes: int
+    p2p: bool
+    shown: list[Transfer]
+
+
+def transfer_digest(transfers: list[Transfer]) -> TransferDigest:
+    """The digest of one phase's ``transfers``, in log order."""
+    shown = sorted(transfers, key=lambda t: (t.dst, t.src, t.start))[:SHOWN_TRANSFERS]
+    total = sum(t.bytes for t in transfers)
+    return TransferDigest(len(transfers), total, any(t.kind != "logical" for t in transfers), shown)
+
+
+_NO_TRANSFERS = TransferDigest(0, 0, False, [])
+"""A phase without transfers."""
+
+
+def _transfer_lines(digest: TransferDigest) -> list[str]:
+    """The phase's transfer lines: their count and bytes, the first few, how many more."""
+    if not digest.count:
+        return []
+    label = "point-to-point" if digest.p2p else "logical data movement, as seen from inputs and outputs"
+    lines = [f"  transfers ({label}): {digest.count}, {human_bytes(digest.total_bytes)} in all"]
+    for t in digest.shown:
+        lines.append(f"    r{t.src} → r{t.dst}  {t.buffer}[{t.start}:{t.start + t.length}]  {human_bytes(t.bytes)}")
+    if digest.count > SHOWN_TRANSFERS:
+        lines.append(f"    … {digest.count - SHOWN_TRANSFERS} more")
+    return lines
+
+
+def _phase_lines(events: list[AnyEvent], world_size: int, untimed: str,
+                 transfers: TransferDigest | None = None) -> list[str]:
     lines: list[str] = []
-    buffers = sorted((e for e in events if isinstance(e, Buffer)), key=lambda b: (b.rank, b.seq))
+    of_kind = events_by_kind(events)
+    buffers = sorted(of_kind[Buffer], key=lambda b: (b.rank, b.seq))
     width = max((len(b.name) for b in buffers), default=0)
+    provenances: dict[int, str] = {}  # by the list's identity: a trace's Buffers share equal ones (StoredEvents)
     for b in buffers:
-        lines.append(
-            f"  rank {b.rank}  {b.name:<{width}}  {b.moment:<6}  {format_values(b)}  "
-            f"{format_provenance(b.provenance, world_size)}"
-        )
-    transfers = [e for e in events if isinstance(e, Transfer)]
-    if transfers:
-        kinds = {t.kind for t in transfers}
-        label = "logical data movement, as seen from inputs and outputs" if kinds == {"logical"} else "point-to-point"
-        total = sum(t.bytes for t in transfers)
-        lines.append(f"  transfers ({label}): {len(transfers)}, {human_bytes(total)} in all")
-        shown = sorted(transfers, key=lambda t: (t.dst, t.src, t.start))
-        for t in shown[:24]:
-            lines.append(f"    r{t.src} → r{t.dst}  {t.buffer}[{t.start}:{t.start + t.length}]  {human_bytes(t.bytes)}")
-        if len(shown) > 24:
-            lines.append(f"    … {len(shown) - 24} more")
-    lines.extend(_collective_lines([e for e in events if isinstance(e, Collective)], world_size, untimed))
+        provenance = provenances.get(id(b.provenance))
+        if provenance is None:
+            provenance = provenances[id(b.provenance)] = format_provenance(b.provenance, world_size)
+        lines.append(f"  rank {b.rank}  {b.name:<{width}}  {b.moment:<6}  {format_values(b)}  {provenance}")
+    lines.extend(_transfer_lines(transfers if transfers is not None else transfer_digest(of_kind[Transfer])))
+    lines.extend(_collective_lines(of_kind[Collective], world_size, untimed))
     memory: dict[int, list[Memory]] = defaultdict(list)
-    for m in (e for e in events if isinstance(e, Memory)):
+    for m in of_kind[Memory]:
         memory[m.rank].append(m)
-    spans = [e for e in events if isinstance(e, Span)]
+    spans = of_kind[Span]
     if spans:
         lines.extend(pipeline_lines(spans, [m for samples in memory.values() for m in samples]))
     for rank in sorted(memory):
-        steps = "; ".join(f"{m.label}: {human_bytes(m.live_bytes)}" for m in memory[rank])
+        steps = "; ".join(f"{m.label}: {_size(m.live_bytes)}" for m in memory[rank])
         lines.append(f"  memory r{rank} (live tensor bytes, {memory[rank][-1].source}): {steps}; peak {human_bytes(memory[rank][-1].peak_bytes)}")
-    for check in (e for e in events if isinstance(e, Check)):
+    for check in of_kind[Check]:
         lines.append(f"  {'✓' if check.ok else '✗'} r{check.rank} {check.name}{': ' + check.detail if check.detail else ''}")
     return lines
 

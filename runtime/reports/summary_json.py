@@ -14,8 +14,8 @@ from typing import Protocol
 
 from ..observation.fingerprints import disagreements
 from ..observation.metrics import BUS_FACTOR_OPS, bandwidth
-from ..wire.protocol import IMPORT_RUN_PREFIX, AnyEvent, Check, Collective, Memory, Phase, RunEnd, RunStart
-from .summary import latest_stalls
+from ..wire.protocol import IMPORT_RUN_PREFIX, AnyEvent, Check, Collective, Memory, Phase, RunEnd, RunStart, Stall
+from .summary import events_by_kind, latest_stalls
 
 __all__ = ["SUMMARY_FORMAT", "summary_document", "CallEnd", "call_entries", "assemble"]
 
@@ -85,13 +85,12 @@ def call_entries(collectives: Sequence[CallEnd], world_size: int) -> list[dict]:
 def summary_document(events: Iterable[AnyEvent]) -> dict:
     """The run described by ``events`` as a JSON-ready dict (see the module's docstring)."""
     events = list(events)
-    start = next((e for e in events if isinstance(e, RunStart)), None)
+    of_kind = events_by_kind(events)
+    start = next(iter(of_kind[RunStart]), None)
     world_size = start.world_size if start else 1 + max((e.rank for e in events), default=0)
     begins: dict[tuple[int, int], int] = {}
     phases: dict[int, dict] = {}
-    for event in events:
-        if not isinstance(event, Phase):
-            continue
+    for event in of_kind[Phase]:
         phase = phases.setdefault(event.index, {"index": event.index, "name": event.name, "key": event.key,
                                                 "slowest_seconds": None})
         if event.edge == "begin":
@@ -100,14 +99,14 @@ def summary_document(events: Iterable[AnyEvent]) -> dict:
             took = (event.t_ns - begins[(event.rank, event.index)]) / 1e9
             phase["slowest_seconds"] = max(phase["slowest_seconds"] or 0.0, took)
     peaks: dict[int, int] = {}
-    for memory in (e for e in events if isinstance(e, Memory)):
+    for memory in of_kind[Memory]:
         peaks[memory.rank] = max(peaks.get(memory.rank, 0), memory.peak_bytes)
     return assemble(
-        start, next((e for e in events if isinstance(e, RunEnd)), None), [phases[index] for index in sorted(phases)],
-        call_entries([e for e in events if isinstance(e, Collective)], world_size),
-        [{"phase": c.phase, "rank": c.rank, "name": c.name, "ok": c.ok, "detail": c.detail}
-         for c in events if isinstance(c, Check)],
-        peaks, [stall.text for stall in latest_stalls(events)], [found.text for found in disagreements(events)])
+        start, next(iter(of_kind[RunEnd]), None), [phases[index] for index in sorted(phases)],
+        call_entries(of_kind[Collective], world_size),
+        [{"phase": c.phase, "rank": c.rank, "name": c.name, "ok": c.ok, "detail": c.detail} for c in of_kind[Check]],
+        peaks, [stall.text for stall in latest_stalls(of_kind[Stall])],
+        [found.text for found in disagreements(of_kind[Collective])])
 
 
 def _run_entry(start: RunStart | None) -> dict | None:

@@ -29,7 +29,7 @@ __all__ = ["THIN_FIELDS", "FILED_IN_COLUMNS", "NotIntact", "EventColumns", "even
            "Sequences", "transfer_order_key", "transfer_keys"]
 
 THIN_FIELDS: dict[type[Event], tuple[str, ...]] = {
-    Transfer: ("phase", "dst", "hop", "legacy_step", "src", "start"),
+    Transfer: ("phase", "dst", "hop", "legacy_step", "src", "start", "bytes", "kind"),
     Collective: ("phase", "edge", "group", "group_seq", "duration_ns"),
     Buffer: ("phase", "name"),
     Freed: ("phase", "name"),
@@ -50,6 +50,8 @@ _GROUP = attrgetter("group")
 _GROUP_SEQ = attrgetter("group_seq")
 _NAME = attrgetter("name")
 _DURATION = attrgetter("duration_ns")
+_BYTES = attrgetter("bytes")
+_KIND = attrgetter("kind")
 
 
 class NotIntact(Exception):
@@ -63,7 +65,10 @@ class EventColumns:
     (int64) of transfers, collectives, buffers and freed buffers (0 for the others); ``keys``
     (int64: a collective's group or a buffer's name, as its position in ``names``; a transfer's
     ``dst``; -1 for the others), ``numbers`` (int64: a collective's ``group_seq``, a transfer's
-    :func:`transfer_order_key`) and ``ends`` (bool: a collective's end edge)."""
+    :func:`transfer_order_key`) and ``ends`` (bool: a collective's end edge); of transfers alone
+    (0 or False for the others), ``sizes`` (int64: its ``bytes``) and ``p2p`` (bool: its kind is
+    ``"p2p"``, not ``"logical"``), which an index written before them lacks (None): what a
+    summary counts without decoding a transfer."""
 
     kinds: np.ndarray
     ranks: np.ndarray
@@ -73,6 +78,8 @@ class EventColumns:
     numbers: np.ndarray
     ends: np.ndarray
     names: list[str]
+    sizes: np.ndarray | None = None
+    p2p: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.kinds.size)
@@ -87,7 +94,8 @@ class EventColumns:
         """Events ``[start, stop)`` (views, sharing ``names``)."""
         part = slice(start, stop)
         return EventColumns(self.kinds[part], self.ranks[part], self.seqs[part], self.phases[part], self.keys[part],
-                            self.numbers[part], self.ends[part], self.names)
+                            self.numbers[part], self.ends[part], self.names,
+                            None if self.sizes is None else self.sizes[part], None if self.p2p is None else self.p2p[part])
 
 
 def chunk_decoder(thin_only: bool) -> tuple[msgspec.msgpack.Decoder, dict[type, int]]:
@@ -116,7 +124,9 @@ def event_columns(decoded: Sequence[Any], codes: dict[type, int], names: dict[st
         keys = np.full(count, -1, np.int64)
         numbers = np.zeros(count, np.int64)
         ends = np.zeros(count, bool)
-        columns = EventColumns(kinds, ranks, seqs, phases, keys, numbers, ends, list(names))
+        sizes = np.zeros(count, np.int64)
+        p2p = np.zeros(count, bool)
+        columns = EventColumns(kinds, ranks, seqs, phases, keys, numbers, ends, list(names), sizes, p2p)
         timed = [decoded[at] for at in columns.where(*_TIMED).tolist()]
         if (np.array(list(map(_DURATION, timed)), float) < 0).any():  # None → nan, never negative
             raise NotIntact("a collective or span has a negative duration")
@@ -134,6 +144,8 @@ def event_columns(decoded: Sequence[Any], codes: dict[type, int], names: dict[st
                 pairs = list(map(transfer_keys, events))
                 keys[where] = [dst for dst, _ in pairs]
                 numbers[where] = [order for _, order in pairs]
+                sizes[where] = np.fromiter(map(_BYTES, events), np.int64, len(events))
+                p2p[where] = np.fromiter(map("p2p".__eq__, map(_KIND, events)), bool, len(events))
             else:
                 keys[where] = _numbered(map(_NAME, events), names, len(events))
     except OverflowError:

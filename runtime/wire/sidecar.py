@@ -12,7 +12,8 @@ and the trace is scanned when opened)::
                            it), the event count, the type and name tables, the body's CRC-32
     body                   the columns back to back, little-endian: offsets (int64, one per
                            event and the end), kinds (uint8), ranks (int32), seqs, phases
-                           (int64), keys (int32), numbers (int64), ends (uint8)
+                           (int64), keys (int32), numbers (int64), ends (uint8), sizes (int64),
+                           p2p (uint8); an index of version 2 ends at ``ends``
 
 :func:`read_index` hands it over only when it is intact (magic, version, the body's CRC-32) and
 for a trace of the size the file has now; :meth:`TraceIndex.parts` first checks that the CRC-32
@@ -35,7 +36,7 @@ import stat
 import struct
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from io import BufferedIOBase
 from pathlib import Path
@@ -54,18 +55,23 @@ __all__ = ["INDEX_SUFFIX", "INDEX_VERSION", "index_path", "discard_index", "Inde
 INDEX_SUFFIX = ".index"
 """What the index's file name adds to its trace's."""
 
-INDEX_VERSION = 2
-"""The index layout; a reader uses only its own (an index of another version is ignored).
-2: a transfer's ``keys`` and ``numbers`` columns hold its ``dst`` and its order key."""
+INDEX_VERSION = 3
+"""The index layout its writer writes; a reader uses those of :data:`_LAYOUTS` (an index of
+another version is ignored). 2: a transfer's ``keys`` and ``numbers`` columns hold its ``dst``
+and its order key. 3: ``sizes`` and ``p2p`` follow (a transfer's bytes and kind), so that a
+summary counts transfers without decoding them; a version-2 index is still read, without them."""
 
 _MAGIC = b"CVZINDEX"
 _FORMAT_NAME = "collviz-trace-index"
 _LENGTH = struct.Struct("<I")
 _COLUMNS: tuple[tuple[str, str], ...] = (
     ("kinds", "u1"), ("ranks", "<i4"), ("seqs", "<i8"), ("phases", "<i8"), ("keys", "<i4"), ("numbers", "<i8"),
-    ("ends", "u1"),
+    ("ends", "u1"), ("sizes", "<i8"), ("p2p", "u1"),
 )
-"""The columns after the offsets, in file order, with their stored types."""
+"""The columns after the offsets, in file order, with their stored types (what the writer writes)."""
+
+_LAYOUTS: dict[int, tuple[tuple[str, str], ...]] = {2: _COLUMNS[:7], INDEX_VERSION: _COLUMNS}
+"""The columns of each index version this collviz reads."""
 
 _CHECK_BYTES = 16 << 20
 """Bytes of the trace read at a time to check its CRC-32 (read, not mapped: no pages stay resident)."""
@@ -195,8 +201,10 @@ class IndexPart:
     records: memoryview
     starts: np.ndarray
 
-    def select(self, *types: type[Event]) -> tuple[np.ndarray, list[AnyEvent]]:
-        """The log positions (int64) and events, decoded in full with one call, of ``types``."""
+    def select(self, *types: type[Event], decode: Callable[[bytes], list[AnyEvent]] | None = None,
+               ) -> tuple[np.ndarray, list[AnyEvent]]:
+        """The log positions (int64) and events, decoded in full with one call, of ``types``
+        (``decode``: what decodes a msgpack array of their payloads; msgspec's decoder by default)."""
         where = self.columns.where(*types)
         if not where.size:
             return where, []
@@ -204,7 +212,8 @@ class IndexPart:
         payloads = b"".join([records[start + 8 : end] for start, end in
                              zip(starts[where].tolist(), starts[where + 1].tolist())])
         try:
-            return where + self.first, _events_decoder.decode(b"\xdd" + where.size.to_bytes(4, "big") + payloads)
+            return where + self.first, (decode or _events_decoder.decode)(
+                b"\xdd" + where.size.to_bytes(4, "big") + payloads)
         except (msgspec.DecodeError, msgspec.ValidationError):
             raise NotIntact("a record no longer decodes (the trace changed while it was read)") from None
 
@@ -227,6 +236,8 @@ class TraceIndex:
     columns_at: int
     kinds: np.ndarray
     """Each stored type code's position in this collviz's EVENT_TYPES (255: a type it does not know)."""
+    stored: tuple[tuple[str, str], ...] = _COLUMNS
+    """The columns its version holds, in file order (:data:`_LAYOUTS`)."""
 
     def __len__(self) -> int:
         return int(self.offsets.size) - 1
@@ -257,21 +268,23 @@ class TraceIndex:
         count, total = stop - start, len(self)
         found = {}
         at = self.columns_at
-        for name, dtype in _COLUMNS:
+        for name, dtype in self.stored:
             size = np.dtype(dtype).itemsize
             found[name] = np.frombuffer(os.pread(fd, size * count, at + size * start), dtype, count)
             at += size * total
         kinds = self.kinds[found["kinds"]]
         if (kinds == 255).any():
             raise NotIntact("its index names an event type this collviz does not know")
+        p2p = found.get("p2p")
         return EventColumns(kinds, found["ranks"].astype(np.int64), found["seqs"], found["phases"],
-                            found["keys"].astype(np.int64), found["numbers"], found["ends"].view(bool), self.names)
+                            found["keys"].astype(np.int64), found["numbers"], found["ends"].view(bool), self.names,
+                            found.get("sizes"), None if p2p is None else p2p.view(bool))
 
 
 def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex | None:
     """The index its writer left beside the trace at ``trace`` (whose first record is at
-    ``first_record``) if it is intact (its CRC-32), of this collviz's version, and for a trace of
-    the size ``trace`` has now; else None. Whether the trace's bytes are those it was written for
+    ``first_record``) if it is intact (its CRC-32), of a version this collviz reads
+    (:data:`_LAYOUTS`), and for a trace of the size ``trace`` has now; else None. Whether the trace's bytes are those it was written for
     is checked as :meth:`TraceIndex.parts` begins."""
     path = index_path(trace)
     try:
@@ -297,7 +310,7 @@ def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex |
     kinds = np.full(256, 255, np.uint8)
     kinds[: len(header.type_names)] = [codes.get(name, 255) for name in header.type_names[:256]]
     return TraceIndex(os.fspath(trace), os.fspath(path), offsets, header.names, header.trace_crc32,
-                      body + offsets.nbytes, kinds)
+                      body + offsets.nbytes, kinds, _LAYOUTS[header.version])
 
 
 def _crc32(file: BufferedIOBase, buffer: memoryview) -> int:
@@ -319,10 +332,11 @@ def _header(file: BufferedIOBase) -> tuple[_Header | None, int]:
         header = msgspec.msgpack.decode(file.read(length), type=_Header)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None, 0
-    if header.format != _FORMAT_NAME or header.version != INDEX_VERSION or header.events < 0:
+    if header.format != _FORMAT_NAME or header.version not in _LAYOUTS or header.events < 0:
         return None, 0
     body = start + length
-    expected = 8 * (header.events + 1) + sum(np.dtype(dtype).itemsize * header.events for _, dtype in _COLUMNS)
+    expected = 8 * (header.events + 1) + sum(np.dtype(dtype).itemsize * header.events
+                                             for _, dtype in _LAYOUTS[header.version])
     if os.fstat(file.fileno()).st_size - body != expected:
         return None, 0
     return header, body

@@ -33,7 +33,7 @@ from .protocol import EVENT_TYPES, MAX_FRAME_BYTES, AnyEvent, Buffer, ProtocolEr
 from .records import frame_header
 from .trace import TraceError
 
-__all__ = ["StoredEvents", "CACHED_EVENTS", "SIZE_CHECK_SECONDS", "SHARED_PROVENANCES"]
+__all__ = ["StoredEvents", "CACHED_EVENTS", "SIZE_CHECK_SECONDS", "SHARED_PROVENANCES", "decode_sharing"]
 
 CACHED_EVENTS = 16384
 """Decoded events kept: a frame reads up to a thousand (64 ranks), the next mostly the same ones,
@@ -81,6 +81,25 @@ def _decode_sharing(payload: bytes) -> AnyEvent:
         except (msgspec.DecodeError, msgspec.ValidationError):
             pass
     return decode(payload)
+
+
+_batch_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(
+    list[Union[tuple(_BufferRawProvenance if t is Buffer else t for t in EVENT_TYPES)]]  # type: ignore[misc]
+)
+
+
+def decode_sharing(document: bytes) -> list[AnyEvent]:
+    """The events of ``document``, a msgpack array of event payloads, decoded with one call, each
+    Buffer's provenance shared with the Buffers that carry the same (as :class:`StoredEvents` does:
+    at 64 ranks a Buffer then decodes in a seventh of the time). Raises msgspec's DecodeError or
+    ValidationError where some payload is not an event this collviz knows."""
+    events = _batch_decoder.decode(document)
+    for at, event in enumerate(events):
+        if type(event) is _BufferRawProvenance:
+            fields = msgspec.structs.asdict(event)
+            fields["provenance"] = _provenance(bytes(fields["provenance"]))
+            events[at] = Buffer(**fields)
+    return events
 
 
 class StoredEvents(Sequence[AnyEvent]):

@@ -13,6 +13,7 @@ import zlib
 from pathlib import Path
 
 import msgspec
+import numpy as np
 import pytest
 
 from collviz.runtime.wire import sidecar
@@ -137,9 +138,36 @@ def test_an_index_that_no_longer_describes_its_trace_is_ignored(tmp_path, change
         _flip(index, 20)
     elif change == "the index cut short":
         os.truncate(index, index.stat().st_size - 1)
-    else:
-        monkeypatch.setattr(sidecar, "INDEX_VERSION", sidecar.INDEX_VERSION + 1)
+    else:  # as a reader that knows only the index versions before this one sees it
+        monkeypatch.setattr(sidecar, "_LAYOUTS", {2: sidecar._COLUMNS[:7]})
     assert _read(path) is None
+
+
+def test_an_index_of_version_2_is_read_without_the_transfers_sizes(tmp_path, monkeypatch):
+    monkeypatch.setattr(sidecar, "INDEX_VERSION", 2)
+    monkeypatch.setattr(sidecar, "_COLUMNS", sidecar._COLUMNS[:7])  # what a collviz before version 3 wrote
+    events = all_gather_events(world=4)
+    path = write_trace(tmp_path / "t.cvz", events)
+    monkeypatch.undo()
+    part = next(_read(path).parts(len(events)))
+    assert part.columns.sizes is None and part.columns.p2p is None
+    assert part.columns.kinds.tolist() == [EVENT_TYPES.index(type(event)) for event in events]
+
+
+def test_an_index_holds_each_transfers_bytes_and_kind(tmp_path):
+    events = all_gather_events(world=4)
+    last = max(at for at, event in enumerate(events) if isinstance(event, Transfer))
+    events[last] = msgspec.structs.replace(events[last], kind="p2p", bytes=7)
+    path = write_trace(tmp_path / "t.cvz", events)
+    part = next(_read(path).parts(len(events)))
+    transfers = [event for event in events if isinstance(event, Transfer)]
+    assert len(transfers) == 12  # 4 ranks, each receiving 3 chunks
+    where = part.columns.where(Transfer)
+    assert part.columns.sizes[where].tolist() == [t.bytes for t in transfers]
+    assert part.columns.p2p[where].tolist() == [False] * 11 + [True]
+    assert part.columns.sizes[where].tolist()[-1] == 7
+    others = np.setdiff1d(np.arange(len(events)), where)
+    assert not part.columns.sizes[others].any() and not part.columns.p2p[others].any()
 
 
 def test_an_index_naming_a_type_this_collviz_does_not_know_is_ignored(tmp_path, monkeypatch):

@@ -1,0 +1,142 @@
+"""A recorded trace's summary read through its index: ``collviz replay TRACE --headless`` (and
+``--json``) at the viewer's speed.
+
+The summary lists every buffer, memory sample and call but only counts transfers (most of a
+large trace's events: 64 of every 67 at 64 ranks) and lists the first
+:data:`~.summary.SHOWN_TRANSFERS` of each phase. Where the trace's writer left an index of
+version 3 or later (:mod:`~..wire.sidecar`: a transfer's ``dst``, order key, ``bytes`` and
+kind as columns), :func:`read_for_summary` decodes, a part at a time with one msgspec call each,
+only the events the summary shows (``--json`` shows no buffers, so they stay encoded too) and
+digests each phase's transfers from the columns with numpy, decoding the few it lists. The
+index's own guarantees hold as for the viewer (:func:`~..wire.sidecar.TraceIndex.parts`: the
+CRC-32 of every byte of the trace first), and so do the careful reader's checks across events
+(sequence numbers, ranks inside the world), made on the columns.
+
+Anything else returns None and the caller reads the trace as before (:func:`~..wire.trace.read_trace`,
+every event decoded and checked): no index, a stale or damaged one, one of version 2 (it lacks the
+transfers' bytes and kind; such a trace replays silently at its old speed, with the same output: a
+line saying so would add nothing a user could act on but re-recording), a transfer whose order
+the key cannot pack, a trace without a RunStart or one that fails a check. Either way the
+output is the same (tests/runtime/test_indexed_summary.py compares them).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..wire.columns import NotIntact, Sequences
+from ..wire.protocol import EVENT_TYPES, PROTOCOL_VERSION, AnyEvent, Buffer, RunStart, Transfer
+from ..wire.sanity import gaps_note
+from ..wire.sidecar import read_index
+from ..wire.stored import StoredEvents, decode_sharing
+from ..wire.trace import PROGRESS_RECORDS, Progress, trace_layout
+from .summary import SHOWN_TRANSFERS, TransferDigest
+
+__all__ = ["INDEX_PART", "IndexedSummary", "read_for_summary"]
+
+INDEX_PART = 1 << 18
+"""Events read from the trace at a time (their records are read together: about 40 MB)."""
+
+_SRC_BITS, _START_BITS = 20, 32
+"""How :func:`~..wire.columns.transfer_order_key` packs a transfer's source and start."""
+
+
+@dataclass
+class IndexedSummary:
+    """What the summary needs of an indexed trace: its ``events`` but transfers (and buffers, if
+    left out), in log order; each phase's ``transfers`` digested; the careful reader's ``warning``."""
+
+    events: list[AnyEvent]
+    transfers: dict[int, TransferDigest]
+    warning: str = ""
+
+
+@dataclass
+class _PhaseTransfers:
+    """One phase's transfer columns, gathered a part at a time."""
+
+    positions: list[np.ndarray] = field(default_factory=list)
+    dsts: list[np.ndarray] = field(default_factory=list)
+    orders: list[np.ndarray] = field(default_factory=list)
+    total_bytes: int = 0
+    p2p: bool = False
+
+
+def read_for_summary(path: str | os.PathLike[str], *, buffers: bool = True,
+                     progress: Progress | None = None) -> IndexedSummary | None:
+    """The summary's input read through the index beside the trace at ``path`` (``buffers``: with
+    its Buffer events), or None where it must be read the careful way (see the module's docstring);
+    ``progress(bytes read, bytes in the file)`` follows a large one, a part at a time. Raises
+    ``TraceError`` as ``read_trace`` would (a missing file, not a trace, a damaged header)."""
+    layout = trace_layout(path)
+    if not layout.checksummed or layout.version > PROTOCOL_VERSION:
+        return None
+    index = read_index(path, layout.first_record)
+    if index is None:
+        return None
+    decoded = tuple(kind for kind in EVENT_TYPES if kind is not Transfer and (buffers or kind is not Buffer))
+    events: list[AnyEvent] = []
+    phases: dict[int, _PhaseTransfers] = defaultdict(_PhaseTransfers)
+    sequences = Sequences()
+    try:
+        for part in index.parts(INDEX_PART):
+            columns = part.columns
+            if columns.sizes is None or columns.p2p is None:
+                return None  # a version-2 index: transfers would have to be decoded
+            sequences.check(columns.ranks, columns.seqs)
+            events += part.select(*decoded, decode=decode_sharing)[1]
+            where = columns.where(Transfer)
+            _gather(phases, where + part.first, columns.phases[where], columns.keys[where], columns.numbers[where],
+                    columns.sizes[where], columns.p2p[where])
+            if progress is not None and len(index) >= PROGRESS_RECORDS:
+                progress(int(index.offsets[part.first + len(columns)]), int(index.offsets[-1]))
+        start = next((event for event in events if isinstance(event, RunStart)), None)
+        if start is None:
+            return None  # the world's size would come from every event's rank
+        gaps = sequences.finish(start.world_size)
+        stored = StoredEvents(path)
+        stored.add_records(index.offsets[:-1].data, int(index.offsets[-1]))
+        try:
+            digests = {phase: _digest(gathered, stored) for phase, gathered in phases.items()}
+        finally:
+            stored.close()
+    except NotIntact:
+        return None
+    return IndexedSummary(events, digests, f"{path}: {gaps_note(gaps)}" if gaps else "")
+
+
+def _gather(phases: dict[int, _PhaseTransfers], positions: np.ndarray, phase_of: np.ndarray, dsts: np.ndarray,
+            orders: np.ndarray, sizes: np.ndarray, p2p: np.ndarray) -> None:
+    """File one part's transfers (their log positions and columns) under their phases."""
+    if not positions.size:
+        return
+    order = np.argsort(phase_of, kind="stable")
+    bounds = np.flatnonzero(np.diff(phase_of[order])) + 1
+    for group in np.split(order, bounds):
+        gathered = phases[int(phase_of[group[0]])]
+        gathered.positions.append(positions[group])
+        gathered.dsts.append(dsts[group])
+        gathered.orders.append(orders[group])
+        gathered.total_bytes += int(sizes[group].sum(dtype=np.int64))
+        gathered.p2p = gathered.p2p or bool(p2p[group].any())
+
+
+def _digest(gathered: _PhaseTransfers, stored: StoredEvents) -> TransferDigest:
+    """One phase's digest: the first transfers by (dst, src, start), ties in log order, decoded.
+    Raises NotIntact where some transfer's order is not in its columns."""
+    positions = np.concatenate(gathered.positions)
+    dsts = np.concatenate(gathered.dsts)
+    orders = np.concatenate(gathered.orders)
+    if (dsts < 0).any() or (orders < 0).any():
+        raise NotIntact("a transfer's order is beyond what its columns pack")
+    sources = (orders >> _START_BITS) & ((1 << _SRC_BITS) - 1)
+    starts = orders & ((1 << _START_BITS) - 1)
+    first = np.lexsort((positions, starts, sources, dsts))[:SHOWN_TRANSFERS]
+    shown = [event for event in map(stored.__getitem__, positions[first].tolist()) if isinstance(event, Transfer)]
+    if len(shown) < first.size:
+        raise NotIntact("the index files as a transfer an event that is none")
+    return TransferDigest(int(positions.size), gathered.total_bytes, gathered.p2p, shown)
