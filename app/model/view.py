@@ -108,7 +108,8 @@ class RankView:
     (``rank 1 is missing from the call, at train.py:12 in load``; ``rank 2 never arrived …``)."""
     previous: tuple[Buffer, ...] = ()
     """For a buffer this step changed (a ring's ``x`` at a hop, an in-place all-reduce's), its value
-    before: the last one an earlier step reported, where its values or checksum differ."""
+    before: the one reported before it, where that was in an earlier step or at another moment of
+    this one (``before`` the call, then ``after``) and its values or checksum differ."""
 
 
 @dataclass(frozen=True)
@@ -401,7 +402,8 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
                 else:
                     buffers.append(latest)
                     prior = series.events[at - 1] if at > 0 and latest.phase == step else None
-                    if isinstance(prior, Buffer) and prior.phase < step and _changed(prior, latest):
+                    if isinstance(prior, Buffer) and (prior.phase < step or prior.moment != latest.moment) \
+                            and _changed(prior, latest):
                         previous.append(prior)
         coll_at = _latest(index.collectives, cursor, step)
         collective = index.collectives.events[coll_at] if coll_at >= 0 else None

@@ -171,12 +171,15 @@ def fitted_title(title: Line, width: int) -> Line:
     return line
 
 
-def _previous_lines(buffer: Buffer, width: int, max_rows: int | None, detail: bool, padding: int) -> list[Line]:
-    """A buffer's value before this step changed it (reported in step ``buffer.phase + 1``):
-    its lines titled ``before (from step k)``, whatever moment that step reported it at."""
+def _previous_lines(buffer: Buffer, step: int, width: int, max_rows: int | None, detail: bool,
+                    padding: int) -> list[Line]:
+    """A buffer's value before step ``step`` changed it: its lines titled ``before``, whatever
+    moment it was reported at, and ``(from step k)`` where an earlier step reported it."""
     shown = buffer_lines(msgspec.structs.replace(buffer, moment="before"), width, max_rows=max_rows, detail=detail,
                          padding=padding)
-    shown[0:1] = _with_step_mark(fitted_title(shown[0], width), buffer.phase, width)
+    shown[0] = fitted_title(shown[0], width)
+    if buffer.phase != step:
+        shown[0:1] = _with_step_mark(shown[0], buffer.phase, width)
     return shown
 
 
@@ -213,7 +216,7 @@ def rank_lines(
     before = {buffer.name: buffer for buffer in view.previous}
     for buffer in view.buffers:
         if buffer.name in before:  # changed in this step: its value before, then after
-            lines.extend(_previous_lines(before[buffer.name], width, max_rows, detail, padding))
+            lines.extend(_previous_lines(before[buffer.name], view.step, width, max_rows, detail, padding))
         shown = buffer_lines(buffer, width, max_rows=max_rows, detail=detail, padding=padding)
         shown[0] = fitted_title(shown[0], width)
         if view.step >= 0 and buffer.phase != view.step:  # held since an earlier step: say which

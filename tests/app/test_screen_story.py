@@ -145,3 +145,23 @@ def test_a_call_number_on_two_communicators_goes_to_the_first_and_names_both():
     assert seek_call(log, 2) == (ends["block 0 forward: all-gather"], ["world", "tp"])
     assert seek_call(log, 9) == (ends["embed backward: reduce-scatter"], ["world"])
     assert seek_call(log, 10) is None
+
+
+@pytest.mark.parametrize("before_phase", [0, 1], ids=["an earlier step", "the same step"])
+def test_a_buffer_changed_in_the_step_carries_its_value_before(before_phase):
+    """The synthetic all-gather's ``output``: zeros before (setup's, or moved into the call's own
+    step), rank r's shard r·10 … after. Rank 2's view at the call's step end holds both."""
+    from collviz.app.model import view_at
+
+    from support.synthetic import SHARD, all_gather_events
+
+    events = [msgspec.structs.replace(e, phase=before_phase) if getattr(e, "name", "") == "output"
+              and getattr(e, "moment", "") == "before" else e for e in all_gather_events(world=RANKS)]
+    log = EventLog(events)
+    rank = view_at(log, log.step_ends[1]).ranks[2]
+    (before,) = rank.previous
+    assert (before.name, before.moment, before.phase, before.values) == ("output", "before", before_phase,
+                                                                         [0.0] * RANKS * SHARD)
+    after = next(b for b in rank.buffers if b.name == "output")
+    assert after.values == [float(r * 10 + i) for r in range(RANKS) for i in range(SHARD)]
+    assert view_at(log, log.step_ends[2]).ranks[2].previous == ()  # the step after changed nothing
