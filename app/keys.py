@@ -30,7 +30,7 @@ VIEWER_BINDINGS: list[BindingType] = [
     Binding("end", "end", "latest", tooltip="go to the end; in a live run, follow it again"),
     Binding("plus,equals_sign", "speed(1)", "faster", key_display="+", tooltip="replay: play faster", show=False),
     Binding("minus", "speed(-1)", "slower", key_display="-", tooltip="replay: play slower", show=False),
-    Binding("g", "seek", "go to step"),
+    Binding("g", "seek", "go to call", tooltip="type a call number (#1 first), or s and a step number, then Enter"),
     Binding("l", "toggle_log", "event log", show=False),
     Binding("s", "screenshot", "screenshot", tooltip="write an SVG of this frame and say where", show=False),
     Binding("0", "detail(0)", "rank detail", key_display="0–9",

@@ -1,4 +1,4 @@
-"""The viewer's dialogs and overlays: the actions that open a screen over the frame (go to step,
+"""The viewer's dialogs and overlays: the actions that open a screen over the frame (go to a call or step,
 open a rank, a rank's detail, the bus factor, help) or save it (screenshot).
 
 :class:`OverlayActions` is mixed into :class:`~collviz.app.app.CollvizApp`; it only asks the app
@@ -15,7 +15,7 @@ from collviz.runtime.errors import UsageError
 from collviz.runtime.wire.files import write_output
 
 from .mixin_base import AppMixin
-from .model import EventLog, ViewState, seek_step
+from .model import EventLog, ViewState, call_range, seek_call, seek_step
 from .navigator import Navigator
 from .screens import FactorScreen, HelpScreen, NumberPrompt, RankDetailScreen
 
@@ -35,18 +35,39 @@ class OverlayActions(AppMixin):
         def current_view(self) -> ViewState: ...
 
     def action_seek(self) -> None:
-        """Ask for a step number and go there."""
+        """Ask for a call number (or ``s`` and a step number) and go there."""
+        calls = call_range(self.event_log)
+        call = f"call #({calls[0]}–{calls[1]})" if calls else "call #"
+        question = f"go to {call}, or s + step (s1–s{max(self.event_log.phase_count, 1)}):"
 
-        def seek(number: int | None) -> None:
-            """Go to the step typed (nothing when the dialog was cancelled)."""
-            if number is not None:
-                self.action_seek_to(number)
+        def seek(typed: str | None) -> None:
+            """Go to the call or step typed (nothing when the dialog was cancelled)."""
+            if typed is None:
+                return
+            if typed[0] in "sS":
+                self.action_seek_to(int(typed[1:]))
+            else:
+                self.action_seek_call(int(typed.lstrip("#")))
 
-        self.push_screen(NumberPrompt(f"go to step (1–{max(self.event_log.phase_count, 1)}):", "step number"), seek)
+        self.push_screen(NumberPrompt(question, "call number, or s and a step", prefixes="sS#"), seek)
 
     def action_seek_to(self, number: int) -> None:
         """Go to the end of step ``number`` (1-based)."""
         self.navigator.move(seek_step(self.event_log, number))
+
+    def action_seek_call(self, number: int) -> None:
+        """Go to the end of the step that ran call #``number``, naming its group where several
+        groups have a call of that number; or say in one line that the run has no such call."""
+        found = seek_call(self.event_log, number)
+        if found is None:
+            calls = call_range(self.event_log)
+            have = f"its calls are #{calls[0]}–#{calls[1]}" if calls else "it has no collective call yet"
+            self.notify(f"no call #{number} in this run: {have}", timeout=4, markup=False)
+            return
+        cursor, groups = found
+        self.navigator.move(cursor)
+        if len(groups) > 1:
+            self.notify(f"call #{number} on {groups[0]} (also on {', '.join(groups[1:])})", timeout=4, markup=False)
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """Write an SVG of the current frame by the outputs' rule (:func:`write_output`: renamed over
@@ -67,10 +88,11 @@ class OverlayActions(AppMixin):
         """Ask for a rank number and open its detail (any rank; the digit keys reach 0–9)."""
         ranks = len(self.current_view().ranks)
 
-        def open_rank(number: int | None) -> None:
+        def open_rank(typed: str | None) -> None:
             """Open the rank typed, or say which ranks exist."""
-            if number is None:
+            if typed is None:
                 return
+            number = int(typed)
             if 0 <= number < ranks:
                 self.action_detail(number)
             else:

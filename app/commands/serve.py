@@ -10,8 +10,8 @@ What each tab runs:
 * a lesson (``collviz serve lesson NAME``, or ``--lesson`` with the lesson as TARGET): its items
   replayed from traces recorded when the server starts.
 
-``--present``, ``--quiz`` and ``--pace S`` go to every tab's viewer (a lesson's tabs: refused in one
-line until ``collviz lesson`` takes them). Each tab's page is
+``--present``, ``--quiz`` and ``--pace S`` go to every tab's viewer (a lesson's tabs take
+``--present``, the one of them ``collviz lesson`` has; the other two are refused in one line). Each tab's page is
 collviz's own (:mod:`.serve_page`): every file from this server, no outside font service.
 Binds 127.0.0.1 unless told otherwise, with a one-line warning when it does not.
 """
@@ -129,9 +129,10 @@ def main(argv: Sequence[str]) -> int:
         raise UsageError(f"--pace {args.pace:g}: give seconds between steps, more than 0 and at most 3600")
     if args.live and (args.lesson or args.target.endswith(".cvz")):
         raise UsageError("--live serves a scenario; a trace or a lesson is replayed")
-    if args.lesson and viewer_options(args):  # lesson's own options: issue 43, item 4
-        raise UsageError(f"{' '.join(viewer_options(args))} with a lesson: collviz lesson does not take the viewer's "
-                         "options yet; serve the lesson without them")
+    lesson_lacks = [option for option, given in (("--quiz", args.quiz), ("--pace", args.pace is not None)) if given]
+    if args.lesson and lesson_lacks:
+        raise UsageError(f"{' '.join(lesson_lacks)} with a lesson: collviz lesson takes --present only; "
+                         "serve the lesson without them")
     try:
         from .serve_page import ClassroomServer
     except ImportError:

@@ -16,7 +16,9 @@ from .navigation import (
     first_pieces,
     next_boundary,
     previous_boundary,
+    seek_call,
     seek_step,
+    call_range,
     slower,
     step_pieces,
 )
@@ -52,6 +54,8 @@ __all__ = [
     "step_pieces",
     "previous_boundary",
     "seek_step",
+    "seek_call",
+    "call_range",
     "load_trace",
     "pump_session",
     "SPEEDS",

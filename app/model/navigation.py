@@ -10,7 +10,8 @@ from collviz.runtime.reports.bench_table import is_bench_log
 from .log import EventLog
 from .view import ViewState, step_at
 
-__all__ = ["SPEEDS", "next_boundary", "previous_boundary", "seek_step", "first_collective", "exchange_steps", "next_exchange",
+__all__ = ["SPEEDS", "next_boundary", "previous_boundary", "seek_step", "seek_call", "call_range", "first_collective",
+           "exchange_steps", "next_exchange",
            "faster", "slower",
            "step_pieces", "first_pieces"]
 
@@ -44,6 +45,27 @@ def seek_step(log: EventLog, number: int) -> int:
     if number <= len(ends):
         return ends[number - 1]
     return len(log)
+
+
+def call_range(log: EventLog) -> tuple[int, int] | None:
+    """The lowest and highest call number of the run's collective calls so far (calls are numbered
+    per process group, #1 first; a trace recorded before 2026-11-28 numbers collviz's own from
+    #0); None: no call yet."""
+    numbers = [number for phase in log.phases.values() for _, number in phase.call_keys]
+    return (min(numbers), max(numbers)) if numbers else None
+
+
+def seek_call(log: EventLog, number: int) -> tuple[int, list[str]] | None:
+    """Where call #``number`` is: the cursor at the end of the first step that ran a call of that
+    number (on any process group; the log's end while that step runs), and the groups with a call
+    of that number, that step's first; None where no call has it."""
+    places = sorted((step, group) for step, phase in log.phases.items() for group, seq in phase.call_keys
+                    if seq == number)
+    if not places:
+        return None
+    step = places[0][0]
+    groups = list(dict.fromkeys(group for _, group in places))
+    return (log.step_ends[step] if step < len(log.step_ends) else len(log)), groups
 
 
 def first_collective(log: EventLog) -> int | None:

@@ -106,6 +106,10 @@ class RankView:
     note: str = ""
     """What a stall lasting at the cursor says of this rank, where others wait for it
     (``rank 1 is missing from the call, at train.py:12 in load``; ``rank 2 never arrived …``)."""
+    previous: tuple[Buffer, ...] = ()
+    """For a buffer this step changed (a ring's ``x`` at a hop, an in-place all-reduce's), its value
+    before: the one reported before it, where that was in an earlier step or at another moment of
+    this one (``before`` the call, then ``after``) and its values or checksum differ."""
 
 
 @dataclass(frozen=True)
@@ -300,6 +304,16 @@ def rank_list(ranks: Sequence[int]) -> str:
             start = i
     return ", ".join(parts)
 
+def _changed(before: Buffer, after: Buffer) -> bool:
+    """Whether ``after`` holds other data than ``before`` (the same buffer, reported again): their
+    values, else their checksums; False where neither tells."""
+    if before.values is not None and after.values is not None:
+        return before.values != after.values
+    if before.summary is not None and after.summary is not None:
+        return before.summary.crc32 != after.summary.crc32
+    return False
+
+
 def _first_failure(log: EventLog, cursor: int) -> str:
     """A sentence about the first failed rank before ``cursor``, or ''."""
     for index, event in log.failures:
@@ -378,6 +392,7 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
         index = log.ranks.get(number) or RankIndex(number)
         buffers: list[Buffer] = []
         freed: list[Freed] = []
+        previous: list[Buffer] = []
         for series in index.buffers.values():
             at = _latest(series, cursor, step)
             if at >= 0:
@@ -386,6 +401,10 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
                     freed.append(latest)
                 else:
                     buffers.append(latest)
+                    prior = series.events[at - 1] if at > 0 and latest.phase == step else None
+                    if isinstance(prior, Buffer) and (prior.phase < step or prior.moment != latest.moment) \
+                            and _changed(prior, latest):
+                        previous.append(prior)
         coll_at = _latest(index.collectives, cursor, step)
         collective = index.collectives.events[coll_at] if coll_at >= 0 else None
         if collective is not None and collective.phase != step:
@@ -408,6 +427,7 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
                 freed=tuple(freed),
                 step=step,
                 note=notes.get(number, ""),
+                previous=tuple(previous),
             )
         )
     rank_views = tuple(ranks)

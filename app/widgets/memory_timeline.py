@@ -105,6 +105,16 @@ def _with_rest(categories: dict[str, int], live: int) -> dict[str, int]:
     return {**categories, "other": categories.get("other", 0) + rest} if rest > 0 else categories
 
 
+def _largest_category(categories: dict[str, int], near: bool) -> str:
+    """`` · largest: params 204.4 KiB``: the category holding the most at the peak's sample
+    (``near``: the peak fell between samples, so the figure is the sample's, and says so); '' where
+    the sample has none."""
+    if not categories:
+        return ""
+    name, held = max(categories.items(), key=lambda item: (item[1], item[0]))
+    return f" · largest{' near it' if near else ''}: {name} {format_bytes(held)}"
+
+
 def _peak_sample(track: MemoryTrack) -> int:
     """The first sample at or before the cursor whose running peak is the peak so far (-1: none;
     a bisection, the running peaks never decreasing)."""
@@ -261,8 +271,10 @@ class MemoryTimeline(LineWidget):
             phase = track.phases[peak_at]
             between = " (between samples)" if track.peak > self._live_top(track) else ""
             peak = f"peak {format_bytes(track.peak)}"
-            peak_texts = [f"{peak}{between} in {fields.phase_names.get(phase, f'phase {phase + 1}')}",
-                          f"{peak}{between}", peak]
+            where = f" in {fields.phase_names.get(phase, f'phase {phase + 1}')}"
+            largest = _largest_category(track.categories[peak_at], near=bool(between))
+            peak_texts = [f"{peak}{between}{where}{largest}", f"{peak}{between}{largest}", f"{peak}{largest}",
+                          f"{peak}{between}{where}", f"{peak}{between}", peak]
         if rows == 1:  # one text row: the chart, then the longest figures that fit beside it
             room = width - label_width - chart_width
             choices = [f" {now} · {text}" for text in peak_texts] + [f" {now}"]

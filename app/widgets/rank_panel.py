@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
+import msgspec
+
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
@@ -11,7 +13,7 @@ from rich.text import Text
 from textual import events
 from textual.message import Message
 
-from collviz.runtime.wire.protocol import SIZES_NOT_READ, Freed
+from collviz.runtime.wire.protocol import SIZES_NOT_READ, Buffer, Freed
 
 from ..model import RankView
 from .line_widget import LineWidget
@@ -77,17 +79,19 @@ def collective_line(view: RankView, mask_volatile: bool = False, width: int | No
 
 
 def _collective_lines(view: RankView, mask_volatile: bool, width: int | None = None) -> list[Line]:
-    """The rank's call as :func:`collective_line` says it, but in a panel without buffers (a
-    script's run, an imported artifact) too narrow for it, the op on one line and its figures on
-    the next rather than leaving them out (a panel with buffers keeps its rows for them)."""
-    if view.buffers:
-        return [collective_line(view, mask_volatile, width)]
+    """The rank's call as :func:`collective_line` says it, on one line where it fits; in a panel
+    too narrow for it, its parts (the op with its reduce op, the bytes, the time) are packed on
+    as few lines as hold them whole, so the bytes and time stay on screen, each with its unit."""
     op, reduce_op, sizes, timing = _call_parts(view, mask_volatile)
-    if _fits([*op, *reduce_op, *sizes, *timing], width):
-        return [[*op, *reduce_op, *sizes, *timing]]
-    first = [*op, *reduce_op] if _fits([*op, *reduce_op], width) else op
-    second = next((line for line in ([*sizes, *timing], sizes) if _fits(line, width)), [])
-    return [first, second] if second else [first]
+    lines: list[Line] = [[*op, *reduce_op] if _fits([*op, *reduce_op], width) else op]
+    for part in (sizes, timing):
+        if not part:
+            continue
+        if _fits([*lines[-1], *part], width):
+            lines[-1] = [*lines[-1], *part]
+        else:  # a part starting a line loses its leading space
+            lines.append([Segment(part[0].text.lstrip(), part[0].style), *part[1:]])
+    return lines
 
 
 MAX_PARTIAL_RUNS = 4
@@ -168,6 +172,27 @@ def fitted_title(title: Line, width: int) -> Line:
     return line
 
 
+def _previous_lines(buffer: Buffer, step: int, width: int, max_rows: int | None, detail: bool,
+                    padding: int) -> list[Line]:
+    """A buffer's value before step ``step`` changed it: its lines titled ``before``, whatever
+    moment it was reported at, and ``(from step k)`` where an earlier step reported it."""
+    shown = buffer_lines(msgspec.structs.replace(buffer, moment="before"), width, max_rows=max_rows, detail=detail,
+                         padding=padding)
+    shown[0] = fitted_title(shown[0], width)
+    if buffer.phase != step:
+        shown[0:1] = _with_step_mark(shown[0], buffer.phase, width)
+    return shown
+
+
+def _with_step_mark(title: Line, phase: int, width: int) -> list[Line]:
+    """A fitted ``title`` of a buffer held since step ``phase + 1`` with ``(from step k)`` after
+    it, or where that would not fit, on a line of its own below it: never at the cost of the name."""
+    mark = f" (from step {phase + 1})"
+    if _fits([*title, Segment(mark)], width):
+        return [[*title, Segment(mark, DIM)]]
+    return [title, [Segment(mark.strip(), DIM)]]
+
+
 def rank_lines(
     view: RankView,
     width: int,
@@ -179,25 +204,31 @@ def rank_lines(
     padding: int = 0,
 ) -> list[Line]:
     """The lines of a rank panel: status, what a lasting stall says of the rank (others wait for it),
-    buffers (with provenance lists in ``detail``), collective.
+    what this step freed, buffers (with provenance lists in ``detail``; a buffer this step changed
+    after its value before), what earlier steps freed, collective.
 
     ``status`` puts the rank's status first; ``padding`` widens every cell (projector layout);
     ``max_rows`` limits each buffer's grid; ``mask_volatile`` hides the collective's duration.
     """
     lines: list[Line] = [[Segment(view.status, _STATE_STYLES[view.state])]] if status else []
     lines.extend([Segment(part, _WAITED_FOR)] for part in textwrap.wrap(view.note, max(width, 8)))
+    now_freed = [freed for freed in view.freed if freed.phase == view.step]  # this step's story: first
+    lines.extend(_freed_line(freed, width) for freed in now_freed)
+    before = {buffer.name: buffer for buffer in view.previous}
     for buffer in view.buffers:
+        if buffer.name in before:  # changed in this step: its value before, then after
+            lines.extend(_previous_lines(before[buffer.name], view.step, width, max_rows, detail, padding))
         shown = buffer_lines(buffer, width, max_rows=max_rows, detail=detail, padding=padding)
-        if view.step >= 0 and buffer.phase != view.step:  # held since an earlier step: say which
-            shown[0] = [*shown[0], Segment(f" · step {buffer.phase + 1}", DIM)]
         shown[0] = fitted_title(shown[0], width)
+        if view.step >= 0 and buffer.phase != view.step:  # held since an earlier step: say which
+            shown[0:1] = _with_step_mark(shown[0], buffer.phase, width)
         lines.extend(shown)
         if detail and buffer.provenance:
             lines.extend(provenance_lines(buffer))
             lines.append([])
         elif buffer.provenance and max_rows != 1:
             lines.extend(_partial_sums_line(buffer))
-    lines.extend(_freed_line(freed, width) for freed in view.freed)
+    lines.extend(_freed_line(freed, width) for freed in view.freed if freed not in now_freed)
     if view.collective is not None:
         lines.extend(_collective_lines(view, mask_volatile, width))
     if detail and view.memory.upto:
@@ -288,13 +319,17 @@ class RankPanel(LineWidget):
         if fitting is not None:
             return fitting
         self._grid_rows = 1
-        # Still too long: this step's buffers come first (see RankView), so say what is cut.
+        # Still too long: this step's buffers come first (see RankView), so say what is cut; the
+        # step's call (its last lines) stays, with its bytes and time.
         lines = body(1)
+        call = len(_collective_lines(view, self.mask_volatile, width)) if view.collective is not None else 0
+        if call >= height:
+            call = 0
         if height and len(lines) > height:
             more = len(lines) - height + 1
             note = next((text for text in (f"… {more} more lines: click for all", f"… {more} more (click)")
                          if len(text) <= width), f"…+{more}")
-            lines = [*lines[: height - 1], [Segment(note, DIM)]]
+            lines = [*lines[: height - 1 - call], [Segment(note, DIM)], *lines[len(lines) - call:]]
         return lines
 
     def body(self) -> Text:

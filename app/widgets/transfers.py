@@ -33,9 +33,9 @@ def transfers_title(fields: TransferFields) -> str:
 
 
 class TransfersPane(TextPane):
-    """One line per transfer: the sender and the range of its input it sent, where that is known
-    (:mod:`~..model.transfer_ends`), → the receiver and the range it arrived in, bytes (and the
-    hop of a p2p step).
+    """One line per transfer: bytes, the sender and the range of its input it sent, where that is
+    known (:mod:`~..model.transfer_ends`), → the receiver and the range it arrived in (and the hop
+    of a p2p step).
 
     The kind and, when every transfer moves the same buffer, its name head the list, so each line
     stays short; a line too long for the pane wraps rather than being cut mid-range.
@@ -65,7 +65,7 @@ class TransfersPane(TextPane):
 def _listing(transfers: tuple[Transfer, ...], call: Collective | None) -> Text:
     """The kinds (and the buffer, when all share one; ``input →`` where senders' ranges are
     given, those being of the sender's input), then a line per transfer listed:
-    ``r0[1:2]→r1[0:1]`` where the sender's range is known, ``r0→r1[0:1]`` where it is not."""
+    ``4 B r0[1:2]→r1[0:1]`` where the sender's range is known, ``4 B r0→r1[0:1]`` where it is not."""
     text = Text()
     kinds = sorted({t.kind for t in transfers})
     buffers = {t.buffer for t in transfers}
@@ -77,6 +77,8 @@ def _listing(transfers: tuple[Transfer, ...], call: Collective | None) -> Text:
     else:
         text.append(f" into {shared}\n" if shared is not None else "\n", "italic")
     for transfer, source in zip(transfers, sources):
+        # the bytes first: a line too long for the pane wraps after them, never between a number and its unit
+        text.append(f"{format_bytes(transfer.bytes)} ")
         text.append(f"r{transfer.src}", rank_style(transfer.src))
         if source is not None:
             text.append(f"[{source[0]}:{source[1]}]")
@@ -84,6 +86,5 @@ def _listing(transfers: tuple[Transfer, ...], call: Collective | None) -> Text:
         text.append(f"r{transfer.dst}", rank_style(transfer.dst))
         hop = f" hop {transfer.hop}" if transfer.hop else ""
         name = "" if shared is not None else f" {transfer.buffer}"
-        text.append(f"{name}[{transfer.start}:{transfer.start + transfer.length}]"
-                    f" {format_bytes(transfer.bytes)}{hop}\n")
+        text.append(f"{name}[{transfer.start}:{transfer.start + transfer.length}]{hop}\n")
     return text

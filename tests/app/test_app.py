@@ -49,7 +49,7 @@ async def test_replay_keys_move_the_cursor_and_speed(trace: Path):
         assert app.speed == speed / 2
         await pilot.press("g")
         assert isinstance(app.screen, NumberPrompt)
-        await pilot.press("2", "enter")
+        await pilot.press("s", "2", "enter")
         assert app.cursor == ends[1]
         await pilot.press("q")
     assert app.return_value == 0
@@ -247,7 +247,7 @@ async def test_a_pane_s_scroll_hint_goes_when_its_text_gets_short():
     app = make_app(trace=FIXTURES / "fsdp-tiny.cvz")
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.loaded, tries=500)
-        await pilot.press("g", "5", "enter")
+        await pilot.press("g", "s", "5", "enter")
         await pilot.pause()
         await pilot.pause()
         pane = app.screen.query_one("#transfers")
@@ -337,7 +337,7 @@ async def test_live_all_reduce_on_real_ranks_shows_the_sum():
         outputs = [e for e in app.event_log.events if isinstance(e, Buffer) and e.moment == "after"]
         assert inputs and outputs
         assert all(outputs[0].name in {f.name for f in rank.freed} for rank in view.ranks)  # released at the end
-        await pilot.press("g", "2", "enter")  # the all-reduce's own step
+        await pilot.press("g", "s", "2", "enter")  # the all-reduce's own step
         await pilot.pause()
         view = app.current_view()
         expected = [sum(col) for col in zip(*(b.values for b in inputs if b.name == outputs[0].name))]
@@ -525,10 +525,10 @@ async def test_lesson_and_step_footers_say_what_each_key_does_uncut_at_100x30(tr
 
     if kind == "lesson":
         app = make_app(trace=trace, options=ViewerOptions(lesson=LessonPlace("collectives", 2, 8, "all-gather")))
-        expected = "spaceplay/pause←back→stependlatestggotostepppreviousQendlesson?helpqnextitem"
+        expected = "spaceplay/pause←back→stependlatestggotocallppreviousQendlesson?helpqnextitem"
     else:
         app = make_app(session=FakeSession(all_gather_events(4, step=True), step=True))
-        expected = "spacerunastep←back→stependlatestggotostep?helpqquit"
+        expected = "spacerunastep←back→stependlatestggotocall?helpqquit"
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause(0.3)
         svg = app.export_screenshot()

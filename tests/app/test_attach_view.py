@@ -40,7 +40,7 @@ async def test_the_viewer_shows_who_the_job_waits_for_and_where_its_code_is(atta
     assert f"live stalled: all_reduce #{CALLS_BEFORE + 1} on group 0" in header
     assert any(f"at job.py:{STALLED_LINE} in slow_data_loader" in line for line in lines), "on screen at 100×30"
     size = torch.ones(ELEMENTS).nbytes
-    assert panels == [(f"all_reduce  {size} B→{size} B in flight…", "running"),
+    assert panels == [(f"all_reduce {size} B→{size} B in flight…", "running"),
                       (where, f"done all_reduce #{CALLS_BEFORE} on group 0 (default_pg)")], \
         "rank 0 inside the call; rank 1 out of it, its own panel saying where it is"
     assert memory == "memory not recorded: the attached job's Flight Recorder holds none"

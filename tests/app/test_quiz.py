@@ -134,8 +134,11 @@ def test_training_steps_are_asked_about_one_part_of_a_large_buffer(training_runs
     assert f"Whose data does row {rows_per_rank + 1} of rank 0" in gather.text
     compute = next(i for i, name in names.items() if name == "block 0 forward: compute")
     assert nothing_to_ask(EventLog(events), compute) == f"step {compute + 1} ran no collective: nothing to predict"
-    other = next(i for i, name in names.items() if name == "block 1 forward: all-gather")
-    assert "rank 0 showed no buffer after it" in nothing_to_ask(EventLog(events), other)
+    # every unit's calls are asked about its own weight (the panels follow each unit: issue 43)
+    for unit, label in (("embed", "embed tokens"), ("block 1", "block 1 W_query"), ("head", "head W_out")):
+        other = asked[f"{unit} forward: all-gather"]
+        assert (other.buffer, other.part) == (f"{label} (gathered)", f"row {rows_per_rank + 1}")
+        assert set(other.provenance) == {frozenset({1})}
 
 
 def test_a_trace_opened_whole_asks_the_same_questions_as_its_events_in_memory():
@@ -207,3 +210,13 @@ async def test_a_step_with_nothing_to_ask_says_why_whole_at_100_columns():
         line = next(line for line in screen_lines(app.export_screenshot()) if "quiz:" in line)
         assert "quiz: nothing to ask at step 1" in line and len(line.rstrip()) <= 100, line
     assert toasts[-1] == ("quiz: nothing to ask", "step 1 ran no collective: nothing to predict")
+
+
+def test_a_call_with_no_buffer_after_it_says_so():
+    """The synthetic all-gather without its gathered output: step 2's call has nothing to ask about."""
+    from collviz.app.model.quiz import nothing_to_ask
+
+    from support.synthetic import all_gather_events
+
+    events = [e for e in all_gather_events(world=4) if not (isinstance(e, Buffer) and e.moment == "after")]
+    assert nothing_to_ask(EventLog(events), 1) == "step 2's all_gather: rank 0 showed no buffer after it"

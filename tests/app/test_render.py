@@ -221,13 +221,16 @@ def _replace_buffer(buffer: Buffer, seq: int) -> Buffer:
     return msgspec.structs.replace(buffer, seq=seq, rank=0, phase=0)
 
 
-def test_a_narrow_panel_without_buffers_gives_the_call_s_figures_a_line_of_their_own():
-    """27 columns (a panel at 100×30): 'all_reduce (sum) 48.0 KiB→48.0 KiB 14.23 ms' is 43."""
-    assert _panel_text([], 27) == ["all_reduce (sum)", " 48.0 KiB→48.0 KiB 14.23 ms"]
+def test_a_narrow_panel_gives_the_call_s_figures_lines_of_their_own():
+    """27 columns (a panel at 100×30): 'all_reduce (sum) 48.0 KiB→48.0 KiB 14.23 ms' is 43, so its
+    bytes and time go on the next line, whole; at 20 the time goes on a third. A panel with
+    buffers keeps them too (issue 43: at 100×30 a call's bytes and time stay)."""
+    assert _panel_text([], 27) == ["all_reduce (sum)", "48.0 KiB→48.0 KiB 14.23 ms"]
+    assert _panel_text([], 20) == ["all_reduce (sum)", "48.0 KiB→48.0 KiB", "14.23 ms"]
     assert _panel_text([], 60) == ["all_reduce (sum) 48.0 KiB→48.0 KiB 14.23 ms"]
     buffer = Buffer(run="r", rank=0, seq=0, t_ns=2, phase=0, name="x", role="x", moment="after", shape=[4],
                     dtype="float32", values=[1.0, 2.0, 3.0, 4.0], provenance=None)
-    assert _panel_text([buffer], 27)[-1] == "all_reduce"  # the buffers keep the rows: whole parts left out
+    assert _panel_text([buffer], 27)[-2:] == ["all_reduce (sum)", "48.0 KiB→48.0 KiB 14.23 ms"]
 
 
 def test_a_heatmap_row_without_the_shown_buffer_gives_the_rank_s_call():

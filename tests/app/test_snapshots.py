@@ -30,7 +30,7 @@ def _at_step(step: int, *keys: str):
                 break
             await pilot.pause(0.02)
         assert app.loaded, "trace did not load"
-        await pilot.press("g", *str(step), "enter")
+        await pilot.press("g", "s", *str(step), "enter")
         await pilot.press(*keys)
         for _ in range(3):  # let after-refresh work (a pane's "↓ more: scroll" hint) settle
             await pilot.pause(0.05)

@@ -79,7 +79,7 @@ def test_projector_layout_hides_what_a_room_does_not_need_and_swaps_the_palette(
 
     async def run_before(pilot) -> None:
         await until(pilot, lambda: app.loaded)
-        await pilot.press("g", "2", "enter")
+        await pilot.press("g", "s", "2", "enter")
         await pilot.pause()
         assert app.theme == "collviz-projector"
         assert [rank_colour(r) for r in range(8)] == list(HIGH_CONTRAST_COLOURS)

@@ -64,14 +64,35 @@ def test_every_tab_gets_the_viewers_options(tmp_path):
     (["fsdp", "extra"], "unexpected 'extra': serve one TARGET, or 'lesson NAME'"),
     (["fsdp", "--pace", "0"], "--pace 0: give seconds between steps, more than 0 and at most 3600"),
     (["lesson", "collectives", "--live"], "--live serves a scenario; a trace or a lesson is replayed"),
-    (["lesson", "collectives", "--present", "--pace", "2"],
-     "--present --pace 2 with a lesson: collviz lesson does not take the viewer's options yet; serve the lesson "
-     "without them"),
+    (["lesson", "collectives", "--present", "--pace", "2", "--quiz"],
+     "--quiz --pace with a lesson: collviz lesson takes --present only; serve the lesson without them"),
 ])
 def test_serve_refuses_in_one_line(argv, expected):
     with pytest.raises(UsageError) as refused:
         serve_main(argv)
     assert str(refused.value) == expected
+
+
+def test_a_lesson_is_served_with_present(tmp_path, monkeypatch):
+    """``serve lesson NAME --present``: no refusal; the lesson is recorded once and every tab
+    replays it in the projector layout (``collviz lesson`` takes ``--present``)."""
+    prepared, served = [], []
+
+    class Server:
+        def __init__(self, command, *, host, port, title):
+            served.append((command, title))
+
+        def serve(self):
+            pass
+
+    monkeypatch.setattr("collviz.app.commands.serve.prepare",
+                        lambda target, *, lesson, live, folder: prepared.append((target, lesson, live)))
+    monkeypatch.setattr("collviz.app.commands.serve_page.ClassroomServer", Server)
+    assert serve_main(["lesson", "collectives", "--present"]) == 0
+    assert prepared == [("collectives", True, False)]
+    ((command, title),) = served
+    assert command.startswith(f"{sys.executable} -m collviz lesson collectives --traces ")
+    assert command.endswith(" --present") and title == "collviz — collectives"
 
 
 def test_a_live_tab_beyond_the_limit_gets_a_notice(tmp_path, monkeypatch):

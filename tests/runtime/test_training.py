@@ -271,14 +271,38 @@ def test_ddp_buckets_and_tp_all_reduce_show_every_rank_reaching_every_other(trai
     assert moved == [(d, s, 0, tp["batch"] * tp["d_model"]) for d in range(N) for s in range(N) if s != d]
 
 
-def test_fsdp_shows_block_0s_gathered_weight_freed_by_its_reshard_only_when_it_reshards(training_runs, trained_reference):
-    weight = trained_reference["model"].blocks[0].attn.query.weight
+def test_fsdp_shows_each_units_gathered_weight_freed_by_its_reshard_only_when_it_reshards(training_runs, trained_reference):
+    """Every unit's followed weight (the token embedding, each block's W_query, the head's output
+    projection) is shown freed at that unit's forward reshard, with its float32 bytes."""
+    model = trained_reference["model"]
+    followed = {"embed": ("embed tokens", model.embed.tokens.weight), "head": ("head W_out", model.head.out.weight),
+                **{f"block {i}": (f"block {i} W_query", block.attn.query.weight) for i, block in enumerate(model.blocks)}}
     for key, reshards in (("fsdp", True), ("fsdp-keep", False)):
         trace = training_runs[key]
-        reshard = {name: i for i, name in phase_names(trace).items()}["block 0 forward: reshard"]
+        phases = {name: i for i, name in phase_names(trace).items()}
         freed = sorted((e.rank, e.phase, e.name, e.bytes) for e in events(trace, Freed))
-        expected = [(r, reshard, "block 0 W_query (gathered)", 4 * weight.numel()) for r in range(N)]
+        expected = sorted((r, phases[f"{unit} forward: reshard"], f"{label} (gathered)", 4 * weight.numel())
+                          for r in range(N) for unit, (label, weight) in followed.items())
         assert freed == (expected if reshards else []), key
+
+
+def test_fsdp_panels_show_each_units_shard_and_gathered_weight_at_its_all_gather(training_runs, trained_reference):
+    """At every unit's forward all-gather each rank shows that unit's shard (rows r·k … of the
+    weight, k = rows / N) and the whole weight gathered: the buffers of the call the cost pane
+    describes (issue 43: the embedding's gather showed block 0's W_query)."""
+    trace, before = training_runs["fsdp"], trained_reference["before"]
+    names = phase_names(trace)
+    for unit, label, weight in (("embed", "embed tokens", before["embed.tokens.weight"]),
+                                ("block 1", "block 1 W_query", before["blocks.1.attn.query.weight"]),
+                                ("head", "head W_out", before["head.out.weight"])):
+        gathered = {b.rank: b for b in events(trace, Buffer) if b.name == f"{label} (gathered)"
+                    and names[b.phase] == f"{unit} forward: all-gather"}
+        shards = buffers(trace, f"{label} shard", "before")
+        assert sorted(gathered) == list(range(N)), label
+        for rank in range(N):
+            assert names[shards[rank].phase] == f"{unit} forward: all-gather", label
+            assert_matches(shards[rank], weight.detach().chunk(N, dim=0)[rank], f"{label} shard {rank}")
+            assert_matches(gathered[rank], weight.detach(), f"{label} gathered on {rank}")
 
 
 def test_fsdp_without_reshard_after_forward_skips_the_backward_gathers(training_runs):

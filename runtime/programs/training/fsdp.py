@@ -30,13 +30,13 @@ from ...compat import fsdp_average_by_sum
 from ...context import RankContext
 from ...errors import UsageError
 from ...observation.metrics import human_bytes
-from ...observation.tensors import uniform_provenance
 from ...scenario_files.schema import Scenario
 from ..program import RunOptions
 from .common import PhaseSequence, TrainingProgram, dtensor, refuse_options, timed_steps
 from .ddp import emit_parameters, train_step
-from .fsdp_checks import GATHERED_NAME, check_shards, gathered_buffer, own_gradient_buffer, reduced_gradient_buffer
-from .model import Block, TinyGPT, make_gpt, token_batch
+from .fsdp_checks import (FollowedWeight, check_shards, gathered_buffer, own_gradient_buffer, reduced_gradient_buffer,
+                          shard_buffer)
+from .model import Block, Embed, Head, TinyGPT, make_gpt, token_batch
 from .observer import CollectiveObserver
 
 __all__ = ["FSDPProgram", "build", "units_of", "unit_key"]
@@ -131,6 +131,8 @@ class _UnitPhases:
         self.unit = unit_key(name)
         """The unit's key in a teacher's notes (``block0``: notes for ``block0.forward_all_gather``)."""
         self.reduced = False
+        self.followed = FollowedWeight(f"{name} {_followed_word(module)}")
+        """The unit's weight the rank panels show at each of its calls."""
         if not isinstance(module, FSDPModule):
             raise TypeError(f"{name} is not sharded by fully_shard")
         state = module._get_fsdp_state()
@@ -151,26 +153,26 @@ class _UnitPhases:
                 return original(*args)
             self.phases.next("forward_all_gather", f"{self.name} forward: all-gather", category="communication",
                              unit=self.unit)
+            shard_buffer(self.ctx, _followed_weight(self.module), self.followed)
             out = original(*args)
             self._gathered()
-            if self.name == "block 0":
-                gathered_buffer(self.ctx, _query_weight(self.module), self.groups.shard)
+            gathered_buffer(self.ctx, _followed_weight(self.module), self.followed, self.groups.shard)
             self.phases.next("forward_compute", f"{self.name} forward: compute", category="activations",
                              unit=self.unit)
             return out
         return wrapper
 
     def post_forward(self, original: Callable) -> Callable:
-        """reshard phase (it lasts until the next unit starts); block 0's gathered W_query is
+        """reshard phase (it lasts until the next unit starts); the unit's gathered weight is
         shown as freed when the reshard really dropped the unsharded parameters."""
         def wrapper(*args: Any) -> Any:
             """FSDP2's step, inside its phase."""
             self.phases.next("forward_reshard", f"{self.name} forward: reshard", category="activations",
                              unit=self.unit)
             out = original(*args)
-            if self.name == "block 0" and not self.phases.paused and not self.group.is_unsharded:
-                weight = _query_weight(self.module)
-                self.ctx.freed(GATHERED_NAME, weight.numel() * weight.element_size())
+            if not self.phases.paused and not self.group.is_unsharded:
+                weight = _followed_weight(self.module)
+                self.ctx.freed(self.followed.gathered_name, weight.numel() * weight.element_size())
             return out
         return wrapper
 
@@ -184,6 +186,7 @@ class _UnitPhases:
                              unit=self.unit)
             out = original(default_prefetch and self.prefetch, *unused)
             self._gathered()
+            gathered_buffer(self.ctx, _followed_weight(self.module), self.followed, self.groups.shard)
             self.phases.next("backward_gradient", f"{self.name} backward: gradients", category="grads",
                              unit=self.unit)
             return out
@@ -195,27 +198,46 @@ class _UnitPhases:
             """FSDP2's step, inside its phase."""
             if not self.reduced and not self.phases.paused:
                 self.reduced = True
-                followed = self.name == "block 0"
-                if followed:  # still in the gradients phase: this rank's own, full gradient
-                    own_gradient_buffer(self.ctx, _query_weight(self.module))
+                # still in the gradients phase: this rank's own, full gradient
+                own_gradient_buffer(self.ctx, _followed_weight(self.module), self.followed)
                 self.phases.next("backward_reduce_scatter", f"{self.name} backward: reduce-scatter",
                                  category="communication", unit=self.unit)
                 out = original(*unused)
                 grads = [p.grad for p in self.module.parameters() if p.grad is not None]
                 self.ctx.tracker.retag(grads, "grads")  # the sharded gradients this rank now keeps
-                if followed:
-                    reduced_gradient_buffer(self.ctx, _query_weight(self.module), self.groups.shard,
-                                            self.groups.replicate)
+                reduced_gradient_buffer(self.ctx, _followed_weight(self.module), self.followed, self.groups.shard,
+                                        self.groups.replicate)
                 return out
             return original(*unused)
         return wrapper
 
 
-def _query_weight(block: nn.Module) -> torch.Tensor:
-    """The W_query of a transformer block (block 0's is the weight this scenario follows)."""
-    if not isinstance(block, Block):
-        raise TypeError(f"expected a transformer Block, got {type(block).__name__}")
-    return block.attn.query.weight
+_FOLLOWED: dict[type[nn.Module], tuple[str, Callable[[Any], torch.Tensor]]] = {
+    Embed: ("tokens", lambda unit: unit.tokens.weight),
+    Block: ("W_query", lambda unit: unit.attn.query.weight),
+    Head: ("W_out", lambda unit: unit.out.weight),
+}
+"""Per kind of unit: the word naming the weight the panels follow, and how to reach it (FSDP2
+swaps a unit's parameters between sharded and unsharded, so it is reached again at each use)."""
+
+
+def _followed(unit: nn.Module) -> tuple[str, Callable[[Any], torch.Tensor]]:
+    """``unit``'s row of :data:`_FOLLOWED` (``fully_shard`` makes ``FSDPBlock`` of a ``Block``)."""
+    for kind, row in _FOLLOWED.items():
+        if isinstance(unit, kind):
+            return row
+    raise TypeError(f"expected an FSDP unit of the tiny GPT, got {type(unit).__name__}")
+
+
+def _followed_word(unit: nn.Module) -> str:
+    """The word naming ``unit``'s followed weight (``W_query`` of a block)."""
+    return _followed(unit)[0]
+
+
+def _followed_weight(unit: nn.Module) -> torch.Tensor:
+    """The weight of ``unit`` the panels follow: the token embedding, a block's W_query, the
+    head's output projection."""
+    return _followed(unit)[1](unit)
 
 
 @dataclass(frozen=True)
@@ -274,11 +296,9 @@ def run_fsdp(ctx: RankContext, program: FSDPProgram) -> None:
     with CollectiveObserver(ctx):
         phases.next("setup", "setup: every unit sharded over the ranks", category="params", gated=False)
         model, units, groups = _shard(ctx, program)
-        for name, module in units:
-            _UnitPhases(ctx, phases, name, module, program.prefetch, groups)
-        with ctx.tracker.suspended():  # a copy, as in emit_parameters
-            shard = dtensor(_query_weight(model.blocks[0])).to_local().detach().clone()
-        ctx.buffer("block 0 W_query shard", "shard", "before", shard, uniform_provenance(shard.numel(), [ctx.rank]))
+        wrapped = [_UnitPhases(ctx, phases, name, module, program.prefetch, groups) for name, module in units]
+        for unit in wrapped:  # every unit sharded: each rank holds its shard of every followed weight
+            shard_buffer(ctx, _followed_weight(unit.module), unit.followed)
         with ctx.tracker.category("inputs"):
             inputs, targets = (t.to(ctx.device) for t in token_batch(settings, program.data_rank(ctx.rank)))
         optimizer = torch.optim.AdamW(model.parameters(), lr=float(settings["lr"]))

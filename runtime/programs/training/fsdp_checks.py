@@ -1,8 +1,11 @@
-"""Observation helpers of the FSDP scenario: a gathered parameter with its provenance, shard checks."""
+"""Observation helpers of the FSDP scenario: each unit's followed weight (its shard, gathered with its
+provenance, its gradients before and after the reduce-scatter), shard checks."""
 
 from __future__ import annotations
 
 import math
+
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -14,20 +17,47 @@ from ...wire.protocol import Check, ProvenanceRun
 from ..devices import rank_tensor
 from .common import dtensor
 
-__all__ = ["gathered_buffer", "own_gradient_buffer", "reduced_gradient_buffer", "check_shards", "GATHERED_NAME",
-           "OWN_GRADIENT_NAME", "REDUCED_GRADIENT_NAME"]
-
-GATHERED_NAME = "block 0 W_query (gathered)"
-"""The buffer showing block 0's unsharded W_query while FSDP holds it."""
-
-OWN_GRADIENT_NAME = "block 0 W_query grad (this rank's)"
-"""This rank's own full gradient of block 0's W_query, before the reduce-scatter."""
-
-REDUCED_GRADIENT_NAME = "block 0 W_query grad shard (averaged)"
-"""The averaged gradient shard of block 0's W_query this rank keeps after the reduce-scatter."""
+__all__ = ["FollowedWeight", "shard_buffer", "gathered_buffer", "own_gradient_buffer", "reduced_gradient_buffer",
+           "check_shards"]
 
 
-def gathered_buffer(ctx: RankContext, param: torch.Tensor, group: dist.ProcessGroup | None = None) -> None:
+@dataclass(frozen=True)
+class FollowedWeight:
+    """The one weight of an FSDP unit the rank panels follow through its calls, and the names its
+    buffers are shown under: ``label`` is ``embed tokens``, ``block 0 W_query``, ``head W_out``."""
+
+    label: str
+
+    @property
+    def shard_name(self) -> str:
+        """This rank's shard, as FSDP keeps it between the unit's calls."""
+        return f"{self.label} shard"
+
+    @property
+    def gathered_name(self) -> str:
+        """The unsharded weight while FSDP holds it (after an all-gather)."""
+        return f"{self.label} (gathered)"
+
+    @property
+    def own_gradient_name(self) -> str:
+        """This rank's own full gradient, before the reduce-scatter."""
+        return f"{self.label} grad (this rank's)"
+
+    @property
+    def reduced_gradient_name(self) -> str:
+        """The averaged gradient shard this rank keeps after the reduce-scatter."""
+        return f"{self.label} grad shard (averaged)"
+
+
+def shard_buffer(ctx: RankContext, param: torch.Tensor, followed: FollowedWeight) -> None:
+    """Emit this rank's shard of the sharded ``param`` (a copy, untracked): the data it holds alone."""
+    with ctx.tracker.suspended():  # a copy, as in emit_parameters
+        shard = dtensor(param).to_local().detach().clone()
+    ctx.buffer(followed.shard_name, "shard", "before", shard, uniform_provenance(shard.numel(), [ctx.rank]))
+
+
+def gathered_buffer(ctx: RankContext, param: torch.Tensor, followed: FollowedWeight,
+                    group: dist.ProcessGroup | None = None) -> None:
     """Emit the unsharded ``param`` FSDP just gathered, with provenance observed by all-gathering
     rank tags of its shard's shape over ``group``, the ranks that shard it (default: all; under
     HSDP this rank's replica group), untracked: not part of the scenario's traffic."""
@@ -50,10 +80,10 @@ def gathered_buffer(ctx: RankContext, param: torch.Tensor, group: dist.ProcessGr
         # a copy: summarising calls .numpy(), which makes a storage non-resizable, and FSDP resizes
         # this one to 0 when it reshards
         snapshot = param.detach().clone()
-    ctx.buffer(GATHERED_NAME, "gathered", "after", snapshot, provenance)
+    ctx.buffer(followed.gathered_name, "gathered", "after", snapshot, provenance)
 
 
-def own_gradient_buffer(ctx: RankContext, param: torch.Tensor) -> None:
+def own_gradient_buffer(ctx: RankContext, param: torch.Tensor, followed: FollowedWeight) -> None:
     """Emit this rank's own full gradient of the unsharded ``param`` (computed from its batch
     alone), before FSDP reduce-scatters it."""
     if param.grad is None:
@@ -61,11 +91,11 @@ def own_gradient_buffer(ctx: RankContext, param: torch.Tensor) -> None:
     with ctx.tracker.suspended():
         grad = param.grad.detach()
         snapshot = (grad.full_tensor() if hasattr(grad, "full_tensor") else grad).clone()
-    ctx.buffer(OWN_GRADIENT_NAME, "grad", "before", snapshot, uniform_provenance(snapshot.numel(), [ctx.rank]))
+    ctx.buffer(followed.own_gradient_name, "grad", "before", snapshot, uniform_provenance(snapshot.numel(), [ctx.rank]))
 
 
-def reduced_gradient_buffer(ctx: RankContext, param: torch.Tensor, shard_group: dist.ProcessGroup | None,
-                            replicate_group: dist.ProcessGroup | None) -> None:
+def reduced_gradient_buffer(ctx: RankContext, param: torch.Tensor, followed: FollowedWeight,
+                            shard_group: dist.ProcessGroup | None, replicate_group: dist.ProcessGroup | None) -> None:
     """Emit the averaged gradient shard of ``param`` this rank keeps after FSDP's reduce-scatter
     over ``shard_group`` (and, under HSDP, the all-reduce over ``replicate_group``), with its
     provenance observed by running the same reduction over rank tags (untracked)."""
@@ -88,7 +118,7 @@ def reduced_gradient_buffer(ctx: RankContext, param: torch.Tensor, shard_group: 
 
         runs = observe_provenance(param.dtype, ctx.world_size, received)
         snapshot = local.detach().clone()
-    ctx.buffer(REDUCED_GRADIENT_NAME, "grad", "after", snapshot, runs)
+    ctx.buffer(followed.reduced_gradient_name, "grad", "after", snapshot, runs)
 
 
 def check_shards(ctx: RankContext, model: nn.Module) -> bool:
