@@ -18,9 +18,8 @@ from support.nodes import identity
 from support.scenarios import COLLECTIVE_SCENARIOS, DDP_REFUSAL
 from support.training import N, single_process_step
 
-pytest_plugins = ["support.run_order", "support.quick_exit"]
-"""--reverse-order and --shuffle-seed N (tests/support/run_order.py): the suite runs in any order; the test
-process leaves by os._exit once pytest reported (tests/support/quick_exit.py)."""
+pytest_plugins = ["support.run_order"]
+"""--reverse-order and --shuffle-seed N (tests/support/run_order.py): the suite runs in any order."""
 load_profile()  # Hypothesis's profile (repeatable unless asked to explore), loaded before any test is collected
 
 

@@ -32,6 +32,7 @@ not among the script's own.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import socket
@@ -154,6 +155,21 @@ def _serve_status(request: _c10d._Request, response: _c10d._Response) -> None:
     """:data:`STATUS_HANDLER`'s answer: ``{"pg_status": …}``."""
     response.set_content(json.dumps({"pg_status": _statuses()}).encode(), "application/json")
     response.set_status(200)
+
+
+def _register_status_handler() -> None:
+    """Add :data:`STATUS_HANDLER` to torch's worker server, once a process (torch refuses a second).
+
+    torch keeps its handlers in a C++ global that is destroyed after the interpreter has ended;
+    as it ends, the interpreter clears the names of every module still alive, so the registry's
+    reference to :func:`_serve_status` can be the last, and the handler would then be freed with
+    no interpreter left: "Fatal Python error: PyThreadState_Get … finalizing", status 134, at an
+    otherwise normal exit. The registry is given one reference of its own that is never returned:
+    it never frees the handler (one function, kept for the life of the process anyway)."""
+    if STATUS_HANDLER in _c10d._get_handler_names():  # type: ignore[attr-defined]
+        return
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(_serve_status))
+    _c10d._register_handler(STATUS_HANDLER, _serve_status)
 
 
 def _settle(most_s: float) -> None:
@@ -296,8 +312,7 @@ def recorded_rank(place: RecorderPlace, rank: int, device: torch.device) -> Iter
     dumped (see the module's text); the dump is written before the body's exception, if any, goes on."""
     os.environ.setdefault(FR_BUFFER_ENV, str(DEFAULT_ENTRIES))
     _watchdog_dumps_in(place.folder)
-    if STATUS_HANDLER not in _c10d._get_handler_names():  # type: ignore[attr-defined]  # once a process: torch refuses a second
-        _c10d._register_handler(STATUS_HANDLER, _serve_status)
+    _register_status_handler()
     dumper = _Dumper(dump_path(place.folder, rank), device)
     threading.Thread(target=dumper.on_request, args=(place.request_fd,), name="collviz-fr-dump",
                      daemon=True).start()

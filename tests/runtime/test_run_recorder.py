@@ -342,7 +342,6 @@ def test_the_last_dump_waits_for_the_scripts_device_to_finish_its_queued_calls(m
     for name in (recorder.FR_BUFFER_ENV, *recorder.WATCHDOG_DUMP_ENVS):  # set by the rank: gone after the test
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(recorder, "_worker_server", lambda path: contextlib.nullcontext())
-    _no_handler_in_this_process(monkeypatch, recorder)
     monkeypatch.setattr(recorder, "_settle", lambda most_s: None)
     monkeypatch.setattr(recorder, "recorder_json", lambda: cuda.calls.append(("dump", None)) or b"{}")
     read, write = os.pipe()
@@ -368,6 +367,21 @@ def test_a_device_that_never_finishes_costs_the_last_dump_a_bounded_wait(monkeyp
     never.set()
 
 
+def test_a_process_that_registered_the_status_handler_ends_normally():
+    """torch's handler registry, a C++ global, is destroyed after the interpreter has ended; the
+    interpreter clears the names of the modules still alive as it ends (the recorder's is kept
+    alive here from ``sys``, as a test module holding it keeps it under pytest), leaving the
+    registry's reference to the handler the last: freed then, it aborted the process (status 134,
+    "PyThreadState_Get … finalizing")."""
+    program = ("import sys\n"
+               "from collviz.runtime.userjob import recorder\n"
+               "recorder._register_status_handler()\n"
+               "recorder._register_status_handler()  # once a process: the second does nothing\n"
+               "sys.kept_to_the_end = recorder\n")
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=DEADLINE_S)
+    assert (result.returncode, result.stderr) == (0, "")
+
+
 def _environment_in_the_script(monkeypatch: pytest.MonkeyPatch, folder: Path) -> dict[str, str | None]:
     """The watchdog's dump variables as a script run by :func:`recorded_rank` in ``folder`` sees them."""
     import contextlib
@@ -378,18 +392,11 @@ def _environment_in_the_script(monkeypatch: pytest.MonkeyPatch, folder: Path) ->
 
     monkeypatch.setattr(recorder, "_worker_server", lambda path: contextlib.nullcontext())
     monkeypatch.setattr(recorder, "_Dumper", lambda path, device: _NoDumps())
-    _no_handler_in_this_process(monkeypatch, recorder)
     monkeypatch.delenv(recorder.FR_BUFFER_ENV, raising=False)  # set by the rank: gone after the test
     seen: dict[str, str | None] = {}
     with recorder.recorded_rank(recorder.RecorderPlace(str(folder), _closed_pipe()), 3, torch.device("cpu")):
         seen = {name: os.environ.get(name) for name in ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")}
     return seen
-
-
-def _no_handler_in_this_process(monkeypatch: pytest.MonkeyPatch, recorder) -> None:
-    """A rank registers its status handler with torch's C++ registry, which keeps the Python callable
-    past the interpreter's end (ranks leave by os._exit): the test process registers none."""
-    monkeypatch.setattr(recorder._c10d, "_get_handler_names", lambda: [recorder.STATUS_HANDLER])
 
 
 class _NoDumps:
