@@ -3,7 +3,8 @@ Recorder answer (torch 2.13 cannot send less: its handler takes no parameter; ~2
 CPU at 2,000 calls, ``benchmarks/live_cost.py``), so the pace adapts: the fastest interval while
 some ranks wait (a wait is confirmed, and its time counted, at that pace), else the slowest the
 user set — a job whose calls flow steadily is read at the slowest pace, however fast its calls
-move.
+move — or longer, where the ranks' measured CPU has not yet paid for another reading
+(:mod:`.reading_cost`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class Pace:
     fastest_s: float = 1.0
     slowest_s: float = 10.0
 
-    def after(self, busy: bool) -> float:
-        """The interval after a reading that found ranks waiting (``busy``) or not."""
-        return self.fastest_s if busy else self.slowest_s
+    def after(self, busy: bool, held_s: float = 0.0) -> float:
+        """The interval after a reading that found ranks waiting (``busy``) or not; a steady one
+        at least ``held_s`` (what the readings' measured cost asks)."""
+        return self.fastest_s if busy else max(self.slowest_s, held_s)

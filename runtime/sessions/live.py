@@ -31,6 +31,7 @@ from ..live.inspector_reader import InspectorReader
 from ..live.loop import LiveLoop
 from ..live.pace import Pace
 from ..live.reading import End, Reader
+from ..live.reading_cost import ReadingCost
 from ..live.recorder_reader import RecorderReader
 from ..live.workers import Worker
 from ..wire.protocol import IMPORT_RUN_PREFIX, AnyEvent
@@ -46,7 +47,8 @@ class LiveSession(TracedSession):
     """The viewer's end of a job read by ``reader``.
 
     ``running``: whether the job is still running (a launcher that knows); without it the job is
-    over when the reader says so. ``pace``: how readings are paced. ``patient``: a rank that never
+    over when the reader says so. ``pace``: how readings are paced, held back by ``cost`` where it
+    measures the ranks (:mod:`~collviz.runtime.live.reading_cost`). ``patient``: a rank that never
     answered is not named (a job that is starting). ``closes_ranks``: each rank gets its RankEnd
     (ok) at the end, for a source that says nothing of ranks ending (an Inspector folder).
     """
@@ -55,6 +57,7 @@ class LiveSession(TracedSession):
     record: Path | None = None
     running: Callable[[], bool] | None = None
     pace: Pace = Pace()
+    cost: ReadingCost | None = None
     patient: bool = False
     closes_ranks: bool = False
     names_silent: bool = True
@@ -80,7 +83,7 @@ class LiveSession(TracedSession):
         intake = self._intake = Intake(trace, math.inf, self.run_id)
         feed = Feed(intake, self.run_id, self.reader, patient=self.patient or self.running is not None,
                     names_silent=self.names_silent)
-        self._loop = LiveLoop(self.reader, feed, self.pace)
+        self._loop = LiveLoop(self.reader, feed, self.pace, cost=self.cost)
 
     def poll(self, timeout: float) -> list[AnyEvent]:
         """The events of the readings taken since the last call: reads if a reading falls due
@@ -130,9 +133,10 @@ def _outcome(end: End) -> RunOutcome:
 def attached_session(workers: Sequence[Worker], *, record: Path | None = None, target: str = "", pace: Pace = Pace(),
                      timeout_s: float = 2.0, running: Callable[[], bool] | None = None) -> LiveSession:
     """A session on the job whose ranks serve their Flight Recorders at ``workers`` (``collviz
-    attach``): each request within ``timeout_s``; ``running`` see :class:`LiveSession`."""
+    attach``): each request within ``timeout_s``, the ranks on this host measured so that readings
+    keep under their share of the ranks' CPU; ``running`` see :class:`LiveSession`."""
     reader = RecorderReader(workers, timeout_s, target=target)
-    return LiveSession(reader, record=record, running=running, pace=pace,
+    return LiveSession(reader, record=record, running=running, pace=pace, cost=ReadingCost.of(workers),
                        run_id=f"attach-{uuid.uuid4().hex[:12]}")
 
 
