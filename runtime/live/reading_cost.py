@@ -9,10 +9,12 @@ credentials) is measured as ``benchmarks/live_cost.py`` measures it: the CPU of 
 threads (``pt_workerserver``) ÷ the CPU of its other threads, from ``/proc/PID/task/*/schedstat``
 — read by collviz, from outside, costing the rank nothing. After each reading the next steady one
 is held back until the rank's own CPU has grown enough to pay for another at that share (the worse
-rank decides), every reading it paid for while working counted, so that a first reading paid
-before its cost was known is paid back. A rank whose own CPU has nearly stopped growing (waiting, stalled, sleeping) holds
-nothing back: a reading then takes nothing from its work. A rank on another host (a debug server's
-TCP address) is not measured, and its readings keep the user's pace.
+rank decides) — the share of both since the rank started, as the benchmark measures it, so a
+reading paid before its cost was known (a young job's first full buffer) is paid back, and a job
+attached late in its life has long paid for the first readings. A rank whose own CPU has nearly
+stopped growing (waiting, stalled, sleeping) holds nothing back: a reading then takes nothing from
+its work, and is not counted against it later. A rank on another host (a debug server's TCP
+address) is not measured, and its readings keep the user's pace.
 """
 
 from __future__ import annotations
@@ -88,11 +90,11 @@ def server_pid(worker: Worker, timeout_s: float = 1.0) -> int | None:
 
 @dataclass
 class _Account:
-    """One rank's account since it was first measured: the CPU its readings took while it worked,
-    its own CPU, and the last sample (when, what)."""
+    """One rank's account: the largest reading it paid for, the server CPU of readings taken while
+    it was idle (not counted against it), and its last sample (when, what)."""
 
-    paid_ns: int = 0
-    own_ns: int = 0
+    largest_ns: int = 0
+    idle_ns: int = 0
     at: float = 0.0
     last: ThreadCpu | None = None
 
@@ -122,8 +124,10 @@ class ReadingCost:
 
     def after(self) -> float:
         """Note each rank's CPU as the reading ends: the seconds the next steady reading must wait
-        so that each working rank's own CPU, at its rate since the reading before, pays for all its
-        readings so far and one more like this one at ``share`` (0: no rank holds it back)."""
+        so that each working rank's own CPU since it started, growing at its rate since the reading
+        before, pays at ``share`` for all its worker server's CPU so far (readings taken while it
+        was idle aside) and one more reading as costly as the costliest yet (0: no rank holds it
+        back)."""
         now = self.clock()
         hold = 0.0
         for rank, pid in self.pids.items():
@@ -134,15 +138,13 @@ class ReadingCost:
             account = self._accounts.setdefault(rank, _Account())
             previous, since = account.last, now - account.at
             account.at, account.last = now, end
+            account.largest_ns = max(account.largest_ns, cost)
             if previous is None or since <= 0:
-                account.paid_ns += cost
                 continue
-            grown = end.own_ns - previous.own_ns
-            account.own_ns += grown
-            own_rate = grown / (since * 1e9)
+            own_rate = (end.own_ns - previous.own_ns) / (since * 1e9)
             if own_rate < IDLE_SHARE:
-                continue  # waiting or stalled: this reading took nothing from its work
-            account.paid_ns += cost
-            owed_ns = (account.paid_ns + cost) / self.share - account.own_ns
+                account.idle_ns += cost  # waiting or stalled: this reading took nothing from its work
+                continue
+            owed_ns = (end.server_ns - account.idle_ns + account.largest_ns) / self.share - end.own_ns
             hold = max(hold, owed_ns / (own_rate * 1e9))
         return hold

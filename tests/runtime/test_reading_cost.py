@@ -61,33 +61,41 @@ class _Ranks:
         return self.cpu.get(pid)
 
 
-def test_the_next_steady_reading_waits_until_the_working_ranks_cpu_pays_for_every_reading():
-    ranks = _Ranks({10: ThreadCpu(0, 0), 11: ThreadCpu(0, 0)})
+def test_the_next_steady_reading_waits_until_the_working_ranks_cpu_since_it_started_pays_for_one_more():
+    # rank 0 had worked 4 s and its server 3 ms (another reader) before the first reading
+    ranks = _Ranks({10: ThreadCpu(3 * MS, 4 * S), 11: ThreadCpu(0, 0)})
     cost = ReadingCost({0: 10, 1: 11}, share=0.004, cpu=ranks.read, clock=lambda: ranks.now)
     cost.before()
-    ranks.cpu = {10: ThreadCpu(1 * MS, 0), 11: ThreadCpu(1 * MS, 0)}
-    assert cost.after() == 0.0  # the first reading: no rate known yet, paid
+    ranks.cpu = {10: ThreadCpu(4 * MS, 4 * S), 11: ThreadCpu(1 * MS, 0)}
+    assert cost.after() == 0.0  # the first reading: no rate known yet
     ranks.now = 10.0  # rank 0 works at half a core; rank 1 at 1 % of one (it waits)
     cost.before()
-    ranks.cpu = {10: ThreadCpu(21 * MS, 5 * S), 11: ThreadCpu(21 * MS, S // 10)}
-    # rank 0: paid 1 + 20 ms; one more like this one (20 ms) at 0.4 % needs 41 ms / 0.004 = 10.25 s
-    # of its own CPU, it has 5 s: 5.25 s more at 0.5 s a second = 10.5 s. Rank 1 holds nothing back.
-    assert abs(cost.after() - 10.5) < 1e-9
+    ranks.cpu = {10: ThreadCpu(24 * MS, 9 * S), 11: ThreadCpu(21 * MS, S // 10)}
+    # rank 0: its server's 24 ms and one more reading like its costliest (20 ms), at 0.4 %, need
+    # 44 ms / 0.004 = 11 s of its own CPU; it has 9 s: 2 s more at 0.5 s a second = 4 s.
+    assert abs(cost.after() - 4.0) < 1e-9
     ranks.now = 30.0
     cost.before()
-    ranks.cpu = {10: ThreadCpu(41 * MS, 15 * S), 11: ThreadCpu(41 * MS, S // 5)}
-    # rank 0: paid 1 + 20 + 20 = 41 ms; one more: 61 ms / 0.004 = 15.25 s; it has 15 s: 0.25 s at 0.5
-    assert abs(cost.after() - 0.5) < 1e-9
+    ranks.cpu = {10: ThreadCpu(44 * MS, 19 * S), 11: ThreadCpu(41 * MS, S // 5)}
+    # (44 + 20) ms / 0.004 = 16 s, and it has 19 s: paid for; rank 1 still waits
+    assert cost.after() == 0.0
 
 
-def test_a_rank_gone_or_idle_holds_nothing_back():
+def test_a_rank_gone_or_idle_holds_nothing_back_and_readings_while_idle_are_not_counted_against_it():
     ranks = _Ranks({10: ThreadCpu(0, 0)})
-    cost = ReadingCost({0: 10, 1: 11}, cpu=ranks.read, clock=lambda: ranks.now)
-    for now, own in ((0.0, 0), (10.0, S // 100)):  # 1 % of a core: below IDLE_SHARE
-        ranks.now = now
-        cost.before()
-        ranks.cpu = {10: ThreadCpu(now and 50 * MS, own)}
-        assert cost.after() == 0.0
+    cost = ReadingCost({0: 10, 1: 11}, share=0.004, cpu=ranks.read, clock=lambda: ranks.now)  # pid 11: gone
+    cost.before()
+    assert cost.after() == 0.0
+    ranks.now = 10.0
+    cost.before()
+    ranks.cpu = {10: ThreadCpu(50 * MS, S // 10)}  # 1 % of a core: below IDLE_SHARE
+    assert cost.after() == 0.0
+    ranks.now = 20.0
+    cost.before()
+    ranks.cpu = {10: ThreadCpu(60 * MS, S // 10 + 10 * S)}  # one core
+    # its server's 60 ms less the 50 ms read while it was idle, plus the costliest (50 ms): 60 ms /
+    # 0.004 = 15 s; it has 10.1 s: 4.9 s more at one core
+    assert abs(cost.after() - 4.9) < 1e-9
 
 
 def _call(rank: int, seq: int, issued_ns: int, completed: bool) -> Call:
