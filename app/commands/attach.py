@@ -145,7 +145,8 @@ def main(argv: Sequence[str]) -> int:
 
 def _watch(reader: RecorderReader, pace: Pace, count: int | None, as_json: bool) -> int:
     """Print each new snapshot until Ctrl-C, ``count`` readings or the job's end (said in one
-    line); the exit status: the last snapshot's, 1 where the job ended while ranks waited."""
+    line: "the job ended"); the exit status: the last snapshot's, or at the job's end 0, 1 where it
+    ended while ranks waited."""
     from collviz.runtime.live.reading_cost import ReadingCost
     from collviz.runtime.live.snapshot import Snapshot, watch
 
@@ -157,16 +158,13 @@ def _watch(reader: RecorderReader, pace: Pace, count: int | None, as_json: bool)
         print(json.dumps(snapshot.document(), ensure_ascii=False) if as_json else snapshot.text() + "\n", flush=True)
 
     try:
-        last, reading = watch(reader, show, pace, count, cost=ReadingCost.of(reader.workers))
+        last, _, end = watch(reader, show, pace, count, cost=ReadingCost.of(reader.workers))
     except KeyboardInterrupt:
         return shown[-1].exit_status if shown else 0
-    if not reading.gone:
+    if end is None:
         return last.exit_status if last is not None else 0
-    stalled = last is not None and bool(last.waits)
-    print("collviz attach: the job ended" + (" while ranks waited on others (the last snapshot above)" if stalled
-                                             else ": no rank's worker server answers any more"),
-          file=sys.stderr if as_json else sys.stdout, flush=True)
-    return 1 if stalled else 0
+    print(f"collviz attach: {end.detail}", file=sys.stderr if as_json else sys.stdout, flush=True)
+    return 0 if end.status == "ok" else 1
 
 
 def _view(workers: list[Worker], target: str, record: Path | None, pace: Pace, timeout_s: float) -> int:

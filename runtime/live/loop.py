@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+
+from ..observation.rank_lists import ranks_text
 
 from .feed import Feed
 from .pace import Pace
-from .reading import Reader, Reading, waits_of
+from .reading import CallKey, End, Reader, Reading, Wait, waits_of
 from .reading_cost import ReadingCost
 
-__all__ = ["LiveLoop"]
+__all__ = ["LiveLoop", "how_it_ended"]
 
 
 @dataclass
@@ -46,6 +48,8 @@ class LiveLoop:
     """The last reading taken."""
     busy: bool = field(default=False, init=False)
     """Whether the last reading showed a wait that has lasted (the next reading is soon)."""
+    waiting: dict[CallKey, Wait] = field(default_factory=dict, init=False)
+    """The waits confirmed at the last reading any rank answered: those the job's end cut short."""
     _due: float = field(default_factory=time.monotonic, init=False)
     _woken: threading.Event = field(default_factory=threading.Event, init=False)
 
@@ -61,6 +65,8 @@ class LiveLoop:
         reading = self.reader.read()
         held_s = self.cost.after() if self.cost is not None else 0.0
         self.feed.take(reading, self.stall_after_s, final, excused)
+        if not reading.gone:
+            self.waiting = dict(self.feed.confirmed)
         self.busy = self._lasting_wait(reading, began_ns)
         self.interval = self.pace.after(self.busy, held_s)
         self._due = time.monotonic() + self.interval
@@ -96,3 +102,16 @@ class LiveLoop:
     def interrupt(self) -> None:
         """Wake a :meth:`wait_and_step` under way (from another thread, or a signal's handler)."""
         self._woken.set()
+
+
+def how_it_ended(end: End, waiting: Mapping[CallKey, Wait]) -> End:
+    """How a job ended as the user is told: ``end``, or, where ranks were waiting at the last
+    reading any rank answered (:attr:`LiveLoop.waiting`), ``failed``: it ended stalled, the
+    longest wait named."""
+    if not waiting or end.status != "ok":
+        return end
+    wait = min(waiting.values(), key=lambda found: found.issued_ns)
+    plural = "s" if len(wait.waiting) > 1 else ""
+    others = f" (and {len(waiting) - 1} other wait{'s' if len(waiting) > 2 else ''})" if len(waiting) > 1 else ""
+    return End("failed", f"the job ended while rank{plural} {ranks_text(wait.waiting)} waited in {wait.text} for "
+                         f"rank{'s' if len(wait.missing) > 1 else ''} {ranks_text(wait.missing)}{others}")

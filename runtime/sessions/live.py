@@ -13,7 +13,9 @@ waits (with the missing ranks' stack lines), so the intake's own hang watch is o
 It ends when the reader says the job is over (no rank answers; an Inspector folder idle), or,
 given ``running``, once that says the job is over (after one last reading); ``stop`` ends it as
 interrupted and closes the trace, which stays readable. The RunEnd's detail says how the job
-ended — and stays the last event, so the viewer keeps the step the user was on and says so.
+ended (``failed``, naming the wait, where ranks were waiting at the last reading any rank answered:
+:func:`~collviz.runtime.live.loop.how_it_ended`) — and stays the last event, so the viewer keeps the
+step the user was on and says so.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 
 from ..live.feed import Feed
 from ..live.inspector_reader import InspectorReader
-from ..live.loop import LiveLoop
+from ..live.loop import LiveLoop, how_it_ended
 from ..live.pace import Pace
 from ..live.reading import End, Reader
 from ..live.reading_cost import ReadingCost
@@ -98,7 +100,7 @@ class LiveSession(TracedSession):
                     self._intake.check()  # ranks that called different things at the same place
                     end = self.reader.ended(reading) if self.running is None else None  # a launcher knows better
                     if last or end is not None:
-                        self._end(_outcome(end or End("ok", "the job has ended")))
+                        self._end(_outcome(how_it_ended(end or End("ok", "the job has ended"), self._loop.waiting)))
                     else:
                         self._intake.flush()
         return self._intake.take_pending()
