@@ -8,8 +8,9 @@ work), :meth:`LiveLoop.wait_and_step` waits for the next one (up to a timeout, w
 and sets the next interval: the fastest while ranks wait (a wait that has lasted — its waiters
 had issued the call ``fastest_s`` or more before the reading began, or the reading before showed it
 too: :attr:`LiveLoop.busy`), the slowest while none
-does, however fast the calls move, and longer where a :class:`~.reading_cost.ReadingCost` measures
-that the ranks' CPU has not yet paid for another reading (:class:`~.pace.Pace`: a reading costs
+does, however fast the calls move (where a :class:`~.reading_cost.ReadingCost` measures the ranks,
+reached by doubling from the fastest), and longer where it measures that the ranks' CPU has not yet
+paid for another reading (:class:`~.pace.Pace`: a reading costs
 each rank its whole recorder's answer). A wait younger than the reading is no reason to read again
 soon: a rank whose server builds its answer is held out of its next call meanwhile (on a loaded
 machine for a second and more), and its peers wait for it.
@@ -68,7 +69,8 @@ class LiveLoop:
         if not reading.gone:
             self.waiting = dict(self.feed.confirmed)
         self.busy = self._lasting_wait(reading, began_ns)
-        self.interval = self.pace.after(self.busy, held_s)
+        eased_from = None if self.cost is None else min(self.interval, self.pace.slowest_s)
+        self.interval = self.pace.after(self.busy, held_s, eased_from)
         self._due = time.monotonic() + self.interval
         self.latest = reading
         return reading

@@ -90,10 +90,11 @@ def server_pid(worker: Worker, timeout_s: float = 1.0) -> int | None:
 
 @dataclass
 class _Account:
-    """One rank's account: the largest reading it paid for, the server CPU of readings taken while
-    it was idle (not counted against it), and its last sample (when, what)."""
+    """One rank's account: the largest reading it paid for, the last one's, the server CPU of
+    readings taken while it was idle (not counted against it), and its last sample (when, what)."""
 
     largest_ns: int = 0
+    last_cost_ns: int = 0
     idle_ns: int = 0
     at: float = 0.0
     last: ThreadCpu | None = None
@@ -126,8 +127,10 @@ class ReadingCost:
         """Note each rank's CPU as the reading ends: the seconds the next steady reading must wait
         so that each working rank's own CPU since it started, growing at its rate since the reading
         before, pays at ``share`` for all its worker server's CPU so far (readings taken while it
-        was idle aside) and one more reading as costly as the costliest yet (0: no rank holds it
-        back)."""
+        was idle aside) and one more reading: as costly as the costliest yet, or as this one grown
+        again by as much as it grew from the one before, up to twice (a young job's buffer still
+        fills, and the eased pace doubles the time between readings), the larger (0: no rank holds
+        it back)."""
         now = self.clock()
         hold = 0.0
         for rank, pid in self.pids.items():
@@ -138,13 +141,16 @@ class ReadingCost:
             account = self._accounts.setdefault(rank, _Account())
             previous, since = account.last, now - account.at
             account.at, account.last = now, end
+            grown = min(2.0, max(1.0, cost / account.last_cost_ns)) if account.last_cost_ns else 1.0
             account.largest_ns = max(account.largest_ns, cost)
+            account.last_cost_ns = cost
+            next_ns = max(account.largest_ns, cost * grown)  # a young job's buffer still grows
             if previous is None or since <= 0:
                 continue
             own_rate = (end.own_ns - previous.own_ns) / (since * 1e9)
             if own_rate < IDLE_SHARE:
                 account.idle_ns += cost  # waiting or stalled: this reading took nothing from its work
                 continue
-            owed_ns = (end.server_ns - account.idle_ns + account.largest_ns) / self.share - end.own_ns
+            owed_ns = (end.server_ns - account.idle_ns + next_ns) / self.share - end.own_ns
             hold = max(hold, owed_ns / (own_rate * 1e9))
         return hold

@@ -71,13 +71,14 @@ def test_the_next_steady_reading_waits_until_the_working_ranks_cpu_since_it_star
     ranks.now = 10.0  # rank 0 works at half a core; rank 1 at 1 % of one (it waits)
     cost.before()
     ranks.cpu = {10: ThreadCpu(24 * MS, 9 * S), 11: ThreadCpu(21 * MS, S // 10)}
-    # rank 0: its server's 24 ms and one more reading like its costliest (20 ms), at 0.4 %, need
-    # 44 ms / 0.004 = 11 s of its own CPU; it has 9 s: 2 s more at 0.5 s a second = 4 s.
-    assert abs(cost.after() - 4.0) < 1e-9
+    # rank 0: its server's 24 ms and one more reading, this one's 20 ms grown again as it grew from
+    # the 1 ms before, up to twice: 40 ms; at 0.4 % 64 ms / 0.004 = 16 s of its own CPU; it has 9 s:
+    # 7 s more at 0.5 s a second = 14 s.
+    assert abs(cost.after() - 14.0) < 1e-9
     ranks.now = 30.0
     cost.before()
     ranks.cpu = {10: ThreadCpu(44 * MS, 19 * S), 11: ThreadCpu(41 * MS, S // 5)}
-    # (44 + 20) ms / 0.004 = 16 s, and it has 19 s: paid for; rank 1 still waits
+    # 20 ms again, no growth: (44 + 20) ms / 0.004 = 16 s, and it has 19 s: paid for; rank 1 still waits
     assert cost.after() == 0.0
 
 
@@ -168,7 +169,9 @@ def test_a_steady_reading_waits_as_long_as_the_measured_cost_asks():
     job = _Job([0], waits=False)
     loop = _loop(job, 0, cost)
     loop.step()
-    assert loop.interval == 10.0  # the first reading: its cost paid, no rate known yet
+    assert loop.interval == 2.0  # no rate known yet: the steady pace eased in, twice the fastest
+    loop.step()
+    assert loop.interval == 4.0
     ranks.now, ranks.cpu = 10.0, {10: ThreadCpu(0, 2 * S)}  # the rank worked at 0.2 of a core
 
     def server_answers() -> None:
