@@ -70,7 +70,8 @@ from the last (with --json, one document per line), until Ctrl-C, --count readin
 answers (the job ended: said in one line; exit 1 if ranks waited on others then). Every reading
 costs each rank the building of its whole Flight Recorder answer (torch cannot send less), so the
 pace adapts: every --interval seconds while ranks wait, else every --slowest seconds (however
-fast the calls move).
+fast the calls move), or less often where ranks on this host are measured (per thread, from
+/proc) to have not yet paid for another reading at 0.4 % of their own CPU.
 
 A job that prepared nothing (no worker server) is read by pid, its ranks' Python stacks read with
 py-spy, never pausing them (--native adds C++ frames, pausing each rank for the moment of the read):
@@ -177,7 +178,10 @@ def main(argv: Sequence[str]) -> int:
 
 def _watch(reader: Reader, pace: Pace, count: int | None, as_json: bool) -> int:
     """Print each new snapshot until Ctrl-C, ``count`` readings or the job's end (said in one
-    line); the exit status: the last snapshot's, 1 where the job ended while ranks waited."""
+    line: "the job ended"); the exit status: the last snapshot's, or at the job's end 0, 1 where it
+    ended while ranks waited."""
+    from collviz.runtime.live.reading_cost import ReadingCost
+    from collviz.runtime.live.recorder_reader import RecorderReader
     from collviz.runtime.live.snapshot import Snapshot, watch
 
     shown: list[Snapshot] = []
@@ -188,16 +192,14 @@ def _watch(reader: Reader, pace: Pace, count: int | None, as_json: bool) -> int:
         print(json.dumps(snapshot.document(), ensure_ascii=False) if as_json else snapshot.text() + "\n", flush=True)
 
     try:
-        last, reading = watch(reader, show, pace, count)
+        cost = ReadingCost.of(reader.workers) if isinstance(reader, RecorderReader) else None  # py-spy: no server
+        last, _, end = watch(reader, show, pace, count, cost=cost)
     except KeyboardInterrupt:
         return shown[-1].exit_status if shown else 0
-    if not reading.gone:
+    if end is None:
         return last.exit_status if last is not None else 0
-    stalled = last is not None and bool(last.waits)
-    print("collviz attach: the job ended" + (" while ranks waited on others (the last snapshot above)" if stalled
-                                             else ": no rank answers any more"),
-          file=sys.stderr if as_json else sys.stdout, flush=True)
-    return 1 if stalled else 0
+    print(f"collviz attach: {end.detail}", file=sys.stderr if as_json else sys.stdout, flush=True)
+    return 0 if end.status == "ok" else 1
 
 
 def _view(session: LiveSession) -> int:

@@ -268,10 +268,11 @@ def _run_state(log: EventLog, cursor: int, ranks: tuple[RankView, ...]) -> RunSt
         end = log.run_end[1]
         kinds: dict[str, RunKind] = {"ok": "finished", "failed": "failed", "interrupted": "interrupted"}
         kind = kinds[end.status]
-        # the launcher's own account: it names the cause (a mismatch, a hang's culprit), not a consequence
-        detail = end.detail or _first_failure(log, cursor)
-        text = "finished" if end.status == "ok" else f"{end.status}: {detail}" if detail else end.status
-        return RunState(kind, text)
+        # the launcher's own account: it names the cause (a mismatch, a hang's culprit), not a consequence;
+        # an ok end has a detail only from a live source, saying how the job ended ("the job ended: …")
+        detail = end.detail if end.status == "ok" else end.detail or _first_failure(log, cursor)
+        word = "finished" if end.status == "ok" else end.status
+        return RunState(kind, f"{word}: {detail}" if detail else word)
     mismatch = bisect_left(log.mismatches, cursor, key=lambda entry: entry[0])
     if mismatch:
         return RunState("failed", f"failed: {log.mismatches[0][1].text}")

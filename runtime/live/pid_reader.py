@@ -158,7 +158,7 @@ class PidReader:
 
     def ended(self, reading: Reading) -> End | None:
         """Over once no rank's process is there any more."""
-        return End("ok", "every rank's process has ended") if reading.gone else None
+        return End("ok", "the job ended: every rank's process has ended") if reading.gone else None
 
 
 def _narration(words: str) -> str:

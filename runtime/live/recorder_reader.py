@@ -41,7 +41,7 @@ NOT_RECORDED = ("attached to a running job: its Flight Recorder holds each call'
                 "no values, provenance or transfers")
 """Why an attached job shows no values."""
 
-ENDED = "no rank's worker server answers any more: the job has ended (its exit status is its launcher's)"
+ENDED = "the job ended: no rank's worker server answers any more (its exit status is its launcher's)"
 """How an attached job's end is told."""
 
 Ask = Callable[[Sequence[Worker], str, float], Mapping[int, Answer]]

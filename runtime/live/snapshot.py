@@ -19,9 +19,10 @@ from typing import Any
 from ..observation.rank_lists import ranks_text
 from ..wire.protocol import AnyEvent
 from .feed import Feed
-from .loop import LiveLoop
+from .loop import LiveLoop, how_it_ended
 from .pace import Pace
-from .reading import Reader, Reading, call_text, waits_of
+from .reading import End, Reader, Reading, call_text, waits_of
+from .reading_cost import ReadingCost
 
 __all__ = ["RankNow", "Snapshot", "Wait", "snapshot_of", "take_snapshot", "watch"]
 
@@ -143,8 +144,8 @@ def snapshot_of(feed: Feed, reading: Reading) -> Snapshot:
     return Snapshot(ranks, waits)
 
 
-def _loop(reader: Reader, pace: Pace) -> LiveLoop:
-    return LiveLoop(reader, Feed(_Discard(), "snapshot", reader, names_silent=False), pace)
+def _loop(reader: Reader, pace: Pace, cost: ReadingCost | None = None) -> LiveLoop:
+    return LiveLoop(reader, Feed(_Discard(), "snapshot", reader, names_silent=False), pace, cost=cost)
 
 
 def take_snapshot(reader: Reader, interval_s: float = 1.0, sleep: Callable[[float], None] = time.sleep) -> Snapshot:
@@ -164,23 +165,27 @@ def _unconfirmed(feed: Feed, reading: Reading) -> bool:
 
 
 def watch(reader: Reader, show: Callable[[Snapshot], None], pace: Pace = Pace(), readings: int | None = None,
-          sleep: Callable[[float], None] = time.sleep) -> tuple[Snapshot | None, Reading]:
-    """Read every rank, paced by ``pace``, until ``readings`` readings were taken (None: until
-    interrupted) or no rank answers (the job is gone); ``show`` each snapshot that differs from the
-    one shown before (a first reading that shows a wait is not: the next confirms the wait or not). The last snapshot shown
-    (None: none was) and the last reading."""
-    loop = _loop(reader, pace)
+          sleep: Callable[[float], None] = time.sleep,
+          cost: ReadingCost | None = None) -> tuple[Snapshot | None, Reading, End | None]:
+    """Read every rank, paced by ``pace`` (held back by ``cost`` where it measures the ranks),
+    until ``readings`` readings were taken (None: until interrupted) or the reader says the job
+    ended; ``show`` each snapshot that differs from the one shown before (a first reading that
+    shows a wait that has lasted is not: the next, soon, confirms it or not). The last snapshot
+    shown (None: none was), the last reading, and how the job ended (None: it has not;
+    :func:`~.loop.how_it_ended`: ``failed`` where ranks were waiting at its end)."""
+    loop = _loop(reader, pace, cost)
     shown: Snapshot | None = None
     taken = 0
     while True:
         reading = loop.step()
         taken += 1
+        end = reader.ended(reading)
+        if end is not None:
+            return shown, reading, how_it_ended(end, loop.waiting)
         snapshot = snapshot_of(loop.feed, reading)
-        if reading.gone and shown is not None:
-            return shown, reading
-        if snapshot != shown and not (taken == 1 and _unconfirmed(loop.feed, reading)):
+        if snapshot != shown and not (taken == 1 and loop.busy and _unconfirmed(loop.feed, reading)):
             shown = snapshot
             show(snapshot)
-        if (readings is not None and taken >= readings) or reading.gone:
-            return shown, reading
+        if readings is not None and taken >= readings:
+            return shown, reading, None
         sleep(loop.interval)

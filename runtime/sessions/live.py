@@ -13,7 +13,9 @@ waits (with the missing ranks' stack lines), so the intake's own hang watch is o
 It ends when the reader says the job is over (no rank answers; an Inspector folder idle), or,
 given ``running``, once that says the job is over (after one last reading); ``stop`` ends it as
 interrupted and closes the trace, which stays readable. The RunEnd's detail says how the job
-ended — and stays the last event, so the viewer keeps the step the user was on and says so.
+ended (``failed``, naming the wait, where ranks were waiting at the last reading any rank answered:
+:func:`~collviz.runtime.live.loop.how_it_ended`) — and stays the last event, so the viewer keeps the
+step the user was on and says so.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from pathlib import Path
 
 from ..live.feed import Feed
 from ..live.inspector_reader import InspectorReader
-from ..live.loop import LiveLoop
+from ..live.loop import LiveLoop, how_it_ended
 from ..live.pace import Pace
 from ..live.pid_reader import PidReader
 from ..live.reading import End, Reader
+from ..live.reading_cost import ReadingCost
 from ..live.recorder_reader import RecorderReader
 from ..live.workers import Worker
 from ..wire.protocol import IMPORT_RUN_PREFIX, AnyEvent
@@ -47,7 +50,8 @@ class LiveSession(TracedSession):
     """The viewer's end of a job read by ``reader``.
 
     ``running``: whether the job is still running (a launcher that knows); without it the job is
-    over when the reader says so. ``pace``: how readings are paced. ``patient``: a rank that never
+    over when the reader says so. ``pace``: how readings are paced, held back by ``cost`` where it
+    measures the ranks (:mod:`~collviz.runtime.live.reading_cost`). ``patient``: a rank that never
     answered is not named (a job that is starting). ``closes_ranks``: each rank gets its RankEnd
     (ok) at the end, for a source that says nothing of ranks ending (an Inspector folder).
     """
@@ -56,6 +60,7 @@ class LiveSession(TracedSession):
     record: Path | None = None
     running: Callable[[], bool] | None = None
     pace: Pace = Pace()
+    cost: ReadingCost | None = None
     patient: bool = False
     closes_ranks: bool = False
     names_silent: bool = True
@@ -81,7 +86,7 @@ class LiveSession(TracedSession):
         intake = self._intake = Intake(trace, math.inf, self.run_id)
         feed = Feed(intake, self.run_id, self.reader, patient=self.patient or self.running is not None,
                     names_silent=self.names_silent)
-        self._loop = LiveLoop(self.reader, feed, self.pace)
+        self._loop = LiveLoop(self.reader, feed, self.pace, cost=self.cost)
 
     def poll(self, timeout: float) -> list[AnyEvent]:
         """The events of the readings taken since the last call: reads if a reading falls due
@@ -96,7 +101,7 @@ class LiveSession(TracedSession):
                     self._intake.check()  # ranks that called different things at the same place
                     end = self.reader.ended(reading) if self.running is None else None  # a launcher knows better
                     if last or end is not None:
-                        self._end(_outcome(end or End("ok", "the job has ended")))
+                        self._end(_outcome(how_it_ended(end or End("ok", "the job has ended"), self._loop.waiting)))
                     else:
                         self._intake.flush()
         return self._intake.take_pending()
@@ -131,9 +136,10 @@ def _outcome(end: End) -> RunOutcome:
 def attached_session(workers: Sequence[Worker], *, record: Path | None = None, target: str = "", pace: Pace = Pace(),
                      timeout_s: float = 2.0, running: Callable[[], bool] | None = None) -> LiveSession:
     """A session on the job whose ranks serve their Flight Recorders at ``workers`` (``collviz
-    attach``): each request within ``timeout_s``; ``running`` see :class:`LiveSession`."""
+    attach``): each request within ``timeout_s``, the ranks on this host measured so that readings
+    keep under their share of the ranks' CPU; ``running`` see :class:`LiveSession`."""
     reader = RecorderReader(workers, timeout_s, target=target)
-    return LiveSession(reader, record=record, running=running, pace=pace,
+    return LiveSession(reader, record=record, running=running, pace=pace, cost=ReadingCost.of(workers),
                        run_id=f"attach-{uuid.uuid4().hex[:12]}")
 
 

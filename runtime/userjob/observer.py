@@ -27,12 +27,12 @@ observed (they are not matched across a group as collectives are).
   all-reduce it finishes inside the ``wait``, with no future; FSDP2 waits on it at once): the
   end of the first ``Work.wait`` called from Python on it. A wait called from C++ is not seen,
   and the call is then shown untimed at the next step mark. Clock ``host``.
-- *its completion, on CPU* (gloo's other calls): one watcher thread per rank waits on each
+- *its completion, on CPU* (gloo's other calls): one completion thread per rank waits on each
   call's ``Work`` in issue order (the interpreter lock released while it waits) and stamps the
   time it wakes; the calls that have completed by then are stamped by the same wake, and one
   issued while it waits does not wake it. The backend's own threads run nothing of collviz's (a
   done-callback on the call's future would: it runs on gloo's thread before the call's waiters
-  are woken, delaying them). The stamp is late by the time the watcher takes to get the
+  are woken, delaying them). The stamp is late by the time the completion thread takes to get the
   interpreter lock (at most the switch interval, 5 ms, while the script's thread runs pure
   Python), or, for a call that completes before an earlier one, until the earlier one has.
   Clock ``host``.
@@ -89,7 +89,7 @@ from ..observation.memory import storages_of
 from ..observation.timing import CallClock
 from ..wire.protocol import Collective, CudaMemory, Memory, Phase, RankStart
 from ..wire.transport import EventEmitter
-from .watcher import Watcher
+from .completions import CompletionStamper
 
 __all__ = ["OBSERVED_OPS", "NOT_CAPTURED", "HAND_OVER_S", "ScriptObserver"]
 
@@ -249,7 +249,7 @@ class ScriptObserver:
         self._wait_code: Any = None
         self._watched = _Watched()
         self._peak = 0
-        self._watcher = Watcher(self._original_wait, self._completed)
+        self._completions = CompletionStamper(self._original_wait, self._completed)
         self._outbox: list[tuple[type, dict]] = []
 
     # ---- lifetime ------------------------------------------------------------------------------
@@ -271,7 +271,7 @@ class ScriptObserver:
 
         self._wait_code = wait.__code__
         dist.Work.wait = wait  # type: ignore[method-assign]
-        self._watcher.start()
+        self._completions.start()
         self.emitter.collect_every(HAND_OVER_S, self._handed_over)
         marks.attach(self)
         return self
@@ -279,7 +279,7 @@ class ScriptObserver:
     def __exit__(self, *exc_info: object) -> None:
         marks.detach()
         dist.Work.wait = self._original_wait  # type: ignore[method-assign]
-        self._watcher.stop()
+        self._completions.stop()
         with self._lock:
             now = time.monotonic_ns()
             if self._step_open:
@@ -330,10 +330,10 @@ class ScriptObserver:
         sample = outputs[0] if outputs else inputs[0] if inputs else None
         on_gpu = sample is not None and sample.is_cuda
         work = work_of(out)
-        watched = None  # the Work the watcher thread times
+        timed = None  # the Work the completion thread times
         if work is not None and not on_gpu and c10d_async(args, signature):
             if name != "reduce_scatter" or known.has_future(op, work):
-                watched = work  # else gloo's reduce_scatter_tensor, finished inside its wait: timed by the caller's
+                timed = work  # else gloo's reduce_scatter_tensor, finished inside its wait: timed by the caller's
         with self._lock:
             if not self._started:
                 self._announce_locked(sample, group)
@@ -353,13 +353,13 @@ class ScriptObserver:
                 call.end(issued_ns, None, "")  # nothing to time (NCCL's coalesced calls return no Work)
             elif on_gpu:
                 self._polled.append((work, call))
-            elif watched is None:
+            elif timed is None:
                 self._waited[id(work)] = (work, call)
-        if watched is not None:
-            self._watcher.watch(watched, call)
+        if timed is not None:
+            self._completions.add(timed, call)
 
     def _completed(self, ended: list[tuple[_Call, bool]], now_ns: int) -> None:
-        """The watcher saw these calls complete by ``now_ns`` (each with False when it failed, so
+        """The completion thread saw these calls complete by ``now_ns`` (each with False when it failed, so
         has no time of its own): stamp them; what that releases goes out at the next hand-over."""
         with self._lock:
             for call, ok in ended:

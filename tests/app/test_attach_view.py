@@ -55,6 +55,9 @@ async def test_the_viewer_reads_an_attached_session_to_the_jobs_end():
         await until(pilot, lambda: app.event_log.run_end is not None)
         assert app.event_log.run_end[1].status == "ok" and app.exit_code() == 0
         assert sorted(app.event_log.phases) == [0, 1, 2], "one step per call of the hand-made answers"
+        assert app.current_view().state == RunState(
+            "finished", "finished: the job ended: no rank's worker server answers any more "
+                        "(its exit status is its launcher's)")
 
 
 def test_a_wait_that_ends_is_no_longer_shown_as_a_stall(attached_job):
@@ -82,6 +85,11 @@ async def test_at_the_jobs_end_the_view_stays_on_the_stall_it_showed():
         log = app.event_log
         assert log.stalls and app.cursor == len(log), "not sent back to the first call"
         assert app.navigator.opening_note == ""
+        view = app.current_view()
+        assert view.state == RunState("failed", "failed: the job ended while rank 0 waited in all_reduce #4 on "
+                                                "group 0 (default_pg) for rank 1"), "how it ended, the stall kept"
+        assert view.ranks[1].note.startswith("rank 1 is missing from the call, at ")
+        assert app.exit_code() == 1
 
 
 def test_a_lasting_stall_reported_again_replaces_the_earlier_report():

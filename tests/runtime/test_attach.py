@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from collviz.app.cli import main
+from collviz.runtime.live.reading import End
 from collviz.runtime.live.recorder_reader import RecorderReader
 from collviz.runtime.live.snapshot import take_snapshot
 from collviz.runtime.live.stacks import user_stack_line
@@ -347,7 +348,7 @@ def test_the_pace_is_the_slowest_while_no_rank_waits_however_calls_move_and_the_
     ask, asked = asking([steady] * 5 + [moved] + [waiting] * 3 + [moved])
     slept: list[float] = []
     shown = []
-    last, _ = watch(_reader(ask), shown.append, Pace(0.5, 3.0), readings=10, sleep=slept.append)
+    last, _, end = watch(_reader(ask), shown.append, Pace(0.5, 3.0), readings=10, sleep=slept.append)
     assert slept == [3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 0.5, 0.5, 0.5], \
         "no wait: the slowest, a new call included; a wait: the fastest"
     assert [s.ranks[0].inside for s in shown] == ["", "", "all_reduce #5 on group 0 (default_pg)",
@@ -356,6 +357,7 @@ def test_the_pace_is_the_slowest_while_no_rank_waits_however_calls_move_and_the_
         "rank 0 enters #5 (seen once: in flight), then its wait is confirmed, then the call completes"
     assert [ranks for handler, ranks in asked if handler == "dump_traceback"] == [[1]], \
         "a stack only for a confirmed wait, of the rank missing, once per wait"
+    assert end is None, "the job has not ended"
 
 
 def test_watch_ends_when_no_rank_answers_on_the_last_snapshot_of_the_job():
@@ -363,8 +365,22 @@ def test_watch_ends_when_no_rank_answers_on_the_last_snapshot_of_the_job():
 
     ask, _ = asking([{0: fr_answer(3, False), 1: fr_answer(3, False)}, {0: None, 1: None}])
     shown = []
-    last, reading = watch(_reader(ask), shown.append, sleep=lambda s: None)
+    last, reading, end = watch(_reader(ask), shown.append, sleep=lambda s: None)
     assert reading.gone and shown == [last] and last.exit_status == 0, "no snapshot of ranks gone: the job ended"
+    assert end == End("ok", "the job ended: no rank's worker server answers any more (its exit status is its launcher's)")
+
+
+def test_watch_of_a_job_that_ends_while_ranks_wait_says_it_ended_stalled():
+    from collviz.runtime.live.snapshot import watch
+
+    waiting = {0: fr_answer(5, True), 1: fr_answer(4, False)}  # rank 0 in all_reduce #5, rank 1 not yet
+    ask, asked = asking([waiting, waiting, {0: None, 1: None}])
+    shown = []
+    last, reading, end = watch(_reader(ask), shown.append, sleep=lambda s: None)
+    assert reading.gone and last is not None and last.exit_status == 1
+    assert end == End("failed", "the job ended while rank 0 waited in all_reduce #5 on group 0 (default_pg) for rank 1")
+    assert [ranks for handler, ranks in asked if handler == "dump_traceback"] == [[1]], \
+        "the stack asked while the job ran, never at its end"
 
 
 def test_json_says_a_rank_not_read():

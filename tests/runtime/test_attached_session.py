@@ -17,6 +17,7 @@ import torch
 from collviz.runtime.live.feed import Feed
 from collviz.runtime.live.pace import Pace
 from collviz.runtime.live.recorder_reader import RecorderReader
+from collviz.runtime.sessions.contract import RunOutcome
 from collviz.runtime.sessions.live import LiveSession
 from collviz.runtime.wire.protocol import Collective, Phase, RankEnd, RankStart, RunEnd, RunStart, Stall
 from collviz.runtime.wire.trace import read_trace
@@ -77,7 +78,7 @@ def test_the_session_ends_ok_once_no_rank_answers(attached_job):
     assert attached_job["outcome"].status == "ok"
     ends = [e for e in attached_job["events"] if isinstance(e, RunEnd)]
     assert ends == [attached_job["events"][-1]] and ends[0].status == "ok"
-    assert ends[0].detail.startswith("no rank's worker server answers any more: the job has ended")
+    assert ends[0].detail == "the job ended: no rank's worker server answers any more (its exit status is its launcher's)"
     assert not any(isinstance(e, RankEnd) for e in attached_job["events"]), "no rank was silent while others answered"
     code, out, _ = attached_job["job"]
     assert code == 0 and sorted(out.split()) == ["0", "1", "finished", "finished"], "the job went on unharmed"
@@ -133,6 +134,20 @@ def test_a_rank_that_stops_answering_is_named_after_two_readings_while_the_other
     assert not session.finished, "rank 0 still answers: the job goes on"
     session.stop()
     assert session.outcome is not None and session.outcome.status == "interrupted"
+
+
+def test_a_job_that_ends_while_ranks_wait_ends_the_session_failed_naming_the_wait(tmp_path):
+    waiting = {0: fr_answer(4, True), 1: fr_answer(3, False)}  # rank 0 in all_reduce #4, rank 1 not yet
+    ask, asked = asking([waiting, waiting, {0: None, 1: None}])
+    session = _session(ask, record=tmp_path / "t.cvz")
+    session.start()
+    events = _poll_until(session, lambda found: session.finished)
+    detail = "the job ended while rank 0 waited in all_reduce #4 on group 0 (default_pg) for rank 1"
+    assert session.outcome == RunOutcome("failed", detail, 1)
+    assert [(e.status, e.detail) for e in events if isinstance(e, RunEnd)] == [("failed", detail)]
+    assert [e.group_seq for e in events if isinstance(e, Stall)] == [4], "the stall, confirmed while the job ran"
+    assert [ranks for handler, ranks in asked if handler == "dump_traceback"] == [[1]], "no stack asked at the end"
+    assert read_trace(tmp_path / "t.cvz").events == events
 
 
 def test_calls_completed_between_two_readings_are_each_shown_once():

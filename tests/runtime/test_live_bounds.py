@@ -142,7 +142,8 @@ def test_watch_past_the_jobs_end_says_the_job_ended_and_exits_0(tmp_path):
         time.sleep(3.0)  # a reading or more while the job runs (or none: its end is said either way)
     out, err = watch.communicate(timeout=60)
     assert watch.returncode == 0, err
-    assert out.splitlines()[-1] == "collviz attach: the job ended: no rank answers any more"
+    assert out.splitlines()[-1] == ("collviz attach: the job ended: no rank's worker server answers any more "
+                                    "(its exit status is its launcher's)")
     assert "Error" not in out + err
 
 

@@ -28,7 +28,7 @@ import collviz
 from collviz.app.cli import main
 from collviz.runtime.observation.c10d_calls import C10dSignature, c10d_async, c10d_signature
 from collviz.runtime.userjob.observer import NOT_CAPTURED
-from collviz.runtime.userjob.watcher import Watcher
+from collviz.runtime.userjob.completions import CompletionStamper
 from collviz.runtime.wire.protocol import (
     NOT_RECORDED_OPTION,
     Collective,
@@ -430,7 +430,7 @@ def test_signatures_say_where_each_op_takes_its_group_and_async_flag():
 
 
 class _FakeWork:
-    """A Work that completes when told to (or fails), for the watcher."""
+    """A Work that completes when told to (or fails), for the completion thread."""
 
     def __init__(self, fails: bool = False) -> None:
         self.done = threading.Event()
@@ -446,7 +446,7 @@ def _fake_wait(work: _FakeWork) -> None:
         raise RuntimeError("a peer died")
 
 
-def test_the_watcher_stamps_every_call_once_in_issue_order_and_failures_untimed():
+def test_the_completion_thread_stamps_every_call_once_in_issue_order_and_failures_untimed():
     stamped: list[tuple[str, bool, int]] = []
     reported = threading.Event()
 
@@ -455,22 +455,22 @@ def test_the_watcher_stamps_every_call_once_in_issue_order_and_failures_untimed(
         if len(stamped) == 4:
             reported.set()
 
-    watcher = Watcher(_fake_wait, completed)
-    watcher.start()
+    stamper = CompletionStamper(_fake_wait, completed)
+    stamper.start()
     works = {name: _FakeWork(fails=name == "c") for name in "abcd"}
-    watcher.watch(works["a"], "a")
-    watcher.watch(works["b"], "b")  # issued while the watcher waits on a: queued, no wake needed
+    stamper.add(works["a"], "a")
+    stamper.add(works["b"], "b")  # issued while the thread waits on a: queued, no wake needed
     time.sleep(0.05)
     works["b"].done.set()
     works["c"].done.set()  # b completes before a: stamped with a, by the same wake
-    watcher.watch(works["c"], "c")
+    stamper.add(works["c"], "c")
     before_a = time.monotonic_ns()
     works["a"].done.set()
     time.sleep(0.05)
-    watcher.watch(works["d"], "d")  # the watcher is idle now: this wakes it
+    stamper.add(works["d"], "d")  # the thread is idle now: this wakes it
     works["d"].done.set()
     assert reported.wait(5)
-    watcher.stop()
+    stamper.stop()
     assert [(call, ok) for call, ok, _ in stamped] == [("a", True), ("b", True), ("c", False), ("d", True)]
     a_time, b_time, c_time, d_time = (now for _, _, now in stamped)
     assert before_a <= a_time == b_time == c_time < d_time

@@ -1,4 +1,4 @@
-"""The user-script observer's watcher thread: when each of a rank's CPU collectives completed
+"""The user-script observer's completion thread: when each of a rank's CPU collectives completed
 (see :mod:`.observer`, "What is timed")."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from typing import Any
 
 import torch.distributed as dist
 
-__all__ = ["Watcher"]
+__all__ = ["CompletionStamper"]
 
 
-class Watcher:
-    """A thread that waits on each watched call's Work, in issue order, and reports when it woke
+class CompletionStamper:
+    """A thread that waits on each queued call's Work, in issue order, and reports when it woke
     (with ``wait``, the original ``Work.wait``: no side effect on a CPU work but waiting).
 
     Every time this thread wakes it must take the interpreter lock from the script's thread, and
@@ -35,13 +35,13 @@ class Watcher:
         self._stopping = False
 
     def start(self) -> None:
-        """Start watching (again, after :meth:`stop`)."""
+        """Start the thread (again, after :meth:`stop`)."""
         self._stopping = False
         if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="collviz-watcher", daemon=True)
+            self._thread = threading.Thread(target=self._run, name="collviz-completions", daemon=True)
             self._thread.start()
 
-    def watch(self, work: dist.Work, call: Any) -> None:
+    def add(self, work: dist.Work, call: Any) -> None:
         """Report ``call``'s completion once ``work`` has completed."""
         self._pending.append((work, call))
         if self._idle:  # asleep, or about to be: it said so before its last look at the queue
