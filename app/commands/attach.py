@@ -12,6 +12,7 @@ did not answer); 2 on a usage error. Without a terminal, attach is headless.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -26,13 +27,16 @@ from .options import (
     check_record_option,
     command_parser,
     no_terminal,
+    path_argument,
     print_json,
 )
 
 if TYPE_CHECKING:
     from collviz.runtime.live.pace import Pace
+    from collviz.runtime.live.reading import Reader
     from collviz.runtime.live.recorder_reader import RecorderReader
     from collviz.runtime.live.workers import Worker
+    from collviz.runtime.wire.relay_link import RelayListener
 
 __all__ = ["build_parser", "main"]
 
@@ -81,9 +85,16 @@ def build_parser() -> OneLineParser:
     [--slowest S] [--timeout S] [--interval S]``."""
     parser = command_parser("collviz attach", "Watch a running job's ranks live, read from torch's worker servers: "
                             "their calls, who waits on whom, and where.", ATTACH_EPILOG)
-    parser.add_argument("target", metavar="TARGET",
+    parser.add_argument("target", metavar="TARGET", nargs="?",
                         help="the ranks' worker-server sockets (a folder, a glob pattern or one socket path), or "
                              "HOST:PORT, the job's store holding start_debug_server's addresses")
+    parser.add_argument("--relay", metavar="HOST:PORT",
+                        help="run as this node's relay: read TARGET's ranks every --interval and send only what "
+                             "changed to the viewer listening at HOST:PORT (signed with $COLLVIZ_SECRET)")
+    parser.add_argument("--listen", metavar="HOST:PORT",
+                        help="instead of TARGET, show the job the relays send to HOST:PORT (and PORT+1)")
+    parser.add_argument("--secret-file", type=path_argument, metavar="FILE",
+                        help="with --relay or --listen: the shared secret (default: $COLLVIZ_SECRET)")
     add_headless_option(parser, "one snapshot and exit")
     add_record_option(parser)
     parser.add_argument("--timeout", type=float, default=2.0, metavar="S",
@@ -112,28 +123,47 @@ def main(argv: Sequence[str]) -> int:
     from collviz.runtime.limits import check_count, check_seconds
     from collviz.runtime.live.pace import Pace
     from collviz.runtime.live.recorder_reader import RecorderReader
-    from collviz.runtime.live.snapshot import take_snapshot
+    from collviz.runtime.live.relayed_reader import RelayedReader
     from collviz.runtime.live.workers import find_workers
+    from collviz.runtime.sessions.access import load_secret
 
     headless = args.headless or args.json or args.watch or no_terminal() is not None
     timeout_s = check_seconds("--timeout", args.timeout)
     interval_s = check_seconds("--interval", args.interval)
-    if not args.watch and args.count is not None:
-        raise UsageError("--count counts the readings of --watch")
+    if not (args.watch or args.relay) and args.count is not None:
+        raise UsageError("--count counts the readings of --watch or --relay")
     if headless and args.record is not None:
         raise UsageError("--record keeps what the viewer shows; drop --headless (or run on a terminal)")
     check_record_option(args)
     pace = Pace(interval_s, max(interval_s, check_seconds("--slowest", args.slowest)))
     count = None if args.count is None else check_count("--count", args.count, 1, 1 << 31)
-    workers = find_workers(args.target, timeout_s)
-    if not headless:
-        return _view(workers, args.target, args.record, pace, timeout_s)
+    if (args.target is None) == (args.listen is None) or (args.relay and args.listen):
+        raise UsageError("give TARGET (the job's sockets or store), or --listen HOST:PORT for its relays")
+    if args.listen is None:
+        workers = find_workers(args.target, timeout_s)
+        if args.relay is not None:
+            return _relay(workers, args.relay, load_secret(args.secret_file), interval_s, timeout_s, count)
+        return _attach(RecorderReader(workers, timeout_s, from_first=not headless, target=args.target), args, pace, count)
+    listener = _listener(args.listen, load_secret(args.secret_file))
+    try:
+        return _attach(RelayedReader(listener, timeout_s, from_first=not headless, target=args.listen), args, pace, count)
+    finally:
+        listener.close()
 
+
+def _attach(reader: Reader, args: argparse.Namespace, pace: Pace, count: int | None) -> int:
+    """The job as ``reader`` reads it: in the viewer, or headless (one snapshot, or --watch)."""
+    from collviz.runtime.live.recorder_reader import RecorderReader
+    from collviz.runtime.live.snapshot import take_snapshot
+
+    if not (args.headless or args.json or args.watch or no_terminal() is not None):
+        return _view(reader, args.record, pace)
     if not args.json:
-        print(f"collviz attach: the worker servers of {len(workers)} rank{'s' if len(workers) > 1 else ''} at {args.target}")
-    reader = RecorderReader(workers, timeout_s, from_first=False, target=args.target)
+        servers = len(reader.workers) if isinstance(reader, RecorderReader) else 0
+        print(f"collviz attach: the worker servers of {servers} rank{'s' if servers > 1 else ''} at {args.target}"
+              if servers else f"collviz attach: the job its relays send to {args.listen}")
     if not args.watch:
-        snapshot = take_snapshot(reader, interval_s)
+        snapshot = take_snapshot(reader, pace.fastest_s)
         if args.json:
             print_json(snapshot.document())
         else:
@@ -142,7 +172,58 @@ def main(argv: Sequence[str]) -> int:
     return _watch(reader, pace, count, args.json)
 
 
-def _watch(reader: RecorderReader, pace: Pace, count: int | None, as_json: bool) -> int:
+def _listener(address: str, secret: bytes | None) -> RelayListener:
+    """The viewer's socket for the relays at ``address``, bound now (a port in use is one line)."""
+    from collviz.runtime.errors import UsageError
+    from collviz.runtime.sessions.access import SECRET_ENV, parse_listen
+    from collviz.runtime.wire.relay_link import RelayListener
+
+    host, port = parse_listen(address)
+    if secret is None:
+        raise UsageError(f"--listen: the relays sign what they send with the job's shared secret: set ${SECRET_ENV} "
+                         "(the same value on every node, e.g. from: openssl rand -hex 16) or give --secret-file")
+    try:
+        return RelayListener(host, port, secret)
+    except Exception as exc:  # zmq.ZMQError: address in use, not ours, …
+        raise UsageError(f"--listen {address}: cannot listen there ({exc})") from None
+
+
+def _relay(workers: list[Worker], viewer: str, secret: bytes | None, every_s: float, timeout_s: float,
+           count: int | None) -> int:
+    """This node's relay: its ranks' news to the viewer at ``viewer`` until the job ends, Ctrl-C
+    or ``count`` readings; one line per reading that changed something."""
+    from collviz.runtime.errors import UsageError
+    from collviz.runtime.live.relay import run_relay
+    from collviz.runtime.sessions.access import SECRET_ENV, parse_listen
+    from collviz.runtime.wire.relay_link import RelayLink
+    from collviz.runtime.wire.relay_news import RelayNews
+
+    host, port = parse_listen(viewer)
+    if secret is None:
+        raise UsageError(f"--relay: set ${SECRET_ENV} (the viewer's) or give --secret-file: the viewer accepts only "
+                         "signed news")
+    print(f"collviz attach: relaying {len(workers)} rank{'s' if len(workers) > 1 else ''} to {viewer} every "
+          f"{every_s:g} s", flush=True)
+
+    def report(news: RelayNews) -> None:
+        """One line for a reading with news: the entries sent, the ranks not read."""
+        sent = sum(len(recorder.entries) for rank in news.ranks for recorder in rank.recorders)
+        unread = [rank.rank for rank in news.ranks if rank.error]
+        if sent or unread:
+            print(f"reading {news.number}: {sent} entries sent" + (f"; ranks not read: {unread}" if unread else ""),
+                  flush=True)
+
+    link = RelayLink(host, port, secret)
+    try:
+        status = run_relay(workers, link, every_s, timeout_s, count, report)
+    except KeyboardInterrupt:
+        status = 0
+    finally:
+        link.close()
+    return status
+
+
+def _watch(reader: Reader, pace: Pace, count: int | None, as_json: bool) -> int:
     """Print each new snapshot until Ctrl-C, ``count`` readings or the job's end (said in one
     line); the exit status: the last snapshot's, 1 where the job ended while ranks waited."""
     from collviz.runtime.live.snapshot import Snapshot, watch
@@ -167,13 +248,13 @@ def _watch(reader: RecorderReader, pace: Pace, count: int | None, as_json: bool)
     return 1 if stalled else 0
 
 
-def _view(workers: list[Worker], target: str, record: Path | None, pace: Pace, timeout_s: float) -> int:
+def _view(reader: Reader, record: Path | None, pace: Pace) -> int:
     """The job live in the viewer until it ends or the user quits; how it ended on stderr."""
     from collviz.app.app import run_viewer
     from collviz.runtime.sessions.headless import report_outcome
-    from collviz.runtime.sessions.live import attached_session
+    from collviz.runtime.sessions.live import attached_reader_session
 
-    session = attached_session(workers, record=record, target=target, pace=pace, timeout_s=timeout_s)
+    session = attached_reader_session(reader, record=record, pace=pace)
     session.start()
     exit_code = run_viewer(session=session)
     return report_outcome(session, exit_code, sys.stderr)

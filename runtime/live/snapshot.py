@@ -29,12 +29,13 @@ __all__ = ["RankNow", "Snapshot", "Wait", "snapshot_of", "take_snapshot", "watch
 @dataclass(frozen=True)
 class RankNow:
     """One rank as read: the call it last completed and the call it is in (their text; empty
-    when none), or why it could not be read."""
+    when none), or why it could not be read; the host it runs on, where the source says."""
 
     rank: int
     done: str = ""
     inside: str = ""
     error: str = ""
+    host: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class Snapshot:
         missing = {rank: wait for wait in self.waits for rank in wait.missing}
         ranks = []
         for now in self.ranks:
-            row: dict = {"rank": now.rank}
+            row: dict = {"rank": now.rank, **({"host": now.host} if now.host else {})}
             if now.error:
                 ranks.append({**row, "error": now.error})
                 continue
@@ -89,11 +90,12 @@ class Snapshot:
         """The snapshot in lines: one per rank, then one per wait with each missing rank's stack."""
         lines = []
         for now in self.ranks:
+            rank = f"rank {now.rank}" + (f" on {now.host}" if now.host else "")
             if now.error:
-                lines.append(f"rank {now.rank}: not read: {now.error}")
+                lines.append(f"{rank}: not read: {now.error}")
                 continue
             done = f"last completed {now.done}" if now.done else "no call completed"
-            lines.append(f"rank {now.rank}: {done}; " + (f"now in {now.inside}" if now.inside else "in no collective"))
+            lines.append(f"{rank}: {done}; " + (f"now in {now.inside}" if now.inside else "in no collective"))
         for wait in self.waits:
             plural = "s" if len(wait.missing) > 1 else ""
             lines.append(f"waiting: {wait.call}: rank{'s' if len(wait.waiting) > 1 else ''} {ranks_text(wait.waiting)} "
@@ -125,7 +127,8 @@ def snapshot_of(feed: Feed, reading: Reading) -> Snapshot:
             done[call.rank] = text
         else:
             inside[call.rank] = text
-    ranks = [RankNow(rank, error=read.error) if read.error else RankNow(rank, done.get(rank, ""), inside.get(rank, ""))
+    ranks = [RankNow(rank, error=read.error, host=read.host) if read.error
+             else RankNow(rank, done.get(rank, ""), inside.get(rank, ""), host=read.host)
              for rank, read in sorted(reading.ranks.items())]
     waits = [Wait(wait.text, wait.waiting, wait.missing, {r: feed.stacks_of(wait).get(r, "") for r in wait.missing})
              for wait in feed.confirmed.values()]

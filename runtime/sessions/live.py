@@ -38,7 +38,7 @@ from ..wire.trace import TraceWriter
 from .contract import RunOutcome
 from .intake import Intake, TracedSession
 
-__all__ = ["LiveSession", "attached_session", "followed_session"]
+__all__ = ["LiveSession", "attached_reader_session", "attached_session", "followed_session"]
 
 
 @dataclass
@@ -131,9 +131,15 @@ def attached_session(workers: Sequence[Worker], *, record: Path | None = None, t
                      timeout_s: float = 2.0, running: Callable[[], bool] | None = None) -> LiveSession:
     """A session on the job whose ranks serve their Flight Recorders at ``workers`` (``collviz
     attach``): each request within ``timeout_s``; ``running`` see :class:`LiveSession`."""
-    reader = RecorderReader(workers, timeout_s, target=target)
-    return LiveSession(reader, record=record, running=running, pace=pace,
-                       run_id=f"attach-{uuid.uuid4().hex[:12]}")
+    return attached_reader_session(RecorderReader(workers, timeout_s, target=target), record=record, pace=pace,
+                                   running=running)
+
+
+def attached_reader_session(reader: Reader, *, record: Path | None = None, pace: Pace = Pace(),
+                            running: Callable[[], bool] | None = None) -> LiveSession:
+    """A session on a running job as ``reader`` reads it (its worker servers, its relays: ``collviz
+    attach``); ``running`` see :class:`LiveSession`."""
+    return LiveSession(reader, record=record, running=running, pace=pace, run_id=f"attach-{uuid.uuid4().hex[:12]}")
 
 
 def followed_session(folder: Path, *, record: Path | None = None, idle_s: float = 60.0, every_s: float = 0.5,
