@@ -205,13 +205,13 @@ def _relay(workers: list[Worker], viewer: str, secret: bytes | None, every_s: fl
     print(f"collviz attach: relaying {len(workers)} rank{'s' if len(workers) > 1 else ''} to {viewer} every "
           f"{every_s:g} s", flush=True)
 
-    def report(news: RelayNews) -> None:
-        """One line for a reading with news: the entries sent, the ranks not read."""
+    def report(news: RelayNews, cpu_s: float) -> None:
+        """One line for a reading with news: the entries sent, the CPU it cost, the ranks not read."""
         sent = sum(len(recorder.entries) for rank in news.ranks for recorder in rank.recorders)
         unread = [rank.rank for rank in news.ranks if rank.error]
         if sent or unread:
-            print(f"reading {news.number}: {sent} entries sent" + (f"; ranks not read: {unread}" if unread else ""),
-                  flush=True)
+            print(f"reading {news.number}: {sent:,} entries sent, {cpu_s * 1e3:.0f} ms CPU"
+                  + (f"; ranks not read: {unread}" if unread else ""), flush=True)
 
     link = RelayLink(host, port, secret)
     try:

@@ -116,10 +116,11 @@ def relay_host(workers: Sequence[Worker]) -> str:
 
 
 def run_relay(workers: Sequence[Worker], link: Link, every_s: float, timeout_s: float,
-              readings: int | None = None, report: Callable[[RelayNews], None] | None = None) -> int:
+              readings: int | None = None, report: Callable[[RelayNews, float], None] | None = None) -> int:
     """Read ``workers`` every ``every_s`` and send the news through ``link``, answering stack
     requests between readings, until no rank answers (the job ended: 0) or ``readings`` were
-    sent; ``report`` is shown each reading's news. Ctrl-C ends it (KeyboardInterrupt)."""
+    sent; ``report`` is shown each reading's news and the CPU seconds the relay spent on it
+    (asking, skimming, sending). Ctrl-C ends it (KeyboardInterrupt)."""
     host = relay_host(workers)
     relay = f"{socket.gethostname()}:{os.getpid()}"
     maker = NewsMaker()
@@ -127,12 +128,12 @@ def run_relay(workers: Sequence[Worker], link: Link, every_s: float, timeout_s: 
     mine = {worker.rank: worker for worker in workers}
     number = 0
     while readings is None or number < readings:
-        due = time.monotonic() + every_s
+        due, cpu = time.monotonic() + every_s, time.process_time()
         answers = {handler: ask_all(workers, handler, timeout_s) for handler in RECORDERS}
         news = RelayNews(relay=relay, host=host, number=number, every_s=every_s, ranks=maker.news(answers, ranks))
         link.send(news)
         if report is not None:
-            report(news)
+            report(news, time.process_time() - cpu)
         number += 1
         if all(rank.error for rank in news.ranks):
             return 0

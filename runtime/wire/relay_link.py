@@ -34,6 +34,8 @@ class RelayListener:
         self._secret = secret
         self._start_ns = time.time_ns()
         self.dropped: collections.Counter[str] = collections.Counter()
+        self.received_bytes = 0
+        """The bytes of every message received (what the relays cost the network)."""
         endpoints = Endpoints.tcp(host, port)
         self._context = zmq.Context()
         self._news = self._context.socket(zmq.PULL)
@@ -60,6 +62,7 @@ class RelayListener:
                 frames = self._news.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
+            self.received_bytes += sum(map(len, frames))
             try:
                 received.append(news_of(frames, self._secret, self._start_ns))
             except Stale:

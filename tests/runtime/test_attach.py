@@ -306,7 +306,8 @@ def test_a_store_without_addresses_is_refused_and_a_dead_rank_is_named():
     store.set("debug_server/rank0", f"http://127.0.0.1:{dead}")
     attached = run_cli("attach", "--headless", address, timeout=DEADLINE_S)
     assert attached.returncode == 1
-    assert attached.stdout.splitlines()[1] == "rank 0: not read: no worker server there (its rank ended, or has not started)"
+    assert attached.stdout.splitlines()[1] == ("rank 0 on 127.0.0.1: not read: no worker server there (its rank ended, "
+                                               "or has not started)")  # the host its address in the store names
 
 
 # ---- reading little: the tail of each rank's recorder, and the pace of --watch ---------------------
