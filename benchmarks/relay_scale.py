@@ -104,8 +104,10 @@ def main() -> None:
                     env={**os.environ, "COLLVIZ_SECRET": SECRET}))
             reader = RelayedReader(listener, timeout_s=30.0, first_wait_s=300.0)
             feed = Feed(Intake(None, float("inf"), "relay-scale"), "relay-scale", reader)
+            first_at = time.perf_counter()
             first = reader.read()  # the first news of every rank: each rank's whole window, once
             feed.take(first)
+            first_s = time.perf_counter() - first_at
             times, cpu, news_bytes = [], [], []
             reading = first
             for _ in range(readings):
@@ -142,6 +144,7 @@ def main() -> None:
           f"{1 / whole_s:>11.2f} Hz   (fetch only)")
     print(f"{'the viewer: the relays news applied and analysed':<52}{int(statistics.median(news_bytes)):>14,}"
           f"{read_s:>9.3f}s{1 / read_s:>11.1f} Hz   ({statistics.median(cpu) * 1e3:.0f} ms CPU)")
+    print(f"{'  its first reading (every whole window, from the relays start)':<52}{'':>14}{first_s:>9.2f}s")
     print(f"each rank's cost per reading at its relay: {statistics.median(per_rank_ms):.2f} CPU-ms median "
           f"({max(per_rank_ms):.2f} max; fetching the whole answer, skimming it, sending what changed)")
     print(f"ratio bytes whole/news: {whole_bytes / max(1, statistics.median(news_bytes)):.0f}x")

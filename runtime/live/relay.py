@@ -29,10 +29,14 @@ from .recorder_reader import RECORDERS, host_of, stack_lines
 from .tail import Trace, decode_trace, entry_key
 from .workers import Answer, Worker, ask_all
 
-__all__ = ["FULL_EVERY", "Link", "NewsMaker", "relay_host", "run_relay"]
+__all__ = ["FULL_EVERY", "MESSAGE_BYTES", "Link", "NewsMaker", "relay_host", "run_relay", "split_news"]
 
 FULL_EVERY = 60
 """Readings between two in which a relay sends everything it holds again."""
+
+MESSAGE_BYTES = 4 << 20
+"""The most entry bytes one message carries (a first reading of 128 ranks of 2,000 calls is about
+128 MB: sent as many messages, far below the viewer's limit on one, 16 MB)."""
 
 EntryKey = tuple[str, str, bool, int] | tuple[bytes]
 """An entry's place (group, backend, point-to-point, sequence number), or its raw JSON where its
@@ -109,6 +113,40 @@ class NewsMaker:
         return RecorderNews(recorder=index, header=header if fresh else b"", entries=changed)
 
 
+def _chunks(rank: RankNews, limit: int) -> list[RankNews]:
+    """``rank``'s news as parts of at most ``limit`` entry bytes each (an entry never split; the
+    header with the first part of its recorder)."""
+    parts: list[RankNews] = []
+    for recorder in rank.recorders:
+        header, entries, size = recorder.header, [], 0
+        for entry in recorder.entries:
+            if entries and size + len(entry) > limit:
+                parts.append(RankNews(rank=rank.rank, recorders=[RecorderNews(recorder=recorder.recorder,
+                                                                              header=header, entries=entries)]))
+                header, entries, size = b"", [], 0
+            entries.append(entry)
+            size += len(entry)
+        parts.append(RankNews(rank=rank.rank, recorders=[RecorderNews(recorder=recorder.recorder, header=header,
+                                                                      entries=entries)]))
+    return parts or [rank]
+
+
+def split_news(news: RelayNews, limit: int = MESSAGE_BYTES) -> list[RelayNews]:
+    """``news`` as messages of at most about ``limit`` entry bytes each, in order (the viewer
+    applies each as it comes: a rank's entries may arrive in several)."""
+    messages: list[RelayNews] = []
+    ranks: list[RankNews] = []
+    size = 0
+    for part in (part for rank in news.ranks for part in _chunks(rank, limit)):
+        bytes_ = sum(len(entry) for recorder in part.recorders for entry in recorder.entries)
+        if ranks and size + bytes_ > limit:
+            messages.append(msgspec.structs.replace(news, ranks=ranks))
+            ranks, size = [], 0
+        ranks.append(part)
+        size += bytes_
+    return [*messages, msgspec.structs.replace(news, ranks=ranks)]
+
+
 def relay_host(workers: Sequence[Worker]) -> str:
     """The host the relay's ranks run on: their debug servers' host, else this one's name."""
     hosts = {host_of(worker) for worker in workers}
@@ -131,7 +169,8 @@ def run_relay(workers: Sequence[Worker], link: Link, every_s: float, timeout_s: 
         due, cpu = time.monotonic() + every_s, time.process_time()
         answers = {handler: ask_all(workers, handler, timeout_s) for handler in RECORDERS}
         news = RelayNews(relay=relay, host=host, number=number, every_s=every_s, ranks=maker.news(answers, ranks))
-        link.send(news)
+        for part in split_news(news):
+            link.send(part)
         if report is not None:
             report(news, time.process_time() - cpu)
         number += 1

@@ -157,3 +157,24 @@ def test_relay_options_misused_are_one_line_and_exit_2(options, expected, capsys
     assert main(["attach", "--headless", *options]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("collviz: error: ") and expected in err, err
+
+
+def test_a_large_reading_goes_as_messages_under_the_limit_each_entry_whole_and_in_order():
+    from collviz.runtime.live.relay import split_news
+    from collviz.runtime.wire.relay_news import RankNews, RecorderNews
+
+    entries = {rank: [bytes([65 + rank]) * 40 for _ in range(5)] for rank in range(3)}  # 3 ranks × 5 entries of 40 B
+    news = RelayNews(relay="a:1", host="a", number=7, every_s=1.0, ranks=[
+        RankNews(rank=rank, recorders=[RecorderNews(recorder=0, header=b"{}", entries=entries[rank])])
+        for rank in range(3)] + [RankNews(rank=3, error="gone")])
+    parts = split_news(news, limit=100)  # two entries (80 B) per message at most
+    assert all(sum(len(e) for r in part.ranks for c in r.recorders for e in c.entries) <= 100 for part in parts)
+    # each rank's 5 entries in parts of 80, 80 and 40 B; a part joins the message before only where both fit in
+    # 100 B (none here: 40 + 80); rank 3's error (no entry) joins the last
+    assert len(parts) == 9
+    assert all(part.number == 7 and part.host == "a" for part in parts)
+    sent = [(r.rank, e) for part in parts for r in part.ranks for c in r.recorders for e in c.entries]
+    assert sent == [(rank, entry) for rank in range(3) for entry in entries[rank]]
+    headers = [(r.rank, c.header) for part in parts for r in part.ranks for c in r.recorders if c.header]
+    assert headers == [(0, b"{}"), (1, b"{}"), (2, b"{}")], "each header once, with its rank's first entries"
+    assert parts[-1].ranks[-1] == RankNews(rank=3, error="gone")
