@@ -6,6 +6,8 @@ TARGET is the ranks' worker-server sockets: a folder of them, a glob pattern or 
 (``TORCH_WORKER_SERVER_SOCKET`` under ``torch.distributed.elastic.control_plane.worker_main``);
 or ``HOST:PORT``, the job's store (``MASTER_ADDR:MASTER_PORT``), where
 ``torch.distributed.debug.start_debug_server()`` put every rank's worker-server address.
+With ``--relay VIEWER:PORT`` it is one node's relay (TARGET: that node's ranks), sending only what
+changed to ``collviz attach --listen VIEWER:PORT``, which shows the whole job as TARGET would.
 Headless, the exit status is 0 when every rank is in step, 1 when some wait on others (or a rank
 did not answer); 2 on a usage error. Without a terminal, attach is headless.
 """
@@ -75,14 +77,23 @@ costs each rank the building of its whole Flight Recorder answer (torch cannot s
 pace adapts: every --interval seconds while ranks wait, else every --slowest seconds (however
 fast the calls move).
 
+Many nodes: one relay per node reads its own ranks and sends only what changed (each recorder
+entry new or changed since it last sent it, every --interval; signed with the shared secret) to
+one viewer listening for the relays:
+
+  export COLLVIZ_SECRET=$(openssl rand -hex 16)          # the same value everywhere
+  collviz attach --listen 0.0.0.0:5560                  # the viewer (or --headless, --watch)
+  srun --ntasks-per-node=1 collviz attach --relay VIEWER:5560 /tmp/job
+
 The worker server has no authentication: anyone who can open its socket or port can read it,
 so keep the sockets in a folder only you can read, and the ports inside the cluster's network.
 """
 
 
 def build_parser() -> OneLineParser:
-    """``collviz attach TARGET [--record FILE [--force]] [--headless [--json] [--watch [--count N]]]
-    [--slowest S] [--timeout S] [--interval S]``."""
+    """``collviz attach (TARGET | --listen HOST:PORT) [--record FILE [--force]] [--headless [--json]
+    [--watch [--count N]]] [--slowest S] [--timeout S] [--interval S]``, or ``collviz attach --relay
+    HOST:PORT TARGET [--count N]``; ``--secret-file FILE`` with either of the last two."""
     parser = command_parser("collviz attach", "Watch a running job's ranks live, read from torch's worker servers: "
                             "their calls, who waits on whom, and where.", ATTACH_EPILOG)
     parser.add_argument("target", metavar="TARGET", nargs="?",

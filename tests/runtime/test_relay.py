@@ -178,3 +178,39 @@ def test_a_large_reading_goes_as_messages_under_the_limit_each_entry_whole_and_i
     headers = [(r.rank, c.header) for part in parts for r in part.ranks for c in r.recorders if c.header]
     assert headers == [(0, b"{}"), (1, b"{}"), (2, b"{}")], "each header once, with its rank's first entries"
     assert parts[-1].ranks[-1] == RankNews(rank=3, error="gone")
+
+
+def test_the_viewers_session_on_two_relays_starts_each_rank_on_its_host_and_reports_the_stall():
+    from collviz.runtime.live.pace import Pace
+    from collviz.runtime.sessions.live import attached_reader_session
+    from collviz.runtime.wire.protocol import RankStart, Stall
+
+    port = _free_port()
+    listener = RelayListener("127.0.0.1", port, SECRET)
+    links = [RelayLink("127.0.0.1", port, SECRET) for _ in range(2)]
+    stop = threading.Event()
+    hosts = [{0: _answer(0, 5, True), 1: _answer(1, 5, True)}, {2: _answer(2, 5, True), 3: _answer(3, 4, False)}]
+    relays = [threading.Thread(target=_relay, args=(link, name, bodies, stop))
+              for link, name, bodies in zip(links, ["hosta", "hostb"], hosts)]
+    for relay in relays:
+        relay.start()
+    session = attached_reader_session(RelayedReader(listener, timeout_s=5.0), pace=Pace(0.05, 0.05))
+    session.start()
+    events: list = []
+    try:
+        deadline = time.monotonic() + 90  # the loop's stall threshold first: a condition, not a pause
+        while not any(isinstance(event, Stall) for event in events) and time.monotonic() < deadline:
+            events += session.poll(0.1)
+        session.stop()
+        events += session.poll(0.1)
+    finally:
+        stop.set()
+        for relay in relays:
+            relay.join()
+        for link in links:
+            link.close()
+        listener.close()
+    assert {event.rank: event.host for event in events if isinstance(event, RankStart)} == HOSTS
+    stall = next(event for event in events if isinstance(event, Stall))
+    assert (stall.group, stall.group_seq, stall.waiting) == ("0 (x)", 5, [0, 1, 2])  # a group: its name (desc)
+    assert stall.elsewhere == ["rank 3 is missing from the call, at train.py:43 in load_batch"]
