@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -99,10 +100,11 @@ def main() -> None:
             for node in _relay_folders(folder, ranks, relays):
                 started.append(subprocess.Popen(
                     [sys.executable, "-m", "collviz.app.cli", "attach", "--relay", f"127.0.0.1:{port}",
-                     "--timeout", "30", "--count", str(readings + 3), str(node)],
+                     "--timeout", "30", str(node)],
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                     env={**os.environ, "COLLVIZ_SECRET": SECRET}))
-            reader = RelayedReader(listener, timeout_s=30.0, first_wait_s=300.0)
+            # as attach --listen --headless --watch reads: each reading from where every rank was done
+            reader = RelayedReader(listener, timeout_s=30.0, first_wait_s=600.0, from_first=False)
             feed = Feed(Intake(None, float("inf"), "relay-scale"), "relay-scale", reader)
             first_at = time.perf_counter()
             first = reader.read()  # the first news of every rank: each rank's whole window, once
@@ -118,7 +120,9 @@ def main() -> None:
                 times.append(time.perf_counter() - wall)
                 cpu.append(time.process_time() - own)
                 news_bytes.append(listener.received_bytes - before)
-            outputs = [relay.communicate(timeout=600) for relay in started]
+            for relay in started:
+                relay.send_signal(signal.SIGINT)  # Ctrl-C: a relay ends at once, its lines printed
+            outputs = [relay.communicate(timeout=120) for relay in started]
         finally:
             for relay in started:
                 if relay.poll() is None:
@@ -144,7 +148,7 @@ def main() -> None:
           f"{1 / whole_s:>11.2f} Hz   (fetch only)")
     print(f"{'the viewer: the relays news applied and analysed':<52}{int(statistics.median(news_bytes)):>14,}"
           f"{read_s:>9.3f}s{1 / read_s:>11.1f} Hz   ({statistics.median(cpu) * 1e3:.0f} ms CPU)")
-    print(f"{'  its first reading (every whole window, from the relays start)':<52}{'':>14}{first_s:>9.2f}s")
+    print(f"{'  its first reading (every whole window, once)':<52}{'':>14}{first_s:>9.2f}s")
     print(f"each rank's cost per reading at its relay: {statistics.median(per_rank_ms):.2f} CPU-ms median "
           f"({max(per_rank_ms):.2f} max; fetching the whole answer, skimming it, sending what changed)")
     print(f"ratio bytes whole/news: {whole_bytes / max(1, statistics.median(news_bytes)):.0f}x")
