@@ -154,20 +154,22 @@ def main(argv: Sequence[str]) -> int:
         workers = find_workers(args.target, timeout_s)
         if args.relay is not None:
             return _relay(workers, args.relay, load_secret(args.secret_file), interval_s, timeout_s, count)
-        return _attach(RecorderReader(workers, timeout_s, from_first=not headless, target=args.target), args, pace, count)
+        reader: Reader = RecorderReader(workers, timeout_s, from_first=not headless, target=args.target)
+        return _attach(reader, args, headless, pace, count)
     listener = _listener(args.listen, load_secret(args.secret_file))
     try:
-        return _attach(RelayedReader(listener, timeout_s, from_first=not headless, target=args.listen), args, pace, count)
+        reader = RelayedReader(listener, timeout_s, from_first=not headless, target=args.listen)
+        return _attach(reader, args, headless, pace, count)
     finally:
         listener.close()
 
 
-def _attach(reader: Reader, args: argparse.Namespace, pace: Pace, count: int | None) -> int:
+def _attach(reader: Reader, args: argparse.Namespace, headless: bool, pace: Pace, count: int | None) -> int:
     """The job as ``reader`` reads it: in the viewer, or headless (one snapshot, or --watch)."""
     from collviz.runtime.live.recorder_reader import RecorderReader
     from collviz.runtime.live.snapshot import take_snapshot
 
-    if not (args.headless or args.json or args.watch or no_terminal() is not None):
+    if not headless:
         return _view(reader, args.record, pace)
     if not args.json:
         servers = len(reader.workers) if isinstance(reader, RecorderReader) else 0

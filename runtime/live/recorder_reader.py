@@ -71,7 +71,8 @@ def _recorder(answer: Answer, handler: str, since_ns: int) -> Trace | str | None
 
 
 def tail_reading(traces: Mapping[int, Sequence[Trace]], unread: Mapping[int, RankRead], paths: Mapping[int, Path],
-                 earlier: Floors | None, warnings: list[str], hosts: Mapping[int, str]) -> tuple[Reading, Floors]:
+                 earlier: Floors | None, warnings: list[str],
+                 hosts: Mapping[int, str]) -> tuple[Reading, Floors]:
     """One reading of the ranks whose recorders' ``traces`` were read (``unread``: the others, and
     why; ``hosts``: where each runs, as far as known), and where each group's calls are now complete on every rank read (its floors). Each
     rank's tail is decoded from the floors of ``earlier`` (the reading before's, for a reader that

@@ -118,12 +118,13 @@ def _chunks(rank: RankNews, limit: int) -> list[RankNews]:
     header with the first part of its recorder)."""
     parts: list[RankNews] = []
     for recorder in rank.recorders:
-        header, entries, size = recorder.header, [], 0
+        header, size = recorder.header, 0
+        entries: list[bytes] = []
         for entry in recorder.entries:
             if entries and size + len(entry) > limit:
                 parts.append(RankNews(rank=rank.rank, recorders=[RecorderNews(recorder=recorder.recorder,
                                                                               header=header, entries=entries)]))
-                header, entries, size = b"", [], 0
+                header, entries, size = b"", [], 0  # the header goes with the first part only
             entries.append(entry)
             size += len(entry)
         parts.append(RankNews(rank=rank.rank, recorders=[RecorderNews(recorder=recorder.recorder, header=header,

@@ -90,12 +90,12 @@ class Snapshot:
         """The snapshot in lines: one per rank, then one per wait with each missing rank's stack."""
         lines = []
         for now in self.ranks:
-            rank = f"rank {now.rank}" + (f" on {now.host}" if now.host else "")
+            who = f"rank {now.rank}" + (f" on {now.host}" if now.host else "")
             if now.error:
-                lines.append(f"{rank}: not read: {now.error}")
+                lines.append(f"{who}: not read: {now.error}")
                 continue
             done = f"last completed {now.done}" if now.done else "no call completed"
-            lines.append(f"{rank}: {done}; " + (f"now in {now.inside}" if now.inside else "in no collective"))
+            lines.append(f"{who}: {done}; " + (f"now in {now.inside}" if now.inside else "in no collective"))
         for wait in self.waits:
             plural = "s" if len(wait.missing) > 1 else ""
             lines.append(f"waiting: {wait.call}: rank{'s' if len(wait.waiting) > 1 else ''} {ranks_text(wait.waiting)} "

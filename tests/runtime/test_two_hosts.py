@@ -161,12 +161,13 @@ def test_attach_from_host_a_names_the_rank_stalled_on_host_b(tmp_path: Path):
                         node.kill()
                         node.wait()
     assert attached.returncode == 1, attached.stderr
+    done, waited = "last completed all_reduce #3 on group 0 (default_pg)", "all_reduce #4 on group 0 (default_pg)"
     assert attached.stdout.splitlines() == [
         f"collviz attach: the worker servers of 4 ranks at {HOSTS[0]}:{PORT}",
-        f"rank 0 on {HOSTS[0]}: last completed all_reduce #3 on group 0 (default_pg); now in all_reduce #4 on group 0 (default_pg)",
-        f"rank 1 on {HOSTS[0]}: last completed all_reduce #3 on group 0 (default_pg); now in all_reduce #4 on group 0 (default_pg)",
-        f"rank 2 on {HOSTS[1]}: last completed all_reduce #3 on group 0 (default_pg); now in all_reduce #4 on group 0 (default_pg)",
-        f"rank 3 on {HOSTS[1]}: last completed all_reduce #3 on group 0 (default_pg); in no collective",
-        "waiting: all_reduce #4 on group 0 (default_pg): ranks 0–2 wait for rank 3",
+        f"rank 0 on {HOSTS[0]}: {done}; now in {waited}",
+        f"rank 1 on {HOSTS[0]}: {done}; now in {waited}",
+        f"rank 2 on {HOSTS[1]}: {done}; now in {waited}",
+        f"rank 3 on {HOSTS[1]}: {done}; in no collective",
+        f"waiting: {waited}: ranks 0–2 wait for rank 3",
         f"  rank 3 is missing from the call, at job.py:{STALLED_LINE} in slow_data_loader"]
     assert [node.returncode for node in nodes] == [0, 0], [err[-2000:] for _, err in ends]
