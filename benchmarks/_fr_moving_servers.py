@@ -69,7 +69,10 @@ async def _serve(folder: Path, ranks: int, window: int, step: int, behind: int) 
                 writer.write(_response("200 OK", STACK, "text/plain"))
             else:
                 writer.write(_response("404 Not Found", b"Handler not found", "text/plain"))
-            await writer.drain()
+            try:
+                await writer.drain()
+            except ConnectionError:  # a relay stopped (Ctrl-C) or gave up on this answer: nothing to say
+                pass
             writer.close()
 
         servers.append(await asyncio.start_unix_server(answer, path=str(sockets / f"rank{rank}.sock"), backlog=256))

@@ -45,9 +45,16 @@ _CPU_LINE = re.compile(r"^reading (\d+): ([\d,]+) entries sent, (\d+) ms CPU")
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port free on loopback with the next one free too (the listener binds both)."""
+    while True:
+        with socket.socket() as probe, socket.socket() as following:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+            try:
+                following.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
 
 
 def _real_dump(folder: Path) -> None:

@@ -78,9 +78,16 @@ def test_every_sixtieth_reading_sends_all_again_for_a_viewer_that_came_later():
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port free on loopback with the next one free too (the listener binds both)."""
+    while True:
+        with socket.socket() as probe, socket.socket() as following:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+            try:
+                following.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
 
 
 def _relay(link: RelayLink, host: str, bodies: dict[int, bytes], stop: threading.Event) -> None:
