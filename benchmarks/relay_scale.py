@@ -112,10 +112,12 @@ def main() -> None:
                     env={**os.environ, "COLLVIZ_SECRET": SECRET}))
             # as attach --listen --headless --watch reads: each reading from where every rank was done
             reader = RelayedReader(listener, timeout_s=30.0, first_wait_s=600.0, from_first=False)
-            feed = Feed(Intake(None, float("inf"), "relay-scale"), "relay-scale", reader)
+            intake = Intake(None, float("inf"), "relay-scale")
+            feed = Feed(intake, "relay-scale", reader)
             first_at = time.perf_counter()
             first = reader.read()  # the first news of every rank: each rank's whole window, once
             feed.take(first)
+            intake.take_pending()  # what the session hands its consumer, then lets go of
             first_s = time.perf_counter() - first_at
             times, cpu, news_bytes = [], [], []
             reading = first
@@ -124,6 +126,7 @@ def main() -> None:
                 before, wall, own = listener.received_bytes, time.perf_counter(), time.process_time()
                 reading = reader.read()
                 feed.take(reading)
+                intake.take_pending()
                 times.append(time.perf_counter() - wall)
                 cpu.append(time.process_time() - own)
                 news_bytes.append(listener.received_bytes - before)
