@@ -8,7 +8,8 @@ line. Each host has its own hostname (a UTS namespace: ``unshare --uts``), its a
 ``start_debug_server`` registers ``http://{hostname}:PORT`` and no name service resolves names here.
 
 Needs root and ``ip netns`` (CI runs as root); skipped in one line where namespaces cannot be
-made. The namespaces (and the veth pair with them) are deleted in a ``finally``.
+made (a failure instead with ``COLLVIZ_REQUIRE_NETNS=1``, as ``.ci/run`` sets). The namespaces
+(and the veth pair with them) are deleted in a ``finally``.
 
 Expected lines are written from the job script below (its calls and its own line numbers)."""
 
@@ -83,6 +84,13 @@ INSIDE = textwrap.dedent(f'''
 """Run on host A: waits until ranks 0–2 are inside the all_reduce rank 3 has not issued."""
 
 
+def _cannot(reason: str) -> None:
+    """Skip (or, where CI requires the two hosts, fail) for ``reason``."""
+    if os.environ.get("COLLVIZ_REQUIRE_NETNS"):
+        pytest.fail(f"COLLVIZ_REQUIRE_NETNS is set, but {reason}")
+    pytest.skip(reason)
+
+
 def _ip(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["ip", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL)
 
@@ -92,7 +100,7 @@ def _two_hosts() -> Iterator[list[tuple[str, str, str]]]:
     """Host A and B: each one's namespace, its end of the veth pair and its address; skips where
     they cannot be made."""
     if shutil.which("ip") is None or shutil.which("unshare") is None:
-        pytest.skip("no ip or unshare command here (iproute2, util-linux): the two hosts cannot be made")
+        _cannot("no ip or unshare command here (iproute2, util-linux): the two hosts cannot be made")
     tag = f"cvz{os.getpid() % 100000}"
     names, veths = (f"{tag}a", f"{tag}b"), (f"{tag}va", f"{tag}vb")
     made: list[str] = []
@@ -100,7 +108,7 @@ def _two_hosts() -> Iterator[list[tuple[str, str, str]]]:
         for name in names:
             added = _ip("netns", "add", name)
             if added.returncode != 0:
-                pytest.skip(f"ip netns add is not permitted here: {added.stderr.strip().splitlines()[0]}")
+                _cannot(f"ip netns add is not permitted here: {added.stderr.strip().splitlines()[0]}")
             made.append(name)
         for command in (["link", "add", veths[0], "type", "veth", "peer", "name", veths[1]],
                         ["link", "set", veths[0], "netns", names[0]], ["link", "set", veths[1], "netns", names[1]]):
