@@ -7,12 +7,15 @@ TARGET is the ranks' worker-server sockets: a folder of them, a glob pattern or 
 or ``HOST:PORT``, the job's store (``MASTER_ADDR:MASTER_PORT``), where
 ``torch.distributed.debug.start_debug_server()`` put every rank's worker-server address.
 ``--pid PID …`` reads a job that prepared nothing instead (:mod:`.attach_pid`: each rank's stack
-by py-spy). Headless, the exit status is 0 when every rank is in step, 1 when some wait on others (or a rank
+by py-spy). With ``--relay VIEWER:PORT`` it is one node's relay (TARGET: that node's ranks), sending
+only what changed to ``collviz attach --listen VIEWER:PORT``, which shows the whole job as TARGET
+would. Headless, the exit status is 0 when every rank is in step, 1 when some wait on others (or a rank
 did not answer); 2 on a usage error. Without a terminal, attach is headless.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -27,13 +30,16 @@ from .options import (
     check_record_option,
     command_parser,
     no_terminal,
+    path_argument,
     print_json,
 )
 
 if TYPE_CHECKING:
     from collviz.runtime.live.pace import Pace
     from collviz.runtime.live.reading import Reader
+    from collviz.runtime.live.workers import Worker
     from collviz.runtime.sessions.live import LiveSession
+    from collviz.runtime.wire.relay_link import RelayListener
 
 __all__ = ["build_parser", "main"]
 
@@ -83,14 +89,24 @@ It says which ranks are inside which collective call (known by the function and 
 called it: a stack holds no group or call number), which are outside any and where, and names
 the ranks the others wait on at the line of their own code; then what would show more next time.
 
+Many nodes: one relay per node reads its own ranks and sends only what changed (each recorder
+entry new or changed since it last sent it, every --interval; signed with the shared secret) to
+one viewer listening for the relays:
+
+  export COLLVIZ_SECRET=$(openssl rand -hex 16)          # the same value everywhere
+  collviz attach --listen 0.0.0.0:5560                  # the viewer (or --headless, --watch)
+  srun --ntasks-per-node=1 collviz attach --relay VIEWER:5560 /tmp/job
+
 The worker server has no authentication: anyone who can open its socket or port can read it,
 so keep the sockets in a folder only you can read, and the ports inside the cluster's network.
 """
 
 
 def build_parser() -> OneLineParser:
-    """``collviz attach (TARGET | --pid PID [PID …] [--native]) [--record FILE [--force]] [--headless
-    [--json] [--watch [--count N]]] [--slowest S] [--timeout S] [--interval S]``."""
+    """``collviz attach (TARGET | --pid PID [PID …] [--native] | --listen HOST:PORT) [--record FILE
+    [--force]] [--headless [--json] [--watch [--count N]]] [--slowest S] [--timeout S] [--interval S]``,
+    or ``collviz attach --relay HOST:PORT TARGET [--count N]``; ``--secret-file FILE`` with --relay
+    or --listen."""
     parser = command_parser("collviz attach", "Watch a running job's ranks live, read from torch's worker servers "
                             "(or, by --pid, their stacks): "
                             "their calls, who waits on whom, and where.", ATTACH_EPILOG)
@@ -104,6 +120,13 @@ def build_parser() -> OneLineParser:
     parser.add_argument("--native", action="store_true",
                         help="with --pid: C and C++ frames too (where NCCL waits; py-spy pauses each rank for the "
                              "moment of its read)")
+    parser.add_argument("--relay", metavar="HOST:PORT",
+                        help="run as this node's relay: read TARGET's ranks every --interval and send only what "
+                             "changed to the viewer listening at HOST:PORT (signed with $COLLVIZ_SECRET)")
+    parser.add_argument("--listen", metavar="HOST:PORT",
+                        help="instead of TARGET, show the job the relays send to HOST:PORT (and PORT+1)")
+    parser.add_argument("--secret-file", type=path_argument, metavar="FILE",
+                        help="with --relay or --listen: the shared secret (default: $COLLVIZ_SECRET)")
     add_headless_option(parser, "one snapshot and exit")
     add_record_option(parser)
     parser.add_argument("--timeout", type=float, metavar="S",
@@ -133,18 +156,22 @@ def main(argv: Sequence[str]) -> int:
     from collviz.runtime.limits import check_count, check_seconds
     from collviz.runtime.live.pace import Pace
     from collviz.runtime.live.recorder_reader import RecorderReader
-    from collviz.runtime.live.snapshot import take_snapshot
+    from collviz.runtime.live.relayed_reader import RelayedReader
     from collviz.runtime.live.workers import find_workers
+    from collviz.runtime.sessions.access import load_secret
 
     headless = args.headless or args.json or args.watch or no_terminal() is not None
-    if (args.target is None) == (args.pid is None):
-        raise UsageError("attach reads TARGET (the job's worker servers) or --pid PID …, one of the two")
+    if sum(given is not None for given in (args.target, args.pid, args.listen)) != 1:
+        raise UsageError("attach reads one of: TARGET (the job's sockets or store), --pid PID … (a job that prepared "
+                         "nothing), --listen HOST:PORT (its relays)")
+    if args.relay is not None and args.target is None:
+        raise UsageError("--relay reads TARGET, this node's ranks")
     if args.native and args.pid is None:
         raise UsageError("--native adds C++ frames to the stacks of --pid")
     timeout_s = check_seconds("--timeout", args.timeout if args.timeout is not None else 10.0 if args.pid else 2.0)
     interval_s = check_seconds("--interval", args.interval)
-    if not args.watch and args.count is not None:
-        raise UsageError("--count counts the readings of --watch")
+    if not (args.watch or args.relay) and args.count is not None:
+        raise UsageError("--count counts the readings of --watch or --relay")
     if headless and args.record is not None:
         raise UsageError("--record keeps what the viewer shows; drop --headless (or run on a terminal)")
     check_record_option(args)
@@ -157,23 +184,94 @@ def main(argv: Sequence[str]) -> int:
         if not headless:
             return _view(pid_session(reader, record=args.record, pace=pace))
         return print_by_pid(reader, as_json=args.json, watch=_watch if args.watch else None, count=count, pace=pace)
-    workers = find_workers(args.target, timeout_s)
+    if args.listen is None:
+        workers = find_workers(args.target, timeout_s)
+        if args.relay is not None:
+            return _relay(workers, args.relay, load_secret(args.secret_file), interval_s, timeout_s, count)
+        recorders: Reader = RecorderReader(workers, timeout_s, from_first=not headless, target=args.target)
+        return _attach(recorders, args, headless, pace, count)
+    listener = _listener(args.listen, load_secret(args.secret_file))
+    try:
+        return _attach(RelayedReader(listener, timeout_s, from_first=not headless, target=args.listen), args, headless,
+                       pace, count)
+    finally:
+        listener.close()
+
+
+def _attach(reader: Reader, args: argparse.Namespace, headless: bool, pace: Pace, count: int | None) -> int:
+    """The job as ``reader`` reads it: in the viewer, or headless (one snapshot, or --watch)."""
+    from collviz.runtime.live.recorder_reader import RecorderReader
+    from collviz.runtime.live.snapshot import take_snapshot
+
     if not headless:
-        from collviz.runtime.sessions.live import attached_session
+        from collviz.runtime.live.reading_cost import ReadingCost
+        from collviz.runtime.sessions.live import attached_reader_session
 
-        return _view(attached_session(workers, record=args.record, target=args.target, pace=pace, timeout_s=timeout_s))
-
+        cost = ReadingCost.of(reader.workers) if isinstance(reader, RecorderReader) else None
+        return _view(attached_reader_session(reader, record=args.record, pace=pace, cost=cost))
     if not args.json:
-        print(f"collviz attach: the worker servers of {len(workers)} rank{'s' if len(workers) > 1 else ''} at {args.target}")
-    recorders = RecorderReader(workers, timeout_s, from_first=False, target=args.target)
+        servers = len(reader.workers) if isinstance(reader, RecorderReader) else 0
+        print(f"collviz attach: the worker servers of {servers} rank{'s' if servers > 1 else ''} at {args.target}"
+              if servers else f"collviz attach: the job its relays send to {args.listen}")
     if not args.watch:
-        snapshot = take_snapshot(recorders, interval_s)
+        snapshot = take_snapshot(reader, pace.fastest_s)
         if args.json:
             print_json(snapshot.document())
         else:
             print(snapshot.text(), flush=True)
         return snapshot.exit_status
-    return _watch(recorders, pace, count, args.json)
+    return _watch(reader, pace, count, args.json)
+
+
+def _listener(address: str, secret: bytes | None) -> RelayListener:
+    """The viewer's socket for the relays at ``address``, bound now (a port in use is one line)."""
+    from collviz.runtime.errors import UsageError
+    from collviz.runtime.sessions.access import SECRET_ENV, parse_listen
+    from collviz.runtime.wire.relay_link import RelayListener
+
+    host, port = parse_listen(address)
+    if secret is None:
+        raise UsageError(f"--listen: the relays sign what they send with the job's shared secret: set ${SECRET_ENV} "
+                         "(the same value on every node, e.g. from: openssl rand -hex 16) or give --secret-file")
+    try:
+        return RelayListener(host, port, secret)
+    except Exception as exc:  # zmq.ZMQError: address in use, not ours, …
+        raise UsageError(f"--listen {address}: cannot listen there ({exc})") from None
+
+
+def _relay(workers: list[Worker], viewer: str, secret: bytes | None, every_s: float, timeout_s: float,
+           count: int | None) -> int:
+    """This node's relay: its ranks' news to the viewer at ``viewer`` until the job ends, Ctrl-C
+    or ``count`` readings; one line per reading that changed something."""
+    from collviz.runtime.errors import UsageError
+    from collviz.runtime.live.relay import run_relay
+    from collviz.runtime.sessions.access import SECRET_ENV, parse_listen
+    from collviz.runtime.wire.relay_link import RelayLink
+    from collviz.runtime.wire.relay_news import RelayNews
+
+    host, port = parse_listen(viewer)
+    if secret is None:
+        raise UsageError(f"--relay: set ${SECRET_ENV} (the viewer's) or give --secret-file: the viewer accepts only "
+                         "signed news")
+    print(f"collviz attach: relaying {len(workers)} rank{'s' if len(workers) > 1 else ''} to {viewer} every "
+          f"{every_s:g} s", flush=True)
+
+    def report(news: RelayNews, cpu_s: float) -> None:
+        """One line for a reading with news: the entries sent, the CPU it cost, the ranks not read."""
+        sent = sum(len(recorder.entries) for rank in news.ranks for recorder in rank.recorders)
+        unread = [rank.rank for rank in news.ranks if rank.error]
+        if sent or unread:
+            print(f"reading {news.number}: {sent:,} entries sent, {cpu_s * 1e3:.0f} ms CPU"
+                  + (f"; ranks not read: {unread}" if unread else ""), flush=True)
+
+    link = RelayLink(host, port, secret)
+    try:
+        status = run_relay(workers, link, every_s, timeout_s, count, report)
+    except KeyboardInterrupt:
+        status = 0
+    finally:
+        link.close()
+    return status
 
 
 def _watch(reader: Reader, pace: Pace, count: int | None, as_json: bool) -> int:

@@ -34,11 +34,13 @@ def call_text(op: str, key: CallKey) -> str:
 @dataclass(frozen=True)
 class RankRead:
     """One rank as read, or why it could not be (``error``; ``slow`` when its source did not
-    answer within the reading's deadline, rather than refused)."""
+    answer within the reading's deadline, rather than refused), and the host it runs on where the
+    source says (a debug server's address, a relay's host; empty: not said)."""
 
     rank: int
     error: str = ""
     slow: bool = False
+    host: str = ""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..sources.flight_recorder import Dump, read_calls
 from ..wire.protocol import NOT_RECORDED_OPTION, UNTIMED_OPTION
@@ -26,7 +28,8 @@ from .stacks import user_stack_line
 from .tail import Floors, Trace, decode_trace, retired_floors, tail_content
 from .workers import Answer, Worker, ask_all
 
-__all__ = ["ATTACHED_REASON", "ENDED", "NOT_RECORDED", "RECORDERS", "UNTIMED", "Ask", "Launched", "RecorderReader"]
+__all__ = ["ATTACHED_REASON", "ENDED", "NOT_RECORDED", "RECORDERS", "UNTIMED", "Ask", "Launched", "RecorderReader",
+           "attached_run_start", "host_of", "stack_lines", "tail_reading"]
 
 RECORDERS = ("fr_trace_json", "dump_nccl_trace_json")
 """The handlers of torch's two Flight Recorders (CPU backends, NCCL)."""
@@ -67,6 +70,49 @@ def _recorder(answer: Answer, handler: str, since_ns: int) -> Trace | str | None
     return f"its {handler} answer is {trace}" if isinstance(trace, str) else trace
 
 
+def tail_reading(traces: Mapping[int, Sequence[Trace]], unread: Mapping[int, RankRead], paths: Mapping[int, Path],
+                 earlier: Floors | None, warnings: list[str],
+                 hosts: Mapping[int, str]) -> tuple[Reading, Floors]:
+    """One reading of the ranks whose recorders' ``traces`` were read (``unread``: the others, and
+    why; ``hosts``: where each runs, as far as known), and where each group's calls are now complete on every rank read (its floors). Each
+    rank's tail is decoded from the floors of ``earlier`` (the reading before's, for a reader that
+    shows every call; empty: from the first call; None: from this reading's floors)."""
+    floors = retired_floors(traces)
+    earlier = floors if earlier is None else earlier
+    start = {key: min(seq, earlier.get(key, 0)) for key, seq in floors.items()}
+    dumps = [Dump(paths[rank], rank, content) for rank, content in tail_content(traces, start).items()]
+    calls, origin = read_calls(dumps, warnings) if dumps else ([], None)
+    ranks = {**unread, **{rank: RankRead(rank, host=hosts.get(rank, "")) for rank in traces}}
+    world = max(origin.world_size if origin is not None else 0, max(paths, default=-1) + 1)
+    return Reading(ranks, calls, world, origin.backend if origin is not None else "unknown",
+                   origin.nccl_version if origin is not None else ""), floors
+
+
+def host_of(worker: Worker) -> str:
+    """The host a debug server's address names (``http://HOST:PORT``, as the rank registered it);
+    empty for a socket (this host, unnamed)."""
+    return urlsplit(worker.address).hostname or "" if worker.address.startswith("http://") else ""
+
+
+def stack_lines(answers: Mapping[int, Answer]) -> dict[int, str]:
+    """rank → its own line of code from its ``dump_traceback`` answer (or why it could not be read)."""
+    return {rank: user_stack_line(answer.body.decode(errors="replace")) if answer.body is not None
+            else f"(stack not read: {answer.error})" for rank, answer in answers.items()}
+
+
+def attached_run_start(reading: Reading, ranks: int, where: str) -> dict[str, Any]:
+    """An attached job's RunStart fields: ``ranks`` read at least, through ``where`` (its servers,
+    its relays)."""
+    return dict(scenario="attach", world_size=max(reading.world_size, ranks), backend=reading.backend,
+                device_kind="cuda" if reading.backend == "nccl" else "cpu", backend_reason=ATTACHED_REASON,
+                mode="live", options={UNTIMED_OPTION: UNTIMED, NOT_RECORDED_OPTION: NOT_RECORDED},
+                description=(f"Attached to a running job ({where}): each rank's Flight "
+                             "Recorder read live, one step per collective call as the ranks issue and "
+                             "complete it; where ranks wait for others, the line of code the missing ranks "
+                             "are at. Sizes and states only: no values."),
+                torch_version="not recorded", nccl_version=reading.nccl_version)
+
+
 @dataclass
 class RecorderReader:
     """Reads ``workers`` (see the module): each request within ``timeout_s``; calls made before
@@ -95,51 +141,37 @@ class RecorderReader:
             read = [_recorder(answers[handler][worker.rank], handler, self.since_ns) for handler in RECORDERS]
             error = next((found for found in read if isinstance(found, str)), None)
             if error is not None:
-                ranks[worker.rank] = RankRead(worker.rank, error=error, slow=answers[RECORDERS[0]][worker.rank].slow)
+                ranks[worker.rank] = RankRead(worker.rank, error=error, slow=answers[RECORDERS[0]][worker.rank].slow,
+                                              host=host_of(worker))
                 continue
             traces[worker.rank] = [found for found in read if isinstance(found, Trace)]
-        floors = retired_floors(traces)
-        earlier = self.floors if self.floors is not None else ({} if self.from_first else floors)
-        start = {key: min(seq, earlier.get(key, 0)) for key, seq in floors.items()}
+        reading, floors = tail_reading(traces, ranks, {worker.rank: worker.path for worker in self.workers},
+                                       self.floors if self.floors is not None else {} if self.from_first else None,
+                                       self.warnings, {worker.rank: host_of(worker) for worker in self.workers})
         if traces and len(traces) == len(self.workers):
             self.floors = floors
-        paths = {worker.rank: worker.path for worker in self.workers}
-        dumps = [Dump(paths[rank], rank, content) for rank, content in tail_content(traces, start).items()]
-        calls, origin = read_calls(dumps, self.warnings) if dumps else ([], None)
-        ranks.update({rank: RankRead(rank) for rank in traces})
-        world = max(origin.world_size if origin is not None else 0, max((w.rank for w in self.workers), default=-1) + 1)
-        return Reading(ranks, calls, world, origin.backend if origin is not None else "unknown",
-                       origin.nccl_version if origin is not None else "")
+        return reading
 
     def stacks(self, ranks: Sequence[int]) -> dict[int, str]:
         """rank → its own line of code from its ``dump_traceback`` (or why it could not be read)."""
         asked = [worker for worker in self.workers if worker.rank in set(ranks)]
-        answers = self.ask(asked, "dump_traceback", self.timeout_s) if asked else {}
-        return {rank: user_stack_line(answer.body.decode(errors="replace")) if answer.body is not None
-                else f"(stack not read: {answer.error})" for rank, answer in answers.items()}
+        return stack_lines(self.ask(asked, "dump_traceback", self.timeout_s) if asked else {})
 
     def run_start(self, reading: Reading) -> dict[str, Any] | None:
         """An attached job's RunStart (None where collviz launched it: the launcher's)."""
         if self.launched is not None:
             return None
         count = len(self.workers)
-        world = max(reading.world_size, max((w.rank for w in self.workers), default=0) + 1)
-        return dict(scenario="attach", world_size=world, backend=reading.backend,
-                    device_kind="cuda" if reading.backend == "nccl" else "cpu", backend_reason=ATTACHED_REASON,
-                    mode="live",
-                    options={UNTIMED_OPTION: UNTIMED, NOT_RECORDED_OPTION: NOT_RECORDED},
-                    description=(f"Attached to a running job ({count} worker server{'s' if count > 1 else ''}"
-                                 + (f" at {self.target}" if self.target else "") + "): each rank's Flight "
-                                 "Recorder read live, one step per collective call as the ranks issue and "
-                                 "complete it; where ranks wait for others, the line of code the missing ranks "
-                                 "are at. Sizes and states only: no values."),
-                    torch_version="not recorded", nccl_version=reading.nccl_version)
+        return attached_run_start(reading, max((w.rank for w in self.workers), default=0) + 1,
+                                  f"{count} worker server{'s' if count > 1 else ''}"
+                                  + (f" at {self.target}" if self.target else ""))
 
     def rank_start(self, rank: int, reading: Reading) -> dict[str, Any]:
-        """The rank's device, backend, host and pid, as far as known."""
+        """The rank's device, backend, host (a debug server's, from its address) and pid, as far as known."""
         launched = self.launched or Launched({}, "")
-        return dict(device=launched.device or "device unknown", backend=reading.backend, host=launched.host,
-                    pid=launched.pids.get(rank, 0))
+        read = reading.ranks.get(rank)
+        return dict(device=launched.device or "device unknown", backend=reading.backend,
+                    host=launched.host or (read.host if read is not None else ""), pid=launched.pids.get(rank, 0))
 
     def ended(self, reading: Reading) -> End | None:
         """Over once no rank answers (an attached job; a launcher knows better and ends it itself)."""

@@ -30,7 +30,7 @@ __all__ = ["RankNow", "Snapshot", "Wait", "snapshot_of", "take_snapshot", "watch
 @dataclass(frozen=True)
 class RankNow:
     """One rank as read: the call it last completed and the call it is in (their text; empty
-    when none), or why it could not be read."""
+    when none), or why it could not be read; the host it runs on, where the source says."""
 
     rank: int
     done: str = ""
@@ -39,6 +39,7 @@ class RankNow:
     at: str | None = None
     """Where the rank is beyond its call, from its stack (:attr:`~.reading.Reading.places`); None:
     the reading holds calls completed instead."""
+    host: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class Snapshot:
         missing = {rank: wait for wait in self.waits for rank in wait.missing}
         ranks = []
         for now in self.ranks:
-            row: dict = {"rank": now.rank}
+            row: dict = {"rank": now.rank, **({"host": now.host} if now.host else {})}
             if now.error:
                 ranks.append({**row, "error": now.error})
                 continue
@@ -94,15 +95,16 @@ class Snapshot:
         """The snapshot in lines: one per rank, then one per wait with each missing rank's stack."""
         lines = []
         for now in self.ranks:
+            who = f"rank {now.rank}" + (f" on {now.host}" if now.host else "")
             if now.error:
-                lines.append(f"rank {now.rank}: not read: {now.error}")
+                lines.append(f"{who}: not read: {now.error}")
                 continue
             if now.at is not None:
                 where = f"now in {now.inside}" if now.inside else "in no collective"
-                lines.append(f"rank {now.rank}: {where}" + (f", {'inside' if now.inside else 'at'} {now.at}" if now.at else ""))
+                lines.append(f"{who}: {where}" + (f", {'inside' if now.inside else 'at'} {now.at}" if now.at else ""))
                 continue
             done = f"last completed {now.done}" if now.done else "no call completed"
-            lines.append(f"rank {now.rank}: {done}; " + (f"now in {now.inside}" if now.inside else "in no collective"))
+            lines.append(f"{who}: {done}; " + (f"now in {now.inside}" if now.inside else "in no collective"))
         for wait in self.waits:
             plural = "s" if len(wait.missing) > 1 else ""
             lines.append(f"waiting: {wait.call}: rank{'s' if len(wait.waiting) > 1 else ''} {ranks_text(wait.waiting)} "
@@ -136,8 +138,9 @@ def snapshot_of(feed: Feed, reading: Reading) -> Snapshot:
         else:
             inside[call.rank] = text
     places = reading.places if reading.places else None
-    ranks = [RankNow(rank, error=read.error) if read.error else
-             RankNow(rank, done.get(rank, ""), inside.get(rank, ""), at=None if places is None else places.get(rank, ""))
+    ranks = [RankNow(rank, error=read.error, host=read.host) if read.error else
+             RankNow(rank, done.get(rank, ""), inside.get(rank, ""), host=read.host,
+                     at=None if places is None else places.get(rank, ""))
              for rank, read in sorted(reading.ranks.items())]
     waits = [Wait(wait.text, wait.waiting, wait.missing, {r: feed.stacks_of(wait).get(r, "") for r in wait.missing})
              for wait in feed.confirmed.values()]

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-__all__ = ["MAX_ENTRY_BYTES", "Floors", "Trace", "decode_trace", "retired_floors", "tail_content"]
+__all__ = ["MAX_ENTRY_BYTES", "Floors", "Place", "Trace", "decode_trace", "entry_key", "place_of", "retired_floors",
+           "tail_content"]
 
 MAX_ENTRY_BYTES = 64 << 10
 """The largest entry a trace may hold (a call's entry is a few hundred bytes, a few KB with its
@@ -34,7 +35,7 @@ Floors = dict[tuple[str, str, bool], int]
 (a group made with ``"cpu:gloo,cuda:nccl"`` numbers each backend's calls on its own)."""
 
 
-class _Place(msgspec.Struct):
+class Place(msgspec.Struct):
     """The fields of one entry that place it: its group, the name its backend gives the call
     (``nccl:all_reduce``), sequence numbers, whether it retired and when it was made."""
 
@@ -57,7 +58,7 @@ class _Top(msgspec.Struct):
 
 
 _TOP = msgspec.json.Decoder(_Top)
-_PLACE = msgspec.json.Decoder(_Place)
+_PLACE = msgspec.json.Decoder(Place)
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,11 @@ class Trace:
     pg_config: dict
     pg_status: dict
     entries: list[msgspec.Raw]
-    places: list[_Place | None]
+    places: list[Place | None]
 
 
-def _place(raw: msgspec.Raw) -> _Place | None:
+def place_of(raw: msgspec.Raw | bytes) -> Place | None:
+    """The fields that place an entry (None where they are not the usual ones)."""
     try:
         return _PLACE.decode(raw)
     except (msgspec.DecodeError, RecursionError):  # a field of another type (an older torch): decoded in full, never dropped
@@ -105,12 +107,12 @@ def decode_trace(body: bytes, since_ns: int = 0) -> Trace | str:
     if largest > MAX_ENTRY_BYTES:
         return f"not a Flight Recorder trace (an entry of {largest:,} bytes, over {MAX_ENTRY_BYTES:,})"
     kept = [(raw, place) for raw in top.entries
-            if (place := _place(raw)) is None or place.time_created_ns >= since_ns]
+            if (place := place_of(raw)) is None or place.time_created_ns >= since_ns]
     return Trace(top.version, top.pg_config or {}, top.pg_status or {}, [raw for raw, _ in kept],
                  [place for _, place in kept])
 
 
-def _key(place: _Place) -> tuple[str, str, bool, int]:
+def entry_key(place: Place) -> tuple[str, str, bool, int]:
     """(group, backend, point-to-point, sequence number): where the entry stands in its group's order."""
     group = place.process_group[0] if place.process_group else ""
     backend = place.profiling_name.split(":", 1)[0] if ":" in place.profiling_name else ""
@@ -126,7 +128,7 @@ def retired_floors(traces: Mapping[int, Sequence[Trace]]) -> Floors:
         for trace in rank_traces:
             for place in trace.places:
                 if place is not None:
-                    group, backend, p2p, seq = _key(place)
+                    group, backend, p2p, seq = entry_key(place)
                     key = (group, backend, p2p)
                     mine[key] = max(mine.get(key, 0), seq if place.retired else 0)
         for key, seq in mine.items():
@@ -148,7 +150,7 @@ def tail_content(traces: Mapping[int, Sequence[Trace]], floors: Floors | None = 
             content["pg_config"].update(trace.pg_config)
             content["pg_status"].update(trace.pg_status)
             kept += [(place.time_created_ns if place is not None else 0, raw) for raw, place in zip(trace.entries, trace.places)
-                     if place is None or not place.retired or _key(place)[3] >= floors.get(_key(place)[:3], 0)]
+                     if place is None or not place.retired or entry_key(place)[3] >= floors.get(entry_key(place)[:3], 0)]
         if len(rank_traces) > 1:
             kept.sort(key=lambda made: made[0])
         content["entries"] = [_entry(raw) for _, raw in kept]

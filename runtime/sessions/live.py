@@ -42,7 +42,7 @@ from ..wire.trace import TraceWriter
 from .contract import RunOutcome
 from .intake import Intake, TracedSession
 
-__all__ = ["LiveSession", "attached_session", "followed_session", "pid_session"]
+__all__ = ["LiveSession", "attached_reader_session", "attached_session", "followed_session", "pid_session"]
 
 
 @dataclass
@@ -138,8 +138,16 @@ def attached_session(workers: Sequence[Worker], *, record: Path | None = None, t
     """A session on the job whose ranks serve their Flight Recorders at ``workers`` (``collviz
     attach``): each request within ``timeout_s``, the ranks on this host measured so that readings
     keep under their share of the ranks' CPU; ``running`` see :class:`LiveSession`."""
-    reader = RecorderReader(workers, timeout_s, target=target)
-    return LiveSession(reader, record=record, running=running, pace=pace, cost=ReadingCost.of(workers),
+    return attached_reader_session(RecorderReader(workers, timeout_s, target=target), record=record, pace=pace,
+                                   running=running, cost=ReadingCost.of(workers))
+
+
+def attached_reader_session(reader: Reader, *, record: Path | None = None, pace: Pace = Pace(),
+                            running: Callable[[], bool] | None = None, cost: ReadingCost | None = None) -> LiveSession:
+    """A session on a running job as ``reader`` reads it (its worker servers, its relays: ``collviz
+    attach``), its readings held back by ``cost`` where it measures the ranks; ``running`` see
+    :class:`LiveSession`."""
+    return LiveSession(reader, record=record, running=running, pace=pace, cost=cost,
                        run_id=f"attach-{uuid.uuid4().hex[:12]}")
 
 

@@ -43,6 +43,8 @@ __all__ = [
     "encode_frames",
     "batch_frames",
     "open_frames",
+    "signed_message",
+    "verified_frames",
     "decode_frames",
     "GateMessage",
     "encode_control",
@@ -68,9 +70,9 @@ def _mac(secret: bytes, header: bytes, stamp: bytes, body: bytes) -> bytes:
     return hmac.new(secret, header + stamp + body, hashlib.sha256).digest()
 
 
-def _message(header: bytes, body: bytes, secret: bytes | None) -> list[bytes]:
+def signed_message(header: bytes, body: bytes, secret: bytes | None) -> list[bytes]:
     """Header and body frames; with a secret, also the sender's wall-clock time (ns) and the
-    HMAC-SHA256 of header, time and body."""
+    HMAC-SHA256 of header, time and body (events use it, and a relay's news: any header)."""
     if secret is None:
         return [header, body]
     stamp = _STAMP.pack(time.time_ns())
@@ -82,7 +84,7 @@ def encode_frames(event: Event, secret: bytes | None = None) -> list[bytes]:
     shared secret also the sender's wall-clock time (ns) and the HMAC-SHA256 of header, time and
     payload, so a receiver can refuse a frame signed for an earlier session (see
     :data:`SIGNATURE_WINDOW_S`)."""
-    return _message(WIRE_HEADER, encode(event), secret)
+    return signed_message(WIRE_HEADER, encode(event), secret)
 
 
 def batch_frames(payloads: Sequence[bytes], secret: bytes | None = None) -> list[bytes]:
@@ -90,9 +92,9 @@ def batch_frames(payloads: Sequence[bytes], secret: bytes | None = None) -> list
     single one as :func:`encode_frames` sends it; several in one body (see :data:`BATCH_MARK`),
     signed as one. The caller keeps the body within :data:`~.protocol.MAX_FRAME_BYTES`."""
     if len(payloads) == 1:
-        return _message(WIRE_HEADER, payloads[0], secret)
+        return signed_message(WIRE_HEADER, payloads[0], secret)
     body = b"".join([part for payload in payloads for part in (_LENGTH.pack(len(payload)), payload)])
-    return _message(_BATCH_HEADER, body, secret)
+    return signed_message(_BATCH_HEADER, body, secret)
 
 
 class Unauthenticated(ProtocolError):
@@ -103,16 +105,12 @@ class Stale(Unauthenticated):
     """A correctly signed message stamped outside the receiving session's window (a replay)."""
 
 
-def open_frames(frames: list[bytes], secret: bytes | None = None,
-                session_start_ns: int | None = None) -> list[bytes]:
-    """The encoded events a multipart message carries, in order, not yet decoded.
-
-    Checks the part count, the signature when a ``secret`` is required (and, given the session's
-    wall-clock start, that the signed stamp lies in its window: :class:`Stale` otherwise), the
-    version header — any minor version of this major is accepted (see :func:`decode` for what a
-    newer one may carry); another major raises :class:`IncompatibleVersion` naming both — and, in
-    a body of several events, that their lengths add up to it.
-    """
+def verified_frames(frames: list[bytes], secret: bytes | None = None,
+                    session_start_ns: int | None = None) -> tuple[bytes, bytes]:
+    """A message's header and body, once its part count is right and, when a ``secret`` is
+    required, its signature too (and, given the session's wall-clock start, its stamp lies in the
+    session's window: :class:`Stale` otherwise); :class:`Unauthenticated` or
+    :class:`~.protocol.ProtocolError` else. The header is not read: the caller knows its own."""
     frames = [bytes(f) for f in frames]
     if secret is not None:
         if (len(frames) != 4 or len(frames[2]) != _STAMP.size
@@ -126,7 +124,20 @@ def open_frames(frames: list[bytes], secret: bytes | None = None,
         frames = frames[:2]
     if len(frames) != 2:
         raise ProtocolError(f"expected 2 frames, got {len(frames)}")
-    header, body = frames
+    return frames[0], frames[1]
+
+
+def open_frames(frames: list[bytes], secret: bytes | None = None,
+                session_start_ns: int | None = None) -> list[bytes]:
+    """The encoded events a multipart message carries, in order, not yet decoded.
+
+    Checks the part count, the signature when a ``secret`` is required (and, given the session's
+    wall-clock start, that the signed stamp lies in its window: :class:`Stale` otherwise), the
+    version header — any minor version of this major is accepted (see :func:`decode` for what a
+    newer one may carry); another major raises :class:`IncompatibleVersion` naming both — and, in
+    a body of several events, that their lengths add up to it.
+    """
+    header, body = verified_frames(frames, secret, session_start_ns)
     if header == WIRE_HEADER:
         return [body]
     if header == _BATCH_HEADER:

@@ -10,6 +10,7 @@ Expected lines are written from the job script (its calls and its own line numbe
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from pathlib import Path
@@ -44,7 +45,9 @@ def test_attach_through_the_debug_servers_store_says_the_same(attached_job):
     assert attached.returncode == 1, attached.stderr
     lines = attached.stdout.splitlines()
     assert lines[0] == f"collviz attach: the worker servers of 2 ranks at {store}"
-    assert lines[1:] == attached_job["attach"].stdout.splitlines()[1:]
+    host = socket.gethostname()  # each rank registers http://{its hostname}:PORT in the store, as torch does
+    by_socket = attached_job["attach"].stdout.splitlines()[1:]
+    assert lines[1:] == [re.sub(r"^rank (\d+):", rf"rank \1 on {host}:", line) for line in by_socket]
 
 
 STALLED_DOCUMENT = {
@@ -304,7 +307,8 @@ def test_a_store_without_addresses_is_refused_and_a_dead_rank_is_named():
     store.set("debug_server/rank0", f"http://127.0.0.1:{dead}")
     attached = run_cli("attach", "--headless", address, timeout=DEADLINE_S)
     assert attached.returncode == 1
-    assert attached.stdout.splitlines()[1] == "rank 0: not read: no worker server there (its rank ended, or has not started)"
+    assert attached.stdout.splitlines()[1] == ("rank 0 on 127.0.0.1: not read: no worker server there (its rank ended, "
+                                               "or has not started)")  # the host its address in the store names
 
 
 # ---- reading little: the tail of each rank's recorder, and the pace of --watch ---------------------

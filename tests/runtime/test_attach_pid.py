@@ -188,9 +188,14 @@ def test_dumps_torch_wrote_since_the_ranks_started_are_read_and_named_for_replay
         rank.wait()
 
 
+ONE_SOURCE = ("attach reads one of: TARGET (the job's sockets or store), --pid PID … (a job that prepared nothing), "
+              "--listen HOST:PORT (its relays)")
+"""What attach says when it is given no source, or more than one."""
+
+
 @pytest.mark.parametrize("args, expected", [
-    (["--headless"], "attach reads TARGET (the job's worker servers) or --pid PID …, one of the two"),
-    (["--headless", "/tmp/job", "--pid", "1"], "attach reads TARGET (the job's worker servers) or --pid PID …, one of the two"),
+    (["--headless"], ONE_SOURCE),
+    (["--headless", "/tmp/job", "--pid", "1"], ONE_SOURCE),
     (["--headless", "--native", "/tmp/job"], "--native adds C++ frames to the stacks of --pid"),
 ])
 def test_target_and_pid_are_one_or_the_other(args, expected, capsys):

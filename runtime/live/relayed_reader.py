@@ -1,0 +1,204 @@
+"""A running job read through its per-host relays (``collviz attach --listen HOST:PORT``): the
+viewer's end of :mod:`.relay`.
+
+:class:`RelayedReader` holds, per rank and recorder, the entries its relay sent (each replaced by
+its newer version as the relay sends one) and reads them as the attach reader reads worker
+servers' answers (:func:`~.recorder_reader.tail_reading`): the same calls, waits and floors, so
+the feed, the loop, the snapshot and the viewer stay as they are. Once a reading found a group's
+calls complete on every rank read, the entries before them are dropped: what it holds is the
+calls still in flight and the news. A rank is as its relay last said (with the host the relay
+named); the ranks of a relay silent for three of its readings and the deadline are named as
+not read. The stacks of ranks others wait on are asked of the relays, each answering for its own.
+
+The socket is the caller's (a :class:`Listener`): this module never imports ZeroMQ.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import msgspec
+
+from ..wire.relay_news import RankNews, RelayNews
+from .reading import End, RankRead, Reading
+from .recorder_reader import ENDED, attached_run_start, tail_reading
+from .relay import EntryKey
+from .tail import Floors, Place, Trace, entry_key, place_of
+
+__all__ = ["Listener", "RelayedReader"]
+
+SILENT_READINGS = 3
+"""A relay's readings missed (beyond the deadline) before its ranks are named as not read."""
+
+
+class Listener(Protocol):
+    """The viewer's socket to its relays (:class:`~collviz.runtime.wire.relay_link.RelayListener`)."""
+
+    def receive(self, timeout_s: float) -> list[RelayNews]:
+        """The news that arrived, waiting up to ``timeout_s`` for the first."""
+
+    def ask_stacks(self, ranks: list[int]) -> None:
+        """Ask every relay for the stacks of ``ranks``."""
+
+
+@dataclass
+class _Held:
+    """One rank's recorder as its relay sent it: the header, and each entry by its place."""
+
+    header: dict[str, Any] = field(default_factory=dict)
+    entries: dict[EntryKey, tuple[bytes, Place | None]] = field(default_factory=dict)
+
+    def trace(self) -> Trace:
+        """The recorder's trace, as if its worker server had answered it."""
+        held = list(self.entries.values())
+        return Trace(self.header.get("version", ""), self.header.get("pg_config", {}),
+                     self.header.get("pg_status", {}), [msgspec.Raw(raw) for raw, _ in held],
+                     [place for _, place in held])
+
+
+@dataclass
+class _Relay:
+    """When a relay was last heard, how often it reads, and its ranks."""
+
+    heard: float
+    every_s: float
+    ranks: set[int]
+
+
+@dataclass
+class RelayedReader:
+    """Reads the job its relays report to ``listener`` (see the module): the first reading waits
+    up to ``first_wait_s`` for every rank of the job to be reported; stacks are waited for up to
+    ``timeout_s``. ``from_first`` and ``floors`` as :class:`~.recorder_reader.RecorderReader`'s."""
+
+    listener: Listener
+    timeout_s: float = 2.0
+    first_wait_s: float = 10.0
+    target: str = ""
+    from_first: bool = True
+    clock: Callable[[], float] = time.monotonic
+    floors: Floors | None = None
+    warnings: list[str] = field(default_factory=list)
+    _held: dict[tuple[int, int], _Held] = field(default_factory=dict)
+    _ranks: dict[int, RankNews] = field(default_factory=dict)
+    _hosts: dict[int, str] = field(default_factory=dict)
+    _relays: dict[str, _Relay] = field(default_factory=dict)
+    _stacks: dict[int, str] = field(default_factory=dict)
+    _read: bool = False
+
+    def read(self) -> Reading:
+        """What the relays said since the reading before, added to what they said earlier."""
+        self._take(self.listener.receive(0.0 if self._read else min(self.first_wait_s, 0.05)))
+        if not self._read:
+            deadline = self.clock() + self.first_wait_s
+            while not self._whole() and (left := deadline - self.clock()) > 0:
+                self._take(self.listener.receive(min(left, 0.1)))
+        self._read = True
+        silent = self._silent()
+        unread = {rank: RankRead(rank, error=news.error or silent.get(rank, ""), slow=news.slow,
+                                 host=self._hosts.get(rank, ""))
+                  for rank, news in self._ranks.items() if news.error or rank in silent}
+        traces: dict[int, list[Trace]] = {}
+        for (rank, _), held in sorted(self._held.items()):
+            if rank in self._ranks and rank not in unread:
+                traces.setdefault(rank, []).append(held.trace())
+        paths = {rank: Path(self._hosts.get(rank, "relayed")) / f"rank{rank}" for rank in self._ranks}
+        reading, floors = tail_reading(traces, unread, paths,
+                                       self.floors if self.floors is not None else {} if self.from_first else None,
+                                       self.warnings, self._hosts)
+        if traces and not unread:
+            self.floors = floors
+        self._drop_below(floors, traces)
+        return reading
+
+    def _take(self, arrived: Sequence[RelayNews]) -> None:
+        """Hold what the news says (a rank's later news replacing its earlier)."""
+        for news in arrived:
+            relay = self._relays.setdefault(news.relay, _Relay(self.clock(), news.every_s, set()))
+            relay.heard, relay.every_s = self.clock(), news.every_s
+            self._stacks.update(news.stacks)
+            for rank in news.ranks:
+                relay.ranks.add(rank.rank)
+                self._ranks[rank.rank] = rank
+                self._hosts[rank.rank] = news.host
+                for recorder in rank.recorders:
+                    held = self._held.setdefault((rank.rank, recorder.recorder), _Held())
+                    if recorder.header:
+                        held.header = _header(recorder.header)
+                    for raw in recorder.entries:
+                        place = place_of(raw)
+                        held.entries[entry_key(place) if place is not None else (raw,)] = (raw, place)
+
+    def _whole(self) -> bool:
+        """Whether every rank of the job's default group (as a recorder's header says) is reported."""
+        sizes = [len(_members(config)) for held in self._held.values()
+                 for config in held.header.get("pg_config", {}).values() if isinstance(config, dict)]
+        return bool(sizes) and len(self._ranks) >= max(sizes)
+
+    def _silent(self) -> dict[int, str]:
+        """rank → why it is not read, for the ranks of each relay not heard for too long."""
+        silent = {}
+        for name, relay in self._relays.items():
+            quiet = self.clock() - relay.heard
+            if quiet > SILENT_READINGS * relay.every_s + self.timeout_s:
+                silent.update({rank: f"its relay ({name}) sent nothing for {quiet:.0f} s" for rank in relay.ranks})
+        return silent
+
+    def _drop_below(self, floors: Floors, traces: dict[int, list[Trace]]) -> None:
+        """Drop the entries of ranks read that lie before their group's floor, retired."""
+        for (rank, _), held in self._held.items():
+            if rank in traces:
+                held.entries = {key: (raw, place) for key, (raw, place) in held.entries.items()
+                                if place is None or not place.retired or _at_or_after(place, floors)}
+
+    def stacks(self, ranks: Sequence[int]) -> dict[int, str]:
+        """rank → its own line of code, as its relay read it (asked now, waited for ``timeout_s``)."""
+        for rank in ranks:
+            self._stacks.pop(rank, None)
+        self.listener.ask_stacks(list(ranks))
+        deadline = self.clock() + self.timeout_s
+        while any(rank not in self._stacks for rank in ranks) and (left := deadline - self.clock()) > 0:
+            self._take(self.listener.receive(min(left, 0.1)))
+        return {rank: self._stacks.get(rank, f"(stack not read: its relay did not answer within {self.timeout_s:g} s)")
+                for rank in ranks}
+
+    def run_start(self, reading: Reading) -> dict[str, Any] | None:
+        """The attached job's RunStart: its ranks, through how many relays."""
+        count = len(self._relays)
+        return attached_run_start(reading, max(self._ranks, default=0) + 1,
+                                  f"{len(self._ranks)} ranks through {count} relay{'s' if count != 1 else ''}"
+                                  + (f" at {self.target}" if self.target else ""))
+
+    def rank_start(self, rank: int, reading: Reading) -> dict[str, Any]:
+        """The rank's host, as its relay named it."""
+        return dict(device="device unknown", backend=reading.backend, host=self._hosts.get(rank, ""), pid=0)
+
+    def ended(self, reading: Reading) -> End | None:
+        """Over once no rank answers."""
+        return End("ok", ENDED) if reading.gone else None
+
+
+def _header(raw: bytes) -> dict[str, Any]:
+    decoded = msgspec.json.decode(raw)
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def _members(config: dict) -> list:
+    ranks = config.get("ranks", [])
+    if isinstance(ranks, str):
+        try:
+            ranks = json.loads(ranks)
+        except ValueError:
+            return []
+    return ranks if isinstance(ranks, list) else []
+
+
+
+def _at_or_after(place: Place, floors: Floors) -> bool:
+    group, backend, p2p, seq = entry_key(place)
+    return seq >= floors.get((group, backend, p2p), 0)
