@@ -30,6 +30,7 @@ CARRIED: dict[str, str] = {
     "platformdirs": "4.14.8",
     "pygments": "2.21.0",
     "typing-extensions": "4.16.0",
+    "py-spy": "0.4.3",  # attach --pid (one wheel for every Python: a binary, not an extension)
     # the GPU tier's test packages
     "pytest": "8.4.2",
     "pluggy": "1.7.0",
