@@ -69,7 +69,7 @@ JOB = textwrap.dedent(f'''
             else:
                 (folder / "waiting").touch()
             dist.all_reduce(torch.ones({ELEMENTS}))
-            print(f"finished {{rank}}", flush=True)
+            os.write(1, f"finished {{rank}}\\n".encode())  # one write: the ranks share torchrun's stdout
             (folder / f"done{{rank}}").touch()
             wait_for("exit")
         finally:
