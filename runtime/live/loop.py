@@ -95,7 +95,10 @@ class LiveLoop:
 
     def wait_and_step(self, timeout: float) -> Reading | None:
         """Wait up to ``timeout`` seconds for the next reading to fall due, then take it; None when
-        it did not fall due in time or :meth:`interrupt` woke the wait."""
+        it did not fall due in time or :meth:`interrupt` woke the wait. A measured rank whose
+        process ended makes the next reading due at once."""
+        if self.cost is not None and self.cost.newly_exited():
+            self._due = min(self._due, time.monotonic())
         wait = self._due - time.monotonic()
         if self._woken.wait(max(0.0, min(wait, timeout))) or wait > timeout:
             return None

@@ -111,6 +111,7 @@ class ReadingCost:
     clock: Callable[[], float] = time.monotonic
     _before: dict[int, ThreadCpu] = field(default_factory=dict)
     _accounts: dict[int, _Account] = field(default_factory=dict)
+    _exited: set[int] = field(default_factory=set)
 
     @classmethod
     def of(cls, workers: Sequence[Worker]) -> ReadingCost | None:
@@ -118,6 +119,13 @@ class ReadingCost:
         pids = {worker.rank: pid for worker in workers if (pid := server_pid(worker)) is not None
                 and os.path.isdir(f"/proc/{pid}/task")}
         return cls(pids) if pids else None
+
+    def newly_exited(self) -> bool:
+        """Whether a measured rank's process has ended since this was last asked: the job's end
+        (or a rank's) is to be read now, not after a hold its running ranks earned."""
+        gone = {rank for rank, pid in self.pids.items() if not os.path.isdir(f"/proc/{pid}/task")}
+        new, self._exited = gone - self._exited, self._exited | gone
+        return bool(new)
 
     def before(self) -> None:
         """Note each rank's CPU as a reading starts."""

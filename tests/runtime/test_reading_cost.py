@@ -181,3 +181,19 @@ def test_a_steady_reading_waits_as_long_as_the_measured_cost_asks():
     loop.step()
     # paid 40 ms; one more: 80 ms / 0.004 = 20 s of own CPU, it has 2 s: 18 s at 0.2 s a second = 90 s
     assert abs(loop.interval - 90.0) < 1e-9
+
+
+def test_a_rank_whose_process_ended_makes_the_next_reading_due_at_once_once():
+    """A job released from its last steady reading ends while its held-back next reading waits:
+    a rank's ended process makes the reading due now (so the end is read, not found a hold later),
+    and only once per ended rank (a rank that crashed early does not make every poll read)."""
+    import subprocess
+    import sys
+
+    from collviz.runtime.live.reading_cost import ReadingCost
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    meter = ReadingCost({0: ended.pid, 1: os.getpid()})
+    assert meter.newly_exited() is True
+    assert meter.newly_exited() is False, "said once"
