@@ -119,7 +119,8 @@ def test_the_rank_its_peers_waited_for_waited_least(runs):
     [second] = [c for c in runs["observed"]["summary"]["calls"] if _key(c) == (0, 2)]
     seconds = {int(rank): took for rank, took in second["seconds"].items()}
     assert sorted(seconds) == [0, 1, 2, 3]
-    assert all(seconds[rank] >= SLEEP_S for rank in (0, 1, 2)), seconds
+    # rank 3 starts its sleep as the others enter the call, not at the same instant (1.997 s once):
+    assert all(seconds[rank] >= 0.9 * SLEEP_S for rank in (0, 1, 2)), seconds
     assert seconds[3] < min(seconds[rank] for rank in (0, 1, 2)), seconds
     assert second["slowest_seconds"] == pytest.approx(max(seconds.values()))
 
