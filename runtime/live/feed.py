@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..observation.rank_lists import ranks_text
@@ -55,10 +55,11 @@ class Sink(Protocol):
 
 @dataclass
 class _Shown:
-    """One call as shown so far: its step, its members, when each rank issued it (the source's
-    clock) and which ranks completed it."""
+    """One call as shown so far: its step, its group's label and members, when each rank issued it
+    (the source's clock) and which ranks completed it."""
 
     index: int
+    group: str
     members: tuple[int, ...]
     name: str
     narration: str
@@ -69,9 +70,9 @@ class _Shown:
     ended: set[int] = field(default_factory=set)
 
 
-def _narration(call: Call) -> str:
+def _narration(call: Call, group: str) -> str:
     out = f" → {call.bytes_out:,} B out" if call.bytes_out != call.bytes_in else ""
-    return (f"{call_text(call.op, (call.group, call.group_seq))} (ranks {ranks_text(call.group_ranks)}): "
+    return (f"{call_text(call.op, group, call.group_seq)} (ranks {ranks_text(call.group_ranks)}): "
             f"{call.dtype} ×{call.count:,}, {call.bytes_in:,} B in{out} on rank {call.rank}.\n"
             "Read live from the job's Flight Recorder: sizes and state, no values or provenance"
             + ("." if call.duration_ns else ", no duration."))
@@ -97,7 +98,9 @@ class Feed:
     _seq: dict[int, int] = field(default_factory=dict)
     _shown: dict[CallKey, _Shown] = field(default_factory=dict)
     _done_up_to: dict[str, int] = field(default_factory=dict)
-    """Per group, the last call dropped: it and those before it are never shown again."""
+    """Per group (its identity), the last call dropped: it and those before it are never shown again."""
+    _labels: dict[str, str] = field(default_factory=dict)
+    """Per group (its identity), the label its events carry: the first one read, kept (see :meth:`_label`)."""
     _answered: set[int] = field(default_factory=set)
     _silent: dict[int, int] = field(default_factory=dict)
     _named: set[int] = field(default_factory=set)
@@ -168,14 +171,16 @@ class Feed:
         seen: set[CallKey] = set()
         passed = 0
         for call in reading.calls:
-            key = (call.group, call.group_seq)
-            if call.rank in self._named or call.group_seq <= self._done_up_to.get(call.group, 0):
+            key = call.key
+            if call.rank in self._named or call.group_seq <= self._done_up_to.get(key[0], 0):
                 continue  # a rank given up, or a call already shown and dropped
             seen.add(key)
             shown = self._shown.get(key)
             if shown is None:
-                name, narration = reading.texts.get(key, (reading.call_texts.get(key) or call_text(call.op, key), ""))
-                shown = self._shown[key] = _Shown(self._next_index, call.group_ranks, name, narration,
+                group = self._label(call)
+                name, narration = reading.texts.get(
+                    key, (reading.call_texts.get(key) or call_text(call.op, group, call.group_seq), ""))
+                shown = self._shown[key] = _Shown(self._next_index, group, call.group_ranks, name, narration,
                                                   reading.hops.get(key, ()))
                 self._next_index += 1
             passed += self._rank_step(shown, call)
@@ -187,12 +192,25 @@ class Feed:
             self._done_up_to[key[0]] = max(self._done_up_to.get(key[0], 0), key[1])
         return passed
 
+    def _label(self, call: Call) -> str:
+        """The label ``call``'s group is shown by: the first one read for its identity, so that one
+        group keeps one name in every event (a reading may word it with ``on <backend>`` and the
+        next not); where that label is another group's already, it gains the call's backend."""
+        identity = call.key[0]
+        label = self._labels.get(identity)
+        if label is None:
+            label = call.group
+            if label in self._labels.values():
+                label = f"{label} on {call.backend}" if call.backend else f"{label} ({identity})"
+            self._labels[identity] = label
+        return label
+
     def _rank_step(self, shown: _Shown, call: Call) -> int:
         """``call``'s begin events the first time its rank is seen in it, its end events the first
         time it is seen completed."""
         name = shown.name
         at = call.t_ns + self._clock_ns
-        fields = dict(op=call.op, group=call.group, group_ranks=list(call.group_ranks), group_seq=call.group_seq,
+        fields = dict(op=call.op, group=shown.group, group_ranks=list(call.group_ranks), group_seq=call.group_seq,
                       dtype=call.dtype, count=call.count, bytes_in=call.bytes_in, bytes_out=call.bytes_out,
                       algo_bytes=algo_bytes_of(call.op, len(call.group_ranks), call.bytes_in, call.bytes_out),
                       root=call.root)
@@ -200,7 +218,7 @@ class Feed:
         if call.rank not in shown.issued:
             shown.issued[call.rank] = call.t_ns
             self.stamp(Phase, call.rank, at, index=shown.index, name=name, edge="begin",
-                       narration=shown.narration or _narration(call))
+                       narration=shown.narration or _narration(call, shown.group))
             self.stamp(Collective, call.rank, at, phase=shown.index, edge="begin", duration_ns=None, **fields)
             for hop in (hop for hop in shown.hops if hop.dst == call.rank):
                 self.stamp(Transfer, call.rank, at, phase=shown.index, src=hop.src, dst=hop.dst, bytes=hop.bytes,
@@ -219,7 +237,7 @@ class Feed:
         """A Stall for each wait confirmed (see the module), waited ``after_s`` at least; again at
         each reading while it lasts, once its waiting time has grown by a second."""
         passed = 0
-        self.confirmed = {key: wait for key, wait in waits.items()
+        self.confirmed = {key: replace(wait, group=self._labels.get(key[0], wait.group)) for key, wait in waits.items()
                           if final or (key in self._last_waits and self._last_waits[key].waiting == wait.waiting)}
         for key, wait in self.confirmed.items():
             waited_s = max(0.0, (self.now_ns() - wait.issued_ns) / 1e9)
@@ -232,7 +250,7 @@ class Feed:
             plural = len(wait.waiting) > 1
             text = (f"{wait.text}: rank{'s' if plural else ''} {ranks_text(wait.waiting)} waiting {waited_s:.0f} s; "
                     + "; ".join(elsewhere))
-            self.sink.emit(Stall, group=key[0], group_seq=key[1], op=wait.op, waiting=list(wait.waiting),
+            self.sink.emit(Stall, group=wait.group or key[0], group_seq=key[1], op=wait.op, waiting=list(wait.waiting),
                            elsewhere=elsewhere, waited_s=waited_s, text=text)
             passed += 1
         return passed

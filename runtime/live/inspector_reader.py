@@ -187,7 +187,7 @@ class InspectorReader:
         place = (record.comm, record.op, record.sn)
         key = self._keys.get(place)
         if key is None:
-            key = self._keys[place] = (call.group, call.group_seq)
+            key = self._keys[place] = call.key
             texts[key] = step_text(comm, record.sn, [(record, call)], LIVE_NOTE)
             hop = hop_of(record, comm)
             if hop is not None:

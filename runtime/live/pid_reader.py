@@ -128,7 +128,7 @@ class PidReader:
                 calls.append(Call(rank, call.key[0], members, call.key[1], call.op, SIZES_NOT_READ, 0, 0, 0,
                                   call.seen_ns.get(rank, now), None, completed=over, where=words.partition(" at ")[2]))
         texts = {call.key: (call.words, _narration(call.words)) for call in self._open.values()}
-        worded = {(call.group, call.group_seq): call.group for call in calls}
+        worded = {call.key: call.group for call in calls}
         world = max([process.world_size for process in self.ranks] + [len(self.ranks)])
         return Reading(ranks, calls, world, texts=texts, call_texts=worded, places=shown)
 

@@ -1,6 +1,7 @@
 """What every live reader gives: one :class:`Reading` of a running job (each rank's calls, or why
 it could not be read), the :class:`Reader` protocol, and the waits a reading shows, keyed by the
-call they wait in — ``(group, sequence number)``, never by how the call is worded.
+call they wait in — its group's identity and number (:attr:`~..sources.run.Call.key`), never by
+how the call or its group is worded.
 
 A reader reads its source once per :meth:`Reader.read` (a job's worker servers, a run's own ranks,
 a folder of NCCL Inspector files, each rank's stack by pid): adding a source is one more reader,
@@ -23,12 +24,13 @@ from ..sources.run import Call, Hop
 __all__ = ["CallKey", "End", "RankRead", "Reader", "Reading", "Wait", "call_text", "waits_of"]
 
 CallKey = tuple[str, int]
-"""A call across its ranks: (group, sequence number on that group)."""
+"""A call across its ranks: (its group's identity, its sequence number on that group)."""
 
 
-def call_text(op: str, key: CallKey) -> str:
-    """How a call is worded for the user (``all_reduce #6 on group 0 (default_pg)``): shown, never a key."""
-    return f"{op} #{key[1]} on group {key[0]}"
+def call_text(op: str, group: str, seq: int) -> str:
+    """How call ``seq`` of ``op`` on the group labelled ``group`` is worded for the user
+    (``all_reduce #6 on group 0 (default_pg)``): shown, never a key."""
+    return f"{op} #{seq} on group {group}"
 
 
 @dataclass(frozen=True)
@@ -103,11 +105,13 @@ class Wait:
     issued_ns: int
     worded: str = ""
     """The reader's words for the call, where :func:`call_text` cannot word it."""
+    group: str = ""
+    """The label of the call's group, as the reading words it (empty: the key's identity is the label)."""
 
     @property
     def text(self) -> str:
         """The call as the user reads it."""
-        return self.worded or call_text(self.op, self.key)
+        return self.worded or call_text(self.op, self.group or self.key[0], self.key[1])
 
 
 def waits_of(reading: Reading) -> dict[CallKey, Wait]:
@@ -117,11 +121,12 @@ def waits_of(reading: Reading) -> dict[CallKey, Wait]:
     calls = reading.calls
     latest: dict[tuple[int, str], int] = {}
     for call in calls:
-        latest[call.rank, call.group] = max(latest.get((call.rank, call.group), 0), call.group_seq)
+        group = call.key[0]
+        latest[call.rank, group] = max(latest.get((call.rank, group), 0), call.group_seq)
     inside: dict[CallKey, list[Call]] = {}
     for call in calls:
         if not call.completed:
-            inside.setdefault((call.group, call.group_seq), []).append(call)
+            inside.setdefault(call.key, []).append(call)
     answered = set(reading.answered)
     waits = {}
     for key, waiting in inside.items():
@@ -129,7 +134,7 @@ def waits_of(reading: Reading) -> dict[CallKey, Wait]:
         missing = tuple(rank for rank in members if rank in answered and latest.get((rank, key[0]), 0) < key[1])
         if missing:
             waits[key] = Wait(key, waiting[0].op, tuple(sorted(call.rank for call in waiting)), missing,
-                              min(call.t_ns for call in waiting), reading.call_texts.get(key, ""))
+                              min(call.t_ns for call in waiting), reading.call_texts.get(key, ""), waiting[0].group)
     return waits
 
 

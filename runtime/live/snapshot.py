@@ -131,8 +131,7 @@ def snapshot_of(feed: Feed, reading: Reading) -> Snapshot:
     done: dict[int, str] = {}
     inside: dict[int, str] = {}  # the latest call each rank began and did not end (on any backend)
     for call in reading.calls:
-        key = (call.group, call.group_seq)
-        text = reading.call_texts.get(key) or call_text(call.op, key)
+        text = reading.call_texts.get(call.key) or call_text(call.op, call.group, call.group_seq)
         if call.completed:
             done[call.rank] = text
         else:

@@ -11,8 +11,8 @@ object per call. The checks (:mod:`.call_checks`) and the summary of a large imp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -65,6 +65,10 @@ class CallTable:
     root: np.ndarray
     where: np.ndarray
     step_count: int
+    group_ids: list[str] = field(default_factory=list)
+    """Each group's identity where its label may not be one (see :attr:`~.run.Call.group_id`); empty: the labels are."""
+    backends: list[str] = field(default_factory=list)
+    """The backend that numbered each group's calls, where the source says; empty: not said."""
 
     def __len__(self) -> int:
         return len(self.rank)
@@ -129,7 +133,7 @@ class CallTable:
                  np.int64, np.bool_, np.int64, np.int32)
         names = ("rank", "step", "group", "seq", "op", "dtype", "count", "bytes_in", "bytes_out", "t_ns", "duration_ns",
                  "completed", "root", "where")
-        arrays: dict[str, np.ndarray] = {name: np.asarray(column, dtype=kind)
+        arrays: dict[str, Any] = {name: np.asarray(column, dtype=kind)  # every column an array, none of the name lists
                                          for name, column, kind in zip(names, columns, kinds)}
         groups = list(tables["groups"])
         return cls(groups=[g for g, _ in groups], members=[m for _, m in groups], ops=list(tables["ops"]),

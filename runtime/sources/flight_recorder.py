@@ -203,12 +203,15 @@ def steps_of(job: JobTable, indices: Sequence[int]) -> list[Step]:
         calls = []
         for row in range(int(starts[index]), int(starts[index + 1])):
             duration = int(table.duration_ns[row])
+            group = int(table.group[row])
             calls.append(Call(
-                rank=int(table.rank[row]), group=table.groups[table.group[row]], group_ranks=table.members[table.group[row]],
+                rank=int(table.rank[row]), group=table.groups[group], group_ranks=table.members[group],
                 group_seq=int(table.seq[row]), op=table.ops[table.op[row]], dtype=table.dtypes[table.dtype[row]],
                 count=int(table.count[row]), bytes_in=int(table.bytes_in[row]), bytes_out=int(table.bytes_out[row]),
                 t_ns=int(table.t_ns[row]), duration_ns=duration if duration > 0 else None,
-                completed=bool(table.completed[row]), where=table.places[table.where[row]]))
+                completed=bool(table.completed[row]), where=table.places[table.where[row]],
+                group_id=table.group_ids[group] if table.group_ids else "",
+                backend=table.backends[group] if table.backends else ""))
         name = job.step_names[index]
         key = (calls[0].group, calls[0].group_seq)
         steps.append(Step(name=name, narration=_narration(key, calls), calls=calls, t_ns=int(job.step_t_ns[index])))

@@ -66,6 +66,7 @@ def job_table(dumps: Sequence[RankDump], resolve: Callable[[str, str], tuple[str
     its own calls); ``warnings`` gains where a rank's dump starts late on a group."""
     groups: dict[tuple[str, str], int] = {}  # (name, backend) → index: each backend of a group numbers its own calls
     resolved: list[tuple[str, tuple[int, ...]]] = []
+    identities: list[tuple[str, str]] = []  # each group's (name, backend), in the order of resolved
     backends: dict[str, set[str]] = {}
     for dump in dumps:
         for name, _, backend in dump.columns.groups:
@@ -80,6 +81,7 @@ def job_table(dumps: Sequence[RankDump], resolve: Callable[[str, str], tuple[str
             name, description, backend = c.groups[g]
             if (name, backend) not in groups:
                 groups[name, backend] = len(resolved)
+                identities.append((name, backend))
                 label, members = resolve(name, description)
                 resolved.append((f"{label} on {backend}" if len(backends[name]) > 1 else label, members))
             local[g] = groups[name, backend]
@@ -106,7 +108,8 @@ def job_table(dumps: Sequence[RankDump], resolve: Callable[[str, str], tuple[str
         op=rows["op"], dtype=rows["dtype"], count=rows["in_count"], bytes_in=rows["in_count"] * itemsizes,
         bytes_out=rows["out_count"] * itemsizes, t_ns=rows["t_ns"], duration_ns=rows["duration_ns"],
         completed=rows["completed"], root=np.full(len(step), NO_VALUE, dtype=np.int64), where=rows["where"],
-        step_count=len(step_keys))
+        step_count=len(step_keys), group_ids=[f"{name}/{backend}" for name, backend in identities],
+        backends=[backend for _, backend in identities])
     starts = table.step_starts()[:-1]
     step_t = np.minimum.reduceat(table.t_ns, starts) if len(table) else np.zeros(0, dtype=np.int64)
     names = [f"{op} #{seq} on group {label}" for op, (label, seq) in zip(_step_ops(table, starts), step_keys)]

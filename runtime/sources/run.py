@@ -94,6 +94,18 @@ class Call:
     completed: bool = True
     root: int | None = None
     where: str = ""
+    group_id: str = ""
+    """The group's identity where its source tells groups apart by more than their label, never
+    shown: a Flight Recorder group's name and the backend that numbered the call (a group made with
+    ``"cpu:gloo,cuda:nccl"`` numbers each backend's calls apart, and its label gains ``on <backend>``
+    only in a reading that holds both). Empty: the label is the group's identity."""
+    backend: str = ""
+    """The backend that numbered the call, where the source says (``nccl``, ``gloo``)."""
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """The call across its ranks: its group's identity and its number on the group, never its words."""
+        return (self.group_id or self.group, self.group_seq)
 
 
 @dataclass(frozen=True)

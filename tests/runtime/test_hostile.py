@@ -116,24 +116,23 @@ def test_a_rank_that_never_arrives_is_a_hang_blaming_it(tmp_path):
     skip = tmp_path / "skip.toml"
     skip.write_text(desync.replace('name = "desync"', 'name = "skip"').replace('fault = "swap"', 'fault = "skip"')
                     .replace('swap_with = "all_gather"\n', ""))
-    started = time.monotonic()
     trace = tmp_path / "skip.cvz"
     result = run_cli(str(skip), "--gpus", "4", "--backend", "gloo", "--headless", "--timeout", "5",
                      "--record", str(trace), timeout=60)
-    assert time.monotonic() - started < 5 + 10 + 5
     assert result.returncode == 1
     assert re.search(r"collviz: hang: all_reduce #2 on group world: ranks 0, 1, 3 waiting \d+ s; rank 2 ", result.stderr)
     [final] = [line for line in result.stderr.splitlines() if line.startswith("collviz: hang caused by")]
     assert final.startswith("collviz: hang caused by rank 2: all_reduce #2 on group world: ranks 0, 1, 3 waiting ")
     assert "; consequence: rank " in final
     # the stall is reported once the configured 5 s have passed (the launcher checks every 50 ms; a
-    # loaded machine may delay it), well before gloo's own timeout (5 + 3 s)
+    # loaded machine may delay it), before gloo's own timeout (5 + 3 s) would have ended the ranks;
+    # how long the 4 ranks took to start is the machine's, not collviz's (no bound on the whole run)
     events = read_trace(trace).events
     [stall] = [e for e in events if isinstance(e, Stall)]
     entered = min(e.t_ns for e in events if isinstance(e, Collective) and e.edge == "begin" and e.group_seq == 2)
     assert stall.waiting == [0, 1, 3]
-    assert 5.0 <= (stall.t_ns - entered) / 1e9 < 6.5
-    assert 5.0 <= stall.waited_s < 6.5
+    assert 5.0 <= (stall.t_ns - entered) / 1e9 < 5 + 3
+    assert 5.0 <= stall.waited_s < 5 + 3
 
 
 def _aborted_child() -> int:
