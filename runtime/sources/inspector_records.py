@@ -9,10 +9,13 @@ writes JSON objects, read here in each of the shapes they take:
   and one performance section. A file read while the job runs may end in a cut line.
 - **Pretty-printed**: the same objects over several lines each (a record copied from a report, or
   a file passed through ``jq``); read as a stream of JSON values.
-- **Layout v4.3** (NVIDIA/nccl pull request #2359, not in a release yet; the writer
-  ``inspectorCommInfoDumpStats`` seen in the library's index, id 70351401685, prints version
-  ``v4.4``): header and metadata written once, in a communicator's ``dump_stats`` marker
-  {``coll_records``, ``coll_dropped_total``, ``coll_dropped_since_last_dump``, ``p2p_records``,
+- **``dump_stats`` markers** (NVIDIA/nccl ``inspector_json.cc`` at
+  35d819ecb45192e89576c6b8e4c714192dd61af6, format v4.2, the change pull request #2304 describes):
+  once per communicator and dump, a record of counts before that dump's records (which still carry
+  their own header).
+- **Layout v4.3** (NVIDIA/nccl pull request #2359, not in a release yet; a later writer seen in the
+  library's index prints version ``v4.4``): header and metadata written once, in a communicator's
+  ``dump_stats`` marker {``coll_records``, ``coll_dropped_total``, ``coll_dropped_since_last_dump``, ``p2p_records``,
   ``p2p_dropped_total``, ``p2p_dropped_since_last_dump``, and ``proxy_…`` counts when proxy tracing
   is on}, followed by payload objects that hold only their section (``coll_perf``, then
   ``p2p_perf``, then ``proxy_trace``); each payload takes the last marker's header. Records NCCL
