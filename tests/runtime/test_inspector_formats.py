@@ -164,3 +164,19 @@ def test_garbled_inspector_records_open_or_get_one_line(tmp_path, layout):
             open_artifacts([target])
         except UsageError as refused:
             assert "\n" not in str(refused), (seed, str(refused))
+
+
+def test_the_documented_p2p_record_names_a_peer_its_communicator_lacks():
+    """RCCL's Inspector README's p2p_perf example, copied line for line under the header it says it
+    shares ("same as above": rank 4 of 8 of 0xe62dedaa97644a): a Recv of 1,048,576 B in 4 µs
+    (262.144 GB/s, as 1048576 B / 4 µs is) from ``p2p_peer`` 10 — no rank of an 8-rank
+    communicator. The record cannot be placed: refused in one line naming why."""
+    folder = INSPECTOR / "readme_p2p"
+    record = json.loads((folder / "example-hostname-pid438776.log").read_text())
+    perf = record["p2p_perf"]
+    assert perf["p2p_msg_size_bytes"] / perf["p2p_exec_time_us"] / 1e3 == perf["p2p_algobw_gbs"] == 262.144
+    assert perf["p2p_peer"] >= record["header"]["n_ranks"]
+    with pytest.raises(UsageError) as refused:
+        open_artifacts([folder])
+    assert str(refused.value).endswith("NCCL Inspector output with no usable record (example-hostname-pid438776.log: "
+                                       "1 line with a peer that cannot be: damaged input, left out)")
