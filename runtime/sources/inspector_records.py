@@ -15,9 +15,9 @@ writes JSON objects, read here in each of the shapes they take:
   their own header).
 - **Layout v4.3** (NVIDIA/nccl pull request #2359, not in a release yet; a later writer seen in the
   library's index prints version ``v4.4``): header and metadata written once, in a communicator's
-  ``dump_stats`` marker {``coll_records``, ``coll_dropped_total``, ``coll_dropped_since_last_dump``, ``p2p_records``,
-  ``p2p_dropped_total``, ``p2p_dropped_since_last_dump``, and ``proxy_…`` counts when proxy tracing
-  is on}, followed by payload objects that hold only their section (``coll_perf``, then
+  ``dump_stats`` marker {``coll_records``, ``coll_dropped_total``, ``coll_dropped_since_last_dump``,
+  ``p2p_records``, ``p2p_dropped_total``, ``p2p_dropped_since_last_dump``, and ``proxy_…`` counts
+  when proxy tracing is on}, followed by payload objects that hold only their section (``coll_perf``, then
   ``p2p_perf``, then ``proxy_trace``); each payload takes the last marker's header. Records NCCL
   dropped (its ring overwrote them before a dump) are warned: what is shown is a sample.
 - **Sections**: ``coll_perf`` {``coll`` (``AllReduce`` …), ``coll_sn``, ``coll_msg_size_bytes``,

@@ -11,8 +11,9 @@ the run, named by its host and GPU.
 **A warning the job went on after does not fail it.** Every warning fails the run except one that
 is both a notice NCCL (or its network plugin) prints and then carries on after — a fallback, not
 an error (:data:`GOES_ON`) — and followed in the log by call lines of the process that printed it
-(of any process, where its prefix is cut off). Such a warning is said, worded ``warning, job went
-on: …`` with the calls logged after it, and the run ends as its other evidence says. The same
+(of any process, where its prefix is cut off). Such a warning is said as a run warning, ``job went
+on: …`` (printed ``collviz: warning: job went on: …``) with the calls logged after it and what the
+notice means, and the run ends as its other evidence says. The same
 notice with no call after it (nccl-tests#311's four SHARP notices, after which the job hung) fails
 the run as any warning does, saying that no call followed it.
 """
@@ -29,13 +30,11 @@ from .run import Failed
 __all__ = ["GOES_ON", "Attributed", "attribute", "failed", "went_on", "went_on_text", "warning_text"]
 
 GOES_ON = {
-    "Datatypes not supported": "SHARP names the datatypes it cannot reduce; NCCL reduces those without it "
-                               "(nccl-tests#311: sharp_plugin.c:382)",
-    "using point-to-point network instead": "CollNet could not start; NCCL uses its point-to-point network "
-                                            "(nccl#1050: transport.cc:323)",
+    "Datatypes not supported": "SHARP cannot reduce those datatypes: NCCL reduces them without it",  # nccl-tests#311
+    "using point-to-point network instead": "CollNet did not start: NCCL uses its point-to-point network",  # nccl#1050
 }
-"""Words of the notices NCCL goes on after (a message holding one is such a notice), and why each is
-one, with the real log it was read in."""
+"""Words of each notice NCCL goes on after (a message holding them is that notice), and what it
+means, said with it; each was read in the real log its comment names."""
 
 _Agent = tuple[str, int, int | None]
 _UNNAMED_HOST = "a host the log does not name"
@@ -75,9 +74,9 @@ def _where(record: Record, rank: int | None) -> str:
     return f"an unknown rank ({host}" + (f", pid {record.pid}" if record.host else "") + (f", GPU {record.dev})" if record.dev else ")")
 
 
-def _notice(record: Record) -> bool:
-    """Whether ``record`` is a notice NCCL goes on after (:data:`GOES_ON`)."""
-    return any(words in record.message for words in GOES_ON)
+def _notice(record: Record) -> str:
+    """What ``record`` means where it is a notice NCCL goes on after (:data:`GOES_ON`), else ''."""
+    return next((meaning for words, meaning in GOES_ON.items() if words in record.message), "")
 
 
 def went_on(found: Sequence[Attributed], calls_after: Sequence[int]) -> tuple[list[Attributed], list[tuple[Attributed, int]]]:
@@ -94,11 +93,12 @@ def went_on(found: Sequence[Attributed], calls_after: Sequence[int]) -> tuple[li
 
 
 def went_on_text(warning: Attributed, calls: int) -> str:
-    """``job went on: NCCL WARN … on rank 2 (gpu36): 3 calls logged after it by its process`` (a run warning:
-    printed ``collviz: warning: job went on: …``)."""
+    """``job went on: NCCL WARN … on rank 2 (gpu36): 3 calls logged after it by its process (what
+    the notice means)``: a run warning, printed ``collviz: warning: job went on: …``."""
     record, rank = warning
     return (f"job went on: {warning_text(record)} on {_where(record, rank)}: {calls:,} call"
-            f"{'s' if calls > 1 else ''} logged after it by {'its process' if record.host else 'the job'}")
+            f"{'s' if calls > 1 else ''} logged after it by {'its process' if record.host else 'the job'} "
+            f"({_notice(record)})")
 
 
 def failed(found: Sequence[Attributed], count: int) -> Failed:
