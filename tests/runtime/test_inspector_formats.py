@@ -180,3 +180,23 @@ def test_the_documented_p2p_record_names_a_peer_its_communicator_lacks():
         open_artifacts([folder])
     assert str(refused.value).endswith("NCCL Inspector output with no usable record (example-hostname-pid438776.log: "
                                        "1 line with a peer that cannot be: damaged input, left out)")
+
+
+def test_the_v42_layout_a_marker_then_payloads_with_their_own_header_reads_as_v43(tmp_path):
+    """The pinned writer of ``dump_stats`` (NVIDIA/nccl inspector_json.cc at 35d819ec, v4.2) writes
+    the marker, then payloads that still carry header and metadata: ``v43/`` rewritten so, with the
+    marker's counts saying 2 collective records dropped on process 300. The same four calls; the
+    drop warned once, on its file."""
+    for path in sorted((INSPECTOR / "v43").iterdir()):
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        marker, payloads = lines[0], lines[1:]
+        marker["metadata"]["inspector_output_format_version"] = "v4.2"
+        if path.name == "node0-pid300.log":
+            marker["dump_stats"].update(coll_dropped_total=2, coll_dropped_since_last_dump=2)
+        written = [marker] + [{"header": marker["header"], "metadata": marker["metadata"], **p} for p in payloads]
+        (tmp_path / path.name).write_text("".join(json.dumps(value) + "\n" for value in written))
+    run = open_artifacts([tmp_path])
+    assert sorted(_ends(run.events)) == [(0, f"all_reduce #1 on {PP}"), (0, f"send #1 on {PP}"),
+                                         (1, f"all_reduce #1 on {PP}"), (1, f"recv #1 on {PP}")]
+    assert run.warnings == ["node0-pid300.log: 2 collective records dropped since the last dump (NCCL's dump_stats: "
+                            "its ring overwrote them): the calls shown are a sample"]
