@@ -4,10 +4,12 @@ one more live reader, whose readings the feed shows as any other's.
 Each reading takes what the folder's files gained (:class:`~..sources.growing.GrowingFiles`: whole
 lines only, a cut last line kept for the next reading, at most ``budget`` bytes a reading). Lines
 are decoded and checked as the import does (:mod:`~..sources.inspector_records`: one record a
-line, or v4.3's header once per ``dump_stats`` marker); a call is one step per (communicator,
-operation, ``coll_sn``), numbered from #1, worded by its first record (NCCL's algbw and busbw
-labelled as NCCL's; a send's or receive's transfer with it). A record of a call already read for its rank (the dump thread
-writes a communicator's last call again while no new one completes) is dropped.
+line, or v4.3's header once per ``dump_stats`` marker, whose counts of records NCCL dropped are
+announced and said at the end; ``proxy_trace`` records are counted as not drawn, not as damage); a
+call is one step per (communicator, operation, ``coll_sn``), numbered from #1, worded by its first
+record (NCCL's algbw and busbw labelled as NCCL's; a send's or receive's transfer with it). A record
+of a call already read for its rank (the dump thread writes a communicator's last call again while
+no new one completes) is dropped.
 
 The job's world is the largest communicator of the first reading holding records (its size is the
 RunStart's; a process is placed in it by its own records of it). A record of another communicator
@@ -27,7 +29,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..sources.growing import GrowingFiles
-from ..sources.inspector_records import Header, Record, decode_line
+from ..sources.inspector_records import Header, Marker, Record, Undrawn, decode_line, dropped_warning, undrawn_warning
 from ..sources.nccl_inspector import (
     INSPECTOR_LABEL,
     NOT_RECORDED,
@@ -64,6 +66,10 @@ class InspectorReader:
     """The job's world communicator, once a reading held a record."""
     damaged: Counter[str] = field(default_factory=Counter)
     """Lines left out, by why (damaged input, operations collviz does not draw, larger communicators)."""
+    dropped: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Records NCCL dropped before writing them, by (file name, kind), as its ``dump_stats`` markers count them."""
+    undrawn: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Records of sections collviz does not draw (``proxy_trace``), by (file name, section): not damage."""
     _files: GrowingFiles = field(init=False)
     _grew_at: float = field(default_factory=time.monotonic)
     _error: str = ""
@@ -140,8 +146,10 @@ class InspectorReader:
                 if not line.strip():
                     continue
                 found = decode_line(path, line, self._headers.get(path))
-                if isinstance(found, Header):
-                    self._headers[path] = found  # a v4.3 marker: the header of the file's next payloads
+                if isinstance(found, Marker):
+                    self._marked(path, found)
+                elif isinstance(found, Undrawn):
+                    self.undrawn[path.name, found.section] += 1
                 elif isinstance(found, str):
                     self.damaged[f"with {found}"] += 1
                 elif found.op not in OPS:
@@ -159,6 +167,20 @@ class InspectorReader:
             if record.file in self._process_rank:
                 self._members.setdefault(record.comm, {})[record.rank] = self._process_rank[record.file]
         return sorted(records, key=lambda r: (r.start_us or r.dump_us, r.sn))
+
+    def _marked(self, path: Path, marker: Marker) -> None:
+        """A ``dump_stats`` marker of ``path`` read: its header kept for the file's next (v4.3)
+        payloads, and the records NCCL dropped counted and announced."""
+        if isinstance(marker.header, Header):
+            self._headers[path] = marker.header
+        else:
+            self._headers.pop(path, None)
+            self.damaged[f"with {marker.header}"] += 1
+        for kind, n in marker.dropped.items():
+            if n:
+                self.dropped[path.name, kind] += n
+                if self.announce is not None:
+                    self.announce(dropped_warning(path.name, kind, n))
 
     def _comm(self, record: Record) -> Comm | None:
         """``record``'s communicator where every one of its ranks is placed in the job."""
@@ -201,10 +223,13 @@ class InspectorReader:
         return call
 
     def _left_out(self) -> str:
-        """What the run's end says of lines not shown."""
+        """What the run's end says of lines not shown, and of records NCCL dropped before writing them."""
         parts = [f"{n} line{'s' if n > 1 else ''} {why}" for why, n in sorted(self.damaged.items())]
+        parts += [undrawn_warning(name, section, n) for (name, section), n in sorted(self.undrawn.items())]
         if self._held:
             parts.append(f"{len(self._held)} records of communicators whose ranks' processes were never placed")
         if self._files.cut_lines:
             parts.append(f"a cut last line in {len(self._files.cut_lines)} files")
-        return f" (left out: {'; '.join(parts)})" if parts else ""
+        sampled = [dropped_warning(name, kind, n) for (name, kind), n in sorted(self.dropped.items())]
+        return ((f" (left out: {'; '.join(parts)})" if parts else "")
+                + (f" ({'; '.join(sampled)})" if sampled else ""))

@@ -9,12 +9,15 @@ writes JSON objects, read here in each of the shapes they take:
   and one performance section. A file read while the job runs may end in a cut line.
 - **Pretty-printed**: the same objects over several lines each (a record copied from a report, or
   a file passed through ``jq``); read as a stream of JSON values.
-- **Layout v4.3** (NVIDIA/nccl pull request #2359, not in a release yet; the writer
-  ``inspectorCommInfoDumpStats`` seen in the library's index, id 70351401685, prints version
-  ``v4.4``): header and metadata written once, in a communicator's ``dump_stats`` marker
-  {``coll_records``, ``coll_dropped_total``, ``coll_dropped_since_last_dump``, ``p2p_records``,
-  ``p2p_dropped_total``, ``p2p_dropped_since_last_dump``, and ``proxy_…`` counts when proxy tracing
-  is on}, followed by payload objects that hold only their section (``coll_perf``, then
+- **``dump_stats`` markers** (NVIDIA/nccl ``inspector_json.cc`` at
+  35d819ecb45192e89576c6b8e4c714192dd61af6, format v4.2, the change pull request #2304 describes):
+  once per communicator and dump, a record of counts before that dump's records (which still carry
+  their own header).
+- **Layout v4.3** (NVIDIA/nccl pull request #2359, not in a release yet; a later writer seen in the
+  library's index prints version ``v4.4``): header and metadata written once, in a communicator's
+  ``dump_stats`` marker {``coll_records``, ``coll_dropped_total``, ``coll_dropped_since_last_dump``,
+  ``p2p_records``, ``p2p_dropped_total``, ``p2p_dropped_since_last_dump``, and ``proxy_…`` counts
+  when proxy tracing is on}, followed by payload objects that hold only their section (``coll_perf``, then
   ``p2p_perf``, then ``proxy_trace``); each payload takes the last marker's header. Records NCCL
   dropped (its ring overwrote them before a dump) are warned: what is shown is a sample.
 - **Sections**: ``coll_perf`` {``coll`` (``AllReduce`` …), ``coll_sn``, ``coll_msg_size_bytes``,
@@ -49,8 +52,9 @@ import msgspec
 from .names import op_name
 from .plausible import MAX_DURATION_NS, MAX_RANKS, bytes_ok, rank_ok
 
-__all__ = ["BROKEN", "SECTIONS", "UNDRAWN", "DROPPED", "Record", "Header", "is_inspector_record", "is_inspector_log",
-           "decode_line", "values_of", "records_of"]
+__all__ = ["BROKEN", "SECTIONS", "UNDRAWN", "DROPPED", "Record", "Header", "Marker", "Undrawn", "is_inspector_record",
+           "is_inspector_log", "classify", "decode_line", "dropped_warning", "undrawn_warning", "values_of",
+           "records_of"]
 
 BROKEN = "broken JSON"
 """Why a stretch of text is refused when it is not JSON (a cut last line, or garbage)."""
@@ -218,20 +222,61 @@ def _record(path: Path, header: Header, kind: str, perf: dict) -> Record | str:
                   _number(field("busbw_gbs")), start, header.dump_us, len(kernels), peer, header.name)
 
 
-def decode_line(path: Path, line: str, header: Header | None = None) -> Record | Header | str:
-    """The checked record on one line of ``path`` (a v4.3 payload takes ``header``, its marker's),
-    a v4.3 ``dump_stats`` marker's header, or why it is damaged (:data:`BROKEN`: not JSON)."""
+@dataclass(frozen=True)
+class Marker:
+    """A ``dump_stats`` marker: its header (the header of the v4.3 payloads after it), or why it
+    cannot be one, and how many records of each kind of :data:`DROPPED` NCCL dropped since its last
+    dump (its ring overwrote them before they were written)."""
+
+    header: Header | str
+    dropped: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Undrawn:
+    """A record of a section NCCL writes that collviz counts but does not draw (:data:`UNDRAWN`)."""
+
+    section: str
+
+
+def dropped_warning(name: str, kind: str, n: int) -> str:
+    """What is said of ``n`` records of ``kind`` (``coll``, ``p2p``) NCCL dropped in file ``name``."""
+    return (f"{name}: {n} {DROPPED[kind]} record{'s' if n > 1 else ''} dropped since the last dump (NCCL's "
+            "dump_stats: its ring overwrote them): the calls shown are a sample")
+
+
+def undrawn_warning(name: str, section: str, n: int) -> str:
+    """What is said of ``n`` records of an undrawn ``section`` in file ``name``."""
+    return f"{name}: {n} {section} record{'s' if n > 1 else ''} (NCCL's proxy tracing): not drawn"
+
+
+def classify(path: Path, value: object, header: Header | None) -> Record | Marker | Undrawn | str:
+    """One decoded value of ``path`` read: a checked record (a v4.3 payload takes ``header``, its
+    marker's), a ``dump_stats`` marker, a record of an undrawn section, or why it is damaged
+    (:data:`BROKEN`: not JSON)."""
+    if value == BROKEN:
+        return BROKEN
+    if _is_marker(value):
+        stats = _dict(value["dump_stats"])
+        return Marker(_header(value), {kind: _whole(stats.get(f"{kind}_dropped_since_last_dump")) or 0
+                                       for kind in DROPPED})
+    section = next((key for key in UNDRAWN if isinstance(value, dict) and key in value), None)
+    if section is not None:
+        return Undrawn(section)
+    return _checked(path, value, header)
+
+
+def decode_line(path: Path, line: str, header: Header | None = None) -> Record | Marker | Undrawn | str:
+    """One line of ``path`` read as :func:`classify` reads a value."""
     try:
         value = msgspec.json.decode(line)
     except (msgspec.DecodeError, RecursionError, ValueError):
         return BROKEN
-    if _is_marker(value):
-        return _header(value)
-    return _checked(path, value, header)
+    return classify(path, value, header)
 
 
 def _is_marker(value: object) -> TypeGuard[dict]:
-    """Whether ``value`` is a v4.3 layout's ``dump_stats`` marker (the header of the payloads after it)."""
+    """Whether ``value`` is a ``dump_stats`` marker (in layout v4.3, the header of the payloads after it)."""
     return isinstance(value, dict) and "dump_stats" in value and _section(value) is None
 
 
@@ -240,7 +285,7 @@ def _checked(path: Path, value: object, header: Header | None) -> Record | str:
         return "not an Inspector record"
     kind = _section(value)
     if kind is None:
-        other = sorted(key for key in value if key.endswith("_perf") or key in UNDRAWN)
+        other = sorted(key for key in value if key.endswith("_perf"))
         return f"a {other[0]} section (not drawn)" if other else "not an Inspector record"
     own = _header(value) if "header" in value else header
     if own is None:
@@ -250,7 +295,8 @@ def _checked(path: Path, value: object, header: Header | None) -> Record | str:
 
 def records_of(path: Path, text: str, warnings: list[str]) -> list[Record]:
     """Every record of one file, in any layout; a cut last value (the file still being written) and
-    damaged ones are warned and left out, counted by why."""
+    damaged ones are warned and left out, counted by why; records NCCL dropped and undrawn ones
+    are warned."""
     records: list[Record] = []
     damaged: dict[str, int] = {}
     undrawn: dict[str, int] = {}
@@ -258,21 +304,16 @@ def records_of(path: Path, text: str, warnings: list[str]) -> list[Record]:
     header: Header | None = None
     last = text.rstrip().count("\n") + 1
     for line_no, value in values_of(text):
-        if _is_marker(value):
-            marker = _header(value)  # layout v4.3: the header of the payloads after it
-            if isinstance(marker, str):
-                damaged[marker] = damaged.get(marker, 0) + 1
-            header = marker if isinstance(marker, Header) else None
-            stats = _dict(value["dump_stats"])
-            for kind in dropped:
-                dropped[kind] += _whole(stats.get(f"{kind}_dropped_since_last_dump")) or 0
-            continue
-        section = next((key for key in UNDRAWN if isinstance(value, dict) and key in value), None)
-        if section is not None:
-            undrawn[section] = undrawn.get(section, 0) + 1
-            continue
-        found = BROKEN if value == BROKEN else _checked(path, value, header)
-        if found == BROKEN and line_no == last:
+        found = classify(path, value, header)
+        if isinstance(found, Marker):
+            header = found.header if isinstance(found.header, Header) else None
+            if isinstance(found.header, str):
+                damaged[found.header] = damaged.get(found.header, 0) + 1
+            for kind, n in found.dropped.items():
+                dropped[kind] += n
+        elif isinstance(found, Undrawn):
+            undrawn[found.section] = undrawn.get(found.section, 0) + 1
+        elif found == BROKEN and line_no == last:
             warnings.append(f"{path.name}: its last line is cut short (the file was being written): left out")
         elif isinstance(found, str):
             damaged[found] = damaged.get(found, 0) + 1
@@ -280,10 +321,6 @@ def records_of(path: Path, text: str, warnings: list[str]) -> list[Record]:
             records.append(found)
     for why, n in sorted(damaged.items()):
         warnings.append(f"{path.name}: {n} line{'s' if n > 1 else ''} with {why}: damaged input, left out")
-    for kind, n in dropped.items():
-        if n:
-            warnings.append(f"{path.name}: {n} {DROPPED[kind]} record{'s' if n > 1 else ''} dropped since the last "
-                            f"dump (NCCL's dump_stats: its ring overwrote them): the calls shown are a sample")
-    for section, n in sorted(undrawn.items()):
-        warnings.append(f"{path.name}: {n} {section} record{'s' if n > 1 else ''} (NCCL's proxy tracing): not drawn")
+    warnings += [dropped_warning(path.name, kind, n) for kind, n in dropped.items() if n]
+    warnings += [undrawn_warning(path.name, section, n) for section, n in sorted(undrawn.items())]
     return records

@@ -61,6 +61,8 @@ UNTIMED = "the Inspector wrote 0 µs for it (below its 1 µs resolution)"
 """Why an Inspector call may have no duration."""
 NOT_RECORDED = "NCCL Inspector records each call's size and NCCL's time: no values, provenance or transfers"
 """Why an Inspector run shows no values."""
+_WHY_SHOWN = 3
+"""How many of the reading's warnings a refusal of output with no usable record names."""
 
 
 @dataclass(frozen=True)
@@ -257,9 +259,13 @@ def import_inspector(files: Sequence[tuple[Path, str]], warnings: list[str],
                      progress: Progress = no_progress) -> ImportedRun:
     """The run NCCL Inspector files describe (one per process; ``progress`` is told each step built).
     Raises :class:`~..errors.UsageError` (one line) where no line is a usable record."""
+    said = len(warnings)
     records = _read_all(files, warnings)
     if not records:
-        raise UsageError(f"{files[0][0]}: NCCL Inspector output with no usable record (every line damaged or cut)")
+        why = warnings[said:said + _WHY_SHOWN] + ([f"and {len(warnings) - said - _WHY_SHOWN} more"]
+                                                 if len(warnings) - said > _WHY_SHOWN else [])
+        raise UsageError(f"{files[0][0]}: NCCL Inspector output with no usable record "
+                         f"({'; '.join(why) or 'every line damaged or cut'})")
     nranks, comms = _comms(records, warnings)
     steps = _steps(records, comms)
     skipped = _gaps(records)

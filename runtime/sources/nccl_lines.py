@@ -36,7 +36,7 @@ names each call's communicator and its size.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import cast
@@ -181,6 +181,11 @@ class LogReader:
         """The first :data:`MAX_WARNINGS_KEPT` ``NCCL WARN`` and ``NCCL ERROR`` records, in log order."""
         self.warning_count = 0
         """Every ``NCCL WARN`` and ``NCCL ERROR`` record read."""
+        self._calls: Counter[tuple[str, int] | None] = Counter()
+        """Call lines read so far, by process (host, pid), and in all (None)."""
+        self._calls_at_warning: list[int] = []
+        """For each kept warning, the calls its process (all processes, where it names none) had
+        logged when it was printed."""
         self.loose = Comm("", 0, "", None, 0, None, -1)
         """The ring orders (:attr:`Comm.orders`, :attr:`Comm.cut`) printed by threads the log never
         names a rank of."""
@@ -209,14 +214,22 @@ class LogReader:
                 self.warning_count += 1
                 if len(self.warnings) < MAX_WARNINGS_KEPT:
                     self.warnings.append(record)
+                    self._calls_at_warning.append(self._calls[_process(record)])
             elif record.host is not None:
                 self._read(record, cut)
+
+    def calls_after(self, index: int) -> int:
+        """How many call lines the process of kept warning ``index`` (every process, where its
+        prefix names none) logged after it: whether the job went on past it."""
+        return self._calls[_process(self.warnings[index])] - self._calls_at_warning[index]
 
     def _read(self, record: Record, cut: bool) -> None:
         host, pid, msg = cast(str, record.host), record.pid, record.message
         thread = self._threads.setdefault((host, pid, record.tid), _Thread())
         thread.device = record.device
         if (found := _CALL.match(msg)) is not None:
+            self._calls[host, pid] += 1
+            self._calls[None] += 1
             self._call(host, pid, thread, found)
         elif " Bytes -> Algo " in msg and (choice := nccl_choice(f"NCCL INFO {msg}")) is not None:
             self._choice(thread, choice)
@@ -321,6 +334,11 @@ class LogReader:
         last, thread.last_call = thread.last_call, None
         if last is not None and last.op == choice.op and last.choice is None:
             last.choice = choice
+
+
+def _process(record: Record) -> tuple[str, int] | None:
+    """The (host, pid) that printed ``record``, or None where its prefix is cut off."""
+    return None if record.host is None else (record.host, record.pid)
 
 
 def _apply(comm: Comm, record: _Record) -> None:

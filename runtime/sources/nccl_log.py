@@ -18,7 +18,8 @@ protocol in its narration, labelled as NCCL's own report. The log has no clock, 
 order and no call has a duration. A ring order NCCL cut (20 ranks of a larger communicator, or a
 line ending ``...``) is drawn as the path it prints, never closed, with a warning. Every ``NCCL
 WARN`` or ``NCCL ERROR`` line fails the run on its rank (:mod:`.nccl_failures`), the last step
-quoting them. The tests read excerpts of real logs posted in public issues
+quoting them — except a notice NCCL goes on after, followed by calls of its process, which is
+said as ``job went on: …``. The tests read excerpts of real logs posted in public issues
 (``tests/fixtures/nccl/real/``); these machines have no GPU to make one.
 """
 
@@ -34,7 +35,7 @@ from ..errors import UsageError
 from ..observation.rank_lists import ranks_text
 from ..reports.nccl_log import NCCL_LABEL, NcclChoice
 from .names import itemsize
-from .nccl_failures import attribute, failed, warning_text
+from .nccl_failures import Attributed, attribute, failed, went_on, went_on_text, warning_text
 from .nccl_lines import Comm, LoggedCall, LogReader, has_nccl_lines
 from .nccl_records import Record
 from .plausible import bytes_ok
@@ -432,12 +433,14 @@ def import_nccl_log(files: Sequence[tuple[Path, Iterable[str]]], warnings: list[
     if not groups:
         rank_of = _warning_ranks(reader, warnings)
     found = attribute(reader.warnings, rank_of)
+    failing, passed = went_on(found, [reader.calls_after(index) for index in range(len(found))])
+    warnings += [went_on_text(warning, calls) for warning, calls in passed]
     steps = [_init_step(g, reader) for g in groups if any(c.rank is not None for c in g.comms.values())]
     for group in groups:
         steps += _topology_steps(group, warnings)
     steps += _call_steps(groups, warnings)
     if found:
-        steps.append(_warning_step(found, reader.warning_count))
+        steps.append(_warning_step(found, reader.warning_count, [warning for warning, _ in passed]))
     world = groups[0].count if groups else len(rank_of)
     ranks = sorted(set(rank_of.values()))
     present = set(ranks)
@@ -473,7 +476,7 @@ def import_nccl_log(files: Sequence[tuple[Path, Iterable[str]]], warnings: list[
         backend="nccl", device_kind="cuda", world_size=world, device="cuda", untimed="an NCCL log has no clock",
         not_recorded="an NCCL log holds the links NCCL built and its choices: no values, provenance or data moved",
         nccl_version=", ".join(sorted(reader.versions)), devices=_devices(rank_of, comms),
-        failed=failed(found, reader.warning_count))
+        failed=failed(failing, reader.warning_count - len(passed)))
     return build_run(origin, _clocked(steps), warnings, ranks, missing, progress)
 
 
@@ -486,14 +489,17 @@ def _warning_ranks(reader: LogReader, warnings: list[str]) -> dict[_Agent, int]:
     return {agent: number for number, agent in enumerate(ordered)}
 
 
-def _warning_step(found: list[tuple[Record, int | None]], count: int) -> Step:
-    """The last step: the WARN and ERROR lines NCCL printed, each on its rank."""
+def _warning_step(found: list[Attributed], count: int, passed: list[Attributed]) -> Step:
+    """The last step: the WARN and ERROR lines NCCL printed, each on its rank (``passed``: those
+    the job went on after)."""
     shown = found[:MAX_WARNINGS_SHOWN]
     lines = [f"{'r' + str(rank) if rank is not None else 'rank unknown'} ({record.host or 'host not printed'}): "
-             f"{warning_text(record)}" for record, rank in shown]
+             f"{warning_text(record)}" + (" — job went on" if any(record is r for r, _ in passed) else "")
+             for record, rank in shown]
     if count > len(shown):
         lines.append(f"… and {count - len(shown):,} more")
     ranks = sorted({rank for _, rank in found if rank is not None})
     return Step(name=f"NCCL WARN ({count:,} line{'s' if count > 1 else ''})",
-                narration=f"What NCCL warned of — the job failed:\n" + "\n".join(lines) + f"\nAs {NCCL_LABEL}.",
+                narration=(f"What NCCL warned of — {'the job failed' if len(passed) < count else 'the job went on after each'}:\n"
+                           + "\n".join(lines) + f"\nAs {NCCL_LABEL}."),
                 took_ns=dict.fromkeys(ranks, 0))

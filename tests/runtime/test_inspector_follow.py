@@ -130,3 +130,41 @@ def test_a_v43_folder_followed_gives_its_payloads_the_markers_header(tmp_path):
     ends = sorted((e.rank, e.op) for e in events if isinstance(e, Collective) and e.edge == "end")
     assert ends == [(0, "all_reduce"), (0, "send"), (1, "all_reduce"), (1, "recv")]
     assert {(e.src, e.dst, e.bytes) for e in events if isinstance(e, Transfer)} == {(0, 1, 1 << 20)}
+
+
+def test_a_followed_folder_reports_records_nccl_dropped_and_counts_proxy_traces_as_not_drawn(tmp_path):
+    """The v4.3 fixture, then a second dump of process 300: a ``dump_stats`` marker counting 512
+    collective and 3 point-to-point records NCCL's ring overwrote, and a ``proxy_trace`` payload
+    (the key the writer prints; its body is not read). Neither is damage: the drops are announced
+    once and said at the end as a sample, the proxy trace as not drawn."""
+    import json
+
+    from support.paths import FIXTURES
+
+    folder = tmp_path / "insp"
+    folder.mkdir()
+    for path in sorted((FIXTURES / "nccl_inspector" / "v43").iterdir()):
+        append(folder / path.name, path.read_text())
+    marker = json.loads((FIXTURES / "nccl_inspector" / "v43" / "node0-pid300.log").read_text().splitlines()[0])
+    marker["dump_stats"].update(coll_records=0, coll_dropped_total=512, coll_dropped_since_last_dump=512,
+                                p2p_records=0, p2p_dropped_total=3, p2p_dropped_since_last_dump=3)
+    append(folder / "node0-pid300.log", json.dumps(marker) + "\n" + '{"proxy_trace": {}}\n')
+    said: list[str] = []
+    session = follow(folder, announce=said.append)
+    session.poll(0)
+    dropped = [line for line in said if "dropped" in line]
+    assert dropped == [
+        "node0-pid300.log: 512 collective records dropped since the last dump (NCCL's dump_stats: its ring "
+        "overwrote them): the calls shown are a sample",
+        "node0-pid300.log: 3 point-to-point records dropped since the last dump (NCCL's dump_stats: its ring "
+        "overwrote them): the calls shown are a sample"]
+    assert session.reader.damaged == {}, "a proxy trace and a marker are not damaged input"
+    session.reader.idle_s = 0.05
+    deadline = time.monotonic() + 10
+    while not session.finished and time.monotonic() < deadline:
+        session.poll(0.02)
+    assert session.outcome is not None and session.outcome.status == "ok"
+    detail = session.outcome.detail
+    assert "(left out: node0-pid300.log: 1 proxy_trace record (NCCL's proxy tracing): not drawn)" in detail
+    assert "512 collective records dropped" in detail and "3 point-to-point records dropped" in detail
+    assert "damaged" not in detail and "with a proxy_trace" not in detail

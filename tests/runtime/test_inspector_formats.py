@@ -164,3 +164,39 @@ def test_garbled_inspector_records_open_or_get_one_line(tmp_path, layout):
             open_artifacts([target])
         except UsageError as refused:
             assert "\n" not in str(refused), (seed, str(refused))
+
+
+def test_the_documented_p2p_record_names_a_peer_its_communicator_lacks():
+    """RCCL's Inspector README's p2p_perf example, copied line for line under the header it says it
+    shares ("same as above": rank 4 of 8 of 0xe62dedaa97644a): a Recv of 1,048,576 B in 4 µs
+    (262.144 GB/s, as 1048576 B / 4 µs is) from ``p2p_peer`` 10 — no rank of an 8-rank
+    communicator. The record cannot be placed: refused in one line naming why."""
+    folder = INSPECTOR / "readme_p2p"
+    record = json.loads((folder / "example-hostname-pid438776.log").read_text())
+    perf = record["p2p_perf"]
+    assert perf["p2p_msg_size_bytes"] / perf["p2p_exec_time_us"] / 1e3 == perf["p2p_algobw_gbs"] == 262.144
+    assert perf["p2p_peer"] >= record["header"]["n_ranks"]
+    with pytest.raises(UsageError) as refused:
+        open_artifacts([folder])
+    assert str(refused.value).endswith("NCCL Inspector output with no usable record (example-hostname-pid438776.log: "
+                                       "1 line with a peer that cannot be: damaged input, left out)")
+
+
+def test_the_v42_layout_a_marker_then_payloads_with_their_own_header_reads_as_v43(tmp_path):
+    """The pinned writer of ``dump_stats`` (NVIDIA/nccl inspector_json.cc at 35d819ec, v4.2) writes
+    the marker, then payloads that still carry header and metadata: ``v43/`` rewritten so, with the
+    marker's counts saying 2 collective records dropped on process 300. The same four calls; the
+    drop warned once, on its file."""
+    for path in sorted((INSPECTOR / "v43").iterdir()):
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        marker, payloads = lines[0], lines[1:]
+        marker["metadata"]["inspector_output_format_version"] = "v4.2"
+        if path.name == "node0-pid300.log":
+            marker["dump_stats"].update(coll_dropped_total=2, coll_dropped_since_last_dump=2)
+        written = [marker] + [{"header": marker["header"], "metadata": marker["metadata"], **p} for p in payloads]
+        (tmp_path / path.name).write_text("".join(json.dumps(value) + "\n" for value in written))
+    run = open_artifacts([tmp_path])
+    assert sorted(_ends(run.events)) == [(0, f"all_reduce #1 on {PP}"), (0, f"send #1 on {PP}"),
+                                         (1, f"all_reduce #1 on {PP}"), (1, f"recv #1 on {PP}")]
+    assert run.warnings == ["node0-pid300.log: 2 collective records dropped since the last dump (NCCL's dump_stats: "
+                            "its ring overwrote them): the calls shown are a sample"]

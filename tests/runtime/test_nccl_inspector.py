@@ -125,7 +125,8 @@ def test_hostile_inspector_files_are_one_line_refusals(tmp_path):
     record = _lines("node0-pid1001.log")[0]
     cases = {
         "all damaged": (record.replace('"n_ranks":4', '"n_ranks":-1') + "\n" + record.replace('"rank":0', '"rank":7'),
-                        "no usable record"),
+                        "no usable record (all_damaged.log: 2 lines with a rank or n_ranks that cannot be: "
+                        "damaged input, left out)"),
         "only a cut line": (record[:80], "damaged JSON"),
         "unknown op only": (record.replace('"AllReduce"', '"Invalid"') + "\n", "no usable record"),
     }
