@@ -416,6 +416,10 @@ BUGS: tuple[Bug, ...] = (
         "        members = waiting[0].group_ranks", "        members = tuple(sorted(reading.answered))",
         ("tests/runtime/test_attach_shapes.py",),
         "a wait's members taken as every rank read: a pair's wait blames the other pair's ranks"),
+    Bug("live-calls-keyed-by-label", "runtime/live/feed.py",
+        "            key = call.key\n", "            key = (call.group, call.group_seq)\n",
+        ("tests/runtime/test_live_keys.py",),
+        "a live call keyed by its group's label: a two-backend group's calls shown again when the label gains 'on nccl'"),
 )
 """The fixed list, grouped by what breaks; each selection is the narrowest that should catch its bug."""
 
