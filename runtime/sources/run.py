@@ -31,6 +31,7 @@ from typing import Literal, Protocol, TypeVar
 import msgspec
 import numpy as np
 
+from ..observation.group_names import group_label
 from ..observation.watchdog import Stalled
 from ..wire.protocol import (
     IMPORT_RUN_PREFIX,
@@ -195,12 +196,6 @@ class ImportedRun:
     def events(self) -> list[AnyEvent]:
         """The run's events."""
         return self.built() if callable(self.built) else self.built
-
-
-def group_label(name: str, description: str = "") -> str:
-    """How a process group is named in steps and sentences: ``0 (default_pg)``, or ``1`` when torch
-    gave it no description."""
-    return f"{name} ({description})" if description and description != "undefined" else name
 
 
 def order_steps(sequences: Mapping[int, Sequence[_Key]], first_seen: Mapping[_Key, int]) -> list[_Key]:
