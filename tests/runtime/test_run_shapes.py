@@ -23,7 +23,7 @@ import textwrap
 
 import pytest
 
-from collviz.runtime.wire.protocol import Collective, Phase
+from collviz.runtime.wire.protocol import Collective, Phase, RankStart
 from collviz.runtime.wire.trace import read_trace
 
 SLEEP_S = 2.0
@@ -107,6 +107,14 @@ def test_the_two_pairs_are_two_groups(runs, way):
     assert sorted(labels) == [(0, 1), (2, 3)] and labels[(0, 1)] != labels[(2, 3)]
     assert {(e.rank, e.group) for e in calls} == {(0, labels[(0, 1)]), (1, labels[(0, 1)]),
                                                    (2, labels[(2, 3)]), (3, labels[(2, 3)])}
+
+
+@pytest.mark.parametrize("way", ["recorder", "observed"])
+def test_every_rank_says_its_device(runs, way):
+    """On gloo, CPU: each rank's device is cpu, never "device unknown" (read from Flight Recorder,
+    the launcher knows it: no GPU is visible; observed, the calls' tensors say it)."""
+    devices = {e.rank: e.device for e in runs[way]["events"] if isinstance(e, RankStart)}
+    assert devices == {rank: "cpu" for rank in range(4)}
 
 
 def test_both_ways_name_each_group_alike(runs):
