@@ -39,7 +39,7 @@ from .userjob.script import UserScript
 from .wire.transport import Endpoints
 from .worker import WorkerConfig
 
-__all__ = ["MAX_RANKS", "PROCESS_GROUP_GRACE_S", "MemoryNeed", "RunPlan", "check_world_size", "plan_run",
+__all__ = ["MAX_RANKS", "nccl_version", "PROCESS_GROUP_GRACE_S", "MemoryNeed", "RunPlan", "check_world_size", "plan_run",
            "plan_script", "run_start_fields", "worker_config"]
 
 MAX_RANKS = 64
@@ -222,7 +222,19 @@ def run_start_fields(plan: RunPlan, pid: int) -> dict:
         mode="step" if plan.step else "live", description=plan.scenario.description,
         example=plan.program.source, torch_version=str(torch.__version__), host=platform.node(),
         pid=pid, phase_count=plan.program.phase_count, options=plan.program.run_options(),
+        nccl_version=nccl_version() if plan.backend.device_kind == "cuda" else "",  # NCCL's runs, a script's on GPUs
     )
+
+
+def nccl_version() -> str:
+    """The version of the NCCL this torch was built with (``2.27.5``, NCCL's own suffix after it
+    where it has one), as torch reads it from the library without creating a CUDA context; empty
+    where torch has no NCCL (a CPU build)."""
+    try:
+        found = torch.cuda.nccl.version()  # (major, minor, patch) or (major, minor, patch, suffix)
+    except (AttributeError, RuntimeError):  # a CPU build has no NCCL to ask
+        return ""
+    return ".".join(str(part) for part in found[:3]) + "".join(str(part) for part in found[3:])
 
 
 def worker_config(plan: RunPlan, *, run: str, init_method: str, endpoints: Endpoints,

@@ -12,6 +12,7 @@ import torch.distributed as dist
 
 from collviz.runtime.wire.trace import TraceContents, read_trace
 
+from support import artifact_jobs
 from support.cli import run_cli
 from support.hypothesis_profiles import load_profile
 from support.nodes import identity
@@ -105,6 +106,15 @@ def training_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TraceCo
             traces[name] = read_trace(folder / f"{name}.cvz")
     traces["paths"] = Runs({key: folder / f"{key}.cvz" for key in recorded})
     return traces
+
+
+@pytest.fixture(scope="session")
+def job_artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The jobs of :mod:`support.artifact_jobs` (healthy, hang, mismatch), each run once on 4 gloo
+    ranks: name → the folder of its Flight Recorder dumps and profiler traces. Only read, never written."""
+    root = tmp_path_factory.mktemp("artifacts")
+    return {name: artifact_jobs.run_job(getattr(artifact_jobs, name), root / name)
+            for name in ("healthy", "hang", "mismatch")}
 
 
 @pytest.fixture(scope="session")

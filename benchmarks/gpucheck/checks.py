@@ -16,7 +16,7 @@ from pathlib import Path
 from .programs import canary_rank
 from .context import ROOT, Context, free_port
 from .report import Finding
-from .running import TimedOut, run, spawn, stop, tail, wait
+from .running import TimedOut, run, tail
 
 __all__ = ["canary", "fsdp_times", "tier", "tier_outcomes", "algorithms", "TIER_TESTS"]
 
@@ -42,13 +42,8 @@ def canary(context: Context) -> Finding:
     """2 ranks (sharing the GPU where there is one), placed as collviz places them: all_reduce,
     all_gather and reduce_scatter against sums computed here."""
     world, port = 2, free_port()
-    ranks = [spawn([sys.executable, Path(canary_rank.__file__), str(rank), str(world), str(port), context.backend,
-                    context.work], context.log, context.env, cwd=context.work) for rank in range(world)]
-    try:
-        codes = [wait(process, context.deadline, f"canary rank {rank}") for rank, process in enumerate(ranks)]
-    finally:
-        for process in ranks:
-            stop(process)
+    codes = context.run_ranks("canary", world, lambda rank: [sys.executable, Path(canary_rank.__file__), str(rank),
+                                                             str(world), str(port), context.backend, context.work])
     if any(codes):
         return Finding(False, False, [f"exit statuses {codes}:", *tail(context.log.read_text())])
     given = [canary_rank.inputs(rank, world) for rank in range(world)]

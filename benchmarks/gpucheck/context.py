@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .report import Finding
-from .running import Deadline, Ran, run
+from .running import Deadline, Ran, run, spawn, stop, wait
 
 __all__ = ["ROOT", "Check", "Context", "free_port"]
 
@@ -41,6 +41,16 @@ class Context:
     def collviz(self, *args: str | Path) -> Ran:
         """``collviz ARGS``, to its end or the deadline."""
         return self.python("-m", "collviz.app.cli", *args)
+
+    def run_ranks(self, what: str, world: int, command: Callable[[int], Sequence[str | Path]]) -> list[int]:
+        """Run ``world`` ranks at once in the work folder, rank r as ``command(r)``: their exit
+        statuses, or (every rank stopped) :class:`~.running.TimedOut` naming ``what`` rank R."""
+        started = [spawn(command(rank), self.log, self.env, cwd=self.work) for rank in range(world)]
+        try:
+            return [wait(process, self.deadline, f"{what} rank {rank}") for rank, process in enumerate(started)]
+        finally:
+            for process in started:
+                stop(process)
 
 
 @dataclass(frozen=True)

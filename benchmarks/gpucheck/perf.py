@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .context import Context, free_port
 from .report import Finding
-from .running import spawn, stop, tail, wait
+from .running import tail
 
 __all__ = ["observer_cost", "latency"]
 
@@ -50,14 +50,8 @@ dist.destroy_process_group()
 def _bare(context: Context, world: int, numel: int, iters: int) -> float:
     """The slowest rank's median bare all-reduce time (ns)."""
     port = free_port()
-    ranks = [spawn([sys.executable, "-c", BARE, str(rank), str(world), str(port), str(numel), str(iters),
-                    context.backend, context.work], context.log, context.env, cwd=context.work)
-             for rank in range(world)]
-    try:
-        codes = [wait(process, context.deadline, f"bare rank {rank}") for rank, process in enumerate(ranks)]
-    finally:
-        for process in ranks:
-            stop(process)
+    codes = context.run_ranks("bare", world, lambda rank: [sys.executable, "-c", BARE, str(rank), str(world), str(port),
+                                                           str(numel), str(iters), context.backend, context.work])
     if any(codes):
         raise RuntimeError(f"a bare rank failed: exit statuses {codes}")
     return max(statistics.median(json.loads(Path(context.work, f"bare{r}.json").read_text())) for r in range(world))

@@ -145,9 +145,10 @@ def work_of(out: Any) -> dist.Work | None:
 
 
 def group_label(group: dist.ProcessGroup) -> str:
-    """How ``group`` is named in events: ``world``; else its description (a device mesh's
-    ``mesh_dp``), or ``group N`` after its name when it has none (``new_group()`` says
-    ``undefined`` for every group, which would merge them)."""
+    """How ``group`` is named in the events of collviz's own programs: ``world``; else its
+    description (a device mesh's ``mesh_dp``), or ``group N`` after its name when it has none
+    (``new_group()`` says ``undefined`` for every group, which would merge them). A user's script's
+    groups are named as torch's Flight Recorder names them (:mod:`.group_names`)."""
     if group is dist.group.WORLD or group == dist.group.WORLD:
         return WORLD
     description = getattr(group, "group_desc", "")

@@ -110,6 +110,7 @@ def _header(start: RunStart | None) -> list[str]:
         f"collviz {start.scenario} — {start.world_size} ranks, {start.backend_reason}",
         f"inputs: {start.example}" + (f" · dtype {dtype}" if dtype else "") if start.example else "",
         f"run {start.run} · torch {start.torch_version} · "
+        + (f"NCCL {start.nccl_version} · " if start.nccl_version else "")
         + ("imported from artifacts" if start.run.startswith(IMPORT_RUN_PREFIX) else f"mode {start.mode}"),
     ]
 

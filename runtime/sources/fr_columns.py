@@ -376,7 +376,8 @@ def read_columns(content: dict, ranks_of: Callable[[object], tuple[int, ...] | N
     read = found.columns()
     read.configs = _configs(content, ranks_of)
     read.status_groups = status_groups
-    read.comm_lib_version = str(content.get("comm_lib_version") or "")
+    read.comm_lib_version = (str(content.get("comm_lib_version") or "")  # format 2.10 on
+                             or str(content.get("nccl_version") or ""))  # format 2.4 to 2.9
     read.version_note = "" if version.startswith("2.") else f"Flight Recorder format {version}, read as 2.x"
     read.notes = notes
     return read

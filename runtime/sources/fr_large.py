@@ -41,8 +41,7 @@ def large_run(origin: Origin, job: JobTable, warnings: list[str], ranks: Sequenc
     def events() -> list[AnyEvent]:
         steps = steps_of(job, shown)
         stamp = start_run(origin, len(steps), start_ns, ranks, missing)
-        # built when the viewer asks, after the import's progress line is gone; no step of one table is out of order
-        last = emit_steps(stamp, steps, [], no_progress)
+        last = emit_steps(stamp, steps, no_progress)  # built when the viewer asks, after the import's progress line is gone
         return finish_run(stamp, origin, table, findings, ranks, last, end_ns, []).events
 
     frame = finish_run(start_run(origin, table.step_count, start_ns, ranks, missing), origin, table, findings, ranks,

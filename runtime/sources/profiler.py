@@ -312,7 +312,8 @@ def _read_rank(trace: ProfilerTrace, warnings: list[str]) -> tuple[RankCalls, bo
     if (not isinstance(rank_number, int) or not isinstance(world, int) or world > MAX_RANKS
             or not rank_ok(rank_number, world)):
         raise UsageError(f"{trace.path}: distributedInfo has no valid rank and world_size (at most {MAX_RANKS:,} ranks)")
-    rank = RankCalls(rank_number, world, str(info.get("backend") or "unknown"))
+    rank = RankCalls(rank_number, world, str(info.get("backend") or "unknown"),
+                     nccl_version=str(info.get("nccl_version") or ""))
     slices = _slices(trace.content)
     groups = _groups(info)
     for name, (label, members) in list(groups.items()):
@@ -405,6 +406,7 @@ def import_traces(traces: Sequence[ProfilerTrace], warnings: list[str], progress
         warnings.append(f"no trace of rank{'s' if len(missing) > 1 else ''} {ranks_text(sorted(missing))}"
                         f" ({world} in the job)")
     backend = Counter(r.backend for r in ranks.values()).most_common(1)[0][0]
+    versions = {r.nccl_version for r in ranks.values()} - {""}
     timing = (f"each call's NCCL kernel time ({GPU_LABEL})" if gpu else
               "each call's gloo work slice (the work on gloo's thread, waiting for the other ranks included)")
     origin = Origin(
@@ -416,5 +418,5 @@ def import_traces(traces: Sequence[ProfilerTrace], warnings: list[str], progress
         backend=backend, device_kind="cuda" if gpu or backend == "nccl" else "cpu", world_size=world,
         device="cuda" if gpu else "cpu", untimed="the trace holds no work slice or kernel for it",
         not_recorded="a profiler trace holds each call's sizes and times: no values, provenance or transfers",
-        check_calls=known)
+        nccl_version=", ".join(sorted(versions)), check_calls=known)
     return build_run(origin, steps, warnings, sorted(ranks), missing, progress)

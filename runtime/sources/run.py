@@ -31,6 +31,7 @@ from typing import Literal, Protocol, TypeVar
 import msgspec
 import numpy as np
 
+from ..observation.group_names import group_label
 from ..observation.watchdog import Stalled
 from ..wire.protocol import (
     IMPORT_RUN_PREFIX,
@@ -209,17 +210,11 @@ class ImportedRun:
         return self.built() if callable(self.built) else self.built
 
 
-def group_label(name: str, description: str = "") -> str:
-    """How a process group is named in steps and sentences: ``0 (default_pg)``, or ``1`` when torch
-    gave it no description."""
-    return f"{name} ({description})" if description and description != "undefined" else name
-
-
 def order_steps(sequences: Mapping[int, Sequence[_Key]], first_seen: Mapping[_Key, int]) -> list[_Key]:
     """Every key of ``sequences`` (each rank's calls in its own order) in one order that keeps each
     rank's, earliest ``first_seen`` first among those free to go next. Where ranks disagree (a
-    cycle: rank 0 did A then B, rank 1 B then A) the earliest key left goes next regardless; the
-    caller skips a call that would then run backwards on its rank."""
+    cycle: rank 0 did A then B, rank 1 B then A) the earliest key left goes next regardless, and a
+    rank of the cycle is shown in that order rather than its own."""
     after: dict[_Key, set[_Key]] = {key: set() for seq in sequences.values() for key in seq}
     waiting_on = dict.fromkeys(after, 0)
     for seq in sequences.values():
@@ -315,7 +310,7 @@ def emit_rank_step(stamp: Stamper, index: int, step: Step, rank: int, call: Call
     stamp(Phase, rank, end, index=index, name=step.name, edge="end")
 
 
-def emit_steps(stamp: Stamper, steps: Sequence[Step], warnings: list[str], progress: Progress) -> dict[int, int]:
+def emit_steps(stamp: Stamper, steps: Sequence[Step], progress: Progress) -> dict[int, int]:
     """Phase, Collective and Transfer events of every step; returns each rank's last step."""
     last: dict[int, int] = {}
     for index, step in enumerate(steps):
@@ -326,11 +321,7 @@ def emit_steps(stamp: Stamper, steps: Sequence[Step], warnings: list[str], progr
             received[hop.dst].append(hop)
         ranks = sorted(set(calls) | {h.src for h in step.hops} | set(received) | set(step.took_ns))
         for rank in ranks:
-            call = calls.get(rank)
-            if rank in last and last[rank] >= index:
-                warnings.append(f"rank {rank}: {step.name} is out of order with the other ranks' calls: not shown")
-                continue
-            emit_rank_step(stamp, index, step, rank, call, received.get(rank, []))
+            emit_rank_step(stamp, index, step, rank, calls.get(rank), received.get(rank, []))
             last[rank] = index
     progress("building steps", len(steps), len(steps))
     return last
@@ -390,7 +381,7 @@ def build_run(origin: Origin, steps: Sequence[Step], warnings: list[str], ranks:
     missing = dict(missing or {})
     times = [c.t_ns for s in steps for c in s.calls] + [s.t_ns for s in steps if not s.calls]
     stamp = start_run(origin, len(steps), min(times, default=0), ranks, missing)
-    last = emit_steps(stamp, steps, warnings, progress)
+    last = emit_steps(stamp, steps, progress)
     table = CallTable.from_steps(steps)
     findings = find_problems(table, [step.name for step in steps], last, missing, origin.world_size,
                              origin.check_calls, warnings, origin.failed.accounts)

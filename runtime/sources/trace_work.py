@@ -62,6 +62,8 @@ class RankCalls:
     gpu: bool = False
     damaged: Counter[str] = field(default_factory=Counter)
     """Values that cannot be (a zero or negative duration, a size beyond any device), by what they are."""
+    nccl_version: str = ""
+    """The NCCL version its ``distributedInfo`` names (torch writes it on NCCL), or empty."""
 
 
 def args_of(event: dict) -> dict:

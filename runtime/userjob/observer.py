@@ -81,10 +81,10 @@ from ..observation.c10d_calls import (
     c10d_tensors,
     call_fields,
     call_sizes,
-    group_label,
     tensors_in,
     work_of,
 )
+from ..observation.group_names import group_label
 from ..observation.memory import storages_of
 from ..observation.timing import CallClock
 from ..wire.protocol import Collective, CudaMemory, Memory, Phase, RankStart
@@ -315,7 +315,8 @@ class ScriptObserver:
         """What is known of ``group`` (looked up once per group)."""
         known = self._groups.get(id(group))
         if known is None or known.group is not group:
-            known = self._groups[id(group)] = _Group(group, group_label(group), dist.get_process_group_ranks(group))
+            label = group_label(group.group_name, getattr(group, "group_desc", ""))  # as its Flight Recorder names it
+            known = self._groups[id(group)] = _Group(group, label, dist.get_process_group_ranks(group))
         return known
 
     def _issued(self, op: torch._ops.OpOverload, name: str, signature: C10dSignature, args: tuple, out: Any,
@@ -341,7 +342,7 @@ class ScriptObserver:
                 self._poll_locked()
             seq = self._group_seq[label] + 1  # numbered from #1 on each group, as Flight Recorder numbers them
             if not self._step_open:
-                self._open_locked(f"{name} #{seq} ({label})", issued_ns, _PER_CALL + NOT_CAPTURED)
+                self._open_locked(f"{name} #{seq} on group {label}", issued_ns, _PER_CALL + NOT_CAPTURED)
             call = _Call(name, known, sizes, c10d_root(name, args), self.phase_index, seq, issued_ns)
             self._group_seq[label] = seq
             self._queue.append(call)

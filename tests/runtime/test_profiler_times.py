@@ -15,10 +15,10 @@ from collviz.runtime.wire.protocol import Collective
 from support import artifact_jobs as jobs
 
 
-@pytest.fixture(scope="module")
-def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The healthy job's artifacts (its profiler traces under ``profile/``)."""
-    return jobs.run_job(jobs.healthy, tmp_path_factory.mktemp("profiled"))
+@pytest.fixture
+def profiled(job_artifacts: dict[str, Path]) -> Path:
+    """The healthy job's artifacts (its profiler traces under ``profile/``), made once a session."""
+    return job_artifacts["healthy"]
 
 
 def _work_slices(path: Path) -> list[tuple[float, float]]:

@@ -23,7 +23,7 @@ import textwrap
 
 import pytest
 
-from collviz.runtime.wire.protocol import Collective
+from collviz.runtime.wire.protocol import Collective, Phase, RankStart
 from collviz.runtime.wire.trace import read_trace
 
 SLEEP_S = 2.0
@@ -107,6 +107,28 @@ def test_the_two_pairs_are_two_groups(runs, way):
     assert sorted(labels) == [(0, 1), (2, 3)] and labels[(0, 1)] != labels[(2, 3)]
     assert {(e.rank, e.group) for e in calls} == {(0, labels[(0, 1)]), (1, labels[(0, 1)]),
                                                    (2, labels[(2, 3)]), (3, labels[(2, 3)])}
+
+
+@pytest.mark.parametrize("way", ["recorder", "observed"])
+def test_every_rank_says_its_device(runs, way):
+    """On gloo, CPU: each rank's device is cpu, never "device unknown" (read from Flight Recorder,
+    the launcher knows it: no GPU is visible; observed, the calls' tensors say it)."""
+    devices = {e.rank: e.device for e in runs[way]["events"] if isinstance(e, RankStart)}
+    assert devices == {rank: "cpu" for rank in range(4)}
+
+
+def test_both_ways_name_each_group_alike(runs):
+    """One naming, torch's own, read from Flight Recorder or observed: the world ``0 (default_pg)``,
+    the pairs by their names (``new_group`` gives them no description), in the calls and the steps."""
+    named = {}
+    for way in ("recorder", "observed"):
+        calls = [e for e in runs[way]["events"] if isinstance(e, Collective) and e.edge == "begin"]
+        named[way] = {tuple(e.group_ranks): e.group for e in calls}
+    assert named["recorder"] == named["observed"] == {(0, 1, 2, 3): "0 (default_pg)", (0, 1): "1", (2, 3): "2"}
+    for way in ("recorder", "observed"):
+        steps = {e.name for e in runs[way]["events"] if isinstance(e, Phase) and e.edge == "begin"}
+        assert {"all_reduce #1 on group 0 (default_pg)", "all_gather #1 on group 1",
+                "all_gather #1 on group 2"} <= steps, (way, steps)
 
 
 def test_the_recorder_gives_no_time_and_says_why(runs):

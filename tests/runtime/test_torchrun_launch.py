@@ -216,7 +216,7 @@ def test_a_hang_names_the_rank_the_others_wait_for_and_torchrun_stops_the_ranks(
     out, err = _finish(proc)
     assert proc.returncode == 1, out + err
     last = err.strip().splitlines()[-1]
-    assert last.startswith("collviz: hang caused by rank 1: all_reduce #2 on group world: rank 0 waiting"), last
+    assert last.startswith("collviz: hang caused by rank 1: all_reduce #2 on group 0 (default_pg): rank 0 waiting"), last
     assert "torchrun was asked to stop the ranks" in last
 
 

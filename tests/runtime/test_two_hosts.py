@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from support.attach_job import SLOW_DATA_LOADER, line_of
+
 CALLS_BEFORE = 3
 PORT = 29517
 HOSTS = ("10.77.0.1", "10.77.0.2")
@@ -43,11 +45,7 @@ JOB = textwrap.dedent(f'''
 
     folder = Path(sys.argv[1])
 
-    def slow_data_loader():
-        (folder / "stalling").touch()
-        while not (folder / "release").exists():
-            time.sleep(0.05)  # the stalled line
-
+    {SLOW_DATA_LOADER}
     def main():
         start_debug_server(port=int(sys.argv[2]))
         dist.init_process_group("gloo")
@@ -62,7 +60,7 @@ JOB = textwrap.dedent(f'''
 
     main()
 ''')
-STALLED_LINE = next(number for number, line in enumerate(JOB.splitlines(), 1) if "the stalled line" in line)
+STALLED_LINE = line_of(JOB, "the stalled line")
 
 INSIDE = textwrap.dedent(f'''
     import json, sys, time

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from collviz.runtime.live.workers import Answer, Worker, ask_all
 
-__all__ = ["JOB", "CALLS_BEFORE", "line_of", "ELEMENTS", "STALLED_LINE", "DEADLINE_S", "StalledJob", "stalled_job", "fr_answer",
+__all__ = ["JOB", "SLOW_DATA_LOADER", "CALLS_BEFORE", "line_of", "ELEMENTS", "STALLED_LINE", "DEADLINE_S", "StalledJob", "stalled_job", "fr_answer",
            "WORKERS", "STACK", "asking"]
 
 CALLS_BEFORE = 5
@@ -31,6 +31,14 @@ CALLS_BEFORE = 5
 
 ELEMENTS = 4
 """Elements of each all_reduce's tensor (float32 ones)."""
+
+SLOW_DATA_LOADER = """def slow_data_loader():
+        (folder / "stalling").touch()
+        while not (folder / "release").exists():
+            time.sleep(0.05)  # the stalled line
+"""
+"""The stalled rank's own function, indented for a job's text at its top level (of ``folder``, the
+job's first argument): it touches ``stalling``, then waits until the test touches ``release``."""
 
 JOB = textwrap.dedent(f'''
     import os, sys, time, types
@@ -51,11 +59,7 @@ JOB = textwrap.dedent(f'''
         while not (folder / name).exists():
             time.sleep(0.05)
 
-    def slow_data_loader():
-        (folder / "stalling").touch()
-        while not (folder / "release").exists():
-            time.sleep(0.05)  # the stalled line
-
+    {SLOW_DATA_LOADER}
     def main():
         start_debug_server(port=int(sys.argv[2]))
         (folder / "store").write_text(f"{{os.environ['MASTER_ADDR']}}:{{os.environ['MASTER_PORT']}}")

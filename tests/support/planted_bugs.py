@@ -195,7 +195,7 @@ BUGS: tuple[Bug, ...] = (
     Bug("importer-culprit", "runtime/sources/call_checks.py",
         "culprits = sorted(r for r in stall.elsewhere if r not in self.unknown)",
         "culprits = sorted(r for r in stall.waiting if r not in self.unknown)",
-        ("tests/runtime/test_sources.py::test_a_rank_that_skips_a_call_is_named_with_its_last_call",),
+        ("tests/runtime/test_fr_import.py::test_a_rank_that_skips_a_call_is_named_with_its_last_call",),
         "a Flight Recorder hang blames the ranks that wait instead of the one that never came"),
     Bug("fingerprint-reduce-op", "runtime/observation/fingerprints.py",
         "        parts.append(event.reduce_op)", "        parts.append(event.dtype)",
@@ -326,7 +326,7 @@ BUGS: tuple[Bug, ...] = (
     # lists of ranks
     Bug("ranks-text-pairs-as-range", "runtime/observation/rank_lists.py",
         "if len(run) >= 3 else", "if len(run) >= 2 else",
-        ("tests/runtime/test_sources.py::test_rank_lists_read_as_ranges",),
+        ("tests/runtime/test_artifact_imports.py::test_rank_lists_read_as_ranges",),
         "ranks 4, 5 written 4–5"),
     # NCCL Inspector
     Bug("inspector-first-kernel-latest", "runtime/sources/inspector_records.py",
@@ -369,7 +369,7 @@ BUGS: tuple[Bug, ...] = (
     # profiler traces
     Bug("profiler-events-by-duration", "runtime/sources/profiler.py",
         'return sorted(found, key=lambda e: e["ts"])', 'return sorted(found, key=lambda e: e["dur"])',
-        ("tests/runtime/test_profiler_times.py", "tests/runtime/test_sources.py", "-k", "profiler"),
+        ("tests/runtime/test_profiler_times.py", "tests/runtime/test_profiler_import.py", "-k", "profiler"),
         "a profiler trace's events read in order of duration, not start"),
     # reports and the cost pane
     Bug("summary-json-world-busbw", "runtime/reports/summary_json.py",

@@ -131,7 +131,7 @@ class _UnitPhases:
         self.unit = unit_key(name)
         """The unit's key in a teacher's notes (``block0``: notes for ``block0.forward_all_gather``)."""
         self.reduced = False
-        self.followed = FollowedWeight(f"{name} {_followed_word(module)}")
+        self.followed = FollowedWeight.named(f"{name} {_followed_word(module)}")
         """The unit's weight the rank panels show at each of its calls."""
         if not isinstance(module, FSDPModule):
             raise TypeError(f"{name} is not sharded by fully_shard")

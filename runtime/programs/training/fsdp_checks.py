@@ -24,29 +24,24 @@ __all__ = ["FollowedWeight", "shard_buffer", "gathered_buffer", "own_gradient_bu
 @dataclass(frozen=True)
 class FollowedWeight:
     """The one weight of an FSDP unit the rank panels follow through its calls, and the names its
-    buffers are shown under: ``label`` is ``embed tokens``, ``block 0 W_query``, ``head W_out``."""
+    buffers are shown under (:meth:`named`): ``label`` is ``embed tokens``, ``block 0 W_query``,
+    ``head W_out``."""
 
     label: str
+    shard_name: str
+    """This rank's shard, as FSDP keeps it between the unit's calls."""
+    gathered_name: str
+    """The unsharded weight while FSDP holds it (after an all-gather)."""
+    own_gradient_name: str
+    """This rank's own full gradient, before the reduce-scatter."""
+    reduced_gradient_name: str
+    """The averaged gradient shard this rank keeps after the reduce-scatter."""
 
-    @property
-    def shard_name(self) -> str:
-        """This rank's shard, as FSDP keeps it between the unit's calls."""
-        return f"{self.label} shard"
-
-    @property
-    def gathered_name(self) -> str:
-        """The unsharded weight while FSDP holds it (after an all-gather)."""
-        return f"{self.label} (gathered)"
-
-    @property
-    def own_gradient_name(self) -> str:
-        """This rank's own full gradient, before the reduce-scatter."""
-        return f"{self.label} grad (this rank's)"
-
-    @property
-    def reduced_gradient_name(self) -> str:
-        """The averaged gradient shard this rank keeps after the reduce-scatter."""
-        return f"{self.label} grad shard (averaged)"
+    @classmethod
+    def named(cls, label: str) -> FollowedWeight:
+        """The weight shown as ``label`` and its buffers' names."""
+        return cls(label, f"{label} shard", f"{label} (gathered)", f"{label} grad (this rank's)",
+                   f"{label} grad shard (averaged)")
 
 
 def shard_buffer(ctx: RankContext, param: torch.Tensor, followed: FollowedWeight) -> None:
