@@ -94,6 +94,8 @@ class RelayedReader:
     _hosts: dict[int, str] = field(default_factory=dict)
     _relays: dict[str, _Relay] = field(default_factory=dict)
     _stacks: dict[int, str] = field(default_factory=dict)
+    _size: int = 0
+    """The job's ranks as the recorders' headers say (its largest group's members; 0: no header yet)."""
     _first_at: float | None = None
     """When the first reading was taken (None: not yet)."""
 
@@ -135,6 +137,9 @@ class RelayedReader:
                     held = self._held.setdefault((rank.rank, recorder.recorder), _Held())
                     if recorder.header:
                         held.header = _header(recorder.header)
+                        self._size = max([self._size] + [len(_members(config)) for config in
+                                                         held.header.get("pg_config", {}).values()
+                                                         if isinstance(config, dict)])
                     for raw in recorder.entries:
                         place = place_of(raw)
                         held.entries[entry_key(place) if place is not None else (raw,)] = (raw, place)
@@ -155,18 +160,12 @@ class RelayedReader:
         of the first reading (before then they are not yet read, and left out)."""
         if self._first_at is None or self.clock() - self._first_at < self.first_wait_s:
             return {}
-        return {rank: f"no relay reported it within {self.first_wait_s:g} s" for rank in range(self._job_size())
+        return {rank: f"no relay reported it within {self.first_wait_s:g} s" for rank in range(self._size)
                 if rank not in self._ranks}
-
-    def _job_size(self) -> int:
-        """The job's ranks as the recorders' headers say (the largest group's members), 0 before any."""
-        return max((len(_members(config)) for held in self._held.values()
-                    for config in held.header.get("pg_config", {}).values() if isinstance(config, dict)), default=0)
 
     def _whole(self) -> bool:
         """Whether every rank of the job (as a recorder's header says) is reported."""
-        size = self._job_size()
-        return size > 0 and len(self._ranks) >= size
+        return self._size > 0 and len(self._ranks) >= self._size
 
     def _silent(self) -> dict[int, str]:
         """rank → why it is not read, for the ranks of each relay not heard for too long."""
