@@ -12,11 +12,12 @@ in one asyncio loop; prints ``ready``, serves until stdin closes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 from pathlib import Path
 
-from _fr_servers import STACK, _response
+from _fr_servers import serve_ranks
 
 
 class _Job:
@@ -29,6 +30,7 @@ class _Job:
         self.template = real["entries"]
         self.retired: list[bytes] = []
         self.inside: list[bytes] = []
+        self.readings = [0] * ranks
 
     def _entry(self, index: int) -> None:
         """Make the call ``index`` (from 0): the real entry at that place in the recording, renumbered."""
@@ -37,6 +39,11 @@ class _Job:
                  "time_created_ns": real["time_created_ns"] + index * 1000}
         self.retired.append(json.dumps({**entry, "retired": True}).encode())
         self.inside.append(json.dumps({**entry, "retired": False}).encode())
+
+    def next_answer(self, rank: int) -> bytes:
+        """The rank's recorder at its next answer (each answer the window one step on)."""
+        self.readings[rank] += 1
+        return self.answer(rank, self.readings[rank] - 1)
 
     def answer(self, rank: int, reading: int) -> bytes:
         """The rank's recorder at its ``reading``-th answer."""
@@ -51,36 +58,9 @@ class _Job:
         return self.head + b", ".join(entries) + b"]}"
 
 
-async def _serve(folder: Path, ranks: int, window: int, step: int, behind: int) -> None:
-    sockets = folder / "sockets"
-    sockets.mkdir(exist_ok=True)
-    job = _Job(json.loads((folder / "real.json").read_bytes()), ranks, window, step, behind)
-    readings = [0] * ranks
-    servers = []
-    for rank in range(ranks):
-
-        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, rank: int = rank) -> None:
-            head = await reader.readuntil(b"\r\n\r\n")
-            path = head.split(b" ", 2)[1].split(b"?")[0]
-            if path == b"/handler/fr_trace_json":
-                writer.write(_response("200 OK", job.answer(rank, readings[rank]), "application/json"))
-                readings[rank] += 1
-            elif path == b"/handler/dump_traceback":
-                writer.write(_response("200 OK", STACK, "text/plain"))
-            else:
-                writer.write(_response("404 Not Found", b"Handler not found", "text/plain"))
-            try:
-                await writer.drain()
-            except ConnectionError:  # a relay stopped (Ctrl-C) or gave up on this answer: nothing to say
-                pass
-            writer.close()
-
-        servers.append(await asyncio.start_unix_server(answer, path=str(sockets / f"rank{rank}.sock"), backlog=256))
-    print("ready", flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-    for server in servers:
-        server.close()
-
-
 if __name__ == "__main__":
-    asyncio.run(_serve(Path(sys.argv[1]), *map(int, sys.argv[2:6])))
+    FOLDER = Path(sys.argv[1])
+    RANKS, WINDOW, STEP, BEHIND = map(int, sys.argv[2:6])
+    JOB = _Job(json.loads((FOLDER / "real.json").read_bytes()), RANKS, WINDOW, STEP, BEHIND)
+    asyncio.run(serve_ranks(FOLDER / "sockets", {f"rank{rank}": functools.partial(JOB.next_answer, rank)
+                                                 for rank in range(RANKS)}))
