@@ -1,7 +1,8 @@
 """Synthetic worker servers of a job that moves, for ``relay_scale.py``: RANKS Unix sockets
 ``FOLDER/sockets/rank<r>.sock`` answering as torch's worker server does (``_fr_servers.py``'s
-answers), each ``fr_trace_json`` answer the rank's recorder one step later: a window of WINDOW
-calls that moves on by STEP calls at each of the rank's answers. The calls are ``FOLDER/real.json``'s
+answers), each ``fr_trace_json`` answer the rank's recorder as it is now: a window of WINDOW
+calls that moves on by STEP calls every second (the job's clock, not its readers': relays that
+read at other moments or paces see every rank at the same call, give or take one step). The calls are ``FOLDER/real.json``'s
 entries (a real gloo rank's, ``_fr_rank.py``), renumbered to run on past its end; rank BEHIND has
 not issued the newest call of its window, which every other rank is inside (not yet retired). All
 in one asyncio loop; prints ``ready``, serves until stdin closes.
@@ -15,6 +16,7 @@ import asyncio
 import functools
 import json
 import sys
+import time
 from pathlib import Path
 
 from _fr_servers import serve_ranks
@@ -30,7 +32,7 @@ class _Job:
         self.template = real["entries"]
         self.retired: list[bytes] = []
         self.inside: list[bytes] = []
-        self.readings = [0] * ranks
+        self.start = time.monotonic()
 
     def _entry(self, index: int) -> None:
         """Make the call ``index`` (from 0): the real entry at that place in the recording, renumbered."""
@@ -40,14 +42,13 @@ class _Job:
         self.retired.append(json.dumps({**entry, "retired": True}).encode())
         self.inside.append(json.dumps({**entry, "retired": False}).encode())
 
-    def next_answer(self, rank: int) -> bytes:
-        """The rank's recorder at its next answer (each answer the window one step on)."""
-        self.readings[rank] += 1
-        return self.answer(rank, self.readings[rank] - 1)
+    def answer_now(self, rank: int) -> bytes:
+        """The rank's recorder now (the window one step on each second)."""
+        return self.answer(rank, int(time.monotonic() - self.start))
 
-    def answer(self, rank: int, reading: int) -> bytes:
-        """The rank's recorder at its ``reading``-th answer."""
-        end = self.window + reading * self.step
+    def answer(self, rank: int, second: int) -> bytes:
+        """The rank's recorder in the job's ``second``-th second."""
+        end = self.window + second * self.step
         while len(self.retired) < end:
             self._entry(len(self.retired))
         start = end - self.window
@@ -62,5 +63,5 @@ if __name__ == "__main__":
     FOLDER = Path(sys.argv[1])
     RANKS, WINDOW, STEP, BEHIND = map(int, sys.argv[2:6])
     JOB = _Job(json.loads((FOLDER / "real.json").read_bytes()), RANKS, WINDOW, STEP, BEHIND)
-    asyncio.run(serve_ranks(FOLDER / "sockets", {f"rank{rank}": functools.partial(JOB.next_answer, rank)
+    asyncio.run(serve_ranks(FOLDER / "sockets", {f"rank{rank}": functools.partial(JOB.answer_now, rank)
                                                  for rank in range(RANKS)}))
