@@ -1,8 +1,9 @@
 """Synthetic worker servers of a job that moves, for ``relay_scale.py``: RANKS Unix sockets
 ``FOLDER/sockets/rank<r>.sock`` answering as torch's worker server does (``_fr_servers.py``'s
 answers), each ``fr_trace_json`` answer the rank's recorder as it is now: a window of WINDOW
-calls that moves on by STEP calls every second (the job's clock, not its readers': relays that
-read at other moments or paces see every rank at the same call, give or take one step). The calls are ``FOLDER/real.json``'s
+calls that moves on by STEP calls at each line read from stdin (the benchmark's step, before each
+of its viewer's readings: every rank moves at once, however often or late its relay reads it, and
+a reading slowed by a loaded machine finds no more news than any other). The calls are ``FOLDER/real.json``'s
 entries (a real gloo rank's, ``_fr_rank.py``), renumbered to run on past its end; rank BEHIND has
 not issued the newest call of its window, which every other rank is inside (not yet retired). All
 in one asyncio loop; prints ``ready``, serves until stdin closes.
@@ -16,7 +17,6 @@ import asyncio
 import functools
 import json
 import sys
-import time
 from pathlib import Path
 
 from _fr_servers import serve_ranks
@@ -32,7 +32,7 @@ class _Job:
         self.template = real["entries"]
         self.retired: list[bytes] = []
         self.inside: list[bytes] = []
-        self.start = time.monotonic()
+        self.steps = 0
 
     def _entry(self, index: int) -> None:
         """Make the call ``index`` (from 0): the real entry at that place in the recording, renumbered."""
@@ -42,13 +42,17 @@ class _Job:
         self.retired.append(json.dumps({**entry, "retired": True}).encode())
         self.inside.append(json.dumps({**entry, "retired": False}).encode())
 
-    def answer_now(self, rank: int) -> bytes:
-        """The rank's recorder now (the window one step on each second)."""
-        return self.answer(rank, int(time.monotonic() - self.start))
+    def step_on(self) -> None:
+        """Every rank makes STEP calls more."""
+        self.steps += 1
 
-    def answer(self, rank: int, second: int) -> bytes:
-        """The rank's recorder in the job's ``second``-th second."""
-        end = self.window + second * self.step
+    def answer_now(self, rank: int) -> bytes:
+        """The rank's recorder now."""
+        return self.answer(rank, self.steps)
+
+    def answer(self, rank: int, steps: int) -> bytes:
+        """The rank's recorder after the job's ``steps``-th step."""
+        end = self.window + steps * self.step
         while len(self.retired) < end:
             self._entry(len(self.retired))
         start = end - self.window
@@ -64,4 +68,4 @@ if __name__ == "__main__":
     RANKS, WINDOW, STEP, BEHIND = map(int, sys.argv[2:6])
     JOB = _Job(json.loads((FOLDER / "real.json").read_bytes()), RANKS, WINDOW, STEP, BEHIND)
     asyncio.run(serve_ranks(FOLDER / "sockets", {f"rank{rank}": functools.partial(JOB.answer_now, rank)
-                                                 for rank in range(RANKS)}))
+                                                 for rank in range(RANKS)}, JOB.step_on))

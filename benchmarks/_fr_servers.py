@@ -22,10 +22,12 @@ def _response(status: str, body: bytes, kind: str) -> bytes:
             "Connection: close\r\n\r\n").encode() + body
 
 
-async def serve_ranks(sockets: Path, fr_traces: dict[str, Callable[[], bytes]]) -> None:
+async def serve_ranks(sockets: Path, fr_traces: dict[str, Callable[[], bytes]],
+                      each_line: Callable[[], None] = lambda: None) -> None:
     """Serve ``sockets/<name>.sock`` for each name of ``fr_traces`` as torch's worker server does,
     each ``fr_trace_json`` answer made by its callable at the time it is asked; print ``ready``,
-    serve until stdin closes (one asyncio loop for every rank)."""
+    serve until stdin closes (one asyncio loop for every rank), calling ``each_line`` for each line
+    read from it."""
     sockets.mkdir(exist_ok=True)
     servers = []
     for name, fr_trace in fr_traces.items():
@@ -48,7 +50,7 @@ async def serve_ranks(sockets: Path, fr_traces: dict[str, Callable[[], bytes]]) 
 
         servers.append(await asyncio.start_unix_server(answer, path=str(sockets / f"{name}.sock"), backlog=256))
     print("ready", flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await asyncio.get_running_loop().run_in_executor(None, lambda: [each_line() for _ in sys.stdin])
     for server in servers:
         server.close()
 

@@ -1,7 +1,7 @@
 """How a job of many ranks is read through per-host relays (``collviz attach --relay``, one per
 node) by one viewer (``collviz attach --listen``): a synthetic job of RANKS worker servers (one
 process, ``_fr_moving_servers.py``: real gloo Flight Recorder entries, a window of WINDOW calls per
-rank that moves on STEP calls a second, one rank behind the rest) read by RELAYS relays,
+rank that moves on STEP calls before each of the viewer's readings, one rank behind the rest) read by RELAYS relays,
 each a real ``collviz attach --relay`` process reading its share of the ranks every second, all on
 this machine.
 
@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=1024)
     parser.add_argument("--relays", type=int, default=8)
     parser.add_argument("--window", type=int, default=2000, help="calls each rank's recorder holds (torch's default)")
-    parser.add_argument("--step", type=int, default=10, help="calls each rank makes a second")
+    parser.add_argument("--step", type=int, default=10, help="calls each rank makes between two readings")
     parser.add_argument("--readings", type=int, default=5, help="the viewer's timed readings (default 5)")
     parser.add_argument("--quick", action="store_true", help="64 ranks behind 2 relays, 100 calls each, 3 readings")
     args = parser.parse_args()
@@ -86,7 +86,7 @@ def main() -> None:
         listener = RelayListener("127.0.0.1", port, SECRET.encode())
         started: list[subprocess.Popen] = []
         try:
-            if servers.stdout is None or servers.stdout.readline().strip() != "ready":
+            if servers.stdin is None or servers.stdout is None or servers.stdout.readline().strip() != "ready":
                 raise SystemExit("relay_scale: the synthetic servers did not start")
             start = time.perf_counter()
             whole = ask_all(find_sockets(str(folder / "sockets")), "fr_trace_json", 60.0)
@@ -115,7 +115,9 @@ def main() -> None:
             whole_read_s = time.perf_counter() - first_at
             times, cpu, news_bytes, missing = [], [], [], []
             for _ in range(readings):
-                time.sleep(1.0)  # the viewer's pace while ranks wait (attach's --interval)
+                servers.stdin.write("step\n")  # every rank makes STEP calls more
+                servers.stdin.flush()
+                time.sleep(1.0)  # the viewer's pace while ranks wait (attach's --interval): each relay reads once
                 before, wall, own = listener.received_bytes, time.perf_counter(), time.process_time()
                 reading = reader.read()
                 feed.take(reading)
@@ -144,7 +146,7 @@ def main() -> None:
         share = -(-ranks // relays)
         per_rank_ms += [int(found[3]) / share for found in lines[1:]]  # reading 0 sends each whole window once
     read_s = statistics.median(times)
-    print(f"relay_scale: {ranks} synthetic ranks ({window} real gloo calls each, {args.step} more a second) "
+    print(f"relay_scale: {ranks} synthetic ranks ({window} real gloo calls each, {args.step} more a reading) "
           f"behind {relays} relays; rank {BEHIND % ranks} found missing by every viewer reading (with it, up to "
           f"{max(len(found) - 1 for found in missing)} ranks a step behind as their relay read them)")
     print(f"{'per reading':<52}{'bytes':>14}{'median':>10}{'refresh rate':>14}")
