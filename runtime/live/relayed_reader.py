@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from ..sources.reading import collector_paused
 from ..wire.relay_news import RankNews, RelayNews
 from .reading import End, RankRead, Reading
 from .recorder_reader import ENDED, attached_run_start, tail_reading
@@ -100,7 +101,13 @@ class RelayedReader:
     """When the first reading was taken (None: not yet)."""
 
     def read(self) -> Reading:
-        """What the relays said since the reading before, added to what they said earlier."""
+        """What the relays said since the reading before, added to what they said earlier (the
+        collector paused: a 1,024-rank reading makes ~12,000 calls and ~60,000 containers, none
+        cyclic, and the collector's passes over them were a third of its CPU)."""
+        with collector_paused():
+            return self._read()
+
+    def _read(self) -> Reading:
         self._take(self.listener.receive(0.0 if self._first_at is not None else min(self.first_wait_s, 0.05)))
         if self._first_at is None:
             self._first_news()
