@@ -44,7 +44,7 @@ async def serve_ranks(sockets: Path, fr_traces: dict[str, Callable[[], bytes]],
                 writer.write(_response("404 Not Found", b"Handler not found", "text/plain"))
             try:
                 await writer.drain()
-            except ConnectionError:  # a reader stopped (Ctrl-C) or gave up on this answer: nothing to say
+            except (ConnectionError, asyncio.CancelledError):  # a reader gone, or the servers closing: nothing to say
                 pass
             writer.close()
 
