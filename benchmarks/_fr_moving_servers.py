@@ -1,7 +1,9 @@
 """Synthetic worker servers of a job that moves, for ``relay_scale.py``: RANKS Unix sockets
 ``FOLDER/sockets/rank<r>.sock`` answering as torch's worker server does (``_fr_servers.py``'s
-answers), each ``fr_trace_json`` answer the rank's recorder one step later: a window of WINDOW
-calls that moves on by STEP calls at each of the rank's answers. The calls are ``FOLDER/real.json``'s
+answers), each ``fr_trace_json`` answer the rank's recorder as it is now: a window of WINDOW
+calls that moves on by STEP calls at each line read from stdin (the benchmark's step, before each
+of its viewer's readings: every rank moves at once, however often or late its relay reads it, and
+a reading slowed by a loaded machine finds no more news than any other). The calls are ``FOLDER/real.json``'s
 entries (a real gloo rank's, ``_fr_rank.py``), renumbered to run on past its end; rank BEHIND has
 not issued the newest call of its window, which every other rank is inside (not yet retired). All
 in one asyncio loop; prints ``ready``, serves until stdin closes.
@@ -12,11 +14,12 @@ in one asyncio loop; prints ``ready``, serves until stdin closes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 from pathlib import Path
 
-from _fr_servers import STACK, _response
+from _fr_servers import serve_ranks
 
 
 class _Job:
@@ -29,6 +32,7 @@ class _Job:
         self.template = real["entries"]
         self.retired: list[bytes] = []
         self.inside: list[bytes] = []
+        self.steps = 0
 
     def _entry(self, index: int) -> None:
         """Make the call ``index`` (from 0): the real entry at that place in the recording, renumbered."""
@@ -38,9 +42,17 @@ class _Job:
         self.retired.append(json.dumps({**entry, "retired": True}).encode())
         self.inside.append(json.dumps({**entry, "retired": False}).encode())
 
-    def answer(self, rank: int, reading: int) -> bytes:
-        """The rank's recorder at its ``reading``-th answer."""
-        end = self.window + reading * self.step
+    def step_on(self) -> None:
+        """Every rank makes STEP calls more."""
+        self.steps += 1
+
+    def answer_now(self, rank: int) -> bytes:
+        """The rank's recorder now."""
+        return self.answer(rank, self.steps)
+
+    def answer(self, rank: int, steps: int) -> bytes:
+        """The rank's recorder after the job's ``steps``-th step."""
+        end = self.window + steps * self.step
         while len(self.retired) < end:
             self._entry(len(self.retired))
         start = end - self.window
@@ -51,36 +63,9 @@ class _Job:
         return self.head + b", ".join(entries) + b"]}"
 
 
-async def _serve(folder: Path, ranks: int, window: int, step: int, behind: int) -> None:
-    sockets = folder / "sockets"
-    sockets.mkdir(exist_ok=True)
-    job = _Job(json.loads((folder / "real.json").read_bytes()), ranks, window, step, behind)
-    readings = [0] * ranks
-    servers = []
-    for rank in range(ranks):
-
-        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, rank: int = rank) -> None:
-            head = await reader.readuntil(b"\r\n\r\n")
-            path = head.split(b" ", 2)[1].split(b"?")[0]
-            if path == b"/handler/fr_trace_json":
-                writer.write(_response("200 OK", job.answer(rank, readings[rank]), "application/json"))
-                readings[rank] += 1
-            elif path == b"/handler/dump_traceback":
-                writer.write(_response("200 OK", STACK, "text/plain"))
-            else:
-                writer.write(_response("404 Not Found", b"Handler not found", "text/plain"))
-            try:
-                await writer.drain()
-            except ConnectionError:  # a relay stopped (Ctrl-C) or gave up on this answer: nothing to say
-                pass
-            writer.close()
-
-        servers.append(await asyncio.start_unix_server(answer, path=str(sockets / f"rank{rank}.sock"), backlog=256))
-    print("ready", flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-    for server in servers:
-        server.close()
-
-
 if __name__ == "__main__":
-    asyncio.run(_serve(Path(sys.argv[1]), *map(int, sys.argv[2:6])))
+    FOLDER = Path(sys.argv[1])
+    RANKS, WINDOW, STEP, BEHIND = map(int, sys.argv[2:6])
+    JOB = _Job(json.loads((FOLDER / "real.json").read_bytes()), RANKS, WINDOW, STEP, BEHIND)
+    asyncio.run(serve_ranks(FOLDER / "sockets", {f"rank{rank}": functools.partial(JOB.answer_now, rank)
+                                                 for rank in range(RANKS)}, JOB.step_on))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 STACK = b'Thread 0x1 (most recent call first):\n  File "/home/me/train.py", line 16 in step\n' \
@@ -21,31 +22,40 @@ def _response(status: str, body: bytes, kind: str) -> bytes:
             "Connection: close\r\n\r\n").encode() + body
 
 
-async def _serve(folder: Path) -> None:
-    sockets = folder / "sockets"
+async def serve_ranks(sockets: Path, fr_traces: dict[str, Callable[[], bytes]],
+                      each_line: Callable[[], None] = lambda: None) -> None:
+    """Serve ``sockets/<name>.sock`` for each name of ``fr_traces`` as torch's worker server does,
+    each ``fr_trace_json`` answer made by its callable at the time it is asked; print ``ready``,
+    serve until stdin closes (one asyncio loop for every rank), calling ``each_line`` for each line
+    read from it."""
     sockets.mkdir(exist_ok=True)
     servers = []
-    for dump in sorted(folder.glob("rank*.json")):
-        body = dump.read_bytes()
+    for name, fr_trace in fr_traces.items():
 
-        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body: bytes = body) -> None:
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                         fr_trace: Callable[[], bytes] = fr_trace) -> None:
             head = await reader.readuntil(b"\r\n\r\n")
             path = head.split(b" ", 2)[1].split(b"?")[0]
             if path == b"/handler/fr_trace_json":
-                writer.write(_response("200 OK", body, "application/json"))
+                writer.write(_response("200 OK", fr_trace(), "application/json"))
             elif path == b"/handler/dump_traceback":
                 writer.write(_response("200 OK", STACK, "text/plain"))
             else:
                 writer.write(_response("404 Not Found", b"Handler not found", "text/plain"))
-            await writer.drain()
+            try:
+                await writer.drain()
+            except (ConnectionError, asyncio.CancelledError):  # a reader gone, or the servers closing: nothing to say
+                pass
             writer.close()
 
-        servers.append(await asyncio.start_unix_server(answer, path=str(sockets / f"{dump.stem}.sock"), backlog=256))
+        servers.append(await asyncio.start_unix_server(answer, path=str(sockets / f"{name}.sock"), backlog=256))
     print("ready", flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await asyncio.get_running_loop().run_in_executor(None, lambda: [each_line() for _ in sys.stdin])
     for server in servers:
         server.close()
 
 
 if __name__ == "__main__":
-    asyncio.run(_serve(Path(sys.argv[1])))
+    FOLDER = Path(sys.argv[1])
+    asyncio.run(serve_ranks(FOLDER / "sockets", {dump.stem: lambda body=dump.read_bytes(): body
+                                                 for dump in sorted(FOLDER.glob("rank*.json"))}))

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..observation.rank_lists import ranks_text
+from ..sources.reading import collector_paused
 from ..sources.run import Call, Hop
 from ..sources.call_table import algo_bytes_of
 from ..wire.protocol import AnyEvent, Collective, Phase, RankEnd, RankStart, RunStart, Stall, Transfer
@@ -66,13 +67,17 @@ class _Shown:
     """The step's narration where the source worded it (else each rank's own: :func:`_narration`)."""
     hops: Sequence[Hop] = ()
     """Transfers the source reported for the call: each shown on its receiving rank."""
+    group_ranks: list[int] = field(default_factory=list)
+    """The members as every event of the call carries them: one list, shared (not one per rank)."""
+    members_text: str = ""
+    """The members as the narration words them (``0–1023``): worded once per call, not per rank."""
     issued: dict[int, int] = field(default_factory=dict)
     ended: set[int] = field(default_factory=set)
 
 
-def _narration(call: Call, group: str) -> str:
+def _narration(call: Call, group: str, members_text: str) -> str:
     out = f" → {call.bytes_out:,} B out" if call.bytes_out != call.bytes_in else ""
-    return (f"{call_text(call.op, group, call.group_seq)} (ranks {ranks_text(call.group_ranks)}): "
+    return (f"{call_text(call.op, group, call.group_seq)} (ranks {members_text}): "
             f"{call.dtype} ×{call.count:,}, {call.bytes_in:,} B in{out} on rank {call.rank}.\n"
             "Read live from the job's Flight Recorder: sizes and state, no values or provenance"
             + ("." if call.duration_ns else ", no duration."))
@@ -124,7 +129,8 @@ class Feed:
             passed += self.begin()
         if self.started:
             passed += self._new_ranks(reading)
-            passed += self._calls_of(reading)
+            with collector_paused():  # 40,960 events at 1,024 ranks, none cyclic: not walked as they are made
+                passed += self._calls_of(reading)
         waits = waits_of(reading)
         passed += self._stalls({key: wait for key, wait in waits.items() if not set(wait.missing) & set(excused)},
                                stall_after_s, final)
@@ -181,7 +187,8 @@ class Feed:
                 name, narration = reading.texts.get(
                     key, (reading.call_texts.get(key) or call_text(call.op, group, call.group_seq), ""))
                 shown = self._shown[key] = _Shown(self._next_index, group, call.group_ranks, name, narration,
-                                                  reading.hops.get(key, ()))
+                                                  reading.hops.get(key, ()), list(call.group_ranks),
+                                                  ranks_text(call.group_ranks))
                 self._next_index += 1
             passed += self._rank_step(shown, call)
         read = set(reading.ranks) - self._named  # a rank not answering this time (slow, starting) still counts
@@ -210,15 +217,18 @@ class Feed:
         time it is seen completed."""
         name = shown.name
         at = call.t_ns + self._clock_ns
-        fields = dict(op=call.op, group=shown.group, group_ranks=list(call.group_ranks), group_seq=call.group_seq,
+        shared = call.group_ranks == shown.members  # a rank naming other members keeps its own list
+        fields = dict(op=call.op, group=shown.group, group_seq=call.group_seq,
+                      group_ranks=shown.group_ranks if shared else list(call.group_ranks),
                       dtype=call.dtype, count=call.count, bytes_in=call.bytes_in, bytes_out=call.bytes_out,
                       algo_bytes=algo_bytes_of(call.op, len(call.group_ranks), call.bytes_in, call.bytes_out),
                       root=call.root)
         passed = 0
         if call.rank not in shown.issued:
             shown.issued[call.rank] = call.t_ns
+            members = shown.members_text if shared else ranks_text(call.group_ranks)
             self.stamp(Phase, call.rank, at, index=shown.index, name=name, edge="begin",
-                       narration=shown.narration or _narration(call, shown.group))
+                       narration=shown.narration or _narration(call, shown.group, members))
             self.stamp(Collective, call.rank, at, phase=shown.index, edge="begin", duration_ns=None, **fields)
             for hop in (hop for hop in shown.hops if hop.dst == call.rank):
                 self.stamp(Transfer, call.rank, at, phase=shown.index, src=hop.src, dst=hop.dst, bytes=hop.bytes,

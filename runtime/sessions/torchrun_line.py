@@ -22,7 +22,7 @@ from typing import NoReturn
 
 from ..errors import UsageError
 
-__all__ = ["C10D_DEFAULT_PORT", "LOOPBACK", "MASTER_DEFAULT_PORT", "TorchrunLine", "read_torchrun_line"]
+__all__ = ["C10D_DEFAULT_PORT", "LOOPBACK", "MASTER_DEFAULT_PORT", "TorchrunLine", "free_port_pair", "read_torchrun_line"]
 
 LOOPBACK = "127.0.0.1"
 
@@ -73,11 +73,11 @@ class TorchrunLine:
         """Where node 0 listens for every rank's events (the ranks send there): a free loopback
         port (found now) when the job is on this machine alone, else the rendezvous host at its port + 1."""
         if self.one_node:
-            return LOOPBACK, _free_port_pair()
+            return LOOPBACK, free_port_pair()
         return self.rendezvous_host, self.rendezvous_port + 1
 
 
-def _free_port_pair() -> int:
+def free_port_pair() -> int:
     """A port P with P and P+1 free on loopback now (the listener binds both)."""
     for _ in range(50):
         with socket.socket() as first, socket.socket() as second:

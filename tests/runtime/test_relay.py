@@ -7,22 +7,25 @@ Expected values are written by hand from the hand-made Flight Recorder answers b
 
 from __future__ import annotations
 
+import contextlib
 import json
-import socket
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 import zmq
 
 from collviz.app.cli import main
 from collviz.runtime.live.recorder_reader import RECORDERS
+from collviz.runtime.live.reading import waits_of
 from collviz.runtime.live.relay import NewsMaker
 from collviz.runtime.live.relayed_reader import RelayedReader
 from collviz.runtime.live.snapshot import take_snapshot
 from collviz.runtime.live.workers import Answer
 from collviz.runtime.wire.relay_link import RelayLink, RelayListener
 from collviz.runtime.wire.relay_news import RelayNews
+from support.processes import free_port
 
 SECRET = b"relay-test-secret-0123"
 GROUPS = {"0": [0, 1, 2, 3], "1": [2, 3]}
@@ -77,19 +80,6 @@ def test_every_sixtieth_reading_sends_all_again_for_a_viewer_that_came_later():
     assert counts == [2, 0, 0, 2]
 
 
-def _free_port() -> int:
-    """A port free on loopback with the next one free too (the listener binds both)."""
-    while True:
-        with socket.socket() as probe, socket.socket() as following:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-            try:
-                following.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
-
-
 def _relay(link: RelayLink, host: str, bodies: dict[int, bytes], stop: threading.Event) -> None:
     """A relay of ``bodies``' ranks: one reading's news, then the stack of any rank asked for."""
     link.send(RelayNews(relay=f"{host}:1", host=host, number=0, every_s=1.0,
@@ -101,19 +91,21 @@ def _relay(link: RelayLink, host: str, bodies: dict[int, bytes], stop: threading
                                 stacks={rank: f"train.py:{40 + rank} in load_batch" for rank in asked}))
 
 
-def test_four_ranks_behind_two_relays_name_the_missing_rank_its_host_and_line():
-    port = _free_port()
+@contextlib.contextmanager
+def _two_relays() -> Iterator[RelayListener]:
+    """A listener with two relays behind it (threads): ranks 0 and 1 on hosta, 2 and 3 on hostb;
+    ranks 0-2 are inside default all_reduce #5, rank 3 completed #4 and has not issued #5."""
+    port = free_port()
     listener = RelayListener("127.0.0.1", port, SECRET)
     links = [RelayLink("127.0.0.1", port, SECRET) for _ in range(2)]
     stop = threading.Event()
-    # ranks 0-2 are inside default all_reduce #5; rank 3 completed #4 and has not issued #5
     hosts = [{0: _answer(0, 5, True), 1: _answer(1, 5, True)}, {2: _answer(2, 5, True), 3: _answer(3, 4, False)}]
     relays = [threading.Thread(target=_relay, args=(link, name, bodies, stop))
               for link, name, bodies in zip(links, ["hosta", "hostb"], hosts)]
     for relay in relays:
         relay.start()
     try:
-        snapshot = take_snapshot(RelayedReader(listener, timeout_s=5.0, from_first=False), 0.01)
+        yield listener
     finally:
         stop.set()
         for relay in relays:
@@ -121,6 +113,11 @@ def test_four_ranks_behind_two_relays_name_the_missing_rank_its_host_and_line():
         for link in links:
             link.close()
         listener.close()
+
+
+def test_four_ranks_behind_two_relays_name_the_missing_rank_its_host_and_line():
+    with _two_relays() as listener:
+        snapshot = take_snapshot(RelayedReader(listener, timeout_s=5.0, from_first=False), 0.01)
     assert snapshot.text().splitlines() == [
         "rank 0 on hosta: last completed all_reduce #4 on group 0 (x); now in all_reduce #5 on group 0 (x)",
         "rank 1 on hosta: last completed all_reduce #4 on group 0 (x); now in all_reduce #5 on group 0 (x)",
@@ -133,7 +130,7 @@ def test_four_ranks_behind_two_relays_name_the_missing_rank_its_host_and_line():
 
 
 def test_news_not_signed_with_the_secret_is_dropped_and_counted():
-    port = _free_port()
+    port = free_port()
     listener = RelayListener("127.0.0.1", port, SECRET)
     forger = RelayLink("127.0.0.1", port, b"another-secret-0123456")
     context = zmq.Context()
@@ -198,32 +195,68 @@ def test_the_viewers_session_on_two_relays_starts_each_rank_on_its_host_and_repo
     from collviz.runtime.sessions.live import attached_reader_session
     from collviz.runtime.wire.protocol import RankStart, Stall
 
-    port = _free_port()
-    listener = RelayListener("127.0.0.1", port, SECRET)
-    links = [RelayLink("127.0.0.1", port, SECRET) for _ in range(2)]
-    stop = threading.Event()
-    hosts = [{0: _answer(0, 5, True), 1: _answer(1, 5, True)}, {2: _answer(2, 5, True), 3: _answer(3, 4, False)}]
-    relays = [threading.Thread(target=_relay, args=(link, name, bodies, stop))
-              for link, name, bodies in zip(links, ["hosta", "hostb"], hosts)]
-    for relay in relays:
-        relay.start()
-    session = attached_reader_session(RelayedReader(listener, timeout_s=5.0), pace=Pace(0.05, 0.05))
-    session.start()
     events: list = []
-    try:
+    with _two_relays() as listener:
+        session = attached_reader_session(RelayedReader(listener, timeout_s=5.0), pace=Pace(0.05, 0.05))
+        session.start()
         deadline = time.monotonic() + 90  # the loop's stall threshold first: a condition, not a pause
         while not any(isinstance(event, Stall) for event in events) and time.monotonic() < deadline:
             events += session.poll(0.1)
         session.stop()
         events += session.poll(0.1)
-    finally:
-        stop.set()
-        for relay in relays:
-            relay.join()
-        for link in links:
-            link.close()
-        listener.close()
     assert {event.rank: event.host for event in events if isinstance(event, RankStart)} == HOSTS
     stall = next(event for event in events if isinstance(event, Stall))
     assert (stall.group, stall.group_seq, stall.waiting) == ("0 (x)", 5, [0, 1, 2])  # a group: its name (desc)
     assert stall.elsewhere == ["rank 3 is missing from the call, at train.py:43 in load_batch"]
+
+
+class _Arrivals:
+    """A listener without sockets: each relay's news arrives at its moment of a clock it moves
+    (waiting in ``receive`` moves the clock on to the next arrival, or by the timeout)."""
+
+    def __init__(self, arrivals: list[tuple[float, RelayNews]]) -> None:
+        self.now = 0.0
+        self.arrivals = sorted(arrivals, key=lambda arrival: arrival[0])
+
+    def clock(self) -> float:
+        return self.now
+
+    def receive(self, timeout_s: float) -> list[RelayNews]:
+        if not self.arrivals or self.arrivals[0][0] > self.now:
+            self.now = min(self.now + timeout_s, self.arrivals[0][0]) if self.arrivals else self.now + timeout_s
+        due = [news for at, news in self.arrivals if at <= self.now]
+        self.arrivals = self.arrivals[len(due):]
+        return due
+
+    def ask_stacks(self, ranks: list[int]) -> None:
+        pass
+
+
+def _every_second(host: str, bodies: dict[int, bytes], first_s: float) -> list[tuple[float, RelayNews]]:
+    """A relay reading every second from ``first_s`` on, its first news whole, the others its
+    ranks' status only (nothing changed)."""
+    maker = NewsMaker()
+    return [(first_s + second, RelayNews(relay=f"{host}:1", host=host, number=second, every_s=1.0,
+                                         ranks=maker.news(_answers(bodies), sorted(bodies))))
+            for second in range(60)]
+
+
+def test_the_first_reading_shows_the_ranks_reported_and_the_rest_join_as_their_relay_reports():
+    # hosta's relay reads from second 0, hostb's (a slow first reading) from second 30
+    listener = _Arrivals(_every_second("hosta", {0: _answer(0, 5, True), 1: _answer(1, 5, True)}, 0.0)
+                         + _every_second("hostb", {2: _answer(2, 5, True), 3: _answer(3, 4, False)}, 30.0))
+    reader = RelayedReader(listener, timeout_s=2.0, first_wait_s=10.0, from_first=False, clock=listener.clock)
+    first = reader.read()
+    assert listener.now <= 1.0, "no longer than one of hosta's readings after its first news"
+    assert (first.answered, sorted(first.ranks), first.world_size) == ([0, 1], [0, 1], 4)
+    assert waits_of(first) == {}, "ranks 2 and 3 are not read yet: neither waiting nor waited for"
+    listener.now = 12.0  # first_wait_s after the first reading: ranks 2 and 3 are named as not read
+    named = reader.read()
+    assert named.answered == [0, 1]
+    assert {rank: named.ranks[rank].error for rank in (2, 3)} == {2: "no relay reported it within 10 s",
+                                                                   3: "no relay reported it within 10 s"}
+    listener.now = 30.0  # hostb's first news: every rank read, rank 3 missing from all_reduce #5
+    whole = reader.read()
+    assert whole.answered == [0, 1, 2, 3]
+    assert {key: (wait.waiting, wait.missing) for key, wait in waits_of(whole).items()} == {
+        ("0 (x)", 5): ((0, 1, 2), (3,))}
