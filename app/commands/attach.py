@@ -284,10 +284,16 @@ def _watch(reader: Reader, pace: Pace, count: int | None, as_json: bool) -> int:
 
     shown: list[Snapshot] = []
 
-    def show(snapshot: Snapshot) -> None:
-        """One snapshot of the watch: a JSON document on one line, or its text and a blank line."""
+    def show(snapshot: Snapshot, next_s: float) -> None:
+        """One snapshot of the watch and when the next reading comes (so a slow pace is not taken
+        for a frozen view): a JSON document on one line (``next_reading_s``), or its text, that
+        line and a blank line."""
         shown.append(snapshot)
-        print(json.dumps(snapshot.document(), ensure_ascii=False) if as_json else snapshot.text() + "\n", flush=True)
+        if as_json:
+            print(json.dumps({**snapshot.document(), "next_reading_s": round(next_s, 1)}, ensure_ascii=False),
+                  flush=True)
+        else:
+            print(f"{snapshot.text()}\n{_next_reading_line(next_s, pace)}\n", flush=True)
 
     try:
         cost = ReadingCost.of(reader.workers) if isinstance(reader, RecorderReader) else None  # py-spy: no server
@@ -298,6 +304,18 @@ def _watch(reader: Reader, pace: Pace, count: int | None, as_json: bool) -> int:
         return last.exit_status if last is not None else 0
     print(f"collviz attach: {end.detail}", file=sys.stderr if as_json else sys.stdout, flush=True)
     return 0 if end.status == "ok" else 1
+
+
+def _next_reading_line(next_s: float, pace: Pace) -> str:
+    """When the next reading of ``--watch`` comes, ``next_s`` seconds from now, and, where that is
+    past the pace's slowest interval, why (the ranks' CPU has not yet paid for it)."""
+    from collviz.runtime.live.reading_cost import COST_SHARE
+
+    line = f"next reading in ~{next_s:.0f} s"
+    if next_s > pace.slowest_s:
+        line += (f" (each reading costs every rank its whole Flight Recorder answer: held until the ranks' own CPU "
+                 f"has paid for it at {COST_SHARE:.1%})")
+    return line
 
 
 def _view(session: LiveSession) -> int:

@@ -72,8 +72,11 @@ def test_attach_json_is_one_document_of_the_same_snapshot(attached_job):
 def test_watch_prints_a_snapshot_only_when_it_changes(attached_job):
     watched = attached_job["watch"]
     assert watched.returncode == 1, watched.stderr
-    assert [json.loads(line) for line in watched.stdout.splitlines()] == [STALLED_DOCUMENT], \
+    documents = [json.loads(line) for line in watched.stdout.splitlines()]
+    next_s = [document.pop("next_reading_s") for document in documents]
+    assert documents == [STALLED_DOCUMENT], \
         "three readings of the same stall: the first two confirm it, the third changes nothing"
+    assert 0 < next_s[0] <= 1.0, "both ranks idle (one waits, one sleeps): a stall is read at --interval's pace"
 
 
 def test_the_job_goes_on_unharmed(attached_job):
@@ -352,7 +355,7 @@ def test_the_pace_is_the_slowest_while_no_rank_waits_however_calls_move_and_the_
     ask, asked = asking([steady] * 5 + [moved] + [waiting] * 3 + [moved])
     slept: list[float] = []
     shown = []
-    last, _, end = watch(_reader(ask), shown.append, Pace(0.5, 3.0), readings=10, sleep=slept.append)
+    last, _, end = watch(_reader(ask), lambda snapshot, _: shown.append(snapshot), Pace(0.5, 3.0), readings=10, sleep=slept.append)
     assert slept == [3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 0.5, 0.5, 0.5], \
         "no wait: the slowest, a new call included; a wait: the fastest"
     assert [s.ranks[0].inside for s in shown] == ["", "", "all_reduce #5 on group 0 (default_pg)",
@@ -369,7 +372,7 @@ def test_watch_ends_when_no_rank_answers_on_the_last_snapshot_of_the_job():
 
     ask, _ = asking([{0: fr_answer(3, False), 1: fr_answer(3, False)}, {0: None, 1: None}])
     shown = []
-    last, reading, end = watch(_reader(ask), shown.append, sleep=lambda s: None)
+    last, reading, end = watch(_reader(ask), lambda snapshot, _: shown.append(snapshot), sleep=lambda s: None)
     assert reading.gone and shown == [last] and last.exit_status == 0, "no snapshot of ranks gone: the job ended"
     assert end == End("ok", "the job ended: no rank's worker server answers any more (its exit status is its launcher's)")
 
@@ -380,7 +383,7 @@ def test_watch_of_a_job_that_ends_while_ranks_wait_says_it_ended_stalled():
     waiting = {0: fr_answer(5, True), 1: fr_answer(4, False)}  # rank 0 in all_reduce #5, rank 1 not yet
     ask, asked = asking([waiting, waiting, {0: None, 1: None}])
     shown = []
-    last, reading, end = watch(_reader(ask), shown.append, sleep=lambda s: None)
+    last, reading, end = watch(_reader(ask), lambda snapshot, _: shown.append(snapshot), sleep=lambda s: None)
     assert reading.gone and last is not None and last.exit_status == 1
     assert end == End("failed", "the job ended while rank 0 waited in all_reduce #5 on group 0 (default_pg) for rank 1")
     assert [ranks for handler, ranks in asked if handler == "dump_traceback"] == [[1]], \
