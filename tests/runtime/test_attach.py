@@ -407,3 +407,13 @@ def test_calls_made_before_the_job_began_are_not_read():
     assert [place.collective_seq_id for place in trace.places] == [3, 4]
     assert len(trace.entries) == 2
     assert [place.collective_seq_id for place in decode_trace(fr_answer(4, False)).places] == [1, 2, 3, 4]
+
+
+def test_a_recorder_a_rank_lacks_is_asked_once_and_its_absence_is_no_error():
+    ask, asked = asking([{0: fr_answer(3, False), 1: fr_answer(3, False)}])
+    reader = _reader(ask)
+    readings = [reader.read() for _ in range(3)]
+    assert asked == [("fr_trace_json", [0, 1]), ("dump_nccl_trace_json", [0, 1]), ("fr_trace_json", [0, 1]),
+                     ("fr_trace_json", [0, 1])], "NCCL's recorder answered 404 (a torch without NCCL): not asked again"
+    assert all(not read.error for reading in readings for read in reading.ranks.values())
+    assert [len(reading.calls) for reading in readings] == [len(readings[0].calls)] * 3 and readings[0].calls
