@@ -72,12 +72,13 @@ fr_trace_json, dump_nccl_trace_json and dump_traceback), each bounded by --timeo
 does not answer is named, not waited for.
 
 --watch (headless, as --json is) reads again and again and prints each snapshot that differs
-from the last (with --json, one document per line), until Ctrl-C, --count readings or no rank
-answers (the job ended: said in one line; exit 1 if ranks waited on others then). Every reading
-costs each rank the building of its whole Flight Recorder answer (torch cannot send less), so the
-pace adapts: every --interval seconds while ranks wait, else every --slowest seconds (however
-fast the calls move), or less often where ranks on this host are measured (per thread, from
-/proc) to have not yet paid for another reading at 0.4 % of their own CPU.
+from the last, and when the next reading comes (with --json, one document per line, its
+next_reading_s), until Ctrl-C, --count readings or no rank answers (the job ended: said in one
+line; exit 1 if ranks waited on others then). Every reading costs each rank the building of its
+whole Flight Recorder answer (torch cannot send less), so the pace adapts: every --interval
+seconds while ranks wait, else every --slowest seconds (however fast the calls move), and, where
+ranks on this host are measured (per thread, from /proc), no reading but the first before their
+own CPU has paid for it at 0.4 % (a rank that waits or is stalled holds nothing back).
 
 A job that prepared nothing (no worker server) is read by pid, its ranks' Python stacks read with
 py-spy, never pausing them (--native adds C++ frames, pausing each rank for the moment of the read):

@@ -10,6 +10,7 @@ Expected lines are written from the job script (its calls and its own line numbe
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import time
@@ -417,3 +418,30 @@ def test_a_recorder_a_rank_lacks_is_asked_once_and_its_absence_is_no_error():
                      ("fr_trace_json", [0, 1])], "NCCL's recorder answered 404 (a torch without NCCL): not asked again"
     assert all(not read.error for reading in readings for read in reading.ranks.values())
     assert [len(reading.calls) for reading in readings] == [len(readings[0].calls)] * 3 and readings[0].calls
+
+
+@pytest.mark.parametrize("measured, line", [
+    (False, "next reading in ~10 s"),
+    (True, "next reading in ~18 s (each reading costs every rank its whole Flight Recorder answer: held until the "
+           "ranks' own CPU has paid for it at 0.4%)"),
+])
+def test_watch_says_when_the_next_reading_comes_and_why_where_the_ranks_cpu_holds_it(monkeypatch, capsys, measured,
+                                                                                      line):
+    from collviz.app.commands import attach
+    from collviz.runtime.live.pace import Pace
+    from collviz.runtime.live.reading_cost import ReadingCost, ThreadCpu
+
+    # both ranks: 1 s of their own CPU in 2 s of life; the reading costs each 20 ms: each owes (20 + 20) ms /
+    # 0.004 = 10 s, 9 s short at half a core: 18 s, past --slowest's 10
+    pids = {0: os.getpid(), 1: os.getppid()}  # processes alive: none is taken for a rank that ended
+    cpu = {pid: ThreadCpu(0, 10**9, 2.0) for pid in pids.values()}
+    meter = ReadingCost(pids, cpu=lambda pid: cpu[pid], clock=lambda: 0.0)
+    monkeypatch.setattr(ReadingCost, "of", classmethod(lambda cls, workers: meter if measured else None))
+    ask, _ = asking([{0: fr_answer(3, False), 1: fr_answer(3, False)}])
+
+    def asked(workers, handler, timeout_s):
+        cpu.update({pid: ThreadCpu(20_000_000, 10**9, 2.0) for pid in cpu})
+        return ask(workers, handler, timeout_s)
+
+    assert attach._watch(_reader(asked), Pace(1.0, 10.0), 1, as_json=False) == 0
+    assert capsys.readouterr().out.splitlines()[-2:] == [line, ""]
