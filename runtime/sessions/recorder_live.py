@@ -23,9 +23,7 @@ ranks it starts: :data:`~collviz.runtime.userjob.recorder.STATUS_HANDLER`). So t
 every second, and the calls only every 10 s in the viewer (:data:`WATCHED`), every minute headless
 (:data:`UNWATCHED`), or at once when the status shows a rank still inside the call it was inside a
 second before, twice in a row; then every second while ranks wait, so a hang is confirmed soon after it outlasts
-the timeout while a steady job is read rarely (``benchmarks/live_cost.py``). The ranks' CPU is
-measured as attach measures it (:mod:`~collviz.runtime.live.reading_cost`), so a steady reading also
-waits until the ranks' own CPU has paid for it, the status's cost included (it is their servers' CPU).
+the timeout while a steady job is read rarely (``benchmarks/live_cost.py``).
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ from typing import Any
 from ..live.feed import Feed
 from ..live.loop import LiveLoop
 from ..live.pace import Pace
-from ..live.reading_cost import ReadingCost
 from ..live.recorder_reader import Launched, RecorderReader
 from ..live.workers import Answer, Worker, ask_all
 from ..observation.rank_lists import ranks_text
@@ -124,8 +121,7 @@ class LiveRecorder:
         # calls made before the ranks were forked are the launcher's (inherited), not the run's
         self.reader = RecorderReader(workers, TIMEOUT_S, since_ns, self._ask, launched=launched)
         self.feed = Feed(self._sink, run, self.reader, patient=True, names_silent=False)
-        self._loop = LiveLoop(self.reader, self.feed, pace, stall_after_s=timeout_s,
-                              cost=ReadingCost(dict(launched.pids)) if launched.pids else None)
+        self._loop = LiveLoop(self.reader, self.feed, pace, stall_after_s=timeout_s)
         self._status: dict[int, dict] = {}
         self._status_due = time.monotonic()
         self._stuck_before = False
