@@ -72,12 +72,13 @@ fr_trace_json, dump_nccl_trace_json and dump_traceback), each bounded by --timeo
 does not answer is named, not waited for.
 
 --watch (headless, as --json is) reads again and again and prints each snapshot that differs
-from the last (with --json, one document per line), until Ctrl-C, --count readings or no rank
-answers (the job ended: said in one line; exit 1 if ranks waited on others then). Every reading
-costs each rank the building of its whole Flight Recorder answer (torch cannot send less), so the
-pace adapts: every --interval seconds while ranks wait, else every --slowest seconds (however
-fast the calls move), or less often where ranks on this host are measured (per thread, from
-/proc) to have not yet paid for another reading at 0.4 % of their own CPU.
+from the last, and when the next reading comes (with --json, one document per line, its
+next_reading_s), until Ctrl-C, --count readings or no rank answers (the job ended: said in one
+line; exit 1 if ranks waited on others then). Every reading costs each rank the building of its
+whole Flight Recorder answer (torch cannot send less), so the pace adapts: every --interval
+seconds while ranks wait, else every --slowest seconds (however fast the calls move), and, where
+ranks on this host are measured (per thread, from /proc), no reading but the first before their
+own CPU has paid for it at 0.4 % (a rank that waits or is stalled holds nothing back).
 
 A job that prepared nothing (no worker server) is read by pid, its ranks' Python stacks read with
 py-spy, never pausing them (--native adds C++ frames, pausing each rank for the moment of the read):
@@ -284,10 +285,16 @@ def _watch(reader: Reader, pace: Pace, count: int | None, as_json: bool) -> int:
 
     shown: list[Snapshot] = []
 
-    def show(snapshot: Snapshot) -> None:
-        """One snapshot of the watch: a JSON document on one line, or its text and a blank line."""
+    def show(snapshot: Snapshot, next_s: float) -> None:
+        """One snapshot of the watch and when the next reading comes (so a slow pace is not taken
+        for a frozen view): a JSON document on one line (``next_reading_s``), or its text, that
+        line and a blank line."""
         shown.append(snapshot)
-        print(json.dumps(snapshot.document(), ensure_ascii=False) if as_json else snapshot.text() + "\n", flush=True)
+        if as_json:
+            print(json.dumps({**snapshot.document(), "next_reading_s": round(next_s, 1)}, ensure_ascii=False),
+                  flush=True)
+        else:
+            print(f"{snapshot.text()}\n{_next_reading_line(next_s, pace)}\n", flush=True)
 
     try:
         cost = ReadingCost.of(reader.workers) if isinstance(reader, RecorderReader) else None  # py-spy: no server
@@ -298,6 +305,18 @@ def _watch(reader: Reader, pace: Pace, count: int | None, as_json: bool) -> int:
         return last.exit_status if last is not None else 0
     print(f"collviz attach: {end.detail}", file=sys.stderr if as_json else sys.stdout, flush=True)
     return 0 if end.status == "ok" else 1
+
+
+def _next_reading_line(next_s: float, pace: Pace) -> str:
+    """When the next reading of ``--watch`` comes, ``next_s`` seconds from now, and, where that is
+    past the pace's slowest interval, why (the ranks' CPU has not yet paid for it)."""
+    from collviz.runtime.live.reading_cost import COST_SHARE
+
+    line = f"next reading in ~{next_s:.0f} s"
+    if next_s > pace.slowest_s:
+        line += (f" (each reading costs every rank its whole Flight Recorder answer: held until the ranks' own CPU "
+                 f"has paid for it at {COST_SHARE:.1%})")
+    return line
 
 
 def _view(session: LiveSession) -> int:

@@ -5,28 +5,27 @@ Recorder mode and ``collviz replay --follow`` all step: :meth:`LiveLoop.step_if_
 reading when one is due (never waiting for it: a launcher's own loop calls it between its other
 work), :meth:`LiveLoop.wait_and_step` waits for the next one (up to a timeout, woken by
 :meth:`LiveLoop.interrupt`). Each reading goes to the feed (its events into the session's sink)
-and sets the next interval: the fastest while ranks wait (a wait that has lasted — its waiters
-had issued the call ``fastest_s`` or more before the reading began, or the reading before showed it
-too: :attr:`LiveLoop.busy`), the slowest while none
-does, however fast the calls move (where a :class:`~.reading_cost.ReadingCost` measures the ranks,
-reached by doubling from the fastest), and longer where it measures that the ranks' CPU has not yet
-paid for another reading (:class:`~.pace.Pace`: a reading costs
-each rank its whole recorder's answer). A wait younger than the reading is no reason to read again
-soon: a rank whose server builds its answer is held out of its next call meanwhile (on a loaded
-machine for a second and more), and its peers wait for it.
+and sets when the next is due (:class:`~.pace.Schedule`): after the fastest interval while ranks
+wait (a wait that has lasted — its waiters had issued the call ``fastest_s`` or more before the
+reading began, or the reading before showed it too: :attr:`LiveLoop.busy`), the slowest while none
+does, however fast the calls move; and, where a :class:`~.reading_cost.ReadingCost` measures the
+ranks, not before every working rank's own CPU has paid for it (a reading costs each rank its whole
+recorder's answer) — every reading but the first and the one that confirms a new wait. A wait
+younger than the reading is no reason to read again soon: a rank whose server builds its answer is
+held out of its next call meanwhile (on a loaded machine for a second and more), and its peers wait
+for it.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from ..observation.rank_lists import ranks_text
 
 from .feed import Feed
-from .pace import Pace
+from .pace import Pace, Schedule
 from .reading import CallKey, End, Reader, Reading, Wait, waits_of
 from .reading_cost import ReadingCost
 
@@ -43,19 +42,23 @@ class LiveLoop:
     pace: Pace = Pace()
     stall_after_s: float = 0.0
     cost: ReadingCost | None = None
-    interval: float = field(init=False)
-    """The time to wait before the next reading."""
     latest: Reading | None = field(default=None, init=False)
     """The last reading taken."""
     busy: bool = field(default=False, init=False)
     """Whether the last reading showed a wait that has lasted (the next reading is soon)."""
     waiting: dict[CallKey, Wait] = field(default_factory=dict, init=False)
     """The waits confirmed at the last reading any rank answered: those the job's end cut short."""
-    _due: float = field(default_factory=time.monotonic, init=False)
+    _schedule: Schedule = field(init=False)
     _woken: threading.Event = field(default_factory=threading.Event, init=False)
 
     def __post_init__(self) -> None:
-        self.interval = self.pace.fastest_s
+        self._schedule = Schedule(self.pace, self.cost)
+
+    @property
+    def interval(self) -> float:
+        """The pace's interval after the last reading (the meter may hold the next one longer:
+        :meth:`next_in`)."""
+        return self._schedule.interval
 
     def step(self, final: bool = False, excused: Collection[int] = ()) -> Reading:
         """One reading now, through the feed (``final``: every wait in it is final; none on a rank
@@ -64,30 +67,42 @@ class LiveLoop:
             self.cost.before()
         began_ns = self.feed.now_ns()
         reading = self.reader.read()
-        held_s = self.cost.after() if self.cost is not None else 0.0
+        if self.cost is not None:
+            self.cost.after()
         self.feed.take(reading, self.stall_after_s, final, excused)
         if not reading.gone:
             self.waiting = dict(self.feed.confirmed)
-        self.busy = self._lasting_wait(reading, began_ns)
-        eased_from = None if self.cost is None else min(self.interval, self.pace.slowest_s)
-        self.interval = self.pace.after(self.busy, held_s, eased_from)
-        self._due = time.monotonic() + self.interval
+        lasting = self._lasting_waits(reading, began_ns)
+        self.busy = bool(self.feed.confirmed or lasting)
+        self._schedule.read(self.busy, confirming=bool(lasting - set(self.feed.confirmed)))
         self.latest = reading
         return reading
 
-    def _lasting_wait(self, reading: Reading, began_ns: int) -> bool:
-        """Whether ``reading``, begun at ``began_ns`` (the feed's clock), shows a wait worth reading
-        again soon (see the module)."""
-        waits = waits_of(reading)
-        if self.feed.confirmed:
-            return True
+    def _lasting_waits(self, reading: Reading, began_ns: int) -> set[CallKey]:
+        """The waits ``reading``, begun at ``began_ns`` (the feed's clock), shows that are worth
+        reading again soon (see the module)."""
         lasted_ns = self.pace.fastest_s * 1e9
-        return any(began_ns - wait.issued_ns >= lasted_ns for wait in waits.values())
+        return {key for key, wait in waits_of(reading).items() if began_ns - wait.issued_ns >= lasted_ns}
+
+    def _note_exits(self) -> None:
+        """A measured rank whose process ended makes the next reading due at once, held by nothing."""
+        if self.cost is not None and self.cost.newly_exited():
+            self._schedule.now()
+
+    def held_s(self) -> float:
+        """What the meter still asks before the next reading, the pace's interval aside (0: nothing)."""
+        self._note_exits()
+        return self._schedule.held_s()
+
+    def next_in(self) -> float:
+        """Seconds until the next reading is due (estimated where the meter holds it; 0: now)."""
+        self._note_exits()
+        return self._schedule.next_in()
 
     @property
     def due(self) -> bool:
         """Whether the next reading is due."""
-        return time.monotonic() >= self._due
+        return self.next_in() <= 0
 
     def step_if_due(self) -> Reading | None:
         """A reading if one is due (see :meth:`step`), else None at once."""
@@ -95,14 +110,12 @@ class LiveLoop:
 
     def wait_and_step(self, timeout: float) -> Reading | None:
         """Wait up to ``timeout`` seconds for the next reading to fall due, then take it; None when
-        it did not fall due in time or :meth:`interrupt` woke the wait. A measured rank whose
-        process ended makes the next reading due at once."""
-        if self.cost is not None and self.cost.newly_exited():
-            self._due = min(self._due, time.monotonic())
-        wait = self._due - time.monotonic()
-        if self._woken.wait(max(0.0, min(wait, timeout))) or wait > timeout:
+        it did not fall due in time (the meter's estimate included) or :meth:`interrupt` woke the
+        wait. A measured rank whose process ended makes the next reading due at once."""
+        wait = self.next_in()
+        if self._woken.wait(min(wait, timeout)) or wait > timeout:
             return None
-        return self.step()
+        return self.step() if wait <= 0 or self.due else None
 
     def interrupt(self) -> None:
         """Wake a :meth:`wait_and_step` under way (from another thread, or a signal's handler)."""

@@ -1,5 +1,5 @@
-"""What readings cost a job's ranks, measured per thread, and how long the next steady reading must
-wait so that they stay under :data:`COST_SHARE` of each rank's own CPU.
+"""What readings cost a job's ranks, measured per thread, and how long the next reading must wait
+so that they stay under :data:`COST_SHARE` of each rank's own CPU.
 
 torch 2.13's worker server builds its whole Flight Recorder answer at each request (its
 ``fr_trace_json`` handler takes no parameter: ``onlyactive`` and the rest are ignored), so what a
@@ -7,14 +7,18 @@ reading costs a rank is fixed by its buffer; only how often it is read is collvi
 rank on this host (its worker server a Unix socket: its process id from the socket's peer
 credentials) is measured as ``benchmarks/live_cost.py`` measures it: the CPU of its worker-server
 threads (``pt_workerserver``) ÷ the CPU of its other threads, from ``/proc/PID/task/*/schedstat``
-— read by collviz, from outside, costing the rank nothing. After each reading the next steady one
-is held back until the rank's own CPU has grown enough to pay for another at that share (the worse
-rank decides) — the share of both since the rank started, as the benchmark measures it, so a
-reading paid before its cost was known (a young job's first full buffer) is paid back, and a job
-attached late in its life has long paid for the first readings. A rank whose own CPU has nearly
-stopped growing (waiting, stalled, sleeping) holds nothing back: a reading then takes nothing from
-its work, and is not counted against it later. A rank on another host (a debug server's TCP
-address) is not measured, and its readings keep the user's pace.
+— read by collviz, from outside, costing the rank nothing.
+
+After each reading a rank owes: its own CPU since it started must reach all its worker server's
+CPU so far (readings taken while it was idle aside) and one more reading, ÷ the share — the next
+reading as costly as the costliest yet, or as this one grown again by as much as it grew from the
+one before, up to twice (a young job's buffer still fills), the larger. The next reading is due
+once every working rank's own CPU, sampled as the loop waits, has reached that (:meth:`owed_s`:
+a debt, not a projection made at the reading, so a loaded machine that runs the ranks less only
+delays it, and the second reading is paid like the rest). A rank whose own CPU has nearly stopped
+growing (waiting, stalled, sleeping) holds nothing back: a reading then takes nothing from its
+work, and is not counted against it later. A rank on another host (a debug server's TCP address)
+is not measured, and its readings keep the user's pace.
 """
 
 from __future__ import annotations
@@ -23,13 +27,15 @@ import os
 import socket
 import struct
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .workers import Worker
 
-__all__ = ["COST_SHARE", "IDLE_SHARE", "SERVER_THREAD", "ReadingCost", "ThreadCpu", "server_pid", "thread_cpu"]
+__all__ = ["COST_SHARE", "IDLE_SHARE", "SERVER_THREAD", "WINDOW_S", "ReadingCost", "ThreadCpu", "server_pid",
+           "thread_cpu"]
 
 COST_SHARE = 0.004
 """The share of a rank's own CPU its readings may take (the line is 0.5 %: this leaves a margin for
@@ -38,18 +44,38 @@ the first reading, paid before its cost is known)."""
 IDLE_SHARE = 0.02
 """Below this share of one core, a rank's own threads are taken as idle (waiting or stalled)."""
 
+WINDOW_S = 1.0
+"""A rank's CPU rate is measured over at least this long (a loaded machine may not run a rank for
+a moment: a shorter window would take it for idle)."""
+
+RESAMPLE_S = 0.25
+"""The ranks' CPU is sampled at most this often while the loop waits (each sample reads every
+thread's ``schedstat``: collviz's CPU, not the rank's)."""
+
 SERVER_THREAD = "pt_workerserver"
 """The name torch gives its worker server's threads (``/proc/PID/task/TID/comm``)."""
 
 _UCRED = struct.Struct("3i")
+_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
 class ThreadCpu:
-    """One rank's CPU time so far, in ns: its worker-server threads' and its other threads'."""
+    """One rank's CPU time so far, in ns: its worker-server threads' and its other threads'; and
+    how long its process has run (None: not known)."""
 
     server_ns: int
     own_ns: int
+    alive_s: float | None = None
+
+
+def _alive_s(pid: int, proc: Path) -> float | None:
+    """How long ``pid`` has run: the machine's uptime less its start (``/proc/PID/stat``, field 22)."""
+    try:
+        started = int((proc / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[19]) * _TICK_S
+        return float((proc / "uptime").read_text().split()[0]) - started
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def thread_cpu(pid: int, proc: Path = Path("/proc")) -> ThreadCpu | None:
@@ -70,7 +96,7 @@ def thread_cpu(pid: int, proc: Path = Path("/proc")) -> ThreadCpu | None:
             server += ran_ns
         else:
             own += ran_ns
-    return ThreadCpu(server, own)
+    return ThreadCpu(server, own, _alive_s(pid, proc))
 
 
 def server_pid(worker: Worker, timeout_s: float = 1.0) -> int | None:
@@ -91,19 +117,32 @@ def server_pid(worker: Worker, timeout_s: float = 1.0) -> int | None:
 @dataclass
 class _Account:
     """One rank's account: the largest reading it paid for, the last one's, the server CPU of
-    readings taken while it was idle (not counted against it), and its last sample (when, what)."""
+    readings taken while it was idle (not counted against it), the own CPU it must reach before
+    the next reading, and its recent samples (when, its own CPU) to tell its rate."""
 
     largest_ns: int = 0
     last_cost_ns: int = 0
     idle_ns: int = 0
-    at: float = 0.0
-    last: ThreadCpu | None = None
+    owes_ns: int = 0
+    samples: deque[tuple[float, int]] = field(default_factory=deque)
+
+    def note(self, at: float, found: ThreadCpu) -> float | None:
+        """Note the sample ``found`` taken ``at``: the rank's own CPU rate (cores) over the last
+        :data:`WINDOW_S` or more, else since it started (None: not known)."""
+        while len(self.samples) > 1 and at - self.samples[1][0] >= WINDOW_S:
+            self.samples.popleft()  # the newest sample a window old is all that is needed
+        since = self.samples[0] if self.samples and at - self.samples[0][0] >= WINDOW_S else None
+        self.samples.append((at, found.own_ns))
+        if since is not None:
+            return (found.own_ns - since[1]) / ((at - since[0]) * 1e9)
+        return found.own_ns / (found.alive_s * 1e9) if found.alive_s else None
 
 
 @dataclass
 class ReadingCost:
     """Measures each of ``pids`` (rank → process id) around each reading (:meth:`before`,
-    :meth:`after`); see the module. ``share``: the most of a rank's own CPU its readings take."""
+    :meth:`after`) and as the loop waits (:meth:`owed_s`); see the module. ``share``: the most of a
+    rank's own CPU its readings take."""
 
     pids: Mapping[int, int]
     share: float = COST_SHARE
@@ -112,6 +151,8 @@ class ReadingCost:
     _before: dict[int, ThreadCpu] = field(default_factory=dict)
     _accounts: dict[int, _Account] = field(default_factory=dict)
     _exited: set[int] = field(default_factory=set)
+    _owed: tuple[float, float] | None = None
+    """The last :meth:`owed_s` (when, what), reused for :data:`RESAMPLE_S`."""
 
     @classmethod
     def of(cls, workers: Sequence[Worker]) -> ReadingCost | None:
@@ -131,34 +172,42 @@ class ReadingCost:
         """Note each rank's CPU as a reading starts."""
         self._before = {rank: found for rank, pid in self.pids.items() if (found := self.cpu(pid)) is not None}
 
-    def after(self) -> float:
-        """Note each rank's CPU as the reading ends: the seconds the next steady reading must wait
-        so that each working rank's own CPU since it started, growing at its rate since the reading
-        before, pays at ``share`` for all its worker server's CPU so far (readings taken while it
-        was idle aside) and one more reading: as costly as the costliest yet, or as this one grown
-        again by as much as it grew from the one before, up to twice (a young job's buffer still
-        fills, and the eased pace doubles the time between readings), the larger (0: no rank holds
-        it back)."""
+    def after(self) -> None:
+        """Note each rank's CPU as the reading ends: what it cost each rank, and what each now owes
+        (see the module)."""
         now = self.clock()
-        hold = 0.0
+        self._owed = None
         for rank, pid in self.pids.items():
             start, end = self._before.get(rank), self.cpu(pid)
             if start is None or end is None:
                 continue
             cost = max(0, end.server_ns - start.server_ns)
             account = self._accounts.setdefault(rank, _Account())
-            previous, since = account.last, now - account.at
-            account.at, account.last = now, end
+            rate = account.note(now, end)
+            if rate is not None and rate < IDLE_SHARE:
+                account.idle_ns += cost  # waiting or stalled: this reading took nothing from its work
             grown = min(2.0, max(1.0, cost / account.last_cost_ns)) if account.last_cost_ns else 1.0
             account.largest_ns = max(account.largest_ns, cost)
             account.last_cost_ns = cost
             next_ns = max(account.largest_ns, cost * grown)  # a young job's buffer still grows
-            if previous is None or since <= 0:
+            account.owes_ns = int((end.server_ns - account.idle_ns + next_ns) / self.share)
+
+    def owed_s(self) -> float:
+        """The seconds until every working rank's own CPU reaches what it owes, at its rate now
+        (0: paid, or every rank that owes is idle; estimated where the rate is not yet known from
+        a window, from the rank's whole life)."""
+        now = self.clock()
+        if self._owed is not None and now - self._owed[0] < RESAMPLE_S:
+            return max(0.0, self._owed[1] - (now - self._owed[0]))
+        owed = 0.0
+        for rank, account in self._accounts.items():
+            found = self.cpu(self.pids[rank])
+            if found is None:
                 continue
-            own_rate = (end.own_ns - previous.own_ns) / (since * 1e9)
-            if own_rate < IDLE_SHARE:
-                account.idle_ns += cost  # waiting or stalled: this reading took nothing from its work
+            rate = account.note(now, found)
+            short_ns = account.owes_ns - found.own_ns
+            if short_ns <= 0 or (rate is not None and rate < IDLE_SHARE):
                 continue
-            owed_ns = (end.server_ns - account.idle_ns + next_ns) / self.share - end.own_ns
-            hold = max(hold, owed_ns / (own_rate * 1e9))
-        return hold
+            owed = max(owed, short_ns / (rate * 1e9) if rate is not None else WINDOW_S)
+        self._owed = (now, owed)
+        return owed

@@ -131,10 +131,13 @@ class RecorderReader:
     floors: Floors | None = None
     """Where each group's calls were complete on every rank at the last reading every rank answered."""
     warnings: list[str] = field(default_factory=list)
+    absent: dict[str, set[int]] = field(default_factory=dict)
+    """handler → the ranks whose server does not have it (answered 404: torch without NCCL): not asked again
+    (each request is its server's work, an answer of 404 included)."""
 
     def read(self) -> Reading:
         """Every rank's recorders, once (see the module)."""
-        answers = {handler: self.ask(self.workers, handler, self.timeout_s) for handler in RECORDERS}
+        answers = {handler: self._ask_having(handler) for handler in RECORDERS}
         ranks: dict[int, RankRead] = {}
         traces: dict[int, list[Trace]] = {}
         for worker in sorted(self.workers, key=lambda w: w.rank):
@@ -151,6 +154,18 @@ class RecorderReader:
         if traces and len(traces) == len(self.workers):
             self.floors = floors
         return reading
+
+    def _ask_having(self, handler: str) -> dict[int, Answer]:
+        """rank → its answer to ``handler``, asked of the ranks not known to lack it (the others: their
+        404 again, unasked); a rank that answers 404 to NCCL's recorder is noted as lacking it."""
+        lacking = self.absent.setdefault(handler, set())
+        having = [worker for worker in self.workers if worker.rank not in lacking]
+        answers = dict(self.ask(having, handler, self.timeout_s)) if having else {}
+        if handler != RECORDERS[0]:
+            lacking.update(rank for rank, answer in answers.items() if answer.status == 404)
+        answers.update({rank: Answer(rank, None, f"{handler} answered 404", status=404) for rank in lacking
+                        if rank not in answers})
+        return answers
 
     def stacks(self, ranks: Sequence[int]) -> dict[int, str]:
         """rank → its own line of code from its ``dump_traceback`` (or why it could not be read)."""

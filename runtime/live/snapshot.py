@@ -166,15 +166,17 @@ def _unconfirmed(feed: Feed, reading: Reading) -> bool:
     return bool(set(waits_of(reading)) - set(feed.confirmed))
 
 
-def watch(reader: Reader, show: Callable[[Snapshot], None], pace: Pace = Pace(), readings: int | None = None,
+def watch(reader: Reader, show: Callable[[Snapshot, float], None], pace: Pace = Pace(), readings: int | None = None,
           sleep: Callable[[float], None] = time.sleep,
           cost: ReadingCost | None = None) -> tuple[Snapshot | None, Reading, End | None]:
-    """Read every rank, paced by ``pace`` (held back by ``cost`` where it measures the ranks),
-    until ``readings`` readings were taken (None: until interrupted) or the reader says the job
-    ended; ``show`` each snapshot that differs from the one shown before (a first reading that
-    shows a wait that has lasted is not: the next, soon, confirms it or not). The last snapshot
-    shown (None: none was), the last reading, and how the job ended (None: it has not;
-    :func:`~.loop.how_it_ended`: ``failed`` where ranks were waiting at its end)."""
+    """Read every rank, paced by ``pace`` (held back by ``cost`` where it measures the ranks: its
+    debt re-measured after each wait, a wait at most ``pace.slowest_s``), until ``readings``
+    readings were taken (None: until interrupted) or the reader says the job ended; ``show`` each
+    snapshot that differs from the one shown before, with the seconds until the next reading, as
+    estimated then (a first reading that shows a wait that has lasted is not shown: the next,
+    soon, confirms it or not). The last snapshot shown (None: none was), the last reading, and how
+    the job ended (None: it has not; :func:`~.loop.how_it_ended`: ``failed`` where ranks were
+    waiting at its end)."""
     loop = _loop(reader, pace, cost)
     shown: Snapshot | None = None
     taken = 0
@@ -187,7 +189,9 @@ def watch(reader: Reader, show: Callable[[Snapshot], None], pace: Pace = Pace(),
         snapshot = snapshot_of(loop.feed, reading)
         if snapshot != shown and not (taken == 1 and loop.busy and _unconfirmed(loop.feed, reading)):
             shown = snapshot
-            show(snapshot)
+            show(snapshot, loop.next_in())
         if readings is not None and taken >= readings:
             return shown, reading, None
         sleep(loop.interval)
+        while (held := loop.held_s()) > 0:
+            sleep(min(held, pace.slowest_s))

@@ -10,6 +10,7 @@ Expected lines are written from the job script (its calls and its own line numbe
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import time
@@ -72,8 +73,11 @@ def test_attach_json_is_one_document_of_the_same_snapshot(attached_job):
 def test_watch_prints_a_snapshot_only_when_it_changes(attached_job):
     watched = attached_job["watch"]
     assert watched.returncode == 1, watched.stderr
-    assert [json.loads(line) for line in watched.stdout.splitlines()] == [STALLED_DOCUMENT], \
+    documents = [json.loads(line) for line in watched.stdout.splitlines()]
+    next_s = [document.pop("next_reading_s") for document in documents]
+    assert documents == [STALLED_DOCUMENT], \
         "three readings of the same stall: the first two confirm it, the third changes nothing"
+    assert 0 < next_s[0] <= 1.0, "both ranks idle (one waits, one sleeps): a stall is read at --interval's pace"
 
 
 def test_the_job_goes_on_unharmed(attached_job):
@@ -352,7 +356,7 @@ def test_the_pace_is_the_slowest_while_no_rank_waits_however_calls_move_and_the_
     ask, asked = asking([steady] * 5 + [moved] + [waiting] * 3 + [moved])
     slept: list[float] = []
     shown = []
-    last, _, end = watch(_reader(ask), shown.append, Pace(0.5, 3.0), readings=10, sleep=slept.append)
+    last, _, end = watch(_reader(ask), lambda snapshot, _: shown.append(snapshot), Pace(0.5, 3.0), readings=10, sleep=slept.append)
     assert slept == [3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 0.5, 0.5, 0.5], \
         "no wait: the slowest, a new call included; a wait: the fastest"
     assert [s.ranks[0].inside for s in shown] == ["", "", "all_reduce #5 on group 0 (default_pg)",
@@ -369,7 +373,7 @@ def test_watch_ends_when_no_rank_answers_on_the_last_snapshot_of_the_job():
 
     ask, _ = asking([{0: fr_answer(3, False), 1: fr_answer(3, False)}, {0: None, 1: None}])
     shown = []
-    last, reading, end = watch(_reader(ask), shown.append, sleep=lambda s: None)
+    last, reading, end = watch(_reader(ask), lambda snapshot, _: shown.append(snapshot), sleep=lambda s: None)
     assert reading.gone and shown == [last] and last.exit_status == 0, "no snapshot of ranks gone: the job ended"
     assert end == End("ok", "the job ended: no rank's worker server answers any more (its exit status is its launcher's)")
 
@@ -380,7 +384,7 @@ def test_watch_of_a_job_that_ends_while_ranks_wait_says_it_ended_stalled():
     waiting = {0: fr_answer(5, True), 1: fr_answer(4, False)}  # rank 0 in all_reduce #5, rank 1 not yet
     ask, asked = asking([waiting, waiting, {0: None, 1: None}])
     shown = []
-    last, reading, end = watch(_reader(ask), shown.append, sleep=lambda s: None)
+    last, reading, end = watch(_reader(ask), lambda snapshot, _: shown.append(snapshot), sleep=lambda s: None)
     assert reading.gone and last is not None and last.exit_status == 1
     assert end == End("failed", "the job ended while rank 0 waited in all_reduce #5 on group 0 (default_pg) for rank 1")
     assert [ranks for handler, ranks in asked if handler == "dump_traceback"] == [[1]], \
@@ -404,3 +408,40 @@ def test_calls_made_before_the_job_began_are_not_read():
     assert [place.collective_seq_id for place in trace.places] == [3, 4]
     assert len(trace.entries) == 2
     assert [place.collective_seq_id for place in decode_trace(fr_answer(4, False)).places] == [1, 2, 3, 4]
+
+
+def test_a_recorder_a_rank_lacks_is_asked_once_and_its_absence_is_no_error():
+    ask, asked = asking([{0: fr_answer(3, False), 1: fr_answer(3, False)}])
+    reader = _reader(ask)
+    readings = [reader.read() for _ in range(3)]
+    assert asked == [("fr_trace_json", [0, 1]), ("dump_nccl_trace_json", [0, 1]), ("fr_trace_json", [0, 1]),
+                     ("fr_trace_json", [0, 1])], "NCCL's recorder answered 404 (a torch without NCCL): not asked again"
+    assert all(not read.error for reading in readings for read in reading.ranks.values())
+    assert [len(reading.calls) for reading in readings] == [len(readings[0].calls)] * 3 and readings[0].calls
+
+
+@pytest.mark.parametrize("measured, line", [
+    (False, "next reading in ~10 s"),
+    (True, "next reading in ~18 s (each reading costs every rank its whole Flight Recorder answer: held until the "
+           "ranks' own CPU has paid for it at 0.4%)"),
+])
+def test_watch_says_when_the_next_reading_comes_and_why_where_the_ranks_cpu_holds_it(monkeypatch, capsys, measured,
+                                                                                      line):
+    from collviz.app.commands import attach
+    from collviz.runtime.live.pace import Pace
+    from collviz.runtime.live.reading_cost import ReadingCost, ThreadCpu
+
+    # both ranks: 1 s of their own CPU in 2 s of life; the reading costs each 20 ms: each owes (20 + 20) ms /
+    # 0.004 = 10 s, 9 s short at half a core: 18 s, past --slowest's 10
+    pids = {0: os.getpid(), 1: os.getppid()}  # processes alive: none is taken for a rank that ended
+    cpu = {pid: ThreadCpu(0, 10**9, 2.0) for pid in pids.values()}
+    meter = ReadingCost(pids, cpu=lambda pid: cpu[pid], clock=lambda: 0.0)
+    monkeypatch.setattr(ReadingCost, "of", classmethod(lambda cls, workers: meter if measured else None))
+    ask, _ = asking([{0: fr_answer(3, False), 1: fr_answer(3, False)}])
+
+    def asked(workers, handler, timeout_s):
+        cpu.update({pid: ThreadCpu(20_000_000, 10**9, 2.0) for pid in cpu})
+        return ask(workers, handler, timeout_s)
+
+    assert attach._watch(_reader(asked), Pace(1.0, 10.0), 1, as_json=False) == 0
+    assert capsys.readouterr().out.splitlines()[-2:] == [line, ""]

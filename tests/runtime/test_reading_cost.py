@@ -12,7 +12,7 @@ from pathlib import Path
 
 from collviz.runtime.live.feed import Feed
 from collviz.runtime.live.loop import LiveLoop
-from collviz.runtime.live.pace import Pace
+from collviz.runtime.live.pace import Pace, Schedule
 from collviz.runtime.live.reading import RankRead, Reading
 from collviz.runtime.live.reading_cost import ReadingCost, ThreadCpu, server_pid, thread_cpu
 from collviz.runtime.live.workers import Worker
@@ -61,42 +61,82 @@ class _Ranks:
         return self.cpu.get(pid)
 
 
-def test_the_next_steady_reading_waits_until_the_working_ranks_cpu_since_it_started_pays_for_one_more():
-    # rank 0 had worked 4 s and its server 3 ms (another reader) before the first reading
-    ranks = _Ranks({10: ThreadCpu(3 * MS, 4 * S), 11: ThreadCpu(0, 0)})
+def test_after_a_reading_each_working_rank_owes_its_servers_cpu_and_one_more_reading_at_the_share():
+    # rank 0 is young (1 s of its own CPU in 2 s of life) and its first reading cost it 20 ms; rank 1 has
+    # done nothing (it waits): the same reading is not counted against it
+    ranks = _Ranks({10: ThreadCpu(0, 1 * S, 2.0), 11: ThreadCpu(0, 0, 2.0)})
     cost = ReadingCost({0: 10, 1: 11}, share=0.004, cpu=ranks.read, clock=lambda: ranks.now)
     cost.before()
-    ranks.cpu = {10: ThreadCpu(4 * MS, 4 * S), 11: ThreadCpu(1 * MS, 0)}
-    assert cost.after() == 0.0  # the first reading: no rate known yet
-    ranks.now = 10.0  # rank 0 works at half a core; rank 1 at 1 % of one (it waits)
+    ranks.cpu = {10: ThreadCpu(20 * MS, 1 * S, 2.0), 11: ThreadCpu(20 * MS, 0, 2.0)}
+    cost.after()
+    # rank 0 owes (20 ms + one more of 20 ms) / 0.004 = 10 s of its own CPU; it has 1 s, and works at
+    # 0.5 of a core over its life (no window of samples yet): 9 s / 0.5 = 18 s
+    assert abs(cost.owed_s() - 18.0) < 1e-9
+    ranks.now, ranks.cpu[10] = 2.0, ThreadCpu(20 * MS, 2 * S, 4.0)
+    # a window now: (2 - 1) s of CPU in 2 s, 0.5 of a core; 8 s short: 16 s
+    assert abs(cost.owed_s() - 16.0) < 1e-9
+    ranks.now, ranks.cpu[10] = 4.0, ThreadCpu(20 * MS, 2 * S + S // 2, 6.0)
+    # a loaded machine runs it at 0.25 of a core: the same debt (7.5 s) takes longer, 30 s
+    assert abs(cost.owed_s() - 30.0) < 1e-9
+    ranks.now, ranks.cpu[10] = 40.0, ThreadCpu(20 * MS, 10 * S, 42.0)
+    assert cost.owed_s() == 0.0, "paid: 10 s of its own CPU"
     cost.before()
-    ranks.cpu = {10: ThreadCpu(24 * MS, 9 * S), 11: ThreadCpu(21 * MS, S // 10)}
-    # rank 0: its server's 24 ms and one more reading, this one's 20 ms grown again as it grew from
-    # the 1 ms before, up to twice: 40 ms; at 0.4 % 64 ms / 0.004 = 16 s of its own CPU; it has 9 s:
-    # 7 s more at 0.5 s a second = 14 s.
-    assert abs(cost.after() - 14.0) < 1e-9
-    ranks.now = 30.0
-    cost.before()
-    ranks.cpu = {10: ThreadCpu(44 * MS, 19 * S), 11: ThreadCpu(41 * MS, S // 5)}
-    # 20 ms again, no growth: (44 + 20) ms / 0.004 = 16 s, and it has 19 s: paid for; rank 1 still waits
-    assert cost.after() == 0.0
+    ranks.cpu[10] = ThreadCpu(50 * MS, 10 * S, 42.0)
+    cost.after()
+    # the second reading cost 30 ms, 1.5 times the first: the next one 45 ms; (50 + 45) ms / 0.004 =
+    # 23.75 s, 13.75 s short at (10 - 2.5) s / 36 s of CPU a second
+    assert abs(cost.owed_s() - 13.75 / (7.5 / 36)) < 1e-9
 
 
 def test_a_rank_gone_or_idle_holds_nothing_back_and_readings_while_idle_are_not_counted_against_it():
-    ranks = _Ranks({10: ThreadCpu(0, 0)})
+    ranks = _Ranks({10: ThreadCpu(0, S // 10, 10.0)})
     cost = ReadingCost({0: 10, 1: 11}, share=0.004, cpu=ranks.read, clock=lambda: ranks.now)  # pid 11: gone
     cost.before()
-    assert cost.after() == 0.0
-    ranks.now = 10.0
+    ranks.cpu = {10: ThreadCpu(50 * MS, S // 10, 10.0)}  # 1 % of a core over its life: below IDLE_SHARE
+    cost.after()
+    assert cost.owed_s() == 0.0, "idle: it holds nothing back"
+    ranks.now, ranks.cpu = 10.0, {10: ThreadCpu(50 * MS, S // 10 + 10 * S, 20.0)}  # one core since
+    # its server's 50 ms less the 50 ms read while it was idle, plus the costliest (50 ms): 12.5 s of
+    # its own CPU; it has 10.1 s: 2.4 s more at one core
+    assert abs(cost.owed_s() - 2.4) < 1e-9
     cost.before()
-    ranks.cpu = {10: ThreadCpu(50 * MS, S // 10)}  # 1 % of a core: below IDLE_SHARE
-    assert cost.after() == 0.0
-    ranks.now = 20.0
-    cost.before()
-    ranks.cpu = {10: ThreadCpu(60 * MS, S // 10 + 10 * S)}  # one core
-    # its server's 60 ms less the 50 ms read while it was idle, plus the costliest (50 ms): 60 ms /
-    # 0.004 = 15 s; it has 10.1 s: 4.9 s more at one core
-    assert abs(cost.after() - 4.9) < 1e-9
+    ranks.cpu = {10: ThreadCpu(60 * MS, S // 10 + 10 * S, 20.0)}
+    cost.after()
+    # working now: its 10 ms counts: (60 - 50 + 50) ms / 0.004 = 15 s, 4.9 s more at one core
+    assert abs(cost.owed_s() - 4.9) < 1e-9
+
+
+@dataclass
+class _Meter:
+    """A meter that owes what the test sets."""
+
+    owed: float = 0.0
+
+    def owed_s(self) -> float:
+        return self.owed
+
+
+def test_the_next_reading_is_due_after_the_paces_interval_and_once_the_meter_is_paid_but_the_first_and_a_confirming_one():
+    meter, now = _Meter(owed=30.0), [100.0]
+    schedule = Schedule(Pace(1.0, 10.0), meter, clock=lambda: now[0])
+    assert schedule.next_in() == 0.0, "the first reading at once, whatever the meter says"
+    schedule.read(busy=False)
+    assert schedule.next_in() == 30.0, "the second is paid like the rest: no free reading after the first"
+    now[0], meter.owed = 112.0, 0.0
+    assert schedule.next_in() == 0.0, "paid, 12 s later: past the slowest pace too"
+    meter.owed = 5.0
+    schedule.read(busy=False)
+    assert schedule.next_in() == 10.0, "paid before the pace's slowest: the pace"
+    schedule.read(busy=True, confirming=True)
+    assert (schedule.next_in(), schedule.held_s()) == (1.0, 0.0), "a new wait is confirmed at the fastest pace"
+    schedule.read(busy=True)
+    assert schedule.next_in() == 5.0, "a confirmed wait on a working rank: the fastest pace, held by the meter"
+    meter.owed = 0.0
+    assert schedule.next_in() == 1.0, "every rank that owes is idle (a stall): the fastest pace"
+    meter.owed = 50.0
+    schedule.now()
+    assert schedule.next_in() == 0.0, "a rank's process ended: its end is read at once"
+    assert Schedule(Pace(1.0, 10.0), clock=lambda: now[0]).held_s() == 0.0, "no meter: the pace alone"
 
 
 def _call(rank: int, seq: int, issued_ns: int, completed: bool) -> Call:
@@ -163,24 +203,32 @@ def test_a_wait_younger_than_the_fastest_interval_at_the_readings_start_is_read_
     assert job.stacks_asked == [(3,)]  # the missing rank's stack, once for the wait
 
 
-def test_a_steady_reading_waits_as_long_as_the_measured_cost_asks():
-    ranks = _Ranks({10: ThreadCpu(0, 0)})
+def test_watch_waits_for_the_pace_then_for_the_meter_re_measured_and_shows_when_the_next_reading_comes():
+    from collviz.runtime.live.snapshot import watch
+
+    # rank 0: 1 s of its own CPU in 2 s of life, working at half a core; its first reading costs 20 ms
+    ranks = _Ranks({10: ThreadCpu(0, 1 * S, 2.0)})
     cost = ReadingCost({0: 10}, share=0.004, cpu=ranks.read, clock=lambda: ranks.now)
     job = _Job([0], waits=False)
-    loop = _loop(job, 0, cost)
-    loop.step()
-    assert loop.interval == 2.0  # no rate known yet: the steady pace eased in, twice the fastest
-    loop.step()
-    assert loop.interval == 4.0
-    ranks.now, ranks.cpu = 10.0, {10: ThreadCpu(0, 2 * S)}  # the rank worked at 0.2 of a core
+    served = iter([20 * MS, 50 * MS])
 
     def server_answers() -> None:
-        ranks.cpu = {10: ThreadCpu(40 * MS, 2 * S)}
+        ranks.cpu[10] = ThreadCpu(next(served), ranks.cpu[10].own_ns, ranks.cpu[10].alive_s)
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        ranks.now += seconds
+        found = ranks.cpu[10]
+        ranks.cpu[10] = ThreadCpu(found.server_ns, found.own_ns + int(seconds * S / 2), (found.alive_s or 0) + seconds)
 
     job.on_read = server_answers
-    loop.step()
-    # paid 40 ms; one more: 80 ms / 0.004 = 20 s of own CPU, it has 2 s: 18 s at 0.2 s a second = 90 s
-    assert abs(loop.interval - 90.0) < 1e-9
+    slept: list[float] = []
+    shown: list[float] = []
+    watch(job, lambda snapshot, next_s: shown.append(next_s), Pace(1.0, 10.0), readings=2, sleep=sleep, cost=cost)
+    # it owes (20 + 20) ms / 0.004 = 10 s of its own CPU, has 1 s, at half a core: 18 s; the pace's 10 s,
+    # then 4 s of CPU more at half a core (re-measured): 8 s
+    assert [round(s, 9) for s in shown] == [18.0] and slept == [10.0, 8.0]
+    assert job.readings == 2
 
 
 def test_a_rank_whose_process_ended_makes_the_next_reading_due_at_once_once():
