@@ -48,6 +48,9 @@ FREEZE_EVERY = 50_000
 """Live events absorbed between two ``gc.freeze()`` calls, which move the (long-lived) log out of
 the cyclic collector's reach so its full collections do not grow with the log."""
 
+NEXT_READING_SHOWN_S = 2.0
+"""A live job's next reading is announced in the header when it is at least this far away."""
+
 PACE_POLL = 0.1
 """Seconds between the pacing timer's looks at the clock."""
 
@@ -257,9 +260,33 @@ class LiveMode(ViewerMode):
 class JobMode(LiveMode):
     """A running job read live (:class:`~collviz.runtime.sessions.live.LiveSession`: attached, or
     an Inspector folder followed): at the job's end the view stays on the step it was on (a stall
-    the user was looking at included), the header saying how the job ended."""
+    the user was looking at included), the header saying how the job ended; while it runs, when
+    the next reading comes where that is :data:`NEXT_READING_SHOWN_S` away or more (a steady job is
+    read only as often as its ranks' CPU pays for: a still view is then not a frozen one)."""
 
     opens_finished_runs_at_first_collective = False
+
+    def __init__(self, session: LiveSession, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(session)
+        self.live_session = session
+        self._clock = clock
+
+    def start(self, host: ModeHost) -> None:
+        """Read the session; the header's countdown to the next reading is redrawn every second."""
+        super().start(host)
+        host.set_interval(1.0, host.request_frame)
+
+    def labels(self, host: ModeHost, following: bool) -> Labels:
+        """:meth:`LiveMode.labels`, and while following a running job, its next reading's countdown."""
+        labels = super().labels(host, following)
+        upcoming = self.live_session.next_reading
+        if not following or host.event_log.run_end is not None or upcoming is None:
+            return labels
+        left = upcoming.at - self._clock()
+        if left < NEXT_READING_SHOWN_S:
+            return labels
+        why = " (paced to 0.4 % of the ranks' CPU)" if upcoming.held else ""
+        return labels._replace(playback=f"next reading in ~{left:.0f} s{why}")
 
 
 class StepMode(LiveMode):

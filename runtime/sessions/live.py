@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import signal
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +43,17 @@ from ..wire.trace import TraceWriter
 from .contract import RunOutcome
 from .intake import Intake, TracedSession
 
-__all__ = ["LiveSession", "attached_reader_session", "attached_session", "followed_session", "pid_session"]
+__all__ = ["LiveSession", "NextReading", "attached_reader_session", "attached_session", "followed_session", "pid_session"]
+
+
+@dataclass(frozen=True)
+class NextReading:
+    """When a live session's next reading is due (``at``, on :func:`time.monotonic`'s clock), and
+    whether the ranks' CPU budget holds it back (``held``: a steady job is read only as often as
+    each rank's own CPU pays for it at 0.4 %)."""
+
+    at: float
+    held: bool
 
 
 @dataclass
@@ -69,6 +80,8 @@ class LiveSession(TracedSession):
     run_id: str = field(default_factory=lambda: f"live-{uuid.uuid4().hex[:12]}")
     outcome: RunOutcome | None = None
     """How the session ended (None until it has)."""
+    next_reading: NextReading | None = None
+    """When the next reading is due, as of the last poll (None: before the first, or once ended)."""
     _intake: Intake | None = None
     _loop: LiveLoop | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -104,6 +117,8 @@ class LiveSession(TracedSession):
                         self._end(_outcome(how_it_ended(end or End("ok", "the job has ended"), self._loop.waiting)))
                     else:
                         self._intake.flush()
+                self.next_reading = None if self.outcome is not None else NextReading(
+                    time.monotonic() + self._loop.next_in(), self._loop.held_s() > 0)
         return self._intake.take_pending()
 
     def release(self, index: int) -> None:

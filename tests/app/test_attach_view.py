@@ -6,6 +6,8 @@ ends is no longer shown as a stall."""
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from collviz.app.app import make_app
@@ -108,3 +110,22 @@ def test_a_lasting_stall_reported_again_replaces_the_earlier_report():
     shown = lasting_stall(log, len(log))
     assert shown is not None and shown.waited_s == 65.0
     assert lasting_stall(log, 2) is not None and lasting_stall(log, 2).waited_s == 7.0
+
+
+async def test_while_a_steady_job_is_read_slowly_the_header_says_when_the_next_reading_comes():
+    """Read every 30 s (the pace's fastest): after the first reading, the header counts down to the
+    next one, so a still view is not taken for a frozen one."""
+    steady = {0: fr_answer(3, False), 1: fr_answer(3, False)}
+    ask, asked = asking([steady])
+    session = LiveSession(RecorderReader(WORKERS, ask=ask), pace=Pace(30.0, 30.0))
+    session.start()
+    app = make_app(session=session)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: len(app.event_log.phases) == 3)
+        await pilot.pause(1.2)  # the countdown is redrawn every second
+        header = " ".join(app.screen.query_one("#header").render().plain.split())
+        readings = len([handler for handler, _ in asked if handler == "fr_trace_json"])
+    found = re.search(r"next reading in ~(\d+) s", header)
+    assert found is not None, header
+    assert 2 <= int(found.group(1)) <= 30 and readings == 1
+    assert "paced to 0.4 %" not in header, "no meter here: the pace alone holds it"
