@@ -57,10 +57,10 @@ def traces_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def scenario_runs(traces_dir: Path) -> ScenarioRuns:
+def scenario_runs(tmp_path_factory: pytest.TempPathFactory) -> ScenarioRuns:
     """Scenario runs on 4 gloo ranks (or the ``--gpus`` asked for), recorded once per session and
     shared by every module that reads the same command line's run (:mod:`support.recordings`)."""
-    return ScenarioRuns(traces_dir)
+    return ScenarioRuns(tmp_path_factory.mktemp("scenario-runs"))
 
 
 @pytest.fixture(scope="session")

@@ -35,6 +35,7 @@ class ScenarioRuns:
     def __init__(self, folder: Path) -> None:
         self._folder = folder
         self._done: dict[tuple[str, ...], Recorded] = {}
+        self._launched = 0
 
     def __call__(self, name: str, *options: str, timeout: float = 240) -> Recorded:
         """The run of ``name`` with ``options``, launched now if this session has not yet; a run
@@ -43,7 +44,8 @@ class ScenarioRuns:
         key = (name, *options)
         if key not in self._done:
             world = [] if "--gpus" in options else ["--gpus", str(RANKS)]
-            path = self._folder / f"{len(self._done)}-{name}.cvz"
+            self._launched += 1  # a new file each launch: a failed run's partial trace is never recorded over
+            path = self._folder / f"{self._launched}-{name}.cvz"
             result = run_cli(name, *options, *world, "--backend", "gloo", "--headless", "--record", str(path),
                              timeout=timeout)
             assert result.returncode == 0, f"{' '.join(key)} failed:\n{result.stdout[-3000:]}\n{result.stderr}"
