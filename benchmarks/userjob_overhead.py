@@ -1,4 +1,5 @@
-"""What watching a script costs: the example's training step with and without collviz, 4 gloo ranks.
+"""What watching a script costs: the example's training step with and without collviz, 4 gloo ranks
+(2 with ``--quick``).
 
 Two measurements, each repeated ``--rounds`` times:
 
@@ -42,18 +43,22 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RANKS = 4
+"""Ranks of every run (``--quick``: :data:`QUICK_RANKS`)."""
+QUICK_RANKS = 2
+"""``--quick``'s ranks: the same code paths at half the processes (its four launches of 4 ranks were
+the test suite's costliest benchmark smoke run, 55 s of CPU on 2026-11-28)."""
 
 
-def torchrun(python: str = sys.executable) -> list[str]:
-    """torchrun's command line with ``python``."""
-    return [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(RANKS)]
+def torchrun(python: str = sys.executable, ranks: int = RANKS) -> list[str]:
+    """torchrun's command line with ``python``, ``ranks`` ranks."""
+    return [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks)]
 
 
-def collviz_run(python: str = sys.executable) -> list[str]:
+def collviz_run(python: str = sys.executable, ranks: int = RANKS) -> list[str]:
     """``collviz run --headless --observe``'s command line with ``python`` (and the collviz it
-    imports): the observer this benchmark measures (without ``--observe`` a run reads Flight
-    Recorder instead: ``run_overhead.py``)."""
-    return [python, "-m", "collviz.app.cli", "run", "--nproc", str(RANKS), "--headless", "--observe"]
+    imports), ``ranks`` ranks: the observer this benchmark measures (without ``--observe`` a run
+    reads Flight Recorder instead: ``run_overhead.py``)."""
+    return [python, "-m", "collviz.app.cli", "run", "--nproc", str(ranks), "--headless", "--observe"]
 
 
 def run_for_times(command: list[str], tries: int = 2) -> dict:
@@ -76,10 +81,11 @@ def run_for_times(command: list[str], tries: int = 2) -> dict:
         raise SystemExit(f"{' '.join(command)} failed {tries} times")
 
 
-def toggled(kind: str, model_args: list[str], python: str = sys.executable) -> tuple[float, float, dict[str, float]]:
+def toggled(kind: str, model_args: list[str], python: str = sys.executable,
+            ranks: int = RANKS) -> tuple[float, float, dict[str, float]]:
     """(wall ratio, CPU ratio, each thread's CPU per step on minus off in seconds) of one
-    in-process A/B run of ``kind`` with ``python``."""
-    launcher = collviz_run(python) if kind == "observer" else torchrun(python)
+    in-process A/B run of ``kind`` with ``python`` on ``ranks`` ranks."""
+    launcher = collviz_run(python, ranks) if kind == "observer" else torchrun(python, ranks)
     found = run_for_times([*launcher, "_toggled_steps.py", "--toggle", kind, *model_args])
     threads = found.pop("threads")
     median = {key: statistics.median(values) for key, values in found.items()}
@@ -105,15 +111,15 @@ def print_threads(extra_cpu: list[dict[str, float]]) -> None:
         print(f"  {name}: {spread([run.get(name, 0.0) for run in extra_cpu], 1e3, 2)}")
 
 
-def against_baseline(baseline: str, rounds: int, toggled_args: list[str]) -> None:
-    """Measurement 1 for the observer with this tree and with ``baseline``'s, alternated, paired
-    per round (see the module's docstring)."""
+def against_baseline(baseline: str, rounds: int, toggled_args: list[str], ranks: int = RANKS) -> None:
+    """Measurement 1 for the observer with this tree and with ``baseline``'s on ``ranks`` ranks,
+    alternated, paired per round (see the module's docstring)."""
     print("round  load  baseline wall  baseline cpu  this wall  this cpu  paired wall  paired cpu")
     this_rows, base_rows, threads = [], [], {"baseline": [], "this": []}
     for index in range(rounds):
         load = os.getloadavg()[0]
         order = [("this", sys.executable), ("baseline", baseline)]
-        found = dict((name, toggled("observer", toggled_args, python)) for name, python in
+        found = dict((name, toggled("observer", toggled_args, python, ranks)) for name, python in
                      (order if index % 2 == 0 else order[::-1]))
         this, base = found["this"], found["baseline"]
         this_rows.append(this[:2])
@@ -142,28 +148,30 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=256)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--quick", action="store_true", help="one round, 12 steps of a small model (seconds)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"one round, 12 steps of a small model on {QUICK_RANKS} ranks (seconds)")
     parser.add_argument("--baseline", metavar="PYTHON", help="compare the observer with another tree's, alternated")
     args = parser.parse_args()
+    ranks = RANKS
     if args.quick:
-        args.rounds, args.steps, args.dim, args.layers, args.batch = 1, 12, 64, 2, 32
+        args.rounds, args.steps, args.dim, args.layers, args.batch, ranks = 1, 12, 64, 2, 32, QUICK_RANKS
     model_args = ["--dim", str(args.dim), "--layers", str(args.layers), "--batch", str(args.batch)]
     toggled_args = ["--example", args.example, "--steps", str(args.steps), *model_args]
     script = ROOT / "examples" / f"{args.example}_train.py"
     e2e_steps, warmup = max(8, args.steps // 4), 3
     e2e_args = ["--steps", str(e2e_steps), *model_args]
-    print(f"{args.example} example, {' '.join(model_args)}, {RANKS} gloo ranks, {args.rounds} rounds")
+    print(f"{args.example} example, {' '.join(model_args)}, {ranks} gloo ranks, {args.rounds} rounds")
     if args.baseline:
-        against_baseline(args.baseline, args.rounds, toggled_args)
+        against_baseline(args.baseline, args.rounds, toggled_args, ranks)
         return
     print("round  observer wall  observer cpu  dispatch-mode wall  dispatch-mode cpu  torchrun ms  collviz run ms")
     rows = []
     extra_cpu: list[dict[str, float]] = []
     for index in range(args.rounds):
-        *observer, observer_threads = toggled("observer", toggled_args)
-        *mode, _ = toggled("dispatch-mode", toggled_args)
-        bare = end_to_end(torchrun(), script, e2e_args, warmup)
-        watched = end_to_end(collviz_run(), script, e2e_args, warmup)
+        *observer, observer_threads = toggled("observer", toggled_args, ranks=ranks)
+        *mode, _ = toggled("dispatch-mode", toggled_args, ranks=ranks)
+        bare = end_to_end(torchrun(ranks=ranks), script, e2e_args, warmup)
+        watched = end_to_end(collviz_run(ranks=ranks), script, e2e_args, warmup)
         rows.append((*observer, *mode, bare, watched))
         extra_cpu.append(observer_threads)
         print(f"{index:>5}  {observer[0]:>13.3f}  {observer[1]:>12.3f}  {mode[0]:>18.3f}  {mode[1]:>17.3f}  "

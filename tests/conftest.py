@@ -16,6 +16,7 @@ from support import artifact_jobs
 from support.cli import run_cli
 from support.hypothesis_profiles import load_profile
 from support.nodes import identity
+from support.recordings import ScenarioRuns
 from support.scenarios import COLLECTIVE_SCENARIOS, DDP_REFUSAL
 from support.training import N, single_process_step
 
@@ -57,24 +58,26 @@ def traces_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def collective_traces(traces_dir: Path) -> dict[str, TraceContents]:
-    """Each of the eight collective scenarios run once on 4 gloo ranks, recorded, read back."""
-    traces = {}
-    for name in COLLECTIVE_SCENARIOS:
-        path = traces_dir / f"{name}.cvz"
-        result = run_cli(name, "--gpus", "4", "--backend", "gloo", "--headless", "--record", str(path))
-        assert result.returncode == 0, f"{name} failed:\n{result.stdout}\n{result.stderr}"
-        traces[name] = read_trace(path)
-    return traces
+def scenario_runs(tmp_path_factory: pytest.TempPathFactory) -> ScenarioRuns:
+    """Scenario runs on 4 gloo ranks (or the ``--gpus`` asked for), recorded once per session and
+    shared by every module that reads the same command line's run (:mod:`support.recordings`)."""
+    return ScenarioRuns(tmp_path_factory.mktemp("scenario-runs"))
 
 
 @pytest.fixture(scope="session")
-def training_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TraceContents | str]:
+def collective_traces(scenario_runs: ScenarioRuns) -> dict[str, TraceContents]:
+    """Each of the eight collective scenarios run once on 4 gloo ranks, recorded, read back."""
+    return {name: read_trace(scenario_runs(name).path) for name in COLLECTIVE_SCENARIOS}
+
+
+@pytest.fixture(scope="session")
+def training_runs(scenario_runs: ScenarioRuns, tmp_path_factory: pytest.TempPathFactory) -> dict[str, TraceContents | str]:
     """The training scenarios on 4 gloo ranks, recorded and read back, once each: ring, tp,
     fsdp --prefetch, fsdp --no-reshard-after-forward, hsdp, moe (4 and 2 ranks), fsdp-tp, and
     compare ddp fsdp (which records ddp and fsdp)."""
     folder = tmp_path_factory.mktemp("training")
     traces: dict = Runs()
+    paths: dict[str, Path] = {}
     for key, args in {
         "ring": ["ring-all-reduce"],
         "tp": ["tp"],
@@ -85,12 +88,10 @@ def training_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TraceCo
         "moe-2": ["moe", "--gpus", "2"],
         "fsdp-tp": ["fsdp-tp"],
     }.items():
-        world = [] if "--gpus" in args else ["--gpus", str(N)]
-        result = run_cli(*args, *world, "--backend", "gloo", "--headless", "--record", str(folder / f"{key}.cvz"),
-                         timeout=240)
-        assert result.returncode == 0, f"{key} failed:\n{result.stdout[-3000:]}\n{result.stderr}"
-        traces[key] = read_trace(folder / f"{key}.cvz")
-        traces[f"{key}:stdout"] = result.stdout
+        run = scenario_runs(*args)
+        traces[key] = read_trace(run.path)
+        traces[f"{key}:stdout"] = run.stdout
+        paths[key] = run.path
     if DDP_REFUSAL is None:
         result = run_cli("compare", "ddp", "fsdp", "--gpus", str(N), "--backend", "gloo", "--record", str(folder),
                          timeout=300)
@@ -100,11 +101,11 @@ def training_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TraceCo
         result = run_cli("fsdp", "--gpus", str(N), "--backend", "gloo", "--headless", "--record",
                          str(folder / "fsdp.cvz"), timeout=300)
         assert result.returncode == 0, f"fsdp failed:\n{result.stdout[-3000:]}\n{result.stderr}"
-    recorded = [key for key in ("ring", "tp", "ddp", "fsdp") if (folder / f"{key}.cvz").exists()]
     for name in ("ddp", "fsdp"):
-        if name in recorded:
+        if (folder / f"{name}.cvz").exists():
             traces[name] = read_trace(folder / f"{name}.cvz")
-    traces["paths"] = Runs({key: folder / f"{key}.cvz" for key in recorded})
+            paths[name] = folder / f"{name}.cvz"
+    traces["paths"] = Runs({key: paths[key] for key in ("ring", "tp", "ddp", "fsdp") if key in paths})
     return traces
 
 

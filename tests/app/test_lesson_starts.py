@@ -11,7 +11,7 @@ import pytest
 from collviz.app.app import make_app
 
 from support.app import until
-from support.cli import run_cli
+from support.recordings import ScenarioRuns
 from support.screens import screen_lines
 
 STAGES = MICROBATCHES = 4
@@ -19,16 +19,9 @@ STAGES = MICROBATCHES = 4
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """ring-all-reduce and pp on 4 gloo ranks, recorded once."""
-    folder = tmp_path_factory.mktemp("lesson-starts")
-    paths = {}
-    for name in ("ring-all-reduce", "pp"):
-        paths[name] = folder / f"{name}.cvz"
-        result = run_cli(name, "--gpus", "4", "--backend", "gloo", "--headless", "--record", str(paths[name]),
-                         timeout=240)
-        assert result.returncode == 0, f"{name} failed:\n{result.stdout[-2000:]}\n{result.stderr}"
-    return paths
+def recorded(scenario_runs: ScenarioRuns) -> dict[str, Path]:
+    """ring-all-reduce and pp on 4 gloo ranks, recorded once per session."""
+    return {name: scenario_runs(name).path for name in ("ring-all-reduce", "pp")}
 
 
 @pytest.mark.parametrize("size", [(100, 30), (160, 50)])

@@ -12,18 +12,15 @@ import pytest
 from collviz.app.app import make_app
 
 from support.app import until
-from support.cli import run_cli
 from support.paths import SCENARIOS
+from support.recordings import ScenarioRuns
 from support.screens import screen_lines
 
 
 @pytest.fixture(scope="module")
-def all_gather(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """all-gather on 4 gloo ranks, recorded once."""
-    path = tmp_path_factory.mktemp("teaching") / "all-gather.cvz"
-    result = run_cli("all-gather", "--gpus", "4", "--backend", "gloo", "--headless", "--record", str(path))
-    assert result.returncode == 0, result.stderr
-    return path
+def all_gather(scenario_runs: ScenarioRuns) -> Path:
+    """all-gather on 4 gloo ranks, recorded once per session."""
+    return scenario_runs("all-gather").path
 
 
 def test_the_lessons_worked_queries_are_w_query_times_the_embeddings_transposed():

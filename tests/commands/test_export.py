@@ -10,10 +10,7 @@ and each binds to a slice enclosing its timestamp on its own track; counters ("C
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -22,42 +19,23 @@ from collviz.runtime.reports.export import perfetto_trace
 from collviz.runtime.wire.protocol import Collective, Memory, Phase, Transfer
 from collviz.runtime.wire.trace import read_trace
 
-from support.cli import run_cli
 from support.paths import FIXTURES
+from support.recordings import ScenarioRuns
 from support.traces import check_trace_events
-
-
-def _has_scenario(name: str) -> bool:
-    listing = subprocess.run([sys.executable, "-m", "collviz.app.cli", "list"], capture_output=True, text=True,
-                             timeout=120, stdin=subprocess.DEVNULL)
-    return any(line.split()[:1] == [name] for line in listing.stdout.splitlines())
 
 
 RECORDED = [
     pytest.param("all-gather", id="all-gather"),
     pytest.param("reduce", id="reduce"),
     pytest.param("ring-all-reduce", id="ring-all-reduce"),
-    pytest.param("fsdp", id="fsdp"),  # the issue's acceptance trace (skipped where `collviz fsdp` does not exist)
+    pytest.param("fsdp", id="fsdp"),  # the issue's acceptance trace
 ]
 
 
 @pytest.fixture(scope="module")
-def record(tmp_path_factory: pytest.TempPathFactory):
-    """Record a scenario on 4 gloo ranks once per module; returns the trace path."""
-    folder = tmp_path_factory.mktemp("export")
-    paths: dict[str, Path] = {}
-
-    def recorded(name: str) -> Path:
-        if name not in paths:
-            if not _has_scenario(name):
-                pytest.skip(f"`collviz {name}` does not exist yet (not in `collviz list`)")
-            path = folder / f"{name}.cvz"
-            result = run_cli(name, "--gpus", "4", "--backend", "gloo", "--headless", "--record", str(path))
-            assert result.returncode == 0, result.stderr
-            paths[name] = path
-        return paths[name]
-
-    return recorded
+def record(scenario_runs: ScenarioRuns):
+    """A scenario's trace on 4 gloo ranks, recorded once per session; returns its path."""
+    return lambda name: scenario_runs(name).path
 
 
 @pytest.mark.parametrize("name", RECORDED)

@@ -13,7 +13,7 @@ import torch
 from collviz.runtime.wire.protocol import Memory
 from collviz.runtime.wire.trace import TraceContents, read_trace
 
-from support.cli import run_cli
+from support.recordings import ScenarioRuns
 from support.reference_models import ReferenceMLP, reference_gpt
 from support.training import N, phase_names, settings_of
 
@@ -22,16 +22,9 @@ FLOAT, TOKEN = 4, 8
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TraceContents]:
-    """ddp, tp, moe and pp on 4 gloo ranks, recorded once."""
-    folder = tmp_path_factory.mktemp("memory")
-    traces = {}
-    for name in ("ddp", "tp", "moe", "pp"):
-        result = run_cli(name, "--gpus", str(N), "--backend", "gloo", "--headless", "--record", str(folder / f"{name}.cvz"),
-                         timeout=240)
-        assert result.returncode == 0, f"{name} failed:\n{result.stdout[-2000:]}\n{result.stderr}"
-        traces[name] = read_trace(folder / f"{name}.cvz")
-    return traces
+def runs(scenario_runs: ScenarioRuns) -> dict[str, TraceContents]:
+    """ddp, tp, moe and pp on 4 gloo ranks, recorded once per session."""
+    return {name: read_trace(scenario_runs(name).path) for name in ("ddp", "tp", "moe", "pp")}
 
 
 def _at_end(trace: TraceContents, starts_with: str) -> dict[int, dict[str, int]]:
