@@ -4,6 +4,7 @@ a class does not have."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -35,13 +36,18 @@ def test_the_lessons_worked_queries_are_w_query_times_the_embeddings_transposed(
     assert worked == data["followup"]["note_result"] and data["followup"]["note_source"] == "the lesson"
 
 
-async def test_all_gather_s_followup_shows_the_lesson_s_check_passing_and_names_no_file(all_gather):
+@pytest.mark.parametrize("size", [(100, 30), (160, 50)], ids=lambda size: f"{size[0]}x{size[1]}")
+async def test_all_gather_s_followup_shows_the_lesson_s_check_passing_and_names_no_file(all_gather, size):
+    """The check, the step's verdict, is on the screen without scrolling at 100×30 too (it comes
+    before the narration's explanation): 4×3 = 12 queries, every one agreeing."""
     app = make_app(trace=all_gather)
-    async with app.run_test(size=(160, 50)) as pilot:
+    async with app.run_test(size=size) as pilot:
         await until(pilot, lambda: app.loaded)
         await pilot.press("right")  # opened at the all-gather (step 2); its followup is step 3
         await pilot.pause()
         lines = screen_lines(app.export_screenshot())
         assert "step 3/4 followup: queries on rank 0" in lines[0]
-        assert any("✓ r0 the lesson's queries" in line for line in lines), lines
+        side = [found.group(1).strip() for line in lines if (found := re.search(r"│([^│]*)│\s*$", line))]
+        shown = " ".join(" ".join(side).split())  # the rightmost pane's text, rewrapped
+        assert "✓ r0 the lesson's queries all 12 numbers agree with torch's" in shown, lines
         assert not any("✗" in line or ".md" in line for line in lines), lines
