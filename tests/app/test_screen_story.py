@@ -90,6 +90,20 @@ async def test_a_ring_hop_shows_each_ranks_values_before_and_after(size):
     assert rank0[at + 2] == after  # the next title line, then the values after the hop
 
 
+@pytest.mark.parametrize("size", SIZES, ids=lambda size: f"{size[0]}x{size[1]}")
+async def test_a_ring_hops_partial_sums_name_whole_ranks_in_a_narrow_panel(size):
+    """Hop 2: rank 0's chunk 2 (elements 4–6) now holds ranks 2, 3 and 0 (rank 3 sent it on with
+    rank 2's added), chunk 3 (6–8) still holds 3 and 0 from hop 1. At 100 columns the second range
+    goes on a line of its own rather than losing a rank's name at the panel's edge."""
+    app = make_app(trace=FIXTURES / "ring-all-reduce.cvz", mask_volatile=True)
+    (screen,) = await _screens(app, size, [["right"]])
+    assert "step 3/8 hop 2/6" in screen
+    rank0 = [line.split("│")[1].strip() for line in screen.splitlines()[3:14] if line.startswith("│")]
+    sums = rank0[rank0.index(next(line for line in rank0 if line.startswith("Σ"))):]
+    assert " ".join(" ".join(sums).split()).startswith("Σ [4:6] r0+r2+r3 [6:8] r0+r3"), rank0
+    assert not any(line.endswith("+") for line in rank0), rank0
+
+
 async def test_the_memory_peak_names_its_largest_category():
     """At the end of fsdp-tiny's step 5 (phase 4): the first sample reaching the peak so far, and
     its largest category, read from rank 0's raw Memory events (every rank's are alike: one row)."""
