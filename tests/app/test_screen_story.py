@@ -104,6 +104,30 @@ async def test_a_ring_hops_partial_sums_name_whole_ranks_in_a_narrow_panel(size)
     assert not any(line.endswith("+") for line in rank0), rank0
 
 
+async def _header_second_line(name: str, width: int) -> str:
+    app = make_app(trace=FIXTURES / f"{name}.cvz", mask_volatile=True)
+    async with app.run_test(size=(width, 30)) as pilot:
+        await until(pilot, lambda: app.loaded, tries=500)
+        await pilot.pause()
+        return "".join(segment.text for segment in app.screen.query_one("RunHeader").render_line(1)).rstrip()
+
+
+@pytest.mark.parametrize("name", ["pp", "ring-all-reduce", "fsdp-tiny"])
+@pytest.mark.parametrize("width", [100, 160])
+async def test_the_headers_second_line_ends_at_a_whole_word(name, width):
+    """What the second line says in a terminal wide enough for all of it, cut at 100 and 160
+    columns after a whole word with "…" (never ``gl…`` or ``co…``); the backend's reason, the
+    last part, goes whole where it does not fit."""
+    whole = await _header_second_line(name, 400)
+    shown = await _header_second_line(name, width)
+    assert len(shown) <= width
+    kept = shown.removesuffix("…")
+    assert whole.startswith(kept) and whole[len(kept):][:1] in ("", " "), (shown, whole)
+    if not shown.endswith("…"):  # what is left out is whole parts: the reason
+        assert whole[len(kept):] in ("", "   gloo on CPU (--backend gloo)"), (shown, whole)
+    assert not kept.rstrip().endswith("·")
+
+
 async def test_the_memory_peak_names_its_largest_category():
     """At the end of fsdp-tiny's step 5 (phase 4): the first sample reaching the peak so far, and
     its largest category, read from rank 0's raw Memory events (every rank's are alike: one row)."""
