@@ -67,11 +67,18 @@ async def test_fsdp_steps_1_to_6_tell_one_story(size):
     assert "W_query (gathered)" not in embed_gather
     # rank 1's 80-float shard lands at elements 80–160 of rank 0's gathered buffer: 320 B
     assert "320 B r1[0:80]→r0[80:160]" in embed_gather
+    # the cost and transfers panes describe the same call: S = the gathered 1,280 B (nccl-tests'
+    # all_gather size), each rank's shard sent to the 3 others: 4 × 3 = 12 transfers
+    assert "S = 1.2 KiB" in embed_gather and "transfers · 12" in embed_gather
+    for quiet in (setup, embed_compute, embed_reshard, block_compute):
+        assert "no collective call in this step" in quiet and "transfers · 0" in quiet
     # the compute step holds what the gather brought, saying from which step
     assert embed_compute.count("(from step 2)") >= RANKS and "no collective call in this step" in embed_compute
     assert embed_reshard.count("freed in step 4") == RANKS
     assert block_gather.count("W_query (gathered)") == RANKS
     assert block_gather.count(f"all_gather {BLOCK_CALL}") == RANKS
+    assert "S = 12.8 KiB" in block_gather and "transfers · 12" in block_gather
+    assert "3.2 KiB r1[0:820]→r0[820:1640]" in block_gather  # 3,280 floats / 4 = 820 a shard
     assert block_compute.count("(from step 5)") >= RANKS
 
 
