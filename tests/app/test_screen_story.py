@@ -135,6 +135,24 @@ async def test_the_headers_second_line_ends_at_a_whole_word(name, width):
     assert not kept.rstrip().endswith("·")
 
 
+AXIS_LABELS = {
+    "pp": {"setup", "GPipe", "AdamW", "check", "3 more steps"},
+    "ring-all-reduce": {"setup", *(f"hop {k}" for k in range(1, 7)), "compare"},
+}
+"""Each fixture's steps as the memory axis names them, by hand: the part before the colon, a
+count with what it counts (pp's last phase is "3 more steps, unobserved: …")."""
+
+
+@pytest.mark.parametrize("name", sorted(AXIS_LABELS))
+@pytest.mark.parametrize("size", SIZES, ids=lambda size: f"{size[0]}x{size[1]}")
+async def test_the_memory_axis_names_steps_whole_or_not_at_all(name, size):
+    app = make_app(trace=FIXTURES / f"{name}.cvz", mask_volatile=True)
+    (screen,) = await _screens(app, size, [["end"]])
+    (axis,) = [line for line in screen.splitlines() if "┊setup" in line]
+    shown = [label.strip() for label in axis.strip("│ ").split("┊")[1:]]
+    assert shown and all(label in AXIS_LABELS[name] or label == "" for label in shown), axis
+
+
 async def test_the_memory_peak_names_its_largest_category():
     """At the end of fsdp-tiny's step 5 (phase 4): the first sample reaching the peak so far, and
     its largest category, read from rank 0's raw Memory events (every rank's are alike: one row)."""
