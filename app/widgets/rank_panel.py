@@ -26,6 +26,7 @@ from .render import (
     lines_to_text,
     provenance_lines,
     rank_colour,
+    short_blocks,
 )
 
 __all__ = ["RankPanel", "rank_lines", "rank_body", "collective_line", "fitted_title", "MAX_GRID_ROWS", "MIN_NAME"]
@@ -132,10 +133,13 @@ def _freed_line(freed: Freed, width: int) -> Line:
 
 
 def _shortened(name: str, room: int) -> str:
-    """``name`` in ``room`` columns (at least :data:`MIN_NAME`), losing its first words:
-    ``…W_query shard``; a number stays with the word it counts ("block 0")."""
+    """``name`` in ``room`` columns (at least :data:`MIN_NAME`): with its blocks short
+    (``b0 W_query shard``: four blocks' shards stay apart), else losing its first words
+    (``…W_query shard``; a number stays with the word it counts, "block 0")."""
     if cell_len(name) <= room:
         return name
+    if cell_len(short := short_blocks(name)) <= room:
+        return short
     keep = max(MIN_NAME, room - 1)
     words = name.split(" ")
     tails = [" ".join(words[i:]) for i in range(1, len(words)) if not words[i].isdigit()]
