@@ -104,8 +104,9 @@ def _partial_sums_lines(buffer: Buffer, width: int) -> list[Line]:
     which ranks each range holds, ``Σ [0:2] r0+r3 · [2:4] r1+r2``. The shade says how many; this
     line says which. A range that would pass ``width`` starts a line of its own, indented under
     the first, so no rank's name is cut at the panel's edge."""
-    summed = [run for run in buffer.provenance if len(run.ranks) > 1]
-    widest = max((len(run.ranks) for run in buffer.provenance), default=0)
+    runs = buffer.provenance or []
+    summed = [run for run in runs if len(run.ranks) > 1]
+    widest = max((len(run.ranks) for run in runs), default=0)
     partial = [run for run in summed if len(run.ranks) < widest or len({tuple(r.ranks) for r in summed}) > 1]
     if not partial:
         return []
