@@ -17,6 +17,7 @@ from operator import gt
 from rich.style import Style
 
 from ..model import MemoryTrack
+from .render import short_blocks
 
 __all__ = [
     "CATEGORY_ORDER", "CATEGORY_COLOURS", "category_colour", "category_style", "RankGroup", "SeriesDigests", "group_ranks",
@@ -209,13 +210,14 @@ _WORDS = {"forward": "fwd", "backward": "bwd", "embed": "emb", "optimizer": "opt
 @lru_cache(maxsize=4096)
 def phase_label(name: str) -> str:
     """A short axis label for a phase: the part before ``:``, words abbreviated (``block 0
-    forward: all-gather`` → ``b0 fwd``, ``hop 3/6: …`` → ``hop 3``, ``AdamW step…`` → ``AdamW``).
+    forward: all-gather`` → ``b0 fwd``, ``hop 3/6: …`` → ``hop 3``, ``AdamW step…`` → ``AdamW``,
+    ``3 more steps, unobserved: …`` → ``3 more steps``: a count keeps what it counts).
     Memoised: the axis asks for a label per column, every frame."""
-    head = name.split(":")[0].strip() or name
+    head = name.split(":")[0].split(",")[0].strip() or name
     head = re.split(r"\s+of\s+", head)[0]  # "hop 2/6 of ring" → "hop 2/6"
-    head = re.sub(r"\bblock (\d+)", r"b\1", head)
+    head = short_blocks(head)
     head = re.sub(r"(\d+)/\d+", r"\1", head)
     words = [_WORDS.get(word, word) for word in head.split()]
-    if len(words) > 2 and not any(ch.isdigit() for ch in words[1]):
+    if len(words) > 2 and not any(ch.isdigit() for ch in words[1]) and not words[0].isdigit():
         words = words[:1]
     return " ".join(words[:3])

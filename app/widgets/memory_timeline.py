@@ -326,7 +326,8 @@ class MemoryTimeline(LineWidget):
         return lines
 
     def _axis(self, track: MemoryTrack, names: dict[int, str], width: int) -> Line:
-        """Phase labels under the chart, each at the column where its run of phases begins."""
+        """Phase labels under the chart, each at the column where its run of phases begins (at the
+        right edge, the boundary mark alone where its label would not fit whole)."""
         columns = self._sample_columns(track, width)
         text = [" "] * width
         previous = None
@@ -340,7 +341,7 @@ class MemoryTimeline(LineWidget):
             if column < next_free:
                 continue
             room = width - column
-            piece = ("┊" + label)[:room]
+            piece = "┊" + label if len(label) < room else "┊"[:room]  # a label whole, or none: not "hop" for "hop 30"
             text[column:column + len(piece)] = piece
             next_free = column + len(piece) + 1
         return [Segment("".join(text), DIM)]

@@ -1,27 +1,61 @@
-"""The narration pane: a teacher's notes for the current phase first, then the scenario's text,
-then the run's own checks."""
+"""The narration pane: a teacher's notes for the current phase first, then the step's verdict (a
+failed check, a lone check, or how many passed: seen without scrolling in a short pane), then the
+scenario's text, then the passing checks one by one where they were counted."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 
-from collviz.runtime.wire.protocol import NOTE_MARK
+from collviz.runtime.wire.protocol import NOTE_MARK, Check
 
 from ..model.panes import NarrationFields
 from .text_pane import TextPane
 
-__all__ = ["NarrationPane", "narration_text"]
+__all__ = ["NarrationPane", "narration_text", "LISTED_FIRST"]
+
+LISTED_FIRST = 2
+"""Passing checks listed one by one above the explanation; more are counted there (one line) and
+listed after it, so a 64-rank step's checks do not push its explanation out of the pane."""
 
 
-def narration_text(narration: str) -> Text:
+def narration_text(narration: str, checks: Sequence[Check] = ()) -> Text:
     """The phase's narration with the teacher's notes (after :data:`NOTE_MARK`) pinned on top, in
-    bold, so a class sees the teacher's question before the scenario's explanation."""
+    bold, so a class sees the teacher's question before the scenario's explanation; the step's
+    ``checks`` between the notes and the explanation (see the module's docstring)."""
     scenario, *notes = narration.split(f"\n\n{NOTE_MARK}")
     text = Text()
     for note in notes:
         text.append(NOTE_MARK.strip(), "bold reverse")
         text.append(f" {note.strip()}\n\n", "bold")
+    failed = [check for check in checks if not check.ok]
+    passed = [check for check in checks if check.ok]
+    counted = len(passed) > LISTED_FIRST
+    verdict = _checks_text(failed if counted else [*failed, *passed])
+    if counted:
+        verdict.append("\n" if verdict else "")
+        verdict.append(f"✓ {len(passed)} checks pass (listed below)", "green")
+    if verdict:
+        text.append_text(verdict)
+        text.append("\n\n")
     text.append(scenario)
+    if counted:
+        text.append("\n\n")
+        text.append_text(_checks_text(passed))
+    return text
+
+
+def _checks_text(checks: Sequence[Check]) -> Text:
+    """One line a check: ``✓ r0 NAME detail`` (a failed one ``✗``, in red)."""
+    text = Text()
+    for check in checks:
+        mark, style = ("✓", "green") if check.ok else ("✗", "bold red")
+        if text:
+            text.append("\n")
+        text.append(f"{mark} r{check.rank} {check.name}", style)
+        if check.detail:
+            text.append(f" {check.detail}", "dim")
     return text
 
 
@@ -38,10 +72,5 @@ class NarrationPane(TextPane):
         text = Text()
         if fields.state.kind in ("failed", "stalled"):  # the whole reason, which the header's line cuts
             text.append(f"{fields.state.text}\n\n", "bold red")
-        text.append_text(narration_text(fields.narration or ""))
-        for check in fields.checks:
-            mark, style = ("✓", "green") if check.ok else ("✗", "bold red")
-            text.append(f"\n{mark} r{check.rank} {check.name}", style)
-            if check.detail:
-                text.append(f" {check.detail}", "dim")
+        text.append_text(narration_text(fields.narration or "", fields.checks))
         self.show_text(text)

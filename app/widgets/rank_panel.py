@@ -26,6 +26,7 @@ from .render import (
     lines_to_text,
     provenance_lines,
     rank_colour,
+    short_blocks,
 )
 
 __all__ = ["RankPanel", "rank_lines", "rank_body", "collective_line", "fitted_title", "MAX_GRID_ROWS", "MIN_NAME"]
@@ -98,22 +99,27 @@ MAX_PARTIAL_RUNS = 4
 """Partial sums named under a buffer's grid before the rest are counted."""
 
 
-def _partial_sums_line(buffer) -> list[Line]:
+def _partial_sums_lines(buffer: Buffer, width: int) -> list[Line]:
     """Under a grid holding sums of some but not all of the ranks in it (a ring's partial sums):
     which ranks each range holds, ``Σ [0:2] r0+r3 · [2:4] r1+r2``. The shade says how many; this
-    line says which."""
-    summed = [run for run in buffer.provenance if len(run.ranks) > 1]
-    widest = max((len(run.ranks) for run in buffer.provenance), default=0)
+    line says which. A range that would pass ``width`` starts a line of its own, indented under
+    the first, so no rank's name is cut at the panel's edge."""
+    runs = buffer.provenance or []
+    summed = [run for run in runs if len(run.ranks) > 1]
+    widest = max((len(run.ranks) for run in runs), default=0)
     partial = [run for run in summed if len(run.ranks) < widest or len({tuple(r.ranks) for r in summed}) > 1]
     if not partial:
         return []
-    line: Line = [Segment(" Σ", DIM)]
-    for run in partial[:MAX_PARTIAL_RUNS]:
-        line += [Segment(f" [{run.start}:{run.start + run.length}] ", DIM),
-                 Segment("+".join(f"r{r}" for r in run.ranks), BOLD)]
+    parts: list[Line] = [[Segment(f" [{run.start}:{run.start + run.length}] ", DIM),
+                          Segment("+".join(f"r{r}" for r in run.ranks), BOLD)] for run in partial[:MAX_PARTIAL_RUNS]]
     if len(partial) > MAX_PARTIAL_RUNS:
-        line.append(Segment(f" … {len(partial) - MAX_PARTIAL_RUNS} more", DIM))
-    return [line]
+        parts.append([Segment(f" … {len(partial) - MAX_PARTIAL_RUNS} more", DIM)])
+    lines: list[Line] = [[Segment(" Σ", DIM)]]
+    for part in parts:
+        if len(lines[-1]) > 1 and not _fits([*lines[-1], *part], width if width > 0 else None):
+            lines.append([Segment("  ", DIM)])
+        lines[-1] = [*lines[-1], *part]
+    return lines
 
 
 def _freed_line(freed: Freed, width: int) -> Line:
@@ -128,10 +134,13 @@ def _freed_line(freed: Freed, width: int) -> Line:
 
 
 def _shortened(name: str, room: int) -> str:
-    """``name`` in ``room`` columns (at least :data:`MIN_NAME`), losing its first words:
-    ``…W_query shard``; a number stays with the word it counts ("block 0")."""
+    """``name`` in ``room`` columns (at least :data:`MIN_NAME`): with its blocks short
+    (``b0 W_query shard``: four blocks' shards stay apart), else losing its first words
+    (``…W_query shard``; a number stays with the word it counts, "block 0")."""
     if cell_len(name) <= room:
         return name
+    if cell_len(short := short_blocks(name)) <= room:
+        return short
     keep = max(MIN_NAME, room - 1)
     words = name.split(" ")
     tails = [" ".join(words[i:]) for i in range(1, len(words)) if not words[i].isdigit()]
@@ -227,7 +236,7 @@ def rank_lines(
             lines.extend(provenance_lines(buffer))
             lines.append([])
         elif buffer.provenance and max_rows != 1:
-            lines.extend(_partial_sums_line(buffer))
+            lines.extend(_partial_sums_lines(buffer, width))
     lines.extend(_freed_line(freed, width) for freed in view.freed if freed not in now_freed)
     if view.collective is not None:
         lines.extend(_collective_lines(view, mask_volatile, width))

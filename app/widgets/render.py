@@ -7,6 +7,7 @@ A :data:`Line` is a list of Rich segments; line-API widgets turn lines into stri
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from functools import lru_cache
@@ -41,6 +42,7 @@ __all__ = [
     "rank_label_style",
     "provenance_style",
     "format_bytes",
+    "short_blocks",
     "format_value",
     "format_values",
     "summary_text",
@@ -403,3 +405,12 @@ def lines_to_text(lines: list[Line]) -> Text:
 def line_to_strip(line: Line, width: int, base: Style) -> Strip:
     """One line of segments as a strip exactly ``width`` cells wide, over the ``base`` style."""
     return Strip(line).crop(0, width).adjust_cell_length(width).apply_style(base)
+
+
+_BLOCK = re.compile(r"\bblock (\d+)")
+
+
+def short_blocks(text: str) -> str:
+    """``block 0`` → ``b0`` in ``text``: how a short label names a transformer block (the memory
+    axis's ``b0 fwd``, a narrow panel's ``b0 W_query shard``)."""
+    return _BLOCK.sub(r"b\1", text)

@@ -51,6 +51,29 @@ def _fitting(text: str, room: int) -> str:
     return " ".join(words) + "…" if words else ""
 
 
+def _cut_at_a_word(text: Text, room: int) -> Text:
+    """``text`` cut to ``room`` cells with "…" after its last whole word (a number keeps its unit),
+    or after the last whole part where only a part's first word would be left (parts are set apart
+    by three spaces: ``event…`` says nothing); unknown room (0 or less): all of it."""
+    if room <= 0 or text.cell_len <= room:
+        return text
+    end = len(text.plain)
+    while end and cell_len(text.plain[:end]) > room - 1:
+        end -= 1
+    if end < len(text.plain) and text.plain[end] != " ":  # mid-word: back to the word's start
+        end = text.plain.rfind(" ", 0, end) + 1
+    part = text.plain.rfind("   ", 0, end)
+    if part > 0 and " " not in text.plain[part:end].strip():  # a part's first word alone: not it either
+        end = part
+    kept = text[:end]
+    kept.rstrip()
+    while kept.plain.endswith(("·", "(")):  # no dangling separator
+        kept = kept[:-1]
+        kept.rstrip()
+    kept.append("…")
+    return kept
+
+
 class RunHeader(TextPane):
     """Two lines: scenario, backend, device, world size, mode, step k/n; run state and playback."""
 
@@ -93,6 +116,9 @@ class RunHeader(TextPane):
                 state.append(f" {fields.state.text}", style)
             if playback:
                 state.append(f"   {playback}")
-        if run is not None and run.backend_reason:
-            state.append(f"   {run.backend_reason}", "dim italic")
-        self.show_text(Text("\n").join([line, state]))
+        width = self.size.width
+        if run is not None and run.backend_reason:  # why this backend: where it fits whole (line 1 names it)
+            reason = f"   {run.backend_reason}"
+            if not width or state.cell_len + cell_len(reason) <= width:
+                state.append(reason, "dim italic")
+        self.show_text(Text("\n").join([line, _cut_at_a_word(state, width)]))

@@ -67,11 +67,20 @@ async def test_fsdp_steps_1_to_6_tell_one_story(size):
     assert "W_query (gathered)" not in embed_gather
     # rank 1's 80-float shard lands at elements 80–160 of rank 0's gathered buffer: 320 B
     assert "320 B r1[0:80]→r0[80:160]" in embed_gather
+    # the cost and transfers panes describe the same call: S = the gathered 1,280 B (nccl-tests'
+    # all_gather size), each rank's shard sent to the 3 others: 4 × 3 = 12 transfers
+    assert "S = 1.2 KiB" in embed_gather and "transfers · 12" in embed_gather
+    for quiet in (setup, embed_compute, embed_reshard, block_compute):
+        assert "no collective call in this step" in quiet and "transfers · 0" in quiet
     # the compute step holds what the gather brought, saying from which step
     assert embed_compute.count("(from step 2)") >= RANKS and "no collective call in this step" in embed_compute
     assert embed_reshard.count("freed in step 4") == RANKS
-    assert block_gather.count("W_query (gathered)") == RANKS
+    # the block is named on every rank, shortened (b0) where the panel is narrow, never cut away
+    block = "b0" if size[0] == 100 else "block 0"
+    assert block_gather.count(f"{block} W_query (gathered)") == RANKS and "…W_query" not in block_gather
     assert block_gather.count(f"all_gather {BLOCK_CALL}") == RANKS
+    assert "S = 12.8 KiB" in block_gather and "transfers · 12" in block_gather
+    assert "3.2 KiB r1[0:820]→r0[820:1640]" in block_gather  # 3,280 floats / 4 = 820 a shard
     assert block_compute.count("(from step 5)") >= RANKS
 
 
@@ -88,6 +97,62 @@ async def test_a_ring_hop_shows_each_ranks_values_before_and_after(size):
     before, after = [str(v) for v in range(1, 9)], ["1", "2", "3", "4", "5", "6", "38", "40"]
     at = rank0.index(before)
     assert rank0[at + 2] == after  # the next title line, then the values after the hop
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda size: f"{size[0]}x{size[1]}")
+async def test_a_ring_hops_partial_sums_name_whole_ranks_in_a_narrow_panel(size):
+    """Hop 2: rank 0's chunk 2 (elements 4–6) now holds ranks 2, 3 and 0 (rank 3 sent it on with
+    rank 2's added), chunk 3 (6–8) still holds 3 and 0 from hop 1. At 100 columns the second range
+    goes on a line of its own rather than losing a rank's name at the panel's edge."""
+    app = make_app(trace=FIXTURES / "ring-all-reduce.cvz", mask_volatile=True)
+    (screen,) = await _screens(app, size, [["right"]])
+    assert "step 3/8 hop 2/6" in screen
+    rank0 = [line.split("│")[1].strip() for line in screen.splitlines()[3:14] if line.startswith("│")]
+    sums = rank0[rank0.index(next(line for line in rank0 if line.startswith("Σ"))):]
+    assert " ".join(" ".join(sums).split()).startswith("Σ [4:6] r0+r2+r3 [6:8] r0+r3"), rank0
+    assert not any(line.endswith("+") for line in rank0), rank0
+
+
+async def _header_second_line(name: str, width: int) -> str:
+    app = make_app(trace=FIXTURES / f"{name}.cvz", mask_volatile=True)
+    async with app.run_test(size=(width, 30)) as pilot:
+        await until(pilot, lambda: app.loaded, tries=500)
+        await pilot.pause()
+        return "".join(segment.text for segment in app.screen.query_one("RunHeader").render_line(1)).rstrip()
+
+
+@pytest.mark.parametrize("name", ["pp", "ring-all-reduce", "fsdp-tiny"])
+@pytest.mark.parametrize("width", [100, 160])
+async def test_the_headers_second_line_ends_at_a_whole_word(name, width):
+    """What the second line says in a terminal wide enough for all of it, cut at 100 and 160
+    columns after a whole word with "…" (never ``gl…`` or ``co…``); the backend's reason, the
+    last part, goes whole where it does not fit."""
+    whole = await _header_second_line(name, 400)
+    shown = await _header_second_line(name, width)
+    assert len(shown) <= width
+    kept = shown.removesuffix("…")
+    assert whole.startswith(kept) and whole[len(kept):][:1] in ("", " "), (shown, whole)
+    if not shown.endswith("…"):  # what is left out is whole parts: the reason
+        assert whole[len(kept):] in ("", "   gloo on CPU (--backend gloo)"), (shown, whole)
+    assert not kept.rstrip().endswith("·")
+
+
+AXIS_LABELS = {
+    "pp": {"setup", "GPipe", "AdamW", "check", "3 more steps"},
+    "ring-all-reduce": {"setup", *(f"hop {k}" for k in range(1, 7)), "compare"},
+}
+"""Each fixture's steps as the memory axis names them, by hand: the part before the colon, a
+count with what it counts (pp's last phase is "3 more steps, unobserved: …")."""
+
+
+@pytest.mark.parametrize("name", sorted(AXIS_LABELS))
+@pytest.mark.parametrize("size", SIZES, ids=lambda size: f"{size[0]}x{size[1]}")
+async def test_the_memory_axis_names_steps_whole_or_not_at_all(name, size):
+    app = make_app(trace=FIXTURES / f"{name}.cvz", mask_volatile=True)
+    (screen,) = await _screens(app, size, [["end"]])
+    (axis,) = [line for line in screen.splitlines() if "┊setup" in line]
+    shown = [label.strip() for label in axis.strip("│ ").split("┊")[1:]]
+    assert shown and all(label in AXIS_LABELS[name] or label == "" for label in shown), axis
 
 
 async def test_the_memory_peak_names_its_largest_category():
