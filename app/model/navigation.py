@@ -8,12 +8,12 @@ from dataclasses import replace
 from collviz.runtime.reports.bench_table import is_bench_log
 
 from .log import EventLog
-from .view import ViewState, step_at
+from .view import ViewState, step_at, view_at
 
 __all__ = ["SPEEDS", "next_boundary", "previous_boundary", "seek_step", "seek_call", "call_range", "first_collective",
            "exchange_steps", "next_exchange",
            "faster", "slower",
-           "step_pieces", "first_pieces"]
+           "step_pieces", "first_pieces", "ViewAhead"]
 
 SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """Replay speeds in steps per second, slowest first."""
@@ -124,3 +124,28 @@ def slower(speed: float) -> float:
     """The next speed down from ``speed`` (the slowest stays)."""
     at = bisect_left(SPEEDS, speed)
     return SPEEDS[at - 1] if at > 0 else SPEEDS[0]
+
+
+class ViewAhead:
+    """The view at the step boundary after the one shown, built while the viewer idles, so that
+    stepping on through a finished run or a recorded trace shows a view already made: a first
+    visit of a 64-rank step otherwise decodes some 500 events from the file and builds the view
+    (two thirds of a cold seek). One view is kept, for the log at the length it had: a log that
+    has grown since (a live run) makes it stale, never shown."""
+
+    def __init__(self) -> None:
+        self._log: EventLog | None = None
+        self._key = (-1, -1, -1)
+        self._view: ViewState | None = None
+
+    def prepare(self, log: EventLog, cursor: int, tail: int) -> None:
+        """Build the view of ``log`` at the boundary after ``cursor`` (``tail``: as
+        :func:`~.view.view_at` takes it), unless it is built already or there is none."""
+        target = next_boundary(log, cursor)
+        key = (len(log), target, tail)
+        if target != cursor and (log is not self._log or key != self._key):
+            self._log, self._key, self._view = log, key, view_at(log, target, tail)
+
+    def take(self, log: EventLog, cursor: int, tail: int) -> ViewState | None:
+        """The view built ahead if it is the one at ``cursor`` of ``log`` as it is now, else None."""
+        return self._view if log is self._log and self._key == (len(log), cursor, tail) else None
