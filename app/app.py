@@ -162,10 +162,12 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
 
     def render_now(self) -> None:
         """Draw a frame now (:meth:`FramePacer.now`); once a run is whole (a trace loaded, a live
-        run ended), build the next step's view once the screen has refreshed (:class:`ViewAhead`)."""
-        self.frame_pacer.now()
+        run ended), build the next step's view once the screen has refreshed (:class:`ViewAhead`:
+        asked for first, so that the cyclic collector, due once the frame has allocated, runs
+        after the frame's caller returns as it did before)."""
         if self.loaded or self.event_log.run_end is not None:
             self.call_after_refresh(self._prepare_next_view)
+        self.frame_pacer.now()
 
     def _prepare_next_view(self) -> None:
         """Build the view at the next step boundary, the cyclic collector paused as for a frame."""
