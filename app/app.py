@@ -7,7 +7,6 @@ mixins (:mod:`.playback`, :mod:`.overlays`, :mod:`.classroom`).
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -21,7 +20,7 @@ from .classroom import ClassroomActions
 from .frames import FRAME_RATE, FramePacer
 from .keys import VIEWER_BINDINGS
 from .messages import EventsArrived, LoadProgress, SessionFailed, TraceFailed, TraceLoaded
-from .model import EXIT_INTERRUPTED, TAIL_LENGTH, EventLog, Labels, ViewAhead, ViewState, first_pieces, view_at
+from .model import EXIT_INTERRUPTED, TAIL_LENGTH, EventLog, Labels, ViewAhead, ViewState, first_pieces
 from .modes import MODE_ACTIONS, LiveMode, ReplayMode, mode_for
 from .navigator import Navigator
 from .overlays import OverlayActions
@@ -138,11 +137,10 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
         self.quiz_flow.reveal()
 
     def current_view(self) -> ViewState:
-        """The view at the cursor (a pipelined step's first pieces, if stepped so)."""
+        """The view at the cursor (built ahead where a move asked; a pipelined step's first pieces, if so)."""
         # the raw events before the cursor only while their pane is shown: reading them back from a
         # trace's file costs a cold seek as much as the rest of the frame
-        tail = TAIL_LENGTH if self.log_visible else 0
-        view = self.view_ahead.take(self.event_log, self.cursor, tail) or view_at(self.event_log, self.cursor, tail)
+        view = self.view_ahead.view(self.event_log, self.cursor, TAIL_LENGTH if self.log_visible else 0)
         pieces = self.navigator.pieces
         return first_pieces(view, pieces) if pieces is not None and view.spans else view
 
@@ -161,23 +159,8 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
         self.set_reactive(CollvizApp.following, following)
 
     def render_now(self) -> None:
-        """Draw a frame now (:meth:`FramePacer.now`); once a run is whole (a trace loaded, a live
-        run ended), build the next step's view once the screen has refreshed (:class:`ViewAhead`:
-        asked for first, so that the cyclic collector, due once the frame has allocated, runs
-        after the frame's caller returns as it did before)."""
-        if self.loaded or self.event_log.run_end is not None:
-            self.call_after_refresh(self._prepare_next_view)
+        """Draw a frame now (:meth:`FramePacer.now`)."""
         self.frame_pacer.now()
-
-    def _prepare_next_view(self) -> None:
-        """Build the view at the next step boundary, the cyclic collector paused as for a frame."""
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            self.view_ahead.prepare(self.event_log, self.cursor, TAIL_LENGTH if self.log_visible else 0)
-        finally:
-            if collecting:
-                gc.enable()
 
     def request_frame(self) -> None:
         """Draw a frame now or, within :data:`FRAME_RATE`, soon (:meth:`FramePacer.request`)."""

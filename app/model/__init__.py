@@ -22,6 +22,7 @@ from .navigation import (
     slower,
     step_pieces,
     ViewAhead,
+    paused_collector,
 )
 from .sources import load_trace, pump_session
 from .view import TAIL_LENGTH, Labels, MemoryTrack, RankView, RunState, ViewState, step_at, view_at
@@ -63,4 +64,5 @@ __all__ = [
     "faster",
     "slower",
     "ViewAhead",
+    "paused_collector",
 ]
