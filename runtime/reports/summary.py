@@ -193,9 +193,12 @@ def render_summary(events: Iterable[AnyEvent], transfers: Mapping[int, TransferD
             by_phase[phase].append(event)
     durations = _phase_durations(of_kind[Phase])
     lines = head_lines(start, sorted({(e.rank, e.device) for e in of_kind[RankStart]}), of_kind[Memory])
+    held_by_phase: defaultdict[int, dict[int, int]] = defaultdict(dict)
+    for (phase, rank), count in (buffers or {}).items():
+        held_by_phase[phase][rank] = count
     for index in sorted(phases):
         digest = None if transfers is None else transfers.get(index, _NO_TRANSFERS)
-        held = None if buffers is None else {rank: count for (phase, rank), count in buffers.items() if phase == index}
+        held = None if buffers is None else held_by_phase[index]
         lines.extend(phase_lines(index, phases[index], durations.get(index), notes.get(index), by_phase[index],
                                  world_size, untimed_reason(start), digest, held))
     lines.append("")
