@@ -321,9 +321,10 @@ def _transfer_lines(digest: TransferDigest) -> list[str]:
     return lines
 
 
-SHOWN_BUFFERS = 64
+SHOWN_BUFFERS = 256
 """Most buffers of one rank in one phase the summary lists (in the order the rank sent them);
-collviz's own scenarios stay under it (fsdp-tiny, the most: 21)."""
+collviz's own scenarios stay under it (fsdp-tp holds the most: 138, its AdamW step's 69 parameter
+shards before and after)."""
 
 SHOWN_SAMPLES = 32
 """Most memory samples of one rank in one phase the summary lists (the phase's peak is said anyway)."""

@@ -57,7 +57,7 @@ def beyond_the_order_key() -> list[AnyEvent]:
     return events
 
 
-EXTRA_BUFFERS = {0: 70, 1: 63, 2: 0, 3: 64}
+EXTRA_BUFFERS = {0: 262, 1: 255, 2: 0, 3: 256}
 """Gradient buffers each rank adds in phase 1 of :func:`many_buffers` (beside its own output there)."""
 
 EXTRA_SAMPLES = 40
@@ -169,18 +169,18 @@ def test_a_ranks_first_buffers_in_a_phase_are_listed_and_the_rest_counted(tmp_pa
     events = many_buffers()
     held = {rank: sum(isinstance(event, Buffer) and event.phase == 1 and event.rank == rank for event in events)
             for rank in range(4)}
-    assert held == {0: 71, 1: 64, 2: 1, 3: 65}  # each rank's own output, and the added
+    assert held == {0: 263, 1: 256, 2: 1, 3: 257}  # each rank's own output, and the added
     trace = write_trace(tmp_path / "t.cvz", events)
     assert read_for_summary(trace) is not None
     lines = _replayed(trace, "--headless", capsys)[0].splitlines()
     heads = [at for at, line in enumerate(lines) if line.startswith(("phase 1  all_gather", "phase 2  release"))]
     phase = lines[heads[0] + 1 : heads[1]]
     rank_lines = {rank: [line for line in phase if line.startswith(f"  rank {rank}  ")] for rank in range(4)}
-    assert [len(found) for found in rank_lines.values()] == [64 + 1, 64, 1, 64 + 1]
+    assert [len(found) for found in rank_lines.values()] == [256 + 1, 256, 1, 256 + 1]
     assert rank_lines[0][-1] == "  rank 0  … 7 more buffers in this phase (the viewer shows each)"
     assert rank_lines[3][-1] == "  rank 3  … 1 more buffers in this phase (the viewer shows each)"
-    assert rank_lines[0][-2].startswith("  rank 0  grad62  after   [62, 0]")  # by seq: its output, grad0 … grad62
-    assert rank_lines[3][-2].startswith("  rank 3  grad63  after   [63, 3]")  # its output came after the grads
+    assert rank_lines[0][-2].startswith("  rank 0  grad254  after   [254, 0]")  # by seq: its output, grad0 … 254
+    assert rank_lines[3][-2].startswith("  rank 3  grad255  after   [255, 3]")  # its output came after the grads
     samples = next(line for line in phase if line.startswith("  memory r3 "))
     assert samples.startswith("  memory r3 (live tensor bytes, tracker): sample0: 100 B; sample1: 101 B; ")
     assert samples.count("; sample") == 31 and samples.endswith("; sample31: 131 B; … 9 more samples; peak 48 B")
