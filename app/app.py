@@ -20,7 +20,7 @@ from .classroom import ClassroomActions
 from .frames import FRAME_RATE, FramePacer
 from .keys import VIEWER_BINDINGS
 from .messages import EventsArrived, LoadProgress, SessionFailed, TraceFailed, TraceLoaded
-from .model import EXIT_INTERRUPTED, TAIL_LENGTH, EventLog, Labels, ViewState, first_pieces, view_at
+from .model import EXIT_INTERRUPTED, TAIL_LENGTH, EventLog, Labels, ViewAhead, ViewState, first_pieces
 from .modes import MODE_ACTIONS, LiveMode, ReplayMode, mode_for
 from .navigator import Navigator
 from .overlays import OverlayActions
@@ -72,6 +72,7 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
         self.event_log = EventLog(events or ())
         self.loaded = events is not None
         self.frame_pacer = FramePacer(self)
+        self.view_ahead = ViewAhead()
         self.status_line = ""
         self.viewer = ViewerScreen(mask_volatile=mask_volatile)
 
@@ -136,10 +137,10 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
         self.quiz_flow.reveal()
 
     def current_view(self) -> ViewState:
-        """The view at the cursor (a pipelined step's first pieces, if stepped so)."""
+        """The view at the cursor (built ahead where a move asked; a pipelined step's first pieces, if so)."""
         # the raw events before the cursor only while their pane is shown: reading them back from a
         # trace's file costs a cold seek as much as the rest of the frame
-        view = view_at(self.event_log, self.cursor, tail=TAIL_LENGTH if self.log_visible else 0)
+        view = self.view_ahead.view(self.event_log, self.cursor, TAIL_LENGTH if self.log_visible else 0)
         pieces = self.navigator.pieces
         return first_pieces(view, pieces) if pieces is not None and view.spans else view
 

@@ -6,14 +6,13 @@ shows the view (a ``show_view(view, labels)`` method: the viewer, an open rank's
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from textual.timer import Timer
 
-from .model import Labels, ViewState
+from .model import Labels, ViewState, paused_collector
 
 __all__ = ["FRAME_RATE", "FrameHost", "FramePacer"]
 
@@ -48,28 +47,19 @@ class FramePacer:
         self._timer: Timer | None = None
 
     def now(self) -> None:
-        """Render a frame now on every screen that shows the view.
-
-        The cyclic collector waits until the frame is built: a first visit of a 64-rank step
-        decodes some 500 events (tens of thousands of objects, most kept in the store's cache),
-        which set off dozens of collections mid-frame, each rescanning what the last ones kept
-        (3 ms of a 15 ms seek); paused, one collection follows the frame."""
+        """Render a frame now on every screen that shows the view, the cyclic collector paused
+        until it is built (:func:`~.model.paused_collector` says why)."""
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
         self._last = time.monotonic()
         self.count += 1
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with paused_collector():
             view, labels = self.host.current_view(), self.host.labels()
             for screen in self.host.screen_stack:
                 show = getattr(screen, "show_view", None)
                 if show is not None:
                     show(view, labels)
-        finally:
-            if collecting:
-                gc.enable()
 
     def request(self) -> None:
         """Render now if the frame interval has passed, else make sure a frame follows when it has."""
@@ -78,3 +68,4 @@ class FramePacer:
             self.now()  # inline: a flood of messages can starve timers
         elif self._timer is None:
             self._timer = self.host.set_timer(wait, self.now)  # the trailing frame
+

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from .model import EventLog, first_collective, next_boundary, previous_boundary, step_pieces
+from .model import TAIL_LENGTH, EventLog, ViewAhead, first_collective, next_boundary, previous_boundary, step_pieces
 from .modes import ViewerMode
 
 __all__ = ["Navigator", "NavigatorHost"]
@@ -27,6 +27,12 @@ class NavigatorHost(Protocol):
     following: bool
     playing: bool
     quiz: bool
+    loaded: bool
+    log_visible: bool
+    view_ahead: ViewAhead
+
+    def call_after_refresh(self, callback: Callable[[], object]) -> object:
+        """Call ``callback`` once the screen has refreshed."""
 
     def place(self, cursor: int, following: bool) -> None:
         """Set the cursor and whether it follows the run, without a frame (the caller draws one)."""
@@ -54,7 +60,14 @@ class Navigator:
         self.opening_note = ""
         self.pieces = pieces
         self.host.place(cursor, cursor >= len(log) or cursor == self.host.mode.follow_cursor(log))
+        if self.host.loaded or log.run_end is not None:  # asked for first: the collection the frame makes
+            self.host.call_after_refresh(self._build_ahead)  # due then runs after this move, not in it
         self.host.render_now()
+
+    def _build_ahead(self) -> None:
+        """Build the view at the next step boundary while the viewer idles (:class:`~.model.ViewAhead`)."""
+        host = self.host
+        host.view_ahead.prepare(host.event_log, host.cursor, TAIL_LENGTH if host.log_visible else 0)
 
     def forward(self, ask: Callable[[int], bool]) -> None:
         """The next piece of a pipelined step, else the next step boundary, unless ``ask`` (the

@@ -6,14 +6,15 @@ and memory samples; ~1,000,000 events) is written once with its index (as collvi
 copied without it: the careful reader's path, which every trace took before (and one whose index
 predates index version 3 still takes). Each round runs every command once, in turn, as a user
 would (a fresh ``python -m collviz``, its output to a file): wall seconds and CPU seconds (user +
-system of the command). Both paths must print the same bytes: the script stops if they differ.
+system of the command), and the bytes it printed. This checkout's two paths must print the same
+bytes: the script stops if they differ.
 
     python benchmarks/replay_headless.py [--events 1000000] [--ranks 8,64] [--rounds 3]
                                          [--before DIR] [--quick]
 
 ``--before DIR`` also runs the collviz of another checkout (``git worktree add DIR main``) on the
-trace without its index, through a ``PYTHONPATH`` folder as ``startup.py --before`` does, and checks
-that it prints the same. ``--quick`` is 40,000 events at 8 ranks, one round (the test suite runs it
+trace with its index, through a ``PYTHONPATH`` folder as ``startup.py --before`` does (its output
+may differ where the summary changed: its bytes are shown). ``--quick`` is 40,000 events at 8 ranks, one round (the test suite runs it
 so the benchmark cannot break silently).
 """
 
@@ -44,7 +45,8 @@ def _children_cpu() -> float:
 
 
 def replayed(trace: Path, option: str, output: Path, environment: dict[str, str]) -> tuple[float, float, str]:
-    """Wall and CPU seconds of ``collviz replay TRACE option``, and the SHA-256 of what it printed."""
+    """Wall and CPU seconds of ``collviz replay TRACE option``, and the SHA-256 of what it printed
+    (left in ``output``)."""
     cpu, start = _children_cpu(), time.perf_counter()
     with open(output, "wb") as sink:
         subprocess.run([sys.executable, "-m", "collviz", "replay", str(trace), option], check=True, stdout=sink,
@@ -61,25 +63,28 @@ def measure(ranks: int, events: int, rounds: int, folder: Path, before: dict[str
     shutil.copyfile(indexed, whole)
     paths = {"through its index": (indexed, ENVIRONMENT), "read whole (no index)": (whole, ENVIRONMENT)}
     if before is not None:
-        paths["before (--before DIR), no index"] = (whole, before)
+        paths["before (--before DIR), through its index"] = (indexed, before)
     rows = [f"\n{count:,} events, {ranks} ranks ({indexed.stat().st_size / 1e6:.0f} MB; median of {rounds})",
-            f"{'command':<52} {'wall s':>8} {'CPU s':>8}  goal   rounds (wall)"]
+            f"{'command':<60} {'wall s':>8} {'CPU s':>8} {'printed':>9}  goal (CPU)  rounds (wall)"]
     for option in ("--headless", "--json"):
         timings = {name: Timings() for name in paths}
-        digests: set[str] = set()
+        digests: dict[str, set[str]] = {name: set() for name in paths}
+        printed: dict[str, int] = {}
         for _ in range(rounds):
             for name, (trace, environment) in paths.items():
-                wall, cpu, digest = replayed(trace, option, folder / "out.txt", environment)
+                output = folder / "out.txt"
+                wall, cpu, digest = replayed(trace, option, output, environment)
                 timings[name].add(wall, cpu)
-                digests.add(digest)
-        if len(digests) != 1:
+                digests[name].add(digest)
+                printed[name] = output.stat().st_size
+        if len(set().union(*(found for name, found in digests.items() if not name.startswith("before")))) != 1:
             raise SystemExit(f"replay {option} printed different outputs by path at {ranks} ranks")
         for name, timing in timings.items():
-            wall = statistics.median(timing.wall)
-            goal = (f"≤ {GOAL_S:g} {'yes' if wall <= GOAL_S else 'NO '}" if name == "through its index" else "")
+            cpu = statistics.median(timing.cpu)
+            goal = f"≤ {GOAL_S:g} {'yes' if cpu <= GOAL_S else 'NO '}" if name == "through its index" else ""
             spread = " ".join(f"{w:.2f}" for w in timing.wall)
-            rows.append(f"{'replay ' + option + ', ' + name:<52} {wall:>8.2f} {statistics.median(timing.cpu):>8.2f}"
-                        f"  {goal:<6} {spread}")
+            rows.append(f"{'replay ' + option + ', ' + name:<60} {statistics.median(timing.wall):>8.2f} {cpu:>8.2f}"
+                        f" {printed[name] / 1e6:>7.2f}MB  {goal:<10}  {spread}")
     return rows
 
 

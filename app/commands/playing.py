@@ -230,10 +230,10 @@ def _print_summary(trace: Path, json_output: bool) -> int:
 
     indexed = read_for_summary(trace, buffers=not json_output, progress=follow)  # None: no index serves
     if indexed is not None:
-        events, warning, transfers = indexed.events, indexed.warning, indexed.transfers
+        events, warning, transfers, buffers = indexed.events, indexed.warning, indexed.transfers, indexed.buffers
     else:
         contents = read_trace(trace, follow)
-        events, warning, transfers = contents.events, contents.warning, None
+        events, warning, transfers, buffers = contents.events, contents.warning, None, None
     progress.close()
     if warning:
         print(f"collviz: warning: {warning}", file=sys.stderr)
@@ -243,5 +243,5 @@ def _print_summary(trace: Path, json_output: bool) -> int:
     elif json_output:
         print_json(summary_document(events))
     else:
-        print(render_summary(events, transfers))
+        print(render_summary(events, transfers, buffers))
     return 0

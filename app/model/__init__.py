@@ -21,6 +21,8 @@ from .navigation import (
     call_range,
     slower,
     step_pieces,
+    ViewAhead,
+    paused_collector,
 )
 from .sources import load_trace, pump_session
 from .view import TAIL_LENGTH, Labels, MemoryTrack, RankView, RunState, ViewState, step_at, view_at
@@ -61,4 +63,6 @@ __all__ = [
     "SPEEDS",
     "faster",
     "slower",
+    "ViewAhead",
+    "paused_collector",
 ]

@@ -1,13 +1,15 @@
 """A recorded trace's summary read through its index: ``collviz replay TRACE --headless`` (and
 ``--json``) at the viewer's speed.
 
-The summary lists every buffer, memory sample and call but only counts transfers (most of a
-large trace's events: 64 of every 67 at 64 ranks) and lists the first
-:data:`~.summary.SHOWN_TRANSFERS` of each phase. Where the trace's writer left an index of
-version 3 or later (:mod:`~..wire.sidecar`: a transfer's ``dst``, order key, ``bytes`` and
-kind as columns), :func:`read_for_summary` decodes, a part at a time with one msgspec call each,
-only the events the summary shows (``--json`` shows no buffers, so they stay encoded too) and
-digests each phase's transfers from the columns with numpy, decoding the few it lists. The
+The summary reads every memory sample and call but only counts transfers (most of a large
+trace's events: 64 of every 67 at 64 ranks) and lists the first
+:data:`~.summary.SHOWN_TRANSFERS` of each phase, and the first :data:`~.summary.SHOWN_BUFFERS`
+buffers of each rank in each phase. Where the trace's writer left an index of version 3 or
+later (:mod:`~..wire.sidecar`: a transfer's ``dst``, order key, ``bytes`` and kind as columns),
+:func:`read_for_summary` decodes, a part at a time with one msgspec call each, only the events
+the summary shows (buffers past each rank's first in a phase are counted from the columns;
+``--json`` shows no buffers, so they all stay encoded) and digests each phase's transfers from
+the columns with numpy, decoding the few it lists. The
 index's own guarantees hold as for the viewer (:func:`~..wire.sidecar.TraceIndex.parts`: the
 CRC-32 of every byte of the trace first), and so do the careful reader's checks across events
 (sequence numbers, ranks inside the world), made on the columns.
@@ -34,7 +36,7 @@ from ..wire.sanity import gaps_note
 from ..wire.sidecar import read_index
 from ..wire.stored import StoredEvents, decode_sharing
 from ..wire.trace import PROGRESS_RECORDS, Progress, trace_layout
-from .summary import SHOWN_TRANSFERS, TransferDigest
+from .summary import SHOWN_BUFFERS, SHOWN_TRANSFERS, TransferDigest
 
 __all__ = ["INDEX_PART", "IndexedSummary", "read_for_summary"]
 
@@ -48,10 +50,13 @@ _SRC_BITS, _START_BITS = 20, 32
 @dataclass
 class IndexedSummary:
     """What the summary needs of an indexed trace: its ``events`` but transfers (and buffers, if
-    left out), in log order; each phase's ``transfers`` digested; the careful reader's ``warning``."""
+    left out; else only the first :data:`~.summary.SHOWN_BUFFERS` of each rank in each phase), in
+    log order; each phase's ``transfers`` digested; how many ``buffers`` each (phase, rank) holds
+    in all; the careful reader's ``warning``."""
 
     events: list[AnyEvent]
     transfers: dict[int, TransferDigest]
+    buffers: dict[tuple[int, int], int] = field(default_factory=dict)
     warning: str = ""
 
 
@@ -78,8 +83,9 @@ def read_for_summary(path: str | os.PathLike[str], *, buffers: bool = True,
     index = read_index(path, layout.first_record)
     if index is None:
         return None
-    decoded = tuple(kind for kind in EVENT_TYPES if kind is not Transfer and (buffers or kind is not Buffer))
+    decoded = tuple(kind for kind in EVENT_TYPES if kind not in (Transfer, Buffer))
     events: list[AnyEvent] = []
+    held: dict[tuple[int, int], int] = {}
     phases: dict[int, _PhaseTransfers] = defaultdict(_PhaseTransfers)
     sequences = Sequences()
     try:
@@ -88,7 +94,12 @@ def read_for_summary(path: str | os.PathLike[str], *, buffers: bool = True,
             if columns.sizes is None or columns.p2p is None:
                 return None  # a version-2 index: transfers would have to be decoded
             sequences.check(columns.ranks, columns.seqs)
-            events += part.select(*decoded, decode=decode_sharing)[1]
+            where = columns.where(*decoded)
+            if buffers:
+                found = columns.where(Buffer)
+                listed = found[_first_buffers(held, columns.phases[found], columns.ranks[found])]
+                where = np.sort(np.concatenate((where, listed)))
+            events += part.decode_at(where, decode_sharing)
             where = columns.where(Transfer)
             _gather(phases, where + part.first, columns.phases[where], columns.keys[where], columns.numbers[where],
                     columns.sizes[where], columns.p2p[where])
@@ -106,7 +117,27 @@ def read_for_summary(path: str | os.PathLike[str], *, buffers: bool = True,
             stored.close()
     except NotIntact:
         return None
-    return IndexedSummary(events, digests, f"{path}: {gaps_note(gaps)}" if gaps else "")
+    return IndexedSummary(events, digests, held, f"{path}: {gaps_note(gaps)}" if gaps else "")
+
+
+def _first_buffers(held: dict[tuple[int, int], int], phases: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Which of one part's buffers (their ``phases`` and ``ranks``, in log order) the summary
+    lists: each (phase, rank)'s first :data:`~.summary.SHOWN_BUFFERS`, counting ``held``, the
+    buffers of the parts before (updated with this part's). A rank's sequence numbers rise in log
+    order (the careful reader's check, made on the columns), so these are its lowest."""
+    if not phases.size:
+        return np.zeros(0, bool)
+    order = np.lexsort((ranks, phases))  # stable: log order within each (phase, rank)
+    phase, rank = phases[order], ranks[order]
+    heads = np.flatnonzero(np.concatenate(([True], (phase[1:] != phase[:-1]) | (rank[1:] != rank[:-1]))))
+    counts = np.diff(np.append(heads, order.size))
+    keys = list(zip(phase[heads].tolist(), rank[heads].tolist()))
+    before = np.array([held.get(key, 0) for key in keys], np.int64)
+    within = np.arange(order.size) - np.repeat(heads - before, counts)
+    shown = np.zeros(order.size, bool)
+    shown[order] = within < SHOWN_BUFFERS
+    held.update(zip(keys, (before + counts).tolist()))
+    return shown
 
 
 def _gather(phases: dict[int, _PhaseTransfers], positions: np.ndarray, phase_of: np.ndarray, dsts: np.ndarray,

@@ -39,7 +39,8 @@ from ..wire.protocol import (
 from .pipeline import pipeline_lines
 
 __all__ = ["render_summary", "head_lines", "phase_lines", "ending_lines", "untimed_reason", "format_values",
-           "format_provenance", "SHOWN_TRANSFERS", "TransferDigest", "transfer_digest", "events_by_kind"]
+           "format_provenance", "SHOWN_BUFFERS", "SHOWN_SAMPLES", "SHOWN_TRANSFERS", "TransferDigest",
+           "transfer_digest", "events_by_kind"]
 
 _SHOWN_VALUES = 16
 
@@ -168,10 +169,13 @@ def _untimed_lines(collectives: list[Collective], why: str) -> list[str]:
     return [f"  collectives (r{calls[0].rank}, not timed: {why}): {text}{more}"]
 
 
-def render_summary(events: Iterable[AnyEvent], transfers: Mapping[int, TransferDigest] | None = None) -> str:
+def render_summary(events: Iterable[AnyEvent], transfers: Mapping[int, TransferDigest] | None = None,
+                   buffers: Mapping[tuple[int, int], int] | None = None) -> str:
     """The whole summary of a run as text (one string, lines joined with newlines). ``transfers``:
     each phase's transfers digested (an indexed trace's, :mod:`.indexed`), ``events`` then holding
-    none; by default they are digested from ``events``."""
+    none; by default they are digested from ``events``. ``buffers``: how many Buffers each (phase,
+    rank) holds in all, where ``events`` hold only the first :data:`SHOWN_BUFFERS` of each (an
+    indexed trace's); by default they are counted in ``events``."""
     events = list(events)
     of_kind = events_by_kind(events)
     start = next(iter(of_kind[RunStart]), None)
@@ -190,10 +194,14 @@ def render_summary(events: Iterable[AnyEvent], transfers: Mapping[int, TransferD
             by_phase[phase].append(event)
     durations = _phase_durations(of_kind[Phase])
     lines = head_lines(start, sorted({(e.rank, e.device) for e in of_kind[RankStart]}), of_kind[Memory])
+    held_by_phase: defaultdict[int, dict[int, int]] = defaultdict(dict)
+    for (phase, rank), count in (buffers or {}).items():
+        held_by_phase[phase][rank] = count
     for index in sorted(phases):
         digest = None if transfers is None else transfers.get(index, _NO_TRANSFERS)
+        held = None if buffers is None else held_by_phase[index]
         lines.extend(phase_lines(index, phases[index], durations.get(index), notes.get(index), by_phase[index],
-                                 world_size, untimed_reason(start), digest))
+                                 world_size, untimed_reason(start), digest, held))
     lines.append("")
     ending = [event for kind in _ENDING_KINDS for event in of_kind[kind]]  # each kind in log order suffices
     lines.extend(ending_lines(ending, disagreements(of_kind[Collective])))  # from the calls: traces before the check
@@ -228,14 +236,16 @@ def head_lines(start: RunStart | None, devices: Sequence[tuple[int, str]], memor
 
 
 def phase_lines(index: int, name: str, took_ns: int | None, note: str | None, events: list[AnyEvent], world_size: int,
-                untimed: str, transfers: TransferDigest | None = None) -> list[str]:
+                untimed: str, transfers: TransferDigest | None = None, buffers: Mapping[int, int] | None = None,
+                ) -> list[str]:
     """One phase's block: a blank line, its name and slowest rank's time (``took_ns``, if any), a
     teacher's ``note``, then what its ``events`` show (its transfers as ``transfers`` digests
-    them, when given: ``events`` then holds none)."""
+    them, when given: ``events`` then holds none; ``buffers``: how many Buffers each rank holds
+    in the phase, when ``events`` hold only the first :data:`SHOWN_BUFFERS` of each)."""
     lines = ["", f"phase {index}  {name}" + (f"  ({took_ns / 1e6:.1f} ms, slowest rank)" if took_ns else "")]
     if note is not None:
         lines.append(f"  {NOTE_MARK}{note}")
-    return lines + _phase_lines(events, world_size, untimed, transfers)
+    return lines + _phase_lines(events, world_size, untimed, transfers, buffers)
 
 
 def _phase_durations(events: list[AnyEvent]) -> dict[int, int]:
@@ -312,18 +322,43 @@ def _transfer_lines(digest: TransferDigest) -> list[str]:
     return lines
 
 
-def _phase_lines(events: list[AnyEvent], world_size: int, untimed: str,
-                 transfers: TransferDigest | None = None) -> list[str]:
+SHOWN_BUFFERS = 256
+"""Most buffers of one rank in one phase the summary lists (in the order the rank sent them);
+collviz's own scenarios stay under it (fsdp-tp holds the most: 138, its AdamW step's 69 parameter
+shards before and after)."""
+
+SHOWN_SAMPLES = 32
+"""Most memory samples of one rank in one phase the summary lists (the phase's peak is said anyway)."""
+
+
+def _buffer_lines(buffers: list[Buffer], world_size: int, held: Mapping[int, int] | None) -> list[str]:
+    """One line per buffer (its rank, name, moment, values and provenance), at most
+    :data:`SHOWN_BUFFERS` of each rank, then how many more that rank holds in the phase (``held``:
+    each rank's count, where ``buffers`` are only the first of each; else counted in them)."""
+    per_rank: dict[int, list[Buffer]] = defaultdict(list)
+    for b in buffers:
+        per_rank[b.rank].append(b)
+    shown = {rank: sorted(of_rank, key=lambda b: b.seq)[:SHOWN_BUFFERS] for rank, of_rank in sorted(per_rank.items())}
+    width = max((len(b.name) for listed in shown.values() for b in listed), default=0)
+    provenances: dict[int, str] = {}  # by the list's identity: a trace's Buffers share equal ones (StoredEvents)
+    lines = []
+    for rank, listed in shown.items():
+        for b in listed:
+            provenance = provenances.get(id(b.provenance))
+            if provenance is None:
+                provenance = provenances[id(b.provenance)] = format_provenance(b.provenance, world_size)
+            lines.append(f"  rank {b.rank}  {b.name:<{width}}  {b.moment:<6}  {format_values(b)}  {provenance}")
+        count = len(per_rank[rank]) if held is None else held[rank]
+        if count > SHOWN_BUFFERS:
+            lines.append(f"  rank {rank}  … {count - SHOWN_BUFFERS} more buffers in this phase (the viewer shows each)")
+    return lines
+
+
+def _phase_lines(events: list[AnyEvent], world_size: int, untimed: str, transfers: TransferDigest | None = None,
+                 buffers: Mapping[int, int] | None = None) -> list[str]:
     lines: list[str] = []
     of_kind = events_by_kind(events)
-    buffers = sorted(of_kind[Buffer], key=lambda b: (b.rank, b.seq))
-    width = max((len(b.name) for b in buffers), default=0)
-    provenances: dict[int, str] = {}  # by the list's identity: a trace's Buffers share equal ones (StoredEvents)
-    for b in buffers:
-        provenance = provenances.get(id(b.provenance))
-        if provenance is None:
-            provenance = provenances[id(b.provenance)] = format_provenance(b.provenance, world_size)
-        lines.append(f"  rank {b.rank}  {b.name:<{width}}  {b.moment:<6}  {format_values(b)}  {provenance}")
+    lines.extend(_buffer_lines(of_kind[Buffer], world_size, buffers))
     lines.extend(_transfer_lines(transfers if transfers is not None else transfer_digest(of_kind[Transfer])))
     lines.extend(_collective_lines(of_kind[Collective], world_size, untimed))
     memory: dict[int, list[Memory]] = defaultdict(list)
@@ -333,8 +368,11 @@ def _phase_lines(events: list[AnyEvent], world_size: int, untimed: str,
     if spans:
         lines.extend(pipeline_lines(spans, [m for samples in memory.values() for m in samples]))
     for rank in sorted(memory):
-        steps = "; ".join(f"{m.label}: {_size(m.live_bytes)}" for m in memory[rank])
-        lines.append(f"  memory r{rank} (live tensor bytes, {memory[rank][-1].source}): {steps}; peak {human_bytes(memory[rank][-1].peak_bytes)}")
+        samples = memory[rank]
+        steps = "; ".join(f"{m.label}: {_size(m.live_bytes)}" for m in samples[:SHOWN_SAMPLES])
+        more = f"; … {len(samples) - SHOWN_SAMPLES} more samples" if len(samples) > SHOWN_SAMPLES else ""
+        lines.append(f"  memory r{rank} (live tensor bytes, {samples[-1].source}): {steps}{more}; "
+                     f"peak {human_bytes(samples[-1].peak_bytes)}")
     for check in of_kind[Check]:
         lines.append(f"  {'✓' if check.ok else '✗'} r{check.rank} {check.name}{': ' + check.detail if check.detail else ''}")
     return lines

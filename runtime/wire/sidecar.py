@@ -206,14 +206,19 @@ class IndexPart:
         """The log positions (int64) and events, decoded in full with one call, of ``types``
         (``decode``: what decodes a msgpack array of their payloads; msgspec's decoder by default)."""
         where = self.columns.where(*types)
+        return where + self.first, self.decode_at(where, decode)
+
+    def decode_at(self, where: np.ndarray, decode: Callable[[bytes], list[AnyEvent]] | None = None,
+                  ) -> list[AnyEvent]:
+        """The events at positions ``where`` of this part (int64, ascending, counted from its
+        first event), decoded in full with one call (``decode`` as :meth:`select` takes it)."""
         if not where.size:
-            return where, []
+            return []
         records, starts = self.records, self.starts
         payloads = b"".join([records[start + 8 : end] for start, end in
                              zip(starts[where].tolist(), starts[where + 1].tolist())])
         try:
-            return where + self.first, (decode or _events_decoder.decode)(
-                b"\xdd" + where.size.to_bytes(4, "big") + payloads)
+            return (decode or _events_decoder.decode)(b"\xdd" + where.size.to_bytes(4, "big") + payloads)
         except (msgspec.DecodeError, msgspec.ValidationError):
             raise NotIntact("a record no longer decodes (the trace changed while it was read)") from None
 

@@ -55,6 +55,24 @@ async def test_replay_keys_move_the_cursor_and_speed(trace: Path):
     assert app.return_value == 0
 
 
+async def test_a_seek_to_the_next_step_shows_the_view_built_ahead_as_it_would_be_built(tmp_path: Path, monkeypatch):
+    from collviz.app.model import navigation, view_at
+
+    app = make_app(trace=write_trace(tmp_path / "ag.cvz", all_gather_events(world=6)))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.loaded)
+        await pilot.press("home")
+        ends = app.event_log.step_ends
+        await pilot.press("right")
+        await until(pilot, lambda: app.view_ahead.take(app.event_log, ends[1], 0) is not None)
+        assert app.view_ahead.take(app.event_log, ends[1], 0) == view_at(app.event_log, ends[1], 0)
+        built_at: list[int] = []
+        monkeypatch.setattr(navigation, "view_at", lambda log, cursor, tail: built_at.append(cursor))
+        await pilot.press("right")
+        assert app.cursor == ends[1] and ends[1] not in built_at  # the frame showed the view built ahead
+        await pilot.press("q")
+
+
 async def test_replay_plays_to_the_end_and_stops(trace: Path):
     app = make_app(trace=trace)
     async with app.run_test(size=SIZE) as pilot:

@@ -7,6 +7,7 @@ import time
 from collviz.app.model import sources
 from collviz.app.model import (
     EventLog,
+    ViewAhead,
     faster,
     load_trace,
     next_boundary,
@@ -481,3 +482,18 @@ def test_a_failed_nccl_logs_header_names_its_warning_and_its_rank():
         "(10 of 16 ranks unknown: ranks 3, 7–15, not in the log)")  # the glued records are ranks 0-2, 4-6 of 16
     present = {r.rank: r.state for r in view.ranks if r.rank in (0, 1, 2, 4, 5, 6)}
     assert present == {0: "error", 1: "done", 2: "done", 4: "done", 5: "done", 6: "done"}
+
+
+def test_the_view_built_ahead_is_the_next_steps_and_only_while_the_log_is_as_it_was():
+    events = all_gather_events(world=4)
+    log = EventLog(events[:-1])  # a run whose RunEnd has not arrived yet
+    ends = log.step_ends
+    ahead = ViewAhead()
+    ahead.prepare(log, ends[0], tail=0)
+    assert ahead.take(log, ends[1], tail=0) == view_at(log, ends[1], tail=0)  # step 2 ends at the next boundary
+    assert ahead.take(log, ends[0], tail=0) is None and ahead.take(log, ends[1], tail=5) is None
+    assert ahead.take(EventLog(events[:-1]), ends[1], tail=0) is None  # another log
+    log.append(events[-1])  # the log grew: what was built for it shorter is never shown
+    assert ahead.take(log, ends[1], tail=0) is None
+    ahead.prepare(log, len(log), tail=0)  # nothing after the end: the view built before stays
+    assert ahead.take(log, len(log), tail=0) is None

@@ -17,7 +17,7 @@ import pytest
 from collviz.app.commands import replay
 from collviz.runtime.reports.indexed import read_for_summary
 from collviz.runtime.wire import sidecar
-from collviz.runtime.wire.protocol import AnyEvent, Memory, Transfer
+from collviz.runtime.wire.protocol import AnyEvent, Buffer, Memory, Phase, Transfer
 from collviz.runtime.wire.sidecar import index_path
 
 from support.subgroup_events import subgroup_all_gather
@@ -57,7 +57,35 @@ def beyond_the_order_key() -> list[AnyEvent]:
     return events
 
 
+EXTRA_BUFFERS = {0: 262, 1: 255, 2: 0, 3: 256}
+"""Gradient buffers each rank adds in phase 1 of :func:`many_buffers` (beside its own output there)."""
+
+EXTRA_SAMPLES = 40
+"""Memory samples rank 3 adds in phase 1 of :func:`many_buffers` (beside its own 1 there)."""
+
+
+def many_buffers() -> list[AnyEvent]:
+    """The 4-rank all-gather with :data:`EXTRA_BUFFERS` and :data:`EXTRA_SAMPLES` added to phase 1,
+    the ranks' buffers interleaved in log order, every rank's seq and time renumbered in log order."""
+    events = all_gather_events(world=4)
+    at = next(at for at, event in enumerate(events) if isinstance(event, Phase) and event.index == 1
+              and event.edge == "end")
+    added: list[AnyEvent] = [Buffer(run="synthetic", rank=rank, seq=0, t_ns=0, phase=1, name=f"grad{k}", role="grad",
+                                    moment="after", shape=[2], dtype="float32", values=[k, rank])
+                             for k in range(max(EXTRA_BUFFERS.values())) for rank, count in EXTRA_BUFFERS.items()
+                             if k < count]
+    added += [Memory(run="synthetic", rank=3, seq=0, t_ns=0, phase=1, label=f"sample{k}", live_bytes=100 + k,
+                     peak_bytes=2000) for k in range(EXTRA_SAMPLES)]
+    events[at:at] = added
+    seqs: dict[int, int] = {}
+    for position, event in enumerate(events):
+        seqs[event.rank] = seqs.get(event.rank, -1) + 1
+        events[position] = msgspec.structs.replace(event, seq=seqs[event.rank], t_ns=1000 * (position + 1))
+    return events
+
+
 RUNS = {
+    "many buffers a rank, 4 ranks": many_buffers,
     "scrambled transfers, 6 ranks": scrambled_run,
     "a subgroup of 2 of 4 ranks": subgroup_all_gather,
     "a rank that failed": lambda: all_gather_events(world=4, fail_rank=2),
@@ -131,3 +159,28 @@ def test_reading_through_the_index_reports_its_progress_in_bytes(tmp_path, monke
     size = trace.stat().st_size
     assert len(calls) == -(-len(events) // 10) and calls[-1] == (size, size)
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+
+
+@pytest.mark.parametrize("part", [10_000, 7])
+def test_a_ranks_first_buffers_in_a_phase_are_listed_and_the_rest_counted(tmp_path, capsys, monkeypatch, part):
+    from collviz.runtime.reports import indexed
+
+    monkeypatch.setattr(indexed, "INDEX_PART", part)  # 7: a rank's buffers counted across parts
+    events = many_buffers()
+    held = {rank: sum(isinstance(event, Buffer) and event.phase == 1 and event.rank == rank for event in events)
+            for rank in range(4)}
+    assert held == {0: 263, 1: 256, 2: 1, 3: 257}  # each rank's own output, and the added
+    trace = write_trace(tmp_path / "t.cvz", events)
+    assert read_for_summary(trace) is not None
+    lines = _replayed(trace, "--headless", capsys)[0].splitlines()
+    heads = [at for at, line in enumerate(lines) if line.startswith(("phase 1  all_gather", "phase 2  release"))]
+    phase = lines[heads[0] + 1 : heads[1]]
+    rank_lines = {rank: [line for line in phase if line.startswith(f"  rank {rank}  ")] for rank in range(4)}
+    assert [len(found) for found in rank_lines.values()] == [256 + 1, 256, 1, 256 + 1]
+    assert rank_lines[0][-1] == "  rank 0  … 7 more buffers in this phase (the viewer shows each)"
+    assert rank_lines[3][-1] == "  rank 3  … 1 more buffers in this phase (the viewer shows each)"
+    assert rank_lines[0][-2].startswith("  rank 0  grad254  after   [254, 0]")  # by seq: its output, grad0 … 254
+    assert rank_lines[3][-2].startswith("  rank 3  grad255  after   [255, 3]")  # its output came after the grads
+    samples = next(line for line in phase if line.startswith("  memory r3 "))
+    assert samples.startswith("  memory r3 (live tensor bytes, tracker): sample0: 100 B; sample1: 101 B; ")
+    assert samples.count("; sample") == 31 and samples.endswith("; sample31: 131 B; … 9 more samples; peak 48 B")
