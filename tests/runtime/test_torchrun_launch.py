@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -283,5 +284,7 @@ def test_a_rank_killed_on_node_1_is_named_and_its_peers_errors_are_consequences(
     (status0, out0, err0), (status1, _, _) = _two_nodes(tmp_path, "dies")
     assert status0 == 1 and status1 != 0, out0 + err0
     last = err0.strip().splitlines()[-1]
-    assert last.startswith("collviz: rank 2 died without reporting an end"), last
+    # rank 3, rank 2's peer on node 1, is stopped by its own agent once rank 2 dies: where that
+    # comes before its error's end reaches node 0 (a loaded machine), it too died unreported
+    assert re.match(r"collviz: (rank 2|ranks 2, 3) died without reporting an end", last), last
     assert "; consequence: rank " in last
