@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..sources.flight_recorder import Dump, read_calls
+from ..sources.flight_recorder import Dump, device_of_backend, read_calls
 from ..wire.protocol import NOT_RECORDED_OPTION, UNTIMED_OPTION
 from .reading import End, RankRead, Reading
 from .stacks import user_stack_line
@@ -104,7 +104,7 @@ def attached_run_start(reading: Reading, ranks: int, where: str) -> dict[str, An
     """An attached job's RunStart fields: ``ranks`` read at least, through ``where`` (its servers,
     its relays)."""
     return dict(scenario="attach", world_size=max(reading.world_size, ranks), backend=reading.backend,
-                device_kind="cuda" if reading.backend == "nccl" else "cpu", backend_reason=ATTACHED_REASON,
+                device_kind=device_of_backend(reading.backend), backend_reason=ATTACHED_REASON,
                 mode="live", options={UNTIMED_OPTION: UNTIMED, NOT_RECORDED_OPTION: NOT_RECORDED},
                 description=(f"Attached to a running job ({where}): each rank's Flight "
                              "Recorder read live, one step per collective call as the ranks issue and "
@@ -185,7 +185,7 @@ class RecorderReader:
         """The rank's device, backend, host (a debug server's, from its address) and pid, as far as known."""
         launched = self.launched or Launched({}, "")
         read = reading.ranks.get(rank)
-        return dict(device=launched.device or "device unknown", backend=reading.backend,
+        return dict(device=launched.device or device_of_backend(reading.backend), backend=reading.backend,
                     host=launched.host or (read.host if read is not None else ""), pid=launched.pids.get(rank, 0))
 
     def ended(self, reading: Reading) -> End | None:

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from ..sources.flight_recorder import device_of_backend
 from ..sources.reading import collector_paused
 from ..wire.relay_news import RankNews, RelayNews
 from .reading import End, RankRead, Reading
@@ -210,7 +211,7 @@ class RelayedReader:
 
     def rank_start(self, rank: int, reading: Reading) -> dict[str, Any]:
         """The rank's host, as its relay named it."""
-        return dict(device="device unknown", backend=reading.backend, host=self._hosts.get(rank, ""), pid=0)
+        return dict(device=device_of_backend(reading.backend), backend=reading.backend, host=self._hosts.get(rank, ""), pid=0)
 
     def ended(self, reading: Reading) -> End | None:
         """Over once no rank answers."""

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeGuard
+from typing import Literal, TypeGuard
 
 import numpy as np
 
@@ -52,7 +52,7 @@ from .plausible import MAX_RANKS, rank_ok
 from .run import Call, Failed, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress
 from .table_summary import TableSummary
 
-__all__ = ["BLANK_KEY_WARNING", "Dump", "RankDump", "EVENTS_UP_TO", "is_dump", "rank_from_name", "read_content",
+__all__ = ["device_of_backend", "BLANK_KEY_WARNING", "Dump", "RankDump", "EVENTS_UP_TO", "is_dump", "rank_from_name", "read_content",
            "import_dumps", "import_read", "is_user_code", "read_calls"]
 
 BLANK_KEY_WARNING = "is keyed '' in the dumps' pg_config"
@@ -142,6 +142,13 @@ class _Groups:
         self.warnings.append(f"group {label}: its ranks are not in the dumps' pg_config; taken as the ranks whose "
                              f"dumps mention it: {ranks_text(seen)}")
         return seen
+
+
+def device_of_backend(backend: str) -> Literal["cpu", "cuda"]:
+    """The device a Flight Recorder job's calls ran on, as far as its backend says (a dump names no
+    device): ``cuda`` for NCCL's, ``cpu`` for any other's (gloo's usual one). The header's
+    ``gloo on cpu`` and each rank's panel say the same."""
+    return "cuda" if backend == "nccl" else "cpu"
 
 
 def _ranks(value: object) -> tuple[int, ...] | None:
@@ -322,7 +329,7 @@ def _origin(dumps: Sequence[RankDump], job: JobTable | None, ranks: list[int], w
                      "sequence number. A dump records each call's op, group, sizes, element type and state; it holds "
                      "no values and no provenance" + ("." if timed else ", and no durations (timing was off).")),
         reason=f"{backend}, imported from Flight Recorder dumps: sizes and states, no values or provenance",
-        backend=backend, device_kind="cuda" if backend == "nccl" else "cpu", world_size=world,
-        device="device unknown", untimed="a Flight Recorder dump records durations only with timing on",
+        backend=backend, device_kind=device_of_backend(backend), world_size=world,
+        device=device_of_backend(backend), untimed="a Flight Recorder dump records durations only with timing on",
         not_recorded="a Flight Recorder dump holds each call's sizes and state: no values, provenance or transfers",
         nccl_version=", ".join(sorted(versions)), failed=Failed(accounts=_failures(dumps)))

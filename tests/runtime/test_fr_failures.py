@@ -112,7 +112,8 @@ def test_a_pg_config_naming_many_ranks_costs_by_the_ranks_present(tmp_path):
     run = open_artifacts([tmp_path])
     assert run.warnings == ["no dump of ranks 2–99999 (the dumps name 100000 ranks): what they did is unknown"]
     names = [e for e in perfetto_trace(run.events)["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]
-    assert [e["args"]["name"] for e in names] == ["rank 0 (device unknown)", "rank 1 (device unknown)", "launcher"]
+    # the entries are nccl's (support.fr_dumps): the device its backend implies, as the header says
+    assert [e["args"]["name"] for e in names] == ["rank 0 (cuda)", "rank 1 (cuda)", "launcher"]
 
 
 def test_entries_without_record_ids_listed_in_reverse_are_read_in_time_order(tmp_path):
