@@ -80,12 +80,15 @@ class RelayedReader:
     up to ``first_wait_s`` for the first news, then at most one of its relay's readings for the
     rest of the job, and shows what has arrived; a rank of the job no relay has reported yet is not
     yet read (in no call, neither waiting nor waited for) until ``first_wait_s`` after the first
-    reading, then named as not read. Stacks are waited for up to ``timeout_s``. ``from_first`` and
-    ``floors`` as :class:`~.recorder_reader.RecorderReader`'s."""
+    reading, then named as not read. ``whole_first``: the first reading waits up to
+    ``first_wait_s`` for every rank instead, and names at once those still unreported (a
+    snapshot's verdict covers the whole job). Stacks are waited for up to ``timeout_s``.
+    ``from_first`` and ``floors`` as :class:`~.recorder_reader.RecorderReader`'s."""
 
     listener: Listener
     timeout_s: float = 2.0
     first_wait_s: float = 10.0
+    whole_first: bool = False
     target: str = ""
     from_first: bool = True
     clock: Callable[[], float] = time.monotonic
@@ -158,15 +161,16 @@ class RelayedReader:
         deadline = self.clock() + self.first_wait_s
         while not self._relays and (left := deadline - self.clock()) > 0:
             self._take(self.listener.receive(min(left, 0.1)))
-        if self._relays:
+        if self._relays and not self.whole_first:
             deadline = min(deadline, self.clock() + max(relay.every_s for relay in self._relays.values()))
         while not self._whole() and (left := deadline - self.clock()) > 0:
             self._take(self.listener.receive(min(left, 0.1)))
 
     def _unreported(self) -> dict[int, str]:
         """rank → why it is not read, for the job's ranks no relay reported within ``first_wait_s``
-        of the first reading (before then they are not yet read, and left out)."""
-        if self._first_at is None or self.clock() - self._first_at < self.first_wait_s:
+        of the first reading (before then they are not yet read, and left out; with ``whole_first``,
+        from the first reading, which waited that long for them)."""
+        if self._first_at is None or (not self.whole_first and self.clock() - self._first_at < self.first_wait_s):
             return {}
         return {rank: f"no relay reported it within {self.first_wait_s:g} s" for rank in range(self._size)
                 if rank not in self._ranks}

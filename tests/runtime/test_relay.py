@@ -260,3 +260,21 @@ def test_the_first_reading_shows_the_ranks_reported_and_the_rest_join_as_their_r
     assert whole.answered == [0, 1, 2, 3]
     assert [(wait.text, wait.waiting, wait.missing) for wait in waits_of(whole).values()] == [
         ("all_reduce #5 on group 0 (x)", (0, 1, 2), (3,))]
+
+
+def test_a_snapshots_first_reading_waits_for_every_rank_and_names_those_still_unreported():
+    """``whole_first`` (``attach --listen --headless``): hostb's relay first reports at second 5
+    (within the 10 s), then a job whose hostb never reports: its ranks are named at once."""
+    listener = _Arrivals(_every_second("hosta", {0: _answer(0, 5, True), 1: _answer(1, 5, True)}, 0.0)
+                         + _every_second("hostb", {2: _answer(2, 5, True), 3: _answer(3, 4, False)}, 5.0))
+    reader = RelayedReader(listener, timeout_s=2.0, first_wait_s=10.0, whole_first=True, clock=listener.clock)
+    whole = reader.read()
+    assert 5.0 <= listener.now < 10.0 and whole.answered == [0, 1, 2, 3]
+    assert [(wait.text, wait.waiting, wait.missing) for wait in waits_of(whole).values()] == [
+        ("all_reduce #5 on group 0 (x)", (0, 1, 2), (3,))]
+    alone = _Arrivals(_every_second("hosta", {0: _answer(0, 5, True), 1: _answer(1, 5, True)}, 0.0))
+    reader = RelayedReader(alone, timeout_s=2.0, first_wait_s=10.0, whole_first=True, clock=alone.clock)
+    first = reader.read()
+    assert alone.now >= 10.0 and first.answered == [0, 1] and first.world_size == 4
+    assert {rank: first.ranks[rank].error for rank in (2, 3)} == {2: "no relay reported it within 10 s",
+                                                                   3: "no relay reported it within 10 s"}
