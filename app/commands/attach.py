@@ -193,8 +193,8 @@ def main(argv: Sequence[str]) -> int:
         return _attach(recorders, args, headless, pace, count)
     listener = _listener(args.listen, load_secret(args.secret_file))
     try:
-        reader = RelayedReader(listener, timeout_s, whole_first=headless, target=args.listen, from_first=not headless)
-        return _attach(reader, args, headless, pace, count)
+        relayed = RelayedReader(listener, timeout_s, whole_first=headless, target=args.listen, from_first=not headless)
+        return _attach(relayed, args, headless, pace, count)
     finally:
         listener.close()
 
