@@ -125,14 +125,14 @@ def test_a_rank_that_never_arrives_is_a_hang_blaming_it(tmp_path):
     assert final.startswith("collviz: hang caused by rank 2: all_reduce #2 on group world: ranks 0, 1, 3 waiting ")
     assert "; consequence: rank " in final
     # the stall is reported once the configured 5 s have passed (the launcher checks every 50 ms; a
-    # loaded machine may delay it), before gloo's own timeout (5 + 3 s) would have ended the ranks;
-    # how long the 4 ranks took to start is the machine's, not collviz's (no bound on the whole run)
+    # loaded machine may delay it: 1.5 s allowed), well before gloo's own timeout (5 + 3 s); how long
+    # the 4 ranks took to start is the machine's, not collviz's (no bound on the whole run)
     events = read_trace(trace).events
     [stall] = [e for e in events if isinstance(e, Stall)]
     entered = min(e.t_ns for e in events if isinstance(e, Collective) and e.edge == "begin" and e.group_seq == 2)
     assert stall.waiting == [0, 1, 3]
-    assert 5.0 <= (stall.t_ns - entered) / 1e9 < 5 + 3
-    assert 5.0 <= stall.waited_s < 5 + 3
+    assert 5.0 <= (stall.t_ns - entered) / 1e9 < 6.5
+    assert 5.0 <= stall.waited_s < 6.5
 
 
 def _aborted_child() -> int:
