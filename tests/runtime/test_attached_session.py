@@ -22,7 +22,7 @@ from collviz.runtime.sessions.live import LiveSession
 from collviz.runtime.wire.protocol import Collective, Phase, RankEnd, RankStart, RunEnd, RunStart, Stall
 from collviz.runtime.wire.trace import read_trace
 
-from support.attach_job import CALLS_BEFORE, DEADLINE_S, ELEMENTS, STALLED_LINE, WORKERS, asking, fr_answer
+from support.attach_job import CALLS_BEFORE, DEADLINE_S, ELEMENTS, STALLED_LINE, WORKERS, KeptEvents, asking, fr_answer
 from support.cli import run_cli
 
 TENSOR = torch.ones(ELEMENTS)
@@ -203,26 +203,13 @@ def test_a_rank_that_never_answered_is_named_unless_a_launcher_says_the_job_is_s
     assert not any(isinstance(e, RankEnd) for e in events), "its server may not be up yet"
 
 
-class _Kept:
-    """A feed's sink that keeps the events."""
-
-    def __init__(self) -> None:
-        self.events: list = []
-
-    def take(self, event) -> None:
-        self.events.append(event)
-
-    def emit(self, event_type, **fields) -> None:
-        self.events.append(event_type(run="t", rank=-1, seq=len(self.events), t_ns=0, **fields))
-
-
 def test_a_lasting_waits_time_counts_up_at_every_reading_and_its_stack_is_read_once():
     """Rank 0 issued all_reduce #4 at 4,000 ns after the epoch (the hand-made answer's clock);
     readings at 100 s, 130 s and 190 s after it: the wait is confirmed at the second."""
     waiting = {0: fr_answer(4, True), 1: fr_answer(3, False)}
     ask, asked = asking([waiting] * 3)
     now = [0]
-    sink = _Kept()
+    sink = KeptEvents()
     reader = RecorderReader(WORKERS, ask=ask)
     feed = Feed(sink, "t", reader, now_ns=lambda: 4_000 + now[0] * 10**9)
     for after_s in (100, 130, 190):

@@ -17,7 +17,7 @@ from collviz.runtime.live.recorder_reader import RecorderReader
 from collviz.runtime.live.workers import Worker
 from collviz.runtime.wire.protocol import Collective, Phase, Stall
 
-from support.attach_job import asking
+from support.attach_job import KeptEvents, asking
 
 RANKS = range(4)
 WORKERS = [Worker(rank, f"rank{rank}.sock") for rank in RANKS]
@@ -37,22 +37,9 @@ def _answer(nccl: int, gloo: int = 0, first_gloo: int = 1, inside: int = 0) -> b
                        "pg_status": {}, "entries": entries}).encode()
 
 
-class _Kept:
-    """A feed's sink that keeps the events."""
-
-    def __init__(self) -> None:
-        self.events: list = []
-
-    def take(self, event) -> None:
-        self.events.append(event)
-
-    def emit(self, event_type, **fields) -> None:
-        self.events.append(event_type(run="t", rank=-1, seq=len(self.events), t_ns=0, **fields))
-
-
 def _fed(readings: list[dict[int, bytes]]) -> list:
     ask, _ = asking(readings)
-    sink = _Kept()
+    sink = KeptEvents()
     reader = RecorderReader(WORKERS, ask=ask)
     feed = Feed(sink, "t", reader, now_ns=lambda: 100 * 10**9)
     for _ in readings:

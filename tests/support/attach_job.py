@@ -24,7 +24,7 @@ from pathlib import Path
 from collviz.runtime.live.workers import Answer, Worker, ask_all
 
 __all__ = ["JOB", "SLOW_DATA_LOADER", "CALLS_BEFORE", "line_of", "ELEMENTS", "STALLED_LINE", "DEADLINE_S", "StalledJob", "stalled_job", "fr_answer",
-           "WORKERS", "STACK", "asking"]
+           "WORKERS", "STACK", "asking", "KeptEvents"]
 
 CALLS_BEFORE = 5
 """All_reduces every rank completes before rank 1 stalls."""
@@ -222,3 +222,19 @@ def asking(readings: list[dict[int, bytes | None]], recorder: str = "fr_trace_js
                                status=200 if bodies[w.rank] else None) for w in workers}
 
     return ask, asked
+
+
+class KeptEvents:
+    """A feed's sink (:class:`~collviz.runtime.live.feed.Sink`) that keeps the events, its own
+    stamped as rank -1."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+
+    def take(self, event) -> None:
+        """Keep a rank's event."""
+        self.events.append(event)
+
+    def emit(self, event_type, **fields) -> None:
+        """Keep an event of the session's own."""
+        self.events.append(event_type(run="t", rank=-1, seq=len(self.events), t_ns=0, **fields))
