@@ -6,7 +6,10 @@ launcher reads its ranks' worker servers while they run, as ``collviz attach`` r
 its :class:`~collviz.runtime.live.feed.Feed` (``patient`` while the servers start; the run's
 RunStart and RankEnd events are the launcher's), between the launcher's own work, so the viewer
 shows each call as the ranks issue and complete it. A rank that has exited answers from the dump it wrote
-(:meth:`~.recorded.RecorderDumps.answer`), so the last reading, once every rank has exited, reads
+(:meth:`~.recorded.RecorderDumps.answer`) — and so does one whose server no longer answers once that dump
+is written (a rank closes its server just after its last dump, before the launcher sees its process
+end: read then, it would be no rank, and a subgroup's members, which gloo's recorder does not name,
+would be guessed from the others) —, so the last reading, once every rank has exited, reads
 the dumps through the same feed: each call is one step, each rank's events one gap-free numbering,
 and only what no live reading showed is added.
 
@@ -115,7 +118,7 @@ class LiveRecorder:
     def __init__(self, intake: Intake, run: str, dumps: RecorderDumps, launched: Launched, pace: Pace,
                  timeout_s: float, since_ns: int) -> None:
         self._dumps = dumps
-        self._exited: set[int] = set()
+        self._from_dump: set[int] = set()
         self._sink = _Passing(intake)
         workers = [Worker(rank, str(socket_path(dumps.folder, rank))) for rank in range(dumps.world_size)]
         # calls made before the ranks were forked are the launcher's (inherited), not the run's
@@ -130,12 +133,15 @@ class LiveRecorder:
 
     def exited(self, rank: int) -> None:
         """Rank ``rank`` has exited: read from its dump from now on."""
-        self._exited.add(rank)
+        self._from_dump.add(rank)
 
     def _ask(self, workers: Sequence[Worker], handler: str, timeout_s: float) -> dict[int, Answer]:
-        """Each running rank's server asked, each exited rank's dump read."""
-        answers = ask_all([w for w in workers if w.rank not in self._exited], handler, timeout_s)
-        answers.update({w.rank: self._dumps.answer(w.rank, handler) for w in workers if w.rank in self._exited})
+        """Each running rank's server asked, each exited rank's dump read; a rank whose server gave
+        no answer but that has written its dump is read from its dump from now on (see the module)."""
+        answers = ask_all([w for w in workers if w.rank not in self._from_dump], handler, timeout_s)
+        self._from_dump.update(rank for rank, answer in answers.items()
+                               if answer.body is None and answer.status is None and self._dumps.dumped([rank]))
+        answers.update({w.rank: self._dumps.answer(w.rank, handler) for w in workers if w.rank in self._from_dump})
         return answers
 
     def _may_wait(self) -> bool:
@@ -145,7 +151,7 @@ class LiveRecorder:
         if time.monotonic() < self._status_due:
             return False
         self._status_due = time.monotonic() + STATUS_EVERY_S
-        running = [worker for worker in self.reader.workers if worker.rank not in self._exited]
+        running = [worker for worker in self.reader.workers if worker.rank not in self._from_dump]
         answers = ask_all(running, STATUS_HANDLER, TIMEOUT_S)
         now = {}
         for rank, answer in answers.items():
