@@ -6,7 +6,10 @@ launcher reads its ranks' worker servers while they run, as ``collviz attach`` r
 its :class:`~collviz.runtime.live.feed.Feed` (``patient`` while the servers start; the run's
 RunStart and RankEnd events are the launcher's), between the launcher's own work, so the viewer
 shows each call as the ranks issue and complete it. A rank that has exited answers from the dump it wrote
-(:meth:`~.recorded.RecorderDumps.answer`), so the last reading, once every rank has exited, reads
+(:meth:`~.recorded.RecorderDumps.answer`) — and so does one whose server no longer answers once that dump
+is written (a rank closes its server just after its last dump, before the launcher sees its process
+end: read then, it would be no rank, and a subgroup's members, which gloo's recorder does not name,
+would be guessed from the others) —, so the last reading, once every rank has exited, reads
 the dumps through the same feed: each call is one step, each rank's events one gap-free numbering,
 and only what no live reading showed is added.
 
@@ -116,6 +119,8 @@ class LiveRecorder:
                  timeout_s: float, since_ns: int) -> None:
         self._dumps = dumps
         self._exited: set[int] = set()
+        self._closed: set[int] = set()
+        """Ranks whose server gave no answer once they had written their dump (see the module)."""
         self._sink = _Passing(intake)
         workers = [Worker(rank, str(socket_path(dumps.folder, rank))) for rank in range(dumps.world_size)]
         # calls made before the ranks were forked are the launcher's (inherited), not the run's
@@ -133,9 +138,14 @@ class LiveRecorder:
         self._exited.add(rank)
 
     def _ask(self, workers: Sequence[Worker], handler: str, timeout_s: float) -> dict[int, Answer]:
-        """Each running rank's server asked, each exited rank's dump read."""
-        answers = ask_all([w for w in workers if w.rank not in self._exited], handler, timeout_s)
-        answers.update({w.rank: self._dumps.answer(w.rank, handler) for w in workers if w.rank in self._exited})
+        """Each running rank's server asked, each exited rank's dump read; a rank whose server gave
+        no answer but that has written its dump is read from its dump from now on (see the module)."""
+        from_dump = self._exited | self._closed
+        answers = ask_all([w for w in workers if w.rank not in from_dump], handler, timeout_s)
+        self._closed.update(rank for rank, answer in answers.items()
+                            if answer.body is None and answer.status is None and self._dumps.dumped([rank]))
+        answers.update({w.rank: self._dumps.answer(w.rank, handler) for w in workers
+                        if w.rank in self._exited | self._closed})
         return answers
 
     def _may_wait(self) -> bool:
@@ -145,7 +155,7 @@ class LiveRecorder:
         if time.monotonic() < self._status_due:
             return False
         self._status_due = time.monotonic() + STATUS_EVERY_S
-        running = [worker for worker in self.reader.workers if worker.rank not in self._exited]
+        running = [worker for worker in self.reader.workers if worker.rank not in self._exited | self._closed]
         answers = ask_all(running, STATUS_HANDLER, TIMEOUT_S)
         now = {}
         for rank, answer in answers.items():
@@ -172,9 +182,12 @@ class LiveRecorder:
     def last_look(self, failed: Collection[int] = ()) -> list[AnyEvent]:
         """One reading now, every wait in it final (the run ends): each a Stall with the stack line
         of each missing rank still running, but none for a wait on a rank of ``failed`` (ranks
-        that raised or died: their peers' wait is a consequence); the ranks' events it took in."""
+        that raised or died: their peers' wait is a consequence), nor on a rank that has written its
+        last dump but whose exit the launcher has not seen (its script has ended: how, an error
+        maybe, is not known yet); the ranks' events it took in."""
+        ending = [rank for rank in range(self._dumps.world_size) if rank not in self._exited]
         self._loop.stall_after_s = 0.0
-        self._loop.step(final=True, excused=failed)
+        self._loop.step(final=True, excused={*failed, *(rank for rank in ending if self._dumps.dumped([rank]))})
         return self._sink.passed()
 
     def end(self, ends: Mapping[int, RankEnd], failed: Collection[int] = ()) -> tuple[list[AnyEvent], list[str]]:

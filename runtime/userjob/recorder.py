@@ -15,8 +15,8 @@ While the script runs, the rank (:func:`recorded_rank`):
 - writes its recorder to ``fr_rank<r>.json`` in that folder (``_dump_fr_trace_json``: torch's
   own JSON, what the Flight Recorder reader opens; with NCCL's recorder's calls joined, where
   torch has NCCL — :func:`recorder_json`; none while it has recorded no call): when the script ends, normally or by an
-  exception (after the device has finished its queued work, so NCCL's last calls read as
-  completed, not scheduled), or when the launcher asks — it closes its end of a pipe every rank listens on, when a
+  exception (after the device has finished its queued work and the recorder has retired its
+  calls, so the last calls read as completed, not scheduled), or when the launcher asks — it closes its end of a pipe every rank listens on, when a
   run fails or is interrupted, and a rank blocked in a collective its peer never joins still
   dumps from a thread of its own (the call's wait releases the interpreter lock). The file
   appears whole or not at all (written aside, then renamed). Reading NCCL's recorder queries
@@ -44,11 +44,13 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import torch
 import torch._C._distributed_c10d as _c10d
 from torch.distributed.elastic.control_plane import TORCH_WORKER_SERVER_SOCKET, worker_main
 
 __all__ = ["DEFAULT_ENTRIES", "DEVICE_SETTLE_S", "WATCHDOG_DUMP_ENVS", "WATCHDOG_DUMP_PREFIX", "FR_BUFFER_ENV", "SERVER_START_S", "SETTLE_S",
+           "SETTLE_POLL_S",
            "STATUS_HANDLER", "RecorderPlace", "dump_path", "merged_dump", "recorder_json", "socket_path", "recorded_rank"]
 
 FR_BUFFER_ENV = "TORCH_FR_BUFFER_SIZE"
@@ -69,8 +71,11 @@ DEVICE_SETTLE_S = 1.0
 
 SETTLE_S = 0.2
 """As the script ends (its device's queued work finished), how long its last calls get to be
-recorded as completed before the dump (gloo's thread retires a call just after its waiter wakes;
-a call that never completes, in a failing run, costs the rank this long)."""
+retired in its recorder before the dump (:func:`_settled_json`; a call that never completes, in a
+failing run, costs the rank this long)."""
+
+SETTLE_POLL_S = 0.005
+"""While the last calls are not all retired, how long the rank sleeps before it dumps again."""
 
 STATUS_HANDLER = "collviz_fr_status"
 """The worker-server handler collviz adds in the ranks it starts: every recorder's groups' status
@@ -172,16 +177,44 @@ def _register_status_handler() -> None:
     _c10d._register_handler(STATUS_HANDLER, _serve_status)
 
 
-def _settle(most_s: float) -> None:
-    """Wait (at most ``most_s``) until every group's last call issued is recorded as completed:
-    gloo's thread retires a call just after its waiter is woken, so a dump taken at once can
-    show the script's last call unfinished. Asks torch for the groups' status alone (no entries)."""
+class _CallState(msgspec.Struct):
+    """What says whether a dump's call is over: torch's ``retired`` and ``state``."""
+
+    retired: bool = False
+    state: str | None = None
+
+
+class _Calls(msgspec.Struct):
+    """A dump's calls, each read for its state alone."""
+
+    entries: list[_CallState] = []
+
+
+_CALLS = msgspec.json.Decoder(_Calls)
+
+
+def _unfinished(content: bytes) -> int:
+    """How many calls of a dump (torch's JSON) are neither retired nor completed (0 where a field
+    is not of the usual type: the dump is written as it is, never lost)."""
+    try:
+        calls = _CALLS.decode(content).entries
+    except msgspec.DecodeError:
+        return 0
+    return sum(not (call.retired or call.state == "completed") for call in calls)
+
+
+def _settled_json(most_s: float) -> bytes | None:
+    """:func:`recorder_json` once every call it holds is retired or completed, or as it is once
+    ``most_s`` has passed. gloo's thread wakes a call's waiter, marks the call completed in its
+    group's status, and only then retires its entry: a dump taken as the script ends, even once the
+    status says every call completed, can hold the script's last call unfinished, which the launcher
+    then reads as never left (on a loaded machine the thread waits its turn between the two)."""
     deadline = time.monotonic() + most_s
-    while time.monotonic() < deadline:
-        if all(str(group.get("last_completed_collective")) == str(group.get("last_enqueued_collective"))
-               for group in _statuses().values() if isinstance(group, dict)):
-            return
-        time.sleep(0.001)
+    while True:
+        content = recorder_json()
+        if content is None or not _unfinished(content) or time.monotonic() >= deadline:
+            return content
+        time.sleep(SETTLE_POLL_S)
 
 
 def _watchdog_dumps_in(folder: str) -> None:
@@ -224,11 +257,10 @@ class _Dumper:
 
     def dump(self, settle_s: float = 0.0) -> None:
         """Write the recorder to :attr:`path` (aside, then renamed over the earlier dump), once
-        every call issued has completed (or ``settle_s`` has passed: :func:`_settle`); nothing
+        every call in it is retired (or ``settle_s`` has passed: :func:`_settled_json`); nothing
         where it holds no call."""
         with self._lock:
-            _settle(settle_s)
-            content = recorder_json()
+            content = _settled_json(settle_s)
             if content is None:
                 return
             aside = self.path.with_name(f".{self.path.name}.{os.getpid()}")

@@ -9,6 +9,7 @@ The expected calls are written out by hand from the scripts below: all_reduce of
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -23,6 +24,8 @@ from collviz.runtime.sessions.local import LocalSession
 from collviz.runtime.userjob.script import check_script
 from collviz.runtime.wire.protocol import Collective, Phase, ProcessExit, Stall, RunEnd
 from collviz.runtime.wire.trace import read_trace
+
+from support.fr_dumps import T0, dump, entry
 
 PACED = textwrap.dedent('''
     import time
@@ -158,3 +161,71 @@ def test_a_rank_still_inside_the_call_it_was_inside_a_status_before_may_wait():
     assert not stuck({0: status(5, 4)}, {0: status(9, 8)}), "it completed calls since: its calls flow"
     assert not stuck({0: status(5, 5)}, {0: status(5, 5)}), "in no call: nothing to wait in"
     assert not stuck({}, {0: status(5, 4)}), "one status says nothing yet"
+
+
+
+WORLD_GROUP = ("0", "default_pg")
+
+
+def _gloo_dump(calls: list[tuple[int, str, tuple[str, str], bool]]) -> bytes:
+    """A rank's recorder (:mod:`support.fr_dumps`, as gloo's reads): ``calls`` as (sequence number,
+    op, group, retired), in the order made. gloo's ``pg_config`` names the world, never a subgroup."""
+    return json.dumps(dump([entry(seq, op, group=group, done=done, record_id=made, profiling_name=f"gloo:{op}",
+                                  time_created_ns=T0 + made)
+                            for made, (seq, op, group, done) in enumerate(calls)])).encode()
+
+
+def _closed_after_dump(monkeypatch: pytest.MonkeyPatch, folder: Path, served: dict[int, bytes], dumped: dict[int, bytes]):
+    """A LiveRecorder of 4 ranks in ``folder`` whose servers answer ``served`` (rank → its recorder;
+    NCCL's handler: 404), the others refusing, those of ``dumped`` having written that dump."""
+    import math
+
+    from collviz.runtime.live.recorder_reader import RECORDERS, Launched
+    from collviz.runtime.live.workers import Answer, Worker
+    from collviz.runtime.sessions import recorder_live
+    from collviz.runtime.sessions.intake import Intake
+    from collviz.runtime.sessions.recorded import RecorderDumps
+    from collviz.runtime.userjob.recorder import dump_path
+
+    def servers(workers: list[Worker], handler: str, timeout_s: float) -> dict[int, Answer]:
+        return {w.rank: Answer(w.rank, None, "no worker server there (its rank ended, or has not started)")
+                if w.rank not in served else Answer(w.rank, served[w.rank], status=200) if handler == RECORDERS[0]
+                else Answer(w.rank, None, f"{handler} answered 404", status=404) for w in workers}
+
+    monkeypatch.setattr(recorder_live, "ask_all", servers)
+    dumps = RecorderDumps(str(folder), 4)
+    dumps.after_forks()
+    for rank, content in dumped.items():
+        dump_path(folder, rank).write_bytes(content)
+    intake = Intake(None, math.inf, "run")
+    return recorder_live.LiveRecorder(intake, "run", dumps, Launched({}, "node"), recorder_live.UNWATCHED, 60.0, 0), intake
+
+
+def test_a_rank_whose_server_closed_after_its_last_dump_is_read_from_that_dump(monkeypatch, tmp_path):
+    """Rank 0 wrote its last dump and closed its server; the launcher has not seen its process end
+    yet. Read then as no rank, its pair would be taken as rank 1 alone (gloo's dumps do not name a
+    pair's members: they are the ranks whose dumps mention it) and its call shown on group ``(1,)``."""
+    def shapes(rank: int) -> bytes:  # the world's all_reduce #1, the rank's pair's all_gather #1, all_reduce #2
+        pair = ("1", "undefined") if rank < 2 else ("2", "undefined")
+        return _gloo_dump([(1, "all_reduce", WORLD_GROUP, True), (1, "all_gather", pair, True),
+                           (2, "all_reduce", WORLD_GROUP, True)])
+
+    live, _ = _closed_after_dump(monkeypatch, tmp_path, {rank: shapes(rank) for rank in (1, 2, 3)}, {0: shapes(0)})
+    reading = live.reader.read()
+    assert reading.answered == [0, 1, 2, 3]
+    assert {c.rank: tuple(c.group_ranks) for c in reading.calls if c.op == "all_gather"} == {
+        0: (0, 1), 1: (0, 1), 2: (2, 3), 3: (2, 3)}
+    assert live.reader.warnings == [
+        "group 1: its ranks are not in the dumps' pg_config; taken as the ranks whose dumps mention it: 0, 1",
+        "group 2: its ranks are not in the dumps' pg_config; taken as the ranks whose dumps mention it: 2, 3"]
+
+
+def test_the_last_look_blames_no_rank_whose_end_is_not_known_yet(monkeypatch, tmp_path):
+    """Rank 1 raised after all_reduce #2 and wrote its dump; rank 0's error (its peer gone) ends the
+    run before rank 1's is known: ranks 0, 2, 3 inside #3 wait for rank 1, which is no hang."""
+    inside = _gloo_dump([(1, "all_reduce", WORLD_GROUP, True), (2, "all_reduce", WORLD_GROUP, True),
+                         (3, "all_reduce", WORLD_GROUP, False)])
+    raised = _gloo_dump([(1, "all_reduce", WORLD_GROUP, True), (2, "all_reduce", WORLD_GROUP, True)])
+    live, intake = _closed_after_dump(monkeypatch, tmp_path, {0: inside, 2: inside, 3: inside}, {1: raised})
+    live.last_look(failed=[0])
+    assert [e for e in intake.take_pending() if isinstance(e, Stall)] == []

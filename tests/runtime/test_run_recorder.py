@@ -10,6 +10,7 @@ numbered from 1 in issue order).
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -342,7 +343,6 @@ def test_the_last_dump_waits_for_the_scripts_device_to_finish_its_queued_calls(m
     for name in (recorder.FR_BUFFER_ENV, *recorder.WATCHDOG_DUMP_ENVS):  # set by the rank: gone after the test
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(recorder, "_worker_server", lambda path: contextlib.nullcontext())
-    monkeypatch.setattr(recorder, "_settle", lambda most_s: None)
     monkeypatch.setattr(recorder, "recorder_json", lambda: cuda.calls.append(("dump", None)) or b"{}")
     read, write = os.pipe()
     with recorder.recorded_rank(recorder.RecorderPlace(str(tmp_path), read), 2, torch.device("cuda", 2)):
@@ -365,6 +365,57 @@ def test_a_device_that_never_finishes_costs_the_last_dump_a_bounded_wait(monkeyp
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: never.wait())
     recorder._finish_device_work(0.01)  # returns although the device never finishes
     never.set()
+
+
+class _RetiredLate:
+    """torch's gloo recorder as a script's last call (the world's all_reduce #2) ends: its group's
+    status says the call completed from the first look (gloo's thread sets it before it retires the
+    entry), the entry itself is retired from look ``retired_at`` on (never, for None) — the thread
+    waited its turn on a loaded machine."""
+
+    def __init__(self, retired_at: int | None) -> None:
+        self.retired_at = retired_at
+        self.looks = 0
+
+    def __call__(self, include_collectives: bool, only_active: bool) -> bytes:
+        self.looks += 1
+        done = self.retired_at is not None and self.looks >= self.retired_at
+        status = {"last_enqueued_collective": "2", "last_started_collective": "2", "last_completed_collective": "2"}
+        dump: dict = {"version": "2.10", "pg_config": {"": {"name": "", "desc": "default_pg", "ranks": "[0, 1]"}},
+                      "pg_status": {"0": status}}
+        if include_collectives:
+            dump["entries"] = [{"collective_seq_id": seq, "profiling_name": "gloo:all_reduce", "retired": retired,
+                                "state": "completed" if retired else "started"}
+                               for seq, retired in ((1, True), (2, done))]
+        return json.dumps(dump).encode()
+
+
+def _last_dump(monkeypatch: pytest.MonkeyPatch, path: Path, gloo: _RetiredLate, settle_s: float) -> list[tuple]:
+    """(sequence number, retired, state) of each call of the dump a rank whose recorder is ``gloo``
+    writes to ``path`` as its script ends, its last calls given ``settle_s``."""
+    import torch
+
+    from collviz.runtime.userjob import recorder
+
+    monkeypatch.setattr(recorder, "_recorders", lambda: [gloo])
+    recorder._Dumper(path, torch.device("cpu")).dump(settle_s)
+    return [(e["collective_seq_id"], e["retired"], e["state"]) for e in json.loads(path.read_text())["entries"]]
+
+
+def test_the_last_dump_holds_the_last_call_retired_though_gloo_retires_it_after_its_status(monkeypatch, tmp_path):
+    """The status said "completed" while the entry still read "started": the dump taken then showed
+    the script's last call never left (rank 3's second all_reduce without an end, under load)."""
+    gloo = _RetiredLate(retired_at=3)
+    assert _last_dump(monkeypatch, tmp_path / "fr_rank3.json", gloo, DEADLINE_S) == [
+        (1, True, "completed"), (2, True, "completed")]
+    assert gloo.looks == 3
+
+
+def test_a_last_call_that_never_completes_is_dumped_as_it_is_after_a_bounded_wait(monkeypatch, tmp_path):
+    gloo = _RetiredLate(retired_at=None)
+    assert _last_dump(monkeypatch, tmp_path / "fr_rank1.json", gloo, 0.05) == [
+        (1, True, "completed"), (2, False, "started")]
+    assert gloo.looks >= 2  # looked again before giving up
 
 
 def test_a_process_that_registered_the_status_handler_ends_normally():
