@@ -104,10 +104,24 @@ def _provenance(masks: list[int], chunk: int) -> list[ProvenanceRun]:
     return runs
 
 
+_MASK_BITS = 64
+"""A bitmask travels as one int64: rank 63's bit is its sign bit (64 ranks, the most on one machine)."""
+
+
+def _as_int64(mask: int) -> int:
+    """``mask`` (ranks 0–63 as bits) as the signed 64-bit number with the same bits."""
+    return mask - (1 << _MASK_BITS) if mask >> (_MASK_BITS - 1) else mask
+
+
+def _from_int64(value: int) -> int:
+    """The bitmask a signed 64-bit number carries (:func:`_as_int64` undone)."""
+    return value & ((1 << _MASK_BITS) - 1)
+
+
 def _hop(x_chunks: list[torch.Tensor], masks: list[int], send: int, right: int, left: int) -> tuple[torch.Tensor, int]:
     """One real hop: send chunk ``send`` and its bitmask right, receive a chunk and bitmask from left."""
     out_data = x_chunks[send].clone()
-    out_mask = rank_tensor(out_data.device, torch.int64, values=[masks[send]])
+    out_mask = rank_tensor(out_data.device, torch.int64, values=[_as_int64(masks[send])])
     in_data, in_mask = torch.empty_like(out_data), torch.empty_like(out_mask)
     requests = dist.batch_isend_irecv([
         dist.P2POp(dist.isend, out_data, right), dist.P2POp(dist.irecv, in_data, left),
@@ -115,7 +129,7 @@ def _hop(x_chunks: list[torch.Tensor], masks: list[int], send: int, right: int, 
     ])
     for request in requests:
         request.wait()
-    return in_data, int(in_mask.item())
+    return in_data, _from_int64(int(in_mask.item()))
 
 
 def run_ring(ctx: RankContext, program: RingProgram) -> None:
