@@ -84,6 +84,7 @@ class LiveSession(TracedSession):
     """When the next reading is due, as of the last poll (None: before the first, or once ended)."""
     _intake: Intake | None = None
     _loop: LiveLoop | None = None
+    _next_noted_at: float = -math.inf
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -117,9 +118,20 @@ class LiveSession(TracedSession):
                         self._end(_outcome(how_it_ended(end or End("ok", "the job has ended"), self._loop.waiting)))
                     else:
                         self._intake.flush()
-                self.next_reading = None if self.outcome is not None else NextReading(
-                    time.monotonic() + self._loop.next_in(), self._loop.held_s() > 0)
+                self._note_next_reading(reading is not None)
         return self._intake.take_pending()
+
+    def _note_next_reading(self, read: bool) -> None:
+        """:attr:`next_reading`, after a reading or once a second (the meter reads each rank's
+        threads from /proc: not at every poll)."""
+        assert self._loop is not None
+        now = time.monotonic()
+        if self.outcome is not None:
+            self.next_reading = None
+        elif read or now - self._next_noted_at >= 1.0:
+            held = self._loop.held_s()
+            self.next_reading = NextReading(now + self._loop.next_in(), held > 0)
+            self._next_noted_at = now
 
     def release(self, index: int) -> None:
         """A live job has no gates."""
