@@ -231,7 +231,9 @@ def _rank_status(index: RankIndex, cursor: int, step: int, names: dict[int, str]
     if phase_at >= 0:
         event = index.phases.events[phase_at]
         if event.index == step:  # the step the header and narration already name: not a third time
-            return "running", "running" if event.edge == "begin" else "done", event.index
+            # a rank that ended the step shown has done it: its mark says so as its status does
+            # (a 'running' mark there read as a rank still at work beside ranks already finished)
+            return ("running", "running", event.index) if event.edge == "begin" else ("done", "done", event.index)
         name = names.get(event.index, event.name)
         verb = "in" if event.edge == "begin" else "done"
         return "running", f"{verb} {name}", event.index

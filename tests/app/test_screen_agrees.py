@@ -1,0 +1,100 @@
+"""What a class sees agrees with itself (issue 43's small things), read from the rendered screen at
+100×30 and 160×50: the legend explains only the colours drawn; a 16- or 64-rank heatmap's rows give
+their values (in the cells where they fit, else their range); a finished step's marks agree with
+one another; a pipelined step shown piece by piece shows the buffers and transfers of that piece.
+
+Expected figures come from the fixtures' own settings or raw events, worked out here: the synthetic
+all-gather's rank r holds r·10 and r·10 + 1 (two floats a shard), so after it every rank holds
+0, 1, 10, 11, … 10(n−1), 10(n−1) + 1.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from collviz.app.app import make_app
+from collviz.runtime.sources import open_artifacts
+from collviz.runtime.wire.protocol import Buffer, Phase, ProcessExit, RankEnd, Span, Transfer
+from collviz.runtime.wire.trace import read_trace
+
+from support.app import until
+from support.paths import FIXTURES
+from support.screens import screen_lines
+from support.synthetic import all_gather_events
+
+SIZES = [(100, 30), (160, 50)]
+SIZE_IDS = ["100x30", "160x50"]
+
+
+async def _screens(app, size: tuple[int, int], keys: list[list[str]]) -> list[list[str]]:
+    """The screen's rows (blank runs dropped, as the screenshot writes them) after each key list."""
+    shown = []
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: app.loaded, tries=500)
+        for pressed in keys:
+            await pilot.press(*pressed)
+            for _ in range(3):
+                await pilot.pause(0.05)
+            shown.append(screen_lines(app.export_screenshot()))
+    return shown
+
+
+def _step(number: int) -> list[str]:
+    return ["g", "s", *str(number), "enter"]
+
+
+def _call(number: int) -> list[str]:
+    return ["g", "#", *str(number), "enter"]
+
+
+def _sums(rows: list[str]) -> set[str]:
+    """The Σk swatches on screen (the legend's; a panel's partial-sums line says ``Σ [0:2]``)."""
+    return {word for row in rows for word in row.replace("\u00a0", " ").split() if word.startswith("Σ") and word != "Σ"}
+
+
+def _heatmap_rows(rows: list[str], world: int) -> dict[int, str]:
+    """Each rank's first heatmap line, from its label (``r12 ✓``) to the column's end."""
+    found: dict[int, str] = {}
+    for row in rows:
+        for column in row.split("│")[1:2]:  # the heatmap pane is the first on the row
+            for rank in range(world):
+                at = column.find(f"r{rank} ")
+                if at >= 0 and (at == 0 or column[at - 1] == " ") and rank not in found:
+                    found[rank] = column[at:]
+    return found
+
+
+def _finishing_out_of_order(world: int, last: int) -> list:
+    """The synthetic all-gather with each rank ending the run right after its own end of the
+    release step, ``last`` ending that step after every other rank has ended the run (as a live
+    run's ranks report: each exits as soon as it is done)."""
+    events = all_gather_events(world=world)
+    ends = {event.rank: event for event in events if isinstance(event, RankEnd)}
+    late = [event for event in events if event.rank == last and getattr(event, "phase", None) == 2
+            and not isinstance(event, RankEnd)] + [ends[last]]
+    ordered = []
+    for event in events:
+        if isinstance(event, RankEnd) or event in late:
+            continue
+        if isinstance(event, ProcessExit) and late:
+            ordered += late
+            late = []
+        ordered.append(event)
+        if isinstance(event, Phase) and event.index == 2 and event.edge == "end":
+            ordered.append(ends[event.rank])
+    return ordered
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+async def test_a_finished_step_marks_every_rank_alike(size):
+    """At the end of the release step (rank 10 the last to end it; the others have ended the run
+    already) every one of the 16 rows is marked done (✓), rank 10's too: none is left running (●)."""
+    world = 16
+    app = make_app(events=_finishing_out_of_order(world, last=10), mask_volatile=True)
+    (rows,) = await _screens(app, size, [_step(3)])
+    heatmap = _heatmap_rows(rows, world)
+    assert {rank: line.split()[1] for rank, line in heatmap.items()} == {rank: "✓" for rank in range(world)}
+
+
