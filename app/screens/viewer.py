@@ -34,6 +34,8 @@ from ..widgets import (
     TransfersPane,
     WorkProgress,
 )
+from ..widgets.line_widget import LineWidget
+from ..widgets.render import DrawnColours
 from .rank_detail import RankDetailScreen
 
 __all__ = ["ViewerScreen", "MIN_SIZE"]
@@ -88,6 +90,7 @@ class ViewerScreen(Screen[None]):
         self._side = SideColumn(id="side")
         self._heatmap: RankHeatmap | None = None
         self._panels: list[RankPanel] = []
+        self._legend = Legend(id="legend")
 
     def compose(self) -> ComposeResult:
         """Lay out the panes; rank panels are mounted once the world size is known."""
@@ -99,7 +102,7 @@ class ViewerScreen(Screen[None]):
                 yield self._narration
                 yield self._cost
                 yield self._transfers
-                yield Legend(id="legend")
+                yield self._legend
         yield self._pipeline
         yield self._memory
         yield self._log
@@ -185,8 +188,22 @@ class ViewerScreen(Screen[None]):
             for panel in self._panels:
                 panel.padding = 2 if self.has_class("-present") else 0
             ranks.mount(*self._panels)
-        self.query_one(Legend).show(world, labelled_rows=self._heatmap is not None)
-        self._side.share()
+        self._show_legend()
+
+    def _show_legend(self, again: bool = False) -> None:
+        """Explain the provenance colours the rank panels (or the heatmap) draw now, and share the
+        side column again where the legend changed (``again``: redraw it, the palette changed)."""
+        drawers: list[LineWidget] = [self._heatmap] if self._heatmap is not None else [*self._panels]
+        colours = DrawnColours()
+        for drawer in drawers:
+            colours |= drawer.colours
+        if self._legend.show(colours, labelled_rows=self._heatmap is not None, again=again):
+            self._side.share()
+
+    def on_line_widget_colours_drawn(self, message: LineWidget.ColoursDrawn) -> None:
+        """A rank panel (or the heatmap) draws other provenance colours: the legend follows."""
+        message.stop()
+        self._show_legend()
 
     def set_present(self, present: bool) -> None:
         """The projector layout: memory and event log hidden, the cost pane's headline alone, wider
@@ -202,8 +219,7 @@ class ViewerScreen(Screen[None]):
     def refresh_palette(self) -> None:
         """Redraw what caches rank colours (the legend) after the palette changed."""
         if self._world > 0:
-            self.query_one(Legend).show(self._world, labelled_rows=self._heatmap is not None)
-            self._side.share()
+            self._show_legend(again=True)
 
     def on_rank_heatmap_selected(self, message: RankHeatmap.Selected) -> None:
         """Open the detail view of the clicked row's rank."""

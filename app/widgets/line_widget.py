@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from operator import itemgetter
+from typing import ClassVar
 
 from rich.style import Style
 from textual.geometry import Region
+from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .render import Line, line_to_strip
+from .render import DrawnColours, Line, colours_drawn, line_to_strip
 
 __all__ = ["LineWidget", "STRIPS_KEPT"]
 
@@ -35,10 +37,26 @@ class LineWidget(Widget):
     misses the cache) and their control codes: hashing rich's segments themselves calls Python
     methods per segment and cost a millisecond a frame at 64 ranks. The line is kept with its
     strip, so a style's identity cannot pass to another object while its key is held.
+
+    A widget drawing provenance colours sets :attr:`REPORTS_COLOURS`: whenever the colours its
+    lines draw change, it posts :class:`ColoursDrawn`, so the legend explains what is on screen.
     """
+
+    REPORTS_COLOURS: ClassVar[bool] = False
+    """Whether the widget posts :class:`ColoursDrawn` (it draws provenance colours)."""
+
+    class ColoursDrawn(Message):
+        """The provenance colours ``widget`` draws are now ``colours``."""
+
+        def __init__(self, widget: LineWidget, colours: DrawnColours) -> None:
+            super().__init__()
+            self.widget = widget
+            self.colours = colours
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.colours: DrawnColours = DrawnColours()
+        """The provenance colours the lines drawn last draw (where :attr:`REPORTS_COLOURS`)."""
         self._strips: list[Strip] | None = None
         self._strips_size = (0, 0)
         self._kept: dict[tuple, tuple[Line, Strip]] = {}
@@ -70,13 +88,23 @@ class LineWidget(Widget):
             kept.clear()
             self._kept_for = (width, base)
         strips = []
-        for line in self.build_lines(width, height):
+        lines = self.build_lines(width, height)
+        if self.REPORTS_COLOURS:
+            self._note_colours(lines)
+        for line in lines:
             key = ("\0".join(map(_TEXT, line)), tuple(map(id, map(_STYLE, line))), tuple(map(_CONTROL, line)))
             found = kept.get(key)
             if found is None:
                 found = kept[key] = (line, line_to_strip(line, width, base))
             strips.append(found[1])
         return strips
+
+    def _note_colours(self, lines: list[Line]) -> None:
+        """Keep the colours ``lines`` draw, and say so where they changed."""
+        colours = colours_drawn(lines)
+        if colours != self.colours:
+            self.colours = colours
+            self.post_message(self.ColoursDrawn(self, colours))
 
     def render_line(self, y: int) -> Strip:
         """Line ``y`` of the content, from strips rebuilt only when needed."""

@@ -132,6 +132,8 @@ def _provenance_cells(runs: bytes, count: int, cells: int, colours: tuple[str, .
 class RankHeatmap(LineWidget):
     """Every rank on one row; clicking a row asks for that rank's detail."""
 
+    REPORTS_COLOURS = True
+
     class Selected(Message):
         """The user clicked the row of ``rank``."""
 

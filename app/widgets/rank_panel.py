@@ -258,6 +258,8 @@ class RankPanel(LineWidget):
     subtitle.
     """
 
+    REPORTS_COLOURS = True
+
     class Selected(Message):
         """The user clicked the panel of ``rank``."""
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from math import prod
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len, set_cell_size
@@ -41,6 +43,8 @@ __all__ = [
     "rank_style",
     "rank_label_style",
     "provenance_style",
+    "DrawnColours",
+    "colours_drawn",
     "format_bytes",
     "short_blocks",
     "format_value",
@@ -75,7 +79,55 @@ REDUCED_STYLE = Style(color="black", bgcolor=REDUCED_SHADES[-1], bold=True, unde
 PLACEHOLDER_STYLE = Style(color="#808080", bgcolor="#262626")
 """Cells holding no rank's data yet (e.g. an output before the collective)."""
 
+
+@dataclass(frozen=True)
+class DrawnColours:
+    """What the provenance colours drawn stand for: the ranks whose own data is drawn, the counts
+    of ranks whose sums are (Σk), and whether a placeholder is (what the legend explains)."""
+
+    ranks: frozenset[int] = frozenset()
+    sums: frozenset[int] = frozenset()
+    placeholder: bool = False
+
+    def __or__(self, other: DrawnColours) -> DrawnColours:
+        """The colours drawn in either."""
+        return DrawnColours(self.ranks | other.ranks, self.sums | other.sums, self.placeholder or other.placeholder)
+
+    def __bool__(self) -> bool:
+        """Whether any provenance colour is drawn."""
+        return bool(self.ranks or self.sums or self.placeholder)
+
+
+_MEANINGS: dict[int, tuple[Style, DrawnColours]] = {}
+"""What each provenance style stands for, by the style's identity (the widgets draw with shared
+style objects); the style is held beside it, so its identity is never another object's."""
+
+
+def _means(style: Style, meaning: DrawnColours) -> Style:
+    """``style``, noted as standing for ``meaning``."""
+    _MEANINGS[id(style)] = (style, meaning)
+    return style
+
+
+_means(PLACEHOLDER_STYLE, DrawnColours(placeholder=True))
+
+
+def colours_drawn(lines: Iterable[Line]) -> DrawnColours:
+    """The provenance colours ``lines`` draw: cells and sparkline columns in a rank's colour or a
+    Σ shade, and placeholders (read from their segments' styles, one set lookup per distinct style)."""
+    styles: set[int] = set()
+    for line in lines:
+        styles.update(map(id, map(_STYLE, line)))
+    drawn = DrawnColours()
+    for style in styles:
+        found = _MEANINGS.get(style)
+        if found is not None:
+            drawn |= found[1]
+    return drawn
+
 _BARS = " ▁▂▃▄▅▆▇█"
+_STYLE = itemgetter(1)
+"""A segment's style."""
 
 Line = list[Segment]
 """One line of a widget: segments, each a piece of text and its style."""
@@ -171,7 +223,8 @@ def rank_colour(rank: int) -> str:
 @lru_cache(maxsize=1024)
 def rank_style(rank: int) -> Style:
     """Cell style for data that came from exactly ``rank`` (one shared object per rank)."""
-    return Style(color="black", bgcolor=rank_colour(rank), bold=rank >= len(_palette))
+    return _means(Style(color="black", bgcolor=rank_colour(rank), bold=rank >= len(_palette)),
+                  DrawnColours(ranks=frozenset({rank})))
 
 
 @lru_cache(maxsize=1024)
@@ -185,7 +238,7 @@ def rank_label_style(rank: int, bold: bool = True) -> Style:
 def reduced_style(count: int) -> Style:
     """Cell style for data reduced from ``count`` ≥ 2 ranks (one shade per count up to 8)."""
     shade = REDUCED_SHADES[min(count, len(REDUCED_SHADES) + 1) - 2]
-    return Style(color="black", bgcolor=shade, bold=True, underline=True)
+    return _means(Style(color="black", bgcolor=shade, bold=True, underline=True), DrawnColours(sums=frozenset({count})))
 
 
 def provenance_style(ranks: Sequence[int] | None) -> Style:
@@ -250,9 +303,9 @@ def picture_segments(buffer: Buffer, width: int) -> Line:
         middle = first + (chunk + (1 if point < extra else 0)) // 2
         at = bisect_right(starts, middle) - 1
         run = runs[at] if at >= 0 and middle < runs[at].start + runs[at].length else None
-        colour = provenance_style(run.ranks if run is not None else []).bgcolor
+        cell = provenance_style(run.ranks if run is not None else [])
         text = bars[column * repeat:(column + 1) * repeat]
-        style = _picture_style(colour.name if colour is not None else "grey50")
+        style = _picture_style(cell.bgcolor.name if cell.bgcolor is not None else "grey50", id(cell))
         if line and line[-1].style is style:
             line[-1] = Segment(line[-1].text + text, style)
         else:
@@ -261,9 +314,12 @@ def picture_segments(buffer: Buffer, width: int) -> Line:
 
 
 @lru_cache(maxsize=256)
-def _picture_style(colour: str) -> Style:
-    """A sparkline column in ``colour`` (one shared object per colour)."""
-    return Style(color=colour)
+def _picture_style(colour: str, cell: int) -> Style:
+    """A sparkline column in ``colour``, the colour of the cell style of identity ``cell``, and
+    standing for what that style does (one shared object per colour and cell style)."""
+    found = _MEANINGS.get(cell)
+    style = Style(color=colour)
+    return _means(style, found[1]) if found is not None else style
 
 
 def sparkline(values: Sequence[float], width: int, top: float | None = None) -> str:

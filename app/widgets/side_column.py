@@ -6,8 +6,8 @@ below are laid out past the screen's edge (at 100×30 the transfers pane and the
 seen). So the column sets its panes' heights itself, from its own height and the rows each pane's
 text wants (:class:`~.text_pane.PaneRows`), whenever one of them changes: the cost pane's headline
 (the call's S, t, algbw and busbw) first, whatever the height; a pane with one line to say (no
-transfers, none recorded) gets that line; the legend goes first when rows run short (above 8 ranks
-the heatmap's row labels carry the rank colours anyway); the cost pane grows towards its whole
+transfers, none recorded) gets that line; the legend (none where no cell is coloured) goes first
+when rows run short (above 8 ranks the heatmap's row labels carry the rank colours anyway); the cost pane grows towards its whole
 text up to a share of the column; then the narration gets two thirds of what is left and the
 transfers one third (no more than their text needs, the narration taking the rest).
 """
@@ -89,7 +89,7 @@ class SideColumn(Vertical):
             return
         legend, cost, transfers = self.query_one(Legend), self.query_one(CostPane), self.query_one(TransfersPane)
         text_width = max(1, width - legend.styles.gutter.width)
-        lines = legend.get_content_height(Size(width, height), Size(width, height), text_width)
+        lines = legend.get_content_height(Size(width, height), Size(width, height), text_width) if legend.has_rows else 0
         shares = side_shares(height, lines, cost.rows_wanted(_text_width(cost, width)),
                              transfers.rows_wanted(_text_width(transfers, width)))
         self.query_one(NarrationPane).styles.height = shares.narration

@@ -262,16 +262,20 @@ def test_nvml_figures_of_ranks_sharing_a_gpu_say_they_are_the_whole_gpus():
 
 
 
-def test_the_legend_s_last_shade_names_every_count_it_stands_for():
-    """Sums of 8 or more ranks share the lightest shade: at 16 ranks its swatch says Σ8–16 (cells
-    name up to Σ16), at 8 just Σ8, at 4 the swatches stop at Σ4."""
+def test_the_legend_s_last_shade_names_the_counts_drawn_in_it():
+    """Sums of 8 or more ranks share the lightest shade: its one swatch names the counts drawn in
+    it (Σ8–16 where sums of 8 and of 16 ranks are drawn, Σ16 where only 16's are); each smaller
+    count drawn has its own swatch, and a count not drawn has none."""
     from collviz.app.widgets.legend import legend_text
+    from collviz.app.widgets.render import DrawnColours
 
-    def swatches(world: int) -> list[str]:
-        return [word.strip("\u00a0") for word in legend_text(world, labelled_rows=True).plain.split() if "Σ" in word]
+    def swatches(*counts: int) -> list[str]:
+        drawn = DrawnColours(sums=frozenset(counts))
+        return [word.strip("\u00a0") for word in legend_text(drawn, labelled_rows=True).plain.split() if "Σ" in word]
 
-    assert swatches(16) == ["Σ2", "Σ3", "Σ4", "Σ5", "Σ6", "Σ7", "Σ8–16"]
-    assert swatches(8)[-1] == "Σ8" and swatches(4) == ["Σ2", "Σ3", "Σ4"]
+    assert swatches(*range(2, 17)) == ["Σ2", "Σ3", "Σ4", "Σ5", "Σ6", "Σ7", "Σ8–16"]
+    assert swatches(16) == ["Σ16"] and swatches(3, 8) == ["Σ3", "Σ8"] and swatches(2, 4) == ["Σ2", "Σ4"]
+    assert swatches() == [] and legend_text(DrawnColours()).plain == ""
 
 
 def test_a_summary_line_keeps_whole_figures_and_says_what_it_left_out():

@@ -54,6 +54,36 @@ def _sums(rows: list[str]) -> set[str]:
     return {word for row in rows for word in row.replace("\u00a0", " ").split() if word.startswith("Σ") and word != "Σ"}
 
 
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+async def test_the_legend_explains_only_the_colours_drawn(size):
+    """fsdp's gathers hold each rank's own data, no sum: no Σ swatch; its reduce-scatter (call #9)
+    sums all 4 ranks: Σ4 alone. The ring's hop 1 adds one neighbour's chunk to each rank's: Σ2
+    alone; hop 2 adds a third: Σ2 and Σ3."""
+    fsdp = make_app(trace=FIXTURES / "fsdp-tiny.cvz", mask_volatile=True)
+    setup, gather, reduce_scatter = await _screens(fsdp, size, [_step(1), _step(2), _call(9)])
+    for rows in (setup, gather):
+        assert _sums(rows) == set() and not any("summed over" in row for row in rows)
+        assert any(" r0  " in row.replace("\u00a0", " ") for row in rows)  # each rank's swatch stays
+    assert _sums(reduce_scatter) == {"Σ4"}
+    ring = make_app(trace=FIXTURES / "ring-all-reduce.cvz", mask_volatile=True)
+    hop1, hop2 = await _screens(ring, size, [[], ["right"]])
+    assert _sums(hop1) == {"Σ2"} and _sums(hop2) == {"Σ2", "Σ3"}
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+async def test_no_legend_where_no_cell_is_coloured(size):
+    """An NCCL log holds no values or provenance: no swatch, no placeholder row, no legend."""
+    events = open_artifacts([FIXTURES / "nccl" / "job-4ranks.log"]).events
+    app = make_app(events=events, mask_volatile=True)
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: app.loaded, tries=500)
+        for _ in range(3):
+            await pilot.pause(0.05)
+        rows = screen_lines(app.export_screenshot())
+        assert not app.screen.query_one("#legend").display
+    assert _sums(rows) == set() and not any("no data" in row or "summed over" in row for row in rows)
+
+
 def _heatmap_rows(rows: list[str], world: int) -> dict[int, str]:
     """Each rank's first heatmap line, from its label (``r12 ✓``) to the column's end."""
     found: dict[int, str] = {}
