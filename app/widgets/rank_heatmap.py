@@ -1,10 +1,13 @@
 """The compact view of many ranks: one row per rank, a buffer's elements as provenance-coloured cells.
 
 Above :data:`~collviz.app.screens.viewer.COMPACT_ABOVE` ranks a panel per rank cannot show
-anything readable, so every rank gets one row: its number, the chosen buffer as a heatmap (each
-cell a range of elements, coloured by the rank(s) whose data it holds, as in the panels and with
-the same legend), and its status. Rows that do not fit one column continue in the next. The
-buffer shown is the one most recently updated in the step (ties: the largest); the title names it.
+anything readable, so every rank gets one row: its number, its status, and the chosen buffer as
+cells coloured by the rank(s) whose data each holds, as in the panels and with the same legend.
+Where the buffer's values all fit the row (over the lines a row grows to) the cells are its
+values, as in a panel; else each cell is a range of elements, and the row ends with the lowest and
+highest value (``241–272``) where that leaves the cells room, so no row is colour alone. Rows that
+do not fit one column continue in the next. The buffer shown is the one most recently updated in
+the step (ties: the largest); the title names it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from itertools import repeat
 from operator import itemgetter
+from typing import NamedTuple
 
 import msgspec
 from rich.cells import cell_len
@@ -28,7 +32,19 @@ from collviz.runtime.wire.protocol import Buffer, ProvenanceRun
 from ..model import RankView
 from .line_widget import LineWidget
 from .rank_panel import collective_line
-from .render import DIM, PLACEHOLDER_STYLE, Line, fit_cells, palette, provenance_style, rank_label_style
+from .render import (
+    DIM,
+    PLACEHOLDER_STYLE,
+    Line,
+    fit_cells,
+    palette,
+    provenance_style,
+    rank_label_style,
+    value_cell_lines,
+    value_cell_width,
+    value_extremes,
+    value_range,
+)
 
 __all__ = ["RankHeatmap", "shown_buffer", "heatmap_cells"]
 
@@ -43,6 +59,8 @@ _GAP = 2
 """Columns between two columns of rows."""
 MAX_ROW_HEIGHT = 3
 """Most lines one rank's row grows to when the pane has room."""
+LEAST_CELLS = 8
+"""Columns of cells a row keeps beside its values' range (else the range is left out)."""
 
 
 def shown_buffer(ranks: Sequence[RankView]) -> str | None:
@@ -72,7 +90,56 @@ def _row_input(rank: RankView, name: str | None) -> tuple:
     if buffer is None:
         return rank.rank, rank.state, status, rank.collective  # the row may give the rank's call
     count = len(buffer.values) if buffer.values is not None else _numel(buffer.shape)
-    return rank.rank, rank.state, status, count, buffer.provenance
+    extremes = (buffer.summary.min, buffer.summary.max) if buffer.summary is not None else None
+    return rank.rank, rank.state, status, count, buffer.provenance, buffer.values, extremes
+
+
+_TITLE_PARTS = ("colour = whose data", "values or their range", "click or 0–9: a rank's detail")
+"""What the heatmap's title says after the ranks and the buffer, most needed first."""
+
+
+def _title(world: int, name: str | None, width: int) -> str:
+    """``16 ranks · grad · colour = whose data · …``: the parts of :data:`_TITLE_PARTS` that fit
+    a border ``width`` columns wide (its corners and the spaces round the title aside) whole, in order."""
+    parts = [f"{world} ranks", *([name] if name else [])]
+    for part in _TITLE_PARTS if name else ():
+        if width and cell_len(" · ".join([*parts, part])) + 6 > width:
+            break
+        parts.append(part)
+    return " · ".join(parts)
+
+
+def _grid(count: int, width: int, height: int) -> tuple[int, int, int]:
+    """How ``count`` rows share ``width`` × ``height`` cells: rows per column, a column's width, and
+    the lines each row takes (as many columns as it takes to fit ``height``)."""
+    columns = max(1, -(-count // max(1, height)))
+    per_column = -(-count // columns)
+    tall = max(1, min(MAX_ROW_HEIGHT, height // per_column))
+    return per_column, max(12, (width - _GAP * (columns - 1)) // columns), tall
+
+
+class _Cells(NamedTuple):
+    """How the rows draw the buffer shown: as values ``cell`` columns wide (0: as colours, each
+    row ending with its values' range where that fits), and the ranges no row could say."""
+
+    cell: int
+    unsaid: list[tuple[float, float]]
+
+
+def _cells(buffers: Sequence[Buffer | None], room: int, tall: int) -> _Cells:
+    """Values, in cells of one width, where every row's fit ``room`` columns on ``tall`` lines;
+    else colours, with the extremes of the rows too narrow to end with their range."""
+    with_values = [buffer for buffer in buffers if buffer is not None and buffer.values]
+    cell = max(map(value_cell_width, with_values), default=0)
+    if with_values and len(with_values) == sum(buffer is not None for buffer in buffers) \
+            and all(value_cell_lines(buffer, room, tall, cell) is not None for buffer in with_values):
+        return _Cells(cell, [])
+    unsaid = []
+    for buffer in buffers:
+        extremes = value_extremes(buffer) if buffer is not None else None
+        if extremes is not None and room - len(value_range(extremes)) - 1 < LEAST_CELLS:
+            unsaid.append(extremes)
+    return _Cells(0, unsaid)
 
 
 def heatmap_cells(buffer: Buffer, width: int) -> Line:
@@ -155,62 +222,86 @@ class RankHeatmap(LineWidget):
         steps often repeat: at 64 ranks the rows cost 1.4 ms a frame)."""
         self._ranks = ranks
         name = shown_buffer(ranks)
-        title = (f"{len(ranks)} ranks · {name} · cell colour = whose data it holds · click or 0–9: a rank's detail"
-                 if name else f"{len(ranks)} ranks")
-        if str(self.border_title) != title:
-            self.border_title = Text(title)
+        self._retitle()
         drawn = (self.content_size, palette(), name, tuple(map(_row_input, ranks, repeat(name))))
         if drawn != self._drawn:
             self._drawn = drawn
             self.lines_changed()
+
+    def _retitle(self) -> None:
+        """Title the pane for the ranks shown, with what fits its width."""
+        title = _title(len(self._ranks), shown_buffer(self._ranks), self.size.width)
+        if str(self.border_title) != title:
+            self.border_title = Text(title)
+
+    def on_resize(self) -> None:
+        """Rebuild at the new size, titled for it."""
+        super().on_resize()
+        self._retitle()
 
     def build_lines(self, width: int, height: int) -> list[Line]:
         """Rows of ranks, in as many columns as needed to fit ``height``."""
         ranks = self._ranks
         if not ranks:
             return [[Segment("waiting for the workers…", DIM)]]
-        columns = max(1, -(-len(ranks) // max(1, height)))
-        per_column = -(-len(ranks) // columns)
-        tall = max(1, min(MAX_ROW_HEIGHT, height // per_column))
-        column_width = max(12, (width - _GAP * (columns - 1)) // columns)
-        self._layout = (per_column, column_width + _GAP, tall)
         name = shown_buffer(ranks)
         label_width = len(f"r{len(ranks) - 1}") + 1
+        shown = [next((b for b in rank.buffers if b.name == name), None) for rank in ranks]
+        per_column, column_width, tall = _grid(len(ranks), width, height)
+        cells = _cells(shown, column_width - label_width - 2, tall)
+        if cells.unsaid and per_column * tall >= height > 1:  # the ranges' line takes the last line
+            per_column, column_width, tall = _grid(len(ranks), width, height - 1)
+            cells = _cells(shown, column_width - label_width - 2, tall)
+        self._layout = (per_column, column_width + _GAP, tall)
         lines: list[Line] = [[] for _ in range(per_column * tall)]
         for index, rank in enumerate(ranks):
-            row = self._row(rank, name, label_width, column_width, self.mask_volatile)
-            used = sum(map(cell_len, map(_TEXT, row)))
+            row = self._row(rank, shown[index], label_width, column_width, tall, cells.cell, self.mask_volatile)
             for line in range(tall):
                 target = lines[(index % per_column) * tall + line]
                 if index >= per_column:
                     target.append(Segment(" " * _GAP))
-                if line == 0:
-                    target.extend(row)
-                else:  # the same cells again, under the label's blank
-                    target.append(Segment(" " * (label_width + 2)))
-                    target.extend(row[2:])
-                target.append(Segment(" " * (column_width - used)))
-        return lines
+                drawn = row[line] if line < len(row) else [Segment(" " * (label_width + 2))]
+                target.extend(drawn)
+                target.append(Segment(" " * (column_width - sum(map(cell_len, map(_TEXT, drawn))))))
+        return self._with_ranges_line(lines, cells.unsaid) if cells.unsaid else lines
 
     @staticmethod
-    def _row(rank: RankView, name: str | None, label_width: int, width: int, mask_volatile: bool = False) -> Line:
-        """``r12 ●`` then the heatmap, within ``width`` columns; a rank without the buffer shown
-        gives its call in this step instead (a script's run, an imported artifact), its time
-        masked with ``mask_volatile``."""
+    def _with_ranges_line(lines: list[Line], unsaid: list[tuple[float, float]]) -> list[Line]:
+        """``lines`` and under them the values' range of the rows too narrow to end with their own
+        (``values 4033–4160 on every rank``, or across the ranks where they differ)."""
+        lows, highs = zip(*unsaid)
+        whole = value_range((min(lows), max(highs)))
+        said = f"values {whole} on every rank" if len(set(unsaid)) == 1 else f"values {whole} across the ranks"
+        return [*lines, [Segment(said, DIM)]]
+
+    @staticmethod
+    def _row(rank: RankView, buffer: Buffer | None, label_width: int, width: int, tall: int = 1, cell: int = 0,
+             mask_volatile: bool = False) -> list[Line]:
+        """``r12 ●`` then ``buffer`` (the rank's of the buffer shown), within ``width`` columns,
+        on at most ``tall`` lines: its values in cells ``cell`` columns wide where ``cell`` is
+        given, else its colours on every line with its values' range at the first line's end
+        where that fits; a rank without the buffer shown gives its call in this step instead (a
+        script's run, an imported artifact), its time masked with ``mask_volatile``."""
         mark, style = _STATE_MARKS[rank.state]
         row: Line = [Segment(f"r{rank.rank}".ljust(label_width), rank_label_style(rank.rank)),
                      Segment(mark + " ", style)]
+        blank = Segment(" " * (label_width + 2))
         room = width - label_width - 2
-        buffer = next((b for b in rank.buffers if b.name == name), None)
         if buffer is None and rank.state not in _SAID and rank.collective is not None:  # a run without values
             call = collective_line(rank, mask_volatile, room)
             if sum(map(cell_len, map(_TEXT, call))) > room:  # even the op is too long: cut, marked
                 call = [Segment(fit_cells(call[0].text, room), call[0].style)]
-            return [*row, *call]
+            return [[*row, *call]]
         if buffer is None:
             text = rank.status if rank.state in _SAID else "—"
-            return [*row, Segment(fit_cells(text, room), style if rank.state == "error" else DIM)]
-        return [*row, *heatmap_cells(buffer, room)]
+            return [[*row, Segment(fit_cells(text, room), style if rank.state == "error" else DIM)]]
+        values = value_cell_lines(buffer, room, tall, cell) if cell else None
+        if values is not None:
+            return [[*(row if line == 0 else [blank]), *cells] for line, cells in enumerate(values)]
+        extremes = value_range(value_extremes(buffer))
+        said = f" {extremes}" if extremes and room - len(extremes) - 1 >= LEAST_CELLS else ""
+        cells = heatmap_cells(buffer, room - len(said))
+        return [[*row, *cells, Segment(said, DIM)], *([blank, *cells] for _ in range(tall - 1))]
 
     def on_click(self, event: events.Click) -> None:
         """Ask the screen for the detail of the rank on the clicked row."""

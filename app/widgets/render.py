@@ -55,6 +55,10 @@ __all__ = [
     "sparkline",
     "Line",
     "buffer_lines",
+    "value_cell_width",
+    "value_cell_lines",
+    "value_extremes",
+    "value_range",
     "provenance_lines",
     "lines_to_text",
     "line_to_strip",
@@ -430,6 +434,50 @@ def buffer_lines(buffer: Buffer, width: int, max_rows: int | None = None, detail
                 line.append(Segment(f"{' ' if shown else ''}…+{prod(buffer.shape) - shown.stop}", DIM))
                 return lines
     return lines
+
+
+def value_cell_width(buffer: Buffer) -> int:
+    """The columns a cell of ``buffer``'s values takes (its widest label and a space; 0 where it
+    has no values)."""
+    return max(map(len, format_values(buffer.values))) + 1 if buffer.values else 0
+
+
+def value_cell_lines(buffer: Buffer, width: int, most: int, cell: int = 0) -> list[Line] | None:
+    """``buffer``'s values as provenance-coloured cells ``cell`` columns wide (default: as
+    :func:`value_cell_width`), as many a line as ``width`` columns hold, on at most ``most``
+    lines; None where they would not all fit (or it has no values)."""
+    if not buffer.values or width <= 0:
+        return None
+    labels = format_values(buffer.values)
+    cell = max(cell, max(map(len, labels)) + 1)
+    per_line = width // cell
+    if per_line == 0 or -(-len(labels) // per_line) > most:
+        return None
+    styles = _cell_styles(buffer, len(labels))
+    lines: list[Line] = []
+    for start in range(0, len(labels), per_line):
+        line: Line = []
+        _append_cells(line, labels, styles, range(start, min(len(labels), start + per_line)), cell)
+        lines.append(line)
+    return lines
+
+
+def value_extremes(buffer: Buffer) -> tuple[float, float] | None:
+    """The lowest and highest of ``buffer``'s values, from its values or its summary; None where
+    it has neither."""
+    if buffer.values:
+        return min(buffer.values), max(buffer.values)
+    if buffer.summary is not None:
+        return buffer.summary.min, buffer.summary.max
+    return None
+
+
+def value_range(extremes: tuple[float, float] | None) -> str:
+    """``241–272`` for ``extremes`` (one number where they are equal; empty for None)."""
+    if extremes is None:
+        return ""
+    low, high = extremes
+    return format_value(low) if low == high else f"{format_value(low)}–{format_value(high)}"
 
 
 def provenance_lines(buffer: Buffer) -> list[Line]:

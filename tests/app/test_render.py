@@ -238,7 +238,7 @@ def test_a_heatmap_row_without_the_shown_buffer_gives_the_rank_s_call():
     from collviz.app.widgets.rank_heatmap import RankHeatmap
 
     def row(width: int) -> str:
-        return "".join(segment.text for segment in RankHeatmap._row(_rank_view([]), None, 4, width))
+        return "".join(segment.text for segment in RankHeatmap._row(_rank_view([]), None, 4, width)[0])
 
     assert row(60) == "r0  ● all_reduce (sum) 48.0 KiB→48.0 KiB 14.23 ms"
     assert row(40) == "r0  ● all_reduce 48.0 KiB→48.0 KiB"  # 34 columns after the label and mark
@@ -307,5 +307,5 @@ def test_run_text_is_cut_by_terminal_cells_not_characters():
     assert cell_len(fit_cells(error, 20)) == 20 and fit_cells(error, 20).endswith("…")
     rank = RankView(rank=3, device="cpu", backend="gloo", state="error", status=error, phase=1, buffers=(),
                     collective=None, memory=MemoryTrack((), (), (), (), 0, 0, 0, 0, 0))
-    row = RankHeatmap._row(rank, None, 4, 30)
+    row = RankHeatmap._row(rank, None, 4, 30)[0]
     assert sum(cell_len(segment.text) for segment in row) == 30

@@ -96,6 +96,39 @@ def _heatmap_rows(rows: list[str], world: int) -> dict[int, str]:
     return found
 
 
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+async def test_a_16_rank_heatmap_gives_its_values(size):
+    """16 ranks gather 32 floats: at 160×50 (a 104-column row, two lines a rank) the values
+    themselves, 0 1 10 11 … 150 151, in rank order; at 100×30 (one 54-column line) each row ends
+    with 0–151."""
+    world = 16
+    gathered = [str(rank * 10 + i) for rank in range(world) for i in range(2)]
+    app = make_app(events=all_gather_events(world=world), mask_volatile=True)
+    (rows,) = await _screens(app, size, [_step(2)])
+    heatmap = _heatmap_rows(rows, world)
+    assert sorted(heatmap) == list(range(world))
+    if size == (160, 50):
+        for rank in range(world):
+            first = heatmap[rank].split()[2:]  # after the label and the mark
+            assert first == gathered[: len(first)] and len(first) >= world, heatmap[rank]
+    else:
+        assert all(heatmap[rank].split()[-1] == "0–151" for rank in range(world)), heatmap
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+async def test_a_64_rank_heatmap_gives_its_values_range(size):
+    """64 ranks gather 128 floats, 0 … 631: too many to write; at 160×50 each row ends with its
+    range, at 100×30 (four narrow columns) one line under the rows says it for every rank."""
+    world = 64
+    app = make_app(events=all_gather_events(world=world), mask_volatile=True)
+    (rows,) = await _screens(app, size, [_step(2)])
+    if size == (160, 50):
+        screen = " ".join(" ".join(rows).split())
+        assert all(re.search(rf"r{rank} ✓ 0–631", screen) for rank in range(world)), screen
+    else:
+        assert any("values 0–631 on every rank" in row for row in rows)
+
+
 def _finishing_out_of_order(world: int, last: int) -> list:
     """The synthetic all-gather with each rank ending the run right after its own end of the
     release step, ``last`` ending that step after every other rank has ended the run (as a live
