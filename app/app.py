@@ -142,7 +142,7 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
         # trace's file costs a cold seek as much as the rest of the frame
         view = self.view_ahead.view(self.event_log, self.cursor, TAIL_LENGTH if self.log_visible else 0)
         pieces = self.navigator.pieces
-        return first_pieces(view, pieces) if pieces is not None and view.spans else view
+        return first_pieces(self.event_log, view, pieces) if pieces is not None and view.spans else view
 
     def labels(self) -> Labels:
         """The header's words: the mode's, then the event position, status and notes."""

@@ -13,7 +13,6 @@ from .navigation import (
     exchange_steps,
     first_collective,
     next_exchange,
-    first_pieces,
     next_boundary,
     previous_boundary,
     seek_call,
@@ -24,6 +23,7 @@ from .navigation import (
     ViewAhead,
     paused_collector,
 )
+from .pieces import first_pieces
 from .sources import load_trace, pump_session
 from .view import TAIL_LENGTH, Labels, MemoryTrack, RankView, RunState, ViewState, step_at, view_at
 

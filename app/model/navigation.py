@@ -6,7 +6,6 @@ import gc
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 
 from collviz.runtime.reports.bench_table import is_bench_log
 
@@ -16,7 +15,7 @@ from .view import ViewState, step_at, view_at
 __all__ = ["SPEEDS", "next_boundary", "previous_boundary", "seek_step", "seek_call", "call_range", "first_collective",
            "exchange_steps", "next_exchange",
            "faster", "slower",
-           "step_pieces", "first_pieces", "ViewAhead", "paused_collector"]
+           "step_pieces", "ViewAhead", "paused_collector"]
 
 SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """Replay speeds in steps per second, slowest first."""
@@ -107,14 +106,6 @@ def step_pieces(log: EventLog, cursor: int) -> int:
     keeps its timeline on screen). From the log's indexes alone: nothing is decoded."""
     phase = log.phases.get(step_at(log, cursor))
     return phase.spans.count_upto(cursor) if phase is not None else 0
-
-
-def first_pieces(view: ViewState, count: int) -> ViewState:
-    """``view`` with only the first ``count`` of its pipeline spans, in the order they ended (each
-    is one stage's forward or backward of one microbatch): the schedule as it unfolded, piece by
-    piece; the rest are counted in ``spans_hidden``."""
-    ordered = sorted(view.spans, key=lambda span: span.t_ns)
-    return replace(view, spans=tuple(ordered[:count]), spans_hidden=max(0, len(ordered) - count))
 
 
 def faster(speed: float) -> float:

@@ -161,3 +161,26 @@ async def test_a_finished_step_marks_every_rank_alike(size):
     assert {rank: line.split()[1] for rank, line in heatmap.items()} == {rank: "✓" for rank in range(world)}
 
 
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+async def test_each_piece_of_a_pipelined_step_shows_that_piece(size):
+    """pp's GPipe step (step 2), piece by piece: at piece k (spans in the order they ended) the
+    panels hold the buffers and the transfers pane counts the transfers stamped by the k-th span's
+    end, read from the trace's raw events: no output gradient at the first piece, rank 0's
+    forward of microbatch 0; every panel's rank still running the step."""
+    events = read_trace(FIXTURES / "pp.cvz").events
+    spans = sorted((e for e in events if isinstance(e, Span) and e.phase == 1), key=lambda e: e.t_ns)
+    app = make_app(trace=FIXTURES / "pp.cvz", mask_volatile=True)
+    screens = await _screens(app, size, [[], ["right"], ["right"]])
+    for piece, rows in enumerate(screens, start=1):
+        until_ns = spans[piece - 1].t_ns
+        moved = [e for e in events if isinstance(e, Transfer) and e.phase == 1 and e.t_ns <= until_ns]
+        screen = "\n".join(rows)
+        assert f"piece {piece} of {len(spans)}" in screen
+        assert f"transfers · {len(moved)} " in screen
+        names = {e.name: e.t_ns <= until_ns for e in events if isinstance(e, Buffer) and e.phase == 1}
+        if size == (160, 50):  # panels wide enough for every name whole
+            assert {name for name, held in names.items() if held} == {name for name in names if name in screen}
+            assert "─ done ─" not in screen and screen.count("─ running ─") == 4
+    first = "\n".join(screens[0])
+    assert "r0 forward of microbatch 0" in first and "output grad" not in first
+    assert spans[0].rank == 0 and spans[0].microbatch == 0 and spans[0].kind == "forward"
