@@ -230,7 +230,7 @@ class RankHeatmap(LineWidget):
 
     def _retitle(self) -> None:
         """Title the pane for the ranks shown, with what fits its width."""
-        title = _title(len(self._ranks), shown_buffer(self._ranks), self.size.width)
+        title = _title(len(self._ranks), shown_buffer(self._ranks), self.outer_size.width)
         if str(self.border_title) != title:
             self.border_title = Text(title)
 

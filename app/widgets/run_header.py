@@ -7,6 +7,7 @@ from rich.text import Text
 
 from ..model import Labels
 from ..model.panes import HeaderFields
+from .render import fit_words
 from .text_pane import TextPane
 
 __all__ = ["RunHeader", "viewer_status"]
@@ -37,18 +38,6 @@ def viewer_status(labels: Labels, state: str) -> str:
     if labels.history:
         return "replay" if labels.kind == "replay" else "browsing"
     return "finished" if state in _ENDED else labels.kind
-
-
-def _fitting(text: str, room: int) -> str:
-    """``text``, or as many of its words as fit in ``room`` cells followed by "…" (never half a
-    word: a number keeps its unit; an emoji counts its two cells; nothing where no word fits).
-    Unknown room (0 or less before the first layout): all of it."""
-    if room <= 0 or cell_len(text) <= room:
-        return text
-    words = text.split(" ")
-    while words and (cell_len(" ".join(words)) + 1 > room or words[-1] == "·"):  # no dangling separator
-        words.pop()
-    return " ".join(words) + "…" if words else ""
 
 
 def _cut_at_a_word(text: Text, room: int) -> Text:
@@ -97,9 +86,9 @@ class RunHeader(TextPane):
         if run is not None:  # the mode's words (a lesson's are long) give way to the step counter
             place = f" · {run.backend} on {run.device_kind} · {run.world_size} ranks · "
             room = self.size.width - line.cell_len - cell_len(place) - cell_len(where)
-            line.append((place + _fitting(mode, max(room, 1) if self.size.width else 0)).removesuffix(" · "))
+            line.append((place + fit_words(mode, max(room, 1) if self.size.width else 0)).removesuffix(" · "))
         line.append(where, "bold")
-        phase = _fitting(fields.phase_name, max(self.size.width - line.cell_len - 1, 1) if self.size.width else 0)
+        phase = fit_words(fields.phase_name, max(self.size.width - line.cell_len - 1, 1) if self.size.width else 0)
         if phase:
             line.append(f" {phase}", "italic")
         style = _STATE_STYLES[fields.state.kind]

@@ -8,7 +8,13 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Static
 
-__all__ = ["TextPane", "PaneRows", "LINE_COUNTS_KEPT"]
+from .render import fit_words
+
+__all__ = ["TextPane", "PaneRows", "LINE_COUNTS_KEPT", "BORDER_TITLE_MARGIN"]
+
+BORDER_TITLE_MARGIN = 6
+"""Columns of a bordered pane's top line that are not its title's: the corners, the rules beside
+the title and a space each side."""
 
 LINE_COUNTS_KEPT = 4096
 """Lines a pane remembers the wrapped height of (all are dropped when it would keep more)."""
@@ -57,7 +63,14 @@ class TextPane(Static):
         as plain Text, since titles carry phase names and other text from the run."""
         if title != self._title:
             self._title = title
-            self.border_title = Text(title)
+            self._fit_title()
+
+    def _fit_title(self) -> None:
+        """Title the border with the whole words of the title that fit it (:func:`~.render.fit_words`:
+        a cut title never ends in a number without its unit, as Textual's own cut did: ``4…``)."""
+        fitted = Text(fit_words(self._title or "", self.outer_size.width - BORDER_TITLE_MARGIN))
+        if self._title is not None and fitted != self.border_title:
+            self.border_title = fitted
 
     def show_text(self, text: Text, headline: Text | None = None, *, quiet: bool = False) -> None:
         """Display ``text`` unless it is what the pane already shows (same size: no re-layout),
@@ -90,8 +103,10 @@ class TextPane(Static):
         self.call_after_refresh(self._hint_overflow)
 
     def on_resize(self) -> None:
-        """The pane's size changed: whether its text overflows may have too."""
+        """The pane's size changed: whether its text overflows may have too, and how much of its
+        title fits."""
         self.hint_overflow()
+        self._fit_title()
 
     def _hint_overflow(self) -> None:
         width, height = self.content_size

@@ -184,3 +184,22 @@ async def test_each_piece_of_a_pipelined_step_shows_that_piece(size):
     first = "\n".join(screens[0])
     assert "r0 forward of microbatch 0" in first and "output grad" not in first
     assert spans[0].rank == 0 and spans[0].microbatch == 0 and spans[0].kind == "forward"
+
+
+CUT_NUMBER = re.compile(r"\d…(?!\+)")
+"""A number cut off from what follows it (``(211.8…``, ``through 4…``); a panel's ``…+N`` counts
+what it left out."""
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+async def test_a_cut_title_never_ends_in_a_number(size):
+    """Phase names with numbers in them, cut to fit the header and the narration's title: pp's
+    'GPipe: 4 microbatches through 4 stages' and 'AdamW on stage 3's own parameters (211.8 KiB)',
+    moe's 'route: top-2 experts per token, at most 4 …'. A cut keeps whole words and never leaves a
+    number without the word after it."""
+    pp = make_app(trace=FIXTURES / "pp.cvz", mask_volatile=True)
+    moe = make_app(trace=FIXTURES / "moe.cvz", mask_volatile=True)
+    screens = [*await _screens(pp, size, [_step(2), _step(3)]), *await _screens(moe, size, [_step(2)])]
+    for rows in screens:
+        assert [row for row in rows if CUT_NUMBER.search(row)] == []
+    assert any("GPipe: 4 microbatches" in row for row in screens[0])  # cut, if at all, after a whole word
