@@ -130,10 +130,13 @@ def _cells(buffers: Sequence[Buffer | None], room: int, tall: int) -> _Cells:
     """Values, in cells of one width, where every row's fit ``room`` columns on ``tall`` lines;
     else colours, with the extremes of the rows too narrow to end with their range."""
     with_values = [buffer for buffer in buffers if buffer is not None and buffer.values]
-    cell = max(map(value_cell_width, with_values), default=0)
+    # a cell takes two columns at least: where even those would not fit, no value is formatted
+    # (64 ranks' 128 values each cost 8 ms to format)
     if with_values and len(with_values) == sum(buffer is not None for buffer in buffers) \
-            and all(value_cell_lines(buffer, room, tall, cell) is not None for buffer in with_values):
-        return _Cells(cell, [])
+            and all(len(buffer.values or ()) * 2 <= room * tall for buffer in with_values):
+        cell = max(map(value_cell_width, with_values))
+        if all(value_cell_lines(buffer, room, tall, cell) is not None for buffer in with_values):
+            return _Cells(cell, [])
     unsaid = []
     for buffer in buffers:
         extremes = value_extremes(buffer) if buffer is not None else None
