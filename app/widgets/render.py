@@ -385,17 +385,19 @@ def fit_cells(text: str, width: int) -> str:
 
 _NUMBER = re.compile(r"[(\[]?[-+−]?\d[\d.,]*")
 """A word that is a number (``4``, ``(211.8``): it says nothing without the word after it."""
+_SEPARATORS = frozenset(("", "·", "+", "=", "→", "×", "−", "-", "("))
+"""Words that join others (``h = x · W1 +``): a cut text does not end on one."""
 
 
 def fit_words(text: str, room: int) -> str:
     """``text``, or as many of its words as fit in ``room`` cells followed by "…": never half a
     word, never a number whose next word is cut (its unit or what it counts: ``211.8 KiB``, ``4
-    tensors``), no dangling separator; an emoji counts its two cells; nothing where no word fits.
+    tensors``), no dangling separator or operator; an emoji counts its two cells; nothing where no word fits.
     Unknown room (0 or less, before the first layout): all of it."""
     if room <= 0 or cell_len(text) <= room:
         return text
     words = text.split(" ")
-    while words and (cell_len(" ".join(words)) + 1 > room or words[-1] in ("·", "") or _NUMBER.fullmatch(words[-1])):
+    while words and (cell_len(" ".join(words)) + 1 > room or words[-1] in _SEPARATORS or _NUMBER.fullmatch(words[-1])):
         words.pop()
     return " ".join(words) + "…" if words else ""
 

@@ -309,3 +309,17 @@ def test_run_text_is_cut_by_terminal_cells_not_characters():
                     collective=None, memory=MemoryTrack((), (), (), (), 0, 0, 0, 0, 0))
     row = RankHeatmap._row(rank, None, 4, 30)[0]
     assert sum(cell_len(segment.text) for segment in row) == 30
+
+
+def test_a_cut_text_keeps_whole_words_and_no_number_or_operator_last():
+    """Phase names cut to fit: whole words, then "…"; never a number without what follows it (its
+    unit, what it counts) nor an operator or separator last; all of it where it fits or the room
+    is unknown (0)."""
+    from collviz.app.widgets.render import fit_words
+
+    assert fit_words("AdamW on stage 3's own parameters (211.8 KiB)", 40) == "AdamW on stage 3's own parameters…"
+    assert fit_words("GPipe: 4 microbatches through 4 stages", 33) == "GPipe: 4 microbatches through…"
+    assert fit_words("fc1 column-parallel: h = x · W1 shardᵀ + b1", 40) == "fc1 column-parallel: h = x · W1 shardᵀ…"
+    assert fit_words("hop 2/6: reduce-scatter step 2", 30) == "hop 2/6: reduce-scatter step 2"
+    assert fit_words("hop 2/6: reduce-scatter step 2", 0) == "hop 2/6: reduce-scatter step 2"
+    assert fit_words("reduce-scatter", 5) == ""
