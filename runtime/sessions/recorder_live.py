@@ -184,7 +184,8 @@ class LiveRecorder:
         of each missing rank still running, but none for a wait on a rank of ``failed`` (ranks
         that raised or died: their peers' wait is a consequence), nor on a rank that has written its
         last dump but whose exit the launcher has not seen (its script has ended: how, an error
-        maybe, is not known yet); the ranks' events it took in."""
+        maybe, is not known yet — a script that destroys its process group in a ``finally`` fails its
+        peers before its own process ends); the ranks' events it took in."""
         ending = [rank for rank in range(self._dumps.world_size) if rank not in self._exited]
         self._loop.stall_after_s = 0.0
         self._loop.step(final=True, excused={*failed, *(rank for rank in ending if self._dumps.dumped([rank]))})

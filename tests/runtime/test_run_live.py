@@ -10,6 +10,7 @@ The expected calls are written out by hand from the scripts below: all_reduce of
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -229,3 +230,48 @@ def test_the_last_look_blames_no_rank_whose_end_is_not_known_yet(monkeypatch, tm
     live, intake = _closed_after_dump(monkeypatch, tmp_path, {0: inside, 2: inside, 3: inside}, {1: raised})
     live.last_look(failed=[0])
     assert [e for e in intake.take_pending() if isinstance(e, Stall)] == []
+
+
+KILLED = textwrap.dedent('''
+    import datetime, os, signal
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    dist.all_reduce(torch.ones(4))
+    if dist.get_rank() == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    dist.all_reduce(torch.ones(8))
+''')
+"""Four ranks make all_reduce #1; rank 3 is then killed (no dump), and ranks 0–2 fail in #2."""
+
+
+def _exited_unreaped(pids: list[int]) -> bool:
+    """Whether every process of ``pids`` has exited, none reaped (``WNOWAIT``: the session reaps them)."""
+    return all(os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None for pid in pids)
+
+
+def test_a_killed_rank_whose_peers_fail_before_the_launcher_looks_is_the_cause(tmp_path):
+    """Every rank has exited before the launcher's first poll (it was busy: a reading waits up to
+    2 s for a slow server): rank 3 killed by SIGKILL, ranks 0–2 with status 1 from the all_reduce
+    it never joined. Each exit is noted before the failure is judged, so rank 3 was not reaped
+    "after the teardown began" (a casualty of rank 0's failure) but is the run's cause."""
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED)
+    session = LocalSession(plan_script(check_script(script), 4, observe=False))
+    session.start()
+    polled = []
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not _exited_unreaped(list(session.pids.values())):
+            assert time.monotonic() < deadline, "the ranks did not all exit"
+            time.sleep(0.05)
+        while not session.finished and time.monotonic() < deadline:
+            polled += session.poll(0.05)
+    finally:
+        session.stop()
+    assert session.outcome is not None and session.outcome.exit_code == 1
+    assert session.outcome.detail.startswith("rank 3 was killed by SIGKILL"), session.outcome.detail
+    assert {e.target: (e.exit_code, e.signal) for e in polled if isinstance(e, ProcessExit)} == {
+        0: (1, None), 1: (1, None), 2: (1, None), 3: (None, "SIGKILL")}
+    assert not [e for e in polled if isinstance(e, Stall)], "no rank was waited on: rank 3 died"
