@@ -202,16 +202,20 @@ def _closed_after_dump(monkeypatch: pytest.MonkeyPatch, folder: Path, served: di
     return recorder_live.LiveRecorder(intake, "run", dumps, Launched({}, "node"), recorder_live.UNWATCHED, 60.0, 0), intake
 
 
+def _pair_shapes(rank: int) -> bytes:
+    """Rank ``rank``'s recorder: the world's all_reduce #1, its pair's all_gather #1 (ranks 0, 1 on
+    group ``1``; 2, 3 on ``2``), the world's all_reduce #2, each retired."""
+    pair = ("1", "undefined") if rank < 2 else ("2", "undefined")
+    return _gloo_dump([(1, "all_reduce", WORLD_GROUP, True), (1, "all_gather", pair, True),
+                       (2, "all_reduce", WORLD_GROUP, True)])
+
+
 def test_a_rank_whose_server_closed_after_its_last_dump_is_read_from_that_dump(monkeypatch, tmp_path):
     """Rank 0 wrote its last dump and closed its server; the launcher has not seen its process end
     yet. Read then as no rank, its pair would be taken as rank 1 alone (gloo's dumps do not name a
     pair's members: they are the ranks whose dumps mention it) and its call shown on group ``(1,)``."""
-    def shapes(rank: int) -> bytes:  # the world's all_reduce #1, the rank's pair's all_gather #1, all_reduce #2
-        pair = ("1", "undefined") if rank < 2 else ("2", "undefined")
-        return _gloo_dump([(1, "all_reduce", WORLD_GROUP, True), (1, "all_gather", pair, True),
-                           (2, "all_reduce", WORLD_GROUP, True)])
-
-    live, _ = _closed_after_dump(monkeypatch, tmp_path, {rank: shapes(rank) for rank in (1, 2, 3)}, {0: shapes(0)})
+    live, _ = _closed_after_dump(monkeypatch, tmp_path, {rank: _pair_shapes(rank) for rank in (1, 2, 3)},
+                                 {0: _pair_shapes(0)})
     reading = live.reader.read()
     assert reading.answered == [0, 1, 2, 3]
     assert {c.rank: tuple(c.group_ranks) for c in reading.calls if c.op == "all_gather"} == {
@@ -219,6 +223,35 @@ def test_a_rank_whose_server_closed_after_its_last_dump_is_read_from_that_dump(m
     assert live.reader.warnings == [
         "group 1: its ranks are not in the dumps' pg_config; taken as the ranks whose dumps mention it: 0, 1",
         "group 2: its ranks are not in the dumps' pg_config; taken as the ranks whose dumps mention it: 2, 3"]
+
+
+def test_a_pair_is_not_guessed_while_a_rank_is_slow_to_answer():
+    """Rank 0's server is slow (no whole answer within the deadline) at the first reading: group 1
+    would be guessed as rank 1 alone, so neither pair's calls are shown (rank 0 may be in either);
+    at the next reading, rank 0 answering, both pairs are read whole. Said once however many readings."""
+    from collviz.runtime.live.recorder_reader import RECORDERS, RecorderReader
+    from collviz.runtime.live.workers import Answer, Worker
+
+    slow = {0}
+
+    def servers(workers, handler: str, timeout_s: float) -> dict[int, Answer]:
+        return {w.rank: Answer(w.rank, None, "slow: no whole answer within 2 s", slow=True) if w.rank in slow
+                else Answer(w.rank, _pair_shapes(w.rank), status=200) if handler == RECORDERS[0]
+                else Answer(w.rank, None, f"{handler} answered 404", status=404) for w in workers}
+
+    reader = RecorderReader([Worker(rank, f"rank{rank}.sock") for rank in range(4)], ask=servers)
+    for _ in range(2):
+        reading = reader.read()
+        assert reading.answered == [1, 2, 3] and reading.ranks[0].slow
+        assert sorted((c.op, c.group_seq, c.rank) for c in reading.calls) == [
+            ("all_reduce", seq, rank) for seq in (1, 2) for rank in (1, 2, 3)], "the world's calls alone"
+    withheld = ("rank 0 not read (slow: no whole answer within 2 s): group {}'s ranks, not in the dumps' pg_config, "
+                "are not guessed from the other ranks; its calls are shown once every rank is read")
+    assert reader.warnings == [withheld.format(1), withheld.format(2)]
+    slow.clear()
+    reading = reader.read()
+    assert {c.rank: tuple(c.group_ranks) for c in reading.calls if c.op == "all_gather"} == {
+        0: (0, 1), 1: (0, 1), 2: (2, 3), 3: (2, 3)}
 
 
 def test_the_last_look_blames_no_rank_whose_end_is_not_known_yet(monkeypatch, tmp_path):
