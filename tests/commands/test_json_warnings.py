@@ -8,10 +8,10 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 from support.fr_dumps import dump, entry
+from support.killed_job import KILLED_SCRIPT
 from support.paths import FIXTURES
 
 DEADLINE_S = 180
@@ -71,22 +71,9 @@ def test_a_whole_trace_says_none():
     assert json.loads(done.stdout)["warnings"] == [] and _said(done.stderr) == []
 
 
-KILLED = textwrap.dedent('''
-    import datetime, os, signal
-    import torch
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
-    dist.all_reduce(torch.ones(4))
-    if dist.get_rank() == 3:
-        os.kill(os.getpid(), signal.SIGKILL)
-    dist.all_reduce(torch.ones(8))
-''')
-
-
 def test_a_run_whose_rank_was_killed_before_it_dumped_says_so_in_both(tmp_path):
     """4 gloo ranks; rank 3 is killed (SIGKILL: no dump) after all_reduce #1, the others fail in #2."""
-    (tmp_path / "killed.py").write_text(KILLED)
+    (tmp_path / "killed.py").write_text(KILLED_SCRIPT)
     done = _collviz("run", "--nproc", "4", "--headless", "--json", "killed.py", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert json.loads(done.stdout)["warnings"] == _said(done.stderr) == [
@@ -119,7 +106,8 @@ def test_attach_says_a_rank_not_read_and_the_pairs_it_holds_back_in_both(monkeyp
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, ask=ask, **kwargs)
 
-    monkeypatch.setattr(workers, "find_workers", lambda target, timeout_s: [Worker(r, f"rank{r}.sock") for r in range(4)])
+    monkeypatch.setattr(workers, "find_workers",
+                        lambda target, timeout_s: [Worker(rank, f"rank{rank}.sock") for rank in range(4)])
     monkeypatch.setattr(recorder_reader, "RecorderReader", Served)
     assert main(["attach", "--headless", "--json", "job"]) == 1
     out, err = capsys.readouterr()

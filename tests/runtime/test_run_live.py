@@ -27,6 +27,7 @@ from collviz.runtime.wire.protocol import Collective, Phase, ProcessExit, Stall,
 from collviz.runtime.wire.trace import read_trace
 
 from support.fr_dumps import T0, dump, entry
+from support.killed_job import KILLED_SCRIPT
 
 PACED = textwrap.dedent('''
     import time
@@ -164,7 +165,6 @@ def test_a_rank_still_inside_the_call_it_was_inside_a_status_before_may_wait():
     assert not stuck({}, {0: status(5, 4)}), "one status says nothing yet"
 
 
-
 WORLD_GROUP = ("0", "default_pg")
 
 
@@ -254,6 +254,35 @@ def test_a_pair_is_not_guessed_while_a_rank_is_slow_to_answer():
         0: (0, 1), 1: (0, 1), 2: (2, 3), 3: (2, 3)}
 
 
+def test_the_groups_status_is_read_only_once_the_working_ranks_have_paid_for_it(monkeypatch, tmp_path):
+    """Due by the clock, the status is still not read while the ranks' own CPU owes for it."""
+    from collviz.runtime.sessions import recorder_live
+    from collviz.runtime.userjob.recorder import STATUS_HANDLER
+
+    class Owing:
+        """A meter that owes what the test sets, counting the requests made."""
+
+        def __init__(self) -> None:
+            self.owed, self.requests = 5.0, 0
+
+        def owed_s(self) -> float:
+            return self.owed
+
+        def asked(self) -> None:
+            self.requests += 1
+
+    owing = Owing()
+    monkeypatch.setattr(recorder_live, "OwnCpuPace", lambda pids, cpu_s: owing)
+    live, _ = _closed_after_dump(monkeypatch, tmp_path, {rank: _pair_shapes(rank) for rank in range(4)}, {})
+    served, handlers = recorder_live.ask_all, []
+    monkeypatch.setattr(recorder_live, "ask_all", lambda workers, handler, timeout_s: (
+        handlers.append(handler), served(workers, handler, timeout_s))[1])
+    assert not live._may_wait() and handlers == [] and owing.requests == 0
+    owing.owed = 0.0
+    live._may_wait()
+    assert handlers == [STATUS_HANDLER] and owing.requests == 1
+
+
 def test_the_last_look_blames_no_rank_whose_end_is_not_known_yet(monkeypatch, tmp_path):
     """Rank 1 raised after all_reduce #2 and wrote its dump; rank 0's error (its peer gone) ends the
     run before rank 1's is known: ranks 0, 2, 3 inside #3 wait for rank 1, which is no hang."""
@@ -263,20 +292,6 @@ def test_the_last_look_blames_no_rank_whose_end_is_not_known_yet(monkeypatch, tm
     live, intake = _closed_after_dump(monkeypatch, tmp_path, {0: inside, 2: inside, 3: inside}, {1: raised})
     live.last_look(failed=[0])
     assert [e for e in intake.take_pending() if isinstance(e, Stall)] == []
-
-
-KILLED = textwrap.dedent('''
-    import datetime, os, signal
-    import torch
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
-    dist.all_reduce(torch.ones(4))
-    if dist.get_rank() == 3:
-        os.kill(os.getpid(), signal.SIGKILL)
-    dist.all_reduce(torch.ones(8))
-''')
-"""Four ranks make all_reduce #1; rank 3 is then killed (no dump), and ranks 0–2 fail in #2."""
 
 
 def _exited_unreaped(pids: list[int]) -> bool:
@@ -290,7 +305,7 @@ def test_a_killed_rank_whose_peers_fail_before_the_launcher_looks_is_the_cause(t
     it never joined. Each exit is noted before the failure is judged, so rank 3 was not reaped
     "after the teardown began" (a casualty of rank 0's failure) but is the run's cause."""
     script = tmp_path / "killed.py"
-    script.write_text(KILLED)
+    script.write_text(KILLED_SCRIPT)
     session = LocalSession(plan_script(check_script(script), 4, observe=False))
     session.start()
     polled = []
