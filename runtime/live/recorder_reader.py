@@ -148,9 +148,9 @@ class RecorderReader:
         for worker in sorted(self.workers, key=lambda w: w.rank):
             read = [_recorder(answers[handler][worker.rank], handler, self.since_ns) for handler in RECORDERS]
             error = next((found for found in read if isinstance(found, str)), None)
-            if error is not None:
-                ranks[worker.rank] = RankRead(worker.rank, error=error, slow=answers[RECORDERS[0]][worker.rank].slow,
-                                              host=host_of(worker))
+            if error is not None:  # slow: either recorder's answer was
+                ranks[worker.rank] = RankRead(worker.rank, error=error, host=host_of(worker),
+                                              slow=any(answers[handler][worker.rank].slow for handler in RECORDERS))
                 continue
             traces[worker.rank] = [found for found in read if isinstance(found, Trace)]
         reading, floors = tail_reading(traces, ranks, {worker.rank: worker.path for worker in self.workers},

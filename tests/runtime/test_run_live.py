@@ -225,17 +225,20 @@ def test_a_rank_whose_server_closed_after_its_last_dump_is_read_from_that_dump(m
         "group 2: its ranks are not in the dumps' pg_config; taken as the ranks whose dumps mention it: 2, 3"]
 
 
-def test_a_pair_is_not_guessed_while_a_rank_is_slow_to_answer():
-    """Rank 0's server is slow (no whole answer within the deadline) at the first reading: group 1
-    would be guessed as rank 1 alone, so neither pair's calls are shown (rank 0 may be in either);
-    at the next reading, rank 0 answering, both pairs are read whole. Said once however many readings."""
+@pytest.mark.parametrize("slow_handler", ["fr_trace_json", "dump_nccl_trace_json"])
+def test_a_pair_is_not_guessed_while_a_rank_is_slow_to_answer(slow_handler):
+    """Rank 0's server is slow (no whole answer within the deadline) at the first readings, to its
+    Flight Recorder or to NCCL's: group 1 would be guessed as rank 1 alone, so neither pair's calls
+    are shown (rank 0 may be in either); at the next reading, rank 0 answering, both pairs are read
+    whole. Said once however many readings."""
     from collviz.runtime.live.recorder_reader import RECORDERS, RecorderReader
     from collviz.runtime.live.workers import Answer, Worker
 
     slow = {0}
 
     def servers(workers, handler: str, timeout_s: float) -> dict[int, Answer]:
-        return {w.rank: Answer(w.rank, None, "slow: no whole answer within 2 s", slow=True) if w.rank in slow
+        return {w.rank: Answer(w.rank, None, "slow: no whole answer within 2 s", slow=True)
+                if w.rank in slow and handler == slow_handler
                 else Answer(w.rank, _pair_shapes(w.rank), status=200) if handler == RECORDERS[0]
                 else Answer(w.rank, None, f"{handler} answered 404", status=404) for w in workers}
 
