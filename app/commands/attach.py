@@ -203,6 +203,7 @@ def _attach(reader: Reader, args: argparse.Namespace, headless: bool, pace: Pace
     """The job as ``reader`` reads it: in the viewer, or headless (one snapshot, or --watch)."""
     from collviz.runtime.live.recorder_reader import RecorderReader
     from collviz.runtime.live.snapshot import take_snapshot
+    from collviz.runtime.reports.warnings import say_warnings, with_warnings
 
     if not headless:
         from collviz.runtime.live.reading_cost import ReadingCost
@@ -216,12 +217,26 @@ def _attach(reader: Reader, args: argparse.Namespace, headless: bool, pace: Pace
               if servers else f"collviz attach: the job its relays send to {args.listen}")
     if not args.watch:
         snapshot = take_snapshot(reader, pace.fastest_s)
+        warnings = say_warnings(_reader_warnings(reader), sys.stderr)
         if args.json:
-            print_json(snapshot.document())
+            print_json(with_warnings(snapshot.document(), warnings))
         else:
             print(snapshot.text(), flush=True)
         return snapshot.exit_status
     return _watch(reader, pace, count, args.json)
+
+
+def _reader_warnings(reader: Reader) -> list[str]:
+    """What ``reader`` has found it could not read right so far, each once (a group's members
+    guessed, a rank not read yet); a reader of stacks finds none. Not that the dumps key the default
+    group ``''``: every gloo job's do, and it is read right (the warning is for dump files, which
+    torch's own analyser fails on)."""
+    from collviz.runtime.live.recorder_reader import RecorderReader
+    from collviz.runtime.live.relayed_reader import RelayedReader
+    from collviz.runtime.sources.flight_recorder import BLANK_KEY_WARNING
+
+    found = reader.warnings if isinstance(reader, (RecorderReader, RelayedReader)) else []
+    return [warning for warning in found if BLANK_KEY_WARNING not in warning]
 
 
 def _listener(address: str, secret: bytes | None) -> RelayListener:
@@ -282,17 +297,21 @@ def _watch(reader: Reader, pace: Pace, count: int | None, as_json: bool) -> int:
     from collviz.runtime.live.reading_cost import ReadingCost
     from collviz.runtime.live.recorder_reader import RecorderReader
     from collviz.runtime.live.snapshot import Snapshot, watch
+    from collviz.runtime.reports.warnings import say_warnings, with_warnings
 
     shown: list[Snapshot] = []
+    said: list[str] = []
 
     def show(snapshot: Snapshot, next_s: float) -> None:
         """One snapshot of the watch and when the next reading comes (so a slow pace is not taken
-        for a frozen view): a JSON document on one line (``next_reading_s``), or its text, that
-        line and a blank line."""
+        for a frozen view): a JSON document on one line (``next_reading_s``; ``warnings``: those
+        said on stderr since the document before), or its text, that line and a blank line."""
         shown.append(snapshot)
+        fresh = say_warnings(_reader_warnings(reader)[len(said):], sys.stderr)
+        said.extend(fresh)
         if as_json:
-            print(json.dumps({**snapshot.document(), "next_reading_s": round(next_s, 1)}, ensure_ascii=False),
-                  flush=True)
+            print(json.dumps(with_warnings({**snapshot.document(), "next_reading_s": round(next_s, 1)}, fresh),
+                             ensure_ascii=False), flush=True)
         else:
             print(f"{snapshot.text()}\n{_next_reading_line(next_s, pace)}\n", flush=True)
 

@@ -41,9 +41,10 @@ def pid_reader(pids: Sequence[int], native: bool, timeout_s: float) -> PidReader
 
 def print_by_pid(reader: PidReader, *, as_json: bool, watch: Watch | None, count: int | None, pace: Pace) -> int:
     """One snapshot (or, given ``watch``, each new one), then the line on what more there is; the
-    exit status (see the module)."""
+    exit status (see the module). A reader of stacks says no warning: ``--json``'s ``warnings`` is empty."""
     from collviz.runtime.live.snapshot import take_snapshot
     from collviz.runtime.live.unprepared import see_more
+    from collviz.runtime.reports.warnings import with_warnings
 
     ranks = reader.ranks
     if not as_json:
@@ -54,7 +55,7 @@ def print_by_pid(reader: PidReader, *, as_json: bool, watch: Watch | None, count
         status = watch(reader, pace, count, as_json)
     else:
         snapshot = take_snapshot(reader, pace.fastest_s)
-        print_json(snapshot.document()) if as_json else print(snapshot.text(), flush=True)
+        print_json(with_warnings(snapshot.document(), [])) if as_json else print(snapshot.text(), flush=True)
         status = snapshot.exit_status
     print(see_more(ranks), file=sys.stderr if as_json else sys.stdout, flush=True)
     return status

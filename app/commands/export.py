@@ -32,6 +32,7 @@ def build_parser() -> OneLineParser:
 def main(argv: Sequence[str]) -> int:
     """Read a trace and write its Chrome trace-event JSON export."""
     from collviz.runtime.reports.export import write_perfetto
+    from collviz.runtime.reports.warnings import say_warnings
     from collviz.runtime.wire.files import check_new_output
     from collviz.runtime.wire.trace import read_trace
 
@@ -41,8 +42,7 @@ def main(argv: Sequence[str]) -> int:
         check_new_output(args.perfetto, "--perfetto", force=args.force, reading=path, stdout=True)
     if len(args.paths) == 1 and (is_collviz_trace(args.paths[0]) or args.paths[0].suffix == ".cvz"):
         contents = read_trace(args.paths[0])
-        if contents.warning:
-            print(f"collviz: warning: {contents.warning}", file=sys.stderr)
+        say_warnings([contents.warning] if contents.warning else [], sys.stderr)
         events, clock = contents.events, contents.clock
     else:
         events, clock = open_artifacts(args.paths).events, None

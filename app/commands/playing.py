@@ -161,6 +161,7 @@ def open_artifacts(paths: list[Path]) -> ImportedRun:
     events, its warnings said on stderr, with a progress line there while they are read (on a
     terminal)."""
     from collviz.runtime.reports.progress import StagedProgress
+    from collviz.runtime.reports.warnings import say_warnings
     from collviz.runtime.sources.detect import open_artifacts as open_sources
 
     progress = StagedProgress(sys.stderr)
@@ -168,8 +169,7 @@ def open_artifacts(paths: list[Path]) -> ImportedRun:
         imported = open_sources(paths, progress)
     finally:
         progress.close()
-    for warning in imported.warnings:
-        print(f"collviz: warning: {warning}", file=sys.stderr)
+    say_warnings(imported.warnings, sys.stderr)
     return imported
 
 
@@ -183,10 +183,12 @@ def replay_paths(paths: list[Path], *, headless: bool = False, json_output: bool
     if headless_instead(headless, json_output):
         from collviz.runtime.reports.summary import render_summary
         from collviz.runtime.reports.summary_json import summary_document
+        from collviz.runtime.reports.warnings import with_warnings
 
         summary = imported.summary  # an import too large for events: its summary from its table
         if json_output:
-            print_json(summary.document() if summary is not None else summary_document(imported.events))
+            print_json(with_warnings(summary.document() if summary is not None else summary_document(imported.events),
+                                     imported.warnings))
         else:
             print(summary.text() if summary is not None else render_summary(imported.events))
         return imported.exit_status
@@ -221,6 +223,7 @@ def _print_summary(trace: Path, json_output: bool) -> int:
     from collviz.runtime.reports.progress import ProgressLine
     from collviz.runtime.reports.summary import render_summary
     from collviz.runtime.reports.summary_json import summary_document
+    from collviz.runtime.reports.warnings import say_warnings, with_warnings
     from collviz.runtime.wire.trace import read_trace
 
     progress = ProgressLine(sys.stderr, f"reading {trace}", 0, count_text=human_bytes)
@@ -235,13 +238,12 @@ def _print_summary(trace: Path, json_output: bool) -> int:
         contents = read_trace(trace, follow)
         events, warning, transfers, buffers = contents.events, contents.warning, None, None
     progress.close()
-    if warning:
-        print(f"collviz: warning: {warning}", file=sys.stderr)
+    warnings = say_warnings([warning] if warning else [], sys.stderr)
     if is_bench_log(events):
         report = bench_report(events)
-        print(render_json(report) if json_output else render_table(report))
+        print(render_json(report, warnings) if json_output else render_table(report))
     elif json_output:
-        print_json(summary_document(events))
+        print_json(with_warnings(summary_document(events), warnings))
     else:
         print(render_summary(events, transfers, buffers))
     return 0

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from .workers import Worker
 
-__all__ = ["COST_SHARE", "IDLE_SHARE", "SERVER_THREAD", "WINDOW_S", "ReadingCost", "ThreadCpu", "server_pid",
-           "thread_cpu"]
+__all__ = ["COST_SHARE", "IDLE_SHARE", "SERVER_THREAD", "WINDOW_S", "OwnCpuPace", "OwnRate", "ReadingCost", "ThreadCpu",
+           "server_pid", "thread_cpu"]
 
 COST_SHARE = 0.004
 """The share of a rank's own CPU its readings may take (the line is 0.5 %: this leaves a margin for
@@ -115,15 +115,9 @@ def server_pid(worker: Worker, timeout_s: float = 1.0) -> int | None:
 
 
 @dataclass
-class _Account:
-    """One rank's account: the largest reading it paid for, the last one's, the server CPU of
-    readings taken while it was idle (not counted against it), the own CPU it must reach before
-    the next reading, and its recent samples (when, its own CPU) to tell its rate."""
+class OwnRate:
+    """One rank's recent samples (when, its own CPU), to tell the rate its own threads run at."""
 
-    largest_ns: int = 0
-    last_cost_ns: int = 0
-    idle_ns: int = 0
-    owes_ns: int = 0
     samples: deque[tuple[float, int]] = field(default_factory=deque)
 
     def note(self, at: float, found: ThreadCpu) -> float | None:
@@ -136,6 +130,18 @@ class _Account:
         if since is not None:
             return (found.own_ns - since[1]) / ((at - since[0]) * 1e9)
         return found.own_ns / (found.alive_s * 1e9) if found.alive_s else None
+
+
+@dataclass
+class _Account(OwnRate):
+    """One rank's account: the largest reading it paid for, the last one's, the server CPU of
+    readings taken while it was idle (not counted against it), the own CPU it must reach before
+    the next reading, and its recent samples (its rate)."""
+
+    largest_ns: int = 0
+    last_cost_ns: int = 0
+    idle_ns: int = 0
+    owes_ns: int = 0
 
 
 @dataclass
@@ -206,6 +212,56 @@ class ReadingCost:
                 continue
             rate = account.note(now, found)
             short_ns = account.owes_ns - found.own_ns
+            if short_ns <= 0 or (rate is not None and rate < IDLE_SHARE):
+                continue
+            owed = max(owed, short_ns / (rate * 1e9) if rate is not None else WINDOW_S)
+        self._owed = (now, owed)
+        return owed
+
+
+@dataclass
+class OwnCpuPace:
+    """A meter (:class:`~.pace.Meter`) for a request too small to be measured per rank (the groups'
+    status, 0.2–0.4 ms of a rank's server: ``benchmarks/live_cost.py``): the next one is paid once
+    every working rank of ``pids`` (rank → process id) has run ``cpu_s`` of its own CPU since the
+    last (:meth:`asked`); a rank that does not work (it waits, is stalled) or has exited holds
+    nothing back. So the request costs each rank a share of its own CPU, however little of a core
+    a loaded machine gives it, while a stall is still read at once."""
+
+    pids: Mapping[int, int]
+    cpu_s: float
+    cpu: Callable[[int], ThreadCpu | None] = thread_cpu
+    clock: Callable[[], float] = time.monotonic
+    _rates: dict[int, OwnRate] = field(default_factory=dict)
+    _asked_ns: dict[int, int] = field(default_factory=dict)
+    """Each rank's own CPU when the request was last made."""
+    _owed: tuple[float, float] | None = None
+    """The last :meth:`owed_s` (when, what), reused for :data:`RESAMPLE_S`."""
+
+    def asked(self) -> None:
+        """The request was just made: each rank pays for the next one from its own CPU now (a
+        sample of its rate too)."""
+        now, self._owed = self.clock(), None
+        self._asked_ns = {}
+        for rank, pid in self.pids.items():
+            found = self.cpu(pid)
+            if found is not None:
+                self._rates.setdefault(rank, OwnRate()).note(now, found)
+                self._asked_ns[rank] = found.own_ns
+
+    def owed_s(self) -> float:
+        """The seconds until every working rank has run ``cpu_s`` of its own CPU since the last
+        request, at its rate now (0: paid, or every rank short of it is idle)."""
+        now = self.clock()
+        if self._owed is not None and now - self._owed[0] < RESAMPLE_S:
+            return max(0.0, self._owed[1] - (now - self._owed[0]))
+        owed = 0.0
+        for rank, pid in self.pids.items():
+            found = self.cpu(pid)
+            if found is None:
+                continue
+            rate = self._rates.setdefault(rank, OwnRate()).note(now, found)
+            short_ns = self._asked_ns.get(rank, 0) + self.cpu_s * 1e9 - found.own_ns
             if short_ns <= 0 or (rate is not None and rate < IDLE_SHARE):
                 continue
             owed = max(owed, short_ns / (rate * 1e9) if rate is not None else WINDOW_S)

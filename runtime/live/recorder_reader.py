@@ -76,12 +76,17 @@ def tail_reading(traces: Mapping[int, Sequence[Trace]], unread: Mapping[int, Ran
     """One reading of the ranks whose recorders' ``traces`` were read (``unread``: the others, and
     why; ``hosts``: where each runs, as far as known), and where each group's calls are now complete on every rank read (its floors). Each
     rank's tail is decoded from the floors of ``earlier`` (the reading before's, for a reader that
-    shows every call; empty: from the first call; None: from this reading's floors)."""
+    shows every call; empty: from the first call; None: from this reading's floors). While a rank
+    is ``slow`` (read later), a group whose members its recorder alone may name waits
+    (:func:`~..sources.flight_recorder.read_calls`); ``warnings`` gains each warning once."""
     floors = retired_floors(traces)
     earlier = floors if earlier is None else earlier
     start = {key: min(seq, earlier.get(key, 0)) for key, seq in floors.items()}
     dumps = [Dump(paths[rank], rank, content) for rank, content in tail_content(traces, start).items()]
-    calls, origin = read_calls(dumps, warnings) if dumps else ([], None)
+    said: list[str] = []
+    calls, origin = read_calls(dumps, said, {rank: read.error for rank, read in unread.items() if read.slow}) \
+        if dumps else ([], None)
+    warnings.extend(warning for warning in dict.fromkeys(said) if warning not in warnings)  # a reading a second
     ranks = {**unread, **{rank: RankRead(rank, host=hosts.get(rank, "")) for rank in traces}}
     world = max(origin.world_size if origin is not None else 0, max(paths, default=-1) + 1)
     return Reading(ranks, calls, world, origin.backend if origin is not None else "unknown",
@@ -143,9 +148,9 @@ class RecorderReader:
         for worker in sorted(self.workers, key=lambda w: w.rank):
             read = [_recorder(answers[handler][worker.rank], handler, self.since_ns) for handler in RECORDERS]
             error = next((found for found in read if isinstance(found, str)), None)
-            if error is not None:
-                ranks[worker.rank] = RankRead(worker.rank, error=error, slow=answers[RECORDERS[0]][worker.rank].slow,
-                                              host=host_of(worker))
+            if error is not None:  # slow: either recorder's answer was
+                ranks[worker.rank] = RankRead(worker.rank, error=error, host=host_of(worker),
+                                              slow=any(answers[handler][worker.rank].slow for handler in RECORDERS))
                 continue
             traces[worker.rank] = [found for found in read if isinstance(found, Trace)]
         reading, floors = tail_reading(traces, ranks, {worker.rank: worker.path for worker in self.workers},

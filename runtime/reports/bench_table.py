@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from ..observation.metrics import bandwidth, bus_factor, bus_factor_text
 from .alpha_beta import fit_alpha_beta, fit_lines, fitted_rows
 from .nccl_log import NCCL_LABEL, NcclChoice
+from .warnings import with_warnings
 from ..wire.protocol import AnyEvent, Check, Collective, Memory, RankStart, RunEnd, RunStart
 
 __all__ = ["BENCH_SCENARIO_NAME", "wrong_detail", "parse_wrong_detail", "is_bench_log", "BenchRow", "DeviceFigures", "BenchReport", "bench_row", "bench_report", "render_table", "render_json",
@@ -247,12 +248,13 @@ def _nccl_choice(nccl: Mapping[tuple[str, int], NcclChoice], row: BenchRow, worl
     return nccl.get((row.op, row.size)) or nccl.get((row.op, row.size // max(world_size, 1)))
 
 
-def render_json(report: BenchReport) -> str:
-    """The report as one JSON document (bandwidths in GB/s, time in µs, NVML bytes or null)."""
+def render_json(report: BenchReport, warnings: Sequence[str] = ()) -> str:
+    """The report as one JSON document (bandwidths in GB/s, time in µs, NVML bytes or null), with
+    the ``warnings`` the command said (:mod:`.warnings`)."""
     document = asdict(report)
     document["format"] = "collviz-bench"
     document["wrong_total"] = report.wrong_total
-    return json.dumps(document, indent=2)
+    return json.dumps(with_warnings(document, warnings), indent=2)
 
 
 @dataclass(frozen=True)

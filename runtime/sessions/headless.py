@@ -20,6 +20,7 @@ from ..reports.nccl_log import nccl_choices
 from ..reports.progress import ProgressLine
 from ..reports.summary import render_summary
 from ..reports.summary_json import summary_document
+from ..reports.warnings import say_warnings, with_warnings
 from ..wire.protocol import AnyEvent, Check, Collective, Phase, RunStart, Stall
 from .contract import RunOutcome, Session
 from .local import LocalSession
@@ -89,8 +90,8 @@ def report_recording(session: Session, exit_code: int, err: TextIO) -> int:
 
 def run_headless(session: Session, out: TextIO | None = None, err: TextIO | None = None, *,
                  as_json: bool = False) -> int:
-    """Start ``session``, collect every event, print the summary (``as_json``: its JSON document);
-    return the exit status.
+    """Start ``session``, collect every event, print the summary (``as_json``: its JSON document,
+    with the ``warnings`` said on ``err``); return the exit status.
 
     Ctrl-C stops every worker and still prints what was collected. Progress (a bar over the phases,
     as rank 0 enters each) goes to ``err`` when it is a terminal and the ranks' output is not echoed. ``out`` and ``err`` default to
@@ -115,10 +116,11 @@ def run_headless(session: Session, out: TextIO | None = None, err: TextIO | None
 
     events = drive(session, on_event)
     progress.close()
-    text = json.dumps(summary_document(events), indent=2, ensure_ascii=False) if as_json else render_summary(events)
+    warnings = session.warnings if isinstance(session, LocalSession) else []  # what its dumps could not show
+    text = (json.dumps(with_warnings(summary_document(events), warnings), indent=2, ensure_ascii=False) if as_json
+            else render_summary(events))
     print(text, file=out, flush=True)
-    for warning in session.warnings if isinstance(session, LocalSession) else ():  # what its dumps could not show
-        print(f"collviz: warning: {warning}", file=err, flush=True)
+    say_warnings(warnings, err)
     return report_outcome(session, _outcome(session).exit_code, err)
 
 

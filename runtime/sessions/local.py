@@ -256,12 +256,14 @@ class LocalSession:
         arrived = self._receive(intake, timeout)
         self._reap()  # before noting: a rank dead before a peer's error arrived died first
         self._note(arrived)
-        if self._live is not None and not self._teardown_started:
+        if self._live is not None and not self._failed and not self._teardown_started:
             self._note(self._live.read_if_due())
             if self._live.hang:
                 self._fail()
         if intake.check():
             self._fail()
+        if self._failed:  # judged once every exit and event seen so far is noted (see _fail)
+            self._begin_teardown(intake)
         if self._dumps_due is not None and (time.monotonic() >= self._dumps_due or self._recorder is None or
                                             self._recorder.dumped([r for r, s in self._ranks.items() if not s.exited])):
             self._dumps_due = None
@@ -340,10 +342,12 @@ class LocalSession:
                 self._fail()
 
     def _fail(self) -> None:
-        """A rank died or raised: end the run (its cause is decided at the end, see _cause)."""
+        """A rank died or raised: the run ends (its cause is decided at the end, see _cause). Its
+        teardown begins in :meth:`_advance` once every exit and event already seen is noted: the
+        last look before it (:meth:`_begin_teardown`) excuses the ranks known to have failed, and
+        a rank reaped or heard from later in the same poll is one of them."""
         if not self._interrupted:
             self._failed = True
-            self._begin_teardown(self._started_intake)
 
     def _cause(self) -> str:
         """Which rank made the run fail, from everything known once every process is reaped.

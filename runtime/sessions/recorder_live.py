@@ -23,8 +23,9 @@ run's story, not a hang.
 Read less: a reading of the calls costs each rank the building of its whole recorder's answer
 (~25 ms at 2,000 calls), its groups' status alone microseconds (the handler collviz adds to the
 ranks it starts: :data:`~collviz.runtime.userjob.recorder.STATUS_HANDLER`). So the status is read
-every second, and the calls only every 10 s in the viewer (:data:`WATCHED`), every minute headless
-(:data:`UNWATCHED`), or at once when the status shows a rank still inside the call it was inside a
+every second — once each working rank has also run a second of its own CPU since the last read
+(:data:`STATUS_CPU_S`; a waiting rank holds nothing back) —, and the calls only every 10 s in the
+viewer (:data:`WATCHED`), every minute headless (:data:`UNWATCHED`), or at once when the status shows a rank still inside the call it was inside a
 second before, twice in a row; then every second while ranks wait, so a hang is confirmed soon after it outlasts
 the timeout while a steady job is read rarely (``benchmarks/live_cost.py``).
 """
@@ -39,6 +40,7 @@ from typing import Any
 from ..live.feed import Feed
 from ..live.loop import LiveLoop
 from ..live.pace import Pace
+from ..live.reading_cost import OwnCpuPace
 from ..live.recorder_reader import Launched, RecorderReader
 from ..live.workers import Answer, Worker, ask_all
 from ..observation.rank_lists import ranks_text
@@ -47,7 +49,7 @@ from ..wire.protocol import AnyEvent, Phase, RankEnd, RankStart, Stall
 from .intake import Intake
 from .recorded import RecorderDumps
 
-__all__ = ["STATUS_EVERY_S", "UNWATCHED", "WATCHED", "LiveRecorder", "stuck"]
+__all__ = ["STATUS_CPU_S", "STATUS_EVERY_S", "UNWATCHED", "WATCHED", "LiveRecorder", "stuck"]
 
 WATCHED = Pace(fastest_s=1.0, slowest_s=10.0)
 """The pace of a run shown in the viewer: every second while ranks wait, else every 10 s."""
@@ -57,7 +59,12 @@ UNWATCHED = Pace(fastest_s=1.0, slowest_s=60.0)
 groups' status finds (:data:`STATUS_EVERY_S`), and from its dumps at its end."""
 
 STATUS_EVERY_S = 1.0
-"""How often the running ranks' groups' status is read (microseconds of a rank's CPU each)."""
+"""How often the running ranks' groups' status is read, at the most."""
+
+STATUS_CPU_S = 1.0
+"""The own CPU each working rank runs between two reads of the groups' status (0.2–0.4 ms of its
+server each, ``benchmarks/live_cost.py``): at most 0.04 % of its CPU, however little of a core a
+loaded machine gives it (read by wall clock alone, the less of a core, the more of its CPU)."""
 
 TIMEOUT_S = 2.0
 """Each request's deadline."""
@@ -129,6 +136,7 @@ class LiveRecorder:
         self._loop = LiveLoop(self.reader, self.feed, pace, stall_after_s=timeout_s)
         self._status: dict[int, dict] = {}
         self._status_due = time.monotonic()
+        self._status_paid = OwnCpuPace(launched.pids, STATUS_CPU_S)
         self._stuck_before = False
         self.hang = ""
         """The Stall of the first wait that outlasted ``timeout_s`` (its text), or empty."""
@@ -149,14 +157,16 @@ class LiveRecorder:
         return answers
 
     def _may_wait(self) -> bool:
-        """Whether the running ranks' groups' status (read every :data:`STATUS_EVERY_S`) shows a
-        rank still inside the call it was inside at the status before, twice in a row (once may
-        be a rank the loaded machine did not run for a second)."""
-        if time.monotonic() < self._status_due:
+        """Whether the running ranks' groups' status (read every :data:`STATUS_EVERY_S` once the
+        working ranks have paid for it: :data:`STATUS_CPU_S`) shows a rank still inside the call it
+        was inside at the status before, twice in a row (once may be a rank the loaded machine did
+        not run for a second)."""
+        if time.monotonic() < self._status_due or self._status_paid.owed_s() > 0:
             return False
         self._status_due = time.monotonic() + STATUS_EVERY_S
         running = [worker for worker in self.reader.workers if worker.rank not in self._exited | self._closed]
         answers = ask_all(running, STATUS_HANDLER, TIMEOUT_S)
+        self._status_paid.asked()
         now = {}
         for rank, answer in answers.items():
             try:
@@ -184,7 +194,8 @@ class LiveRecorder:
         of each missing rank still running, but none for a wait on a rank of ``failed`` (ranks
         that raised or died: their peers' wait is a consequence), nor on a rank that has written its
         last dump but whose exit the launcher has not seen (its script has ended: how, an error
-        maybe, is not known yet); the ranks' events it took in."""
+        maybe, is not known yet — a script that destroys its process group in a ``finally`` fails its
+        peers before its own process ends); the ranks' events it took in."""
         ending = [rank for rank in range(self._dumps.world_size) if rank not in self._exited]
         self._loop.stall_after_s = 0.0
         self._loop.step(final=True, excused={*failed, *(rank for rank in ending if self._dumps.dumped([rank]))})

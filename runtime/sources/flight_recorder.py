@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal, TypeGuard
@@ -46,7 +46,7 @@ from ..errors import UsageError
 from ..observation.rank_lists import ranks_text
 from .fr_columns import DumpColumns, is_user_code, read_columns
 from .fr_large import large_run
-from .fr_table import JobTable, RankDump, job_table
+from .fr_table import JobTable, RankDump, group_identity, job_table
 from .names import parse_ranks
 from .plausible import MAX_RANKS, rank_ok
 from .run import Call, Failed, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress
@@ -102,6 +102,11 @@ class _Groups:
     dumps: Sequence[RankDump]
     mentions: dict[str, set[int]]
     warnings: list[str]
+    not_read_yet: Mapping[int, str] = field(default_factory=dict)
+    """Ranks a live reading could not read this time but will (rank → why): no group's members are
+    guessed from the dumps of the others (see :meth:`members`)."""
+    unknown: set[str] = field(default_factory=set)
+    """The groups whose members are not known yet (a rank not read yet may be one): their calls wait."""
 
     def world_size(self) -> int:
         """Ranks in the job: past the highest dumped rank and the highest rank any config names."""
@@ -139,6 +144,13 @@ class _Groups:
         if default:
             return tuple(range(world))
         seen = tuple(sorted(self.mentions.get(name, ())))
+        if self.not_read_yet:  # a rank not read may be a member: a guess from the others would be wrong
+            self.unknown.add(name)
+            for rank, why in sorted(self.not_read_yet.items()):
+                self.warnings.append(f"rank {rank} not read ({why}): group {label}'s ranks, not in the dumps' "
+                                     "pg_config, are not guessed from the other ranks; its calls are shown once "
+                                     "every rank is read")
+            return seen
         self.warnings.append(f"group {label}: its ranks are not in the dumps' pg_config; taken as the ranks whose "
                              f"dumps mention it: {ranks_text(seen)}")
         return seen
@@ -249,7 +261,7 @@ def import_read(dumps: Sequence[RankDump], warnings: list[str], progress: Progre
     if not any(len(dump.columns) for dump in dumps):
         raise UsageError(f"{dumps[0].path}: the dumps hold no collective calls (is TORCH_FR_BUFFER_SIZE "
                          "set in the job?)")
-    job, world = _job(dumps, warnings)
+    job, world, _ = _job(dumps, warnings)
     ranks = sorted({dump.rank for dump in dumps})
     missing = {r: "no dump of this rank" for r in range(world) if r not in ranks}
     if missing:
@@ -262,9 +274,10 @@ def import_read(dumps: Sequence[RankDump], warnings: list[str], progress: Progre
     return replace(run, summary=TableSummary.of(job.table, job.step_names, run.events))  # the headless one: no event pass
 
 
-def _job(dumps: Sequence[RankDump], warnings: list[str]) -> tuple[JobTable, int]:
-    """The calls of ``dumps`` matched across ranks (each group resolved once: :class:`_Groups`), and
-    the job's world size."""
+def _job(dumps: Sequence[RankDump], warnings: list[str],
+         not_read_yet: Mapping[int, str] | None = None) -> tuple[JobTable, int, _Groups]:
+    """The calls of ``dumps`` matched across ranks (each group resolved once: :class:`_Groups`, not
+    guessed while a rank of ``not_read_yet`` may be a member), the job's world size, and the groups."""
     mentions: dict[str, set[int]] = defaultdict(set)
     for dump in dumps:
         named = {dump.columns.groups[g][0] for g in set(dump.columns.group.tolist())}
@@ -272,23 +285,30 @@ def _job(dumps: Sequence[RankDump], warnings: list[str]) -> tuple[JobTable, int]
             named.update(dump.columns.status_groups)
         for name in named:
             mentions[name].add(dump.rank)
-    groups = _Groups(dumps, mentions, warnings)
+    groups = _Groups(dumps, mentions, warnings, not_read_yet or {})
     world = groups.world_size()
     job = job_table(dumps, lambda name, description: (group_label(name, description),
                                                       groups.members(name, description, world)), warnings)
-    return job, world
+    return job, world, groups
 
 
-def read_calls(dumps: Sequence[Dump], warnings: list[str]) -> tuple[list[Call], Origin]:
+def read_calls(dumps: Sequence[Dump], warnings: list[str],
+               not_read_yet: Mapping[int, str] | None = None) -> tuple[list[Call], Origin]:
     """Every call of these per-rank decoded dumps, in step order (a live reading's: calls, never
     events), and where they came from (the job's world size, backend and NCCL version); no call
-    and an origin of the dumped ranks where the dumps hold none."""
+    and an origin of the dumped ranks where the dumps hold none. ``not_read_yet``: the ranks a live
+    reading will read later (rank → why not now: a server slow to answer); while there are any, the
+    calls of a group ``pg_config`` does not name (gloo's subgroups) are left out, said in
+    ``warnings``: its members would be guessed from part of the job."""
     read = [_read_dump(dump) for dump in dumps]
-    job, world = _job(read, warnings) if any(len(dump.columns) for dump in read) else (None, 0)
+    job, world, groups = _job(read, warnings, not_read_yet or {}) if any(len(dump.columns) for dump in read) \
+        else (None, 0, None)
     ranks = sorted(dump.rank for dump in read)
-    if job is None:
+    if job is None or groups is None:
         return [], _origin(read, None, ranks, max(ranks, default=-1) + 1)
-    calls = [call for step in steps_of(job, range(job.table.step_count)) for call in step.calls]
+    unknown = {group_identity(name, backend) for name in groups.unknown for backend in job.table.backends}
+    calls = [call for step in steps_of(job, range(job.table.step_count)) for call in step.calls
+             if call.group_id not in unknown]
     return calls, _origin(read, job, ranks, world)
 
 

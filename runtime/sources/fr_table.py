@@ -22,7 +22,7 @@ from .fr_columns import DumpColumns
 from .names import itemsize
 from .run import order_steps
 
-__all__ = ["RankDump", "JobTable", "job_table"]
+__all__ = ["RankDump", "JobTable", "group_identity", "job_table"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,12 @@ class _Strings:
 
     def values(self) -> list[str]:
         return list(self.index)
+
+
+def group_identity(name: str, backend: str) -> str:
+    """A recorder group's identity (:attr:`~.run.Call.group_id`): its name and the backend that
+    numbered its calls."""
+    return f"{name}/{backend}"
 
 
 def job_table(dumps: Sequence[RankDump], resolve: Callable[[str, str], tuple[str, tuple[int, ...]]],
@@ -108,7 +114,7 @@ def job_table(dumps: Sequence[RankDump], resolve: Callable[[str, str], tuple[str
         op=rows["op"], dtype=rows["dtype"], count=rows["in_count"], bytes_in=rows["in_count"] * itemsizes,
         bytes_out=rows["out_count"] * itemsizes, t_ns=rows["t_ns"], duration_ns=rows["duration_ns"],
         completed=rows["completed"], root=np.full(len(step), NO_VALUE, dtype=np.int64), where=rows["where"],
-        step_count=len(step_keys), group_ids=[f"{name}/{backend}" for name, backend in identities],
+        step_count=len(step_keys), group_ids=[group_identity(name, backend) for name, backend in identities],
         backends=[backend for _, backend in identities])
     starts = table.step_starts()[:-1]
     step_t = np.minimum.reduceat(table.t_ns, starts) if len(table) else np.zeros(0, dtype=np.int64)

@@ -61,7 +61,7 @@ STALLED_DOCUMENT = {
          "stack": f"job.py:{STALLED_LINE} in slow_data_loader"}],
     "waits": [{"call": "all_reduce #6 on group 0 (default_pg)", "waiting": [0], "missing": [1],
                "stacks": {"1": f"job.py:{STALLED_LINE} in slow_data_loader"}}],
-    "missing": [1], "not_read": [], "in_step": False, "exit_status": 1}
+    "missing": [1], "not_read": [], "in_step": False, "exit_status": 1, "warnings": []}
 
 
 def test_attach_json_is_one_document_of_the_same_snapshot(attached_job):

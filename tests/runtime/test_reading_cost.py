@@ -14,7 +14,7 @@ from collviz.runtime.live.feed import Feed
 from collviz.runtime.live.loop import LiveLoop
 from collviz.runtime.live.pace import Pace, Schedule
 from collviz.runtime.live.reading import RankRead, Reading
-from collviz.runtime.live.reading_cost import ReadingCost, ThreadCpu, server_pid, thread_cpu
+from collviz.runtime.live.reading_cost import OwnCpuPace, ReadingCost, ThreadCpu, server_pid, thread_cpu
 from collviz.runtime.live.workers import Worker
 from collviz.runtime.sources.run import Call
 
@@ -104,6 +104,26 @@ def test_a_rank_gone_or_idle_holds_nothing_back_and_readings_while_idle_are_not_
     cost.after()
     # working now: its 10 ms counts: (60 - 50 + 50) ms / 0.004 = 15 s, 4.9 s more at one core
     assert abs(cost.owed_s() - 4.9) < 1e-9
+
+
+def test_a_small_request_is_paid_by_a_second_of_each_working_ranks_own_cpu_since_the_last():
+    """The groups' status of ``collviz run``: rank 0 runs at 0.25 of a core (a loaded machine), rank
+    1 waits (its CPU does not move), rank 2 has exited (pid 12: gone)."""
+    ranks = _Ranks({10: ThreadCpu(0, 4 * S, 16.0), 11: ThreadCpu(0, 3 * S, 16.0)})
+    pace = OwnCpuPace({0: 10, 1: 11, 2: 12}, cpu_s=1.0, cpu=ranks.read, clock=lambda: ranks.now)
+    pace.asked()
+    ranks.now, ranks.cpu[10] = 2.0, ThreadCpu(0, 4 * S + S // 2, 18.0)
+    # rank 0: 0.5 s of its 1 s since the request, at 0.5 s / 2 s = 0.25 of a core: 0.5 s / 0.25 = 2 s more;
+    # rank 1 has run 0 of its second, but it is idle (0 cores over the last 2 s): it holds nothing back
+    assert abs(pace.owed_s() - 2.0) < 1e-9
+    ranks.now = 2.1
+    assert abs(pace.owed_s() - 1.9) < 1e-9, "within RESAMPLE_S the last answer, counted down"
+    ranks.now, ranks.cpu[10] = 4.0, ThreadCpu(0, 5 * S, 20.0)
+    assert pace.owed_s() == 0.0, "rank 0 has run its second"
+    pace.asked()
+    ranks.now, ranks.cpu[10] = 6.0, ThreadCpu(0, 5 * S + 2 * S // 10, 22.0)
+    # 0.2 s of its own CPU in 2 s since (0.1 of a core): 0.8 s short, 8 s
+    assert abs(pace.owed_s() - 8.0) < 1e-9
 
 
 @dataclass

@@ -10,6 +10,7 @@ The expected calls are written out by hand from the scripts below: all_reduce of
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -26,6 +27,7 @@ from collviz.runtime.wire.protocol import Collective, Phase, ProcessExit, Stall,
 from collviz.runtime.wire.trace import read_trace
 
 from support.fr_dumps import T0, dump, entry
+from support.killed_job import KILLED_SCRIPT
 
 PACED = textwrap.dedent('''
     import time
@@ -163,7 +165,6 @@ def test_a_rank_still_inside_the_call_it_was_inside_a_status_before_may_wait():
     assert not stuck({}, {0: status(5, 4)}), "one status says nothing yet"
 
 
-
 WORLD_GROUP = ("0", "default_pg")
 
 
@@ -201,16 +202,20 @@ def _closed_after_dump(monkeypatch: pytest.MonkeyPatch, folder: Path, served: di
     return recorder_live.LiveRecorder(intake, "run", dumps, Launched({}, "node"), recorder_live.UNWATCHED, 60.0, 0), intake
 
 
+def _pair_shapes(rank: int) -> bytes:
+    """Rank ``rank``'s recorder: the world's all_reduce #1, its pair's all_gather #1 (ranks 0, 1 on
+    group ``1``; 2, 3 on ``2``), the world's all_reduce #2, each retired."""
+    pair = ("1", "undefined") if rank < 2 else ("2", "undefined")
+    return _gloo_dump([(1, "all_reduce", WORLD_GROUP, True), (1, "all_gather", pair, True),
+                       (2, "all_reduce", WORLD_GROUP, True)])
+
+
 def test_a_rank_whose_server_closed_after_its_last_dump_is_read_from_that_dump(monkeypatch, tmp_path):
     """Rank 0 wrote its last dump and closed its server; the launcher has not seen its process end
     yet. Read then as no rank, its pair would be taken as rank 1 alone (gloo's dumps do not name a
     pair's members: they are the ranks whose dumps mention it) and its call shown on group ``(1,)``."""
-    def shapes(rank: int) -> bytes:  # the world's all_reduce #1, the rank's pair's all_gather #1, all_reduce #2
-        pair = ("1", "undefined") if rank < 2 else ("2", "undefined")
-        return _gloo_dump([(1, "all_reduce", WORLD_GROUP, True), (1, "all_gather", pair, True),
-                           (2, "all_reduce", WORLD_GROUP, True)])
-
-    live, _ = _closed_after_dump(monkeypatch, tmp_path, {rank: shapes(rank) for rank in (1, 2, 3)}, {0: shapes(0)})
+    live, _ = _closed_after_dump(monkeypatch, tmp_path, {rank: _pair_shapes(rank) for rank in (1, 2, 3)},
+                                 {0: _pair_shapes(0)})
     reading = live.reader.read()
     assert reading.answered == [0, 1, 2, 3]
     assert {c.rank: tuple(c.group_ranks) for c in reading.calls if c.op == "all_gather"} == {
@@ -218,6 +223,67 @@ def test_a_rank_whose_server_closed_after_its_last_dump_is_read_from_that_dump(m
     assert live.reader.warnings == [
         "group 1: its ranks are not in the dumps' pg_config; taken as the ranks whose dumps mention it: 0, 1",
         "group 2: its ranks are not in the dumps' pg_config; taken as the ranks whose dumps mention it: 2, 3"]
+
+
+@pytest.mark.parametrize("slow_handler", ["fr_trace_json", "dump_nccl_trace_json"])
+def test_a_pair_is_not_guessed_while_a_rank_is_slow_to_answer(slow_handler):
+    """Rank 0's server is slow (no whole answer within the deadline) at the first readings, to its
+    Flight Recorder or to NCCL's: group 1 would be guessed as rank 1 alone, so neither pair's calls
+    are shown (rank 0 may be in either); at the next reading, rank 0 answering, both pairs are read
+    whole. Said once however many readings."""
+    from collviz.runtime.live.recorder_reader import RECORDERS, RecorderReader
+    from collviz.runtime.live.workers import Answer, Worker
+
+    slow = {0}
+
+    def servers(workers, handler: str, timeout_s: float) -> dict[int, Answer]:
+        return {w.rank: Answer(w.rank, None, "slow: no whole answer within 2 s", slow=True)
+                if w.rank in slow and handler == slow_handler
+                else Answer(w.rank, _pair_shapes(w.rank), status=200) if handler == RECORDERS[0]
+                else Answer(w.rank, None, f"{handler} answered 404", status=404) for w in workers}
+
+    reader = RecorderReader([Worker(rank, f"rank{rank}.sock") for rank in range(4)], ask=servers)
+    for _ in range(2):
+        reading = reader.read()
+        assert reading.answered == [1, 2, 3] and reading.ranks[0].slow
+        assert sorted((c.op, c.group_seq, c.rank) for c in reading.calls) == [
+            ("all_reduce", seq, rank) for seq in (1, 2) for rank in (1, 2, 3)], "the world's calls alone"
+    withheld = ("rank 0 not read (slow: no whole answer within 2 s): group {}'s ranks, not in the dumps' pg_config, "
+                "are not guessed from the other ranks; its calls are shown once every rank is read")
+    assert reader.warnings == [withheld.format(1), withheld.format(2)]
+    slow.clear()
+    reading = reader.read()
+    assert {c.rank: tuple(c.group_ranks) for c in reading.calls if c.op == "all_gather"} == {
+        0: (0, 1), 1: (0, 1), 2: (2, 3), 3: (2, 3)}
+
+
+def test_the_groups_status_is_read_only_once_the_working_ranks_have_paid_for_it(monkeypatch, tmp_path):
+    """Due by the clock, the status is still not read while the ranks' own CPU owes for it."""
+    from collviz.runtime.sessions import recorder_live
+    from collviz.runtime.userjob.recorder import STATUS_HANDLER
+
+    class Owing:
+        """A meter that owes what the test sets, counting the requests made."""
+
+        def __init__(self) -> None:
+            self.owed, self.requests = 5.0, 0
+
+        def owed_s(self) -> float:
+            return self.owed
+
+        def asked(self) -> None:
+            self.requests += 1
+
+    owing = Owing()
+    monkeypatch.setattr(recorder_live, "OwnCpuPace", lambda pids, cpu_s: owing)
+    live, _ = _closed_after_dump(monkeypatch, tmp_path, {rank: _pair_shapes(rank) for rank in range(4)}, {})
+    served, handlers = recorder_live.ask_all, []
+    monkeypatch.setattr(recorder_live, "ask_all", lambda workers, handler, timeout_s: (
+        handlers.append(handler), served(workers, handler, timeout_s))[1])
+    assert not live._may_wait() and handlers == [] and owing.requests == 0
+    owing.owed = 0.0
+    live._may_wait()
+    assert handlers == [STATUS_HANDLER] and owing.requests == 1
 
 
 def test_the_last_look_blames_no_rank_whose_end_is_not_known_yet(monkeypatch, tmp_path):
@@ -229,3 +295,34 @@ def test_the_last_look_blames_no_rank_whose_end_is_not_known_yet(monkeypatch, tm
     live, intake = _closed_after_dump(monkeypatch, tmp_path, {0: inside, 2: inside, 3: inside}, {1: raised})
     live.last_look(failed=[0])
     assert [e for e in intake.take_pending() if isinstance(e, Stall)] == []
+
+
+def _exited_unreaped(pids: list[int]) -> bool:
+    """Whether every process of ``pids`` has exited, none reaped (``WNOWAIT``: the session reaps them)."""
+    return all(os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None for pid in pids)
+
+
+def test_a_killed_rank_whose_peers_fail_before_the_launcher_looks_is_the_cause(tmp_path):
+    """Every rank has exited before the launcher's first poll (it was busy: a reading waits up to
+    2 s for a slow server): rank 3 killed by SIGKILL, ranks 0–2 with status 1 from the all_reduce
+    it never joined. Each exit is noted before the failure is judged, so rank 3 was not reaped
+    "after the teardown began" (a casualty of rank 0's failure) but is the run's cause."""
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_SCRIPT)
+    session = LocalSession(plan_script(check_script(script), 4, observe=False))
+    session.start()
+    polled = []
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not _exited_unreaped(list(session.pids.values())):
+            assert time.monotonic() < deadline, "the ranks did not all exit"
+            time.sleep(0.05)
+        while not session.finished and time.monotonic() < deadline:
+            polled += session.poll(0.05)
+    finally:
+        session.stop()
+    assert session.outcome is not None and session.outcome.exit_code == 1
+    assert session.outcome.detail.startswith("rank 3 was killed by SIGKILL"), session.outcome.detail
+    assert {e.target: (e.exit_code, e.signal) for e in polled if isinstance(e, ProcessExit)} == {
+        0: (1, None), 1: (1, None), 2: (1, None), 3: (None, "SIGKILL")}
+    assert not [e for e in polled if isinstance(e, Stall)], "no rank was waited on: rank 3 died"
