@@ -33,9 +33,11 @@ RECORDED = [
 
 
 @pytest.fixture(scope="module")
-def record(scenario_runs: ScenarioRuns):
-    """A scenario's trace on 4 gloo ranks, recorded once per session; returns its path."""
-    return lambda name: scenario_runs(name).path
+def record(scenario_runs: ScenarioRuns, training_runs):
+    """A scenario's trace on 4 gloo ranks, recorded once per session; returns its path (fsdp's is
+    the one ``compare ddp fsdp`` records for ``training_runs``: the same plan as a plain run's)."""
+    recorded_by_compare = training_runs["paths"]
+    return lambda name: recorded_by_compare[name] if name in ("ddp", "fsdp") else scenario_runs(name).path
 
 
 @pytest.mark.parametrize("name", RECORDED)

@@ -4,8 +4,10 @@ kind, the app satisfies the Protocols its modes and the sessions rely on).
 
 mypy resolves ``collviz.runtime`` through folders, and the installed layout maps three of them
 (``src/collviz``, ``runtime/``, ``app/``) onto one package; the check runs on that package assembled
-in a temporary folder, as the import-linter contracts do. Its cache stays in that folder, so the
-second check (a planted error) costs only the planted module.
+in a temporary folder, as the import-linter contracts do. mypy's incremental cache is kept outside
+the clone (:func:`cache_dir`), so a second run on the same machine, and the planted error's check,
+recheck only what changed; mypy validates every cached module against its source's hash, its
+options and its own version, and never caches a module with an error, so the cache cannot hide one.
 
 The check runs against one pinned torch (``collviz.runtime.compat.PINNED_TORCH``, the one CI's full
 suite installs): another torch's stubs differ (2.8 has no ``GroupName``, nor DDP's
@@ -14,6 +16,8 @@ suite installs): another torch's stubs differ (2.8 has no ``GroupName``, nor DDP
 
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,11 +35,19 @@ pytestmark = pytest.mark.skipif(
     reason=f"the type check runs against the pinned torch {PINNED_TORCH}; this is {torch.__version__}")
 
 
+def cache_dir() -> Path:
+    """mypy's cache for this interpreter: ``$XDG_CACHE_HOME`` (default ``~/.cache``)
+    ``/collviz/mypy/<interpreter>``, one folder per environment (its torch's stubs, its mypy), so
+    that venvs beside each other do not overwrite each other's entries."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "collviz" / "mypy" / hashlib.sha256(sys.prefix.encode()).hexdigest()[:16]
+
+
 def mypy(root: Path) -> subprocess.CompletedProcess[str]:
     """``mypy collviz/runtime collviz/app`` on the package assembled under ``root``, with the
-    repository's settings."""
+    repository's settings and the cache of :func:`cache_dir`."""
     return subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(CONFIG), "--cache-dir", str(root / ".mypy_cache"),
+        [sys.executable, "-m", "mypy", "--config-file", str(CONFIG), "--cache-dir", str(cache_dir()),
          "collviz/runtime", "collviz/app"],
         cwd=root, capture_output=True, text=True, timeout=300,
     )
@@ -43,7 +55,7 @@ def mypy(root: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def assembled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """The package assembled once, and mypy's first (cold) check of it."""
+    """The package assembled once, and mypy's first check of it (cold on a new machine)."""
     root = tmp_path_factory.mktemp("typed")
     assemble(root)
     return root, mypy(root)
