@@ -7,22 +7,29 @@ a stomped length, garbage), looks for the next offset where one is, skipping the
 and noting it in a :class:`Damage` list. A valid record is one whose length fits the file and the
 protocol's frame limit and whose checksum matches (traces without checksums: whose payload
 decodes). A stretch at the end with no valid record after it is the truncated tail.
+:func:`checksums_hold` checks every record of a stretch read whole at once (one pass of zlib and
+a few numpy scatters through :class:`HeaderSlots`): how a scan and an index's parts check theirs.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from mmap import mmap
 
+import numpy as np
+
 from .protocol import MAX_FRAME_BYTES
 
-__all__ = ["CHECKSUM_NAME", "BATCH", "Damage", "frame", "frame_header", "scan_records", "describe_damage"]
+__all__ = ["CHECKSUM_NAME", "LARGE_PAYLOAD", "BATCH", "HeaderSlots", "checksums_hold", "Damage", "frame", "frame_header", "scan_records", "describe_damage"]
 
 CHECKSUM_NAME = "crc32"
 """The header's ``records`` value for checksummed records (zlib's CRC-32 of the payload)."""
+
+LARGE_PAYLOAD = 1 << 20
+"""A record larger than this (collviz's own stay far below) is decoded with its values bounded."""
 
 _U32 = struct.Struct("<I")
 _U32_PAIR = struct.Struct("<II")
@@ -133,3 +140,61 @@ def describe_damage(damage: list[Damage], before_each: list[int]) -> str:
         parts.append(f"last record truncated after {before_each[-1]} complete events "
                      f"(or damaged: bytes {tail.start:,}–{tail.end:,} hold no intact record); it was skipped")
     return "; ".join(parts)
+
+
+class HeaderSlots:
+    """The 8-byte record headers of a chunk, each written as two little-endian 32-bit words.
+
+    Headers sit at any byte offset; numpy writes them through four word views of the buffer, one
+    per alignment, so each write is a handful of scatters whatever the number of records.
+    """
+
+    def __init__(self, words: Sequence[np.ndarray], at: np.ndarray) -> None:
+        self._groups = []
+        for alignment, view in enumerate(words):
+            chosen = np.flatnonzero((at & 3) == alignment)
+            if chosen.size:
+                self._groups.append((view, chosen, (at[chosen] - alignment) >> 2))
+
+    def read(self, word: int) -> np.ndarray:
+        """Every header's first (0) or second (1) word, in record order."""
+        found = np.empty(sum(chosen.size for _, chosen, _ in self._groups), np.uint32)
+        for view, chosen, at in self._groups:
+            found[chosen] = view[at + word]
+        return found
+
+    def write(self, first: np.ndarray | int, second: np.ndarray | int) -> None:
+        """Set every header's first and second word (one value for all, or one per record)."""
+        for view, chosen, word in self._groups:
+            view[word] = first[chosen] if isinstance(first, np.ndarray) else first
+            view[word + 1] = second[chosen] if isinstance(second, np.ndarray) else second
+
+
+_zero_checksums = np.zeros(LARGE_PAYLOAD + 1, np.uint32)
+_zero_known = np.zeros(LARGE_PAYLOAD + 1, bool)
+
+
+def checksums_hold(records: memoryview, slots: HeaderSlots, lengths: np.ndarray) -> bool:
+    """Whether every record's CRC-32 matches its payload, from one pass of zlib over ``records``,
+    the chunk's records back to back (it overwrites their headers; the walk has read them).
+
+    CRC-32 is linear over GF(2) but for its initial and final inversions. Write Lin(M) for the
+    register zlib reaches over M from a zero register: ``zlib.crc32(M, 0xFFFFFFFF) == ~Lin(M)``.
+    For a payload P of L bytes with checksum c, ``crc32(P) == c`` is equivalent to
+    ``Lin(P + w) == 0`` with ``w = le32(c ^ crc32(bytes(L)))`` (the textbook identity that a message
+    followed by its own CRC leaves a constant, the inversions folded into w). Lin of a
+    concatenation is the XOR of each part's Lin carried through the bytes after it; zero bytes
+    add nothing, and carrying through bytes is invertible. So with each payload's w written into
+    the header after it, zeros elsewhere in the headers and the last w appended, Lin(chunk) is 0
+    exactly when every checksum matches: one damaged record can never cancel out (several could,
+    with odds of 2^-32, as one CRC-32 can be fooled).
+    """
+    checksums = slots.read(1)
+    missing = np.unique(lengths[~_zero_known[lengths]]).tolist()
+    for length in missing:
+        _zero_checksums[length] = zlib.crc32(bytes(length))
+        _zero_known[length] = True
+    after = checksums ^ _zero_checksums[lengths]
+    slots.write(np.concatenate(([0], after[:-1])).astype(np.uint32), 0)
+    register = zlib.crc32(int(after[-1]).to_bytes(4, "little"), zlib.crc32(records, 0xFFFFFFFF))
+    return register == 0xFFFFFFFF

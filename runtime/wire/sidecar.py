@@ -16,12 +16,13 @@ and the trace is scanned when opened)::
                            p2p (uint8); an index of version 2 ends at ``ends``
 
 :func:`read_index` hands it over only when it is intact (magic, version, the body's CRC-32) and
-for a trace of the size the file has now; :meth:`TraceIndex.parts` first checks that the CRC-32
-of every byte of the trace is the one its writer computed while writing (zlib streams several
-GB/s here), then reads it again in parts for the events filed whole (memory samples, phases,
-starts and ends). A trace that matches holds every record as written, so its records need no
-check one by one (each is checked again when it is decoded for a frame: :mod:`.stored`), and
-nothing is decoded from it before the check. Anything else — no
+for a trace of the size the file has now. What is shown is what was checked: every record a part
+decodes is checked against its own CRC-32 first (:meth:`IndexPart.decode_at`; :mod:`.stored`
+checks each again when a frame decodes it), and :meth:`TraceIndex.parts` folds every byte it reads
+into the CRC-32 of the whole trace, which must be the one its writer computed once the last part
+has been taken (:class:`~.columns.NotIntact` otherwise): a reader may show a part as soon as it
+has it (the viewer its first step) and learns at the end, in the same pass over the trace's bytes,
+whether the whole is the one indexed. Anything else — no
 index (an older collviz, a trace still being written, a copy without its index), a stale,
 damaged or newer one, a trace whose bytes differ — and the trace is scanned (:mod:`.scan`),
 which verifies every record. The writer leaves no index for a trace the scan
@@ -49,6 +50,7 @@ from ..errors import UsageError
 from .columns import EventColumns, NotIntact, chunk_decoder, event_columns
 from .files import open_without_blocking, renames_over, write_output
 from .protocol import EVENT_TYPES, AnyEvent, Event
+from .records import LARGE_PAYLOAD, HeaderSlots, checksums_hold
 
 __all__ = ["INDEX_SUFFIX", "INDEX_VERSION", "index_path", "discard_index", "IndexRecorder", "IndexPart", "TraceIndex", "read_index"]
 
@@ -249,24 +251,45 @@ class TraceIndex:
 
     def parts(self, events: int) -> Iterator[IndexPart]:
         """The trace's events ``events`` at a time, in order, with their columns and records
-        (a part's bytes are reused by the next: use each before taking the next). First the
-        CRC-32 of every byte of the trace must be the one the index was written for:
-        :class:`~.columns.NotIntact` otherwise (the trace changed since), before any part."""
+        (a part's bytes are reused by the next: use each before taking the next). Every byte read
+        goes into the CRC-32 of the whole trace, which must be the one the index was written for:
+        :class:`~.columns.NotIntact` otherwise (the trace changed since), once the last part has
+        been taken. Before that, every record of a part is checked against its length and its own
+        CRC-32 before the part is handed over (NotIntact where one fails), so a part can be
+        shown as soon as it is had; its records' headers are overwritten by the check."""
         offsets, count = self.offsets, len(self)
         ends = offsets[np.minimum(np.arange(0, count, events) + events, count)]
         largest = int((ends - offsets[0 : count : events]).max()) if count else 0
-        view = memoryview(bytearray(max(largest, _CHECK_BYTES)))
+        buffer = bytearray(max(largest, 16))
+        view = memoryview(buffer)
+        words = [np.frombuffer(buffer, "<u4", count=(len(buffer) - k) // 4, offset=k) for k in range(4)]
         with open(self.path, "rb") as file, open(self.index, "rb") as index:
-            if _crc32(file, view[:_CHECK_BYTES]) != self.trace_crc32 or file.tell() != int(offsets[-1]):
-                raise NotIntact("its bytes are not those its index was written for")
-            file.seek(int(offsets[0]))
+            head = file.read(int(offsets[0]))
+            if len(head) != int(offsets[0]):
+                raise NotIntact("it is shorter than its index says")
+            crc = zlib.crc32(head)
             for first in range(0, count, events):
                 stop = min(first + events, count)
                 length = int(offsets[stop] - offsets[first])
                 if file.readinto(view[:length]) != length:
                     raise NotIntact("it is shorter than its index says")
-                yield IndexPart(first, self._columns(index.fileno(), first, stop), view[:length],
-                                offsets[first : stop + 1] - offsets[first])
+                crc = zlib.crc32(view[:length], crc)
+                starts = offsets[first : stop + 1] - offsets[first]
+                _check_records(view[:length], words, starts, first)
+                yield IndexPart(first, self._columns(index.fileno(), first, stop), view[:length], starts)
+            if file.read(1) or crc != self.trace_crc32:
+                raise NotIntact("its bytes are not those its index was written for")
+
+    def where(self, *types: type[Event]) -> np.ndarray:
+        """Positions (int64, ascending) of the events of ``types`` in the whole trace, read from
+        the index's type column alone."""
+        with open(self.index, "rb") as index:
+            stored = np.frombuffer(os.pread(index.fileno(), len(self), self.columns_at), np.uint8)
+        kinds = self.kinds[stored]
+        if (kinds == 255).any():
+            raise NotIntact("its index names an event type this collviz does not know")
+        codes = [EVENT_TYPES.index(event_type) for event_type in types]
+        return np.flatnonzero(np.isin(kinds, codes))
 
     def _columns(self, fd: int, start: int, stop: int) -> EventColumns:
         """The columns of events ``[start, stop)``, read from the index file (open as ``fd``)."""
@@ -316,6 +339,20 @@ def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex |
     kinds[: len(header.type_names)] = [codes.get(name, 255) for name in header.type_names[:256]]
     return TraceIndex(os.fspath(trace), os.fspath(path), offsets, header.names, header.trace_crc32,
                       body + offsets.nbytes, kinds, _LAYOUTS[header.version])
+
+
+def _check_records(records: memoryview, words: list[np.ndarray], starts: np.ndarray, first: int) -> None:
+    """Check that every record of ``records`` (starting at ``starts``, the last ending at the
+    last of them; event ``first`` onwards, read through ``words``: see
+    :class:`~.records.HeaderSlots`) has the length and CRC-32 its header says; NotIntact if not."""
+    if starts.size < 2:
+        return
+    lengths = np.diff(starts) - 8
+    slots = HeaderSlots(words, starts[:-1])
+    if int(lengths.max()) > LARGE_PAYLOAD or not np.array_equal(slots.read(0), lengths):
+        raise NotIntact(f"a record's length is not its index's (events {first:,} on)")
+    if not checksums_hold(records, slots, lengths):
+        raise NotIntact(f"a record does not match its checksum (events {first:,}–{first + lengths.size - 1:,})")
 
 
 def _crc32(file: BufferedIOBase, buffer: memoryview) -> int:
