@@ -19,8 +19,9 @@ from textual.reactive import var
 from .classroom import ClassroomActions
 from .frames import FRAME_RATE, FramePacer
 from .keys import VIEWER_BINDINGS
-from .messages import EventsArrived, LoadProgress, SessionFailed, TraceFailed, TraceLoaded
+from .messages import EventsArrived, LoadProgress, SessionFailed, TraceChecked, TraceFailed, TraceLoaded, TracePartRead
 from .model import EXIT_INTERRUPTED, TAIL_LENGTH, EventLog, Labels, ViewAhead, ViewState, first_pieces
+from .model.trace_index import file_part
 from .modes import MODE_ACTIONS, LiveMode, ReplayMode, mode_for
 from .navigator import Navigator
 from .overlays import OverlayActions
@@ -71,9 +72,13 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
         self.screenshot_dir = screenshot_dir or Path.cwd()
         self.event_log = EventLog(events or ())
         self.loaded = events is not None
+        self.checked = events is not None
+        """Whether the run shown is whole: its trace read and checked to the end (:class:`TraceChecked`)."""
         self.frame_pacer = FramePacer(self)
         self.view_ahead = ViewAhead()
         self.status_line = ""
+        self.trace_problem = ""
+        """Why the trace shown failed a check made once it was read whole (the header says it)."""
         self.viewer = ViewerScreen(mask_volatile=mask_volatile)
 
     def on_mount(self) -> None:
@@ -125,6 +130,29 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
         if self.options.pace:
             self.playing = True
         self.render_now()
+        self.checked = message.shown is None
+        if message.shown is not None:
+            self.call_after_refresh(message.shown.set)  # the rest is read once this frame is drawn
+
+    def on_trace_part_read(self, message: TracePartRead) -> None:
+        """File the next part of the trace shown; a frame follows where the cursor waited past the
+        parts filed, or the header's share read has grown by a tenth."""
+        log = message.log
+        if log is self.event_log:
+            before = log.filed
+            file_part(log, message.part)
+            if self.cursor > before or log.filed * 10 // len(log) > before * 10 // len(log):
+                self.request_frame()
+        message.taken.set()
+
+    def on_trace_checked(self, message: TraceChecked) -> None:
+        """The trace shown is read whole: say a warning as a loaded trace's, or in the header why
+        it failed its checks (the careful reader's log of it follows)."""
+        self.trace_problem = message.problem
+        self.checked = not message.problem  # else the careful reader's log follows
+        if message.warning:
+            self.notify(message.warning, title="trace partly read", severity="warning", timeout=15, markup=False)
+        self.request_frame()
 
     def on_trace_failed(self, message: TraceFailed) -> None:
         """Say why the trace could not be read; the app stays open."""
@@ -140,15 +168,23 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
         """The view at the cursor (built ahead where a move asked; a pipelined step's first pieces, if so)."""
         # the raw events before the cursor only while their pane is shown: reading them back from a
         # trace's file costs a cold seek as much as the rest of the frame
-        view = self.view_ahead.view(self.event_log, self.cursor, TAIL_LENGTH if self.log_visible else 0)
+        view = self.view_ahead.view(self.event_log, self.shown_cursor, TAIL_LENGTH if self.log_visible else 0)
         pieces = self.navigator.pieces
         return first_pieces(view, pieces) if pieces is not None and view.spans else view
+
+    @property
+    def shown_cursor(self) -> int:
+        """The cursor the view is built at: :attr:`cursor`, but no further than the log is filed (a
+        trace shown before it was read whole: the frame past it waits for its part)."""
+        return min(self.cursor, self.event_log.filed)
 
     def labels(self) -> Labels:
         """The header's words: the mode's, then the event position, status and notes."""
         mode, playback, history, kind = self.mode.labels(self, self.following)
-        position = "" if self.mask_volatile else f"event {self.cursor}/{len(self.event_log)}"
-        parts = (playback, position, self.status_line, self.navigator.opening_note)
+        log = self.event_log
+        position = "" if self.mask_volatile else f"event {self.shown_cursor}/{len(log)}"
+        reading = f"reading the rest of the trace: {log.filed * 100 // len(log)} %" if log.filed < len(log) else ""
+        parts = (playback, position, reading, self.status_line, self.trace_problem, self.navigator.opening_note)
         if self.options.lesson is not None:
             mode = f"{self.options.lesson} · {mode}"
         return Labels(mode, "   ".join(part for part in parts if part), history, kind)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from mmap import mmap
 
@@ -143,31 +143,30 @@ def describe_damage(damage: list[Damage], before_each: list[int]) -> str:
 
 
 class HeaderSlots:
-    """The 8-byte record headers of a chunk, each written as two little-endian 32-bit words.
+    """The 8-byte record headers of a stretch of records read whole, each read and written as two
+    little-endian 32-bit words.
 
-    Headers sit at any byte offset; numpy writes them through four word views of the buffer, one
-    per alignment, so each write is a handful of scatters whatever the number of records.
+    Headers sit at any byte offset: numpy gathers their bytes through one index of them (and
+    scatters new ones back through it), so reading or writing every header is a few numpy calls
+    whatever the number of records.
     """
 
-    def __init__(self, words: Sequence[np.ndarray], at: np.ndarray) -> None:
-        self._groups = []
-        for alignment, view in enumerate(words):
-            chosen = np.flatnonzero((at & 3) == alignment)
-            if chosen.size:
-                self._groups.append((view, chosen, (at[chosen] - alignment) >> 2))
+    def __init__(self, data: bytearray | memoryview, at: np.ndarray) -> None:
+        self._bytes = np.frombuffer(data, np.uint8)
+        narrow = np.int32 if len(self._bytes) < 2**31 else np.int64
+        self._at = at.astype(narrow)[:, None] + np.arange(8, dtype=narrow)
+        self._words = self._bytes[self._at].view("<u4")
 
     def read(self, word: int) -> np.ndarray:
-        """Every header's first (0) or second (1) word, in record order."""
-        found = np.empty(sum(chosen.size for _, chosen, _ in self._groups), np.uint32)
-        for view, chosen, at in self._groups:
-            found[chosen] = view[at + word]
-        return found
+        """Every header's first (0) or second (1) word, in record order, as read when this was made."""
+        return self._words[:, word]
 
     def write(self, first: np.ndarray | int, second: np.ndarray | int) -> None:
         """Set every header's first and second word (one value for all, or one per record)."""
-        for view, chosen, word in self._groups:
-            view[word] = first[chosen] if isinstance(first, np.ndarray) else first
-            view[word + 1] = second[chosen] if isinstance(second, np.ndarray) else second
+        written = np.empty_like(self._words)
+        written[:, 0] = first
+        written[:, 1] = second
+        self._bytes[self._at] = written.view(np.uint8)
 
 
 _zero_checksums = np.zeros(LARGE_PAYLOAD + 1, np.uint32)

@@ -136,7 +136,6 @@ def _chunks(file: BufferedIOBase, offset: int, room: int, decoder: msgspec.msgpa
     A record cut by the chunk's end moves to the front of the next."""
     buffer = bytearray(_HEAD + max(room, 16))
     view = memoryview(buffer)
-    words = [np.frombuffer(buffer, "<u4", count=(len(buffer) - k) // 4, offset=k) for k in range(4)]
     names: dict[str, int] = {}  # group and buffer names, numbered across chunks
     held = 0  # bytes of a record begun in the previous chunk, moved to the front
     first = 0  # log position of the chunk's first event
@@ -151,7 +150,7 @@ def _chunks(file: BufferedIOBase, offset: int, room: int, decoder: msgspec.msgpa
         lengths = np.diff(at, append=_HEAD + used) - 8
         if lengths.max() > LARGE_PAYLOAD:
             raise NotIntact("a record is larger than collviz writes")
-        slots = HeaderSlots(words, at)
+        slots = HeaderSlots(buffer, at)
         if not checksums_hold(view[_HEAD : _HEAD + used], slots, lengths):
             raise NotIntact("a record does not match its checksum")
         slots.write(0xCE, 0xCD00)

@@ -32,6 +32,7 @@ stopped early. Older readers never look at the index: the trace format is unchan
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 import struct
@@ -249,20 +250,19 @@ class TraceIndex:
     def __len__(self) -> int:
         return int(self.offsets.size) - 1
 
-    def parts(self, events: int) -> Iterator[IndexPart]:
+    def parts(self, events: int, whole: bool = True) -> Iterator[IndexPart]:
         """The trace's events ``events`` at a time, in order, with their columns and records
-        (a part's bytes are reused by the next: use each before taking the next). Every byte read
-        goes into the CRC-32 of the whole trace, which must be the one the index was written for:
-        :class:`~.columns.NotIntact` otherwise (the trace changed since), once the last part has
-        been taken. Before that, every record of a part is checked against its length and its own
-        CRC-32 before the part is handed over (NotIntact where one fails), so a part can be
-        shown as soon as it is had; its records' headers are overwritten by the check."""
+        (a part's bytes are reused by the next: use each before taking the next). Every record of
+        a part is checked against its length and its own CRC-32 before the part is handed over
+        (:class:`~.columns.NotIntact` where one fails; the check overwrites the records' headers),
+        so a part can be shown as soon as it is had. With ``whole``, every byte read also goes
+        into the CRC-32 of the whole trace, which must be the one the index was written for
+        (NotIntact otherwise, once the last part has been taken); without, the caller checks it
+        (:meth:`check_whole`)."""
         offsets, count = self.offsets, len(self)
         ends = offsets[np.minimum(np.arange(0, count, events) + events, count)]
         largest = int((ends - offsets[0 : count : events]).max()) if count else 0
-        buffer = bytearray(max(largest, 16))
-        view = memoryview(buffer)
-        words = [np.frombuffer(buffer, "<u4", count=(len(buffer) - k) // 4, offset=k) for k in range(4)]
+        view = memoryview(bytearray(largest))
         with open(self.path, "rb") as file, open(self.index, "rb") as index:
             head = file.read(int(offsets[0]))
             if len(head) != int(offsets[0]):
@@ -273,11 +273,19 @@ class TraceIndex:
                 length = int(offsets[stop] - offsets[first])
                 if file.readinto(view[:length]) != length:
                     raise NotIntact("it is shorter than its index says")
-                crc = zlib.crc32(view[:length], crc)
+                if whole:
+                    crc = zlib.crc32(view[:length], crc)
                 starts = offsets[first : stop + 1] - offsets[first]
-                _check_records(view[:length], words, starts, first)
+                _check_records(view[:length], starts, first)
                 yield IndexPart(first, self._columns(index.fileno(), first, stop), view[:length], starts)
-            if file.read(1) or crc != self.trace_crc32:
+            if whole and (file.read(1) or crc != self.trace_crc32):
+                raise NotIntact("its bytes are not those its index was written for")
+
+    def check_whole(self) -> None:
+        """Check that the CRC-32 of every byte of the trace is the one the index was written for
+        (:class:`~.columns.NotIntact` if not): what :meth:`parts` checks with ``whole``."""
+        with open(self.path, "rb") as file:
+            if _crc32(file, memoryview(bytearray(_CHECK_BYTES))) != self.trace_crc32 or file.tell() != int(self.offsets[-1]):
                 raise NotIntact("its bytes are not those its index was written for")
 
     def where(self, *types: type[Event]) -> np.ndarray:
@@ -285,11 +293,13 @@ class TraceIndex:
         the index's type column alone."""
         with open(self.index, "rb") as index:
             stored = np.frombuffer(os.pread(index.fileno(), len(self), self.columns_at), np.uint8)
-        kinds = self.kinds[stored]
-        if (kinds == 255).any():
+        chosen = np.zeros(256, np.uint8)  # by stored code: 1 one of ``types``, 2 a type this collviz does not know
+        chosen[self.kinds == 255] = 2
+        chosen[np.isin(self.kinds, [EVENT_TYPES.index(event_type) for event_type in types])] = 1
+        found = chosen[stored]
+        if found.max(initial=0) == 2:
             raise NotIntact("its index names an event type this collviz does not know")
-        codes = [EVENT_TYPES.index(event_type) for event_type in types]
-        return np.flatnonzero(np.isin(kinds, codes))
+        return np.flatnonzero(found)
 
     def _columns(self, fd: int, start: int, stop: int) -> EventColumns:
         """The columns of events ``[start, stop)``, read from the index file (open as ``fd``)."""
@@ -312,8 +322,10 @@ class TraceIndex:
 def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex | None:
     """The index its writer left beside the trace at ``trace`` (whose first record is at
     ``first_record``) if it is intact (its CRC-32), of a version this collviz reads
-    (:data:`_LAYOUTS`), and for a trace of the size ``trace`` has now; else None. Whether the trace's bytes are those it was written for
-    is checked as :meth:`TraceIndex.parts` begins."""
+    (:data:`_LAYOUTS`), and for a trace of the size ``trace`` has now; else None. Whether the
+    trace's bytes are those it was written for is checked record by record as
+    :meth:`TraceIndex.parts` hands them over, and whole after the last (or by
+    :meth:`TraceIndex.check_whole`)."""
     path = index_path(trace)
     try:
         size = os.stat(trace).st_size
@@ -323,13 +335,10 @@ def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex |
             header, body = _header(file)
             if header is None or header.trace_size != size:
                 return None
-            offsets = np.empty(header.events + 1, np.int64)
-            file.seek(body)
-            if file.readinto(offsets.data.cast("B")) != offsets.nbytes:
-                return None
-            file.seek(body)
-            if _crc32(file, memoryview(bytearray(_CHECK_BYTES))) != header.body_crc32:
-                return None
+            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:  # read in place, not copied
+                if _mapped_crc32(mapped, body) != header.body_crc32:
+                    return None
+                offsets = np.frombuffer(mapped, np.int64, header.events + 1, body).copy()
     except OSError:
         return None
     if int(offsets[0]) != first_record or int(offsets[-1]) != size:
@@ -341,18 +350,24 @@ def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex |
                       body + offsets.nbytes, kinds, _LAYOUTS[header.version])
 
 
-def _check_records(records: memoryview, words: list[np.ndarray], starts: np.ndarray, first: int) -> None:
+def _check_records(records: memoryview, starts: np.ndarray, first: int) -> None:
     """Check that every record of ``records`` (starting at ``starts``, the last ending at the
-    last of them; event ``first`` onwards, read through ``words``: see
-    :class:`~.records.HeaderSlots`) has the length and CRC-32 its header says; NotIntact if not."""
+    last of them; event ``first`` onwards) has the length and CRC-32 its header says; NotIntact
+    if not."""
     if starts.size < 2:
         return
     lengths = np.diff(starts) - 8
-    slots = HeaderSlots(words, starts[:-1])
+    slots = HeaderSlots(records, starts[:-1])
     if int(lengths.max()) > LARGE_PAYLOAD or not np.array_equal(slots.read(0), lengths):
         raise NotIntact(f"a record's length is not its index's (events {first:,} on)")
     if not checksums_hold(records, slots, lengths):
         raise NotIntact(f"a record does not match its checksum (events {first:,}–{first + lengths.size - 1:,})")
+
+
+def _mapped_crc32(mapped: mmap.mmap, start: int) -> int:
+    """The CRC-32 of ``mapped`` from byte ``start`` to its end."""
+    with memoryview(mapped) as whole, whole[start:] as body:
+        return zlib.crc32(body)
 
 
 def _crc32(file: BufferedIOBase, buffer: memoryview) -> int:
