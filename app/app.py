@@ -1,8 +1,9 @@
 """The collviz Textual app, a shell: it holds one event log, a cursor and the screens showing the
 view at it, and routes messages and keys to the parts that know them — the mode (:mod:`.modes`:
 where events come from, which keys work), the cursor's moves (:mod:`.navigator`), the quiz
-(:mod:`.quiz_flow`), frames (:mod:`.frames`, at most :data:`FRAME_RATE` a second) and the action
-mixins (:mod:`.playback`, :mod:`.overlays`, :mod:`.classroom`).
+(:mod:`.quiz_flow`), frames (:mod:`.frames`, at most :data:`FRAME_RATE` a second), the action
+mixins (:mod:`.playback`, :mod:`.overlays`, :mod:`.classroom`) and a trace's reader's messages
+(:mod:`.trace_reading`).
 """
 
 from __future__ import annotations
@@ -19,23 +20,23 @@ from textual.reactive import var
 from .classroom import ClassroomActions
 from .frames import FRAME_RATE, FramePacer
 from .keys import VIEWER_BINDINGS
-from .messages import EventsArrived, LoadProgress, SessionFailed, TraceChecked, TraceFailed, TraceLoaded, TracePartRead
+from .messages import EventsArrived, SessionFailed
 from .model import EXIT_INTERRUPTED, TAIL_LENGTH, EventLog, Labels, ViewAhead, ViewState, first_pieces
-from .model.trace_index import file_part
-from .modes import MODE_ACTIONS, LiveMode, ReplayMode, mode_for
+from .modes import MODE_ACTIONS, LiveMode, mode_for
 from .navigator import Navigator
 from .overlays import OverlayActions
 from .playback import PlaybackActions
 from .quiz_flow import QuizFlow
 from .screens import ViewerScreen
 from .screens.quiz import QuizScreen
+from .trace_reading import TraceReading
 from .theme import PROJECTOR_THEME
 from .viewer_options import ViewerOptions
 
 __all__ = ["CollvizApp", "make_app", "run_viewer", "FRAME_RATE", "EXIT_INTERRUPTED"]
 
 
-class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
+class CollvizApp(TraceReading, PlaybackActions, OverlayActions, ClassroomActions, App[int]):
     """The viewer (a shell: see the module). Build it with :func:`make_app`; it returns an exit
     code when it ends."""
 
@@ -73,12 +74,9 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
         self.event_log = EventLog(events or ())
         self.loaded = events is not None
         self.checked = events is not None
-        """Whether the run shown is whole: its trace read and checked to the end (:class:`TraceChecked`)."""
         self.frame_pacer = FramePacer(self)
         self.view_ahead = ViewAhead()
         self.status_line = ""
-        self.trace_problem = ""
-        """Why the trace shown failed a check made once it was read whole (the header says it)."""
         self.viewer = ViewerScreen(mask_volatile=mask_volatile)
 
     def on_mount(self) -> None:
@@ -112,54 +110,6 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
         self.notify(message.error, title="session failed", severity="error", timeout=30, markup=False)
         self.request_frame()
 
-    def on_load_progress(self, message: LoadProgress) -> None:
-        """Show how far loading has come, in the progress line."""
-        unit = "bytes" if message.stage == "reading" else "events"
-        trace = self.mode.trace if isinstance(self.mode, ReplayMode) else ""
-        self.viewer.show_progress(f"{message.stage} {trace} ({message.total:,} {unit})", message.done, message.total)
-
-    def on_trace_loaded(self, message: TraceLoaded) -> None:
-        """Show the loaded trace from its first collective (see :meth:`Navigator.open_loaded`)."""
-        self.event_log = message.log
-        self.loaded = True
-        self.status_line = ""
-        self.viewer.hide_progress()
-        if message.warning:
-            self.notify(message.warning, title="trace partly read", severity="warning", timeout=15, markup=False)
-        self.navigator.open_loaded(paced=bool(self.options.pace))
-        if self.options.pace:
-            self.playing = True
-        self.render_now()
-        self.checked = message.shown is None
-        if message.shown is not None:
-            self.call_after_refresh(message.shown.set)  # the rest is read once this frame is drawn
-
-    def on_trace_part_read(self, message: TracePartRead) -> None:
-        """File the next part of the trace shown; a frame follows where the cursor waited past the
-        parts filed, or the header's share read has grown by a tenth."""
-        log = message.log
-        if log is self.event_log:
-            before = log.filed
-            file_part(log, message.part)
-            if self.cursor > before or log.filed * 10 // len(log) > before * 10 // len(log):
-                self.request_frame()
-        message.taken.set()
-
-    def on_trace_checked(self, message: TraceChecked) -> None:
-        """The trace shown is read whole: say a warning as a loaded trace's, or in the header why
-        it failed its checks (the careful reader's log of it follows)."""
-        self.trace_problem = message.problem
-        self.checked = not message.problem  # else the careful reader's log follows
-        if message.warning:
-            self.notify(message.warning, title="trace partly read", severity="warning", timeout=15, markup=False)
-        self.request_frame()
-
-    def on_trace_failed(self, message: TraceFailed) -> None:
-        """Say why the trace could not be read; the app stays open."""
-        self.status_line = message.error
-        self.notify(message.error, title="cannot read trace", severity="error", timeout=30, markup=False)
-        self.render_now()
-
     def on_quiz_screen_answered(self, message: QuizScreen.Answered) -> None:
         """Reveal the step behind the quiz screen as soon as the prediction is graded."""
         self.quiz_flow.reveal()
@@ -172,19 +122,13 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
         pieces = self.navigator.pieces
         return first_pieces(view, pieces) if pieces is not None and view.spans else view
 
-    @property
-    def shown_cursor(self) -> int:
-        """The cursor the view is built at: :attr:`cursor`, but no further than the log is filed (a
-        trace shown before it was read whole: the frame past it waits for its part)."""
-        return min(self.cursor, self.event_log.filed)
-
     def labels(self) -> Labels:
         """The header's words: the mode's, then the event position, status and notes."""
         mode, playback, history, kind = self.mode.labels(self, self.following)
         log = self.event_log
         position = "" if self.mask_volatile else f"event {self.shown_cursor}/{len(log)}"
-        reading = f"reading the rest of the trace: {log.filed * 100 // len(log)} %" if log.filed < len(log) else ""
-        parts = (playback, position, reading, self.status_line, self.trace_problem, self.navigator.opening_note)
+        parts = (playback, position, self.reading_note(), self.status_line, self.trace_problem,
+                 self.navigator.opening_note)
         if self.options.lesson is not None:
             mode = f"{self.options.lesson} · {mode}"
         return Labels(mode, "   ".join(part for part in parts if part), history, kind)

@@ -154,7 +154,7 @@ class HeaderSlots:
     def __init__(self, data: bytearray | memoryview, at: np.ndarray) -> None:
         self._bytes = np.frombuffer(data, np.uint8)
         narrow = np.int32 if len(self._bytes) < 2**31 else np.int64
-        self._at = at.astype(narrow)[:, None] + np.arange(8, dtype=narrow)
+        self._at = np.add.outer(at.astype(narrow), np.arange(8, dtype=narrow))
         self._words = self._bytes[self._at].view("<u4")
 
     def read(self, word: int) -> np.ndarray:

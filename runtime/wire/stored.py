@@ -130,9 +130,9 @@ class StoredEvents(Sequence[AnyEvent]):
         if not len(self._starts) and isinstance(starts, np.ndarray) and starts.dtype == np.int64:
             self._starts = starts
         else:
-            if isinstance(self._starts, np.ndarray):
-                self._starts = array("q", self._starts.tobytes())
-            self._starts.frombytes(memoryview(starts).cast("B"))
+            held = self._starts if isinstance(self._starts, array) else array("q", self._starts.tobytes())
+            held.frombytes(starts.tobytes() if isinstance(starts, np.ndarray) else memoryview(starts).cast("B"))
+            self._starts = held
         self._end = end
 
     def close(self) -> None:
