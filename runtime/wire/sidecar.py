@@ -16,13 +16,14 @@ and the trace is scanned when opened)::
                            p2p (uint8); an index of version 2 ends at ``ends``
 
 :func:`read_index` hands it over only when it is intact (magic, version, the body's CRC-32) and
-for a trace of the size the file has now. What is shown is what was checked: every record a part
-decodes is checked against its own CRC-32 first (:meth:`IndexPart.decode_at`; :mod:`.stored`
-checks each again when a frame decodes it), and :meth:`TraceIndex.parts` folds every byte it reads
-into the CRC-32 of the whole trace, which must be the one its writer computed once the last part
-has been taken (:class:`~.columns.NotIntact` otherwise): a reader may show a part as soon as it
-has it (the viewer its first step) and learns at the end, in the same pass over the trace's bytes,
-whether the whole is the one indexed. Anything else — no
+for a trace of the size the file has now. What is shown is what was checked: for a reader that
+shows nothing before it has read the whole (``replay --headless``), :meth:`TraceIndex.parts`
+folds every byte it reads into the CRC-32 of the whole trace, which must be the one its writer
+computed once the last part has been taken (:class:`~.columns.NotIntact` otherwise); for a reader
+that shows a part as soon as it has it (the viewer, its first step first), every record of each
+part is checked against its own CRC-32 before the part is handed over, and the whole trace's
+CRC-32 after the last (:meth:`TraceIndex.check_whole`); :mod:`.stored` checks each record again
+when a frame decodes it. Anything else — no
 index (an older collviz, a trace still being written, a copy without its index), a stale,
 damaged or newer one, a trace whose bytes differ — and the trace is scanned (:mod:`.scan`),
 which verifies every record. The writer leaves no index for a trace the scan
@@ -252,13 +253,14 @@ class TraceIndex:
 
     def parts(self, events: int, whole: bool = True) -> Iterator[IndexPart]:
         """The trace's events ``events`` at a time, in order, with their columns and records
-        (a part's bytes are reused by the next: use each before taking the next). Every record of
-        a part is checked against its length and its own CRC-32 before the part is handed over
-        (:class:`~.columns.NotIntact` where one fails; the check overwrites the records' headers),
-        so a part can be shown as soon as it is had. With ``whole``, every byte read also goes
-        into the CRC-32 of the whole trace, which must be the one the index was written for
-        (NotIntact otherwise, once the last part has been taken); without, the caller checks it
-        (:meth:`check_whole`)."""
+        (a part's bytes are reused by the next: use each before taking the next). With ``whole``
+        (for a caller that shows nothing before the last part), every byte read goes into the
+        CRC-32 of the whole trace, which must be the one the index was written for
+        (:class:`~.columns.NotIntact` otherwise, once the last part has been taken). Without (for
+        a caller that shows each part as soon as it has it, and checks the whole later:
+        :meth:`check_whole`), every record of a part is checked against its length and its own
+        CRC-32 before the part is handed over (NotIntact where one fails; the check overwrites
+        the records' headers)."""
         offsets, count = self.offsets, len(self)
         ends = offsets[np.minimum(np.arange(0, count, events) + events, count)]
         largest = int((ends - offsets[0 : count : events]).max()) if count else 0
@@ -276,7 +278,8 @@ class TraceIndex:
                 if whole:
                     crc = zlib.crc32(view[:length], crc)
                 starts = offsets[first : stop + 1] - offsets[first]
-                _check_records(view[:length], starts, first)
+                if not whole:
+                    _check_records(view[:length], starts, first)
                 yield IndexPart(first, self._columns(index.fileno(), first, stop), view[:length], starts)
             if whole and (file.read(1) or crc != self.trace_crc32):
                 raise NotIntact("its bytes are not those its index was written for")
