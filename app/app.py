@@ -73,7 +73,7 @@ class CollvizApp(TraceReading, PlaybackActions, OverlayActions, ClassroomActions
         self.screenshot_dir = screenshot_dir or Path.cwd()
         self.event_log = EventLog(events or ())
         self.loaded = events is not None
-        self.checked = events is not None
+        self.checked = trace is None  # a trace is read and checked in parts: see TraceReading
         self.frame_pacer = FramePacer(self)
         self.view_ahead = ViewAhead()
         self.status_line = ""

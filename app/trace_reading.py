@@ -38,7 +38,7 @@ class TraceReading(AppMixin):
     loaded: bool
     status_line: str
     checked: bool
-    """Whether the run shown is whole: its trace read and checked to the end (:class:`TraceChecked`)."""
+    """Whether the trace shown is read and checked to the end (:class:`TraceChecked`; True without a trace)."""
     trace_problem: str = ""
     """Why the trace shown failed a check made once it was read whole (the header says it)."""
 

@@ -19,8 +19,8 @@ from collviz.runtime.wire.trace import read_trace
 from .log import EventLog
 from .trace_index import TraceRest, file_part, open_trace
 
-__all__ = ["pump_session", "load_trace", "open_trace_file", "read_carefully", "POLL_SECONDS", "COALESCE_SECONDS", "MAX_BATCH",
-           "READY_POLL_SECONDS", "LOAD_CHUNK"]
+__all__ = ["pump_session", "load_trace", "open_trace_file", "read_carefully", "POLL_SECONDS", "COALESCE_SECONDS",
+           "MAX_BATCH", "READY_POLL_SECONDS", "LOAD_CHUNK"]
 
 POLL_SECONDS = 0.05
 """How long the pump waits in ``Session.poll`` while nothing is pending."""

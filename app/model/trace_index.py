@@ -197,7 +197,8 @@ def _file(log: EventLog, first: int, columns: EventColumns, select: _Select) -> 
 
 
 def _file_columns(log: EventLog, first: int, columns: EventColumns) -> None:
-    """File the transfers, collectives and buffers at log positions ``first`` on (``columns``) from their columns alone."""
+    """File the transfers, collectives and buffers at log positions ``first`` on (``columns``)
+    from their columns alone."""
     _file_transfers(log, first, columns)
     _file_collectives(log, first, columns)
     _file_buffers(log, first, columns)

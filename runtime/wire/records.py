@@ -23,7 +23,8 @@ import numpy as np
 
 from .protocol import MAX_FRAME_BYTES
 
-__all__ = ["CHECKSUM_NAME", "LARGE_PAYLOAD", "BATCH", "HeaderSlots", "checksums_hold", "Damage", "frame", "frame_header", "scan_records", "describe_damage"]
+__all__ = ["CHECKSUM_NAME", "LARGE_PAYLOAD", "BATCH", "HeaderSlots", "checksums_hold", "Damage", "frame",
+           "frame_header", "scan_records", "describe_damage"]
 
 CHECKSUM_NAME = "crc32"
 """The header's ``records`` value for checksummed records (zlib's CRC-32 of the payload)."""

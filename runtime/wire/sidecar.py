@@ -288,7 +288,8 @@ class TraceIndex:
         """Check that the CRC-32 of every byte of the trace is the one the index was written for
         (:class:`~.columns.NotIntact` if not): what :meth:`parts` checks with ``whole``."""
         with open(self.path, "rb") as file:
-            if _crc32(file, memoryview(bytearray(_CHECK_BYTES))) != self.trace_crc32 or file.tell() != int(self.offsets[-1]):
+            crc = _crc32(file, memoryview(bytearray(_CHECK_BYTES)))
+            if crc != self.trace_crc32 or file.tell() != int(self.offsets[-1]):
                 raise NotIntact("its bytes are not those its index was written for")
 
     def where(self, *types: type[Event]) -> np.ndarray:
