@@ -31,7 +31,7 @@ from typing import Any, cast
 import numpy as np
 
 from collviz.runtime.wire.columns import FILED_IN_COLUMNS, EventColumns, Sequences
-from collviz.runtime.wire.protocol import EVENT_TYPES, Buffer, Collective, Freed, Memory, RunStart, Transfer
+from collviz.runtime.wire.protocol import EVENT_TYPES, Buffer, Collective, Freed, Memory, Transfer
 from collviz.runtime.wire.scan import NotIntact, TraceScan
 from collviz.runtime.wire.sanity import gaps_note
 from collviz.runtime.wire.sidecar import IndexPart, TraceIndex, read_index

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import struct
-import zlib
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
