@@ -1,8 +1,9 @@
 """The collviz Textual app, a shell: it holds one event log, a cursor and the screens showing the
 view at it, and routes messages and keys to the parts that know them — the mode (:mod:`.modes`:
 where events come from, which keys work), the cursor's moves (:mod:`.navigator`), the quiz
-(:mod:`.quiz_flow`), frames (:mod:`.frames`, at most :data:`FRAME_RATE` a second) and the action
-mixins (:mod:`.playback`, :mod:`.overlays`, :mod:`.classroom`).
+(:mod:`.quiz_flow`), frames (:mod:`.frames`, at most :data:`FRAME_RATE` a second), the action
+mixins (:mod:`.playback`, :mod:`.overlays`, :mod:`.classroom`) and a trace's reader's messages
+(:mod:`.trace_reading`).
 """
 
 from __future__ import annotations
@@ -19,22 +20,23 @@ from textual.reactive import var
 from .classroom import ClassroomActions
 from .frames import FRAME_RATE, FramePacer
 from .keys import VIEWER_BINDINGS
-from .messages import EventsArrived, LoadProgress, SessionFailed, TraceFailed, TraceLoaded
+from .messages import EventsArrived, SessionFailed
 from .model import EXIT_INTERRUPTED, TAIL_LENGTH, EventLog, Labels, ViewAhead, ViewState, first_pieces
-from .modes import MODE_ACTIONS, LiveMode, ReplayMode, mode_for
+from .modes import MODE_ACTIONS, LiveMode, mode_for
 from .navigator import Navigator
 from .overlays import OverlayActions
 from .playback import PlaybackActions
 from .quiz_flow import QuizFlow
 from .screens import ViewerScreen
 from .screens.quiz import QuizScreen
+from .trace_reading import TraceReading
 from .theme import PROJECTOR_THEME
 from .viewer_options import ViewerOptions
 
 __all__ = ["CollvizApp", "make_app", "run_viewer", "FRAME_RATE", "EXIT_INTERRUPTED"]
 
 
-class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
+class CollvizApp(TraceReading, PlaybackActions, OverlayActions, ClassroomActions, App[int]):
     """The viewer (a shell: see the module). Build it with :func:`make_app`; it returns an exit
     code when it ends."""
 
@@ -71,6 +73,7 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
         self.screenshot_dir = screenshot_dir or Path.cwd()
         self.event_log = EventLog(events or ())
         self.loaded = events is not None
+        self.checked = trace is None  # a trace is read and checked in parts: see TraceReading
         self.frame_pacer = FramePacer(self)
         self.view_ahead = ViewAhead()
         self.status_line = ""
@@ -107,31 +110,6 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
         self.notify(message.error, title="session failed", severity="error", timeout=30, markup=False)
         self.request_frame()
 
-    def on_load_progress(self, message: LoadProgress) -> None:
-        """Show how far loading has come, in the progress line."""
-        unit = "bytes" if message.stage == "reading" else "events"
-        trace = self.mode.trace if isinstance(self.mode, ReplayMode) else ""
-        self.viewer.show_progress(f"{message.stage} {trace} ({message.total:,} {unit})", message.done, message.total)
-
-    def on_trace_loaded(self, message: TraceLoaded) -> None:
-        """Show the loaded trace from its first collective (see :meth:`Navigator.open_loaded`)."""
-        self.event_log = message.log
-        self.loaded = True
-        self.status_line = ""
-        self.viewer.hide_progress()
-        if message.warning:
-            self.notify(message.warning, title="trace partly read", severity="warning", timeout=15, markup=False)
-        self.navigator.open_loaded(paced=bool(self.options.pace))
-        if self.options.pace:
-            self.playing = True
-        self.render_now()
-
-    def on_trace_failed(self, message: TraceFailed) -> None:
-        """Say why the trace could not be read; the app stays open."""
-        self.status_line = message.error
-        self.notify(message.error, title="cannot read trace", severity="error", timeout=30, markup=False)
-        self.render_now()
-
     def on_quiz_screen_answered(self, message: QuizScreen.Answered) -> None:
         """Reveal the step behind the quiz screen as soon as the prediction is graded."""
         self.quiz_flow.reveal()
@@ -140,15 +118,17 @@ class CollvizApp(PlaybackActions, OverlayActions, ClassroomActions, App[int]):
         """The view at the cursor (built ahead where a move asked; a pipelined step's first pieces, if so)."""
         # the raw events before the cursor only while their pane is shown: reading them back from a
         # trace's file costs a cold seek as much as the rest of the frame
-        view = self.view_ahead.view(self.event_log, self.cursor, TAIL_LENGTH if self.log_visible else 0)
+        view = self.view_ahead.view(self.event_log, self.shown_cursor, TAIL_LENGTH if self.log_visible else 0)
         pieces = self.navigator.pieces
         return first_pieces(self.event_log, view, pieces) if pieces is not None and view.spans else view
 
     def labels(self) -> Labels:
         """The header's words: the mode's, then the event position, status and notes."""
         mode, playback, history, kind = self.mode.labels(self, self.following)
-        position = "" if self.mask_volatile else f"event {self.cursor}/{len(self.event_log)}"
-        parts = (playback, position, self.status_line, self.navigator.opening_note)
+        log = self.event_log
+        position = "" if self.mask_volatile else f"event {self.shown_cursor}/{len(log)}"
+        parts = (playback, position, self.reading_note(), self.status_line, self.trace_problem,
+                 self.navigator.opening_note)
         if self.options.lesson is not None:
             mode = f"{self.options.lesson} · {mode}"
         return Labels(mode, "   ".join(part for part in parts if part), history, kind)

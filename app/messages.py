@@ -6,6 +6,7 @@ itself, one message per ``Session.poll``.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from textual.message import Message
@@ -13,8 +14,10 @@ from textual.message import Message
 from collviz.runtime.wire.protocol import AnyEvent
 
 from .model import EventLog
+from .model.trace_index import FiledPart
 
-__all__ = ["EventsArrived", "SessionFailed", "LoadProgress", "TraceLoaded", "TraceFailed"]
+__all__ = ["EventsArrived", "SessionFailed", "LoadProgress", "TraceLoaded", "TracePartRead", "TraceChecked",
+           "TraceFailed"]
 
 
 @dataclass
@@ -42,10 +45,33 @@ class LoadProgress(Message):
 
 @dataclass
 class TraceLoaded(Message):
-    """A trace file is loaded and indexed; ``warning`` reports a truncated tail, if any."""
+    """A trace file is loaded and indexed as far as its first frame needs; ``warning`` reports a
+    truncated tail, if any. ``shown``: where the rest is still to be read (:class:`TracePartRead`,
+    then :class:`TraceChecked`), what the app sets once that frame is drawn, the reader waiting."""
 
     log: EventLog
     warning: str
+    shown: threading.Event | None = None
+
+
+@dataclass
+class TracePartRead(Message):
+    """The next part of the trace ``log`` holds, read and checked, to be filed into it (then
+    ``taken`` is set: the reader reads the next one)."""
+
+    log: EventLog
+    part: FiledPart
+    taken: threading.Event
+
+
+@dataclass
+class TraceChecked(Message):
+    """The trace shown is read whole: its bytes are the ones indexed and its events hold together
+    (``warning``: the careful reader's, such as sequence gaps), or ``problem`` says why not (the
+    careful reader's log of it follows, in a TraceLoaded)."""
+
+    warning: str
+    problem: str
 
 
 @dataclass

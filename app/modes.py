@@ -29,17 +29,18 @@ from textual.worker import Worker, get_current_worker
 from collviz.runtime.sessions.contract import Session
 from collviz.runtime.sessions.live import LiveSession
 from collviz.runtime.wire.protocol import AnyEvent
+from collviz.runtime.wire.scan import NotIntact
 from collviz.runtime.wire.trace import TraceError
 
-from .messages import EventsArrived, LoadProgress, SessionFailed, TraceFailed, TraceLoaded
+from .messages import EventsArrived, LoadProgress, SessionFailed, TraceChecked, TraceFailed, TraceLoaded, TracePartRead
 from .model import EXIT_INTERRUPTED, EventLog, Labels
 from .model.log import ENDED
 from .model.pacing import Pacer
-from .model.sources import load_trace, pump_session
+from .model.sources import open_trace_file, pump_session, read_carefully
 from .viewer_options import ViewerOptions
 
 __all__ = ["Labels", "ModeHost", "ViewerMode", "ReplayMode", "LiveMode", "StepMode", "MODE_ACTIONS",
-           "READER_STOP_SECONDS", "PACE_POLL", "FREEZE_EVERY", "mode_for"]
+           "READER_STOP_SECONDS", "PACE_POLL", "WAIT_POLL_SECONDS", "FREEZE_EVERY", "mode_for"]
 
 READER_STOP_SECONDS = 2.0
 """How long quitting waits for the session reader to leave ``poll`` before stopping the session."""
@@ -53,6 +54,9 @@ NEXT_READING_SHOWN_S = 2.0
 
 PACE_POLL = 0.1
 """Seconds between the pacing timer's looks at the clock."""
+
+WAIT_POLL_SECONDS = 0.1
+"""How often a trace's reader, waiting for the app to take what it read, looks whether it is cancelled."""
 
 MODE_ACTIONS = frozenset({"toggle_play", "speed", "toggle_quiz", "release_gate", "toggle_pacing"})
 """The actions only some modes have (:meth:`ViewerMode.allows` says which)."""
@@ -116,6 +120,14 @@ class ViewerMode:
         """Stop whatever the mode started (blocking; safe to call more than once)."""
 
 
+def _waited(done: threading.Event, worker: Worker[Any]) -> bool:
+    """Wait until ``done`` is set (True), or until ``worker`` is cancelled (False: the app is closing)."""
+    while not done.wait(WAIT_POLL_SECONDS):
+        if worker.is_cancelled:
+            return False
+    return True
+
+
 class ReplayMode(ViewerMode):
     """A recorded run: a trace file read in a thread, or events given up front; ``pace`` (seconds
     per step) plays it from the start."""
@@ -138,16 +150,37 @@ class ReplayMode(ViewerMode):
 
     @staticmethod
     def _load(host: ModeHost, path: Path) -> None:
-        """Read and index ``path``; the app hears of it as TraceLoaded or TraceFailed."""
-        try:
-            def progress(stage: str, done: int, total: int) -> None:
-                host.post_message(LoadProgress(stage, done, total))
+        """Read and index ``path``; the app hears of it as TraceLoaded or TraceFailed. Where the
+        first frame was read before the rest (a large indexed trace), the rest follows once that
+        frame is drawn, a TracePartRead per part, then TraceChecked (and, if the whole failed its
+        checks, the careful reader's log in a second TraceLoaded)."""
+        worker = get_current_worker()
 
-            log, warning = load_trace(path, progress)
+        def progress(stage: str, done: int, total: int) -> None:
+            host.post_message(LoadProgress(stage, done, total))
+
+        try:
+            log, rest, warning = open_trace_file(path, progress)
         except TraceError as exc:
             host.post_message(TraceFailed(str(exc)))
             return
-        host.post_message(TraceLoaded(log, warning))
+        shown = threading.Event() if rest is not None else None
+        host.post_message(TraceLoaded(log, warning, shown))
+        if rest is None or shown is None or not _waited(shown, worker):
+            return
+        try:
+            for part in rest.parts():
+                taken = threading.Event()
+                host.post_message(TracePartRead(log, part, taken))
+                if not _waited(taken, worker):
+                    return
+            host.post_message(TraceChecked(rest.finish(), ""))
+        except NotIntact as exc:
+            host.post_message(TraceChecked("", f"{path} is not as its index says ({exc}): read again whole"))
+            try:
+                host.post_message(TraceLoaded(*read_carefully(path, progress)))
+            except TraceError as error:
+                host.post_message(TraceFailed(str(error)))
 
     def allows(self, action: str) -> bool:
         """Play, speed and the quiz."""

@@ -48,6 +48,9 @@ EXIT_INTERRUPTED = 130
 ENDED = 1 << 62
 """The gate a rank whose run has ended counts as having arrived at: past every gate."""
 
+_PHASE, _LIVE, _PEAK = attrgetter("phase"), attrgetter("live_bytes"), attrgetter("peak_bytes")
+_CATEGORIES, _CUDA, _NVML = attrgetter("by_category"), attrgetter("cuda"), attrgetter("nvml")
+
 E = TypeVar("E", bound=AnyEvent)
 """The kind of event a :class:`Series` holds."""
 
@@ -141,17 +144,17 @@ class MemorySeries:
         """Append samples in order: ``events`` at log positions ``index`` (what :meth:`add`
         does for each, a column at a time)."""
         self.index.extend(index)
-        self.phase.extend(array("q", [event.phase for event in events]))
-        live = [event.live_bytes for event in events]
-        tops = map(max, map(attrgetter("peak_bytes"), events), live)
+        self.phase.extend(array("q", map(_PHASE, events)))
+        live = list(map(_LIVE, events))
+        tops = map(max, map(_PEAK, events), live)
         peaks = accumulate(tops, max, initial=self.peak[-1]) if self.peak else accumulate(tops, max)
         if self.peak:
             next(peaks)  # the running peak so far, already held
         self.live.extend(live)
         self.peak.extend(peaks)
-        self.categories.extend([event.by_category for event in events])
-        self.cuda.extend([event.cuda for event in events])
-        self.nvml.extend([event.nvml for event in events])
+        self.categories.extend(map(_CATEGORIES, events))
+        self.cuda.extend(map(_CUDA, events))
+        self.nvml.extend(map(_NVML, events))
 
 
 @dataclass
@@ -267,6 +270,7 @@ class EventLog:
         came to :attr:`gate_reached` (0 before). A step-through run's followed frame lands
         here, so a step is shown once every rank has done it, not rank by rank."""
         self.max_rank = -1
+        self._filed: int | None = None
         self._handlers: dict[type, Callable[[int, Any], None]] = {
             RunStart: self._run_start,
             RunEnd: self._run_end,
@@ -293,6 +297,17 @@ class EventLog:
 
     def __len__(self) -> int:
         return len(self.events)
+
+    @property
+    def filed(self) -> int:
+        """How many events, from the first, the indexes hold: all of them, but while a stored
+        trace's later parts are still being filed (:mod:`.trace_index`), and a view past them
+        would lack their events."""
+        return len(self.events) if self._filed is None else self._filed
+
+    def mark_filed(self, count: int) -> None:
+        """The indexes of a stored trace's log now hold its first ``count`` events."""
+        self._filed = None if count >= len(self.events) else count
 
     @property
     def world_size(self) -> int:

@@ -124,12 +124,13 @@ class ViewAhead:
     """The view at the step boundary after the one shown, built while the viewer idles, so that
     stepping on through a finished run or a recorded trace shows a view already made: a first
     visit of a 64-rank step otherwise decodes some 500 events from the file and builds the view
-    (two thirds of a cold seek). One view is kept, for the log at the length it had: a log that
-    has grown since (a live run) makes it stale, never shown."""
+    (two thirds of a cold seek). One view is kept, for the log at the length it had and as far as
+    it was filed: a log that has grown since (a live run) or been filed further (a trace read
+    after its first frame) makes it stale, never shown."""
 
     def __init__(self) -> None:
         self._log: EventLog | None = None
-        self._key = (-1, -1, -1)
+        self._key = (-1, -1, -1, -1)
         self._view: ViewState | None = None
 
     def prepare(self, log: EventLog, cursor: int, tail: int) -> None:
@@ -137,14 +138,14 @@ class ViewAhead:
         :func:`~.view.view_at` takes it), unless it is built already or there is none; the
         cyclic collector paused, as for a frame."""
         target = next_boundary(log, cursor)
-        key = (len(log), target, tail)
+        key = (len(log), log.filed, target, tail)
         if target != cursor and (log is not self._log or key != self._key):
             with paused_collector():
                 self._log, self._key, self._view = log, key, view_at(log, target, tail)
 
     def take(self, log: EventLog, cursor: int, tail: int) -> ViewState | None:
         """The view built ahead if it is the one at ``cursor`` of ``log`` as it is now, else None."""
-        return self._view if log is self._log and self._key == (len(log), cursor, tail) else None
+        return self._view if log is self._log and self._key == (len(log), log.filed, cursor, tail) else None
 
     def view(self, log: EventLog, cursor: int, tail: int) -> ViewState:
         """The view of ``log`` at ``cursor``: the one built ahead if it is that one, else built now."""

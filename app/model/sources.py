@@ -17,10 +17,10 @@ from collviz.runtime.wire.scan import NotIntact
 from collviz.runtime.wire.trace import read_trace
 
 from .log import EventLog
-from .trace_index import index_trace
+from .trace_index import TraceRest, file_part, open_trace
 
-__all__ = ["pump_session", "load_trace", "POLL_SECONDS", "COALESCE_SECONDS", "MAX_BATCH",
-           "READY_POLL_SECONDS", "LOAD_CHUNK"]
+__all__ = ["pump_session", "load_trace", "open_trace_file", "read_carefully", "POLL_SECONDS", "COALESCE_SECONDS",
+           "MAX_BATCH", "READY_POLL_SECONDS", "LOAD_CHUNK"]
 
 POLL_SECONDS = 0.05
 """How long the pump waits in ``Session.poll`` while nothing is pending."""
@@ -73,35 +73,60 @@ def pump_session(session: Session, emit: Callable[[list[AnyEvent]], None], stopp
 
 
 def load_trace(path: str | os.PathLike[str], progress: Callable[[str, int, int], None]) -> tuple[EventLog, str]:
-    """Read and index a trace file; returns the log and the reader's warning (a truncated tail).
+    """Read and index a trace file whole; returns the log and the reader's warning (a truncated
+    tail, sequence gaps): :func:`open_trace_file` with what it leaves for later done at once."""
+    log, rest, warning = open_trace_file(path, progress)
+    if rest is None:
+        return log, warning
+    try:
+        for part in rest.parts():
+            file_part(log, part)
+        return log, rest.finish()
+    except NotIntact:
+        return read_carefully(path, progress)
+
+
+def open_trace_file(path: str | os.PathLike[str], progress: Callable[[str, int, int], None],
+                    ) -> tuple[EventLog, TraceRest | None, str]:
+    """Read and index a trace file as far as its first frame needs: the log, what is left to read
+    (None: nothing) and the reader's warning (a truncated tail; where something is left, sequence
+    gaps come from :meth:`~.trace_index.TraceRest.finish`).
 
     An intact trace is indexed a chunk at a time and its events are left in the file
-    (:func:`.trace_index.index_trace`: about a second per million events, a few bytes each);
-    any other goes through ``read_trace``, which keeps what it can and says what it skipped.
-    ``progress(stage, done, total)`` follows large traces: ``"reading"`` bytes as records are
-    read, then ``"indexing"`` events every :data:`LOAD_CHUNK` of them (an intact trace's chunks
-    are indexed as they are read: its one ``"indexing"`` report says all are).
-    Raises ``TraceError`` for a file that cannot be read. The cyclic garbage collector is paused
-    while new objects are created, and they are then frozen out of its reach (the log lives as
-    long as the viewer), which makes opening a large trace several times faster.
+    (:func:`.trace_index.open_trace`: from its index, the first step its viewer shows, whatever
+    its length; scanned, about a second per million events, a few bytes each); any other goes
+    through :func:`read_carefully`. ``progress(stage, done, total)`` follows large traces:
+    ``"reading"`` bytes as records are read, then ``"indexing"`` events every :data:`LOAD_CHUNK`
+    of them (an intact trace's chunks are indexed as they are read: its one ``"indexing"`` report
+    says all are). Raises ``TraceError`` for a file that cannot be read. The cyclic garbage
+    collector is paused while new objects are created, and they are then frozen out of its reach
+    (the log lives as long as the viewer), which makes opening a large trace several times faster.
     """
     gc.disable()
     try:
         try:
-            log, warning = index_trace(path, lambda done, total: progress("reading", done, total))
-            if len(log) > LOAD_CHUNK:
+            log, rest, warning = open_trace(path, lambda done, total: progress("reading", done, total))
+            if len(log) > LOAD_CHUNK and rest is None:
                 progress("indexing", len(log), len(log))  # each chunk was indexed as it was read
-            return log, warning
+            return log, rest, warning
         except NotIntact:
             pass  # damaged, foreign or from another version: the careful reader says what it found
-        contents = read_trace(path, lambda done, total: progress("reading", done, total))
-        log = EventLog()
-        events = contents.events
-        for start in range(0, len(events), LOAD_CHUNK):
-            log.extend(events[start : start + LOAD_CHUNK])
-            if len(events) > LOAD_CHUNK:
-                progress("indexing", len(log), len(events))
+        log, warning = read_carefully(path, progress)
+        return log, None, warning
     finally:
         gc.freeze()
         gc.enable()
+
+
+def read_carefully(path: str | os.PathLike[str], progress: Callable[[str, int, int], None]) -> tuple[EventLog, str]:
+    """The log of the trace at ``path`` read by ``read_trace``, which keeps what it can of any
+    trace and says what it skipped (``progress`` as :func:`open_trace_file` takes it), and its
+    warning."""
+    contents = read_trace(path, lambda done, total: progress("reading", done, total))
+    log = EventLog()
+    events = contents.events
+    for start in range(0, len(events), LOAD_CHUNK):
+        log.extend(events[start : start + LOAD_CHUNK])
+        if len(events) > LOAD_CHUNK:
+            progress("indexing", len(log), len(events))
     return log, contents.warning

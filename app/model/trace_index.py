@@ -2,15 +2,20 @@
 (a million events in a few tenths of a second of CPU where its writer left an index, about one
 second where it must be scanned; reading and indexing them one by one took two).
 
-Where the trace's writer left an intact index that matches the trace byte for byte
-(:func:`~collviz.runtime.wire.sidecar.read_index`), its columns are filed as they are; otherwise
+Where the trace's writer left an intact index for a trace of its size
+(:func:`~collviz.runtime.wire.sidecar.read_index`), its columns are filed as they are, a part at a
+time, every record of a part checked against its own CRC-32 before it is filed: up to the first
+step the viewer shows when it opens (:func:`open_trace`), the rest afterwards (:class:`TraceRest`,
+in the viewer's background), the CRC-32 of every byte of the trace and the careful reader's checks
+across events last; a trace that fails them is scanned. Otherwise
 :class:`~collviz.runtime.wire.scan.TraceScan` hands the trace over in chunks of columns built
 from thin events. Either way :func:`index_trace` files them into an :class:`~.log.EventLog`
 whose store is the trace's :class:`~collviz.runtime.wire.stored.StoredEvents`, doing with numpy,
 per kind of event, what the log's handlers do one event at a time: transfers grouped by phase,
 collectives by rank and (their ends) by phase with each call's first end, buffers by rank and
 name. Memory samples and the other kinds (phases, gates, checks, spans, starts and ends: a few per
-rank and step) are decoded whole and go through the log's own handlers or series. The result
+rank and step; of an indexed trace, every one before any part) are decoded whole and go through
+the log's own handlers or series. The result
 equals ``EventLog(read_trace(path).events)``, series by series (tests/app/test_trace_index.py
 compares them, with and without the index).
 """
@@ -20,24 +25,26 @@ from __future__ import annotations
 import os
 from array import array
 from collections.abc import Callable, Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 
 from collviz.runtime.wire.columns import FILED_IN_COLUMNS, EventColumns, Sequences
-from collviz.runtime.wire.protocol import EVENT_TYPES, Buffer, Collective, Freed, Memory, RunStart, Transfer
+from collviz.runtime.wire.protocol import EVENT_TYPES, Buffer, Collective, Freed, Memory, Transfer
 from collviz.runtime.wire.scan import NotIntact, TraceScan
 from collviz.runtime.wire.sanity import gaps_note
-from collviz.runtime.wire.sidecar import TraceIndex, read_index
-from collviz.runtime.wire.trace import PROGRESS_RECORDS
+from collviz.runtime.wire.sidecar import IndexPart, TraceIndex, read_index
+from collviz.runtime.wire.trace import TraceError
 
 from .log import EventLog
+from .navigation import exchange_steps
 
-__all__ = ["INDEX_PART", "index_trace"]
+__all__ = ["INDEX_PART", "FiledPart", "TraceRest", "index_trace", "open_trace", "file_part"]
 
 INDEX_PART = 1 << 18
-"""Events of an indexed trace filed at a time (their records are read together: about 40 MB at 64
-ranks; progress is reported after each)."""
+"""Events of an indexed trace filed at a time (their records are read and checked together: about
+40 MB at 64 ranks)."""
 
 _ONE_BY_ONE = tuple(event_type for event_type in EVENT_TYPES if event_type not in (*FILED_IN_COLUMNS, Memory))
 
@@ -45,10 +52,73 @@ _Select = Callable[..., tuple[np.ndarray, list[Any]]]
 """``select(*types)``: the log positions (int64) and whole events of those types in a part of the log."""
 
 
+@dataclass(frozen=True)
+class FiledPart:
+    """Consecutive events of an indexed trace, read and checked (every record against its own
+    CRC-32) away from the log, ready for :func:`file_part`: their ``columns`` from event
+    ``first`` on, and their memory samples decoded (``memory``, at log positions ``memory_at``)."""
+
+    first: int
+    columns: EventColumns
+    memory_at: np.ndarray
+    memory: list[Memory]
+
+
+class TraceRest:
+    """What opening an indexed trace left for later: its parts after the first step the viewer
+    shows, and the checks only the whole trace can pass (the CRC-32 of all its bytes, the careful
+    reader's checks across events).
+
+    :meth:`parts` reads them (a worker thread may: it touches no log), the log's owner files each
+    with :func:`file_part`, and :meth:`finish` then gives the careful reader's warning (sequence
+    gaps); either raises :class:`~collviz.runtime.wire.scan.NotIntact` where the trace fails."""
+
+    def __init__(self, index: TraceIndex, sequences: Sequences, world: int | None) -> None:
+        self._index = index
+        self._parts = index.parts(INDEX_PART, whole=False)
+        self._sequences = sequences
+        self._world = world
+
+    def parts(self) -> Iterator[FiledPart]:
+        """The parts not filed yet, in order, each checked."""
+        for part in self._parts:
+            yield _read_part(part, self._sequences)
+
+    def finish(self) -> str:
+        """The careful reader's warning (sequence gaps), once every part has been taken and the
+        CRC-32 of the whole trace found to be the one indexed (a second pass over its bytes, in
+        the background: the first frame waits for none of it)."""
+        self._index.check_whole()
+        gaps = self._sequences.finish(self._world)
+        return f"{self._index.path}: {gaps_note(gaps)}" if gaps else ""
+
+
 def index_trace(path: str | os.PathLike[str],
                 progress: Callable[[int, int], None] | None = None) -> tuple[EventLog, str]:
-    """The indexed log of the intact trace at ``path`` and the reader's warning (sequence gaps).
+    """The indexed log of the intact trace at ``path`` and the reader's warning (sequence gaps):
+    :func:`open_trace` with what it leaves for later done at once."""
+    log, rest, warning = open_trace(path, progress)
+    if rest is None:
+        return log, warning
+    try:
+        for part in rest.parts():
+            file_part(log, part)
+        return log, rest.finish()
+    except NotIntact:
+        return _scan(TraceScan(path, progress))  # the trace is not what its index describes
 
+
+def open_trace(path: str | os.PathLike[str], progress: Callable[[int, int], None] | None = None,
+               ) -> tuple[EventLog, TraceRest | None, str]:
+    """The log of the intact trace at ``path`` as far as its first frame needs, what is left
+    (None: nothing) and the reader's warning (sequence gaps; from :meth:`TraceRest.finish` where
+    something is left).
+
+    Where the trace's writer left an index that agrees with it (:func:`read_index`), the log holds
+    every event of the kinds filed one by one (steps, gates, starts and ends: a few per rank and
+    step) and, a part at a time, the other events up to the end of the first step that moved data
+    (where the viewer opens: :func:`~.navigation.first_collective`), every record of those parts
+    checked; :attr:`EventLog.filed` says how far. Otherwise the trace is scanned whole.
     ``progress(bytes read, bytes in the file)`` follows it. Raises ``TraceError`` as
     ``read_trace`` would, and :class:`~collviz.runtime.wire.scan.NotIntact` for a trace that
     needs ``read_trace`` (damaged, foreign, from a newer or much older collviz).
@@ -58,46 +128,80 @@ def index_trace(path: str | os.PathLike[str],
     if index is not None:
         log = EventLog(store=scan.events)
         try:
-            return log, _file_index(log, index, scan, progress)
+            return log, _open_index(log, index, scan), ""
         except NotIntact:
             scan = TraceScan(path, progress)  # the trace is not what its index describes: scan it afresh
+    log, warning = _scan(scan)
+    return log, None, warning
+
+
+def file_part(log: EventLog, part: FiledPart) -> None:
+    """File ``part`` (the next one of :meth:`TraceRest.parts`) into ``log``'s indexes."""
+    _file_columns(log, part.first, part.columns)
+    _file_memory(log, part.memory_at, part.columns.ranks[part.memory_at - part.first], part.memory)
+    log.mark_filed(part.first + len(part.columns))
+
+
+def _scan(scan: TraceScan) -> tuple[EventLog, str]:
+    """The log of the trace ``scan`` reads, scanned whole, and the reader's warning."""
     log = EventLog(store=scan.events)
     for chunk in scan.chunks():
         _file(log, chunk.first, chunk.columns, chunk.select)
     return log, scan.warning
 
 
-def _file_index(log: EventLog, index: TraceIndex, scan: TraceScan,
-                progress: Callable[[int, int], None] | None) -> str:
-    """File the events of ``index`` (the trace ``scan`` would read) into ``log``, a part at a time,
-    making the careful reader's checks across events; the reader's warning (sequence gaps). Raises
-    NotIntact where they fail, or where the trace is not byte for byte the one indexed."""
-    scan.events.add_records(index.offsets[:-1].data, int(index.offsets[-1]))
+def _open_index(log: EventLog, index: TraceIndex, scan: TraceScan) -> TraceRest:
+    """File what :func:`open_trace` files of ``index`` (the trace ``scan`` would read) into ``log``;
+    what is left. Raises NotIntact where a record of it fails its checksum."""
+    scan.events.add_records(index.offsets[:-1], int(index.offsets[-1]))
+    log.mark_filed(0)
+    try:
+        for position in index.where(*_ONE_BY_ONE).tolist():
+            log.index_event(position, scan.events[position])  # read and checked record by record
+    except TraceError as exc:
+        raise NotIntact(str(exc)) from None
+    first = log.run_start
     sequences = Sequences()
-    world: int | None = None
-    for part in index.parts(INDEX_PART):
-        sequences.check(part.columns.ranks, part.columns.seqs)
-        if world is None:
-            _, run_starts = part.select(RunStart)
-            first = run_starts[0] if run_starts else None
-            world = first.world_size if isinstance(first, RunStart) else None
-        _file(log, part.first, part.columns, part.select)
-        if progress is not None and len(index) >= PROGRESS_RECORDS:
-            progress(int(index.offsets[part.first + len(part.columns)]), int(index.offsets[-1]))
-    gaps = sequences.finish(world)
-    return f"{scan.path}: {gaps_note(gaps)}" if gaps else ""
+    rest = TraceRest(index, sequences, first.world_size if first else None)
+    parts = rest.parts()
+    while not _first_step_filed(log):
+        part = next(parts, None)
+        if part is None:
+            break
+        file_part(log, part)
+    return rest
+
+
+def _first_step_filed(log: EventLog) -> bool:
+    """Whether ``log`` is filed past the end of the first step that moved data (every earlier step
+    filed too), or whole."""
+    steps = exchange_steps(log)
+    return log.filed == len(log) or bool(steps) and log.step_ends[steps[0]] <= log.filed
+
+
+def _read_part(part: IndexPart, sequences: Sequences) -> FiledPart:
+    """``part`` read for :func:`file_part`, its sequence numbers checked after those before."""
+    sequences.check(part.columns.ranks, part.columns.seqs)
+    memory_at, memory = part.select(Memory)
+    return FiledPart(part.first, part.columns, memory_at, cast(list[Memory], memory))
 
 
 def _file(log: EventLog, first: int, columns: EventColumns, select: _Select) -> None:
     """File the events at log positions ``first`` on, whose columns are ``columns``, into ``log``'s indexes."""
-    _file_transfers(log, first, columns)
-    _file_collectives(log, first, columns)
-    _file_buffers(log, first, columns)
+    _file_columns(log, first, columns)
     positions, events = select(Memory)
     _file_memory(log, positions, columns.ranks[positions - first], events)
     positions, events = select(*_ONE_BY_ONE)
     for position, event in zip(positions.tolist(), events):
         log.index_event(position, event)
+
+
+def _file_columns(log: EventLog, first: int, columns: EventColumns) -> None:
+    """File the transfers, collectives and buffers at log positions ``first`` on (``columns``)
+    from their columns alone."""
+    _file_transfers(log, first, columns)
+    _file_collectives(log, first, columns)
+    _file_buffers(log, first, columns)
 
 
 def _file_transfers(log: EventLog, first: int, columns: EventColumns) -> None:

@@ -7,6 +7,8 @@ a stomped length, garbage), looks for the next offset where one is, skipping the
 and noting it in a :class:`Damage` list. A valid record is one whose length fits the file and the
 protocol's frame limit and whose checksum matches (traces without checksums: whose payload
 decodes). A stretch at the end with no valid record after it is the truncated tail.
+:func:`checksums_hold` checks every record of a stretch read whole at once (one pass of zlib and
+a few numpy scatters through :class:`HeaderSlots`): how a scan and an index's parts check theirs.
 """
 
 from __future__ import annotations
@@ -17,12 +19,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from mmap import mmap
 
+import numpy as np
+
 from .protocol import MAX_FRAME_BYTES
 
-__all__ = ["CHECKSUM_NAME", "BATCH", "Damage", "frame", "frame_header", "scan_records", "describe_damage"]
+__all__ = ["CHECKSUM_NAME", "LARGE_PAYLOAD", "BATCH", "HeaderSlots", "checksums_hold", "Damage", "frame",
+           "frame_header", "scan_records", "describe_damage"]
 
 CHECKSUM_NAME = "crc32"
 """The header's ``records`` value for checksummed records (zlib's CRC-32 of the payload)."""
+
+LARGE_PAYLOAD = 1 << 20
+"""A record larger than this (collviz's own stay far below) is decoded with its values bounded."""
 
 _U32 = struct.Struct("<I")
 _U32_PAIR = struct.Struct("<II")
@@ -133,3 +141,60 @@ def describe_damage(damage: list[Damage], before_each: list[int]) -> str:
         parts.append(f"last record truncated after {before_each[-1]} complete events "
                      f"(or damaged: bytes {tail.start:,}–{tail.end:,} hold no intact record); it was skipped")
     return "; ".join(parts)
+
+
+class HeaderSlots:
+    """The 8-byte record headers of a stretch of records read whole, each read and written as two
+    little-endian 32-bit words.
+
+    Headers sit at any byte offset: numpy gathers their bytes through one index of them (and
+    scatters new ones back through it), so reading or writing every header is a few numpy calls
+    whatever the number of records.
+    """
+
+    def __init__(self, data: bytearray | memoryview, at: np.ndarray) -> None:
+        self._bytes = np.frombuffer(data, np.uint8)
+        narrow = np.int32 if len(self._bytes) < 2**31 else np.int64
+        self._at = np.add.outer(at.astype(narrow), np.arange(8, dtype=narrow))
+        self._words = self._bytes[self._at].view("<u4")
+
+    def read(self, word: int) -> np.ndarray:
+        """Every header's first (0) or second (1) word, in record order, as read when this was made."""
+        return self._words[:, word]
+
+    def write(self, first: np.ndarray | int, second: np.ndarray | int) -> None:
+        """Set every header's first and second word (one value for all, or one per record)."""
+        written = np.empty_like(self._words)
+        written[:, 0] = first
+        written[:, 1] = second
+        self._bytes[self._at] = written.view(np.uint8)
+
+
+_zero_checksums = np.zeros(LARGE_PAYLOAD + 1, np.uint32)
+_zero_known = np.zeros(LARGE_PAYLOAD + 1, bool)
+
+
+def checksums_hold(records: memoryview, slots: HeaderSlots, lengths: np.ndarray) -> bool:
+    """Whether every record's CRC-32 matches its payload, from one pass of zlib over ``records``,
+    the chunk's records back to back (it overwrites their headers; the walk has read them).
+
+    CRC-32 is linear over GF(2) but for its initial and final inversions. Write Lin(M) for the
+    register zlib reaches over M from a zero register: ``zlib.crc32(M, 0xFFFFFFFF) == ~Lin(M)``.
+    For a payload P of L bytes with checksum c, ``crc32(P) == c`` is equivalent to
+    ``Lin(P + w) == 0`` with ``w = le32(c ^ crc32(bytes(L)))`` (the textbook identity that a message
+    followed by its own CRC leaves a constant, the inversions folded into w). Lin of a
+    concatenation is the XOR of each part's Lin carried through the bytes after it; zero bytes
+    add nothing, and carrying through bytes is invertible. So with each payload's w written into
+    the header after it, zeros elsewhere in the headers and the last w appended, Lin(chunk) is 0
+    exactly when every checksum matches: one damaged record can never cancel out (several could,
+    with odds of 2^-32, as one CRC-32 can be fooled).
+    """
+    checksums = slots.read(1)
+    missing = np.unique(lengths[~_zero_known[lengths]]).tolist()
+    for length in missing:
+        _zero_checksums[length] = zlib.crc32(bytes(length))
+        _zero_known[length] = True
+    after = checksums ^ _zero_checksums[lengths]
+    slots.write(np.concatenate(([0], after[:-1])).astype(np.uint32), 0)
+    register = zlib.crc32(int(after[-1]).to_bytes(4, "little"), zlib.crc32(records, 0xFFFFFFFF))
+    return register == 0xFFFFFFFF

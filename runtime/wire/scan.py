@@ -7,7 +7,7 @@ hundred at a time. :class:`TraceScan` reads the file in chunks of :data:`CHUNK_B
 chunk:
 
 1. walks the records' length fields (the one step that visits each record from Python);
-2. checks every record's CRC-32 with one pass of zlib over the chunk (:func:`_checksums_hold`);
+2. checks every record's CRC-32 with one pass of zlib over the chunk (:func:`~.records.checksums_hold`);
 3. decodes every payload with one msgspec call: the numerous kinds of :data:`~.columns.THIN_FIELDS`
    into *thin* events (:func:`~.protocol.thin_event_type`: only those fields, plus ``rank`` and
    ``seq``), the others in full;
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import struct
-import zlib
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -41,9 +40,10 @@ import numpy as np
 
 from .columns import EventColumns, NotIntact, Sequences, chunk_decoder, event_columns
 from .protocol import PROTOCOL_VERSION, Event, RunStart
+from .records import LARGE_PAYLOAD, HeaderSlots, checksums_hold
 from .sanity import gaps_note
 from .stored import StoredEvents
-from .trace import LARGE_PAYLOAD, PROGRESS_RECORDS, Progress, trace_layout
+from .trace import PROGRESS_RECORDS, Progress, trace_layout
 
 __all__ = ["CHUNK_BYTES", "NotIntact", "ScanChunk", "TraceScan"]
 
@@ -135,7 +135,6 @@ def _chunks(file: BufferedIOBase, offset: int, room: int, decoder: msgspec.msgpa
     A record cut by the chunk's end moves to the front of the next."""
     buffer = bytearray(_HEAD + max(room, 16))
     view = memoryview(buffer)
-    words = [np.frombuffer(buffer, "<u4", count=(len(buffer) - k) // 4, offset=k) for k in range(4)]
     names: dict[str, int] = {}  # group and buffer names, numbered across chunks
     held = 0  # bytes of a record begun in the previous chunk, moved to the front
     first = 0  # log position of the chunk's first event
@@ -150,8 +149,8 @@ def _chunks(file: BufferedIOBase, offset: int, room: int, decoder: msgspec.msgpa
         lengths = np.diff(at, append=_HEAD + used) - 8
         if lengths.max() > LARGE_PAYLOAD:
             raise NotIntact("a record is larger than collviz writes")
-        slots = _Slots(words, at)
-        if not _checksums_hold(view[_HEAD : _HEAD + used], slots, lengths):
+        slots = HeaderSlots(buffer, at)
+        if not checksums_hold(view[_HEAD : _HEAD + used], slots, lengths):
             raise NotIntact("a record does not match its checksum")
         slots.write(0xCE, 0xCD00)
         count = relative.size
@@ -182,61 +181,3 @@ def _walk(records: memoryview) -> tuple[np.ndarray, int]:
         add(at)
         at = end
     return np.frombuffer(offsets, np.int64), at
-
-
-class _Slots:
-    """The 8-byte record headers of a chunk, each written as two little-endian 32-bit words.
-
-    Headers sit at any byte offset; numpy writes them through four word views of the buffer, one
-    per alignment, so each write is a handful of scatters whatever the number of records.
-    """
-
-    def __init__(self, words: Sequence[np.ndarray], at: np.ndarray) -> None:
-        self._groups = []
-        for alignment, view in enumerate(words):
-            chosen = np.flatnonzero((at & 3) == alignment)
-            if chosen.size:
-                self._groups.append((view, chosen, (at[chosen] - alignment) >> 2))
-
-    def read(self, word: int) -> np.ndarray:
-        """Every header's first (0) or second (1) word, in record order."""
-        found = np.empty(sum(chosen.size for _, chosen, _ in self._groups), np.uint32)
-        for view, chosen, at in self._groups:
-            found[chosen] = view[at + word]
-        return found
-
-    def write(self, first: np.ndarray | int, second: np.ndarray | int) -> None:
-        """Set every header's first and second word (one value for all, or one per record)."""
-        for view, chosen, word in self._groups:
-            view[word] = first[chosen] if isinstance(first, np.ndarray) else first
-            view[word + 1] = second[chosen] if isinstance(second, np.ndarray) else second
-
-
-_zero_checksums = np.zeros(LARGE_PAYLOAD + 1, np.uint32)
-_zero_known = np.zeros(LARGE_PAYLOAD + 1, bool)
-
-
-def _checksums_hold(records: memoryview, slots: _Slots, lengths: np.ndarray) -> bool:
-    """Whether every record's CRC-32 matches its payload, from one pass of zlib over ``records``,
-    the chunk's records back to back (it overwrites their headers; the walk has read them).
-
-    CRC-32 is linear over GF(2) but for its initial and final inversions. Write Lin(M) for the
-    register zlib reaches over M from a zero register: ``zlib.crc32(M, 0xFFFFFFFF) == ~Lin(M)``.
-    For a payload P of L bytes with checksum c, ``crc32(P) == c`` is equivalent to
-    ``Lin(P + w) == 0`` with ``w = le32(c ^ crc32(bytes(L)))`` (the textbook identity that a message
-    followed by its own CRC leaves a constant, the inversions folded into w). Lin of a
-    concatenation is the XOR of each part's Lin carried through the bytes after it; zero bytes
-    add nothing, and carrying through bytes is invertible. So with each payload's w written into
-    the header after it, zeros elsewhere in the headers and the last w appended, Lin(chunk) is 0
-    exactly when every checksum matches: one damaged record can never cancel out (several could,
-    with odds of 2^-32, as one CRC-32 can be fooled).
-    """
-    checksums = slots.read(1)
-    missing = np.unique(lengths[~_zero_known[lengths]]).tolist()
-    for length in missing:
-        _zero_checksums[length] = zlib.crc32(bytes(length))
-        _zero_known[length] = True
-    after = checksums ^ _zero_checksums[lengths]
-    slots.write(np.concatenate(([0], after[:-1])).astype(np.uint32), 0)
-    register = zlib.crc32(int(after[-1]).to_bytes(4, "little"), zlib.crc32(records, 0xFFFFFFFF))
-    return register == 0xFFFFFFFF

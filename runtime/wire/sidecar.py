@@ -16,12 +16,14 @@ and the trace is scanned when opened)::
                            p2p (uint8); an index of version 2 ends at ``ends``
 
 :func:`read_index` hands it over only when it is intact (magic, version, the body's CRC-32) and
-for a trace of the size the file has now; :meth:`TraceIndex.parts` first checks that the CRC-32
-of every byte of the trace is the one its writer computed while writing (zlib streams several
-GB/s here), then reads it again in parts for the events filed whole (memory samples, phases,
-starts and ends). A trace that matches holds every record as written, so its records need no
-check one by one (each is checked again when it is decoded for a frame: :mod:`.stored`), and
-nothing is decoded from it before the check. Anything else — no
+for a trace of the size the file has now. What is shown is what was checked: for a reader that
+shows nothing before it has read the whole (``replay --headless``), :meth:`TraceIndex.parts`
+folds every byte it reads into the CRC-32 of the whole trace, which must be the one its writer
+computed once the last part has been taken (:class:`~.columns.NotIntact` otherwise); for a reader
+that shows a part as soon as it has it (the viewer, its first step first), every record of each
+part is checked against its own CRC-32 before the part is handed over, and the whole trace's
+CRC-32 after the last (:meth:`TraceIndex.check_whole`); :mod:`.stored` checks each record again
+when a frame decodes it. Anything else — no
 index (an older collviz, a trace still being written, a copy without its index), a stale,
 damaged or newer one, a trace whose bytes differ — and the trace is scanned (:mod:`.scan`),
 which verifies every record. The writer leaves no index for a trace the scan
@@ -31,6 +33,7 @@ stopped early. Older readers never look at the index: the trace format is unchan
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 import struct
@@ -49,6 +52,7 @@ from ..errors import UsageError
 from .columns import EventColumns, NotIntact, chunk_decoder, event_columns
 from .files import open_without_blocking, renames_over, write_output
 from .protocol import EVENT_TYPES, AnyEvent, Event
+from .records import LARGE_PAYLOAD, HeaderSlots, checksums_hold
 
 __all__ = ["INDEX_SUFFIX", "INDEX_VERSION", "index_path", "discard_index", "IndexRecorder", "IndexPart", "TraceIndex", "read_index"]
 
@@ -247,26 +251,59 @@ class TraceIndex:
     def __len__(self) -> int:
         return int(self.offsets.size) - 1
 
-    def parts(self, events: int) -> Iterator[IndexPart]:
+    def parts(self, events: int, whole: bool = True) -> Iterator[IndexPart]:
         """The trace's events ``events`` at a time, in order, with their columns and records
-        (a part's bytes are reused by the next: use each before taking the next). First the
-        CRC-32 of every byte of the trace must be the one the index was written for:
-        :class:`~.columns.NotIntact` otherwise (the trace changed since), before any part."""
+        (a part's bytes are reused by the next: use each before taking the next). With ``whole``
+        (for a caller that shows nothing before the last part), every byte read goes into the
+        CRC-32 of the whole trace, which must be the one the index was written for
+        (:class:`~.columns.NotIntact` otherwise, once the last part has been taken). Without (for
+        a caller that shows each part as soon as it has it, and checks the whole later:
+        :meth:`check_whole`), every record of a part is checked against its length and its own
+        CRC-32 before the part is handed over (NotIntact where one fails; the check overwrites
+        the records' headers)."""
         offsets, count = self.offsets, len(self)
         ends = offsets[np.minimum(np.arange(0, count, events) + events, count)]
         largest = int((ends - offsets[0 : count : events]).max()) if count else 0
-        view = memoryview(bytearray(max(largest, _CHECK_BYTES)))
+        view = memoryview(bytearray(largest))
         with open(self.path, "rb") as file, open(self.index, "rb") as index:
-            if _crc32(file, view[:_CHECK_BYTES]) != self.trace_crc32 or file.tell() != int(offsets[-1]):
-                raise NotIntact("its bytes are not those its index was written for")
-            file.seek(int(offsets[0]))
+            head = file.read(int(offsets[0]))
+            if len(head) != int(offsets[0]):
+                raise NotIntact("it is shorter than its index says")
+            crc = zlib.crc32(head)
             for first in range(0, count, events):
                 stop = min(first + events, count)
                 length = int(offsets[stop] - offsets[first])
                 if file.readinto(view[:length]) != length:
                     raise NotIntact("it is shorter than its index says")
-                yield IndexPart(first, self._columns(index.fileno(), first, stop), view[:length],
-                                offsets[first : stop + 1] - offsets[first])
+                if whole:
+                    crc = zlib.crc32(view[:length], crc)
+                starts = offsets[first : stop + 1] - offsets[first]
+                if not whole:
+                    _check_records(view[:length], starts, first)
+                yield IndexPart(first, self._columns(index.fileno(), first, stop), view[:length], starts)
+            if whole and (file.read(1) or crc != self.trace_crc32):
+                raise NotIntact("its bytes are not those its index was written for")
+
+    def check_whole(self) -> None:
+        """Check that the CRC-32 of every byte of the trace is the one the index was written for
+        (:class:`~.columns.NotIntact` if not): what :meth:`parts` checks with ``whole``."""
+        with open(self.path, "rb") as file:
+            crc = _crc32(file, memoryview(bytearray(_CHECK_BYTES)))
+            if crc != self.trace_crc32 or file.tell() != int(self.offsets[-1]):
+                raise NotIntact("its bytes are not those its index was written for")
+
+    def where(self, *types: type[Event]) -> np.ndarray:
+        """Positions (int64, ascending) of the events of ``types`` in the whole trace, read from
+        the index's type column alone."""
+        with open(self.index, "rb") as index:
+            stored = np.frombuffer(os.pread(index.fileno(), len(self), self.columns_at), np.uint8)
+        chosen = np.zeros(256, np.uint8)  # by stored code: 1 one of ``types``, 2 a type this collviz does not know
+        chosen[self.kinds == 255] = 2
+        chosen[np.isin(self.kinds, [EVENT_TYPES.index(event_type) for event_type in types])] = 1
+        found = chosen[stored]
+        if found.max(initial=0) == 2:
+            raise NotIntact("its index names an event type this collviz does not know")
+        return np.flatnonzero(found)
 
     def _columns(self, fd: int, start: int, stop: int) -> EventColumns:
         """The columns of events ``[start, stop)``, read from the index file (open as ``fd``)."""
@@ -289,8 +326,10 @@ class TraceIndex:
 def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex | None:
     """The index its writer left beside the trace at ``trace`` (whose first record is at
     ``first_record``) if it is intact (its CRC-32), of a version this collviz reads
-    (:data:`_LAYOUTS`), and for a trace of the size ``trace`` has now; else None. Whether the trace's bytes are those it was written for
-    is checked as :meth:`TraceIndex.parts` begins."""
+    (:data:`_LAYOUTS`), and for a trace of the size ``trace`` has now; else None. Whether the
+    trace's bytes are those it was written for is checked record by record as
+    :meth:`TraceIndex.parts` hands them over, and whole after the last (or by
+    :meth:`TraceIndex.check_whole`)."""
     path = index_path(trace)
     try:
         size = os.stat(trace).st_size
@@ -300,13 +339,10 @@ def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex |
             header, body = _header(file)
             if header is None or header.trace_size != size:
                 return None
-            offsets = np.empty(header.events + 1, np.int64)
-            file.seek(body)
-            if file.readinto(offsets.data.cast("B")) != offsets.nbytes:
-                return None
-            file.seek(body)
-            if _crc32(file, memoryview(bytearray(_CHECK_BYTES))) != header.body_crc32:
-                return None
+            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:  # read in place, not copied
+                if _mapped_crc32(mapped, body) != header.body_crc32:
+                    return None
+                offsets = np.frombuffer(mapped, np.int64, header.events + 1, body).copy()
     except OSError:
         return None
     if int(offsets[0]) != first_record or int(offsets[-1]) != size:
@@ -316,6 +352,26 @@ def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex |
     kinds[: len(header.type_names)] = [codes.get(name, 255) for name in header.type_names[:256]]
     return TraceIndex(os.fspath(trace), os.fspath(path), offsets, header.names, header.trace_crc32,
                       body + offsets.nbytes, kinds, _LAYOUTS[header.version])
+
+
+def _check_records(records: memoryview, starts: np.ndarray, first: int) -> None:
+    """Check that every record of ``records`` (starting at ``starts``, the last ending at the
+    last of them; event ``first`` onwards) has the length and CRC-32 its header says; NotIntact
+    if not."""
+    if starts.size < 2:
+        return
+    lengths = np.diff(starts) - 8
+    slots = HeaderSlots(records, starts[:-1])
+    if int(lengths.max()) > LARGE_PAYLOAD or not np.array_equal(slots.read(0), lengths):
+        raise NotIntact(f"a record's length is not its index's (events {first:,} on)")
+    if not checksums_hold(records, slots, lengths):
+        raise NotIntact(f"a record does not match its checksum (events {first:,}–{first + lengths.size - 1:,})")
+
+
+def _mapped_crc32(mapped: mmap.mmap, start: int) -> int:
+    """The CRC-32 of ``mapped`` from byte ``start`` to its end."""
+    with memoryview(mapped) as whole, whole[start:] as body:
+        return zlib.crc32(body)
 
 
 def _crc32(file: BufferedIOBase, buffer: memoryview) -> int:

@@ -51,15 +51,12 @@ from .protocol import (
     decode_known,
     version_text,
 )
-from .records import CHECKSUM_NAME, Damage, describe_damage, frame, scan_records
+from .records import CHECKSUM_NAME, LARGE_PAYLOAD, Damage, describe_damage, frame, scan_records
 from .sanity import Skipped, checked_events
 from .sidecar import IndexRecorder, discard_index
 
 __all__ = ["TRACE_MAGIC", "LARGE_PAYLOAD", "PROGRESS_RECORDS", "Progress", "TraceError", "ClockAnchor", "TraceWriter",
            "TraceContents", "TraceLayout", "trace_layout", "read_trace"]
-
-LARGE_PAYLOAD = 1 << 20
-"""A record larger than this (collviz's own stay far below) is decoded with its values bounded."""
 
 Progress = Callable[[int, int], None]
 """A reader's progress callback: (bytes read, bytes in the file)."""

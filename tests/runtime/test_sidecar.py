@@ -113,14 +113,33 @@ def _flip(path: Path, at: int) -> None:
 
 
 @pytest.mark.parametrize("at", [3, 20, 200, -3])
-def test_a_trace_changed_in_place_fails_its_whole_file_checksum_once_read(tmp_path, at):
+def test_a_trace_changed_in_place_fails_its_whole_file_checksum_after_the_last_part(tmp_path, at):
     path = write_trace(tmp_path / "t.cvz", all_gather_events(world=2))
     first_record = trace_layout(path).first_record
     _flip(path, at % path.stat().st_size)  # same size: the magic, the header, a record's payload
     index = read_index(path, first_record)
     assert index is not None  # the index itself still holds
+    parts = index.parts(4)  # as replay --headless reads it: nothing shown before the last part
+    taken = [next(parts) for _ in range(-(-len(index) // 4))]
+    assert [part.first for part in taken] == list(range(0, len(index), 4))
     with pytest.raises(NotIntact, match="not those its index was written for"):
-        next(index.parts(4))  # before any part is handed over
+        next(parts)  # the whole file's CRC-32, known once every byte has been read
+    with pytest.raises(NotIntact, match="not those its index was written for"):
+        index.check_whole()  # what the viewer checks once it has filed every part
+
+
+@pytest.mark.parametrize("at", [200, -3])
+def test_a_record_changed_in_place_fails_its_own_checksum_before_its_part_is_handed_over(tmp_path, at):
+    events = all_gather_events(world=2)
+    path = write_trace(tmp_path / "t.cvz", events)
+    index = read_index(path, trace_layout(path).first_record)
+    assert index is not None
+    damaged = int(np.searchsorted(index.offsets, at % path.stat().st_size, side="right")) - 1  # the record holding it
+    _flip(path, at % path.stat().st_size)
+    parts = index.parts(4, whole=False)  # as the viewer reads it: each part shown as soon as it is had
+    assert [next(parts).first for _ in range(damaged // 4)] == list(range(0, damaged // 4 * 4, 4))
+    with pytest.raises(NotIntact, match="does not match its checksum"):
+        next(parts)  # the part holding it is never handed over
 
 
 @pytest.mark.parametrize("change", ["the trace grown", "a byte of the index's body",
