@@ -212,6 +212,12 @@ def replay_trace(trace: Path, *, headless: bool = False, json_output: bool = Fal
     return run_viewer(trace=trace, quiz=quiz, options=viewer)
 
 
+_LAST_READ: list[object] = []
+"""The events the last headless replay read, still referenced: a million events freed one by one
+as the summary returned took a tenth of its time, just before the process exits (which frees
+them at once); the next replay in the same process frees them."""
+
+
 def _print_summary(trace: Path, json_output: bool) -> int:
     """Print the summary of ``trace`` (its bench table, or their JSON): read through its index
     where it has one that serves (:mod:`collviz.runtime.reports.indexed`), else read whole."""
@@ -231,17 +237,19 @@ def _print_summary(trace: Path, json_output: bool) -> int:
     indexed = read_for_summary(trace, buffers=not json_output, progress=follow)  # None: no index serves
     if indexed is not None:
         events, warning, transfers, buffers = indexed.events, indexed.warning, indexed.transfers, indexed.buffers
+        mismatches = indexed.mismatches
     else:
         contents = read_trace(trace, follow)
-        events, warning, transfers, buffers = contents.events, contents.warning, None, None
+        events, warning, transfers, buffers, mismatches = contents.events, contents.warning, None, None, None
     progress.close()
+    _LAST_READ[:] = [events]
     if warning:
         print(f"collviz: warning: {warning}", file=sys.stderr)
     if is_bench_log(events):
         report = bench_report(events)
         print(render_json(report) if json_output else render_table(report))
     elif json_output:
-        print_json(summary_document(events))
+        print_json(summary_document(events, mismatches))
     else:
-        print(render_summary(events, transfers, buffers))
+        print(render_summary(events, transfers, buffers, mismatches))
     return 0

@@ -1,7 +1,7 @@
 """A recorded trace's summary read through its index: ``collviz replay TRACE --headless`` (and
 ``--json``) at the viewer's speed.
 
-The summary reads every memory sample and call but only counts transfers (most of a large
+The summary reads every memory sample and call's end but only counts transfers (most of a large
 trace's events: 64 of every 67 at 64 ranks) and lists the first
 :data:`~.summary.SHOWN_TRANSFERS` of each phase, and the first :data:`~.summary.SHOWN_BUFFERS`
 buffers of each rank in each phase. Where the trace's writer left an index of version 3 or
@@ -9,7 +9,12 @@ later (:mod:`~..wire.sidecar`: a transfer's ``dst``, order key, ``bytes`` and ki
 :func:`read_for_summary` decodes, a part at a time with one msgspec call each, only the events
 the summary shows (buffers past each rank's first in a phase are counted from the columns;
 ``--json`` shows no buffers, so they all stay encoded) and digests each phase's transfers from
-the columns with numpy, decoding the few it lists. The
+the columns with numpy, decoding the few it lists. A call's begin serves only the check that
+every rank called the same collective: it is decoded thin (its fingerprint's fields) to a code,
+never kept among the events; its place (group, number) is in the columns
+(:func:`~..observation.fingerprints.places_disagreeing`), and only the begins at places whose
+fingerprints differ are decoded in full for the check.
+The
 index's own guarantees hold as for the viewer (:func:`~..wire.sidecar.TraceIndex.parts`: the
 CRC-32 of every byte of the trace first), and so do the careful reader's checks across events
 (sequence numbers, ranks inside the world), made on the columns.
@@ -27,11 +32,14 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
+import msgspec
 import numpy as np
 
+from ..observation.fingerprints import Disagreement, checked_calls, fingerprint_codes, places_disagreeing
 from ..wire.columns import NotIntact, Sequences
-from ..wire.protocol import EVENT_TYPES, PROTOCOL_VERSION, AnyEvent, Buffer, RunStart, Transfer
+from ..wire.protocol import EVENT_TYPES, PROTOCOL_VERSION, AnyEvent, Buffer, Collective, RunStart, Transfer, thin_event_type
 from ..wire.sanity import gaps_note
 from ..wire.sidecar import read_index
 from ..wire.stored import StoredEvents, decode_sharing
@@ -43,19 +51,28 @@ __all__ = ["INDEX_PART", "IndexedSummary", "read_for_summary"]
 INDEX_PART = 1 << 18
 """Events read from the trace at a time (their records are read together: about 40 MB)."""
 
+_COLLECTIVE = EVENT_TYPES.index(Collective)
+"""A collective's code in the index's ``kinds`` column."""
+
 _SRC_BITS, _START_BITS = 20, 32
 """How :func:`~..wire.columns.transfer_order_key` packs a transfer's source and start."""
+
+_printed_decoder = msgspec.msgpack.Decoder(list[thin_event_type(  # type: ignore[misc]
+    Collective, ("edge", "iteration", "op", "dtype", "count", "root", "reduce_op"))])
+"""A call's begin as its fingerprint reads it (:class:`~..observation.fingerprints.PrintedCall`)."""
 
 
 @dataclass
 class IndexedSummary:
-    """What the summary needs of an indexed trace: its ``events`` but transfers (and buffers, if
-    left out; else only the first :data:`~.summary.SHOWN_BUFFERS` of each rank in each phase), in
-    log order; each phase's ``transfers`` digested; how many ``buffers`` each (phase, rank) holds
-    in all; the careful reader's ``warning``."""
+    """What the summary needs of an indexed trace: its ``events`` but transfers and calls' begins
+    (and buffers, if left out; else only the first :data:`~.summary.SHOWN_BUFFERS` of each rank in
+    each phase), in log order; each phase's ``transfers`` digested; the calls that disagree
+    (``mismatches``, found from the begins); how many ``buffers`` each (phase, rank) holds in all;
+    the careful reader's ``warning``."""
 
     events: list[AnyEvent]
     transfers: dict[int, TransferDigest]
+    mismatches: list[Disagreement]
     buffers: dict[tuple[int, int], int] = field(default_factory=dict)
     warning: str = ""
 
@@ -85,6 +102,7 @@ def read_for_summary(path: str | os.PathLike[str], *, buffers: bool = True,
         return None
     decoded = tuple(kind for kind in EVENT_TYPES if kind not in (Transfer, Buffer))
     events: list[AnyEvent] = []
+    begun = _Begins()
     held: dict[tuple[int, int], int] = {}
     phases: dict[int, _PhaseTransfers] = defaultdict(_PhaseTransfers)
     sequences = Sequences()
@@ -95,6 +113,10 @@ def read_for_summary(path: str | os.PathLike[str], *, buffers: bool = True,
                 return None  # a version-2 index: transfers would have to be decoded
             sequences.check(columns.ranks, columns.seqs)
             where = columns.where(*decoded)
+            begins = where[(columns.kinds[where] == _COLLECTIVE) & ~columns.ends[where]]
+            begun.add(begins + part.first, columns.keys[begins], columns.numbers[begins],
+                      part.decode_at(begins, _printed_decoder.decode))
+            where = np.setdiff1d(where, begins, assume_unique=True)
             if buffers:
                 found = columns.where(Buffer)
                 listed = found[_first_buffers(held, columns.phases[found], columns.ranks[found])]
@@ -113,11 +135,44 @@ def read_for_summary(path: str | os.PathLike[str], *, buffers: bool = True,
         stored.add_records(index.offsets[:-1].data, int(index.offsets[-1]))
         try:
             digests = {phase: _digest(gathered, stored) for phase, gathered in phases.items()}
+            mismatches = begun.mismatches(stored)
         finally:
             stored.close()
     except NotIntact:
         return None
-    return IndexedSummary(events, digests, held, f"{path}: {gaps_note(gaps)}" if gaps else "")
+    return IndexedSummary(events, digests, mismatches, held, f"{path}: {gaps_note(gaps)}" if gaps else "")
+
+
+@dataclass
+class _Begins:
+    """The calls' begins of an indexed trace, gathered a part at a time: their log ``positions``,
+    groups and numbers (from the columns) and fingerprints (numbered in ``texts``)."""
+
+    positions: list[np.ndarray] = field(default_factory=list)
+    groups: list[np.ndarray] = field(default_factory=list)
+    seqs: list[np.ndarray] = field(default_factory=list)
+    prints: list[np.ndarray] = field(default_factory=list)
+    texts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, positions: np.ndarray, groups: np.ndarray, seqs: np.ndarray, printed: list[Any]) -> None:
+        """One part's begins: their positions, groups, numbers, and the begins decoded thin."""
+        self.positions.append(positions)
+        self.groups.append(groups)
+        self.seqs.append(seqs)
+        self.prints.append(fingerprint_codes(printed, self.texts))
+
+    def mismatches(self, stored: StoredEvents) -> list[Disagreement]:
+        """The calls that disagree, the begins at places whose fingerprints differ read in full
+        from ``stored``. Raises NotIntact where the index files as a collective an event that is none."""
+        if not self.positions:
+            return []
+        suspect = places_disagreeing(np.concatenate(self.groups), np.concatenate(self.seqs),
+                                     np.concatenate(self.prints))
+        calls = [event for event in map(stored.__getitem__, np.concatenate(self.positions)[suspect].tolist())
+                 if isinstance(event, Collective)]
+        if len(calls) < int(suspect.sum()):
+            raise NotIntact("the index files as a collective an event that is none")
+        return checked_calls(calls)
 
 
 def _first_buffers(held: dict[tuple[int, int], int], phases: np.ndarray, ranks: np.ndarray) -> np.ndarray:
