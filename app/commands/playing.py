@@ -234,7 +234,7 @@ def _print_summary(trace: Path, json_output: bool) -> int:
     def follow(done: int, total: int) -> None:
         progress.update(done, total=total)
 
-    indexed = read_for_summary(trace, buffers=not json_output, progress=follow)  # None: no index serves
+    indexed = read_for_summary(trace, text=not json_output, progress=follow)  # None: no index serves
     if indexed is not None:
         events, warning, transfers, buffers = indexed.events, indexed.warning, indexed.transfers, indexed.buffers
         mismatches = indexed.mismatches

@@ -32,18 +32,18 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
-import msgspec
 import numpy as np
 
-from ..observation.fingerprints import Disagreement, checked_calls, fingerprint_codes, places_disagreeing
+from ..observation.fingerprints import Disagreement
 from ..wire.columns import NotIntact, Sequences
-from ..wire.protocol import EVENT_TYPES, PROTOCOL_VERSION, AnyEvent, Buffer, Collective, RunStart, Transfer, thin_event_type
+from ..wire.protocol import EVENT_TYPES, PROTOCOL_VERSION, AnyEvent, Buffer, Collective, RunStart, Transfer
 from ..wire.sanity import gaps_note
 from ..wire.sidecar import read_index
 from ..wire.stored import StoredEvents, decode_sharing
 from ..wire.trace import PROGRESS_RECORDS, Progress, trace_layout
+from .bench_table import BENCH_SCENARIO_NAME
+from .indexed_calls import PRINTED_DECODER, BegunCalls, ShownEnds
 from .summary import SHOWN_BUFFERS, SHOWN_TRANSFERS, TransferDigest
 
 __all__ = ["INDEX_PART", "IndexedSummary", "read_for_summary"]
@@ -57,9 +57,6 @@ _COLLECTIVE = EVENT_TYPES.index(Collective)
 _SRC_BITS, _START_BITS = 20, 32
 """How :func:`~..wire.columns.transfer_order_key` packs a transfer's source and start."""
 
-_printed_decoder = msgspec.msgpack.Decoder(list[thin_event_type(  # type: ignore[misc]
-    Collective, ("edge", "iteration", "op", "dtype", "count", "root", "reduce_op"))])
-"""A call's begin as its fingerprint reads it (:class:`~..observation.fingerprints.PrintedCall`)."""
 
 
 @dataclass
@@ -88,12 +85,13 @@ class _PhaseTransfers:
     p2p: bool = False
 
 
-def read_for_summary(path: str | os.PathLike[str], *, buffers: bool = True,
+def read_for_summary(path: str | os.PathLike[str], *, text: bool = True,
                      progress: Progress | None = None) -> IndexedSummary | None:
-    """The summary's input read through the index beside the trace at ``path`` (``buffers``: with
-    its Buffer events), or None where it must be read the careful way (see the module's docstring);
-    ``progress(bytes read, bytes in the file)`` follows a large one, a part at a time. Raises
-    ``TraceError`` as ``read_trace`` would (a missing file, not a trace, a damaged header)."""
+    """The summary's input read through the index beside the trace at ``path`` (``text``: the text
+    summary's, with its Buffer events and only the calls' ends it reads; else the JSON document's,
+    every end and no buffer), or None where it must be read the careful way (see the module's
+    docstring); ``progress(bytes read, bytes in the file)`` follows a large one, a part at a time.
+    Raises ``TraceError`` as ``read_trace`` would (a missing file, not a trace, a damaged header)."""
     layout = trace_layout(path)
     if not layout.checksummed or layout.version > PROTOCOL_VERSION:
         return None
@@ -102,7 +100,10 @@ def read_for_summary(path: str | os.PathLike[str], *, buffers: bool = True,
         return None
     decoded = tuple(kind for kind in EVENT_TYPES if kind not in (Transfer, Buffer))
     events: list[AnyEvent] = []
-    begun = _Begins()
+    positions: list[np.ndarray] = []
+    begun = BegunCalls()
+    shown = ShownEnds()
+    unread: list[np.ndarray] = []  # ends the text reads only if some call's first end is untimed
     held: dict[tuple[int, int], int] = {}
     phases: dict[int, _PhaseTransfers] = defaultdict(_PhaseTransfers)
     sequences = Sequences()
@@ -113,15 +114,22 @@ def read_for_summary(path: str | os.PathLike[str], *, buffers: bool = True,
                 return None  # a version-2 index: transfers would have to be decoded
             sequences.check(columns.ranks, columns.seqs)
             where = columns.where(*decoded)
-            begins = where[(columns.kinds[where] == _COLLECTIVE) & ~columns.ends[where]]
+            calls = where[columns.kinds[where] == _COLLECTIVE]
+            begins = calls[~columns.ends[calls]]
             begun.add(begins + part.first, columns.keys[begins], columns.numbers[begins],
-                      part.decode_at(begins, _printed_decoder.decode))
-            where = np.setdiff1d(where, begins, assume_unique=True)
-            if buffers:
+                      part.decode_at(begins, PRINTED_DECODER.decode))
+            left = begins
+            if text:
+                ends = calls[columns.ends[calls]]
+                skipped = ends[~shown.pick(columns.phases[ends], columns.keys[ends], columns.numbers[ends])]
+                unread.append(skipped + part.first)
+                left = np.sort(np.concatenate((begins, skipped)))
                 found = columns.where(Buffer)
                 listed = found[_first_buffers(held, columns.phases[found], columns.ranks[found])]
                 where = np.sort(np.concatenate((where, listed)))
+            where = np.setdiff1d(where, left, assume_unique=True)
             events += part.decode_at(where, decode_sharing)
+            positions.append(where + part.first)
             where = columns.where(Transfer)
             _gather(phases, where + part.first, columns.phases[where], columns.keys[where], columns.numbers[where],
                     columns.sizes[where], columns.p2p[where])
@@ -136,6 +144,9 @@ def read_for_summary(path: str | os.PathLike[str], *, buffers: bool = True,
         try:
             digests = {phase: _digest(gathered, stored) for phase, gathered in phases.items()}
             mismatches = begun.mismatches(stored)
+            if text and (start.scenario == BENCH_SCENARIO_NAME  # its table reads every end
+                         or not shown.serves([event for event in events if type(event) is Collective])):
+                events = _with_unread(events, positions, np.concatenate(unread), stored)
         finally:
             stored.close()
     except NotIntact:
@@ -143,36 +154,17 @@ def read_for_summary(path: str | os.PathLike[str], *, buffers: bool = True,
     return IndexedSummary(events, digests, mismatches, held, f"{path}: {gaps_note(gaps)}" if gaps else "")
 
 
-@dataclass
-class _Begins:
-    """The calls' begins of an indexed trace, gathered a part at a time: their log ``positions``,
-    groups and numbers (from the columns) and fingerprints (numbered in ``texts``)."""
-
-    positions: list[np.ndarray] = field(default_factory=list)
-    groups: list[np.ndarray] = field(default_factory=list)
-    seqs: list[np.ndarray] = field(default_factory=list)
-    prints: list[np.ndarray] = field(default_factory=list)
-    texts: dict[str, int] = field(default_factory=dict)
-
-    def add(self, positions: np.ndarray, groups: np.ndarray, seqs: np.ndarray, printed: list[Any]) -> None:
-        """One part's begins: their positions, groups, numbers, and the begins decoded thin."""
-        self.positions.append(positions)
-        self.groups.append(groups)
-        self.seqs.append(seqs)
-        self.prints.append(fingerprint_codes(printed, self.texts))
-
-    def mismatches(self, stored: StoredEvents) -> list[Disagreement]:
-        """The calls that disagree, the begins at places whose fingerprints differ read in full
-        from ``stored``. Raises NotIntact where the index files as a collective an event that is none."""
-        if not self.positions:
-            return []
-        suspect = places_disagreeing(np.concatenate(self.groups), np.concatenate(self.seqs),
-                                     np.concatenate(self.prints))
-        calls = [event for event in map(stored.__getitem__, np.concatenate(self.positions)[suspect].tolist())
-                 if isinstance(event, Collective)]
-        if len(calls) < int(suspect.sum()):
-            raise NotIntact("the index files as a collective an event that is none")
-        return checked_calls(calls)
+def _with_unread(events: list[AnyEvent], positions: list[np.ndarray], unread: np.ndarray,
+                 stored: StoredEvents) -> list[AnyEvent]:
+    """``events`` (at log ``positions``) with the Collective ends at ``unread`` read from ``stored``,
+    in log order. Raises NotIntact where one is no Collective."""
+    if not unread.size:
+        return events
+    added = list(map(stored.__getitem__, unread.tolist()))
+    if not all(type(event) is Collective for event in added):
+        raise NotIntact("the index files as a collective an event that is none")
+    merged = events + added
+    return [merged[at] for at in np.argsort(np.concatenate((*positions, unread)), kind="stable").tolist()]
 
 
 def _first_buffers(held: dict[tuple[int, int], int], phases: np.ndarray, ranks: np.ndarray) -> np.ndarray:

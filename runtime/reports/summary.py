@@ -41,7 +41,7 @@ from ..wire.protocol import (
 from .pipeline import pipeline_lines
 
 __all__ = ["render_summary", "head_lines", "phase_lines", "ending_lines", "untimed_reason", "format_values",
-           "format_provenance", "SHOWN_BUFFERS", "SHOWN_SAMPLES", "SHOWN_TRANSFERS", "TransferDigest",
+           "format_provenance", "SHOWN_CALLS", "SHOWN_BUFFERS", "SHOWN_SAMPLES", "SHOWN_TRANSFERS", "TransferDigest",
            "transfer_digest", "events_by_kind"]
 
 _SHOWN_VALUES = 16
@@ -139,12 +139,12 @@ def _header(start: RunStart | None) -> list[str]:
     ]
 
 
-_SHOWN_CALLS = 4
+SHOWN_CALLS = 4
 """Most collective calls of one phase the summary details."""
 
 
 def _collective_lines(collectives: list[Collective], world_size: int, untimed: str) -> list[str]:
-    """Each timed collective call of a phase (at most :data:`_SHOWN_CALLS`): every rank's time,
+    """Each timed collective call of a phase (at most :data:`SHOWN_CALLS`): every rank's time,
     S, and algbw/busbw with the factor of the call's own group size."""
     ends = [c for c in collectives if c.edge == "end" and c.duration_ns]
     if not ends:
@@ -154,7 +154,7 @@ def _collective_lines(collectives: list[Collective], world_size: int, untimed: s
         calls[(c.group, c.group_seq)].append(c)
     lines = []
     several = len(calls) > 1
-    for events in list(calls.values())[:_SHOWN_CALLS]:
+    for events in list(calls.values())[:SHOWN_CALLS]:
         per_rank: dict[int, list[int]] = defaultdict(list)
         for c in events:
             if c.duration_ns:  # always: ends holds timed calls only
@@ -173,10 +173,10 @@ def _collective_lines(collectives: list[Collective], world_size: int, untimed: s
         bw = bandwidth(first.op, n, first.algo_bytes, max(medians.values()) / 1e9)
         lines.append(f"  t = slowest rank; S = {human_bytes(first.algo_bytes)} (nccl-tests algorithm size for {first.op})")
         lines.append(f"  {bw.formula}")
-    if len(calls) > _SHOWN_CALLS:
-        rest = Counter(events[0].op for events in list(calls.values())[_SHOWN_CALLS:])
+    if len(calls) > SHOWN_CALLS:
+        rest = Counter(events[0].op for events in list(calls.values())[SHOWN_CALLS:])
         tally = ", ".join(f"{op} ×{count}" for op, count in rest.items())
-        lines.append(f"  … {len(calls) - _SHOWN_CALLS} more collective calls in this phase: {tally}")
+        lines.append(f"  … {len(calls) - SHOWN_CALLS} more collective calls in this phase: {tally}")
     return lines
 
 

@@ -108,6 +108,7 @@ RUNS = {
     "many buffers a rank, 4 ranks": many_buffers,
     "scrambled transfers, 6 ranks": scrambled_run,
     "a subgroup of 2 of 4 ranks": subgroup_all_gather,
+    "a subgroup's untimed calls": lambda: subgroup_all_gather(timed=False),
     "a rank that failed": lambda: all_gather_events(world=4, fail_rank=2),
     "a sequence gap": with_a_gap,
     "a bench run": bench_events,
@@ -116,7 +117,7 @@ RUNS = {
 }
 
 
-GAPS = {"a sequence gap": "1 gap", "a subgroup of 2 of 4 ranks": "2 gaps"}
+GAPS = {"a sequence gap": "1 gap", "a subgroup of 2 of 4 ranks": "2 gaps", "a subgroup's untimed calls": "2 gaps"}
 """The runs with sequence gaps (the subgroup's: ranks 0 and 2 skip phase 1's two call events)."""
 
 
