@@ -1,23 +1,21 @@
 """A recorded trace's summary read through its index: ``collviz replay TRACE --headless`` (and
 ``--json``) at the viewer's speed.
 
-The summary reads every memory sample and call's end but only counts transfers (most of a large
-trace's events: 64 of every 67 at 64 ranks) and lists the first
-:data:`~.summary.SHOWN_TRANSFERS` of each phase, and the first :data:`~.summary.SHOWN_BUFFERS`
-buffers of each rank in each phase. Where the trace's writer left an index of version 3 or
-later (:mod:`~..wire.sidecar`: a transfer's ``dst``, order key, ``bytes`` and kind as columns),
-:func:`read_for_summary` decodes, a part at a time with one msgspec call each, only the events
-the summary shows (buffers past each rank's first in a phase are counted from the columns;
-``--json`` shows no buffers, so they all stay encoded) and digests each phase's transfers from
-the columns with numpy, decoding the few it lists. A call's begin serves only the check that
-every rank called the same collective: it is decoded thin (its fingerprint's fields) to a code,
-never kept among the events; its place (group, number) is in the columns
-(:func:`~..observation.fingerprints.places_disagreeing`), and only the begins at places whose
-fingerprints differ are decoded in full for the check.
-The
-index's own guarantees hold as for the viewer (:func:`~..wire.sidecar.TraceIndex.parts`: the
-CRC-32 of every byte of the trace first), and so do the careful reader's checks across events
-(sequence numbers, ranks inside the world), made on the columns.
+The summary reads every memory sample but only counts transfers (most of a large trace's events:
+64 of every 67 at 64 ranks) and lists the first :data:`~.summary.SHOWN_TRANSFERS` of each phase,
+and the first :data:`~.summary.SHOWN_BUFFERS` buffers of each rank in each phase. Where the
+trace's writer left an index of version 3 or later (:mod:`~..wire.sidecar`: a transfer's ``dst``,
+order key, ``bytes`` and kind as columns), :func:`read_for_summary` decodes, a part at a time
+with one msgspec call each, only the events the summary shows (buffers past each rank's first in
+a phase are counted from the columns; ``--json`` shows no buffers, so they all stay encoded) and
+digests each phase's transfers from the columns with numpy, decoding the few it lists. Of the
+calls (:mod:`.indexed_calls`), the begins serve only the check that every rank called the same
+collective: decoded thin to fingerprint codes, never kept, checked with their places from the
+columns; the text reads each call's first end and every end of a phase's first calls (``--json``
+lists every call: every end). The index's own guarantees hold as for the viewer
+(:func:`~..wire.sidecar.TraceIndex.parts`: the CRC-32 of every byte of the trace first), and so
+do the careful reader's checks across events (sequence numbers, ranks inside the world), made on
+the columns.
 
 Anything else returns None and the caller reads the trace as before (:func:`~..wire.trace.read_trace`,
 every event decoded and checked): no index, a stale or damaged one, one of version 2 (it lacks the
@@ -58,14 +56,14 @@ _SRC_BITS, _START_BITS = 20, 32
 """How :func:`~..wire.columns.transfer_order_key` packs a transfer's source and start."""
 
 
-
 @dataclass
 class IndexedSummary:
     """What the summary needs of an indexed trace: its ``events`` but transfers and calls' begins
-    (and buffers, if left out; else only the first :data:`~.summary.SHOWN_BUFFERS` of each rank in
-    each phase), in log order; each phase's ``transfers`` digested; the calls that disagree
-    (``mismatches``, found from the begins); how many ``buffers`` each (phase, rank) holds in all;
-    the careful reader's ``warning``."""
+    (for the JSON document, buffers too; for the text, only the first
+    :data:`~.summary.SHOWN_BUFFERS` buffers of each rank in each phase, and the calls' ends it
+    reads: :class:`~.indexed_calls.ShownEnds`), in log order; each phase's ``transfers``
+    digested; the calls that disagree (``mismatches``, found from the begins); how many
+    ``buffers`` each (phase, rank) holds in all; the careful reader's ``warning``."""
 
     events: list[AnyEvent]
     transfers: dict[int, TransferDigest]

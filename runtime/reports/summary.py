@@ -200,8 +200,9 @@ def render_summary(events: Iterable[AnyEvent], transfers: Mapping[int, TransferD
     none; by default they are digested from ``events``. ``buffers``: how many Buffers each (phase,
     rank) holds in all, where ``events`` hold only the first :data:`SHOWN_BUFFERS` of each (an
     indexed trace's); by default they are counted in ``events``. ``mismatches``: the calls that
-    disagree, where ``events`` lack the calls' begins (an indexed trace's); by default found in
-    ``events``."""
+    disagree, where ``events`` lack the calls' begins (an indexed trace's, whose ``events`` may
+    also hold only the calls' ends the text reads: :class:`~.indexed_calls.ShownEnds`); by
+    default found in ``events``."""
     events = list(events)
     of_kind = events_by_kind(events)
     start = next(iter(of_kind[RunStart]), None)
