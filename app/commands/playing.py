@@ -205,6 +205,8 @@ def replay_trace(trace: Path, *, headless: bool = False, json_output: bool = Fal
         try:
             return _print_summary(trace, json_output)
         finally:
+            gc.freeze()  # what was made meanwhile joins the oldest generation at once (two list splices): else
+            gc.unfreeze()  # the first young collection once it is on walks every event read (0.08 s at 1M events)
             gc.enable()
     trace_layout(trace)  # fail fast, with a one-line error, before the screen opens (it reads the header alone)
     from collviz.app.app import run_viewer
