@@ -6,8 +6,9 @@ element count (for ops whose per-rank count must agree), root and reduce op — 
 them; gloo may let a disagreement complete silently (rank 2's reduce_scatter beside the others'
 all_reduce returns garbage, exit 0), so :class:`FingerprintCheck` reports it as soon as two calls
 at one place are seen to differ: which rank called what, beside what the others called.
-:func:`disagreements` finds the same in a whole log on columns, the check fed only the calls of
-the places whose calls differ (a replayed trace's hundred thousand calls, in a fiftieth of the time).
+:func:`disagreements` finds the same in a whole log on columns (:func:`places_disagreeing`: a
+trace's index holds a call's group and number), the check fed only the calls of the places whose
+fingerprints differ.
 """
 
 from __future__ import annotations
