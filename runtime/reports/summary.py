@@ -11,6 +11,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import groupby
+from operator import attrgetter
 from typing import Any
 
 from ..observation.fingerprints import Disagreement, disagreements
@@ -39,7 +41,7 @@ from ..wire.protocol import (
 from .pipeline import pipeline_lines
 
 __all__ = ["render_summary", "head_lines", "phase_lines", "ending_lines", "untimed_reason", "format_values",
-           "format_provenance", "SHOWN_BUFFERS", "SHOWN_SAMPLES", "SHOWN_TRANSFERS", "TransferDigest",
+           "format_provenance", "SHOWN_CALLS", "SHOWN_BUFFERS", "SHOWN_SAMPLES", "SHOWN_TRANSFERS", "TransferDigest",
            "transfer_digest", "events_by_kind"]
 
 _SHOWN_VALUES = 16
@@ -65,14 +67,35 @@ def format_values(buffer: Buffer) -> str:
     raw: list[float | int] = buffer.values
     labels = buffer.labels if buffer.labels is not None and len(buffer.labels) == len(raw) else None
     if len(raw) > _SHOWN_VALUES:  # only the shown ones are formatted
-        head, tail = _labelled(raw[:12], labels and labels[:12]), _labelled(raw[-3:], labels and labels[-3:])
-        return "[" + ", ".join(head + ["…"] + tail) + "]"
+        head, tail = raw[:12], raw[-3:]
+        if labels is None and _floats_only(head) and _floats_only(tail):
+            return f"[{_floats_format(12) % tuple(head)}, …, {_floats_format(3) % tuple(tail)}]"
+        head_texts, tail_texts = _labelled(head, labels and labels[:12]), _labelled(tail, labels and labels[-3:])
+        return "[" + ", ".join(head_texts + ["…"] + tail_texts) + "]"
+    two_d = len(buffer.shape) == 2 and buffer.shape[1] > 0 and buffer.shape[0] > 1
+    if labels is None and not two_d and _floats_only(raw):
+        return f"[{_floats_format(len(raw)) % tuple(raw)}]"
     values = _labelled(raw, labels)
-    if len(buffer.shape) == 2 and buffer.shape[1] > 0 and buffer.shape[0] > 1:
+    if two_d:
         width = buffer.shape[1]
         rows = [", ".join(values[i : i + width]) for i in range(0, len(values), width)]
         return "[" + " | ".join(rows) + "]"
     return "[" + ", ".join(values) + "]"
+
+
+def _floats_only(values: list[float | int]) -> bool:
+    """Whether ``values`` are floats, and some (formatted by :func:`_floats_format`, one call for all)."""
+    return set(map(type, values)) == _FLOATS_ONLY
+
+
+_FLOATS_ONLY = {float}
+
+
+@lru_cache(maxsize=None)
+def _floats_format(count: int) -> str:
+    """The %-format of ``count`` floats as :func:`_number` writes each (``%.6g`` is ``{:.6g}``),
+    joined with commas."""
+    return ", ".join(["%.6g"] * count)
 
 
 def _labelled(values: list[float | int], labels: list[str] | None) -> list[str]:
@@ -116,12 +139,12 @@ def _header(start: RunStart | None) -> list[str]:
     ]
 
 
-_SHOWN_CALLS = 4
+SHOWN_CALLS = 4
 """Most collective calls of one phase the summary details."""
 
 
 def _collective_lines(collectives: list[Collective], world_size: int, untimed: str) -> list[str]:
-    """Each timed collective call of a phase (at most :data:`_SHOWN_CALLS`): every rank's time,
+    """Each timed collective call of a phase (at most :data:`SHOWN_CALLS`): every rank's time,
     S, and algbw/busbw with the factor of the call's own group size."""
     ends = [c for c in collectives if c.edge == "end" and c.duration_ns]
     if not ends:
@@ -131,7 +154,7 @@ def _collective_lines(collectives: list[Collective], world_size: int, untimed: s
         calls[(c.group, c.group_seq)].append(c)
     lines = []
     several = len(calls) > 1
-    for events in list(calls.values())[:_SHOWN_CALLS]:
+    for events in list(calls.values())[:SHOWN_CALLS]:
         per_rank: dict[int, list[int]] = defaultdict(list)
         for c in events:
             if c.duration_ns:  # always: ends holds timed calls only
@@ -150,10 +173,10 @@ def _collective_lines(collectives: list[Collective], world_size: int, untimed: s
         bw = bandwidth(first.op, n, first.algo_bytes, max(medians.values()) / 1e9)
         lines.append(f"  t = slowest rank; S = {human_bytes(first.algo_bytes)} (nccl-tests algorithm size for {first.op})")
         lines.append(f"  {bw.formula}")
-    if len(calls) > _SHOWN_CALLS:
-        rest = Counter(events[0].op for events in list(calls.values())[_SHOWN_CALLS:])
+    if len(calls) > SHOWN_CALLS:
+        rest = Counter(events[0].op for events in list(calls.values())[SHOWN_CALLS:])
         tally = ", ".join(f"{op} ×{count}" for op, count in rest.items())
-        lines.append(f"  … {len(calls) - _SHOWN_CALLS} more collective calls in this phase: {tally}")
+        lines.append(f"  … {len(calls) - SHOWN_CALLS} more collective calls in this phase: {tally}")
     return lines
 
 
@@ -170,28 +193,31 @@ def _untimed_lines(collectives: list[Collective], why: str) -> list[str]:
 
 
 def render_summary(events: Iterable[AnyEvent], transfers: Mapping[int, TransferDigest] | None = None,
-                   buffers: Mapping[tuple[int, int], int] | None = None) -> str:
+                   buffers: Mapping[tuple[int, int], int] | None = None,
+                   mismatches: Sequence[Disagreement] | None = None) -> str:
     """The whole summary of a run as text (one string, lines joined with newlines). ``transfers``:
     each phase's transfers digested (an indexed trace's, :mod:`.indexed`), ``events`` then holding
     none; by default they are digested from ``events``. ``buffers``: how many Buffers each (phase,
     rank) holds in all, where ``events`` hold only the first :data:`SHOWN_BUFFERS` of each (an
-    indexed trace's); by default they are counted in ``events``."""
+    indexed trace's); by default they are counted in ``events``. ``mismatches``: the calls that
+    disagree, where ``events`` lack the calls' begins (an indexed trace's, whose ``events`` may
+    also hold only the calls' ends the text reads: :class:`~.indexed_calls.ShownEnds`); by
+    default found in ``events``."""
     events = list(events)
     of_kind = events_by_kind(events)
     start = next(iter(of_kind[RunStart]), None)
     world_size = start.world_size if start else 1 + max((e.rank for e in events), default=0)
     phases: dict[int, str] = {}
     notes: dict[int, str] = {}
-    by_phase: dict[int, list[AnyEvent]] = defaultdict(list)
     for event in of_kind[Phase]:
         if event.edge == "begin":
             phases.setdefault(event.index, event.name)
             if NOTE_MARK in event.narration:
                 notes.setdefault(event.index, event.narration.split(NOTE_MARK, 1)[1])
-    for event in events:
-        phase = getattr(event, "phase", None)
-        if isinstance(phase, int) and type(event) is not RankEnd:
-            by_phase[phase].append(event)
+    by_phase: defaultdict[int, defaultdict[type, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    for kind in _PHASE_KINDS:  # each kind's events in runs of one phase
+        for phase, run in groupby(of_kind[kind], _PHASE):
+            by_phase[phase][kind].extend(run)
     durations = _phase_durations(of_kind[Phase])
     lines = head_lines(start, sorted({(e.rank, e.device) for e in of_kind[RankStart]}), of_kind[Memory])
     held_by_phase: defaultdict[int, dict[int, int]] = defaultdict(dict)
@@ -200,16 +226,23 @@ def render_summary(events: Iterable[AnyEvent], transfers: Mapping[int, TransferD
     for index in sorted(phases):
         digest = None if transfers is None else transfers.get(index, _NO_TRANSFERS)
         held = None if buffers is None else held_by_phase[index]
-        lines.extend(phase_lines(index, phases[index], durations.get(index), notes.get(index), by_phase[index],
-                                 world_size, untimed_reason(start), digest, held))
+        lines.extend(_phase_block(index, phases[index], durations.get(index), notes.get(index), by_phase[index],
+                                  world_size, untimed_reason(start), digest, held))
     lines.append("")
     ending = [event for kind in _ENDING_KINDS for event in of_kind[kind]]  # each kind in log order suffices
-    lines.extend(ending_lines(ending, disagreements(of_kind[Collective])))  # from the calls: traces before the check
+    if mismatches is None:
+        mismatches = disagreements(of_kind[Collective])  # from the calls: traces before the check
+    lines.extend(ending_lines(ending, mismatches))
     return "\n".join(lines)
 
 
 _ENDING_KINDS = (RankEnd, ProcessExit, Stall, Dropped, RunEnd)
 """The kinds of event :func:`ending_lines` reads."""
+
+_PHASE_KINDS = (Buffer, Transfer, Collective, Memory, Span, Check)
+"""The kinds of event a phase's block reads (each with an int ``phase``)."""
+
+_PHASE = attrgetter("phase")
 
 
 def events_by_kind(events: list[AnyEvent]) -> defaultdict[type, list[Any]]:
@@ -242,10 +275,17 @@ def phase_lines(index: int, name: str, took_ns: int | None, note: str | None, ev
     teacher's ``note``, then what its ``events`` show (its transfers as ``transfers`` digests
     them, when given: ``events`` then holds none; ``buffers``: how many Buffers each rank holds
     in the phase, when ``events`` hold only the first :data:`SHOWN_BUFFERS` of each)."""
+    return _phase_block(index, name, took_ns, note, events_by_kind(events), world_size, untimed, transfers, buffers)
+
+
+def _phase_block(index: int, name: str, took_ns: int | None, note: str | None, of_kind: Mapping[type, list[Any]],
+                 world_size: int, untimed: str, transfers: TransferDigest | None, buffers: Mapping[int, int] | None,
+                 ) -> list[str]:
+    """:func:`phase_lines` of the phase's events filed by kind (``of_kind``, each kind's in log order)."""
     lines = ["", f"phase {index}  {name}" + (f"  ({took_ns / 1e6:.1f} ms, slowest rank)" if took_ns else "")]
     if note is not None:
         lines.append(f"  {NOTE_MARK}{note}")
-    return lines + _phase_lines(events, world_size, untimed, transfers, buffers)
+    return lines + _phase_lines(of_kind, world_size, untimed, transfers, buffers)
 
 
 def _phase_durations(events: list[AnyEvent]) -> dict[int, int]:
@@ -354,10 +394,9 @@ def _buffer_lines(buffers: list[Buffer], world_size: int, held: Mapping[int, int
     return lines
 
 
-def _phase_lines(events: list[AnyEvent], world_size: int, untimed: str, transfers: TransferDigest | None = None,
-                 buffers: Mapping[int, int] | None = None) -> list[str]:
+def _phase_lines(of_kind: Mapping[type, list[Any]], world_size: int, untimed: str, transfers: TransferDigest | None,
+                 buffers: Mapping[int, int] | None) -> list[str]:
     lines: list[str] = []
-    of_kind = events_by_kind(events)
     lines.extend(_buffer_lines(of_kind[Buffer], world_size, buffers))
     lines.extend(_transfer_lines(transfers if transfers is not None else transfer_digest(of_kind[Transfer])))
     lines.extend(_collective_lines(of_kind[Collective], world_size, untimed))

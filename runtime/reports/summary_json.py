@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from ..observation.fingerprints import disagreements
+from ..observation.fingerprints import Disagreement, disagreements
 from ..observation.metrics import BUS_FACTOR_OPS, bandwidth
 from ..wire.protocol import IMPORT_RUN_PREFIX, AnyEvent, Check, Collective, Memory, Phase, RunEnd, RunStart, Stall
 from .summary import events_by_kind, latest_stalls
@@ -82,8 +82,10 @@ def call_entries(collectives: Sequence[CallEnd], world_size: int) -> list[dict]:
     return calls
 
 
-def summary_document(events: Iterable[AnyEvent]) -> dict:
-    """The run described by ``events`` as a JSON-ready dict (see the module's docstring)."""
+def summary_document(events: Iterable[AnyEvent], mismatches: Sequence[Disagreement] | None = None) -> dict:
+    """The run described by ``events`` as a JSON-ready dict (see the module's docstring);
+    ``mismatches``: the calls that disagree, where ``events`` lack the calls' begins (an indexed
+    trace's: :mod:`.indexed`), found in ``events`` by default."""
     events = list(events)
     of_kind = events_by_kind(events)
     start = next(iter(of_kind[RunStart]), None)
@@ -106,7 +108,7 @@ def summary_document(events: Iterable[AnyEvent]) -> dict:
         call_entries(of_kind[Collective], world_size),
         [{"phase": c.phase, "rank": c.rank, "name": c.name, "ok": c.ok, "detail": c.detail} for c in of_kind[Check]],
         peaks, [stall.text for stall in latest_stalls(of_kind[Stall])],
-        [found.text for found in disagreements(of_kind[Collective])])
+        [found.text for found in (disagreements(of_kind[Collective]) if mismatches is None else mismatches)])
 
 
 def _run_entry(start: RunStart | None) -> dict | None:

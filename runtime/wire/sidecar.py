@@ -219,10 +219,10 @@ class IndexPart:
         if not where.size:
             return []
         records, starts = self.records, self.starts
-        payloads = b"".join([records[start + 8 : end] for start, end in
-                             zip(starts[where].tolist(), starts[where + 1].tolist())])
+        document = b"".join([b"\xdd" + where.size.to_bytes(4, "big"),  # the array's header, then its payloads: one copy
+                             *map(records.__getitem__, map(slice, (starts[where] + 8).tolist(), starts[where + 1].tolist()))])
         try:
-            return (decode or _events_decoder.decode)(b"\xdd" + where.size.to_bytes(4, "big") + payloads)
+            return (decode or _events_decoder.decode)(document)
         except (msgspec.DecodeError, msgspec.ValidationError):
             raise NotIntact("a record no longer decodes (the trace changed while it was read)") from None
 

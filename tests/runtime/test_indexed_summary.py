@@ -17,10 +17,10 @@ import pytest
 from collviz.app.commands import replay
 from collviz.runtime.reports.indexed import read_for_summary
 from collviz.runtime.wire import sidecar
-from collviz.runtime.wire.protocol import AnyEvent, Buffer, Memory, Phase, Transfer
+from collviz.runtime.wire.protocol import AnyEvent, Buffer, Collective, Memory, Phase, Transfer
 from collviz.runtime.wire.sidecar import index_path
 
-from support.subgroup_events import subgroup_all_gather
+from support.subgroup_events import PAIR_GROUP, subgroup_all_gather, two_pairs_all_gather
 from support.synthetic import all_gather_events, write_trace
 from support.synthetic_bench import bench_events
 
@@ -84,17 +84,40 @@ def many_buffers() -> list[AnyEvent]:
     return events
 
 
+def odd_rank_in_a_pair() -> list[AnyEvent]:
+    """Two pairs of 4 ranks all-gathering at once (:func:`two_pairs_all_gather`), rank 3 calling
+    reduce_scatter of 4 floats on its pair ({1, 3}) instead."""
+    return _calling_reduce_scatter(two_pairs_all_gather(), {3})
+
+
+def two_pairs_of_one_name() -> list[AnyEvent]:
+    """Two pairs of 4 ranks at once, both named :data:`PAIR_GROUP`: ranks 1 and 3 all-gather, ranks
+    0 and 2 reduce-scatter (two communicators, each agreeing within itself: never compared)."""
+    events = _calling_reduce_scatter(two_pairs_all_gather(), {0, 2})
+    return [msgspec.structs.replace(event, group=PAIR_GROUP) if isinstance(event, Collective) else event
+            for event in events]
+
+
+def _calling_reduce_scatter(events: list[AnyEvent], ranks: set[int]) -> list[AnyEvent]:
+    """``events`` with the calls of ``ranks`` made reduce_scatters of 4 floats."""
+    return [msgspec.structs.replace(event, op="reduce_scatter", count=4)
+            if isinstance(event, Collective) and event.rank in ranks else event for event in events]
+
+
 RUNS = {
     "many buffers a rank, 4 ranks": many_buffers,
     "scrambled transfers, 6 ranks": scrambled_run,
     "a subgroup of 2 of 4 ranks": subgroup_all_gather,
+    "a subgroup's untimed calls": lambda: subgroup_all_gather(timed=False),
     "a rank that failed": lambda: all_gather_events(world=4, fail_rank=2),
     "a sequence gap": with_a_gap,
     "a bench run": bench_events,
+    "an odd rank in a pair of 4 ranks": odd_rank_in_a_pair,
+    "two pairs of one name, 4 ranks": two_pairs_of_one_name,
 }
 
 
-GAPS = {"a sequence gap": "1 gap", "a subgroup of 2 of 4 ranks": "2 gaps"}
+GAPS = {"a sequence gap": "1 gap", "a subgroup of 2 of 4 ranks": "2 gaps", "a subgroup's untimed calls": "2 gaps"}
 """The runs with sequence gaps (the subgroup's: ranks 0 and 2 skip phase 1's two call events)."""
 
 
@@ -184,3 +207,20 @@ def test_a_ranks_first_buffers_in_a_phase_are_listed_and_the_rest_counted(tmp_pa
     samples = next(line for line in phase if line.startswith("  memory r3 "))
     assert samples.startswith("  memory r3 (live tensor bytes, tracker): sample0: 100 B; sample1: 101 B; ")
     assert samples.count("; sample") == 31 and samples.endswith("; sample31: 131 B; … 9 more samples; peak 48 B")
+
+
+def test_a_subgroups_odd_rank_is_found_on_the_columns(tmp_path, capsys):
+    trace = write_trace(tmp_path / "t.cvz", odd_rank_in_a_pair())
+    found = ("collective mismatch at call #0 on group 1 (pair): rank 3 called reduce_scatter(float32 ×4), "
+             "where rank 1 called all_gather(float32 ×2)")
+    indexed = read_for_summary(trace)
+    assert indexed is not None and [mismatch.text for mismatch in indexed.mismatches] == [found]
+    text, _ = _replayed(trace, "--headless", capsys)
+    assert [line for line in text.splitlines() if "mismatch" in line] == [found]
+    assert msgspec.json.decode(_replayed(trace, "--json", capsys)[0])["mismatches"] == [found]
+
+
+def test_two_communicators_of_one_name_are_not_compared_on_the_columns(tmp_path):
+    trace = write_trace(tmp_path / "t.cvz", two_pairs_of_one_name())
+    indexed = read_for_summary(trace)
+    assert indexed is not None and indexed.mismatches == []

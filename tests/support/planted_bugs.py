@@ -198,7 +198,7 @@ BUGS: tuple[Bug, ...] = (
         ("tests/runtime/test_fr_import.py::test_a_rank_that_skips_a_call_is_named_with_its_last_call",),
         "a Flight Recorder hang blames the ranks that wait instead of the one that never came"),
     Bug("fingerprint-reduce-op", "runtime/observation/fingerprints.py",
-        "        parts.append(event.reduce_op)", "        parts.append(event.dtype)",
+        "        parts.append(reduce_op)", "        parts.append(dtype)",
         ("tests/runtime/test_fingerprints.py",),
         "the call fingerprint ignores the reduce op (sum on one rank, max on another passes)"),
     # --- viewer model -----------------------------------------------------------------------------
