@@ -19,7 +19,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Union
 
 import numpy as np
 
@@ -37,11 +37,13 @@ from collviz.runtime.wire.protocol import (
     Span,
     Stall,
     Transfer,
+    thin_event_type,
 )
 
 from .bench import BenchView, bench_at
 from .cost import CallCost, costs_at
 from .log import EventLog, PhaseIndex, RankIndex, Series
+from .thin import read_thin
 
 __all__ = ["Labels", "BenchView", "CallCost", "MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "rank_list", "TAIL_LENGTH", "MAX_TRANSFERS", "SORT_LIMIT"]
 
@@ -305,6 +307,54 @@ def rank_list(ranks: Sequence[int]) -> str:
             start = i
     return ", ".join(parts)
 
+_BufferMoment: Any = Union[thin_event_type(Buffer, ("phase", "moment")), thin_event_type(Freed, ("phase",))]
+"""What telling a buffer's report before the latest apart reads of it (a Freed has no moment)."""
+
+_Candidate = tuple[Series[Buffer | Freed], int, Buffer]
+"""A buffer's series, the position in it of its latest report (of the step shown, not the first), and that report."""
+
+
+def _held(index: RankIndex, cursor: int, step: int) -> tuple[list[Buffer], list[Freed], list[_Candidate]]:
+    """A rank's buffers live at the cursor (in its order of first report), those freed, and the
+    live ones of the step shown whose report before may be shown beside them."""
+    buffers: list[Buffer] = []
+    freed: list[Freed] = []
+    candidates: list[_Candidate] = []
+    for series in index.buffers.values():
+        at = _latest(series, cursor, step)
+        if at >= 0:
+            latest = series.events[at]
+            if isinstance(latest, Freed):
+                freed.append(latest)
+            else:
+                buffers.append(latest)
+                if at > 0 and latest.phase == step:
+                    candidates.append((series, at, latest))
+    return buffers, freed, candidates
+
+
+def _previous_reports(log: EventLog, candidates: list[list[_Candidate]]) -> list[list[Buffer]]:
+    """Per rank, the report before each candidate's latest that the view shows beside it: of an
+    earlier step, or of another moment of this one, holding other data. The moments of the
+    reports of the same step are read thin, every rank's at once: a 64-rank flood's are all this
+    step's ``after`` (decoded whole, 128 values each, a first visit paid for 64 of them)."""
+    same_step = [series.index[at - 1] for found in candidates for series, at, _ in found
+                 if series.phase[at - 1] == series.phase[at]]
+    moments = iter(read_thin(log.events, same_step, _BufferMoment))
+    shown: list[list[Buffer]] = []
+    for found in candidates:
+        previous: list[Buffer] = []
+        for series, at, latest in found:
+            if series.phase[at - 1] == series.phase[at] \
+                    and getattr(next(moments), "moment", None) in (None, latest.moment):
+                continue  # the same moment of the same step (or a free): nothing to show beside it
+            prior = series.events[at - 1]
+            if isinstance(prior, Buffer) and _changed(prior, latest):
+                previous.append(prior)
+        shown.append(previous)
+    return shown
+
+
 def _changed(before: Buffer, after: Buffer) -> bool:
     """Whether ``after`` holds other data than ``before`` (the same buffer, reported again): their
     values, else their checksums; False where neither tells."""
@@ -389,23 +439,11 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     ranks = []
     unknown = _unknown_ranks(log)
     notes = _stall_notes(lasting_stall(log, cursor))
-    for number in range(max(log.world_size, log.max_rank + 1)):
-        index = log.ranks.get(number) or RankIndex(number)
-        buffers: list[Buffer] = []
-        freed: list[Freed] = []
-        previous: list[Buffer] = []
-        for series in index.buffers.values():
-            at = _latest(series, cursor, step)
-            if at >= 0:
-                latest = series.events[at]
-                if isinstance(latest, Freed):
-                    freed.append(latest)
-                else:
-                    buffers.append(latest)
-                    prior = series.events[at - 1] if at > 0 and latest.phase == step else None
-                    if isinstance(prior, Buffer) and (prior.phase < step or prior.moment != latest.moment) \
-                            and _changed(prior, latest):
-                        previous.append(prior)
+    numbers = range(max(log.world_size, log.max_rank + 1))
+    indexes = [log.ranks.get(number) or RankIndex(number) for number in numbers]
+    held = [_held(index, cursor, step) for index in indexes]
+    earlier = _previous_reports(log, [candidates for _, _, candidates in held])
+    for number, index, (buffers, freed, _), previous in zip(numbers, indexes, held, earlier):
         coll_at = _latest(index.collectives, cursor, step)
         collective = index.collectives.events[coll_at] if coll_at >= 0 else None
         if collective is not None and collective.phase != step:
