@@ -196,9 +196,10 @@ def _cost(events: list[Any], ranks: int) -> tuple[CallCost, bool]:
                                               or rank_cost.seconds > slowest.seconds):
             slowest = rank_cost  # the first of the slowest, as max() picks
     seconds = statistics.median(per_iteration.values()) / 1e9 if per_iteration else None
-    bytes_in, bytes_out = max(r.bytes_in for r in by_rank), max(r.bytes_out for r in by_rank)
-    even = all(r.bytes_in == by_rank[0].bytes_in and r.bytes_out == by_rank[0].bytes_out for r in by_rank)
-    size = max(r.algo_bytes for r in by_rank) if even or slowest is None else slowest.algo_bytes
+    _, ins, outs, algos, _ = zip(*by_rank)  # the ranks' figures as columns, read in C, not by generators
+    bytes_in, bytes_out = max(ins), max(outs)
+    even = len(set(zip(ins, outs))) == 1
+    size = max(algos) if even or slowest is None else slowest.algo_bytes
     cost = CallCost(
         op=first.op, group=first.group, ranks=ranks, dtype=first.dtype, bytes_in=bytes_in, bytes_out=bytes_out,
         algo_bytes=size, seconds=seconds, timed="call" if per_iteration else "unknown",
