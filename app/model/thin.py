@@ -19,9 +19,9 @@ __all__ = ["read_thin"]
 
 def read_thin(store: Sequence[AnyEvent], positions: Sequence[int], thin_type: Any) -> Sequence[Any]:
     """The events of ``store`` at ``positions``, each with at least the fields of ``thin_type``
-    (a :func:`~collviz.runtime.wire.protocol.thin_event_type` of their kind, or a ``Union`` of
-    such for events of several kinds): decoded thin from a stored trace, the events themselves
-    from a list."""
+    (a :func:`~collviz.runtime.wire.protocol.thin_event_type` of their kind, a ``Union`` of such
+    for events of several kinds, or the kind itself: whole events, decoded together and not kept
+    in the store's cache): decoded from a stored trace, the events themselves from a list."""
     if isinstance(store, StoredEvents):
         return store.thin(positions, thin_type)
     return [store[position] for position in positions]

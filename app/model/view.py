@@ -390,15 +390,16 @@ def _first_transfers(phase: PhaseIndex, count: int) -> tuple[tuple[Transfer, ...
     cached = phase.sorted_transfers
     if cached is not None and cached[0] == count:
         return cached[1], cached[2]
-    events = phase.transfers.events
     dsts = np.frombuffer(phase.transfer_dsts, dtype=np.int64, count=count) if count else np.zeros(0, np.int64)
     orders = np.frombuffer(phase.transfer_orders, dtype=np.int64, count=count) if count else np.zeros(0, np.int64)
     if not count or (dsts.min() >= 0 and orders.min() >= 0):  # min: no 100,000-entry mask made per check
-        listed = _first_in_order(dsts, orders, MAX_TRANSFERS).tolist()
-        first, chosen_from = tuple(events[i] for i in listed), count
+        positions = np.frombuffer(phase.transfers.index, dtype=np.int64, count=count) if count else dsts
+        listed = positions[_first_in_order(dsts, orders, MAX_TRANSFERS)].tolist()
+        # decoded together, in one msgspec call (the phase keeps them)
+        first, chosen_from = tuple(read_thin(phase.store, listed, Transfer)), count
     else:
         chosen_from = min(count, SORT_LIMIT)
-        first = tuple(heapq.nsmallest(MAX_TRANSFERS, events[:chosen_from], key=lambda t: (t.dst, t.hop, t.src, t.start)))
+        first = tuple(heapq.nsmallest(MAX_TRANSFERS, phase.transfers.events[:chosen_from], key=lambda t: (t.dst, t.hop, t.src, t.start)))
     phase.sorted_transfers = (count, first, chosen_from)
     return first, chosen_from
 

@@ -170,8 +170,8 @@ class StoredEvents(Sequence[AnyEvent]):
 
     def thin(self, positions: Sequence[int], thin_type: Any) -> list[Any]:
         """The events at ``positions`` decoded into ``thin_type`` (a
-        :func:`~.protocol.thin_event_type` of their kind, or a ``Union`` of such for several
-        kinds): only its fields built, every record
+        :func:`~.protocol.thin_event_type` of their kind, a ``Union`` of such for several kinds,
+        or the kind itself, not a Buffer): only its fields built, every record
         checked as a whole event's is, all in one msgspec call, none kept in the cache. For a
         frame that needs a few fields of many events (a 64-rank step's latest calls: 320 ends, a
         third of the time each)."""
