@@ -20,6 +20,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Union
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -310,6 +311,10 @@ def rank_list(ranks: Sequence[int]) -> str:
 _BufferMoment: Any = Union[thin_event_type(Buffer, ("phase", "moment")), thin_event_type(Freed, ("phase",))]
 """What telling a buffer's report before the latest apart reads of it (a Freed has no moment)."""
 
+_MOMENTS: WeakKeyDictionary[EventLog, dict[int, str | None]] = WeakKeyDictionary()
+"""Per log, the moment of each buffer report read thin so far, by log position (None: a free): a
+step seen again reads none of them again (64 a 64-rank frame: a quarter of a millisecond)."""
+
 _Candidate = tuple[Series[Buffer | Freed], int, Buffer]
 """A buffer's series, the position in it of its latest report (of the step shown, not the first), and that report."""
 
@@ -338,15 +343,15 @@ def _previous_reports(log: EventLog, candidates: list[list[_Candidate]]) -> list
     earlier step, or of another moment of this one, holding other data. The moments of the
     reports of the same step are read thin, every rank's at once: a 64-rank flood's are all this
     step's ``after`` (decoded whole, 128 values each, a first visit paid for 64 of them)."""
-    same_step = [series.index[at - 1] for found in candidates for series, at, _ in found
-                 if series.phase[at - 1] == series.phase[at]]
-    moments = iter(read_thin(log.events, same_step, _BufferMoment))
+    known = _MOMENTS.setdefault(log, {})
+    unread = [series.index[at - 1] for found in candidates for series, at, _ in found
+              if series.phase[at - 1] == series.phase[at] and series.index[at - 1] not in known]
+    known.update(zip(unread, (getattr(event, "moment", None) for event in read_thin(log.events, unread, _BufferMoment))))
     shown: list[list[Buffer]] = []
     for found in candidates:
         previous: list[Buffer] = []
         for series, at, latest in found:
-            if series.phase[at - 1] == series.phase[at] \
-                    and getattr(next(moments), "moment", None) in (None, latest.moment):
+            if series.phase[at - 1] == series.phase[at] and known[series.index[at - 1]] in (None, latest.moment):
                 continue  # the same moment of the same step (or a free): nothing to show beside it
             prior = series.events[at - 1]
             if isinstance(prior, Buffer) and _changed(prior, latest):
