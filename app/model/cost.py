@@ -16,12 +16,13 @@ from __future__ import annotations
 import statistics
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 from collviz.runtime.observation.metrics import Bandwidth, bandwidth, bus_factor
-from collviz.runtime.wire.protocol import UNTIMED_OPTION, Collective, Phase
+from collviz.runtime.wire.protocol import UNTIMED_OPTION, Collective, Phase, thin_event_type
 
 from .log import EventLog
+from .thin import read_thin
 
 __all__ = ["CallCost", "RankCost", "costs_at", "MAX_CALLS"]
 
@@ -32,11 +33,15 @@ frame: at 64 ranks, 64 events a call)."""
 
 Timing = Literal["call", "phase", "unknown", "absent"]
 
+_CallEnd = thin_event_type(Collective, ("op", "group", "group_seq", "dtype", "bytes_in", "bytes_out", "algo_bytes",
+                                        "iteration", "duration_ns", "clock"))
+"""What a call's cost reads of each rank's end event (its group's ranks are read once per call)."""
 
-@dataclass(frozen=True)
-class RankCost:
+
+class RankCost(NamedTuple):
     """One rank's part of a call: its bytes in and out, S as it counts it, and its own time (the
-    median of its repetitions; None where not measured)."""
+    median of its repetitions; None where not measured). A tuple: a 64-rank step's first visit
+    makes 320 of them, at half a dataclass's cost each."""
 
     rank: int
     bytes_in: int
@@ -114,8 +119,9 @@ def costs_at(log: EventLog, cursor: int, step: int) -> tuple[tuple[CallCost, ...
     """The cost of the last :data:`MAX_CALLS` collective calls of phase ``step`` whose end was seen
     before ``cursor`` (in the order they were issued), and how many calls the step has so far.
 
-    Only the shown calls' events are read (backwards from the cursor), so a phase of thousands of
-    calls costs no more per frame than one of a few.
+    Only the shown calls' events are read (those after the first shown call's first end), and only
+    the fields a cost needs (:data:`_CallEnd`), so a phase of thousands of calls costs no more per
+    frame than one of a few.
     """
     phase = log.phases.get(step)
     if phase is None:
@@ -129,21 +135,20 @@ def costs_at(log: EventLog, cursor: int, step: int) -> tuple[tuple[CallCost, ...
     shown = phase.call_keys[first:calls]
     if not shown:
         return (), 0
-    wanted = set(shown)
-    by_call: dict[tuple[str, int], list[Collective]] = {key: [] for key in shown}
+    by_call: dict[tuple[str, int], list[Any]] = {key: [] for key in shown}
     series = phase.collectives
     since = bisect_left(series.index, phase.call_firsts[first], 0, ended)  # the shown calls' ends lie after
-    for event in reversed(series.events[since:ended]):
-        key = (event.group, event.group_seq)
-        if key in wanted:
-            by_call[key].append(event)
+    for event in reversed(read_thin(log.events, series.index[since:ended], _CallEnd)):
+        found = by_call.get((event.group, event.group_seq))
+        if found is not None:
+            found.append(event)
     phase_time: float | None = None
     costs = []
     timed_by_phase = False
     recorded = log.run_start is None or UNTIMED_OPTION not in log.run_start.options
-    for key in shown:
-        events = by_call[key]
-        cost, needs_phase_time = _cost(events, log.world_size)
+    for key, call_first in zip(shown, phase.call_firsts[first:calls]):
+        group_ranks = len(series.events[bisect_left(series.index, call_first)].group_ranks) or log.world_size
+        cost, needs_phase_time = _cost(by_call[key], group_ranks)
         if needs_phase_time and not recorded:
             cost = replace(cost, timed="absent")
         elif needs_phase_time:
@@ -157,13 +162,14 @@ def costs_at(log: EventLog, cursor: int, step: int) -> tuple[tuple[CallCost, ...
     return tuple(costs), calls
 
 
-def _cost(events: list[Collective], world_size: int) -> tuple[CallCost, bool]:
-    """One call's cost from its ranks' end events; True when its time must come from the phase.
+def _cost(events: list[Any], ranks: int) -> tuple[CallCost, bool]:
+    """One call's cost from its ranks' end events (each with :data:`_CallEnd`'s fields) on a group of
+    ``ranks``; True when its time must come from the phase.
 
     One pass over the events and one over the ranks (a 64-rank call is read on every first visit
     of its step: eight generator passes cost 0.3 ms a call)."""
     first = events[0]
-    mine: dict[int, list[Collective]] = {}
+    mine: dict[int, list[Any]] = {}
     per_iteration: dict[int, int] = {}
     clock = ""
     for event in events:
@@ -190,10 +196,10 @@ def _cost(events: list[Collective], world_size: int) -> tuple[CallCost, bool]:
                                               or rank_cost.seconds > slowest.seconds):
             slowest = rank_cost  # the first of the slowest, as max() picks
     seconds = statistics.median(per_iteration.values()) / 1e9 if per_iteration else None
-    ranks = len(first.group_ranks) or world_size
-    bytes_in, bytes_out = max(r.bytes_in for r in by_rank), max(r.bytes_out for r in by_rank)
-    even = all(r.bytes_in == by_rank[0].bytes_in and r.bytes_out == by_rank[0].bytes_out for r in by_rank)
-    size = max(r.algo_bytes for r in by_rank) if even or slowest is None else slowest.algo_bytes
+    _, ins, outs, algos, _ = zip(*by_rank)  # the ranks' figures as columns, read in C, not by generators
+    bytes_in, bytes_out = max(ins), max(outs)
+    even = len(set(zip(ins, outs))) == 1
+    size = max(algos) if even or slowest is None else slowest.algo_bytes
     cost = CallCost(
         op=first.op, group=first.group, ranks=ranks, dtype=first.dtype, bytes_in=bytes_in, bytes_out=bytes_out,
         algo_bytes=size, seconds=seconds, timed="call" if per_iteration else "unknown",

@@ -19,7 +19,8 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Union
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -37,11 +38,13 @@ from collviz.runtime.wire.protocol import (
     Span,
     Stall,
     Transfer,
+    thin_event_type,
 )
 
 from .bench import BenchView, bench_at
 from .cost import CallCost, costs_at
 from .log import EventLog, PhaseIndex, RankIndex, Series
+from .thin import read_thin
 
 __all__ = ["Labels", "BenchView", "CallCost", "MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "rank_list", "TAIL_LENGTH", "MAX_TRANSFERS", "SORT_LIMIT"]
 
@@ -307,6 +310,58 @@ def rank_list(ranks: Sequence[int]) -> str:
             start = i
     return ", ".join(parts)
 
+_BufferMoment: Any = Union[thin_event_type(Buffer, ("phase", "moment")), thin_event_type(Freed, ("phase",))]
+"""What telling a buffer's report before the latest apart reads of it (a Freed has no moment)."""
+
+_MOMENTS: WeakKeyDictionary[EventLog, dict[int, str | None]] = WeakKeyDictionary()
+"""Per log, the moment of each buffer report read thin so far, by log position (None: a free): a
+step seen again reads none of them again (64 a 64-rank frame: a quarter of a millisecond)."""
+
+_Candidate = tuple[Series[Buffer | Freed], int, Buffer]
+"""A buffer's series, the position in it of its latest report (of the step shown, not the first), and that report."""
+
+
+def _held(index: RankIndex, cursor: int, step: int) -> tuple[list[Buffer], list[Freed], list[_Candidate]]:
+    """A rank's buffers live at the cursor (in its order of first report), those freed, and the
+    live ones of the step shown whose report before may be shown beside them."""
+    buffers: list[Buffer] = []
+    freed: list[Freed] = []
+    candidates: list[_Candidate] = []
+    for series in index.buffers.values():
+        at = _latest(series, cursor, step)
+        if at >= 0:
+            latest = series.events[at]
+            if isinstance(latest, Freed):
+                freed.append(latest)
+            else:
+                buffers.append(latest)
+                if at > 0 and latest.phase == step:
+                    candidates.append((series, at, latest))
+    return buffers, freed, candidates
+
+
+def _previous_reports(log: EventLog, candidates: list[list[_Candidate]]) -> list[list[Buffer]]:
+    """Per rank, the report before each candidate's latest that the view shows beside it: of an
+    earlier step, or of another moment of this one, holding other data. The moments of the
+    reports of the same step are read thin, every rank's at once: a 64-rank flood's are all this
+    step's ``after`` (decoded whole, 128 values each, a first visit paid for 64 of them)."""
+    known = _MOMENTS.setdefault(log, {})
+    unread = [series.index[at - 1] for found in candidates for series, at, _ in found
+              if series.phase[at - 1] == series.phase[at] and series.index[at - 1] not in known]
+    known.update(zip(unread, (getattr(event, "moment", None) for event in read_thin(log.events, unread, _BufferMoment))))
+    shown: list[list[Buffer]] = []
+    for found in candidates:
+        previous: list[Buffer] = []
+        for series, at, latest in found:
+            if series.phase[at - 1] == series.phase[at] and known[series.index[at - 1]] in (None, latest.moment):
+                continue  # the same moment of the same step (or a free): nothing to show beside it
+            prior = series.events[at - 1]
+            if isinstance(prior, Buffer) and _changed(prior, latest):
+                previous.append(prior)
+        shown.append(previous)
+    return shown
+
+
 def _changed(before: Buffer, after: Buffer) -> bool:
     """Whether ``after`` holds other data than ``before`` (the same buffer, reported again): their
     values, else their checksums; False where neither tells."""
@@ -342,15 +397,16 @@ def _first_transfers(phase: PhaseIndex, count: int) -> tuple[tuple[Transfer, ...
     cached = phase.sorted_transfers
     if cached is not None and cached[0] == count:
         return cached[1], cached[2]
-    events = phase.transfers.events
     dsts = np.frombuffer(phase.transfer_dsts, dtype=np.int64, count=count) if count else np.zeros(0, np.int64)
     orders = np.frombuffer(phase.transfer_orders, dtype=np.int64, count=count) if count else np.zeros(0, np.int64)
-    if (dsts >= 0).all() and (orders >= 0).all():
-        listed = _first_in_order(dsts, orders, MAX_TRANSFERS).tolist()
-        first, chosen_from = tuple(events[i] for i in listed), count
+    if not count or (dsts.min() >= 0 and orders.min() >= 0):  # min: no 100,000-entry mask made per check
+        positions = np.frombuffer(phase.transfers.index, dtype=np.int64, count=count) if count else dsts
+        listed = positions[_first_in_order(dsts, orders, MAX_TRANSFERS)].tolist()
+        # decoded together, in one msgspec call (the phase keeps them)
+        first, chosen_from = tuple(read_thin(phase.store, listed, Transfer)), count
     else:
         chosen_from = min(count, SORT_LIMIT)
-        first = tuple(heapq.nsmallest(MAX_TRANSFERS, events[:chosen_from], key=lambda t: (t.dst, t.hop, t.src, t.start)))
+        first = tuple(heapq.nsmallest(MAX_TRANSFERS, phase.transfers.events[:chosen_from], key=lambda t: (t.dst, t.hop, t.src, t.start)))
     phase.sorted_transfers = (count, first, chosen_from)
     return first, chosen_from
 
@@ -391,23 +447,11 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     ranks = []
     unknown = _unknown_ranks(log)
     notes = _stall_notes(lasting_stall(log, cursor))
-    for number in range(max(log.world_size, log.max_rank + 1)):
-        index = log.ranks.get(number) or RankIndex(number)
-        buffers: list[Buffer] = []
-        freed: list[Freed] = []
-        previous: list[Buffer] = []
-        for series in index.buffers.values():
-            at = _latest(series, cursor, step)
-            if at >= 0:
-                latest = series.events[at]
-                if isinstance(latest, Freed):
-                    freed.append(latest)
-                else:
-                    buffers.append(latest)
-                    prior = series.events[at - 1] if at > 0 and latest.phase == step else None
-                    if isinstance(prior, Buffer) and (prior.phase < step or prior.moment != latest.moment) \
-                            and _changed(prior, latest):
-                        previous.append(prior)
+    numbers = range(max(log.world_size, log.max_rank + 1))
+    indexes = [log.ranks.get(number) or RankIndex(number) for number in numbers]
+    held = [_held(index, cursor, step) for index in indexes]
+    earlier = _previous_reports(log, [candidates for _, _, candidates in held])
+    for number, index, (buffers, freed, _), previous in zip(numbers, indexes, held, earlier):
         coll_at = _latest(index.collectives, cursor, step)
         collective = index.collectives.events[coll_at] if coll_at >= 0 else None
         if collective is not None and collective.phase != step:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rich.text import Text
+from rich.text import Span, Text
 
 from collviz.runtime.wire.protocol import Collective, Transfer
 
@@ -66,25 +66,30 @@ def _listing(transfers: tuple[Transfer, ...], call: Collective | None) -> Text:
     """The kinds (and the buffer, when all share one; ``input →`` where senders' ranges are
     given, those being of the sender's input), then a line per transfer listed:
     ``4 B r0[1:2]→r1[0:1]`` where the sender's range is known, ``4 B r0→r1[0:1]`` where it is not."""
-    text = Text()
     kinds = sorted({t.kind for t in transfers})
     buffers = {t.buffer for t in transfers}
     shared = next(iter(buffers)) if len(buffers) == 1 else None
     sources = [source_range(t, call) if call is not None else None for t in transfers[:MAX_LINES]]
-    text.append(" · ".join(KIND_LABELS.get(k, k) for k in kinds), "italic")
+    labels = " · ".join(KIND_LABELS.get(k, k) for k in kinds)
     if any(sources):  # the sender's ranges are of its input
-        text.append(f": input → {shared if shared is not None else 'the buffer named'}\n", "italic")
+        into = f": input → {shared if shared is not None else 'the buffer named'}\n"
     else:
-        text.append(f" into {shared}\n" if shared is not None else "\n", "italic")
+        into = f" into {shared}\n" if shared is not None else "\n"
+    # one string and its spans, not five Text.append calls a line (each strips control codes: half
+    # a millisecond a 64-line listing on a first visit)
+    at = len(labels) + len(into)
+    pieces, spans = [labels, into], [Span(0, len(labels), "italic"), Span(len(labels), at, "italic")]
     for transfer, source in zip(transfers, sources):
         # the bytes first: a line too long for the pane wraps after them, never between a number and its unit
-        text.append(f"{format_bytes(transfer.bytes)} ")
-        text.append(f"r{transfer.src}", rank_style(transfer.src))
-        if source is not None:
-            text.append(f"[{source[0]}:{source[1]}]")
-        text.append("→")
-        text.append(f"r{transfer.dst}", rank_style(transfer.dst))
+        size, sender, receiver = f"{format_bytes(transfer.bytes)} ", f"r{transfer.src}", f"r{transfer.dst}"
+        sent = f"[{source[0]}:{source[1]}]" if source is not None else ""
         hop = f" hop {transfer.hop}" if transfer.hop else ""
         name = "" if shared is not None else f" {transfer.buffer}"
-        text.append(f"{name}[{transfer.start}:{transfer.start + transfer.length}]{hop}\n")
-    return text
+        line = f"{size}{sender}{sent}→{receiver}{name}[{transfer.start}:{transfer.start + transfer.length}]{hop}\n"
+        start = at + len(size)
+        spans.append(Span(start, start + len(sender), rank_style(transfer.src)))
+        start += len(sender) + len(sent) + 1
+        spans.append(Span(start, start + len(receiver), rank_style(transfer.dst)))
+        pieces.append(line)
+        at += len(line)
+    return Text("".join(pieces), spans=spans)

@@ -12,6 +12,7 @@ import os
 import struct
 import zlib
 from pathlib import Path
+from typing import Union
 
 import msgspec
 import pytest
@@ -237,6 +238,32 @@ def test_stored_events_read_back_what_was_written_and_notice_a_file_cut_short(tm
     os.truncate(path, int(offsets[last]) + 8)
     with pytest.raises(TraceError, match="changed on disk"):
         unread.events[last]
+
+
+def test_stored_events_read_thin_the_fields_asked_for_and_check_every_record(tmp_path):
+    events = all_gather_events(world=4)
+    path = write_trace(tmp_path / "t.cvz", events)
+    log, _ = index_trace(path)
+    stored = log.events
+    ends = [at for at, event in enumerate(events) if isinstance(event, Collective) and event.edge == "end"]
+    assert len(ends) == 4
+    thin = stored.thin(ends, thin_event_type(Collective, ["bytes_out", "duration_ns"]))
+    assert [(e.rank, e.seq, e.bytes_out, e.duration_ns) for e in thin] \
+        == [(events[at].rank, events[at].seq, events[at].bytes_out, events[at].duration_ns) for at in ends]
+    assert stored.thin([], thin_event_type(Collective, ["phase"])) == []
+    either = Union[thin_event_type(Collective, ["edge"]), thin_event_type(Buffer, ["moment"])]
+    buffer = next(at for at, event in enumerate(events) if isinstance(event, Buffer))
+    assert [type(e).__name__ for e in stored.thin([ends[0], buffer], either)] == ["Collective", "Buffer"]
+    with pytest.raises(TraceError, match="no longer decode"):  # an event of another kind than asked for
+        stored.thin([buffer], thin_event_type(Collective, ["phase"]))
+    end = stored._starts[ends[2] + 1]  # the third end's record: its last payload byte flipped in place
+    with open(path, "r+b") as file:
+        file.seek(end - 1)
+        last = file.read(1)
+        file.seek(end - 1)
+        file.write(bytes([last[0] ^ 1]))
+    with pytest.raises(TraceError, match=f"event {ends[2]} no longer reads back"):
+        stored.thin(ends, thin_event_type(Collective, ["phase"]))
 
 
 def test_thin_event_types_decode_only_what_they_name():
