@@ -11,10 +11,10 @@ at one place are seen to differ: which rank called what, beside what the others 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..wire.protocol import AnyEvent, Collective
+from ..wire.protocol import AnyEvent, CallRanks, Collective
 from .rank_lists import ranks_text
 
 __all__ = ["SAME_COUNT_OPS", "Disagreement", "FingerprintCheck", "disagreements"]
@@ -49,7 +49,7 @@ class Disagreement:
                 f"where {plural} {others} called {self.calls[majority[0]]}")
 
 
-def fingerprint(event: Collective) -> str:
+def fingerprint(event: Collective | CallRanks) -> str:
     """What must agree across ranks, as the text the report shows: ``all_reduce(float32 ×8, sum)``."""
     parts = [event.dtype]
     if event.op in SAME_COUNT_OPS:
@@ -74,7 +74,7 @@ class _Place:
 
 @dataclass
 class FingerprintCheck:
-    """Follows Collective events (:meth:`observe`); :meth:`check` returns each place where calls
+    """Follows Collective events and CallRanks (:meth:`observe`: a CallRanks's issuing ranks at once); :meth:`check` returns each place where calls
     differ once, when every member of the group has called there or :data:`GRACE_S` after the
     difference first showed."""
 
@@ -88,16 +88,29 @@ class FingerprintCheck:
     def observe(self, event: AnyEvent, now_ns: int | None = None) -> None:
         """Record ``event`` if it is the start of a call (``now_ns``: when it was seen; its own
         time stamp by default)."""
+        if type(event) is CallRanks:
+            if event.issued:
+                self._called(event, event.issued, now_ns)
+            return
         if type(event) is not Collective or event.edge != "begin" or event.iteration != 0:
             return
+        self._called(event, (event.rank,), now_ns)
+
+    def _called(self, event: Collective | CallRanks, ranks: Sequence[int], now_ns: int | None) -> None:
+        """Note that ``ranks`` began ``event``'s call as it says (one fingerprint for all of them)."""
         if event.group_ranks is not self._last_ranks[0]:
             self._last_ranks = (event.group_ranks, tuple(event.group_ranks))
         key = (event.group, self._last_ranks[1], event.group_seq)
         place = self._places.get(key)
         if place is None:
             place = self._places[key] = _Place()
-        called = place.calls[event.rank] = fingerprint(event)
-        if key not in self._reported and place.first_split_ns is None and _differs(place.calls, event.rank, called):
+        called = fingerprint(event)
+        split = False
+        if place.calls and place.first_split_ns is None and key not in self._reported:
+            new = set(ranks) if len(ranks) > 1 else ranks  # until they split, the others' calls agree: one compared
+            split = next((call != called for rank, call in place.calls.items() if rank not in new), False)
+        place.calls.update(dict.fromkeys(ranks, called))
+        if split:
             place.first_split_ns = event.t_ns if now_ns is None else now_ns
             self._pending.add(key)
 
@@ -116,15 +129,6 @@ class FingerprintCheck:
             self._reported.add(key)
             found.append(_disagreement(key, self._places[key].calls))
         return found
-
-
-def _differs(calls: dict[int, str], rank: int, called: str) -> bool:
-    """Whether ``rank``'s call ``called`` differs from the others' at one place, where those all agree
-    (until they differ, a place's first split is unset): one comparison, not a set of every call."""
-    for other, call in calls.items():
-        if other != rank:
-            return call != called
-    return False
 
 
 def _disagreement(key: tuple[str, tuple[int, ...], int], calls: dict[int, str]) -> Disagreement:
