@@ -44,6 +44,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..observation.rank_lists import ranks_text
+from .fr_alike import read_alike
 from .fr_columns import DumpColumns, is_user_code, read_columns
 from .fr_large import large_run
 from .fr_table import JobTable, RankDump, job_table
@@ -283,7 +284,8 @@ def read_calls(dumps: Sequence[Dump], warnings: list[str]) -> tuple[list[Call], 
     """Every call of these per-rank decoded dumps, in step order (a live reading's: calls, never
     events), and where they came from (the job's world size, backend and NCCL version); no call
     and an origin of the dumped ranks where the dumps hold none."""
-    read = [_read_dump(dump) for dump in dumps]
+    read = [RankDump(dump.rank, dump.path, columns) for dump, columns in
+            zip(dumps, read_alike([dump.content for dump in dumps], _ranks))]  # each shape of dump read once
     job, world = _job(read, warnings) if any(len(dump.columns) for dump in read) else (None, 0)
     ranks = sorted(dump.rank for dump in read)
     if job is None:
