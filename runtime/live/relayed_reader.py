@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import msgspec
 
@@ -193,7 +193,7 @@ class RelayedReader:
         for (rank, _), held in self._held.items():
             if rank in traces:
                 held.entries = {key: (raw, place) for key, (raw, place) in held.entries.items()
-                                if place is None or not place.retired or _at_or_after(place, floors)}
+                                if place is None or not place.retired or _at_or_after(key, floors)}
 
     def stacks(self, ranks: Sequence[int]) -> dict[int, str]:
         """rank → its own line of code, as its relay read it (asked now, waited for ``timeout_s``)."""
@@ -238,6 +238,8 @@ def _members(config: dict) -> list:
 
 
 
-def _at_or_after(place: Place, floors: Floors) -> bool:
-    group, backend, p2p, seq = entry_key(place)
+def _at_or_after(key: EntryKey, floors: Floors) -> bool:
+    """Whether the entry held at ``key`` (a placed entry's: its :func:`~.tail.entry_key`) lies at or
+    after its group's floor (the key is the place: not worked out again for every entry held)."""
+    group, backend, p2p, seq = cast(tuple[str, str, bool, int], key)
     return seq >= floors.get((group, backend, p2p), 0)
