@@ -55,14 +55,13 @@ class _Held:
     """One rank's recorder as its relay sent it: the header, and each entry by its place."""
 
     header: dict[str, Any] = field(default_factory=dict)
-    entries: dict[EntryKey, tuple[bytes, Place | None]] = field(default_factory=dict)
+    entries: dict[EntryKey, tuple[msgspec.Raw, Place | None]] = field(default_factory=dict)
 
     def trace(self) -> Trace:
         """The recorder's trace, as if its worker server had answered it."""
         held = list(self.entries.values())
         return Trace(self.header.get("version", ""), self.header.get("pg_config", {}),
-                     self.header.get("pg_status", {}), [msgspec.Raw(raw) for raw, _ in held],
-                     [place for _, place in held])
+                     self.header.get("pg_status", {}), [raw for raw, _ in held], [place for _, place in held])
 
 
 @dataclass
@@ -99,6 +98,7 @@ class RelayedReader:
     _hosts: dict[int, str] = field(default_factory=dict)
     _relays: dict[str, _Relay] = field(default_factory=dict)
     _stacks: dict[int, str] = field(default_factory=dict)
+    _paths: dict[int, tuple[str, Path]] = field(default_factory=dict)
     _size: int = 0
     """The job's ranks as the recorders' headers say (its largest group's members; 0: no header yet)."""
     _first_at: float | None = None
@@ -125,7 +125,7 @@ class RelayedReader:
         for (rank, _), held in sorted(self._held.items()):
             if rank in self._ranks and rank not in unread:
                 traces.setdefault(rank, []).append(held.trace())
-        paths = {rank: Path(self._hosts.get(rank, "relayed")) / f"rank{rank}" for rank in self._ranks}
+        paths = {rank: self._path(rank) for rank in self._ranks}
         reading, floors = tail_reading(traces, unread, paths,
                                        self.floors if self.floors is not None else {} if self.from_first else None,
                                        self.warnings, self._hosts)
@@ -133,6 +133,14 @@ class RelayedReader:
             self.floors = floors
         self._drop_below(floors, traces)
         return reading
+
+    def _path(self, rank: int) -> Path:
+        """Where a rank's calls are said to come from (its host's name and its rank), made once."""
+        host = self._hosts.get(rank, "relayed")
+        found = self._paths.get(rank)
+        if found is None or found[0] != host:
+            found = self._paths[rank] = (host, Path(host) / f"rank{rank}")
+        return found[1]
 
     def _take(self, arrived: Sequence[RelayNews]) -> None:
         """Hold what the news says (a rank's later news replacing its earlier)."""
@@ -153,7 +161,7 @@ class RelayedReader:
                                                          if isinstance(config, dict)])
                     for raw in recorder.entries:
                         place = place_of(raw)
-                        held.entries[entry_key(place) if place is not None else (raw,)] = (raw, place)
+                        held.entries[entry_key(place) if place is not None else (raw,)] = (msgspec.Raw(raw), place)
 
     def _first_news(self) -> None:
         """Wait up to ``first_wait_s`` for the first news, then up to one reading of its relay

@@ -150,9 +150,15 @@ def tail_content(traces: Mapping[int, Sequence[Trace]], floors: Floors | None = 
             content["pg_config"].update(trace.pg_config)
             content["pg_status"].update(trace.pg_status)
             kept += [(place.time_created_ns if place is not None else 0, raw) for raw, place in zip(trace.entries, trace.places)
-                     if place is None or not place.retired or entry_key(place)[3] >= floors.get(entry_key(place)[:3], 0)]
+                     if place is None or not place.retired or _at_or_after_floor(place, floors)]
         if len(rank_traces) > 1:
             kept.sort(key=lambda made: made[0])
         content["entries"] = [_entry(raw) for _, raw in kept]
         contents[rank] = content
     return contents
+
+
+def _at_or_after_floor(place: Place, floors: Floors) -> bool:
+    """Whether the entry at ``place`` lies at or after its group's floor."""
+    group, backend, p2p, seq = entry_key(place)
+    return seq >= floors.get((group, backend, p2p), 0)
