@@ -16,15 +16,18 @@ from dataclasses import replace
 import msgspec
 
 from collviz.app.model.log import EventLog
+from collviz.app.model.trace_index import index_trace
 from collviz.app.model.view import view_at
 from collviz.runtime.live.feed import Feed
 from collviz.runtime.live.recorder_reader import RecorderReader
 from collviz.runtime.live.workers import Worker
 from collviz.runtime.observation.fingerprints import FingerprintCheck
 from collviz.runtime.wire.call_ranks import per_rank_events
-from collviz.runtime.wire.protocol import CallRanks, Collective, Phase, decode, encode
+from collviz.runtime.wire.protocol import CallRanks, Collective, Phase, RunStart, decode, encode
+from collviz.runtime.wire.trace import read_trace
 
 from support.attach_job import KeptEvents, asking
+from support.synthetic import write_trace
 
 RANKS = range(5)
 WORKERS = [Worker(rank, f"rank{rank}.sock") for rank in RANKS]
@@ -159,3 +162,17 @@ def test_a_grouped_event_read_per_rank_is_each_ranks_events():
     expanded = [(type(e).__name__, e.rank, e.edge) for e in per_rank_events(event)]
     assert expanded == [("Phase", 1, "begin"), ("Collective", 1, "begin"), ("Phase", 3, "begin"),
                         ("Collective", 3, "begin"), ("Collective", 1, "end"), ("Phase", 1, "end")]
+
+
+def test_a_trace_of_grouped_events_opens_as_the_events_were_filed(tmp_path):
+    start = RunStart(run="t", rank=-1, seq=0, t_ns=0, scenario="attach", world_size=5, backend="gloo", device_kind="cpu",
+                     backend_reason="attached", mode="live")
+    events = [start] + [msgspec.structs.replace(e, seq=n + 1) for n, e in enumerate(sum(_fed(grouped=True), []))]
+    path = write_trace(tmp_path / "grouped.cvz", events)
+    opened, _ = index_trace(path)
+    filed = EventLog(read_trace(path).events)
+    assert list(filed.events) == events
+    for rank in RANKS:
+        assert list(opened.rank(rank).collectives.index) == list(filed.rank(rank).collectives.index)
+        assert list(opened.rank(rank).collectives.events) == list(filed.rank(rank).collectives.events)
+    assert view_at(opened, len(opened)) == view_at(filed, len(filed))
