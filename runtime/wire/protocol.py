@@ -485,6 +485,7 @@ AnyEvent = Union[
     Gate,
     Go,
     Collective,
+    CallRanks,
     Buffer,
     Transfer,
     Freed,
@@ -497,7 +498,6 @@ AnyEvent = Union[
     Mismatch,
     Dropped,
     RunEnd,
-    CallRanks,
 ]
 """Every concrete event type; what :func:`decode` returns."""
 
