@@ -32,7 +32,7 @@ from ..wire.relay_news import RankNews, RelayNews
 from .reading import End, RankRead, Reading
 from .recorder_reader import ENDED, attached_run_start, tail_reading
 from .relay import EntryKey
-from .tail import Floors, Place, Trace, entry_key, place_of
+from .tail import Floors, Place, Trace, at_or_after, entry_key, place_of
 
 __all__ = ["Listener", "RelayedReader"]
 
@@ -201,7 +201,8 @@ class RelayedReader:
         for (rank, _), held in self._held.items():
             if rank in traces:
                 held.entries = {key: (raw, place) for key, (raw, place) in held.entries.items()
-                                if place is None or not place.retired or _at_or_after(key, floors)}
+                                if place is None or not place.retired
+                                or at_or_after(cast(tuple[str, str, bool, int], key), floors)}  # a placed entry's key
 
     def stacks(self, ranks: Sequence[int]) -> dict[int, str]:
         """rank → its own line of code, as its relay read it (asked now, waited for ``timeout_s``)."""
@@ -243,11 +244,3 @@ def _members(config: dict) -> list:
         except ValueError:
             return []
     return ranks if isinstance(ranks, list) else []
-
-
-
-def _at_or_after(key: EntryKey, floors: Floors) -> bool:
-    """Whether the entry held at ``key`` (a placed entry's: its :func:`~.tail.entry_key`) lies at or
-    after its group's floor (the key is the place: not worked out again for every entry held)."""
-    group, backend, p2p, seq = cast(tuple[str, str, bool, int], key)
-    return seq >= floors.get((group, backend, p2p), 0)

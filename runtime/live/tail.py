@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-__all__ = ["MAX_ENTRY_BYTES", "Floors", "Place", "Trace", "decode_trace", "entry_key", "place_of", "retired_floors",
-           "tail_content"]
+__all__ = ["MAX_ENTRY_BYTES", "Floors", "Place", "Trace", "at_or_after", "decode_trace", "entry_key", "place_of",
+           "retired_floors", "tail_content"]
 
 MAX_ENTRY_BYTES = 64 << 10
 """The largest entry a trace may hold (a call's entry is a few hundred bytes, a few KB with its
@@ -150,7 +150,7 @@ def tail_content(traces: Mapping[int, Sequence[Trace]], floors: Floors | None = 
             content["pg_config"].update(trace.pg_config)
             content["pg_status"].update(trace.pg_status)
             kept += [(place.time_created_ns if place is not None else 0, raw) for raw, place in zip(trace.entries, trace.places)
-                     if place is None or not place.retired or _at_or_after_floor(place, floors)]
+                     if place is None or not place.retired or at_or_after(entry_key(place), floors)]
         if len(rank_traces) > 1:
             kept.sort(key=lambda made: made[0])
         content["entries"] = [_entry(raw) for _, raw in kept]
@@ -158,7 +158,7 @@ def tail_content(traces: Mapping[int, Sequence[Trace]], floors: Floors | None = 
     return contents
 
 
-def _at_or_after_floor(place: Place, floors: Floors) -> bool:
-    """Whether the entry at ``place`` lies at or after its group's floor."""
-    group, backend, p2p, seq = entry_key(place)
+def at_or_after(key: tuple[str, str, bool, int], floors: Floors) -> bool:
+    """Whether the entry whose :func:`entry_key` is ``key`` lies at or after its group's floor."""
+    group, backend, p2p, seq = key
     return seq >= floors.get((group, backend, p2p), 0)
