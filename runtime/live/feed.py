@@ -11,7 +11,9 @@ reader) and passes on only what no earlier reading showed:
   A ``grouped`` feed (a job read through relays: a thousand ranks and more) says the same once per
   call and reading: one ``CallRanks`` event per call (per party of its ranks that agree on its
   sizes) carrying the ranks that issued or completed it since the reading before, and when, as
-  columns — 24 events a reading where per-rank events were 40,960 at 1,024 ranks.
+  columns — 24 events a reading where per-rank events were 40,960 at 1,024 ranks. Each rank's
+  events it stands for are numbered in the rank's own sequence, so that a trace, which holds them
+  rather than the event, reads as a per-rank feed's.
 - ``Stall`` for each wait (:func:`~.reading.waits_of`, keyed by ``(group, seq)``) that the next
   reading confirms — the same ranks waiting in the same call — once its waiters have waited
   ``stall_after_s``: the call, who waits and how long, who is missing and the line of its own code
@@ -39,7 +41,7 @@ from ..observation.rank_lists import ranks_text
 from ..sources.reading import collector_paused
 from ..sources.run import Call, Hop
 from ..sources.call_table import algo_bytes_of
-from ..wire.protocol import AnyEvent, CallRanks, Collective, Phase, RankEnd, RankStart, RunStart, Stall, Transfer
+from ..wire.protocol import LAUNCHER_RANK, AnyEvent, CallRanks, Collective, Phase, RankEnd, RankStart, RunStart, Stall, Transfer
 from .reading import CallKey, Reader, Reading, Wait, call_text, waits_of
 
 __all__ = ["SILENT_READINGS", "Feed", "Sink"]
@@ -291,10 +293,7 @@ class Feed:
             shown.issued[call.rank] = call.t_ns
             party.issued.append(call.rank)
             party.issued_ns.append(at)
-            for hop in (hop for hop in shown.hops if hop.dst == call.rank):
-                self.stamp(Transfer, call.rank, at, phase=shown.index, src=hop.src, dst=hop.dst, bytes=hop.bytes,
-                           buffer=hop.label, start=0, length=0, kind="p2p", hop=hop.number)
-                passed += 1
+            passed += sum(hop.dst == call.rank for hop in shown.hops)
         if ends:
             shown.ended.add(call.rank)
             party.ended.append(call.rank)
@@ -303,20 +302,32 @@ class Feed:
         return passed
 
     def _grouped_steps(self, parties: dict[tuple[Any, ...], _Party]) -> int:
-        """One ``CallRanks`` event per party noted (see :meth:`_note_step`)."""
+        """One ``CallRanks`` event per party noted (see :meth:`_note_step`), its ranks' begins and
+        ends numbered in each rank's own sequence as :meth:`_rank_step` numbers them; then the
+        transfers each issuing rank received, its own events."""
+        seq = self._seq
         for party in parties.values():
             shown, call = party.shown, party.call
+            issued_seq = [seq.get(rank, 0) for rank in party.issued]
+            seq.update((rank, first + 2) for rank, first in zip(party.issued, issued_seq))
+            ended_seq = [seq.get(rank, 0) for rank in party.ended]
+            seq.update((rank, first + 2) for rank, first in zip(party.ended, ended_seq))
             shared = call.group_ranks == shown.members
             narration = shown.narration or (_narration(call, shown.group, shown.members_text if shared else
                                                        ranks_text(call.group_ranks), sorted(party.issued))
                                              if party.issued else "")
-            self.sink.emit(CallRanks, phase=shown.index, name=shown.name, narration=narration, op=call.op,
-                           group=shown.group, group_ranks=shown.group_ranks if shared else list(call.group_ranks),
-                           group_seq=call.group_seq, dtype=call.dtype, count=call.count, bytes_in=call.bytes_in,
-                           bytes_out=call.bytes_out, root=call.root,
-                           algo_bytes=algo_bytes_of(call.op, len(call.group_ranks), call.bytes_in, call.bytes_out),
-                           issued=party.issued, issued_ns=party.issued_ns, ended=party.ended,
-                           ended_ns=party.ended_ns, durations_ns=party.durations_ns)
+            self.sink.take(CallRanks(
+                run=self.run, rank=LAUNCHER_RANK, seq=0, t_ns=time.monotonic_ns(), phase=shown.index, name=shown.name,
+                narration=narration, op=call.op, group=shown.group,
+                group_ranks=shown.group_ranks if shared else list(call.group_ranks), group_seq=call.group_seq,
+                dtype=call.dtype, count=call.count, bytes_in=call.bytes_in, bytes_out=call.bytes_out, root=call.root,
+                algo_bytes=algo_bytes_of(call.op, len(call.group_ranks), call.bytes_in, call.bytes_out),
+                issued=party.issued, issued_ns=party.issued_ns, ended=party.ended, ended_ns=party.ended_ns,
+                durations_ns=party.durations_ns, issued_seq=issued_seq, ended_seq=ended_seq))
+            for rank, at in zip(party.issued, party.issued_ns):
+                for hop in (hop for hop in shown.hops if hop.dst == rank):
+                    self.stamp(Transfer, rank, at, phase=shown.index, src=hop.src, dst=hop.dst, bytes=hop.bytes,
+                               buffer=hop.label, start=0, length=0, kind="p2p", hop=hop.number)
         return len(parties)
 
     def _stalls(self, waits: dict[CallKey, Wait], after_s: float, final: bool) -> int:

@@ -77,7 +77,8 @@ the Span event (a pipeline stage's forward or backward of one microbatch); 1.4 C
 (how a call's duration was measured: on the host or by CUDA events on the GPU); 1.5 messages
 carrying several events (:data:`.frames.BATCH_MARK`); 1.6 ``Transfer.hop``, named ``step`` before
 (a step is a viewer step; a reader before 1.6 reads a 1.6 transfer as of no hop); 1.7 the CallRanks
-event (one call's ranks as columns: a reader before 1.7 skips it, by name)."""
+event (one call's ranks as columns, a live event: a trace holds its ranks' own events instead; a
+reader before 1.7 skips it, by name)."""
 
 NOTE_MARK = "Teacher's note: "
 """Introduces a teacher's note at the end of a Phase's narration (``--notes``, lessons)."""
@@ -258,11 +259,15 @@ class CallRanks(Event):
     and call (40,960 a reading at 1,024 ranks): the call's fields are its ranks' own, which agree
     (ranks that disagree on a call's sizes get an event each), and differ only in state and time.
 
-    Emitted by the session (``rank`` is :data:`LAUNCHER_RANK`). ``phase`` is the call's step
-    (``name``, ``narration``: the step's, as a ``Phase`` begin carries them); ``issued``: the ranks
-    that issued the call, each at ``issued_ns[i]``; ``ended``: the ranks that completed it, each at
-    ``ended_ns[i]`` after ``durations_ns[i]`` (None: not measured). A rank may be in both lists (it
-    issued and completed the call between two readings). :mod:`.call_ranks` reads it per rank.
+    Made by the session's feed (``rank`` is :data:`LAUNCHER_RANK`, ``seq`` 0: it is a live event,
+    held in memory, never numbered among the launcher's events, sent or written as itself — a trace
+    holds its :func:`~.call_ranks.per_rank_events`). ``phase`` is the call's step (``name``,
+    ``narration``: the step's, as a ``Phase`` begin carries them); ``issued``: the ranks that issued
+    the call, each at ``issued_ns[i]``, its Phase begin number ``issued_seq[i]`` of that rank's own
+    sequence (its Collective begin the next); ``ended``: the ranks that completed it, each at
+    ``ended_ns[i]`` after ``durations_ns[i]`` (None: not measured), its Collective end number
+    ``ended_seq[i]`` (its Phase end the next). A rank may be in both lists (it issued and completed
+    the call between two readings). :mod:`.call_ranks` reads it per rank.
     """
 
     phase: int
@@ -284,6 +289,8 @@ class CallRanks(Event):
     ended: list[int] = []
     ended_ns: list[int] = []
     durations_ns: list[Union[int, None]] = []
+    issued_seq: list[int] = []
+    ended_seq: list[int] = []
 
 
 class ProvenanceRun(msgspec.Struct, array_like=True):

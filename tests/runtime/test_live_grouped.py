@@ -11,10 +11,12 @@ events, view by view.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
 import msgspec
 
+from collviz.app.cli import main as cli_main
 from collviz.app.model.log import EventLog
 from collviz.app.model.trace_index import index_trace
 from collviz.app.model.view import view_at
@@ -23,8 +25,10 @@ from collviz.runtime.live.recorder_reader import RecorderReader
 from collviz.runtime.live.workers import Worker
 from collviz.runtime.observation.fingerprints import FingerprintCheck
 from collviz.runtime.wire.call_ranks import per_rank_events
-from collviz.runtime.wire.protocol import CallRanks, Collective, Phase, RunStart, decode, encode
-from collviz.runtime.wire.trace import read_trace
+from collviz.runtime.wire.protocol import CallRanks, Collective, Phase, RunStart, Stall, decode, encode
+from collviz.runtime.sessions.contract import RunOutcome
+from collviz.runtime.sessions.intake import Intake
+from collviz.runtime.wire.trace import TraceWriter, read_trace
 
 from support.attach_job import KeptEvents, asking
 from support.synthetic import write_trace
@@ -159,9 +163,10 @@ def test_the_viewer_shows_the_grouped_events_as_it_shows_each_ranks_events():
 def test_a_grouped_event_read_per_rank_is_each_ranks_events():
     (first, _) = _fed(grouped=True)
     event = next(e for e in first if isinstance(e, CallRanks) and e.group_ranks == [1, 3])
-    expanded = [(type(e).__name__, e.rank, e.edge) for e in per_rank_events(event)]
-    assert expanded == [("Phase", 1, "begin"), ("Collective", 1, "begin"), ("Phase", 3, "begin"),
-                        ("Collective", 3, "begin"), ("Collective", 1, "end"), ("Phase", 1, "end")]
+    expanded = [(type(e).__name__, e.rank, e.edge, e.seq) for e in per_rank_events(event)]
+    # each rank's own numbers: its RankStart 0, world #1's begins 1, 2 and ends 3, 4, then the pair's
+    assert expanded == [("Phase", 1, "begin", 5), ("Collective", 1, "begin", 6), ("Phase", 3, "begin", 5),
+                        ("Collective", 3, "begin", 6), ("Collective", 1, "end", 7), ("Phase", 1, "end", 8)]
 
 
 def test_a_trace_of_grouped_events_opens_as_the_events_were_filed(tmp_path):
@@ -176,3 +181,65 @@ def test_a_trace_of_grouped_events_opens_as_the_events_were_filed(tmp_path):
         assert list(opened.rank(rank).collectives.index) == list(filed.rank(rank).collectives.index)
         assert list(opened.rank(rank).collectives.events) == list(filed.rank(rank).collectives.events)
     assert view_at(opened, len(opened)) == view_at(filed, len(filed))
+
+
+def _recorded(path, grouped: bool):
+    """The readings' events as ``attach --listen --record`` takes them in (the session's intake,
+    writing its trace at ``path``), from a grouped feed or a per-rank one; the intake."""
+    readings = [_first(), _second()]
+    ask, _ = asking(readings)
+    intake = Intake(TraceWriter(path), math.inf, "t")
+    reader = RecorderReader(WORKERS, ask=ask)
+    feed = Feed(intake, "t", reader, now_ns=lambda: 100 * 10**9, grouped=grouped, _clock_ns=0)
+    for _ in readings:
+        feed.take(reader.read())
+    feed.close()
+    intake.close(RunOutcome("ok", "the job ended", 0))
+    return intake
+
+
+def _replayed(path, capsys, *options: str) -> str:
+    assert cli_main(["replay", str(path), *options]) == 0
+    out, err = capsys.readouterr()
+    return out + err
+
+
+def test_a_recorded_trace_holds_each_ranks_own_events_and_replays_as_the_per_rank_news(tmp_path, capsys):
+    _recorded(tmp_path / "grouped.cvz", grouped=True)
+    _recorded(tmp_path / "ranks.cvz", grouped=False)
+    grouped, ranks = read_trace(tmp_path / "grouped.cvz"), read_trace(tmp_path / "ranks.cvz")
+    assert (grouped.warning, ranks.warning) == ("", "")
+    assert not [e for e in grouped.events if isinstance(e, CallRanks)]
+    # 5 RankStarts; world #1: 5 ranks × (2 begins + 2 ends); pair #1: 2 × 4; world #2: 5 × 4; 5 RankEnds; RunStart, RunEnd
+    assert len(grouped.events) == 5 + 20 + 8 + 20 + 5 + 2
+    for rank in RANKS:  # each rank's own events, numbered 0, 1, 2, … in its own sequence, as a per-rank feed numbers them
+        mine = [e for e in grouped.events if e.rank == rank]
+        assert [e.seq for e in mine] == list(range(len(mine)))
+        assert sorted(e.seq for e in ranks.events if e.rank == rank) == [e.seq for e in mine]
+    text = _replayed(tmp_path / "grouped.cvz", capsys, "--headless")
+    assert text == _replayed(tmp_path / "ranks.cvz", capsys, "--headless")
+    assert [line.split("  ")[1] for line in text.splitlines() if line.startswith("phase ")] == [
+        "all_reduce #1 on group 0 (default_pg)", "all_reduce #1 on group 1 (pair)", "all_reduce #2 on group 0 (default_pg)"]
+    assert ("rank 2 called all_reduce(float32 ×8), where ranks 0, 1, 3, 4 called all_reduce(float32 ×4)" in text
+            and "· 60 events ·" in text)
+    as_json = json.loads(_replayed(tmp_path / "grouped.cvz", capsys, "--json"))
+    assert as_json == json.loads(_replayed(tmp_path / "ranks.cvz", capsys, "--json"))  # each rank's figures, in another order
+
+
+def test_the_intakes_watch_finds_the_hang_in_grouped_events():
+    """A finite timeout: after the first reading, rank 4 waits in world #1 (ranks 0 and 2 are in #2,
+    ranks 1 and 3 have left #1) and rank 3 waits in pair #1, which rank 1 completed."""
+    found = {}
+    for grouped in (True, False):
+        intake = Intake(None, 1.0, "t")
+        readings = [_first()]
+        ask, _ = asking(readings)
+        reader = RecorderReader(WORKERS, ask=ask)
+        Feed(intake, "t", reader, now_ns=lambda: 100 * 10**9, grouped=grouped, _clock_ns=-10**12).take(reader.read())
+        intake.check()
+        found[grouped] = [e for e in intake.take_pending() if isinstance(e, Stall)]
+    assert [(s.group_seq, s.waiting, s.elsewhere) for s in found[True]] == [
+        (1, [4], ["rank 0 is in all_reduce #2", "rank 1 never arrived (last seen in phase 1 'all_reduce #1 on group 1 (pair)')",
+                  "rank 2 is in all_reduce #2", "rank 3 never arrived (last seen in phase 1 'all_reduce #1 on group 1 (pair)')"]),
+        (1, [3], ["rank 1 never arrived (last seen in phase 1 'all_reduce #1 on group 1 (pair)')"])]
+    assert [s.text for s in found[True]] == [s.text for s in found[False]]
