@@ -32,7 +32,7 @@ from ..wire.relay_news import RankNews, RelayNews
 from .reading import End, RankRead, Reading
 from .recorder_reader import ENDED, attached_run_start, tail_reading
 from .relay import EntryKey
-from .tail import Floors, Place, Trace, at_or_after, entry_key, place_of
+from .tail import EntryPlace, Floors, Place, Trace, at_or_after, entry_key, place_of
 
 __all__ = ["Listener", "RelayedReader"]
 
@@ -60,8 +60,10 @@ class _Held:
     def trace(self) -> Trace:
         """The recorder's trace, as if its worker server had answered it."""
         held = list(self.entries.values())
+        places = [place for _, place in held]
+        keys = [cast(EntryPlace, key) if place is not None else None for key, place in zip(self.entries, places)]
         return Trace(self.header.get("version", ""), self.header.get("pg_config", {}),
-                     self.header.get("pg_status", {}), [raw for raw, _ in held], [place for _, place in held])
+                     self.header.get("pg_status", {}), [raw for raw, _ in held], places, keys)
 
 
 @dataclass
@@ -202,7 +204,7 @@ class RelayedReader:
             if rank in traces:
                 held.entries = {key: (raw, place) for key, (raw, place) in held.entries.items()
                                 if place is None or not place.retired
-                                or at_or_after(cast(tuple[str, str, bool, int], key), floors)}  # a placed entry's key
+                                or at_or_after(cast(EntryPlace, key), floors)}  # a placed entry's key
 
     def stacks(self, ranks: Sequence[int]) -> dict[int, str]:
         """rank → its own line of code, as its relay read it (asked now, waited for ``timeout_s``)."""
