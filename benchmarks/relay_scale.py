@@ -8,7 +8,8 @@ this machine.
 Measured in one run, side by side: what the relays cost (each rank's CPU-ms per reading, from the
 relays' own per-reading CPU lines), what reached the viewer per reading (the news) against what one
 process reading every rank's whole buffer fetches (``attach HOST:PORT`` today), and the viewer's
-readings (each the relays' news applied, the calls in flight analysed, the feed's events made):
+readings (each the relays' news applied, the calls in flight analysed, the feed's events made —
+one per call and reading, as ``attach --listen`` makes them — and filed in the viewer's event log):
 their median time and CPU, and the refresh rate that allows. Every timed reading must find the
 rank behind among those the others wait for (relays read the moving job at their own moments, so a
 reading may also show a relay's ranks one step behind the rest: counted, and printed).
@@ -30,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from collviz.app.model.log import EventLog
 from collviz.runtime.live.feed import Feed
 from collviz.runtime.live.reading import waits_of
 from collviz.runtime.live.recorder_reader import RecorderReader
@@ -101,17 +103,18 @@ def main() -> None:
             # as attach --listen --headless --watch reads: each reading from where every rank was done
             reader = RelayedReader(listener, timeout_s=30.0, first_wait_s=600.0, from_first=False)
             intake = Intake(None, float("inf"), "relay-scale")
-            feed = Feed(intake, "relay-scale", reader)
+            feed = Feed(intake, "relay-scale", reader, grouped=True)
+            log = EventLog()  # the viewer's
             first_at = time.perf_counter()
             reading = reader.read()  # what the relays have sent so far: each rank's whole window, once
             feed.take(reading)
-            intake.take_pending()  # what the session hands its consumer, then lets go of
+            log.extend(intake.take_pending())  # what the session hands the viewer
             first_s = time.perf_counter() - first_at
             while len(reading.answered) < ranks and time.perf_counter() - first_at < 1800:
                 time.sleep(1.0)  # the rest of the job joins as its relays report it
                 reading = reader.read()
                 feed.take(reading)
-                intake.take_pending()
+                log.extend(intake.take_pending())
             whole_read_s = time.perf_counter() - first_at
             times, cpu, news_bytes, missing = [], [], [], []
             for _ in range(readings):
@@ -121,7 +124,7 @@ def main() -> None:
                 before, wall, own = listener.received_bytes, time.perf_counter(), time.process_time()
                 reading = reader.read()
                 feed.take(reading)
-                intake.take_pending()
+                log.extend(intake.take_pending())
                 times.append(time.perf_counter() - wall)
                 cpu.append(time.process_time() - own)
                 news_bytes.append(listener.received_bytes - before)

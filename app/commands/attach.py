@@ -210,7 +210,8 @@ def _attach(reader: Reader, args: argparse.Namespace, headless: bool, pace: Pace
         from collviz.runtime.sessions.live import attached_reader_session
 
         cost = ReadingCost.of(reader.workers) if isinstance(reader, RecorderReader) else None
-        return _view(attached_reader_session(reader, record=args.record, pace=pace, cost=cost))
+        relayed = args.listen is not None  # a job of many hosts: each call's ranks as one event a reading
+        return _view(attached_reader_session(reader, record=args.record, pace=pace, cost=cost, grouped=relayed))
     if not args.json:
         servers = len(reader.workers) if isinstance(reader, RecorderReader) else 0
         print(f"collviz attach: the worker servers of {servers} rank{'s' if servers > 1 else ''} at {args.target}"

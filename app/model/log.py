@@ -4,6 +4,12 @@ Absorbing an event is O(1) amortised: it is appended to :attr:`EventLog.events` 
 per-rank, per-name or per-phase series it belongs to. Every series keeps parallel lists of the
 event's log index and its phase, both non-decreasing, so :func:`collviz.app.model.view.view_at`
 answers "the latest X at or before cursor c, in phase <= s" with two bisections.
+
+A ``CallRanks`` event (one call's ranks as columns: a job read through relays) is one event of
+the log, filed in the series of each rank it names as that rank's Phase and Collective events
+would be, at its one position; a series reads it as that rank's event
+(:mod:`collviz.runtime.wire.call_ranks`), made when read, so the panes read Phase and Collective
+events as ever.
 """
 
 from __future__ import annotations
@@ -16,10 +22,12 @@ from itertools import accumulate
 from operator import attrgetter
 from typing import Any, Callable, Generic, TypeVar, cast, overload
 
+from collviz.runtime.wire.call_ranks import edges_of, rank_collective, rank_phase
 from collviz.runtime.wire.columns import transfer_keys
 from collviz.runtime.wire.protocol import (
     AnyEvent,
     Buffer,
+    CallRanks,
     Check,
     Collective,
     CudaMemory,
@@ -60,17 +68,22 @@ class Series(Generic[E]):
     non-decreasing. The events themselves stay in the log's store (its list, or a trace's
     :class:`~collviz.runtime.wire.stored.StoredEvents`) and :attr:`events` reads them from there."""
 
-    __slots__ = ("index", "phase", "_store")
+    __slots__ = ("index", "phase", "_store", "_reads", "holds_grouped")
 
-    def __init__(self, store: Sequence[AnyEvent] = ()) -> None:
+    def __init__(self, store: Sequence[AnyEvent] = (), reads: Reads | None = None) -> None:
         self.index = array("q")
         self.phase = array("q")
         self._store = store
+        self._reads = reads
+        self.holds_grouped = False
+        """Whether a ``CallRanks`` event is among the series' (then read with ``reads``)."""
 
     @property
     def events(self) -> Sequence[E]:
         """The series' events in order: a view that reads each from the store when indexed (the
-        log files only events of kind ``E`` in a ``Series[E]``)."""
+        log files only events of kind ``E`` in a ``Series[E]``; a ``CallRanks`` is read as one)."""
+        if self.holds_grouped and self._reads is not None:
+            return cast("Sequence[E]", _Picked(self._store, self.index, self._reads))
         return cast("Sequence[E]", _Picked(self._store, self.index))
 
     def add(self, index: int, phase: int) -> None:
@@ -88,14 +101,36 @@ class Series(Generic[E]):
         return bisect_left(self.index, cursor)
 
 
+Reads = Callable[[CallRanks, int], AnyEvent]
+"""How a series reads a ``CallRanks`` it holds: the event, and which of the series' entries at
+its position this is (0: the first) → the event the series holds there."""
+
+
+def rank_phases(rank: int) -> Reads:
+    """How ``rank``'s Phase series reads a CallRanks: the rank's begin, then its end."""
+    return lambda event, nth: rank_phase(event, rank, edges_of(event, rank)[nth])
+
+
+def rank_collectives(rank: int) -> Reads:
+    """How ``rank``'s Collective series reads a CallRanks: the rank's begin, then its end."""
+    return lambda event, nth: rank_collective(event, rank, edges_of(event, rank)[nth])
+
+
+def _call_ends(event: CallRanks, nth: int) -> AnyEvent:
+    """How a step's series of collective ends reads a CallRanks: its ``nth`` ending rank's end."""
+    return rank_collective(event, event.ended[nth], "end")
+
+
 class _Picked(Sequence[AnyEvent]):
-    """The events of ``store`` at ``positions``, read when indexed (slices are lists)."""
+    """The events of ``store`` at ``positions``, read when indexed (slices are lists); ``reads``:
+    how a ``CallRanks`` among them is read (see :data:`Reads`)."""
 
-    __slots__ = ("_store", "_positions")
+    __slots__ = ("_store", "_positions", "_reads")
 
-    def __init__(self, store: Sequence[AnyEvent], positions: Sequence[int]) -> None:
+    def __init__(self, store: Sequence[AnyEvent], positions: Sequence[int], reads: Reads | None = None) -> None:
         self._store = store
         self._positions = positions
+        self._reads = reads
 
     def __len__(self) -> int:
         return len(self._positions)
@@ -108,11 +143,26 @@ class _Picked(Sequence[AnyEvent]):
 
     def __getitem__(self, at: int | slice) -> AnyEvent | list[AnyEvent]:
         if isinstance(at, slice):
+            if self._reads is not None:
+                return list(map(self._read, range(*at.indices(len(self._positions)))))
             return list(map(self._store.__getitem__, self._positions[at]))
+        if self._reads is not None:
+            return self._read(at)
         return self._store[self._positions[at]]
 
     def __iter__(self) -> Iterator[AnyEvent]:
+        if self._reads is not None:
+            return map(self._read, range(len(self._positions)))
         return map(self._store.__getitem__, self._positions)
+
+    def _read(self, at: int) -> AnyEvent:
+        positions = self._positions
+        at = at + len(positions) if at < 0 else at
+        position = positions[at]
+        event = self._store[position]
+        if type(event) is not CallRanks or self._reads is None:
+            return event
+        return self._reads(event, at - bisect_left(positions, position))
 
 
 @dataclass
@@ -174,7 +224,8 @@ class RankIndex:
     collectives: Series[Collective] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.phases, self.gates, self.collectives = Series(self.store), Series(self.store), Series(self.store)
+        self.phases, self.gates = Series(self.store, rank_phases(self.rank)), Series(self.store)
+        self.collectives = Series(self.store, rank_collectives(self.rank))
 
     def buffer(self, name: str) -> Series[Buffer | Freed]:
         """The series of buffer ``name`` (its Buffer and Freed events), created on first use."""
@@ -219,7 +270,7 @@ class PhaseIndex:
     def __post_init__(self) -> None:
         store = self.store
         self.transfers, self.checks = Series(store), Series(store)
-        self.collectives, self.spans = Series(store), Series(store)
+        self.collectives, self.spans = Series(store, _call_ends), Series(store)
 
     def add_call(self, index: int, key: tuple[str, int]) -> None:
         """Note collective call ``key`` (group, call number) if it is new: its first end is at ``index``."""
@@ -289,6 +340,7 @@ class EventLog:
             Collective: self._collective,
             Stall: self._stall,
             Mismatch: self._mismatch,
+            CallRanks: self._call_ranks,
         }
         if store is None:
             self.extend(events)
@@ -495,13 +547,14 @@ class EventLog:
         self._waiting_in[(event.group, event.group_seq)] = (len(self.stalls), set(event.waiting))
         self.stalls.append((index, event))
 
-    def _wait_over(self, index: int, event: Collective) -> None:
-        """Note the end of a stall's wait once every rank that waited has completed its call."""
+    def _wait_over(self, index: int, event: Collective | CallRanks, ranks: Iterable[int]) -> None:
+        """Note the end of a stall's wait once every rank that waited has completed its call
+        (``ranks`` of its members completed it at event ``index``)."""
         key = (event.group, event.group_seq)
         found = self._waiting_in.get(key)
         if found is None:
             return
-        found[1].discard(event.rank)
+        found[1].difference_update(ranks)
         if not found[1]:
             self.stalls_over[found[0]] = index
             del self._waiting_in[key]
@@ -512,8 +565,36 @@ class EventLog:
     def _collective(self, index: int, event: Collective) -> None:
         self.rank(event.rank).collectives.add(index, event.phase)
         if event.edge == "end" and self._waiting_in:
-            self._wait_over(index, event)
+            self._wait_over(index, event, (event.rank,))
         if event.edge == "end" and event.phase >= 0:
             phase = self.phase(event.phase)
             phase.collectives.add(index, event.phase)
             phase.add_call(index, (event.group, event.group_seq))
+
+    def _call_ranks(self, index: int, event: CallRanks) -> None:
+        """File each rank's begin and end as its own Phase and Collective events are filed (in
+        that order: a rank's begin before its end), all at the event's one position."""
+        number = event.phase
+        for rank in event.issued:
+            found = self.rank(rank)
+            for series in (found.phases, found.collectives):
+                series.holds_grouped = True
+                series.add(index, number)
+        phase = self.phase(number)
+        if event.issued and phase.begin < 0:
+            phase.begin, phase.name, phase.narration = index, event.name, event.narration
+        if not event.ended:
+            return
+        for rank in event.ended:
+            found = self.rank(rank)
+            for series in (found.collectives, found.phases):
+                series.holds_grouped = True
+                series.add(index, number)
+        if self._waiting_in:
+            self._wait_over(index, event, event.ended)
+        if number >= 0:
+            ends = phase.collectives
+            ends.holds_grouped = True
+            ends.extend(array("q", [index]) * len(event.ended), array("q", [number]) * len(event.ended))
+            phase.add_call(index, (event.group, event.group_seq))
+        self._end_step_after(number, index)

@@ -8,6 +8,12 @@ reader) and passes on only what no earlier reading showed:
   ``Collective`` begin once the rank has issued the call, their ends once it completed it (op,
   group, sequence number, element type and count, bytes; a duration where the source kept one).
   Times are the source's (when the call was issued), on the monotonic clock of collviz's events.
+  A ``grouped`` feed (a job read through relays: a thousand ranks and more) says the same once per
+  call and reading: one ``CallRanks`` event per call (per party of its ranks that agree on its
+  sizes) carrying the ranks that issued or completed it since the reading before, and when, as
+  columns — 24 events a reading where per-rank events were 40,960 at 1,024 ranks. Each rank's
+  events it stands for are numbered in the rank's own sequence, so that a trace, which holds them
+  rather than the event, reads as a per-rank feed's.
 - ``Stall`` for each wait (:func:`~.reading.waits_of`, keyed by ``(group, seq)``) that the next
   reading confirms — the same ranks waiting in the same call — once its waiters have waited
   ``stall_after_s``: the call, who waits and how long, who is missing and the line of its own code
@@ -35,7 +41,7 @@ from ..observation.rank_lists import ranks_text
 from ..sources.reading import collector_paused
 from ..sources.run import Call, Hop
 from ..sources.call_table import algo_bytes_of
-from ..wire.protocol import AnyEvent, Collective, Phase, RankEnd, RankStart, RunStart, Stall, Transfer
+from ..wire.protocol import LAUNCHER_RANK, AnyEvent, CallRanks, Collective, Phase, RankEnd, RankStart, RunStart, Stall, Transfer
 from .reading import CallKey, Reader, Reading, Wait, call_text, waits_of
 
 __all__ = ["SILENT_READINGS", "Feed", "Sink"]
@@ -75,10 +81,27 @@ class _Shown:
     ended: set[int] = field(default_factory=set)
 
 
-def _narration(call: Call, group: str, members_text: str) -> str:
+@dataclass
+class _Party:
+    """The ranks of one call, agreeing on its sizes, whose news one reading of a grouped feed
+    brings: who issued it and when, who completed it, when and in how long (``CallRanks``'s columns)."""
+
+    shown: _Shown
+    call: Call
+    """The call as the party's first rank read it (its fields are every member's)."""
+    issued: list[int] = field(default_factory=list)
+    issued_ns: list[int] = field(default_factory=list)
+    ended: list[int] = field(default_factory=list)
+    ended_ns: list[int] = field(default_factory=list)
+    durations_ns: list[int | None] = field(default_factory=list)
+
+
+def _narration(call: Call, group: str, members_text: str, on: Sequence[int]) -> str:
+    """How a step read live is narrated: the call, its group, its sizes ``on`` these ranks."""
     out = f" → {call.bytes_out:,} B out" if call.bytes_out != call.bytes_in else ""
     return (f"{call_text(call.op, group, call.group_seq)} (ranks {members_text}): "
-            f"{call.dtype} ×{call.count:,}, {call.bytes_in:,} B in{out} on rank {call.rank}.\n"
+            f"{call.dtype} ×{call.count:,}, {call.bytes_in:,} B in{out} on rank{'s' if len(on) > 1 else ''} "
+            f"{ranks_text(on)}.\n"
             "Read live from the job's Flight Recorder: sizes and state, no values or provenance"
             + ("." if call.duration_ns else ", no duration."))
 
@@ -95,6 +118,9 @@ class Feed:
     """Whether a rank that never answered is left unnamed (it may not have started yet)."""
     names_silent: bool = True
     """Whether a rank that stops answering is named (False: a launcher follows its processes)."""
+    grouped: bool = False
+    """Whether each call's news is one ``CallRanks`` event per reading rather than each rank's
+    Phase and Collective events (see the module)."""
     started: bool = False
     """Whether the RunStart was emitted."""
     now_ns: Callable[[], int] = time.time_ns
@@ -176,6 +202,7 @@ class Feed:
         """Each rank's calls newly issued or completed, as step events; then drop what is done."""
         seen: set[CallKey] = set()
         passed = 0
+        parties: dict[tuple[Any, ...], _Party] | None = {} if self.grouped else None
         for call in reading.calls:
             key = call.key
             if call.rank in self._named or call.group_seq <= self._done_up_to.get(key[0], 0):
@@ -190,7 +217,12 @@ class Feed:
                                                   reading.hops.get(key, ()), list(call.group_ranks),
                                                   ranks_text(call.group_ranks))
                 self._next_index += 1
-            passed += self._rank_step(shown, call)
+            if parties is None:
+                passed += self._rank_step(shown, call)
+            else:
+                passed += self._note_step(shown, call, parties)
+        if parties:
+            passed += self._grouped_steps(parties)
         read = set(reading.ranks) - self._named  # a rank not answering this time (slow, starting) still counts
         over = [key for key, shown in self._shown.items() if key not in seen and shown.ended >= (
             read.intersection(shown.members) if reading.whole else set(shown.members) - self._named)]
@@ -228,7 +260,7 @@ class Feed:
             shown.issued[call.rank] = call.t_ns
             members = shown.members_text if shared else ranks_text(call.group_ranks)
             self.stamp(Phase, call.rank, at, index=shown.index, name=name, edge="begin",
-                       narration=shown.narration or _narration(call, shown.group, members))
+                       narration=shown.narration or _narration(call, shown.group, members, (call.rank,)))
             self.stamp(Collective, call.rank, at, phase=shown.index, edge="begin", duration_ns=None, **fields)
             for hop in (hop for hop in shown.hops if hop.dst == call.rank):
                 self.stamp(Transfer, call.rank, at, phase=shown.index, src=hop.src, dst=hop.dst, bytes=hop.bytes,
@@ -242,6 +274,61 @@ class Feed:
             self.stamp(Phase, call.rank, end, index=shown.index, name=name, edge="end")
             passed += 2
         return passed
+
+    def _note_step(self, shown: _Shown, call: Call, parties: dict[tuple[Any, ...], _Party]) -> int:
+        """Note ``call``'s news in its party (a grouped feed: :meth:`_grouped_steps` emits it); its
+        transfers are its rank's own events. The number of events passed on."""
+        begins = call.rank not in shown.issued
+        ends = call.completed and call.rank not in shown.ended
+        if not begins and not ends:
+            return 0
+        party_key = (call.key, call.op, call.dtype, call.count, call.bytes_in, call.bytes_out, call.root,
+                     id(call.group_ranks))  # a reading's calls share their group's member tuple: not hashed per call
+        party = parties.get(party_key)
+        if party is None:
+            party = parties[party_key] = _Party(shown, call)
+        at = call.t_ns + self._clock_ns
+        passed = 0
+        if begins:
+            shown.issued[call.rank] = call.t_ns
+            party.issued.append(call.rank)
+            party.issued_ns.append(at)
+            passed += sum(hop.dst == call.rank for hop in shown.hops)
+        if ends:
+            shown.ended.add(call.rank)
+            party.ended.append(call.rank)
+            party.ended_ns.append(at + (call.duration_ns or 0))
+            party.durations_ns.append(call.duration_ns)
+        return passed
+
+    def _grouped_steps(self, parties: dict[tuple[Any, ...], _Party]) -> int:
+        """One ``CallRanks`` event per party noted (see :meth:`_note_step`), its ranks' begins and
+        ends numbered in each rank's own sequence as :meth:`_rank_step` numbers them; then the
+        transfers each issuing rank received, its own events."""
+        seq = self._seq
+        for party in parties.values():
+            shown, call = party.shown, party.call
+            issued_seq = [seq.get(rank, 0) for rank in party.issued]
+            seq.update((rank, first + 2) for rank, first in zip(party.issued, issued_seq))
+            ended_seq = [seq.get(rank, 0) for rank in party.ended]
+            seq.update((rank, first + 2) for rank, first in zip(party.ended, ended_seq))
+            shared = call.group_ranks == shown.members
+            narration = shown.narration or (_narration(call, shown.group, shown.members_text if shared else
+                                                       ranks_text(call.group_ranks), sorted(party.issued))
+                                             if party.issued else "")
+            self.sink.take(CallRanks(
+                run=self.run, rank=LAUNCHER_RANK, seq=0, t_ns=time.monotonic_ns(), phase=shown.index, name=shown.name,
+                narration=narration, op=call.op, group=shown.group,
+                group_ranks=shown.group_ranks if shared else list(call.group_ranks), group_seq=call.group_seq,
+                dtype=call.dtype, count=call.count, bytes_in=call.bytes_in, bytes_out=call.bytes_out, root=call.root,
+                algo_bytes=algo_bytes_of(call.op, len(call.group_ranks), call.bytes_in, call.bytes_out),
+                issued=party.issued, issued_ns=party.issued_ns, ended=party.ended, ended_ns=party.ended_ns,
+                durations_ns=party.durations_ns, issued_seq=issued_seq, ended_seq=ended_seq))
+            for rank, at in zip(party.issued, party.issued_ns):
+                for hop in (hop for hop in shown.hops if hop.dst == rank):
+                    self.stamp(Transfer, rank, at, phase=shown.index, src=hop.src, dst=hop.dst, bytes=hop.bytes,
+                               buffer=hop.label, start=0, length=0, kind="p2p", hop=hop.number)
+        return len(parties)
 
     def _stalls(self, waits: dict[CallKey, Wait], after_s: float, final: bool) -> int:
         """A Stall for each wait confirmed (see the module), waited ``after_s`` at least; again at

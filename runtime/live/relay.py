@@ -26,7 +26,7 @@ import msgspec
 
 from ..wire.relay_news import RankNews, RecorderNews, RelayNews
 from .recorder_reader import RECORDERS, host_of, stack_lines
-from .tail import Trace, decode_trace, entry_key
+from .tail import Trace, decode_trace
 from .workers import Answer, Worker, ask_all
 
 __all__ = ["FULL_EVERY", "MESSAGE_BYTES", "Link", "NewsMaker", "relay_host", "run_relay", "split_news"]
@@ -101,9 +101,9 @@ class NewsMaker:
         sent = self._entries.get((rank, index), {})
         now: dict[EntryKey, int] = {}
         changed = []
-        for raw, place in zip(trace.entries, trace.places):
+        for raw, placed in zip(trace.entries, trace.keys):
             data = bytes(raw)
-            key: EntryKey = entry_key(place) if place is not None else (data,)
+            key: EntryKey = placed if placed is not None else (data,)
             now[key] = hash(data)
             if sent.get(key) != now[key]:
                 changed.append(data)

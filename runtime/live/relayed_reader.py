@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import msgspec
 
@@ -32,7 +32,7 @@ from ..wire.relay_news import RankNews, RelayNews
 from .reading import End, RankRead, Reading
 from .recorder_reader import ENDED, attached_run_start, tail_reading
 from .relay import EntryKey
-from .tail import Floors, Place, Trace, entry_key, place_of
+from .tail import EntryPlace, Floors, Place, Trace, at_or_after, entry_key, place_of
 
 __all__ = ["Listener", "RelayedReader"]
 
@@ -55,14 +55,15 @@ class _Held:
     """One rank's recorder as its relay sent it: the header, and each entry by its place."""
 
     header: dict[str, Any] = field(default_factory=dict)
-    entries: dict[EntryKey, tuple[bytes, Place | None]] = field(default_factory=dict)
+    entries: dict[EntryKey, tuple[msgspec.Raw, Place | None]] = field(default_factory=dict)
 
     def trace(self) -> Trace:
         """The recorder's trace, as if its worker server had answered it."""
         held = list(self.entries.values())
+        places = [place for _, place in held]
+        keys = [cast(EntryPlace, key) if place is not None else None for key, place in zip(self.entries, places)]
         return Trace(self.header.get("version", ""), self.header.get("pg_config", {}),
-                     self.header.get("pg_status", {}), [msgspec.Raw(raw) for raw, _ in held],
-                     [place for _, place in held])
+                     self.header.get("pg_status", {}), [raw for raw, _ in held], places, keys)
 
 
 @dataclass
@@ -99,6 +100,7 @@ class RelayedReader:
     _hosts: dict[int, str] = field(default_factory=dict)
     _relays: dict[str, _Relay] = field(default_factory=dict)
     _stacks: dict[int, str] = field(default_factory=dict)
+    _paths: dict[int, tuple[str, Path]] = field(default_factory=dict)
     _size: int = 0
     """The job's ranks as the recorders' headers say (its largest group's members; 0: no header yet)."""
     _first_at: float | None = None
@@ -125,7 +127,7 @@ class RelayedReader:
         for (rank, _), held in sorted(self._held.items()):
             if rank in self._ranks and rank not in unread:
                 traces.setdefault(rank, []).append(held.trace())
-        paths = {rank: Path(self._hosts.get(rank, "relayed")) / f"rank{rank}" for rank in self._ranks}
+        paths = {rank: self._path(rank) for rank in self._ranks}
         reading, floors = tail_reading(traces, unread, paths,
                                        self.floors if self.floors is not None else {} if self.from_first else None,
                                        self.warnings, self._hosts)
@@ -133,6 +135,14 @@ class RelayedReader:
             self.floors = floors
         self._drop_below(floors, traces)
         return reading
+
+    def _path(self, rank: int) -> Path:
+        """Where a rank's calls are said to come from (its host's name and its rank), made once."""
+        host = self._hosts.get(rank, "relayed")
+        found = self._paths.get(rank)
+        if found is None or found[0] != host:
+            found = self._paths[rank] = (host, Path(host) / f"rank{rank}")
+        return found[1]
 
     def _take(self, arrived: Sequence[RelayNews]) -> None:
         """Hold what the news says (a rank's later news replacing its earlier)."""
@@ -153,7 +163,7 @@ class RelayedReader:
                                                          if isinstance(config, dict)])
                     for raw in recorder.entries:
                         place = place_of(raw)
-                        held.entries[entry_key(place) if place is not None else (raw,)] = (raw, place)
+                        held.entries[entry_key(place) if place is not None else (raw,)] = (msgspec.Raw(raw), place)
 
     def _first_news(self) -> None:
         """Wait up to ``first_wait_s`` for the first news, then up to one reading of its relay
@@ -193,7 +203,8 @@ class RelayedReader:
         for (rank, _), held in self._held.items():
             if rank in traces:
                 held.entries = {key: (raw, place) for key, (raw, place) in held.entries.items()
-                                if place is None or not place.retired or _at_or_after(place, floors)}
+                                if place is None or not place.retired
+                                or at_or_after(cast(EntryPlace, key), floors)}  # a placed entry's key
 
     def stacks(self, ranks: Sequence[int]) -> dict[int, str]:
         """rank → its own line of code, as its relay read it (asked now, waited for ``timeout_s``)."""
@@ -235,9 +246,3 @@ def _members(config: dict) -> list:
         except ValueError:
             return []
     return ranks if isinstance(ranks, list) else []
-
-
-
-def _at_or_after(place: Place, floors: Floors) -> bool:
-    group, backend, p2p, seq = entry_key(place)
-    return seq >= floors.get((group, backend, p2p), 0)

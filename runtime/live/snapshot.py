@@ -147,7 +147,7 @@ def snapshot_of(feed: Feed, reading: Reading) -> Snapshot:
 
 
 def _loop(reader: Reader, pace: Pace, cost: ReadingCost | None = None) -> LiveLoop:
-    return LiveLoop(reader, Feed(_Discard(), "snapshot", reader, names_silent=False), pace, cost=cost)
+    return LiveLoop(reader, Feed(_Discard(), "snapshot", reader, names_silent=False, grouped=True), pace, cost=cost)
 
 
 def take_snapshot(reader: Reader, interval_s: float = 1.0, sleep: Callable[[float], None] = time.sleep) -> Snapshot:

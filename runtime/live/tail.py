@@ -22,13 +22,16 @@ from dataclasses import dataclass
 
 import msgspec
 
-__all__ = ["MAX_ENTRY_BYTES", "Floors", "Place", "Trace", "decode_trace", "entry_key", "place_of", "retired_floors",
-           "tail_content"]
+__all__ = ["MAX_ENTRY_BYTES", "EntryPlace", "Floors", "Place", "Trace", "at_or_after", "decode_trace", "entry_key", "place_of",
+           "retired_floors", "tail_content"]
 
 MAX_ENTRY_BYTES = 64 << 10
 """The largest entry a trace may hold (a call's entry is a few hundred bytes, a few KB with its
 stack frames): an answer with a larger one (a size of 10⁶ dimensions) is refused in one line
 rather than decoded and multiplied out."""
+
+EntryPlace = tuple[str, str, bool, int]
+"""(group, backend, point-to-point, sequence number): where an entry stands in its group's order."""
 
 Floors = dict[tuple[str, str, bool], int]
 """(group, backend, point-to-point) → a call's sequence number on that group: where a tail starts
@@ -63,14 +66,16 @@ _PLACE = msgspec.json.Decoder(Place)
 
 @dataclass(frozen=True)
 class Trace:
-    """One recorder's answer: its header fields, each entry's raw JSON and its place (None where
-    the entry's fields are not the usual ones: such an entry is always kept)."""
+    """One recorder's answer: its header fields, each entry's raw JSON, its place (None where
+    the entry's fields are not the usual ones: such an entry is always kept) and the place's
+    :func:`entry_key` (None there too), worked out once."""
 
     version: str | float | int
     pg_config: dict
     pg_status: dict
     entries: list[msgspec.Raw]
     places: list[Place | None]
+    keys: list[EntryPlace | None]
 
 
 def place_of(raw: msgspec.Raw | bytes) -> Place | None:
@@ -108,12 +113,13 @@ def decode_trace(body: bytes, since_ns: int = 0) -> Trace | str:
         return f"not a Flight Recorder trace (an entry of {largest:,} bytes, over {MAX_ENTRY_BYTES:,})"
     kept = [(raw, place) for raw in top.entries
             if (place := place_of(raw)) is None or place.time_created_ns >= since_ns]
-    return Trace(top.version, top.pg_config or {}, top.pg_status or {}, [raw for raw, _ in kept],
-                 [place for _, place in kept])
+    places = [place for _, place in kept]
+    return Trace(top.version, top.pg_config or {}, top.pg_status or {}, [raw for raw, _ in kept], places,
+                 [entry_key(place) if place is not None else None for place in places])
 
 
-def entry_key(place: Place) -> tuple[str, str, bool, int]:
-    """(group, backend, point-to-point, sequence number): where the entry stands in its group's order."""
+def entry_key(place: Place) -> EntryPlace:
+    """Where the entry stands in its group's order (:data:`EntryPlace`)."""
     group = place.process_group[0] if place.process_group else ""
     backend = place.profiling_name.split(":", 1)[0] if ":" in place.profiling_name else ""
     return group, backend, place.is_p2p, place.p2p_seq_id if place.is_p2p else place.collective_seq_id
@@ -126,9 +132,9 @@ def retired_floors(traces: Mapping[int, Sequence[Trace]]) -> Floors:
     for rank_traces in traces.values():
         mine: dict[tuple[str, str, bool], int] = {}
         for trace in rank_traces:
-            for place in trace.places:
-                if place is not None:
-                    group, backend, p2p, seq = entry_key(place)
+            for place, entry in zip(trace.places, trace.keys):
+                if entry is not None and place is not None:
+                    group, backend, p2p, seq = entry
                     key = (group, backend, p2p)
                     mine[key] = max(mine.get(key, 0), seq if place.retired else 0)
         for key, seq in mine.items():
@@ -149,10 +155,17 @@ def tail_content(traces: Mapping[int, Sequence[Trace]], floors: Floors | None = 
         for trace in rank_traces:
             content["pg_config"].update(trace.pg_config)
             content["pg_status"].update(trace.pg_status)
-            kept += [(place.time_created_ns if place is not None else 0, raw) for raw, place in zip(trace.entries, trace.places)
-                     if place is None or not place.retired or entry_key(place)[3] >= floors.get(entry_key(place)[:3], 0)]
+            kept += [(place.time_created_ns if place is not None else 0, raw)
+                     for raw, place, key in zip(trace.entries, trace.places, trace.keys)
+                     if place is None or key is None or not place.retired or at_or_after(key, floors)]
         if len(rank_traces) > 1:
             kept.sort(key=lambda made: made[0])
         content["entries"] = [_entry(raw) for _, raw in kept]
         contents[rank] = content
     return contents
+
+
+def at_or_after(key: EntryPlace, floors: Floors) -> bool:
+    """Whether the entry whose :func:`entry_key` is ``key`` lies at or after its group's floor."""
+    group, backend, p2p, seq = key
+    return seq >= floors.get((group, backend, p2p), 0)

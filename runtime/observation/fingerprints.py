@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..wire.protocol import AnyEvent, Collective
+from ..wire.protocol import AnyEvent, CallRanks, Collective
 from .rank_lists import ranks_text
 
 __all__ = ["SAME_COUNT_OPS", "Disagreement", "FingerprintCheck", "PrintedCall", "BegunCall", "disagreements",
@@ -91,7 +91,7 @@ class BegunCall(PrintedCall, Protocol):
     def group_seq(self) -> int: ...
 
 
-def fingerprint(event: PrintedCall) -> str:
+def fingerprint(event: PrintedCall | CallRanks) -> str:
     """What must agree across ranks, as the text the report shows: ``all_reduce(float32 ×8, sum)``."""
     return _fingerprint_text(event.op, event.dtype, event.count, event.root, event.reduce_op)
 
@@ -121,7 +121,7 @@ class _Place:
 
 @dataclass
 class FingerprintCheck:
-    """Follows Collective events (:meth:`observe`); :meth:`check` returns each place where calls
+    """Follows Collective events and CallRanks (:meth:`observe`: a CallRanks's issuing ranks at once); :meth:`check` returns each place where calls
     differ once, when every member of the group has called there or :data:`GRACE_S` after the
     difference first showed."""
 
@@ -135,19 +135,33 @@ class FingerprintCheck:
     def observe(self, event: AnyEvent, now_ns: int | None = None) -> None:
         """Record ``event`` if it is the start of a call (``now_ns``: when it was seen; its own
         time stamp by default)."""
+        if type(event) is CallRanks:
+            if event.issued:
+                self._called(event, event.issued, event.t_ns if now_ns is None else now_ns)
+            return
         if type(event) is Collective and event.edge == "begin" and event.iteration == 0:
             self._observe_begun(event, event.t_ns if now_ns is None else now_ns)
 
     def _observe_begun(self, event: BegunCall, seen_ns: int) -> None:
         """Record the start of a call (the first iteration's), seen at ``seen_ns``."""
+        self._called(event, (event.rank,), seen_ns)
+
+    def _called(self, event: BegunCall | CallRanks, ranks: Sequence[int], seen_ns: int) -> None:
+        """Note that ``ranks`` began ``event``'s call as it says (one fingerprint for all of them),
+        seen at ``seen_ns``."""
         if event.group_ranks is not self._last_ranks[0]:
             self._last_ranks = (event.group_ranks, tuple(event.group_ranks))
         key = (event.group, self._last_ranks[1], event.group_seq)
         place = self._places.get(key)
         if place is None:
             place = self._places[key] = _Place()
-        called = place.calls[event.rank] = fingerprint(event)
-        if key not in self._reported and place.first_split_ns is None and _differs(place.calls, event.rank, called):
+        called = fingerprint(event)
+        split = False
+        if place.calls and place.first_split_ns is None and key not in self._reported:
+            new = set(ranks) if len(ranks) > 1 else ranks  # until they split, the others' calls agree: one compared
+            split = next((call != called for rank, call in place.calls.items() if rank not in new), False)
+        place.calls.update(dict.fromkeys(ranks, called))
+        if split:
             place.first_split_ns = seen_ns
             self._pending.add(key)
 
@@ -166,15 +180,6 @@ class FingerprintCheck:
             self._reported.add(key)
             found.append(_disagreement(key, self._places[key].calls))
         return found
-
-
-def _differs(calls: dict[int, str], rank: int, called: str) -> bool:
-    """Whether ``rank``'s call ``called`` differs from the others' at one place, where those all agree
-    (until they differ, a place's first split is unset): one comparison, not a set of every call."""
-    for other, call in calls.items():
-        if other != rank:
-            return call != called
-    return False
 
 
 def _disagreement(key: tuple[str, tuple[int, ...], int], calls: dict[int, str]) -> Disagreement:

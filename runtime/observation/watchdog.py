@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..wire.protocol import AnyEvent, Collective, Phase, ProcessExit, RankEnd
+from ..wire.protocol import AnyEvent, CallRanks, Collective, Phase, ProcessExit, RankEnd
 from .rank_lists import ranks_text
 
 __all__ = ["Stalled", "CollectiveWatch"]
@@ -43,6 +43,11 @@ class _Entered:
     t_ns: int
 
 
+def _phase_text(index: int, name: str) -> str:
+    """How a rank's last step is named where it never arrived: ``phase 3 'all_reduce #2'``."""
+    return f"phase {index} '{name}'"
+
+
 @dataclass
 class CollectiveWatch:
     """Follows the event stream; :meth:`check` reports each stalled collective once."""
@@ -55,21 +60,38 @@ class CollectiveWatch:
     _reported: set[tuple[str, int]] = field(default_factory=set)
 
     def observe(self, event: AnyEvent) -> None:
-        """Update what each rank is doing from one event."""
-        if isinstance(event, Collective):
-            groups = self._inside.setdefault(event.rank, {})
+        """Update what each rank is doing from one event (a ``CallRanks``: each of its ranks')."""
+        if type(event) is CallRanks:
+            self._call_ranks(event)
+        elif isinstance(event, Collective):
             if event.edge == "begin" and event.iteration == 0:
-                groups[event.group] = _Entered(event.op, event.group_seq, event.group_ranks, event.t_ns)
+                self._inside.setdefault(event.rank, {})[event.group] = _Entered(
+                    event.op, event.group_seq, event.group_ranks, event.t_ns)
             elif event.edge == "end":
-                entered = groups.get(event.group)
-                if entered is not None and entered.group_seq == event.group_seq:
-                    del groups[event.group]
+                self._left(event.rank, event.group, event.group_seq)
         elif isinstance(event, Phase) and event.edge == "begin":
-            self._phase[event.rank] = f"phase {event.index} '{event.name}'"
+            self._phase[event.rank] = _phase_text(event.index, event.name)
         elif isinstance(event, RankEnd):
             self._gone.add(event.rank)
         elif isinstance(event, ProcessExit):
             self._gone.add(event.target)
+
+    def _call_ranks(self, event: CallRanks) -> None:
+        """Each rank's begin (in the call, in its step) then each rank's end, as its own Phase and
+        Collective events would say them."""
+        phase = _phase_text(event.phase, event.name)
+        for rank, t_ns in zip(event.issued, event.issued_ns):
+            self._inside.setdefault(rank, {})[event.group] = _Entered(event.op, event.group_seq, event.group_ranks, t_ns)
+            self._phase[rank] = phase
+        for rank in event.ended:
+            self._left(rank, event.group, event.group_seq)
+
+    def _left(self, rank: int, group: str, group_seq: int) -> None:
+        """``rank`` completed call ``group_seq`` of ``group``: no longer inside it."""
+        groups = self._inside.get(rank, {})
+        entered = groups.get(group)
+        if entered is not None and entered.group_seq == group_seq:
+            del groups[group]
 
     def unknown(self, rank: int, why: str) -> None:
         """Say what is known of a rank that left no events (``why``: "no dump of rank 3"), so a

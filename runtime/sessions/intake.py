@@ -4,7 +4,10 @@ Each event a session makes or receives passes through :class:`Intake` (:class:`S
 session whose workers send events on its receiving socket) exactly once: it is
 counted, watched for hangs (:mod:`~collviz.runtime.observation.watchdog`), fingerprinted for
 collectives whose ranks disagree (:mod:`~collviz.runtime.observation.fingerprints`), appended to
-the trace, and queued until the consumer polls. What a session does besides — following its
+the trace, and queued until the consumer polls. A trace holds each rank's own events only: a
+``CallRanks`` (a grouped feed's, live and in memory) is written as its ranks' Phase and Collective
+events (:func:`~collviz.runtime.wire.call_ranks.per_rank_events`), made only where a trace is
+written, so every reader of a trace reads one format. What a session does besides — following its
 processes, deciding when the run is over and why — is its own.
 """
 
@@ -17,7 +20,8 @@ from typing import Any
 
 from ..observation.fingerprints import Disagreement, FingerprintCheck
 from ..observation.watchdog import CollectiveWatch, Stalled
-from ..wire.protocol import AnyEvent, Dropped, Mismatch, RunEnd, Stall, encode
+from ..wire.call_ranks import per_rank_events
+from ..wire.protocol import AnyEvent, CallRanks, Dropped, Mismatch, RunEnd, Stall, encode
 from ..wire.trace import TraceWriter
 from ..wire.transport import Collector, LauncherEmitter
 from .contract import RunOutcome
@@ -44,7 +48,8 @@ class Intake:
         self._emitter = LauncherEmitter(run) if run is not None else None
         self._pending: list[AnyEvent] = []
         self.events_seen = 0
-        """Every event taken in so far, received or emitted."""
+        """Every event taken in so far, received or emitted (a ``CallRanks`` counted as the events
+        of its ranks it stands for, as its trace holds them)."""
         self.mismatch: Disagreement | None = None
         """The first collective whose ranks disagreed: the run's cause wherever it was found."""
         self.first_stall: Stalled | None = None
@@ -53,8 +58,14 @@ class Intake:
     def take(self, event: AnyEvent) -> None:
         """Take in an event the session made itself for one of the run's ranks (stamped by it):
         an attached job's calls, or a run's calls read from its ranks' Flight Recorder dumps.
-        Encoded only where a trace is written (a 1,024-rank job's reading is 40,000 events)."""
-        self._take(event, encode(event) if self.trace is not None else b"")
+        Encoded only where a trace is written (a 1,024-rank job's reading is 40,000 events); a
+        ``CallRanks`` is written as its ranks' events (see the module)."""
+        if self.trace is not None and type(event) is CallRanks:
+            for each in per_rank_events(event):
+                self.trace.append(encode(each))
+            self._take(event, None)
+        else:
+            self._take(event, encode(event) if self.trace is not None else None)
 
     def emit(self, event_type: type[AnyEvent], **fields: Any) -> None:
         """Take in an event of the session's own (rank ``LAUNCHER_RANK``)."""
@@ -110,14 +121,15 @@ class Intake:
         """Why the trace stopped before the run's end (a write error), or None."""
         return self.trace.error if self.trace is not None else None
 
-    def _take(self, event: AnyEvent, payload: bytes) -> None:
+    def _take(self, event: AnyEvent, payload: bytes | None) -> None:
+        """Count, watch, fingerprint and queue ``event``; append ``payload`` (its record) to the trace."""
         if self._emitter is None:
             self._emitter = LauncherEmitter(event.run)
-        self.events_seen += 1
+        self.events_seen += 2 * (len(event.issued) + len(event.ended)) if type(event) is CallRanks else 1
         if self._watching:
             self._watch.observe(event)
         self._fingerprints.observe(event, time.monotonic_ns())
-        if self.trace is not None:
+        if self.trace is not None and payload is not None:
             self.trace.append(payload)
         self._pending.append(event)
 

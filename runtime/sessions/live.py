@@ -75,6 +75,8 @@ class LiveSession(TracedSession):
     patient: bool = False
     closes_ranks: bool = False
     names_silent: bool = True
+    grouped: bool = False
+    """Whether each call's news is one event per reading (:attr:`~collviz.runtime.live.feed.Feed.grouped`)."""
     step: bool = False
     log_dir: str | None = None
     run_id: str = field(default_factory=lambda: f"live-{uuid.uuid4().hex[:12]}")
@@ -99,7 +101,7 @@ class LiveSession(TracedSession):
         trace = TraceWriter(self.record) if self.record is not None else None
         intake = self._intake = Intake(trace, math.inf, self.run_id)
         feed = Feed(intake, self.run_id, self.reader, patient=self.patient or self.running is not None,
-                    names_silent=self.names_silent)
+                    names_silent=self.names_silent, grouped=self.grouped)
         self._loop = LiveLoop(self.reader, feed, self.pace, cost=self.cost)
 
     def poll(self, timeout: float) -> list[AnyEvent]:
@@ -170,11 +172,12 @@ def attached_session(workers: Sequence[Worker], *, record: Path | None = None, t
 
 
 def attached_reader_session(reader: Reader, *, record: Path | None = None, pace: Pace = Pace(),
-                            running: Callable[[], bool] | None = None, cost: ReadingCost | None = None) -> LiveSession:
+                            running: Callable[[], bool] | None = None, cost: ReadingCost | None = None,
+                            grouped: bool = False) -> LiveSession:
     """A session on a running job as ``reader`` reads it (its worker servers, its relays: ``collviz
-    attach``), its readings held back by ``cost`` where it measures the ranks; ``running`` see
-    :class:`LiveSession`."""
-    return LiveSession(reader, record=record, running=running, pace=pace, cost=cost,
+    attach``), its readings held back by ``cost`` where it measures the ranks; ``running`` and
+    ``grouped`` see :class:`LiveSession`."""
+    return LiveSession(reader, record=record, running=running, pace=pace, cost=cost, grouped=grouped,
                        run_id=f"attach-{uuid.uuid4().hex[:12]}")
 
 

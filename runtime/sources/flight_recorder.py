@@ -44,6 +44,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..observation.rank_lists import ranks_text
+from .fr_alike import read_alike
 from .fr_columns import DumpColumns, is_user_code, read_columns
 from .fr_large import large_run
 from .fr_table import JobTable, RankDump, group_identity, job_table
@@ -215,26 +216,30 @@ def _narration(key: tuple[str, int], calls: list[Call]) -> str:
 
 def steps_of(job: JobTable, indices: Sequence[int]) -> list[Step]:
     """The steps ``indices`` of ``job`` with a :class:`~.run.Call` per rank (their events' source)."""
-    table = job.table
-    starts = table.step_starts()
+    starts = job.table.step_starts()
     steps = []
     for index in indices:
-        calls = []
-        for row in range(int(starts[index]), int(starts[index + 1])):
-            duration = int(table.duration_ns[row])
-            group = int(table.group[row])
-            calls.append(Call(
-                rank=int(table.rank[row]), group=table.groups[group], group_ranks=table.members[group],
-                group_seq=int(table.seq[row]), op=table.ops[table.op[row]], dtype=table.dtypes[table.dtype[row]],
-                count=int(table.count[row]), bytes_in=int(table.bytes_in[row]), bytes_out=int(table.bytes_out[row]),
-                t_ns=int(table.t_ns[row]), duration_ns=duration if duration > 0 else None,
-                completed=bool(table.completed[row]), where=table.places[table.where[row]],
-                group_id=table.group_ids[group] if table.group_ids else "",
-                backend=table.backends[group] if table.backends else ""))
+        calls = _calls(job, range(int(starts[index]), int(starts[index + 1])))
         name = job.step_names[index]
         key = (calls[0].group, calls[0].group_seq)
         steps.append(Step(name=name, narration=_narration(key, calls), calls=calls, t_ns=int(job.step_t_ns[index])))
     return steps
+
+
+def _calls(job: JobTable, rows: range) -> list[Call]:
+    """The calls at ``rows`` (consecutive) of ``job``'s table, one :class:`~.run.Call` each (the
+    columns read as lists once: a numpy element read one by one costs ten times a list's)."""
+    table = job.table
+    part = slice(rows.start, rows.stop)
+    columns = [column[part].tolist() for column in (table.rank, table.group, table.seq, table.op, table.dtype,
+                                                    table.count, table.bytes_in, table.bytes_out, table.t_ns,
+                                                    table.duration_ns, table.completed, table.where)]
+    ids, backends = table.group_ids, table.backends
+    return [Call(rank=rank, group=table.groups[group], group_ranks=table.members[group], group_seq=seq,
+                 op=table.ops[op], dtype=table.dtypes[dtype], count=count, bytes_in=bytes_in, bytes_out=bytes_out,
+                 t_ns=t_ns, duration_ns=duration if duration > 0 else None, completed=completed,
+                 where=table.places[where], group_id=ids[group] if ids else "", backend=backends[group] if backends else "")
+            for rank, group, seq, op, dtype, count, bytes_in, bytes_out, t_ns, duration, completed, where in zip(*columns)]
 
 
 def import_dumps(dumps: Sequence[Dump], warnings: list[str], progress: Progress = no_progress) -> ImportedRun:
@@ -300,14 +305,16 @@ def read_calls(dumps: Sequence[Dump], warnings: list[str],
     reading will read later (rank → why not now: a server slow to answer); while there are any, the
     calls of a group ``pg_config`` does not name (gloo's subgroups) are left out, said in
     ``warnings``: its members would be guessed from part of the job."""
-    read = [_read_dump(dump) for dump in dumps]
+    read = [RankDump(dump.rank, dump.path, columns) for dump, columns in
+            zip(dumps, read_alike([dump.content for dump in dumps], _ranks))]  # each shape of dump read once
     job, world, groups = _job(read, warnings, not_read_yet or {}) if any(len(dump.columns) for dump in read) \
         else (None, 0, None)
     ranks = sorted(dump.rank for dump in read)
     if job is None or groups is None:
         return [], _origin(read, None, ranks, max(ranks, default=-1) + 1)
     unknown = {group_identity(name, backend) for name in groups.unknown for backend in job.table.backends}
-    calls = [call for step in steps_of(job, range(job.table.step_count)) for call in step.calls
+    starts = job.table.step_starts()  # the calls in step order, each step's narration not worded (a reading has none)
+    calls = [call for call in _calls(job, range(int(starts[0]), int(starts[job.table.step_count])))
              if call.group_id not in unknown]
     return calls, _origin(read, job, ranks, world)
 

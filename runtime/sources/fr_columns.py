@@ -37,7 +37,7 @@ from .names import P2P_OPS, dtype_name, op_name
 from .plausible import MAX_CALL_BYTES, bytes_ok, duration_ok
 from .run import group_label
 
-__all__ = ["DumpColumns", "read_columns", "is_user_code", "where_in_user_code", "holes_text"]
+__all__ = ["DumpColumns", "read_columns", "rank_own_times", "is_user_code", "where_in_user_code", "holes_text"]
 
 _NOT_USER_CODE = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3.", "<frozen")
 """Frames of paths with these parts are torch's, a library's or the interpreter's, not the user's."""
@@ -326,6 +326,22 @@ def _in_record_order(entries: list[dict], at: np.ndarray) -> tuple[list[dict], n
         return ([entries[i] for i in order], at[order],
                 f"its entries are not listed in the order of their {key}: read in that order")
     return entries, at, ""
+
+
+def rank_own_times(entries: list[dict], completed: list[bool]) -> tuple[list[int], list[int], list[int]] | None:
+    """What ``entries`` (a dump's, none of which its reading leaves out or folds) say of their
+    rank's own record as :func:`read_columns` reads it, given which calls ``completed``: each
+    call's time, duration and deadline (-1: none); or None where reading them would note something
+    (a time out of range, an impossible duration, entries listed out of their order)."""
+    created = list(map(dict.get, entries, repeat("time_created_ns"), repeat(0)))
+    if not created or _kinds(created) != {int} or min(created) < 0 or max(created) >= _LARGEST_NUMBER:
+        return None
+    if _in_record_order(entries, np.arange(len(entries)))[2]:
+        return None
+    durations, impossible = _durations(entries, completed)
+    if any(impossible):
+        return None
+    return cast(list[int], created), durations, _deadlines(entries, completed)
 
 
 def _shared_once(entries: list) -> tuple[list, int]:

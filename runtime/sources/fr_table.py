@@ -80,22 +80,28 @@ def job_table(dumps: Sequence[RankDump], resolve: Callable[[str, str], tuple[str
     ops, dtypes, places = _Strings(), _Strings(), _Strings()
     parts: dict[str, list[np.ndarray]] = {name: [] for name in ("rank", "group", "seq", "op", "dtype", "in_count",
                                                                   "out_count", "t_ns", "duration_ns", "completed", "where")}
+    mapped: dict[tuple[int, ...], tuple[np.ndarray, ...]] = {}
+    """The job's numbering of a dump's groups, ops, types and places, by the identity of its columns:
+    dumps read once per shape share them (:mod:`.fr_alike`), and are numbered once."""
     for dump in dumps:
         c = dump.columns
-        local = np.zeros(len(c.groups), dtype=np.int32)
-        for g in dict.fromkeys(c.group.tolist()):  # in order of first appearance
-            name, description, backend = c.groups[g]
-            if (name, backend) not in groups:
-                groups[name, backend] = len(resolved)
-                identities.append((name, backend))
-                label, members = resolve(name, description)
-                resolved.append((f"{label} on {backend}" if len(backends[name]) > 1 else label, members))
-            local[g] = groups[name, backend]
+        same = (id(c.groups), id(c.group), id(c.ops), id(c.op), id(c.dtypes), id(c.dtype), id(c.places), id(c.where))
+        numbered = mapped.get(same)
+        if numbered is None:
+            local = np.zeros(len(c.groups), dtype=np.int32)
+            for g in dict.fromkeys(c.group.tolist()):  # in order of first appearance
+                name, description, backend = c.groups[g]
+                if (name, backend) not in groups:
+                    groups[name, backend] = len(resolved)
+                    identities.append((name, backend))
+                    label, members = resolve(name, description)
+                    resolved.append((f"{label} on {backend}" if len(backends[name]) > 1 else label, members))
+                local[g] = groups[name, backend]
+            numbered = mapped[same] = (local[c.group], ops.mapped(c.ops)[c.op], dtypes.mapped(c.dtypes)[c.dtype],
+                                       places.mapped(c.places)[c.where])
         parts["rank"].append(np.full(len(c), dump.rank, dtype=np.int32))
-        parts["group"].append(local[c.group])
-        parts["op"].append(ops.mapped(c.ops)[c.op])
-        parts["dtype"].append(dtypes.mapped(c.dtypes)[c.dtype])
-        parts["where"].append(places.mapped(c.places)[c.where])
+        for name, values in zip(("group", "op", "dtype", "where"), numbered):
+            parts[name].append(values)
         for name in ("seq", "in_count", "out_count", "t_ns", "duration_ns", "completed"):
             parts[name].append(getattr(c, name))
     rows = {name: np.concatenate(arrays) for name, arrays in parts.items()}

@@ -42,6 +42,7 @@ __all__ = [
     "Gate",
     "Go",
     "Collective",
+    "CallRanks",
     "ProvenanceRun",
     "BufferSummary",
     "Buffer",
@@ -68,14 +69,16 @@ __all__ = [
     "version_text",
 ]
 
-PROTOCOL_VERSION: tuple[int, int] = (1, 6)
+PROTOCOL_VERSION: tuple[int, int] = (1, 7)
 """(major, minor) of the event protocol and the trace format. 1.1 added the Mismatch event,
 checksummed trace records (a header field) and time-stamped signatures; 1.2 the Freed event,
 Buffer.labels (names of a worked example's elements) and Collective.algo/hops/sent_bytes; 1.3
 the Span event (a pipeline stage's forward or backward of one microbatch); 1.4 Collective.clock
 (how a call's duration was measured: on the host or by CUDA events on the GPU); 1.5 messages
 carrying several events (:data:`.frames.BATCH_MARK`); 1.6 ``Transfer.hop``, named ``step`` before
-(a step is a viewer step; a reader before 1.6 reads a 1.6 transfer as of no hop)."""
+(a step is a viewer step; a reader before 1.6 reads a 1.6 transfer as of no hop); 1.7 the CallRanks
+event (one call's ranks as columns, a live event: a trace holds its ranks' own events instead; a
+reader before 1.7 skips it, by name)."""
 
 NOTE_MARK = "Teacher's note: "
 """Introduces a teacher's note at the end of a Phase's narration (``--notes``, lessons)."""
@@ -246,6 +249,48 @@ class Collective(Event):
     hops: int = 0
     sent_bytes: int = 0
     clock: Literal["host", "gpu", ""] = ""
+
+
+class CallRanks(Event):
+    """One collective call on one group as many of its ranks issued or completed it since the
+    event before of the same call: what each rank's ``Phase`` and ``Collective`` (begin and end)
+    would say, once for all of them, the ranks' states and times as columns (protocol 1.7). A live
+    job read through relays emits one per call and reading where it emitted four events per rank
+    and call (40,960 a reading at 1,024 ranks): the call's fields are its ranks' own, which agree
+    (ranks that disagree on a call's sizes get an event each), and differ only in state and time.
+
+    Made by the session's feed (``rank`` is :data:`LAUNCHER_RANK`, ``seq`` 0: it is a live event,
+    held in memory, never numbered among the launcher's events, sent or written as itself — a trace
+    holds its :func:`~.call_ranks.per_rank_events`). ``phase`` is the call's step (``name``,
+    ``narration``: the step's, as a ``Phase`` begin carries them); ``issued``: the ranks that issued
+    the call, each at ``issued_ns[i]``, its Phase begin number ``issued_seq[i]`` of that rank's own
+    sequence (its Collective begin the next); ``ended``: the ranks that completed it, each at
+    ``ended_ns[i]`` after ``durations_ns[i]`` (None: not measured), its Collective end number
+    ``ended_seq[i]`` (its Phase end the next). A rank may be in both lists (it issued and completed
+    the call between two readings). :mod:`.call_ranks` reads it per rank.
+    """
+
+    phase: int
+    name: str
+    op: str
+    group: str
+    group_ranks: list[int]
+    group_seq: int
+    dtype: str
+    count: int
+    bytes_in: int
+    bytes_out: int
+    algo_bytes: int
+    narration: str = ""
+    root: Union[int, None] = None
+    reduce_op: Union[str, None] = None
+    issued: list[int] = []
+    issued_ns: list[int] = []
+    ended: list[int] = []
+    ended_ns: list[int] = []
+    durations_ns: list[Union[int, None]] = []
+    issued_seq: list[int] = []
+    ended_seq: list[int] = []
 
 
 class ProvenanceRun(msgspec.Struct, array_like=True):
@@ -447,6 +492,7 @@ AnyEvent = Union[
     Gate,
     Go,
     Collective,
+    CallRanks,
     Buffer,
     Transfer,
     Freed,
