@@ -138,7 +138,10 @@ def costs_at(log: EventLog, cursor: int, step: int) -> tuple[tuple[CallCost, ...
     by_call: dict[tuple[str, int], list[Any]] = {key: [] for key in shown}
     series = phase.collectives
     since = bisect_left(series.index, phase.call_firsts[first], 0, ended)  # the shown calls' ends lie after
-    for event in reversed(read_thin(log.events, series.index[since:ended], _CallEnd)):
+    # a grouped live event (CallRanks) is read per rank by its series; a stored trace never holds one
+    ends = series.events[since:ended] if series.holds_grouped \
+        else read_thin(log.events, series.index[since:ended], _CallEnd)
+    for event in reversed(ends):
         found = by_call.get((event.group, event.group_seq))
         if found is not None:
             found.append(event)
