@@ -51,8 +51,9 @@ and ``_c10d_functional`` ops the observers intercept; ``torch._C._dispatch_keyse
 ``torch.distributed.pipelining``'s ``PipelineStage``, ``ScheduleGPipe`` and ``Schedule1F1B``;
 ``torch.distributed.elastic.control_plane.worker_main`` and its ``TORCH_WORKER_SERVER_SOCKET`` (a
 script's ranks serve their recorder: ``userjob.recorder``; on 2.8 and 2.11 the server leaves its
-socket file behind and will not open over it, so the rank removes it; a server shut down before
-its accept loop runs never ends, so the rank waits for its first answer), and gloo's Flight Recorder
+socket file behind and will not open over it, so the rank removes it; 2.8 to 2.13 bind
+``_WorkerServer.shutdown`` holding the interpreter lock while it joins threads that may wait for
+it, so the rank never shuts its server down: ``os._exit`` ends it), and gloo's Flight Recorder
 through ``_dump_fr_trace_json`` — 2.8 records nothing unless ``TORCH_FR_BUFFER_SIZE`` is set
 (2.11 and 2.13: 2,000 calls by default), which a script's run sets where the user did not; where
 torch is built with NCCL, NCCL's calls are in a recorder of their own (``_dump_nccl_trace_json``,

@@ -387,18 +387,19 @@ class LocalSession:
     def _died_of_its_own(self, state: _RankState) -> bool:
         """Whether a rank killed by a signal collviz did not send died for its own reason.
 
-        Not when it died waiting in a hang already reported, nor when the signal is a SIGABRT or
-        SIGKILL that came after another rank's failure: NCCL's watchdog aborts the ranks left
-        waiting on a peer that raised or died (SIGABRT), and a rank killed once the teardown began
-        is its casualty. Such a rank is named only when no rank failed otherwise.
+        Not when it died waiting in a hang already reported, nor when the signal is a SIGABRT that
+        came after another rank's failure: NCCL's watchdog aborts the ranks left waiting on a peer
+        that raised or died (reaped once the teardown began, or after a peer's error). Such a rank
+        is named only when no rank failed otherwise. A SIGKILL collviz did not send is the rank's
+        own death, however late it is reaped: the kernel closes a dying process's sockets before
+        its exit can be waited for, so a peer's "Connection closed by peer" can arrive, and the
+        teardown begin, before the rank killed first can be reaped.
         """
         if not state.killed_externally or state.waiting_in_stall:
             return False
-        if state.exit_code not in (-signal.SIGABRT, -signal.SIGKILL):
+        if state.exit_code != -signal.SIGABRT:
             return True
-        if state.reaped_in_teardown:
-            return False
-        return state.exit_code != -signal.SIGABRT or not any(
+        return not state.reaped_in_teardown and not any(
             other.error_t_ns is not None and other.error_t_ns < state.reaped_ns for other in self._ranks.values())
 
     def _describe_failure(self, rank: int, state: _RankState) -> str:

@@ -24,9 +24,10 @@ While the script runs, the rank (:func:`recorded_rank`):
   would create a context on GPU 0, about 0.5 GiB in every rank).
 
 Nothing runs per call: the recorder is torch's, in C++. The thread waiting on the pipe sleeps in
-``read`` until the run ends. torch leaves the socket file behind when its server shuts down (and
-refuses to open a server over an old one): the rank removes it, before and after. torch's
-server logs its start and end on stderr: those lines go to ``rank<r>.sock.log`` beside the socket,
+``read`` until the run ends. The server is never shut down (its shutdown can deadlock with a
+thread answering a Python handler): it ends with the rank's process. torch refuses to open a
+server over an old socket file and leaves its own behind: the rank removes it, before and after
+the script. torch's server logs its start on stderr: those lines go to ``rank<r>.sock.log`` beside the socket,
 not among the script's own.
 """
 
@@ -35,7 +36,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import socket
 import sys
 import threading
 import time
@@ -49,7 +49,7 @@ import torch
 import torch._C._distributed_c10d as _c10d
 from torch.distributed.elastic.control_plane import TORCH_WORKER_SERVER_SOCKET, worker_main
 
-__all__ = ["DEFAULT_ENTRIES", "DEVICE_SETTLE_S", "WATCHDOG_DUMP_ENVS", "WATCHDOG_DUMP_PREFIX", "FR_BUFFER_ENV", "SERVER_START_S", "SETTLE_S",
+__all__ = ["DEFAULT_ENTRIES", "DEVICE_SETTLE_S", "WATCHDOG_DUMP_ENVS", "WATCHDOG_DUMP_PREFIX", "FR_BUFFER_ENV", "SETTLE_S",
            "SETTLE_POLL_S",
            "STATUS_HANDLER", "RecorderPlace", "dump_path", "merged_dump", "recorder_json", "socket_path", "recorded_rank"]
 
@@ -62,9 +62,6 @@ rank), the newer name first; torch reads the first one set (both in 2.13's ``lib
 WATCHDOG_DUMP_PREFIX = "nccl_trace_rank_"
 """The name of the watchdog's dumps in the run's folder, before the rank (torch's own name)."""
 """How many calls torch's Flight Recorder keeps per rank (torch reads it as a process group is made)."""
-
-SERVER_START_S = 5.0
-"""How long the rank waits for its worker server's first answer before the script runs."""
 
 DEVICE_SETTLE_S = 1.0
 """As the script ends, how long its device gets to finish the work queued on it before the dump."""
@@ -294,47 +291,36 @@ def _stderr_to(path: Path) -> Iterator[None]:
         os.close(target)
 
 
-def _wait_until_serving(path: Path, most_s: float) -> bool:
-    """Whether torch's server on ``path`` answered a ``ping`` within ``most_s``. Until its accept
-    loop runs, a shutdown is lost and the server never ends (torch 2.13: a script of no calls,
-    its server shut down at once, hung its rank): the rank waits for the first answer."""
-    deadline = time.monotonic() + most_s
-    while time.monotonic() < deadline:
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-                probe.settimeout(max(0.01, deadline - time.monotonic()))
-                probe.connect(str(path))
-                probe.sendall(b"POST /handler/ping HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
-                if probe.recv(16).startswith(b"HTTP/"):
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.002)
-    return False
+_OPEN_SERVERS: list[ExitStack] = []
+"""The rank's worker server, held open until the process ends (see :func:`_worker_server`)."""
 
 
 @contextmanager
 def _worker_server(path: Path) -> Iterator[None]:
-    """torch's worker server on the socket ``path`` for the duration (its own messages to
-    ``<path>.log``); the socket file removed before and after. The variable naming it is set
-    only while the server opens, so a script that wraps itself in ``worker_main`` does not open a
-    second one on the same socket."""
+    """torch's worker server on the socket ``path`` from here until the process ends (its own
+    messages to ``<path>.log``); the socket file removed before, and after the body. The variable
+    naming it is set only while the server opens, so a script that wraps itself in
+    ``worker_main`` does not open a second one on the same socket.
+
+    The server is never shut down: its ``shutdown`` joins its threads while holding the
+    interpreter lock (torch 2.8 to 2.13 bind it without releasing it), so a thread of it answering
+    a Python handler (:data:`STATUS_HANDLER`, a script's own), waiting for that lock or for
+    anything the main thread would do next, never ends, and the rank hangs at its exit (seen under
+    load). The worker ends every rank with ``os._exit``, which ends the server's threads with it;
+    the socket file is removed first, so no one connects to a rank that is ending."""
     path.unlink(missing_ok=True)
     log = path.with_name(f"{path.name}.log")
     server = ExitStack()
+    _OPEN_SERVERS.append(server)  # never closed, and never collected: collecting it would shut it down
     os.environ[TORCH_WORKER_SERVER_SOCKET] = str(path)
     try:
         with _stderr_to(log):
             server.enter_context(worker_main())  # type: ignore[arg-type]  # torch's @record types it Optional
     finally:
         os.environ.pop(TORCH_WORKER_SERVER_SOCKET, None)
-    serving = _wait_until_serving(path, SERVER_START_S)
     try:
         yield
     finally:
-        if serving:  # a server that never answered may never end: left to the process's exit
-            with _stderr_to(log):
-                server.close()
         path.unlink(missing_ok=True)
 
 

@@ -227,6 +227,24 @@ def test_a_rank_dead_of_another_signal_is_the_cause_over_its_peers_errors(tmp_pa
     session._started_intake.collector.close()
 
 
+def test_a_rank_killed_first_but_reaped_after_the_teardown_began_is_still_the_cause(tmp_path):
+    """The kernel closes a dying rank's sockets before its exit can be waited for: its peers'
+    "Connection closed by peer" can arrive, and the teardown begin, before it is reaped (seen
+    under load: the run blamed rank 0's error). A SIGKILL collviz did not send is still the cause."""
+    session = _unstarted_session(tmp_path)  # the teardown has begun
+    pid = os.fork()
+    if pid == 0:
+        os.kill(os.getpid(), signal.SIGKILL)
+    closed = "RuntimeError: Connection closed by peer"
+    session._ranks = {rank: _RankState(pid=0, exited=True, exit_code=1, error=closed, error_t_ns=rank + 1)
+                      for rank in (0, 2, 3)}
+    session._ranks[1] = _RankState(pid=pid)
+    _reap_until_exited(session, 1)
+    assert session._ranks[1].reaped_in_teardown
+    assert session._cause() == "rank 1 was killed by SIGKILL before its first phase"
+    session._started_intake.collector.close()
+
+
 def test_a_newer_minor_workers_unknown_events_are_skipped_without_a_false_gap(tmp_path):
     collector = Collector("r", Endpoints.in_directory(str(tmp_path)), world_size=2)
     context = zmq.Context()

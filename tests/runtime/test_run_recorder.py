@@ -433,6 +433,39 @@ def test_a_process_that_registered_the_status_handler_ends_normally():
     assert (result.returncode, result.stderr) == (0, "")
 
 
+ANSWERING_AT_EXIT_SCRIPT = textwrap.dedent('''
+    import glob, os, socket, tempfile, threading
+    import torch._C._distributed_c10d as c10d
+
+    entered_read, entered_write = os.pipe()
+
+    def answer_never(request, response):  # a handler the server is still running as the script ends
+        os.write(entered_write, b"in")
+        threading.Event().wait()
+
+    c10d._register_handler("answer_never", answer_never)
+    [path] = glob.glob(os.path.join(tempfile.gettempdir(), "collviz-*", f"rank{os.environ['RANK']}.sock"))
+    client = socket.socket(socket.AF_UNIX)
+    client.connect(path)
+    client.sendall(b"POST /handler/answer_never HTTP/1.0\\r\\nContent-Length: 0\\r\\n\\r\\n")
+    assert os.read(entered_read, 2) == b"in"
+    print("ending while the server answers", flush=True)
+''')
+"""Each rank's script ends while a thread of its worker server runs a Python handler that never
+returns: the handler has started (it said so on a pipe) before the script ends."""
+
+
+def test_a_rank_ends_while_its_worker_server_still_runs_a_python_handler(tmp_path):
+    """torch's ``_WorkerServer.shutdown`` joins the server's threads holding the interpreter lock:
+    a handler thread waiting for that lock, or one that does not return, hung the rank at its exit
+    (``benchmarks/run_overhead.py``, under load). The rank leaves its server to its process's end."""
+    (tmp_path / "answering.py").write_text(ANSWERING_AT_EXIT_SCRIPT)
+    result = _run(tmp_path, "answering", script=tmp_path / "answering.py")["result"]
+    assert result.returncode == 0, result.stderr
+    assert sorted(line for line in result.stdout.splitlines() if line.startswith("[rank")) == \
+        ["[rank0]: ending while the server answers", "[rank1]: ending while the server answers"]
+
+
 def _environment_in_the_script(monkeypatch: pytest.MonkeyPatch, folder: Path) -> dict[str, str | None]:
     """The watchdog's dump variables as a script run by :func:`recorded_rank` in ``folder`` sees them."""
     import contextlib
