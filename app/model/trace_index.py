@@ -80,15 +80,15 @@ class TraceRest:
         self._world = world
 
     def parts(self) -> Iterator[FiledPart]:
-        """The parts not filed yet, in order, each checked."""
+        """The parts not filed yet, in order, each checked; after the last, the CRC-32 of every
+        byte of the trace, taken in the same pass (NotIntact if it is not the one indexed)."""
         for part in self._parts:
             yield _read_part(part, self._sequences)
 
     def finish(self) -> str:
-        """The careful reader's warning (sequence gaps), once every part has been taken and the
-        CRC-32 of the whole trace found to be the one indexed (a second pass over its bytes, in
-        the background: the first frame waits for none of it)."""
-        self._index.check_whole()
+        """The careful reader's warning (sequence gaps), once every part has been taken (and so the
+        CRC-32 of the whole trace found to be the one indexed, in the background: the first frame
+        waits for none of it)."""
         gaps = self._sequences.finish(self._world)
         return f"{self._index.path}: {gaps_note(gaps)}" if gaps else ""
 
