@@ -79,6 +79,9 @@ the summary's parts: each reads whole parts)."""
 _PART_CHECKED = 4
 """The first index version whose body is checked a part at a time."""
 
+_CHECK_BYTES = 16 << 20
+"""Bytes of the trace read at a time for its CRC-32 alone (those before the first part handed over)."""
+
 _MAGIC = b"CVZINDEX"
 _FORMAT_NAME = "collviz-trace-index"
 _LENGTH = struct.Struct("<I")
@@ -275,36 +278,40 @@ class TraceIndex:
     def __len__(self) -> int:
         return int(self.offsets.size) - 1
 
-    def parts(self, events: int, whole: bool = True) -> Iterator[IndexPart]:
-        """The trace's events ``events`` at a time, in order, with their columns and records
-        (a part's bytes are reused by the next: use each before taking the next). With ``whole``
-        (for a caller that shows nothing before the last part), every byte read goes into the
-        CRC-32 of the whole trace, which must be the one the index was written for
-        (:class:`~.columns.NotIntact` otherwise, once the last part has been taken). Without (for
-        a caller that shows each part as soon as it has it), every record of a part is also
+    def parts(self, events: int, whole: bool = True, records: bool = False, first: int = 0,
+              ) -> Iterator[IndexPart]:
+        """The trace's events from ``first`` (a multiple of ``events``) on, ``events`` at a time,
+        in order, with their columns and records (a part's bytes are reused by the next: use each
+        before taking the next). With ``whole``, every byte of the trace (those before ``first``
+        read for it alone) goes into the CRC-32 of the whole trace, which must be the one the
+        index was written for (:class:`~.columns.NotIntact` otherwise, once the last part has been
+        taken): enough for a caller that shows nothing before the last part. With ``records``
+        (for a caller that shows each part as soon as it has it), every record of a part is
         checked against its length and its own CRC-32 before the part is handed over (NotIntact
         where one fails; the check overwrites the records' headers, after the whole trace's
         CRC-32 has taken them)."""
         offsets, count = self.offsets, len(self)
-        ends = offsets[np.minimum(np.arange(0, count, events) + events, count)]
-        largest = int((ends - offsets[0 : count : events]).max()) if count else 0
-        view = memoryview(bytearray(largest))
+        ends = offsets[np.minimum(np.arange(first, count, events) + events, count)]
+        largest = int((ends - offsets[first:count:events]).max()) if count > first else 0
+        view = memoryview(bytearray(max(largest, min(int(offsets[first]), _CHECK_BYTES) if whole else 0)))
         with open(self.path, "rb") as file, open(self.index, "rb") as index:
-            head = file.read(int(offsets[0]))
-            if len(head) != int(offsets[0]):
-                raise NotIntact("it is shorter than its index says")
-            crc = zlib.crc32(head)
-            for first in range(0, count, events):
-                stop = min(first + events, count)
-                length = int(offsets[stop] - offsets[first])
+            crc = 0
+            if whole:
+                crc = _crc32(file, int(offsets[first]), view)
+            else:
+                file.seek(int(offsets[first]))
+            for start in range(first, count, events):
+                stop = min(start + events, count)
+                length = int(offsets[stop] - offsets[start])
                 if file.readinto(view[:length]) != length:
                     raise NotIntact("it is shorter than its index says")
-                crc = zlib.crc32(view[:length], crc)
-                starts = offsets[first : stop + 1] - offsets[first]
-                if not whole:
-                    _check_records(view[:length], starts, first)
-                yield IndexPart(first, self._columns(index.fileno(), first, stop), view[:length], starts)
-            if file.read(1) or crc != self.trace_crc32:
+                if whole:
+                    crc = zlib.crc32(view[:length], crc)
+                starts = offsets[start : stop + 1] - offsets[start]
+                if records:
+                    _check_records(view[:length], starts, start)
+                yield IndexPart(start, self._columns(index.fileno(), start, stop), view[:length], starts)
+            if whole and (file.read(1) or crc != self.trace_crc32):
                 raise NotIntact("its bytes are not those its index was written for")
 
     def where(self, *types: type[Event]) -> np.ndarray:
@@ -369,12 +376,16 @@ def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex |
             header, body = _header(file)
             if header is None or header.trace_size != size:
                 return None
-            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:  # read in place, not copied
-                if header.body_crc32 is not None and _mapped_crc32(mapped, body) != header.body_crc32:
-                    return None
-                offsets = np.frombuffer(mapped, np.int64, header.events + 1, body).copy()
+            if header.body_crc32 is not None:
+                with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:  # read in place, not copied
+                    if _mapped_crc32(mapped, body) != header.body_crc32:
+                        return None
+            offsets = np.empty(header.events + 1, np.int64)
+            file.seek(body)
+            if file.readinto(offsets.data.cast("B")) != offsets.nbytes:
+                return None
         if header.body_crc32 is None:
-            _check_parts(memoryview(offsets).cast("B"), 8, 0, header.part_crc32s[0])
+            _check_parts(offsets.data.cast("B"), 8, 0, header.part_crc32s[0])
     except (OSError, NotIntact):
         return None
     if int(offsets[0]) != first_record or int(offsets[-1]) != size:
@@ -405,6 +416,18 @@ def _mapped_crc32(mapped: mmap.mmap, start: int) -> int:
     """The CRC-32 of ``mapped`` from byte ``start`` to its end."""
     with memoryview(mapped) as whole, whole[start:] as body:
         return zlib.crc32(body)
+
+
+def _crc32(file: BufferedIOBase, length: int, buffer: memoryview) -> int:
+    """The CRC-32 of the next ``length`` bytes of ``file``, read through ``buffer``; NotIntact if
+    the file ends first."""
+    crc = 0
+    while length:
+        read = file.readinto(buffer[: min(length, len(buffer))])
+        if not read:
+            raise NotIntact("it is shorter than its index says")
+        crc, length = zlib.crc32(buffer[:read], crc), length - read
+    return crc
 
 
 def _part_crc32s(column: bytes, size: int) -> list[int]:

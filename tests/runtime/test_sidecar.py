@@ -124,7 +124,7 @@ def test_a_trace_changed_in_place_fails_its_whole_file_checksum_after_the_last_p
     assert [part.first for part in taken] == list(range(0, len(index), 4))
     with pytest.raises(NotIntact, match="not those its index was written for"):
         next(parts)  # the whole file's CRC-32, known once every byte has been read
-    shown = index.parts(4, whole=False)  # as the viewer reads it: the whole CRC-32 in the same pass
+    shown = index.parts(4, records=True)  # as the viewer reads it: the whole CRC-32 in the same pass
     with pytest.raises(NotIntact):  # its own checksum where the flip is in a record, else the whole file's
         list(shown)
 
@@ -137,10 +137,22 @@ def test_a_record_changed_in_place_fails_its_own_checksum_before_its_part_is_han
     assert index is not None
     damaged = int(np.searchsorted(index.offsets, at % path.stat().st_size, side="right")) - 1  # the record holding it
     _flip(path, at % path.stat().st_size)
-    parts = index.parts(4, whole=False)  # as the viewer reads it: each part shown as soon as it is had
+    parts = index.parts(4, whole=False, records=True)  # as the viewer opens: each part shown once had
     assert [next(parts).first for _ in range(damaged // 4)] == list(range(0, damaged // 4 * 4, 4))
     with pytest.raises(NotIntact, match="does not match its checksum"):
         next(parts)  # the part holding it is never handed over
+
+
+def test_parts_handed_over_from_a_later_one_still_check_every_byte_before_it(tmp_path):
+    path = write_trace(tmp_path / "t.cvz", all_gather_events(world=2))
+    index = _read(path)
+    later = list(range(8, len(index), 4))
+    assert [part.first for part in index.parts(4, records=True, first=8)] == later
+    _flip(path, int(index.offsets[1]) + 10)  # a payload byte of event 1, in a part not handed over
+    parts = index.parts(4, records=True, first=8)  # as the viewer's background reads what its open left
+    assert [next(parts).first for _ in later] == later
+    with pytest.raises(NotIntact, match="not those its index was written for"):
+        next(parts)
 
 
 @pytest.mark.parametrize("change", ["the trace grown", "a byte of the index's body", "a byte of the index's offsets",
@@ -208,7 +220,7 @@ def test_a_version_4_index_checks_each_part_of_a_column_only_when_it_reads_it(tm
     index = _read(path)
     assert index is not None  # its offsets hold: it is used
     assert index.where(Collective).size  # the kinds column holds too
-    parts = index.parts(4, whole=False)
+    parts = index.parts(4, whole=False, records=True)
     assert [next(parts).first for _ in range(2)] == [0, 4]  # parts before the damage are handed over
     with pytest.raises(NotIntact, match=r"columns are not those written \(values 8 on\)"):
         next(parts)
