@@ -75,20 +75,25 @@ class TraceRest:
 
     def __init__(self, index: TraceIndex, sequences: Sequences, world: int | None) -> None:
         self._index = index
-        self._parts = index.parts(INDEX_PART, whole=False)
+        self._next = 0
+        """The first event not handed over yet."""
         self._sequences = sequences
         self._world = world
 
-    def parts(self) -> Iterator[FiledPart]:
-        """The parts not filed yet, in order, each checked."""
-        for part in self._parts:
+    def parts(self, whole: bool = True) -> Iterator[FiledPart]:
+        """The parts not handed over yet, in order, every record checked; with ``whole``, the
+        CRC-32 of every byte of the trace taken in the same pass (the bytes of the parts handed
+        over before read again for it alone) and checked after the last (NotIntact if it is not
+        the one indexed). The open takes the first step's parts without it, so that its first
+        frame waits for no CRC-32 but its records'."""
+        for part in self._index.parts(INDEX_PART, whole, records=True, first=self._next):
+            self._next = part.first + len(part.columns)
             yield _read_part(part, self._sequences)
 
     def finish(self) -> str:
-        """The careful reader's warning (sequence gaps), once every part has been taken and the
-        CRC-32 of the whole trace found to be the one indexed (a second pass over its bytes, in
-        the background: the first frame waits for none of it)."""
-        self._index.check_whole()
+        """The careful reader's warning (sequence gaps), once every part has been taken (and so the
+        CRC-32 of the whole trace found to be the one indexed, in the background: the first frame
+        waits for none of it)."""
         gaps = self._sequences.finish(self._world)
         return f"{self._index.path}: {gaps_note(gaps)}" if gaps else ""
 
@@ -163,7 +168,7 @@ def _open_index(log: EventLog, index: TraceIndex, scan: TraceScan) -> TraceRest:
     first = log.run_start
     sequences = Sequences()
     rest = TraceRest(index, sequences, first.world_size if first else None)
-    parts = rest.parts()
+    parts = rest.parts(whole=False)
     while not _first_step_filed(log):
         part = next(parts, None)
         if part is None:

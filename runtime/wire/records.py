@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from mmap import mmap
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from .protocol import MAX_FRAME_BYTES
 
@@ -147,16 +148,17 @@ class HeaderSlots:
     """The 8-byte record headers of a stretch of records read whole, each read and written as two
     little-endian 32-bit words.
 
-    Headers sit at any byte offset: numpy gathers their bytes through one index of them (and
-    scatters new ones back through it), so reading or writing every header is a few numpy calls
-    whatever the number of records.
+    Headers sit at any byte offset: numpy gathers them as rows of a view holding the 8 bytes from
+    every offset (and scatters new ones back through it), one index per header, so reading or
+    writing every header is a few numpy calls whatever the number of records.
     """
 
     def __init__(self, data: bytearray | memoryview, at: np.ndarray) -> None:
-        self._bytes = np.frombuffer(data, np.uint8)
-        narrow = np.int32 if len(self._bytes) < 2**31 else np.int64
-        self._at = np.add.outer(at.astype(narrow), np.arange(8, dtype=narrow))
-        self._words = self._bytes[self._at].view("<u4")
+        every = np.frombuffer(data, np.uint8)
+        self._rows = as_strided(every, shape=(max(every.size - 7, 0), 8), strides=(1, 1))
+        """Row ``i``: the 8 bytes from byte ``i`` (rows overlap; the records' headers do not)."""
+        self._at = at
+        self._words = self._rows[at].view("<u4")
 
     def read(self, word: int) -> np.ndarray:
         """Every header's first (0) or second (1) word, in record order, as read when this was made."""
@@ -167,7 +169,7 @@ class HeaderSlots:
         written = np.empty_like(self._words)
         written[:, 0] = first
         written[:, 1] = second
-        self._bytes[self._at] = written.view(np.uint8)
+        self._rows[self._at] = written.view(np.uint8)
 
 
 _zero_checksums = np.zeros(LARGE_PAYLOAD + 1, np.uint32)

@@ -9,21 +9,25 @@ and the trace is scanned when opened)::
 
     b"CVZINDEX"            8-byte magic
     u32 length, header     msgpack: format, version, the trace's size and CRC-32 (every byte of
-                           it), the event count, the type and name tables, the body's CRC-32
+                           it), the event count, the type and name tables, and the CRC-32 of
+                           each part of :data:`CHECK_EVENTS` events of each column of the body
+                           (version 4; before it, the CRC-32 of the whole body)
     body                   the columns back to back, little-endian: offsets (int64, one per
                            event and the end), kinds (uint8), ranks (int32), seqs, phases
                            (int64), keys (int32), numbers (int64), ends (uint8), sizes (int64),
                            p2p (uint8); an index of version 2 ends at ``ends``
 
-:func:`read_index` hands it over only when it is intact (magic, version, the body's CRC-32) and
-for a trace of the size the file has now. What is shown is what was checked: for a reader that
-shows nothing before it has read the whole (``replay --headless``), :meth:`TraceIndex.parts`
+:func:`read_index` hands it over only when it is intact (magic, version, the CRC-32 of the
+offsets, or of a version-2 or 3 index's whole body) and for a trace of the size the file has now;
+a version-4 index's other columns are checked a part at a time as they are read, so opening a
+trace reads and checks only the parts it files. What is shown is what was checked: for a reader
+that shows nothing before it has read the whole (``replay --headless``), :meth:`TraceIndex.parts`
 folds every byte it reads into the CRC-32 of the whole trace, which must be the one its writer
 computed once the last part has been taken (:class:`~.columns.NotIntact` otherwise); for a reader
 that shows a part as soon as it has it (the viewer, its first step first), every record of each
 part is checked against its own CRC-32 before the part is handed over, and the whole trace's
-CRC-32 after the last (:meth:`TraceIndex.check_whole`); :mod:`.stored` checks each record again
-when a frame decodes it. Anything else — no
+CRC-32, folded in the same pass, after the last; :mod:`.stored` checks each record again when a
+frame decodes it. Anything else — no
 index (an older collviz, a trace still being written, a copy without its index), a stale,
 damaged or newer one, a trace whose bytes differ — and the trace is scanned (:mod:`.scan`),
 which verifies every record. The writer leaves no index for a trace the scan
@@ -54,16 +58,29 @@ from .files import open_without_blocking, renames_over, write_output
 from .protocol import EVENT_TYPES, AnyEvent, Event
 from .records import LARGE_PAYLOAD, HeaderSlots, checksums_hold
 
-__all__ = ["INDEX_SUFFIX", "INDEX_VERSION", "index_path", "discard_index", "IndexRecorder", "IndexPart", "TraceIndex", "read_index"]
+__all__ = ["INDEX_SUFFIX", "INDEX_VERSION", "CHECK_EVENTS", "index_path", "discard_index", "IndexRecorder", "IndexPart", "TraceIndex", "read_index"]
 
 INDEX_SUFFIX = ".index"
 """What the index's file name adds to its trace's."""
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 """The index layout its writer writes; a reader uses those of :data:`_LAYOUTS` (an index of
 another version is ignored). 2: a transfer's ``keys`` and ``numbers`` columns hold its ``dst``
 and its order key. 3: ``sizes`` and ``p2p`` follow (a transfer's bytes and kind), so that a
-summary counts transfers without decoding them; a version-2 index is still read, without them."""
+summary counts transfers without decoding them; a version-2 index is still read, without them.
+4: the header holds a CRC-32 per part of each column (:data:`CHECK_EVENTS` events) instead of
+one for the whole body, so that a reader checks only what it reads (versions 2 and 3 are still
+read, their body checked whole)."""
+
+CHECK_EVENTS = 1 << 18
+"""Events per part of a column that a version-4 index checks by its own CRC-32 (the viewer's and
+the summary's parts: each reads whole parts)."""
+
+_PART_CHECKED = 4
+"""The first index version whose body is checked a part at a time."""
+
+_CHECK_BYTES = 16 << 20
+"""Bytes of the trace read at a time for its CRC-32 alone (those before the first part handed over)."""
 
 _MAGIC = b"CVZINDEX"
 _FORMAT_NAME = "collviz-trace-index"
@@ -74,11 +91,8 @@ _COLUMNS: tuple[tuple[str, str], ...] = (
 )
 """The columns after the offsets, in file order, with their stored types (what the writer writes)."""
 
-_LAYOUTS: dict[int, tuple[tuple[str, str], ...]] = {2: _COLUMNS[:7], INDEX_VERSION: _COLUMNS}
+_LAYOUTS: dict[int, tuple[tuple[str, str], ...]] = {2: _COLUMNS[:7], 3: _COLUMNS, _PART_CHECKED: _COLUMNS}
 """The columns of each index version this collviz reads."""
-
-_CHECK_BYTES = 16 << 20
-"""Bytes of the trace read at a time to check its CRC-32 (read, not mapped: no pages stay resident)."""
 
 _BATCH_EVENTS = 65_536
 """Thin events the recorder holds before turning them into columns."""
@@ -108,7 +122,11 @@ class _Header(msgspec.Struct, kw_only=True):
     events: int
     type_names: list[str]
     names: list[str]
-    body_crc32: int
+    body_crc32: int | None = None
+    """The CRC-32 of the whole body (versions 2 and 3)."""
+    part_crc32s: list[list[int]] = []
+    """Version 4: for the offsets and each column in file order, the CRC-32 of each part of
+    :data:`CHECK_EVENTS` values (the offsets' last part holds the end too)."""
 
 
 class IndexRecorder:
@@ -182,12 +200,17 @@ class IndexRecorder:
         body = [np.frombuffer(self._starts, np.int64).tobytes() + self._end.to_bytes(8, "little")]
         body += [np.concatenate([part[column] for part in self._parts] or [np.empty(0, dtype)]).tobytes()
                  for column, (_, dtype) in enumerate(_COLUMNS)]
-        body_crc = 0
-        for part in body:
-            body_crc = zlib.crc32(part, body_crc)
+        checks: dict[str, Any] = {}
+        if INDEX_VERSION >= _PART_CHECKED:
+            sizes = (8, *(np.dtype(dtype).itemsize for _, dtype in _COLUMNS))
+            checks["part_crc32s"] = [_part_crc32s(column, size) for column, size in zip(body, sizes)]
+        else:  # as a collviz before version 4 wrote it (the tests' older indexes)
+            checks["body_crc32"] = 0
+            for column in body:
+                checks["body_crc32"] = zlib.crc32(column, checks["body_crc32"])
         header = msgspec.msgpack.encode(_Header(
             format=_FORMAT_NAME, version=INDEX_VERSION, trace_size=size, trace_crc32=crc32, events=count,
-            type_names=[event_type.__name__ for event_type in EVENT_TYPES], names=list(self._names), body_crc32=body_crc))
+            type_names=[event_type.__name__ for event_type in EVENT_TYPES], names=list(self._names), **checks))
         try:
             write_output(index_path(trace), [_MAGIC, _LENGTH.pack(len(header)), header, *body], "--record")
         except UsageError:
@@ -235,7 +258,9 @@ class TraceIndex:
     """The index of the trace at ``path``, read from ``index`` (whose columns start at byte
     ``columns_at``): where each event's record starts (``offsets``, int64, one more: where the last
     ends), the names its keys number, and the CRC-32 of every byte of the trace it was written
-    for. Its columns are read a part at a time (:meth:`parts`), so only a part's stay in memory."""
+    for. Its columns are read a part at a time (:meth:`parts`), so only a part's stay in memory,
+    each part checked against its CRC-32 (``part_crc32s``, by column; None: the index's body was
+    checked whole when it was read)."""
 
     path: str
     index: str
@@ -247,56 +272,53 @@ class TraceIndex:
     """Each stored type code's position in this collviz's EVENT_TYPES (255: a type it does not know)."""
     stored: tuple[tuple[str, str], ...] = _COLUMNS
     """The columns its version holds, in file order (:data:`_LAYOUTS`)."""
+    part_crc32s: list[list[int]] | None = None
+    """Each column's CRC-32s, by part of :data:`CHECK_EVENTS` events, in file order after the offsets'."""
 
     def __len__(self) -> int:
         return int(self.offsets.size) - 1
 
-    def parts(self, events: int, whole: bool = True) -> Iterator[IndexPart]:
-        """The trace's events ``events`` at a time, in order, with their columns and records
-        (a part's bytes are reused by the next: use each before taking the next). With ``whole``
-        (for a caller that shows nothing before the last part), every byte read goes into the
-        CRC-32 of the whole trace, which must be the one the index was written for
-        (:class:`~.columns.NotIntact` otherwise, once the last part has been taken). Without (for
-        a caller that shows each part as soon as it has it, and checks the whole later:
-        :meth:`check_whole`), every record of a part is checked against its length and its own
-        CRC-32 before the part is handed over (NotIntact where one fails; the check overwrites
-        the records' headers)."""
+    def parts(self, events: int, whole: bool = True, records: bool = False, first: int = 0,
+              ) -> Iterator[IndexPart]:
+        """The trace's events from ``first`` (a multiple of ``events``) on, ``events`` at a time,
+        in order, with their columns and records (a part's bytes are reused by the next: use each
+        before taking the next). With ``whole``, every byte of the trace (those before ``first``
+        read for it alone) goes into the CRC-32 of the whole trace, which must be the one the
+        index was written for (:class:`~.columns.NotIntact` otherwise, once the last part has been
+        taken): enough for a caller that shows nothing before the last part. With ``records``
+        (for a caller that shows each part as soon as it has it), every record of a part is
+        checked against its length and its own CRC-32 before the part is handed over (NotIntact
+        where one fails; the check overwrites the records' headers, after the whole trace's
+        CRC-32 has taken them)."""
         offsets, count = self.offsets, len(self)
-        ends = offsets[np.minimum(np.arange(0, count, events) + events, count)]
-        largest = int((ends - offsets[0 : count : events]).max()) if count else 0
-        view = memoryview(bytearray(largest))
+        ends = offsets[np.minimum(np.arange(first, count, events) + events, count)]
+        largest = int((ends - offsets[first:count:events]).max()) if count > first else 0
+        view = memoryview(bytearray(max(largest, min(int(offsets[first]), _CHECK_BYTES) if whole else 0)))
         with open(self.path, "rb") as file, open(self.index, "rb") as index:
-            head = file.read(int(offsets[0]))
-            if len(head) != int(offsets[0]):
-                raise NotIntact("it is shorter than its index says")
-            crc = zlib.crc32(head)
-            for first in range(0, count, events):
-                stop = min(first + events, count)
-                length = int(offsets[stop] - offsets[first])
+            crc = 0
+            if whole:
+                crc = _crc32(file, int(offsets[first]), view)
+            else:
+                file.seek(int(offsets[first]))
+            for start in range(first, count, events):
+                stop = min(start + events, count)
+                length = int(offsets[stop] - offsets[start])
                 if file.readinto(view[:length]) != length:
                     raise NotIntact("it is shorter than its index says")
                 if whole:
                     crc = zlib.crc32(view[:length], crc)
-                starts = offsets[first : stop + 1] - offsets[first]
-                if not whole:
-                    _check_records(view[:length], starts, first)
-                yield IndexPart(first, self._columns(index.fileno(), first, stop), view[:length], starts)
+                starts = offsets[start : stop + 1] - offsets[start]
+                if records:
+                    _check_records(view[:length], starts, start)
+                yield IndexPart(start, self._columns(index.fileno(), start, stop), view[:length], starts)
             if whole and (file.read(1) or crc != self.trace_crc32):
-                raise NotIntact("its bytes are not those its index was written for")
-
-    def check_whole(self) -> None:
-        """Check that the CRC-32 of every byte of the trace is the one the index was written for
-        (:class:`~.columns.NotIntact` if not): what :meth:`parts` checks with ``whole``."""
-        with open(self.path, "rb") as file:
-            crc = _crc32(file, memoryview(bytearray(_CHECK_BYTES)))
-            if crc != self.trace_crc32 or file.tell() != int(self.offsets[-1]):
                 raise NotIntact("its bytes are not those its index was written for")
 
     def where(self, *types: type[Event]) -> np.ndarray:
         """Positions (int64, ascending) of the events of ``types`` in the whole trace, read from
         the index's type column alone."""
         with open(self.index, "rb") as index:
-            stored = np.frombuffer(os.pread(index.fileno(), len(self), self.columns_at), np.uint8)
+            stored = np.frombuffer(self._column(index.fileno(), 0, self.columns_at, 0, len(self)), np.uint8)
         chosen = np.zeros(256, np.uint8)  # by stored code: 1 one of ``types``, 2 a type this collviz does not know
         chosen[self.kinds == 255] = 2
         chosen[np.isin(self.kinds, [EVENT_TYPES.index(event_type) for event_type in types])] = 1
@@ -310,9 +332,9 @@ class TraceIndex:
         count, total = stop - start, len(self)
         found = {}
         at = self.columns_at
-        for name, dtype in self.stored:
+        for column, (name, dtype) in enumerate(self.stored):
             size = np.dtype(dtype).itemsize
-            found[name] = np.frombuffer(os.pread(fd, size * count, at + size * start), dtype, count)
+            found[name] = np.frombuffer(self._column(fd, column, at, start, stop), dtype, count)
             at += size * total
         kinds = self.kinds[found["kinds"]]
         if (kinds == 255).any():
@@ -321,6 +343,21 @@ class TraceIndex:
         return EventColumns(kinds, found["ranks"].astype(np.int64), found["seqs"], found["phases"],
                             found["keys"].astype(np.int64), found["numbers"], found["ends"].view(bool), self.names,
                             found.get("sizes"), None if p2p is None else p2p.view(bool))
+
+    def _column(self, fd: int, column: int, at: int, start: int, stop: int) -> memoryview:
+        """The bytes of values ``[start, stop)`` of the column numbered ``column`` (in
+        :attr:`stored`; stored from byte ``at`` of the index open as ``fd``), every part of
+        :data:`CHECK_EVENTS` values they fall in checked against its CRC-32 where the index holds
+        them (NotIntact if one fails)."""
+        size = np.dtype(self.stored[column][1]).itemsize
+        crcs = None if self.part_crc32s is None else self.part_crc32s[column]
+        low, high = (start, stop) if crcs is None else _whole_parts(start, stop, len(self))
+        data = memoryview(os.pread(fd, size * (high - low), at + size * low))
+        if len(data) != size * (high - low):
+            raise NotIntact("its index is shorter than it says")
+        if crcs is not None:
+            _check_parts(data, size, low, crcs)
+        return data[size * (start - low) : size * (stop - low)]
 
 
 def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex | None:
@@ -339,11 +376,17 @@ def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex |
             header, body = _header(file)
             if header is None or header.trace_size != size:
                 return None
-            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:  # read in place, not copied
-                if _mapped_crc32(mapped, body) != header.body_crc32:
-                    return None
-                offsets = np.frombuffer(mapped, np.int64, header.events + 1, body).copy()
-    except OSError:
+            if header.body_crc32 is not None:
+                with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:  # read in place, not copied
+                    if _mapped_crc32(mapped, body) != header.body_crc32:
+                        return None
+            offsets = np.empty(header.events + 1, np.int64)
+            file.seek(body)
+            if file.readinto(offsets.data.cast("B")) != offsets.nbytes:
+                return None
+        if header.body_crc32 is None:
+            _check_parts(offsets.data.cast("B"), 8, 0, header.part_crc32s[0])
+    except (OSError, NotIntact):
         return None
     if int(offsets[0]) != first_record or int(offsets[-1]) != size:
         return None
@@ -351,7 +394,8 @@ def read_index(trace: str | os.PathLike[str], first_record: int) -> TraceIndex |
     kinds = np.full(256, 255, np.uint8)
     kinds[: len(header.type_names)] = [codes.get(name, 255) for name in header.type_names[:256]]
     return TraceIndex(os.fspath(trace), os.fspath(path), offsets, header.names, header.trace_crc32,
-                      body + offsets.nbytes, kinds, _LAYOUTS[header.version])
+                      body + offsets.nbytes, kinds, _LAYOUTS[header.version],
+                      None if header.body_crc32 is not None else header.part_crc32s[1:])
 
 
 def _check_records(records: memoryview, starts: np.ndarray, first: int) -> None:
@@ -374,12 +418,38 @@ def _mapped_crc32(mapped: mmap.mmap, start: int) -> int:
         return zlib.crc32(body)
 
 
-def _crc32(file: BufferedIOBase, buffer: memoryview) -> int:
-    """The CRC-32 of ``file`` from its position to its end, read through ``buffer``."""
+def _crc32(file: BufferedIOBase, length: int, buffer: memoryview) -> int:
+    """The CRC-32 of the next ``length`` bytes of ``file``, read through ``buffer``; NotIntact if
+    the file ends first."""
     crc = 0
-    while read := file.readinto(buffer):
-        crc = zlib.crc32(buffer[:read], crc)
+    while length:
+        read = file.readinto(buffer[: min(length, len(buffer))])
+        if not read:
+            raise NotIntact("it is shorter than its index says")
+        crc, length = zlib.crc32(buffer[:read], crc), length - read
     return crc
+
+
+def _part_crc32s(column: bytes, size: int) -> list[int]:
+    """The CRC-32 of each part of :data:`CHECK_EVENTS` values of ``column`` (values of ``size`` bytes)."""
+    step = CHECK_EVENTS * size
+    view = memoryview(column)
+    return [zlib.crc32(view[at : at + step]) for at in range(0, len(view), step)]
+
+
+def _whole_parts(start: int, stop: int, events: int) -> tuple[int, int]:
+    """The values ``[start, stop)`` widened to whole parts of :data:`CHECK_EVENTS` (a column of
+    ``events`` values)."""
+    return start - start % CHECK_EVENTS, min(-(-stop // CHECK_EVENTS) * CHECK_EVENTS, events)
+
+
+def _check_parts(data: memoryview, size: int, first: int, crcs: list[int]) -> None:
+    """Check that ``data``, a column's values (``size`` bytes each) from value ``first`` (a part's
+    first) on, in whole parts, holds the CRC-32s ``crcs`` gives its parts; NotIntact if not."""
+    step = CHECK_EVENTS * size
+    for at in range(0, len(data), step):
+        if zlib.crc32(data[at : at + step]) != crcs[first // CHECK_EVENTS + at // step]:
+            raise NotIntact(f"its index's columns are not those written (values {first + at // size:,} on)")
 
 
 def _header(file: BufferedIOBase) -> tuple[_Header | None, int]:
@@ -394,6 +464,10 @@ def _header(file: BufferedIOBase) -> tuple[_Header | None, int]:
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None, 0
     if header.format != _FORMAT_NAME or header.version not in _LAYOUTS or header.events < 0:
+        return None, 0
+    counts = (header.events + 1, *(header.events for _ in _LAYOUTS[header.version]))
+    if (header.body_crc32 is None) == (header.version < _PART_CHECKED) or header.version >= _PART_CHECKED and (
+            [len(crcs) for crcs in header.part_crc32s] != [-(-count // CHECK_EVENTS) for count in counts]):
         return None, 0
     body = start + length
     expected = 8 * (header.events + 1) + sum(np.dtype(dtype).itemsize * header.events

@@ -128,10 +128,14 @@ def _replayed(trace: Path, option: str, capsys: pytest.CaptureFixture[str]) -> t
     return captured.out, captured.err
 
 
+@pytest.mark.parametrize("version", [3, 4])  # its body checked whole, or a part at a time
 @pytest.mark.parametrize("option", ["--headless", "--json"])
 @pytest.mark.parametrize("run", list(RUNS))
-def test_an_indexed_trace_replays_as_the_careful_reader_replays_it(tmp_path, capsys, run, option):
+def test_an_indexed_trace_replays_as_the_careful_reader_replays_it(tmp_path, capsys, run, option, version,
+                                                                   monkeypatch):
+    monkeypatch.setattr(sidecar, "INDEX_VERSION", version)
     trace = write_trace(tmp_path / "t.cvz", RUNS[run]())
+    monkeypatch.undo()
     assert read_for_summary(trace) is not None  # read through the index
     indexed = _replayed(trace, option, capsys)
     os.unlink(index_path(trace))

@@ -124,8 +124,9 @@ def test_a_trace_changed_in_place_fails_its_whole_file_checksum_after_the_last_p
     assert [part.first for part in taken] == list(range(0, len(index), 4))
     with pytest.raises(NotIntact, match="not those its index was written for"):
         next(parts)  # the whole file's CRC-32, known once every byte has been read
-    with pytest.raises(NotIntact, match="not those its index was written for"):
-        index.check_whole()  # what the viewer checks once it has filed every part
+    shown = index.parts(4, records=True)  # as the viewer reads it: the whole CRC-32 in the same pass
+    with pytest.raises(NotIntact):  # its own checksum where the flip is in a record, else the whole file's
+        list(shown)
 
 
 @pytest.mark.parametrize("at", [200, -3])
@@ -136,13 +137,25 @@ def test_a_record_changed_in_place_fails_its_own_checksum_before_its_part_is_han
     assert index is not None
     damaged = int(np.searchsorted(index.offsets, at % path.stat().st_size, side="right")) - 1  # the record holding it
     _flip(path, at % path.stat().st_size)
-    parts = index.parts(4, whole=False)  # as the viewer reads it: each part shown as soon as it is had
+    parts = index.parts(4, whole=False, records=True)  # as the viewer opens: each part shown once had
     assert [next(parts).first for _ in range(damaged // 4)] == list(range(0, damaged // 4 * 4, 4))
     with pytest.raises(NotIntact, match="does not match its checksum"):
         next(parts)  # the part holding it is never handed over
 
 
-@pytest.mark.parametrize("change", ["the trace grown", "a byte of the index's body",
+def test_parts_handed_over_from_a_later_one_still_check_every_byte_before_it(tmp_path):
+    path = write_trace(tmp_path / "t.cvz", all_gather_events(world=2))
+    index = _read(path)
+    later = list(range(8, len(index), 4))
+    assert [part.first for part in index.parts(4, records=True, first=8)] == later
+    _flip(path, int(index.offsets[1]) + 10)  # a payload byte of event 1, in a part not handed over
+    parts = index.parts(4, records=True, first=8)  # as the viewer's background reads what its open left
+    assert [next(parts).first for _ in later] == later
+    with pytest.raises(NotIntact, match="not those its index was written for"):
+        next(parts)
+
+
+@pytest.mark.parametrize("change", ["the trace grown", "a byte of the index's body", "a byte of the index's offsets",
                                     "a byte of the index's header", "the index cut short", "another index version"])
 def test_an_index_that_no_longer_describes_its_trace_is_ignored(tmp_path, change, monkeypatch):
     path = write_trace(tmp_path / "t.cvz", all_gather_events(world=2))
@@ -151,8 +164,13 @@ def test_an_index_that_no_longer_describes_its_trace_is_ignored(tmp_path, change
         with open(path, "ab") as file:
             payload = encode(all_gather_events(world=2)[-1])
             file.write(struct.pack("<II", len(payload), zlib.crc32(payload)) + payload)
-    elif change == "a byte of the index's body":
+    elif change == "a byte of the index's body":  # of a version-3 index, its body checked whole
+        monkeypatch.setattr(sidecar, "INDEX_VERSION", 3)
+        path = write_trace(tmp_path / "t.cvz", all_gather_events(world=2))
+        monkeypatch.undo()
         _flip(index, index.stat().st_size - 10)
+    elif change == "a byte of the index's offsets":  # of a version-4 index: read whole, checked at once
+        _flip(index, index.stat().st_size - 43 * len(all_gather_events(world=2)) - 3)  # 43 bytes an event follow
     elif change == "a byte of the index's header":
         _flip(index, 20)
     elif change == "the index cut short":
@@ -171,6 +189,50 @@ def test_an_index_of_version_2_is_read_without_the_transfers_sizes(tmp_path, mon
     part = next(_read(path).parts(len(events)))
     assert part.columns.sizes is None and part.columns.p2p is None
     assert part.columns.kinds.tolist() == [EVENT_TYPES.index(type(event)) for event in events]
+
+
+def test_an_index_of_version_3_is_read_its_body_checked_whole(tmp_path, monkeypatch):
+    events = all_gather_events(world=4)
+    newer = write_trace(tmp_path / "newer.cvz", events)
+    monkeypatch.setattr(sidecar, "INDEX_VERSION", 3)  # what a collviz before version 4 wrote
+    older = write_trace(tmp_path / "older.cvz", events)
+    monkeypatch.undo()
+    data = index_path(older).read_bytes()
+    assert msgspec.msgpack.decode(data[12 : 12 + struct.unpack_from("<I", data, 8)[0]])["version"] == 3
+    assert _columns(_read(older)) == _columns(_read(newer))
+    assert _read(older).part_crc32s is None
+
+
+def _version_4_damaged(tmp_path: Path, monkeypatch, column_at: int, event: int) -> tuple[Path, int]:
+    """A trace of 4 ranks whose version-4 index (parts of 4 events) has a flipped byte in
+    ``event``'s value of the column stored ``column_at`` bytes an event after the offsets; its event count."""
+    monkeypatch.setattr(sidecar, "CHECK_EVENTS", 4)  # as a trace of millions has them of 262,144
+    events = all_gather_events(world=4)
+    path = write_trace(tmp_path / "t.cvz", events)
+    index = index_path(path)
+    _flip(index, index.stat().st_size - 43 * len(events) + column_at * len(events) + event)
+    return path, len(events)
+
+
+def test_a_version_4_index_checks_each_part_of_a_column_only_when_it_reads_it(tmp_path, monkeypatch):
+    path, count = _version_4_damaged(tmp_path, monkeypatch, column_at=1, event=4 * 9)  # event 9's rank
+    assert count > 12
+    index = _read(path)
+    assert index is not None  # its offsets hold: it is used
+    assert index.where(Collective).size  # the kinds column holds too
+    parts = index.parts(4, whole=False, records=True)
+    assert [next(parts).first for _ in range(2)] == [0, 4]  # parts before the damage are handed over
+    with pytest.raises(NotIntact, match=r"columns are not those written \(values 8 on\)"):
+        next(parts)
+    with pytest.raises(NotIntact, match=r"values 8 on"):
+        list(index.parts(3))  # a part of 3 events from event 9 on still checks the whole part of 4 it is in
+
+
+def test_a_version_4_index_checks_its_type_column_before_finding_types_in_it(tmp_path, monkeypatch):
+    path, count = _version_4_damaged(tmp_path, monkeypatch, column_at=0, event=13)  # event 13's type
+    assert count > 16
+    with pytest.raises(NotIntact, match=r"values 12 on"):
+        _read(path).where(Collective)
 
 
 def test_an_index_holds_each_transfers_bytes_and_kind(tmp_path):
