@@ -282,8 +282,9 @@ class Feed:
         ends = call.completed and call.rank not in shown.ended
         if not begins and not ends:
             return 0
-        party_key = (call.key, call.op, call.dtype, call.count, call.bytes_in, call.bytes_out, call.root,
-                     id(call.group_ranks))  # a reading's calls share their group's member tuple: not hashed per call
+        party_key = (id(shown), call.op, call.dtype, call.count, call.bytes_in, call.bytes_out, call.root,
+                     id(call.group_ranks))  # one _Shown per call, and a reading's calls share their group's member
+        # tuple: neither hashed per call
         party = parties.get(party_key)
         if party is None:
             party = parties[party_key] = _Party(shown, call)
@@ -293,7 +294,8 @@ class Feed:
             shown.issued[call.rank] = call.t_ns
             party.issued.append(call.rank)
             party.issued_ns.append(at)
-            passed += sum(hop.dst == call.rank for hop in shown.hops)
+            if shown.hops:
+                passed += sum(hop.dst == call.rank for hop in shown.hops)
         if ends:
             shown.ended.add(call.rank)
             party.ended.append(call.rank)

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import msgspec
 
@@ -52,18 +52,18 @@ class Listener(Protocol):
 
 @dataclass
 class _Held:
-    """One rank's recorder as its relay sent it: the header, and each entry by its place."""
+    """One rank's recorder as its relay sent it: the header, and each entry by its place (with
+    the fields that place it and its :func:`~.tail.entry_key`, None where it is not placed)."""
 
     header: dict[str, Any] = field(default_factory=dict)
-    entries: dict[EntryKey, tuple[msgspec.Raw, Place | None]] = field(default_factory=dict)
+    entries: dict[EntryKey, tuple[msgspec.Raw, Place | None, EntryPlace | None]] = field(default_factory=dict)
 
     def trace(self) -> Trace:
         """The recorder's trace, as if its worker server had answered it."""
-        held = list(self.entries.values())
-        places = [place for _, place in held]
-        keys = [cast(EntryPlace, key) if place is not None else None for key, place in zip(self.entries, places)]
+        held = self.entries.values()
         return Trace(self.header.get("version", ""), self.header.get("pg_config", {}),
-                     self.header.get("pg_status", {}), [raw for raw, _ in held], places, keys)
+                     self.header.get("pg_status", {}), [raw for raw, _, _ in held], [place for _, place, _ in held],
+                     [key for _, _, key in held])
 
 
 @dataclass
@@ -163,7 +163,8 @@ class RelayedReader:
                                                          if isinstance(config, dict)])
                     for raw in recorder.entries:
                         place = place_of(raw)
-                        held.entries[entry_key(place) if place is not None else (raw,)] = (msgspec.Raw(raw), place)
+                        key = entry_key(place) if place is not None else None
+                        held.entries[key if key is not None else (raw,)] = (msgspec.Raw(raw), place, key)
 
     def _first_news(self) -> None:
         """Wait up to ``first_wait_s`` for the first news, then up to one reading of its relay
@@ -202,9 +203,9 @@ class RelayedReader:
         """Drop the entries of ranks read that lie before their group's floor, retired."""
         for (rank, _), held in self._held.items():
             if rank in traces:
-                held.entries = {key: (raw, place) for key, (raw, place) in held.entries.items()
-                                if place is None or not place.retired
-                                or at_or_after(cast(EntryPlace, key), floors)}  # a placed entry's key
+                held.entries = {key: entry for key, entry in held.entries.items()
+                                if (place := entry[1]) is None or not place.retired or (placed := entry[2]) is None
+                                or at_or_after(placed, floors)}
 
     def stacks(self, ranks: Sequence[int]) -> dict[int, str]:
         """rank → its own line of code, as its relay read it (asked now, waited for ``timeout_s``)."""

@@ -86,9 +86,18 @@ def place_of(raw: msgspec.Raw | bytes) -> Place | None:
         return None
 
 
+def _entries(raws: list[msgspec.Raw]) -> list:
+    """Entries decoded in full, in one decoding (a rank's dozen: one call, not one each); where one
+    is nested too deeply for a call's, each on its own, that one kept as nothing the Flight Recorder
+    reader takes for a call (it says so in a warning)."""
+    try:
+        return msgspec.json.decode(b"[" + b",".join(raws) + b"]")
+    except RecursionError:
+        return [_entry(raw) for raw in raws]
+
+
 def _entry(raw: msgspec.Raw) -> object:
-    """One entry decoded in full; an entry nested too deeply for a call's is kept as nothing the
-    Flight Recorder reader takes for a call (it says so in a warning)."""
+    """One entry decoded in full, or a string where it is nested too deeply (see :func:`_entries`)."""
     try:
         return msgspec.json.decode(raw)
     except RecursionError:
@@ -160,7 +169,7 @@ def tail_content(traces: Mapping[int, Sequence[Trace]], floors: Floors | None = 
                      if place is None or key is None or not place.retired or at_or_after(key, floors)]
         if len(rank_traces) > 1:
             kept.sort(key=lambda made: made[0])
-        content["entries"] = [_entry(raw) for _, raw in kept]
+        content["entries"] = _entries([raw for _, raw in kept])
         contents[rank] = content
     return contents
 

@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Literal, TypeGuard
+from typing import Literal, TypeGuard, TypeVar
 
 import numpy as np
 
@@ -109,11 +109,18 @@ class _Groups:
     unknown: set[str] = field(default_factory=set)
     """The groups whose members are not known yet (a rank not read yet may be one): their calls wait."""
 
+    @cached_property
+    def _configs(self) -> list[tuple[dict[object, tuple[int, ...] | None], int]]:
+        """Each ``pg_config`` the dumps hold, read, and how many dumps hold it (:func:`_by_identity`:
+        a 1,024-rank reading's 1,024 configs naming 1,024 ranks each are a few, each looked at once)."""
+        return [(configs, dumps) for configs, dumps in _by_identity(dump.columns.configs for dump in self.dumps)
+                if configs is not None]
+
     def world_size(self) -> int:
         """Ranks in the job: past the highest dumped rank and the highest rank any config names."""
         highest = max(d.rank for d in self.dumps)
-        for dump in self.dumps:
-            for ranks in (dump.columns.configs or {}).values():
+        for configs, _ in self._configs:
+            for ranks in configs.values():
                 highest = max(highest, max(ranks) if ranks else 0)
         return highest + 1
 
@@ -123,16 +130,13 @@ class _Groups:
         default = name in _DEFAULT_NAMES or description == "default_pg"
         votes: Counter[tuple[int, ...]] = Counter()
         under_blank = False
-        for dump in self.dumps:
-            configs = dump.columns.configs
-            if configs is None:
-                continue
+        for configs, dumps in self._configs:
             found = configs.get(name)
             if found is None and default and configs.get("") is not None:
                 found = configs[""]
                 under_blank = True
             if found is not None:
-                votes[found] += 1
+                votes[found] += dumps
         label = group_label(name, description)
         if under_blank:
             self.warnings.append(f"group {label} {BLANK_KEY_WARNING} but '{name}' in their entries "
@@ -155,6 +159,20 @@ class _Groups:
         self.warnings.append(f"group {label}: its ranks are not in the dumps' pg_config; taken as the ranks whose "
                              f"dumps mention it: {ranks_text(seen)}")
         return seen
+
+
+_Shared = TypeVar("_Shared")
+
+
+def _by_identity(values: Iterable[_Shared]) -> list[tuple[_Shared, int]]:
+    """Each object of ``values`` once, by identity (not equality), with how many times it came, in
+    the order first seen: dumps of one shape share their columns' fields (:func:`~.fr_alike.read_alike`),
+    so what is worked out of such a field is worked out once per shape, not once per rank."""
+    held: dict[int, tuple[_Shared, int]] = {}
+    for value in values:
+        counted = held.get(id(value))
+        held[id(value)] = (value, counted[1] + 1 if counted is not None else 1)
+    return list(held.values())
 
 
 def device_of_backend(backend: str) -> Literal["cpu", "cuda"]:
@@ -284,10 +302,15 @@ def _job(dumps: Sequence[RankDump], warnings: list[str],
     """The calls of ``dumps`` matched across ranks (each group resolved once: :class:`_Groups`, not
     guessed while a rank of ``not_read_yet`` may be a member), the job's world size, and the groups."""
     mentions: dict[str, set[int]] = defaultdict(set)
+    named_by: dict[tuple[int, int, int], set[str]] = {}
+    """The groups a dump names, by the identity of the columns they come from (:func:`_by_identity`)."""
     for dump in dumps:
-        named = {dump.columns.groups[g][0] for g in set(dump.columns.group.tolist())}
-        if named <= set(dump.columns.status_groups):  # else its pg_status numbers groups its own way (gloo's)
-            named.update(dump.columns.status_groups)
+        columns = dump.columns
+        named = named_by.get(shared := (id(columns.groups), id(columns.group), id(columns.status_groups)))
+        if named is None:
+            named = named_by[shared] = {columns.groups[g][0] for g in set(columns.group.tolist())}
+            if named <= set(columns.status_groups):  # else its pg_status numbers groups its own way (gloo's)
+                named.update(columns.status_groups)
         for name in named:
             mentions[name].add(dump.rank)
     groups = _Groups(dumps, mentions, warnings, not_read_yet or {})
@@ -344,8 +367,8 @@ def _failures(dumps: Sequence[RankDump]) -> tuple[str, ...]:
 
 def _origin(dumps: Sequence[RankDump], job: JobTable | None, ranks: list[int], world: int) -> Origin:
     backends: Counter[str] = Counter()
-    for dump in dumps:
-        backends.update(dump.columns.backends)
+    for counted, holding in _by_identity(dump.columns.backends for dump in dumps):
+        backends.update({backend: calls * holding for backend, calls in counted.items()})
     backend = backends.most_common(1)[0][0] if backends else "unknown"
     versions = {d.columns.comm_lib_version for d in dumps} - {""}
     timed = job is not None and bool((job.table.duration_ns > 0).any())

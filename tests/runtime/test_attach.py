@@ -326,6 +326,21 @@ def test_only_the_calls_from_the_last_one_every_rank_completed_are_decoded():
     assert kept == {0: [6, 7, 8, 9], 1: [6], 2: [6, 7]}, "rank 1 completed up to #6: every rank keeps #6 onwards"
 
 
+def test_an_entry_nested_too_deeply_is_kept_as_no_call_and_the_entries_beside_it_are_decoded():
+    import msgspec
+
+    from collviz.runtime.live.tail import Trace, decode_trace, tail_content
+
+    trace = decode_trace(fr_answer(2, False))
+    assert isinstance(trace, Trace)
+    deep = msgspec.Raw(b"[" * 100_000 + b"]" * 100_000)  # a rank's entries are decoded in one call: this one fails it
+    mixed = Trace(trace.version, trace.pg_config, trace.pg_status, [trace.entries[0], deep, trace.entries[1]],
+                  [trace.places[0], None, trace.places[1]], [trace.keys[0], None, trace.keys[1]])
+    entries = tail_content({0: [mixed]}, {})[0]["entries"]
+    assert [entry if isinstance(entry, str) else entry["collective_seq_id"] for entry in entries] == \
+        [1, "an entry nested too deeply", 2]
+
+
 def test_a_recorder_with_no_call_yet_is_a_trace_with_no_entries_not_a_failure():
     from collviz.runtime.live.tail import Trace, decode_trace
 

@@ -400,7 +400,7 @@ BUGS: tuple[Bug, ...] = (
         "an untimed call's phase time is the last rank's, not the slowest"),
     # --- the four shapes of every source (4 ranks, a pair without rank 0, equal-size groups) -----------
     Bug("fr-status-names-groups", "runtime/sources/flight_recorder.py",
-        "        if named <= set(dump.columns.status_groups):", "        if True:",
+        "            if named <= set(columns.status_groups):", "            if True:",
         ("tests/runtime/test_run_shapes.py::test_the_two_pairs_are_two_groups",),
         "gloo's per-process pg_status keys read as group names: pair {0,1} taken as the world in collviz run"),
     Bug("nccl-log-local-ranks", "runtime/sources/nccl_log.py",
