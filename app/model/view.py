@@ -90,11 +90,11 @@ class MemoryTrack:
     nvml: NvmlMemory | None = None
 
 
-@dataclass(frozen=True)
-class RankView:
+class RankView(NamedTuple):
     """What one rank holds and does at the cursor: ``buffers`` live (this step's first, in the
     order the rank reported them, then earlier steps', latest first), ``freed`` released (each the
-    Freed event that released it); ``step`` is the viewer step shown."""
+    Freed event that released it); ``step`` is the viewer step shown. A tuple: a 64-rank frame
+    makes 64 of them, at half a frozen dataclass's cost each."""
 
     rank: int
     device: str
@@ -410,9 +410,10 @@ def _first_transfers(phase: PhaseIndex, count: int) -> tuple[tuple[Transfer, ...
         return cached[1], cached[2]
     dsts = np.frombuffer(phase.transfer_dsts, dtype=np.int64, count=count) if count else np.zeros(0, np.int64)
     orders = np.frombuffer(phase.transfer_orders, dtype=np.int64, count=count) if count else np.zeros(0, np.int64)
-    if not count or (dsts.min() >= 0 and orders.min() >= 0):  # min: no 100,000-entry mask made per check
+    lowest = int(dsts.min()) if count else 0
+    if not count or (lowest >= 0 and orders.min() >= 0):  # min: no 100,000-entry mask made per check
         positions = np.frombuffer(phase.transfers.index, dtype=np.int64, count=count) if count else dsts
-        listed = positions[_first_in_order(dsts, orders, MAX_TRANSFERS)].tolist()
+        listed = positions[_first_in_order(dsts, orders, MAX_TRANSFERS, lowest)].tolist()
         # decoded together, in one msgspec call (the phase keeps them)
         first, chosen_from = tuple(read_thin(phase.store, listed, Transfer)), count
     else:
@@ -422,15 +423,15 @@ def _first_transfers(phase: PhaseIndex, count: int) -> tuple[tuple[Transfer, ...
     return first, chosen_from
 
 
-def _first_in_order(dsts: np.ndarray, orders: np.ndarray, count: int) -> np.ndarray:
+def _first_in_order(dsts: np.ndarray, orders: np.ndarray, count: int, lowest: int | None = None) -> np.ndarray:
     """Positions of the first ``count`` entries in (``dsts``, ``orders``) order, ties in position
     order: ``np.lexsort((orders, dsts))[:count]``, sorting only the entries that can be among
-    them. At 64 ranks a step has ~100,000 transfers, whose full sort cost 3 ms a first visit;
+    them (``lowest``: ``dsts.min()`` where the caller found it already). At 64 ranks a step has ~100,000 transfers, whose full sort cost 3 ms a first visit;
     those into the lowest destination (or, when fewer than ``count``, into the ``count`` lowest),
     and of those the lowest keys, are a few hundred."""
     if len(dsts) <= 4 * count:
         return np.lexsort((orders, dsts))[:count]
-    chosen = np.flatnonzero(dsts == dsts.min())
+    chosen = np.flatnonzero(dsts == (dsts.min() if lowest is None else lowest))
     if len(chosen) >= count:  # one destination holds them all: keep its lowest keys (and their ties)
         keys = orders[chosen]
         chosen = chosen[keys <= np.partition(keys, count - 1)[count - 1]]
@@ -479,7 +480,8 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
                 state=state,
                 status=status,
                 phase=rank_phase,
-                buffers=tuple(sorted(buffers, key=lambda b: (b.phase != step, -b.phase))),
+                buffers=tuple(sorted(buffers, key=lambda b: (b.phase != step, -b.phase)) if len(buffers) > 1
+                              else buffers),
                 collective=collective,
                 memory=_memory(index, cursor, step),
                 freed=tuple(freed),
