@@ -129,7 +129,7 @@ def _column_of(sample: int, count: int, width: int) -> int:
     return min(width - 1, -(-sample * width // count)) if count < width else sample * width // count
 
 
-_Run = tuple[int, str, Style]
+_Run = tuple[int, str, Style | None]
 """One run of a chart row's neighbouring cells of one style: the column after it, its text, its style."""
 
 
