@@ -191,7 +191,8 @@ def _cost(events: list[Any], ranks: int) -> tuple[CallCost, bool]:
     ordered = sorted(events, key=_RANK)
     ranks_of = list(map(_RANK, ordered))
     if len(set(ranks_of)) == len(ordered):  # the common case (one iteration): a cost a rank, built as columns
-        ins, outs, algos = list(map(_BYTES_IN, ordered)), list(map(_BYTES_OUT, ordered)), list(map(_ALGO_BYTES, ordered))
+        ins, outs = list(map(_BYTES_IN, ordered)), list(map(_BYTES_OUT, ordered))
+        algos = list(map(_ALGO_BYTES, ordered))
         times = [None if duration is None else duration / 1e9 for duration in map(_DURATION, ordered)]
         by_rank = list(map(RankCost._make, zip(ranks_of, ins, outs, algos, times)))
     else:

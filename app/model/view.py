@@ -426,9 +426,10 @@ def _first_transfers(phase: PhaseIndex, count: int) -> tuple[tuple[Transfer, ...
 def _first_in_order(dsts: np.ndarray, orders: np.ndarray, count: int, lowest: int | None = None) -> np.ndarray:
     """Positions of the first ``count`` entries in (``dsts``, ``orders``) order, ties in position
     order: ``np.lexsort((orders, dsts))[:count]``, sorting only the entries that can be among
-    them (``lowest``: ``dsts.min()`` where the caller found it already). At 64 ranks a step has ~100,000 transfers, whose full sort cost 3 ms a first visit;
-    those into the lowest destination (or, when fewer than ``count``, into the ``count`` lowest),
-    and of those the lowest keys, are a few hundred."""
+    them (``lowest``: ``dsts.min()`` where the caller found it already). At 64 ranks a step has
+    ~100,000 transfers, whose full sort cost 3 ms a first visit; those into the lowest destination
+    (or, when fewer than ``count``, into the ``count`` lowest), and of those the lowest keys, are a
+    few hundred."""
     if len(dsts) <= 4 * count:
         return np.lexsort((orders, dsts))[:count]
     chosen = np.flatnonzero(dsts == (dsts.min() if lowest is None else lowest))
