@@ -54,11 +54,11 @@ def _rank_then(log: EventLog, rank: RankView, until: int) -> RankView:
             buffers.append(before[buffer.name])
     collective = rank.collective if rank.collective is None or rank.collective.t_ns <= until else None
     busy = rank.state in ("done", "waiting") and _step_ended_after(log, rank.rank, step, until)
-    return replace(rank, buffers=tuple(buffers),
-                   previous=tuple(buffer for buffer in rank.previous if buffer.name in changed_by_then),
-                   freed=tuple(freed for freed in rank.freed if freed.phase != step or freed.t_ns <= until),
-                   collective=collective, state="running" if busy else rank.state,
-                   status="running" if busy else rank.status, phase=step if busy else rank.phase)
+    return rank._replace(buffers=tuple(buffers),
+                         previous=tuple(buffer for buffer in rank.previous if buffer.name in changed_by_then),
+                         freed=tuple(freed for freed in rank.freed if freed.phase != step or freed.t_ns <= until),
+                         collective=collective, state="running" if busy else rank.state,
+                         status="running" if busy else rank.status, phase=step if busy else rank.phase)
 
 
 def _step_ended_after(log: EventLog, rank: int, step: int, until: int) -> bool:

@@ -33,6 +33,7 @@ from collviz.runtime.wire.protocol import (
     CudaMemory,
     Freed,
     NvmlMemory,
+    Phase,
     RankEnd,
     RunStart,
     Span,
@@ -89,11 +90,11 @@ class MemoryTrack:
     nvml: NvmlMemory | None = None
 
 
-@dataclass(frozen=True)
-class RankView:
+class RankView(NamedTuple):
     """What one rank holds and does at the cursor: ``buffers`` live (this step's first, in the
     order the rank reported them, then earlier steps', latest first), ``freed`` released (each the
-    Freed event that released it); ``step`` is the viewer step shown."""
+    Freed event that released it); ``step`` is the viewer step shown. A tuple: a 64-rank frame
+    makes 64 of them, at half a frozen dataclass's cost each."""
 
     rank: int
     device: str
@@ -186,6 +187,15 @@ def _latest(series: Series, cursor: int, step: int) -> int:
     return min(bisect_left(series.index, cursor), bisect_right(series.phase, step)) - 1
 
 
+def _latest_events(log: EventLog, series: list[Series[Any]], cursor: int, step: int, kind: Any) -> list[Any]:
+    """Per series (one a rank), its :func:`_latest` event and that event's log position, or None:
+    decoded together, in one msgspec call (at 64 ranks, 64 reads through the store's cache cost
+    twice as much)."""
+    positions = [found.index[at] if at >= 0 else -1 for found in series for at in (_latest(found, cursor, step),)]
+    read = iter(read_thin(log.events, [position for position in positions if position >= 0], kind))
+    return [(position, next(read)) if position >= 0 else None for position in positions]
+
+
 def step_at(log: EventLog, cursor: int) -> int:
     """The phase shown at ``cursor`` (0 before anything has happened)."""
     ends = log.step_ends
@@ -210,9 +220,11 @@ def _memory(index: RankIndex, cursor: int, step: int) -> MemoryTrack:
                        peak, top, cuda, nvml)
 
 
-def _rank_status(index: RankIndex, cursor: int, step: int, names: dict[int, str]) -> tuple[RankState, str, int | None]:
+def _rank_status(index: RankIndex, cursor: int, step: int, names: dict[int, str],
+                 phase_event: tuple[int, Phase] | None) -> tuple[RankState, str, int | None]:
     """State, a short sentence and the current phase of one rank at the cursor (the phase named
-    only where it is not the step shown)."""
+    only where it is not the step shown); ``phase_event``: the rank's latest phase event at the
+    cursor in a phase ``<= step`` and its log position (:func:`_latest_events`)."""
     if index.end is not None and index.end[0] < cursor and (index.end[1].phase or 0) <= step:
         end: RankEnd = index.end[1]
         if end.status == "ok":
@@ -225,14 +237,13 @@ def _rank_status(index: RankIndex, cursor: int, step: int, names: dict[int, str]
         return "error", how, None
     at = index.gates.count_upto(cursor) - 1
     gate_position = index.gates.index[at] if at >= 0 else -1
-    phase_at = _latest(index.phases, cursor, step)
     if at >= 0 and index.gates.events[at].edge == "wait":
-        phase_position = index.phases.index[phase_at] if phase_at >= 0 else -1
+        phase_position = phase_event[0] if phase_event is not None else -1
         if gate_position > phase_position:
             gate = index.gates.events[at].index
             return "waiting", f"waiting at gate {gate + 1}", gate  # gate k opens step k, 1-based on screen
-    if phase_at >= 0:
-        event = index.phases.events[phase_at]
+    if phase_event is not None:
+        event = phase_event[1]
         if event.index == step:  # the step the header and narration already name: not a third time
             # a rank that ended the step shown has done it: its mark says so as its status does
             # (a 'running' mark there read as a rank still at work beside ranks already finished)
@@ -399,9 +410,10 @@ def _first_transfers(phase: PhaseIndex, count: int) -> tuple[tuple[Transfer, ...
         return cached[1], cached[2]
     dsts = np.frombuffer(phase.transfer_dsts, dtype=np.int64, count=count) if count else np.zeros(0, np.int64)
     orders = np.frombuffer(phase.transfer_orders, dtype=np.int64, count=count) if count else np.zeros(0, np.int64)
-    if not count or (dsts.min() >= 0 and orders.min() >= 0):  # min: no 100,000-entry mask made per check
+    lowest = int(dsts.min()) if count else 0
+    if not count or (lowest >= 0 and orders.min() >= 0):  # min: no 100,000-entry mask made per check
         positions = np.frombuffer(phase.transfers.index, dtype=np.int64, count=count) if count else dsts
-        listed = positions[_first_in_order(dsts, orders, MAX_TRANSFERS)].tolist()
+        listed = positions[_first_in_order(dsts, orders, MAX_TRANSFERS, lowest)].tolist()
         # decoded together, in one msgspec call (the phase keeps them)
         first, chosen_from = tuple(read_thin(phase.store, listed, Transfer)), count
     else:
@@ -411,15 +423,16 @@ def _first_transfers(phase: PhaseIndex, count: int) -> tuple[tuple[Transfer, ...
     return first, chosen_from
 
 
-def _first_in_order(dsts: np.ndarray, orders: np.ndarray, count: int) -> np.ndarray:
+def _first_in_order(dsts: np.ndarray, orders: np.ndarray, count: int, lowest: int | None = None) -> np.ndarray:
     """Positions of the first ``count`` entries in (``dsts``, ``orders``) order, ties in position
     order: ``np.lexsort((orders, dsts))[:count]``, sorting only the entries that can be among
-    them. At 64 ranks a step has ~100,000 transfers, whose full sort cost 3 ms a first visit;
-    those into the lowest destination (or, when fewer than ``count``, into the ``count`` lowest),
-    and of those the lowest keys, are a few hundred."""
+    them (``lowest``: ``dsts.min()`` where the caller found it already). At 64 ranks a step has
+    ~100,000 transfers, whose full sort cost 3 ms a first visit; those into the lowest destination
+    (or, when fewer than ``count``, into the ``count`` lowest), and of those the lowest keys, are a
+    few hundred."""
     if len(dsts) <= 4 * count:
         return np.lexsort((orders, dsts))[:count]
-    chosen = np.flatnonzero(dsts == dsts.min())
+    chosen = np.flatnonzero(dsts == (dsts.min() if lowest is None else lowest))
     if len(chosen) >= count:  # one destination holds them all: keep its lowest keys (and their ties)
         keys = orders[chosen]
         chosen = chosen[keys <= np.partition(keys, count - 1)[count - 1]]
@@ -451,12 +464,12 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     indexes = [log.ranks.get(number) or RankIndex(number) for number in numbers]
     held = [_held(index, cursor, step) for index in indexes]
     earlier = _previous_reports(log, [candidates for _, _, candidates in held])
-    for number, index, (buffers, freed, _), previous in zip(numbers, indexes, held, earlier):
-        coll_at = _latest(index.collectives, cursor, step)
-        collective = index.collectives.events[coll_at] if coll_at >= 0 else None
-        if collective is not None and collective.phase != step:
-            collective = None
-        state, status, rank_phase = _rank_status(index, cursor, step, names)
+    collectives = _latest_events(log, [index.collectives for index in indexes], cursor, step, Collective)
+    phase_events = _latest_events(log, [index.phases for index in indexes], cursor, step, Phase)
+    for number, index, (buffers, freed, _), previous, latest_call, phase_event in zip(
+            numbers, indexes, held, earlier, collectives, phase_events):
+        collective = latest_call[1] if latest_call is not None and latest_call[1].phase == step else None
+        state, status, rank_phase = _rank_status(index, cursor, step, names, phase_event)
         if index.start is None and number in unknown:
             status = f"unknown: {unknown[number]}"
         start = index.start[1] if index.start is not None else None
@@ -468,7 +481,8 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
                 state=state,
                 status=status,
                 phase=rank_phase,
-                buffers=tuple(sorted(buffers, key=lambda b: (b.phase != step, -b.phase))),
+                buffers=tuple(sorted(buffers, key=lambda b: (b.phase != step, -b.phase)) if len(buffers) > 1
+                              else buffers),
                 collective=collective,
                 memory=_memory(index, cursor, step),
                 freed=tuple(freed),

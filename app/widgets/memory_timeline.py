@@ -21,6 +21,7 @@ from ..model.panes import NO_SAMPLES, MemoryFields
 from .line_widget import LineWidget
 from .memory_chart import (
     CATEGORY_ORDER,
+    Cell,
     RankGroup,
     SeriesDigests,
     category_style,
@@ -128,6 +129,53 @@ def _column_of(sample: int, count: int, width: int) -> int:
     return min(width - 1, -(-sample * width // count)) if count < width else sample * width // count
 
 
+_Run = tuple[int, str, Style | None]
+"""One run of a chart row's neighbouring cells of one style: the column after it, its text, its style."""
+
+
+def _runs(stacks: list[list[Cell]], rows: int) -> list[list[_Run]]:
+    """The chart's text rows, top first, from one stack of cells (bottom first) per column:
+    neighbouring cells of one style share a run (the cells' styles are shared objects, memoised)."""
+    drawn = []
+    for row in range(rows - 1, -1, -1):
+        runs: list[_Run] = []
+        chars: list[str] = []
+        current = None
+        for column, stack in enumerate(stacks):
+            char, style = stack[row]
+            if style is not current:
+                if chars:
+                    runs.append((column, "".join(chars), current))
+                chars, current = [], style
+            chars.append(char)
+        if chars:
+            runs.append((len(stacks), "".join(chars), current))
+        drawn.append(runs)
+    return drawn
+
+
+def _cut_at(bright: list[_Run], grey: list[_Run], cut: int) -> Line:
+    """One chart row: ``bright``'s runs before column ``cut``, ``grey``'s from it on (the two runs
+    meeting there one segment where they share a style, as cells drawn one by one would be)."""
+    line: Line = []
+    start = 0
+    for end, text, style in bright:
+        if start >= cut:
+            break
+        line.append(Segment(text[: min(end, cut) - start], style))
+        start = end
+    start = 0
+    for end, text, style in grey:
+        if end > cut:
+            piece = text[max(cut - start, 0):]
+            if line and line[-1].style is style:
+                line[-1] = Segment(line[-1].text + piece, style)
+            else:
+                line.append(Segment(piece, style))
+        start = end
+    return line
+
+
 class MemoryTimeline(LineWidget):
     """Rows of ranks (identical ranks share one), their memory stacked by category over the run.
 
@@ -149,6 +197,7 @@ class MemoryTimeline(LineWidget):
         self._grouped: tuple[MemoryFields | None, list[RankGroup]] = (None, [])
         self._columns: dict[tuple[int, int, int], tuple[object, list[int]]] = {}
         self._live_tops: dict[int, tuple[object, int, int]] = {}
+        self._drawn: dict[tuple[int, int, int, int], tuple[object, list[int], list[list[_Run]], list[list[_Run]]]] = {}
         self.border_title = "memory"
         self.border_subtitle = f"device: {NO_DEVICE_FIGURES}"
 
@@ -310,28 +359,21 @@ class MemoryTimeline(LineWidget):
         chart = self._cells(track, top, rows, self._sample_columns(track, chart_width))
         return [marker, *([Segment(" " * label_width), *row] for row in chart)]
 
-    @staticmethod
-    def _cells(track: MemoryTrack, top: int, rows: int, columns: list[int]) -> list[Line]:
+    def _cells(self, track: MemoryTrack, top: int, rows: int, columns: list[int]) -> list[Line]:
         """The chart's text rows, top first: one stacked column per chart column (``columns``:
-        the sample each draws)."""
-        stacks = [stacked_cells(_with_rest(track.categories[i], track.live[i]), top, rows, dim=i >= track.upto)
-                  for i in columns]
-        lines = []
-        for row in range(rows - 1, -1, -1):  # neighbouring cells of one style share a segment
-            line: Line = []
-            chars: list[str] = []
-            current = None
-            for stack in stacks:
-                char, style = stack[row]
-                if style is not current:  # the cells' styles are shared objects (memoised)
-                    if chars:
-                        line.append(Segment("".join(chars), current))
-                    chars, current = [], style
-                chars.append(char)
-            if chars:
-                line.append(Segment("".join(chars), current))
-            lines.append(line)
-        return lines
+        the sample each draws, in order), grey from the first column after the cursor on. The
+        rows are drawn all bright and all grey once per series, scale, height and columns (the
+        chart covers the whole run: a seek moves only where the grey begins) and cut there."""
+        key = (id(track.live), top, rows, id(columns))
+        found = self._drawn.get(key)
+        if found is None or found[0] is not track.live or found[1] is not columns:
+            if len(self._drawn) > 256:
+                self._drawn.clear()
+            drawn = [_runs([stacked_cells(_with_rest(track.categories[i], track.live[i]), top, rows, dim=dim)
+                            for i in columns], rows) for dim in (False, True)]
+            found = self._drawn[key] = (track.live, columns, drawn[0], drawn[1])
+        cut = bisect_left(columns, track.upto)  # the first column drawing a sample after the cursor
+        return [_cut_at(bright, grey, cut) for bright, grey in zip(found[2], found[3])]
 
     def _axis(self, track: MemoryTrack, names: dict[int, str], width: int) -> Line:
         """Phase labels under the chart, each at the column where its run of phases begins (at the

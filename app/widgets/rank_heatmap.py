@@ -225,15 +225,16 @@ class RankHeatmap(LineWidget):
         steps often repeat: at 64 ranks the rows cost 1.4 ms a frame)."""
         self._ranks = ranks
         name = shown_buffer(ranks)
-        self._retitle()
+        self._retitle(name)
         drawn = (self.content_size, palette(), name, tuple(map(_row_input, ranks, repeat(name))))
         if drawn != self._drawn:
             self._drawn = drawn
             self.lines_changed()
 
-    def _retitle(self) -> None:
-        """Title the pane for the ranks shown, with what fits its width."""
-        title = _title(len(self._ranks), shown_buffer(self._ranks), self.outer_size.width)
+    def _retitle(self, name: str | None = None) -> None:
+        """Title the pane for the ranks shown (``name``: their :func:`shown_buffer`, where known),
+        with what fits its width."""
+        title = _title(len(self._ranks), name if name is not None else shown_buffer(self._ranks), self.outer_size.width)
         if str(self.border_title) != title:
             self.border_title = Text(title)
 
