@@ -9,6 +9,7 @@ from collviz.app.app import make_app
 from collviz.app.messages import LoadProgress
 from collviz.app.widgets import WorkProgress
 from collviz.runtime.wire.protocol import Phase, RunEnd
+from collviz.runtime.wire.sidecar import index_path
 from collviz.runtime.wire.trace import PROGRESS_RECORDS
 
 from support.app import SIZE, FakeSession, until
@@ -16,11 +17,17 @@ from support.synthetic import all_gather_events, write_trace
 from support.synthetic_bench import bench_events
 
 
-async def test_opening_a_large_trace_shows_reading_then_indexing_and_then_goes(tmp_path):
+def _large_trace(folder):
+    """A trace of three progress reports' worth of records (an all-gather's events, repeated), and its events."""
     events = all_gather_events(world=4)
     copies = 3 * PROGRESS_RECORDS // len(events)
     big = [msgspec.structs.replace(e, seq=e.seq + c * len(events)) for c in range(copies) for e in events]
-    path = write_trace(tmp_path / "big.cvz", big)
+    return write_trace(folder / "big.cvz", big), big
+
+
+async def test_opening_a_large_trace_without_its_index_shows_reading_then_indexing_and_then_goes(tmp_path):
+    path, big = _large_trace(tmp_path)
+    index_path(path).unlink()  # read by the careful reader: no index serves a first frame early
     seen: list[LoadProgress] = []
     app = make_app(trace=path)
     async with app.run_test(size=SIZE, message_hook=lambda m: seen.append(m) if isinstance(m, LoadProgress) else None) \
@@ -34,6 +41,23 @@ async def test_opening_a_large_trace_shows_reading_then_indexing_and_then_goes(t
     assert reading[-1].done == reading[-1].total == path.stat().st_size
     indexing = [m for m in seen if m.stage == "indexing"]
     assert indexing[-1].done == indexing[-1].total == len(big)
+
+
+async def test_opening_a_large_indexed_trace_shows_a_frame_and_then_reads_the_rest_checked(tmp_path):
+    """Through its index, the first frame comes without a progress bar; the rest is read behind it
+    (the header's note), then the whole trace is checked, and every event is filed."""
+    path, big = _large_trace(tmp_path)
+    assert index_path(path).exists()
+    seen: list[LoadProgress] = []
+    app = make_app(trace=path)
+    async with app.run_test(size=SIZE, message_hook=lambda m: seen.append(m) if isinstance(m, LoadProgress) else None) \
+            as pilot:
+        await until(pilot, lambda: app.loaded and app.checked, tries=3000)
+        await pilot.pause()
+        assert not app.screen.query_one(WorkProgress).has_class("-active")
+        assert app.event_log.filed == len(app.event_log) == len(big)
+        assert app.reading_note() == "" and app.trace_problem == ""
+    assert seen == []
 
 
 async def test_a_running_bench_sweep_shows_how_many_sizes_are_measured():
