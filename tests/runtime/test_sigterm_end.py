@@ -15,7 +15,7 @@ import zmq
 from collviz.runtime.wire.frames import decode_frames
 from collviz.runtime.wire.protocol import RankEnd
 
-from support.processes import SECRET, free_port
+from support.processes import SECRET, alive, free_port
 
 STOPPED = "stopped by SIGTERM (as torchrun's agent ends its ranks)"
 
@@ -90,10 +90,18 @@ def test_a_rank_blocked_in_c_code_says_sigterm_stopped_it_and_exits_as_sigterm_w
 
 
 def test_a_sigterm_to_a_forked_child_is_the_childs_alone(tmp_path):
+    children = []
+
     def stop_child(proc, line):
         assert line[0] == "child" and line[2] == "True", line  # the child has SIGTERM's default back
-        os.kill(int(line[1]), signal.SIGTERM)
+        children.append(int(line[1]))
+        os.kill(children[0], signal.SIGTERM)
 
-    status, ends = _run(FORKS, tmp_path, stop_child)
+    try:
+        status, ends = _run(FORKS, tmp_path, stop_child)
+    finally:  # where SIGTERM did not end it (a handler of the rank's), it must not outlive the test
+        for child in children:
+            if alive(child):
+                os.kill(child, signal.SIGKILL)
     assert status == 0
     assert [(e.rank, e.status, e.error) for e in ends] == [(3, "ok", "")]
