@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import signal
 
-__all__ = ["UsageError", "ProgramExit", "Interrupted", "STOP_SIGNALS", "EXIT_RECORDING_INCOMPLETE", "exit_status_for"]
+__all__ = ["UsageError", "ProgramExit", "Interrupted", "STOP_SIGNALS", "STOPPED_BY_SIGTERM", "EXIT_RECORDING_INCOMPLETE",
+           "exit_status_for"]
 
 EXIT_RECORDING_INCOMPLETE = 3
 """Exit status of a run that finished ok while its recording stopped early (a write error)."""
@@ -26,6 +27,10 @@ class ProgramExit(RuntimeError):
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 """Signals that end a run the way Ctrl-C does (what timeout, systemd, SLURM and Kubernetes send,
 and a closed terminal): workers stopped, summary, RunEnd naming the signal, status 128 + signal."""
+
+STOPPED_BY_SIGTERM = "stopped by SIGTERM (as torchrun's agent ends its ranks)"
+"""The error of the RankEnd a torchrun rank sends when SIGTERM stops it (:mod:`.userjob.sigterm_end`):
+node 0 names such ranks as consequences of another's failure or death, and no summary says they raised."""
 
 
 class Interrupted(KeyboardInterrupt):

@@ -96,10 +96,11 @@ def run_torchrun_script(script: UserScript, *, viewer: str, secret: bytes, timeo
 
 
 def _run_rank(plan: RunPlan, me: TorchrunRank, viewer: str, secret: bytes | None) -> NoReturn:
-    """Run rank ``me`` of ``plan``, its events signed with ``secret`` and sent to ``viewer``."""
+    """Run rank ``me`` of ``plan``, its events signed with ``secret`` and sent to ``viewer``; a
+    SIGTERM (its agent ending the ranks) is said as the rank's end."""
     config = worker_config(plan, run=me.run, init_method="env://", endpoints=Endpoints(events=viewer, control=""),
                            secret=secret, run_start=run_start_fields(plan, os.getpid()))
-    worker_main(config, me.rank, me.local_rank)
+    worker_main(config, me.rank, me.local_rank, report_stop=True)
 
 
 SECRET_WAIT_S = 300.0

@@ -29,6 +29,7 @@ from .observation.memory_snapshot import start_memory_history, write_memory_snap
 from .observation.timing import wait_for_device
 from .programs.program import ScenarioProgram
 from .userjob.recorder import RecorderPlace, recorded_rank
+from .userjob.sigterm_end import SigtermEnd, report_sigterm
 from .wire.protocol import RankEnd, RankStart, RunStart
 from .wire.transport import Endpoints, EventEmitter, GateClient
 
@@ -125,12 +126,20 @@ def _write_snapshot(config: WorkerConfig, device: torch.device, rank: int) -> No
         write_memory_snapshot(Path(config.memory_viz), rank)
 
 
-def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) -> NoReturn:
+def _claim_end(stop: SigtermEnd | None) -> None:
+    """Before the rank says its own end: a SIGTERM that said it first ends the process instead."""
+    if stop is not None:
+        stop.claim()
+
+
+def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None, *,
+                report_stop: bool = False) -> NoReturn:
     """Run rank ``rank`` of the run described by ``config``, then exit the process.
 
     ``local_rank`` is the rank's number on this machine (defaults to ``rank``: one machine); the
     backend's placement turns it into a device, and sets the environment the rank needs (NCCL's
-    host id where ranks share a GPU) before it joins the process group.
+    host id where ranks share a GPU) before it joins the process group. With ``report_stop``
+    (torchrun's ranks), a SIGTERM is said as the rank's end (:mod:`.userjob.sigterm_end`).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -139,6 +148,7 @@ def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) 
     emitter = EventEmitter(config.endpoints.events, config.run, rank, secret=config.secret)
     if config.run_start is not None and rank == 0:
         emitter.emit(RunStart, **config.run_start)
+    stop = report_sigterm(emitter) if report_stop else None
     gates = GateClient(config.endpoints.control, config.run, rank) if config.step else None
     placement = config.backend.placement(rank, local_rank)
     os.environ.update(placement.environment)
@@ -181,10 +191,12 @@ def worker_main(config: WorkerConfig, rank: int, local_rank: int | None = None) 
                 config.program.run(ctx)
             wait_for_device(device)  # NCCL work still queued when the process ends makes peers abort
         _write_snapshot(config, device, rank)
+        _claim_end(stop)
         emitter.emit(RankEnd, status="ok", phase=ctx.phase_index, dropped=emitter.dropped)
     except BaseException as exc:  # everything a rank can die of is reported, then the process ends
         exit_code = 1
         _write_snapshot(config, device, rank)  # before RankEnd: the launcher may end the ranks after it
+        _claim_end(stop)
         emitter.emit(RankEnd, status="error", error=_error_text(exc), phase=ctx.phase_index, dropped=emitter.dropped)
         if not isinstance(exc, ProgramExit):  # a program's own exit said why itself
             traceback.print_exc()

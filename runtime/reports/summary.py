@@ -15,6 +15,7 @@ from itertools import groupby
 from operator import attrgetter
 from typing import Any
 
+from ..errors import STOPPED_BY_SIGTERM
 from ..observation.fingerprints import Disagreement, disagreements
 from ..observation.metrics import BUS_FACTOR_OPS, bandwidth, human_bytes
 from ..wire.protocol import (
@@ -431,7 +432,8 @@ def ending_lines(events: list[AnyEvent], mismatches: Sequence[Disagreement]) -> 
     dropped frames and the result, from ``events`` (those of the run's end suffice)."""
     lines = []
     for failed in (e for e in events if isinstance(e, RankEnd) and e.status == "error"):
-        lines.append(f"rank {failed.rank} raised: {failed.error}")
+        said = "" if failed.error == STOPPED_BY_SIGTERM else "raised: "  # its agent stopped it: it raised nothing
+        lines.append(f"rank {failed.rank} {said}{failed.error}")
     for exit_ in (e for e in events if isinstance(e, ProcessExit) and e.signal):
         lines.append(f"rank {exit_.target} ended by {exit_.signal}")
     for stall in latest_stalls(events):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import zmq
 
-from ..errors import UsageError
+from ..errors import STOPPED_BY_SIGTERM, UsageError
 from ..observation.watchdog import Stalled
 from ..wire.protocol import AnyEvent, RankEnd, RunStart
 from ..wire.trace import TraceWriter
@@ -28,6 +28,11 @@ from .contract import RunOutcome
 from .intake import SocketIntake, TracedSession
 
 __all__ = ["RemoteSession"]
+
+
+def _ranks(ranks: list[int]) -> str:
+    """``rank 2`` or ``ranks 0, 3``."""
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
 
 
 @dataclass
@@ -102,22 +107,30 @@ class RemoteSession(TracedSession):
 
     def give_up(self, why: str) -> None:
         """End the run as failed because its ranks' launcher is gone (``why``): the ranks it never
-        heard end died first (their peers' errors are consequences); idempotent."""
+        heard end died first; their peers' errors, and the ranks stopped by SIGTERM (their agent
+        ending them), are consequences; idempotent."""
         if self.finished or self._intake is None:
             return
         if self._world_size is None:
             self._finish(self._intake, RunOutcome("failed", f"{why} before any rank reported its start", 1))
             return
         silent = sorted(set(range(self._world_size)) - set(self._ended))
-        errors = [e for e in self._ended.values() if e.status == "error"]  # in the order they arrived
-        first = f"rank {errors[0].rank} failed: {errors[0].error}" if errors else ""
-        if silent:
-            named = f"rank{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))}"
-            detail = f"{named} died without reporting an end (killed? torchrun's summary says how); {why}"
-            detail += f"; consequence: {first}" if first else ""
-        else:
-            detail = f"{first}; {why}" if first else why
+        failure, stopped = self._first_failure(), self._stopped()
+        unreported = f"{_ranks(silent)} died without reporting an end (killed? torchrun's summary says how)"
+        cause = unreported if silent else failure or stopped
+        consequences = "; ".join(text for text in (failure, stopped) if text and text != cause)
+        detail = "; ".join(text for text in (cause, why, consequences and f"consequence: {consequences}") if text)
         self.end_failed(detail)
+
+    def _first_failure(self) -> str:
+        """The first rank's error to arrive, a SIGTERM's stop aside: ``rank R failed: ERROR``, or ""."""
+        failed = [e for e in self._ended.values() if e.status == "error" and e.error != STOPPED_BY_SIGTERM]
+        return f"rank {failed[0].rank} failed: {failed[0].error}" if failed else ""
+
+    def _stopped(self) -> str:
+        """The ranks that said SIGTERM stopped them: ``ranks R, S stopped by SIGTERM (…)``, or ""."""
+        stopped = sorted(rank for rank, end in self._ended.items() if end.error == STOPPED_BY_SIGTERM)
+        return f"{_ranks(stopped)} {STOPPED_BY_SIGTERM}" if stopped else ""
 
     def end_failed(self, detail: str) -> None:
         """End the run now as failed, saying why in ``detail``; idempotent."""
@@ -138,18 +151,17 @@ class RemoteSession(TracedSession):
     def _maybe_finish(self, intake: SocketIntake) -> None:
         if self._world_size is None:
             return
-        errors = [e for e in self._ended.values() if e.status == "error"]  # in the order they arrived
+        cause = self._first_failure() or self._stopped()  # a rank's own error before its peers' stops
         if len(self._ended) == self._world_size:
             if intake.mismatch is not None:  # the workers are torchrun's: the viewer reports, it cannot stop them
                 self._finish(intake, RunOutcome("failed", intake.mismatch.text, 1))
-            elif errors:  # the first error to arrive: its peers' errors (a connection closed, …) follow it
-                self._finish(intake, RunOutcome("failed", f"rank {errors[0].rank} failed: {errors[0].error}", 1))
+            elif cause:  # the first error to arrive: its peers' errors (a connection closed, …) and stops follow it
+                self._finish(intake, RunOutcome("failed", cause, 1))
             else:
                 self._finish(intake, RunOutcome("ok", "", 0))
-        elif errors and self._first_error_at is not None and time.monotonic() - self._first_error_at > self.timeout_s:
+        elif cause and self._first_error_at is not None and time.monotonic() - self._first_error_at > self.timeout_s:
             silent = sorted(set(range(self._world_size)) - set(self._ended))
-            self._finish(intake, RunOutcome("failed", f"rank {errors[0].rank} failed: {errors[0].error}; "
-                                                      f"ranks {silent} never reported their end", 1))
+            self._finish(intake, RunOutcome("failed", f"{cause}; ranks {silent} never reported their end", 1))
 
     def _finish(self, intake: SocketIntake, outcome: RunOutcome) -> None:
         intake.close(outcome)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -62,6 +61,16 @@ STALLS = textwrap.dedent("""\
     if dist.get_rank() == 1:
         load_next_batch()
     dist.all_reduce(t)
+""")
+
+# Both ranks wait, inside gloo, for a message the other never sends.
+BLOCKS = textwrap.dedent("""\
+    import torch, torch.distributed as dist
+    dist.init_process_group("gloo")
+    rank, t = dist.get_rank(), torch.ones(4)
+    dist.all_reduce(t)
+    print(f"rank {rank} waits", flush=True)
+    dist.recv(t, src=1 - rank)
 """)
 
 
@@ -163,15 +172,17 @@ def test_collviz_options_come_first_and_torchruns_follow(tmp_path):
 # ---- node 0's end of the job when torchrun's agent is gone -----------------------------------------
 
 
-def test_given_up_the_silent_rank_comes_first_and_the_first_error_to_arrive_is_its_consequence():
+STOPPED = "stopped by SIGTERM (as torchrun's agent ends its ranks)"
+CLOSED = "RuntimeError: Connection closed by peer"
+
+
+def _session_told(*ends: RankEnd) -> RemoteSession:
+    """A listening session of a 4-rank job (timeout 600 s) that received RunStart and ``ends``, in order."""
     port = free_port()
     session = RemoteSession(host="127.0.0.1", port=port, secret=SECRET.encode(), timeout_s=600)
     session.start()
     start = RunStart(run="job", rank=0, seq=0, t_ns=0, scenario="x.py", world_size=4, backend="gloo",
                      device_kind="cpu", backend_reason="test", mode="live")
-    ends = [RankEnd(run="job", rank=3, seq=0, t_ns=9, status="error", error="B"),  # arrives first, later clock
-            RankEnd(run="job", rank=0, seq=1, t_ns=1, status="error", error="A"),
-            RankEnd(run="job", rank=1, seq=0, t_ns=2, status="ok")]
     context = zmq.Context()
     client = context.socket(zmq.PUSH)
     client.setsockopt(zmq.LINGER, 2000)
@@ -182,13 +193,59 @@ def test_given_up_the_silent_rank_comes_first_and_the_first_error_to_arrive_is_i
     context.term()
     received: list = []
     deadline = time.monotonic() + 60
-    while sum(isinstance(e, RankEnd) for e in received) < 3 and time.monotonic() < deadline:
+    while sum(isinstance(e, RankEnd) for e in received) < len(ends) and time.monotonic() < deadline:
         received += session.poll(0.1)
+    return session
+
+
+def test_given_up_the_silent_rank_comes_first_and_the_first_error_to_arrive_is_its_consequence():
+    session = _session_told(RankEnd(run="job", rank=3, seq=0, t_ns=9, status="error", error="B"),  # first, later clock
+                            RankEnd(run="job", rank=0, seq=1, t_ns=1, status="error", error="A"),
+                            RankEnd(run="job", rank=1, seq=0, t_ns=2, status="ok"))
     assert not session.finished, "rank 2 never ended: the session waits (its timeout is 600 s)"
     session.give_up("torchrun's agent exited with status 1")
     assert session.outcome.exit_code == 1
     assert session.outcome.detail == ("rank 2 died without reporting an end (killed? torchrun's summary says how); "
                                       "torchrun's agent exited with status 1; consequence: rank 3 failed: B")
+
+
+def test_ranks_their_agents_stopped_are_consequences_after_the_peers_error_even_when_they_arrive_first():
+    """Two nodes: rank 2 (node 1) killed; node 1's agent stops rank 3, node 0's stops rank 0 once rank 1 failed."""
+    session = _session_told(RankEnd(run="job", rank=3, seq=0, t_ns=1, status="error", error=STOPPED),
+                            RankEnd(run="job", rank=0, seq=1, t_ns=2, status="error", error=STOPPED),
+                            RankEnd(run="job", rank=1, seq=1, t_ns=3, status="error", error=CLOSED))
+    assert not session.finished
+    session.give_up("torchrun's agent exited with status 1")
+    assert session.outcome.exit_code == 1
+    assert session.outcome.detail == (
+        "rank 2 died without reporting an end (killed? torchrun's summary says how); "
+        "torchrun's agent exited with status 1; consequence: rank 1 failed: RuntimeError: Connection closed by peer; "
+        "ranks 0, 3 stopped by SIGTERM (as torchrun's agent ends its ranks)")
+
+
+def test_a_rank_silent_beside_stopped_ones_alone_died_unreported():
+    session = _session_told(RankEnd(run="job", rank=1, seq=1, t_ns=1, status="error", error=STOPPED))
+    session.give_up("torchrun's agent exited with status 1")
+    assert session.outcome.detail == (
+        "ranks 0, 2, 3 died without reporting an end (killed? torchrun's summary says how); "
+        "torchrun's agent exited with status 1; "
+        "consequence: rank 1 stopped by SIGTERM (as torchrun's agent ends its ranks)")
+
+
+def test_every_rank_ended_the_error_is_the_cause_though_stops_came_first():
+    session = _session_told(RankEnd(run="job", rank=0, seq=1, t_ns=1, status="error", error=STOPPED),
+                            RankEnd(run="job", rank=3, seq=1, t_ns=2, status="error", error=STOPPED),
+                            RankEnd(run="job", rank=2, seq=1, t_ns=3, status="ok"),
+                            RankEnd(run="job", rank=1, seq=1, t_ns=4, status="error", error=CLOSED))
+    assert session.finished
+    assert (session.outcome.exit_code, session.outcome.detail) == (1, "rank 1 failed: " + CLOSED)
+
+
+def test_every_rank_stopped_names_them_all():
+    session = _session_told(*(RankEnd(run="job", rank=rank, seq=1, t_ns=rank, status="error", error=STOPPED)
+                              for rank in (2, 0, 3, 1)))
+    assert session.finished
+    assert session.outcome.detail == "ranks 0, 1, 2, 3 stopped by SIGTERM (as torchrun's agent ends its ranks)"
 
 
 # ---- one node: --standalone ------------------------------------------------------------------------
@@ -234,6 +291,27 @@ def test_ctrl_c_ends_the_run_and_torchrun_ends_its_ranks(tmp_path):
     assert proc.returncode == 128 + signal.SIGINT, out + err
     assert "interrupted by SIGINT" in err
     assert not [pid for pid in pids if alive(pid)]
+
+
+def test_ranks_blocked_in_gloo_say_their_agent_stopped_them_with_sigterm(tmp_path):
+    (tmp_path / "blocks.py").write_text(BLOCKS)
+    proc = _collviz("--headless", "--timeout", "600", "--standalone", "--nproc-per-node", "2", "blocks.py",
+                    cwd=tmp_path)
+    try:
+        waiting = set()
+        while len(waiting) < 2 and (line := proc.stdout.readline()):  # each rank is past its own setup
+            waiting |= {line.strip()} & {"[rank0]: rank 0 waits", "[rank1]: rank 1 waits"}
+        assert len(waiting) == 2, waiting
+        os.kill(_agent_pids(proc.pid)[0], signal.SIGTERM)
+        out, err = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, out + err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("collviz: ranks 0, 1 stopped by SIGTERM (as torchrun's agent ends its ranks)"), last
+    assert "died without reporting" not in last
+    assert {f"rank {r} stopped by SIGTERM (as torchrun's agent ends its ranks)" for r in (0, 1)} <= set(out.splitlines())
+    assert " raised:" not in out  # the summary does not say a stopped rank raised
 
 
 def _agent_pids(pid: int) -> list[int]:
@@ -284,7 +362,6 @@ def test_a_rank_killed_on_node_1_is_named_and_its_peers_errors_are_consequences(
     (status0, out0, err0), (status1, _, _) = _two_nodes(tmp_path, "dies")
     assert status0 == 1 and status1 != 0, out0 + err0
     last = err0.strip().splitlines()[-1]
-    # rank 3, rank 2's peer on node 1, is stopped by its own agent once rank 2 dies: where that
-    # comes before its error's end reaches node 0 (a loaded machine), it too died unreported
-    assert re.match(r"collviz: (rank 2|ranks 2, 3) died without reporting an end", last), last
-    assert "; consequence: rank " in last
+    # rank 2's peers fail (a connection closed) or are stopped by their agents (SIGTERM): consequences all
+    assert last.startswith("collviz: rank 2 died without reporting an end"), last
+    assert "; consequence: rank" in last, last
