@@ -17,7 +17,7 @@ from collviz.runtime.wire.scan import NotIntact
 from collviz.runtime.wire.trace import read_trace
 
 from .log import EventLog
-from .trace_index import TraceRest, file_part, open_trace
+from .trace_index import TraceRest, open_trace, read_rest
 
 __all__ = ["pump_session", "load_trace", "open_trace_file", "read_carefully", "POLL_SECONDS", "COALESCE_SECONDS",
            "MAX_BATCH", "READY_POLL_SECONDS", "LOAD_CHUNK"]
@@ -76,12 +76,8 @@ def load_trace(path: str | os.PathLike[str], progress: Callable[[str, int, int],
     """Read and index a trace file whole; returns the log and the reader's warning (a truncated
     tail, sequence gaps): :func:`open_trace_file` with what it leaves for later done at once."""
     log, rest, warning = open_trace_file(path, progress)
-    if rest is None:
-        return log, warning
     try:
-        for part in rest.parts():
-            file_part(log, part)
-        return log, rest.finish()
+        return read_rest(log, rest, warning)
     except NotIntact:
         return read_carefully(path, progress)
 

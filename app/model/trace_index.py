@@ -40,7 +40,7 @@ from collviz.runtime.wire.trace import TraceError
 from .log import EventLog
 from .navigation import exchange_steps
 
-__all__ = ["INDEX_PART", "FiledPart", "TraceRest", "index_trace", "open_trace", "file_part"]
+__all__ = ["INDEX_PART", "FiledPart", "TraceRest", "index_trace", "open_trace", "file_part", "read_rest"]
 
 INDEX_PART = 1 << 18
 """Events of an indexed trace filed at a time (their records are read and checked together: about
@@ -103,14 +103,21 @@ def index_trace(path: str | os.PathLike[str],
     """The indexed log of the intact trace at ``path`` and the reader's warning (sequence gaps):
     :func:`open_trace` with what it leaves for later done at once."""
     log, rest, warning = open_trace(path, progress)
-    if rest is None:
-        return log, warning
     try:
-        for part in rest.parts():
-            file_part(log, part)
-        return log, rest.finish()
+        return read_rest(log, rest, warning)
     except NotIntact:
         return _scan(TraceScan(path, progress))  # the trace is not what its index describes
+
+
+def read_rest(log: EventLog, rest: TraceRest | None, warning: str) -> tuple[EventLog, str]:
+    """``log`` with ``rest`` (None: nothing left) filed into it, and the reader's warning (``warning``
+    where nothing was left; else the careful reader's, once the rest is checked). Raises
+    :class:`NotIntact` where the trace is not what its index describes."""
+    if rest is None:
+        return log, warning
+    for part in rest.parts():
+        file_part(log, part)
+    return log, rest.finish()
 
 
 def open_trace(path: str | os.PathLike[str], progress: Callable[[int, int], None] | None = None,

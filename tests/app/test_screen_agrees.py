@@ -21,24 +21,11 @@ from collviz.runtime.wire.trace import read_trace
 
 from support.app import until
 from support.paths import FIXTURES
-from support.screens import screen_lines
+from support.screens import screen_lines, screens_after
 from support.synthetic import all_gather_events
 
 SIZES = [(100, 30), (160, 50)]
 SIZE_IDS = ["100x30", "160x50"]
-
-
-async def _screens(app, size: tuple[int, int], keys: list[list[str]]) -> list[list[str]]:
-    """The screen's rows (blank runs dropped, as the screenshot writes them) after each key list."""
-    shown = []
-    async with app.run_test(size=size) as pilot:
-        await until(pilot, lambda: app.loaded, tries=500)
-        for pressed in keys:
-            await pilot.press(*pressed)
-            for _ in range(3):
-                await pilot.pause(0.05)
-            shown.append(screen_lines(app.export_screenshot()))
-    return shown
 
 
 def _step(number: int) -> list[str]:
@@ -60,13 +47,13 @@ async def test_the_legend_explains_only_the_colours_drawn(size):
     sums all 4 ranks: Σ4 alone. The ring's hop 1 adds one neighbour's chunk to each rank's: Σ2
     alone; hop 2 adds a third: Σ2 and Σ3."""
     fsdp = make_app(trace=FIXTURES / "fsdp-tiny.cvz", mask_volatile=True)
-    setup, gather, reduce_scatter = await _screens(fsdp, size, [_step(1), _step(2), _call(9)])
+    setup, gather, reduce_scatter = await screens_after(fsdp, size, [_step(1), _step(2), _call(9)])
     for rows in (setup, gather):
         assert _sums(rows) == set() and not any("summed over" in row for row in rows)
         assert any(" r0  " in row.replace("\u00a0", " ") for row in rows)  # each rank's swatch stays
     assert _sums(reduce_scatter) == {"Σ4"}
     ring = make_app(trace=FIXTURES / "ring-all-reduce.cvz", mask_volatile=True)
-    hop1, hop2 = await _screens(ring, size, [[], ["right"]])
+    hop1, hop2 = await screens_after(ring, size, [[], ["right"]])
     assert _sums(hop1) == {"Σ2"} and _sums(hop2) == {"Σ2", "Σ3"}
 
 
@@ -104,7 +91,7 @@ async def test_a_16_rank_heatmap_gives_its_values(size):
     world = 16
     gathered = [str(rank * 10 + i) for rank in range(world) for i in range(2)]
     app = make_app(events=all_gather_events(world=world), mask_volatile=True)
-    (rows,) = await _screens(app, size, [_step(2)])
+    (rows,) = await screens_after(app, size, [_step(2)])
     heatmap = _heatmap_rows(rows, world)
     assert sorted(heatmap) == list(range(world))
     if size == (160, 50):
@@ -121,7 +108,7 @@ async def test_a_64_rank_heatmap_gives_its_values_range(size):
     range, at 100×30 (four narrow columns) one line under the rows says it for every rank."""
     world = 64
     app = make_app(events=all_gather_events(world=world), mask_volatile=True)
-    (rows,) = await _screens(app, size, [_step(2)])
+    (rows,) = await screens_after(app, size, [_step(2)])
     if size == (160, 50):
         screen = " ".join(" ".join(rows).split())
         assert all(re.search(rf"r{rank} ✓ 0–631", screen) for rank in range(world)), screen
@@ -156,7 +143,7 @@ async def test_a_finished_step_marks_every_rank_alike(size):
     already) every one of the 16 rows is marked done (✓), rank 10's too: none is left running (●)."""
     world = 16
     app = make_app(events=_finishing_out_of_order(world, last=10), mask_volatile=True)
-    (rows,) = await _screens(app, size, [_step(3)])
+    (rows,) = await screens_after(app, size, [_step(3)])
     heatmap = _heatmap_rows(rows, world)
     assert {rank: line.split()[1] for rank, line in heatmap.items()} == {rank: "✓" for rank in range(world)}
 
@@ -170,7 +157,7 @@ async def test_each_piece_of_a_pipelined_step_shows_that_piece(size):
     events = read_trace(FIXTURES / "pp.cvz").events
     spans = sorted((e for e in events if isinstance(e, Span) and e.phase == 1), key=lambda e: e.t_ns)
     app = make_app(trace=FIXTURES / "pp.cvz", mask_volatile=True)
-    screens = await _screens(app, size, [[], ["right"], ["right"]])
+    screens = await screens_after(app, size, [[], ["right"], ["right"]])
     for piece, rows in enumerate(screens, start=1):
         until_ns = spans[piece - 1].t_ns
         moved = [e for e in events if isinstance(e, Transfer) and e.phase == 1 and e.t_ns <= until_ns]
@@ -199,7 +186,7 @@ async def test_a_cut_title_never_ends_in_a_number(size):
     number without the word after it."""
     pp = make_app(trace=FIXTURES / "pp.cvz", mask_volatile=True)
     moe = make_app(trace=FIXTURES / "moe.cvz", mask_volatile=True)
-    screens = [*await _screens(pp, size, [_step(2), _step(3)]), *await _screens(moe, size, [_step(2)])]
+    screens = [*await screens_after(pp, size, [_step(2), _step(3)]), *await screens_after(moe, size, [_step(2)])]
     for rows in screens:
         assert [row for row in rows if CUT_NUMBER.search(row)] == []
     assert any("GPipe: 4 microbatches" in row for row in screens[0])  # cut, if at all, after a whole word

@@ -20,7 +20,7 @@ from collviz.runtime.wire.trace import read_trace
 
 from support.app import until
 from support.paths import FIXTURES
-from support.screens import cut_units, screen_lines
+from support.screens import cut_units, screen_lines, screens_after
 
 SIZES = [(100, 30), (160, 50)]
 RANKS = 4
@@ -34,16 +34,8 @@ BLOCK_CALL = "3.2 KiB→12.8 KiB"
 
 
 async def _screens(app, size: tuple[int, int], keys: list[list[str]]) -> list[str]:
-    """The screen's text (blank runs dropped, as the screenshot writes them) after each key list."""
-    shown = []
-    async with app.run_test(size=size) as pilot:
-        await until(pilot, lambda: app.loaded, tries=500)
-        for pressed in keys:
-            await pilot.press(*pressed)
-            for _ in range(3):
-                await pilot.pause(0.05)
-            shown.append("\n".join(screen_lines(app.export_screenshot())))
-    return shown
+    """The screen's text after each key list (:func:`~support.screens.screens_after`), one string each."""
+    return ["\n".join(rows) for rows in await screens_after(app, size, keys)]
 
 
 def _step(number: int) -> list[str]:

@@ -18,6 +18,8 @@ from collviz.app.widgets.cost import format_seconds
 from collviz.app.widgets.render import format_bytes
 from collviz.runtime.observation.metrics import human_rate
 
+from support.app import until
+
 UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "ns", "µs", "ms", "s", "B/s", "kB/s", "MB/s", "GB/s", "TB/s")
 CUT_UNITS = {unit[:i] for unit in UNITS for i in range(1, len(unit))} - set(UNITS)
 """Beginnings of a unit that are not a unit themselves: what a cut unit looks like."""
@@ -33,6 +35,20 @@ def screen_lines(svg: str) -> list[str]:
             text = html.unescape(re.sub(r"<[^>]+>", "", body)).replace("\xa0", " ")
             rows.setdefault(float(y.group(1)), []).append((float(x.group(1)), text))
     return ["".join(text for _, text in sorted(parts)) for _, parts in sorted(rows.items())]
+
+
+async def screens_after(app: CollvizApp, size: tuple[int, int], keys: list[list[str]]) -> list[list[str]]:
+    """The screen's rows (blank runs dropped, as the screenshot writes them) after each key list
+    pressed in ``app`` run at ``size``, once it has loaded."""
+    shown = []
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: app.loaded, tries=500)
+        for pressed in keys:
+            await pilot.press(*pressed)
+            for _ in range(3):
+                await pilot.pause(0.05)
+            shown.append(screen_lines(app.export_screenshot()))
+    return shown
 
 
 def cut_units(lines: list[str]) -> list[str]:
