@@ -21,7 +21,9 @@ def read_thin(store: Sequence[AnyEvent], positions: Sequence[int], thin_type: An
     """The events of ``store`` at ``positions``, each with at least the fields of ``thin_type``
     (a :func:`~collviz.runtime.wire.protocol.thin_event_type` of their kind, a ``Union`` of such
     for events of several kinds, or the kind itself: whole events, decoded together and not kept
-    in the store's cache): decoded from a stored trace, the events themselves from a list."""
+    in the store's cache): decoded from a stored trace, the events themselves from a list. A
+    position must hold an event filed as itself: a live log's ``CallRanks`` is read per rank
+    through its series (:attr:`~.log.Series.holds_grouped`), never here."""
     if isinstance(store, StoredEvents):
         return store.thin(positions, thin_type)
     return [store[position] for position in positions]

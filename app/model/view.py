@@ -191,7 +191,10 @@ def _latest_events(log: EventLog, series: list[Series[Any]], cursor: int, step: 
     """Per series (one a rank), its :func:`_latest` event and that event's log position, or None:
     decoded together, in one msgspec call (at 64 ranks, 64 reads through the store's cache cost
     twice as much)."""
-    positions = [found.index[at] if at >= 0 else -1 for found in series for at in (_latest(found, cursor, step),)]
+    ats = [_latest(found, cursor, step) for found in series]
+    if any(found.holds_grouped for found in series):  # a live log's grouped calls: each read by its rank's series
+        return [(found.index[at], found.events[at]) if at >= 0 else None for found, at in zip(series, ats)]
+    positions = [found.index[at] if at >= 0 else -1 for found, at in zip(series, ats)]
     read = iter(read_thin(log.events, [position for position in positions if position >= 0], kind))
     return [(position, next(read)) if position >= 0 else None for position in positions]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 
 import msgspec
 
@@ -140,7 +139,7 @@ def test_the_rank_that_called_other_sizes_is_found_from_the_grouped_events():
 
 def _unstamped(ranks: tuple) -> list:
     """Each rank's view, its call's stamp left out (the two feeds' clocks differ by their start)."""
-    return [replace(view, collective=view.collective and msgspec.structs.replace(view.collective, seq=0, t_ns=0))
+    return [view._replace(collective=view.collective and msgspec.structs.replace(view.collective, seq=0, t_ns=0))
             for view in ranks]
 
 
