@@ -325,7 +325,8 @@ def read_calls(dumps: Sequence[Dump], warnings: list[str],
     """Every call of these per-rank decoded dumps, in step order (a live reading's: calls, never
     events), and where they came from (the job's world size, backend and NCCL version); no call
     and an origin of the dumped ranks where the dumps hold none. ``not_read_yet``: the ranks a live
-    reading will read later (rank → why not now: a server slow to answer); while there are any, the
+    reading will read later (rank → why not now: a server slow to answer, refusing, not started
+    yet, an answer cut short); while there are any, the
     calls of a group ``pg_config`` does not name (gloo's subgroups) are left out, said in
     ``warnings``: its members would be guessed from part of the job."""
     read = [RankDump(dump.rank, dump.path, columns) for dump, columns in
