@@ -81,7 +81,8 @@ def tail_reading(traces: Mapping[int, Sequence[Trace]], unread: Mapping[int, Ran
     rank's tail is decoded from the floors of ``earlier`` (the reading before's, for a reader that
     shows every call; empty: from the first call; None: from this reading's floors). While a rank
     is not read, for any reason (slow, refusing, not started yet, an answer cut short or not
-    understood), unless it has ``ended`` (never read later), a group whose members its recorder
+    understood, or not asked at all: a rank of the job with no server among ``paths``), unless it
+    has ``ended`` (never read later), a group whose members its recorder
     alone may name waits (:func:`~..sources.flight_recorder.read_calls`): never shown with
     members guessed from the ranks read; ``warnings`` gains each warning once."""
     floors = retired_floors(traces)
@@ -90,7 +91,8 @@ def tail_reading(traces: Mapping[int, Sequence[Trace]], unread: Mapping[int, Ran
     dumps = [Dump(paths[rank], rank, content) for rank, content in tail_content(traces, start).items()]
     said: list[str] = []
     later = {rank: read.error for rank, read in unread.items() if not read.ended}
-    calls, origin = read_calls(dumps, said, later) if dumps else ([], None)
+    calls, origin = read_calls(dumps, said, later, [rank for rank, read in unread.items() if read.ended]) \
+        if dumps else ([], None)
     warnings.extend(warning for warning in dict.fromkeys(said) if warning not in warnings)  # a reading a second
     ranks = {**unread, **{rank: RankRead(rank, host=hosts.get(rank, "")) for rank in traces}}
     world = max(origin.world_size if origin is not None else 0, max(paths, default=-1) + 1)

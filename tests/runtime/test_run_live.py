@@ -302,6 +302,24 @@ def test_a_pair_is_not_guessed_while_a_rank_is_not_read_for_any_reason(kind):
         0: (0, 1), 1: (0, 1), 2: (2, 3), 3: (2, 3)}
 
 
+def test_a_pair_is_not_guessed_while_a_rank_of_the_job_has_no_server_read():
+    """Attach found the sockets of ranks 1–3 alone (rank 0's not made yet); the dumps' world is
+    ranks 0–3: rank 0 is not read though never asked, and neither pair's calls are shown."""
+    from collviz.runtime.live.recorder_reader import RECORDERS, RecorderReader
+    from collviz.runtime.sources.flight_recorder import UNLISTED
+
+    def servers(workers, handler: str, timeout_s: float) -> dict[int, Answer]:
+        return {w.rank: Answer(w.rank, _pair_shapes(w.rank), status=200) if handler == RECORDERS[0]
+                else Answer(w.rank, None, f"{handler} answered 404", status=404) for w in workers}
+
+    reader = RecorderReader([Worker(rank, f"rank{rank}.sock") for rank in (1, 2, 3)], ask=servers)
+    reading = reader.read()
+    assert reading.answered == [1, 2, 3] and reading.world_size == 4
+    assert sorted((c.op, c.group_seq, c.rank) for c in reading.calls) == [
+        ("all_reduce", seq, rank) for seq in (1, 2) for rank in (1, 2, 3)], "the world's calls alone"
+    assert reader.warnings == [HELD_BACK.format(UNLISTED, 1), HELD_BACK.format(UNLISTED, 2)]
+
+
 def test_a_pair_waits_for_a_rank_whose_server_has_not_started_yet(monkeypatch, tmp_path):
     """``collviz run``: rank 0's server refuses (not started yet) and it has written no dump: not a
     rank that ended, so its pair's calls wait for it rather than being shown on rank 1 alone."""
