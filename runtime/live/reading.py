@@ -43,6 +43,9 @@ class RankRead:
     error: str = ""
     slow: bool = False
     host: str = ""
+    ended: bool = False
+    """Whether the rank will never be read (it ended and left nothing to read); any other rank not
+    read now may be read later."""
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,9 @@ Only each rank's tail is decoded in full (:mod:`.tail`): the calls from where ev
 were complete at the reading before. A reader that shows every call (``from_first``: the live
 viewer) decodes the whole buffer at its first reading; a snapshot only the tail. A rank that did
 not answer within the deadline is ``slow``; the rest of its answer is never waited for.
+While any rank is not read (slow, or for any other reason) and may be read later, the calls of a
+group whose members no recorder names (gloo's subgroups) wait: their members are never guessed
+from part of the job.
 
 :class:`RecorderReader` serves ``collviz attach`` (the job's servers, found by
 :func:`~.workers.find_workers`) and ``collviz run`` (its own ranks' sockets, a rank that has exited
@@ -77,14 +80,18 @@ def tail_reading(traces: Mapping[int, Sequence[Trace]], unread: Mapping[int, Ran
     why; ``hosts``: where each runs, as far as known), and where each group's calls are now complete on every rank read (its floors). Each
     rank's tail is decoded from the floors of ``earlier`` (the reading before's, for a reader that
     shows every call; empty: from the first call; None: from this reading's floors). While a rank
-    is ``slow`` (read later), a group whose members its recorder alone may name waits
-    (:func:`~..sources.flight_recorder.read_calls`); ``warnings`` gains each warning once."""
+    is not read, for any reason (slow, refusing, not started yet, an answer cut short or not
+    understood, or not asked at all: a rank of the job with no server among ``paths``), unless it
+    has ``ended`` (never read later), a group whose members its recorder
+    alone may name waits (:func:`~..sources.flight_recorder.read_calls`): never shown with
+    members guessed from the ranks read; ``warnings`` gains each warning once."""
     floors = retired_floors(traces)
     earlier = floors if earlier is None else earlier
     start = {key: min(seq, earlier.get(key, 0)) for key, seq in floors.items()}
     dumps = [Dump(paths[rank], rank, content) for rank, content in tail_content(traces, start).items()]
     said: list[str] = []
-    calls, origin = read_calls(dumps, said, {rank: read.error for rank, read in unread.items() if read.slow}) \
+    later = {rank: read.error for rank, read in unread.items() if not read.ended}
+    calls, origin = read_calls(dumps, said, later, [rank for rank, read in unread.items() if read.ended]) \
         if dumps else ([], None)
     warnings.extend(warning for warning in dict.fromkeys(said) if warning not in warnings)  # a reading a second
     ranks = {**unread, **{rank: RankRead(rank, host=hosts.get(rank, "")) for rank in traces}}
@@ -150,7 +157,8 @@ class RecorderReader:
             error = next((found for found in read if isinstance(found, str)), None)
             if error is not None:  # slow: either recorder's answer was
                 ranks[worker.rank] = RankRead(worker.rank, error=error, host=host_of(worker),
-                                              slow=any(answers[handler][worker.rank].slow for handler in RECORDERS))
+                                              slow=any(answers[handler][worker.rank].slow for handler in RECORDERS),
+                                              ended=answers[RECORDERS[0]][worker.rank].ended)
                 continue
             traces[worker.rank] = [found for found in read if isinstance(found, Trace)]
         reading, floors = tail_reading(traces, ranks, {worker.rank: worker.path for worker in self.workers},

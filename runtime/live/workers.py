@@ -70,6 +70,9 @@ class Answer:
     status: int | None = None
     slow: bool = False
     """Whether the server did not answer whole within the request's deadline (it is not waited for)."""
+    ended: bool = False
+    """Whether the rank has ended and left nothing to read: it is never read later (a run's rank
+    that exited without a Flight Recorder dump)."""
 
 
 def _is_socket(path: Path) -> bool:

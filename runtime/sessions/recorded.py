@@ -67,13 +67,13 @@ class RecorderDumps:
     def answer(self, rank: int, handler: str) -> Answer:
         """What rank ``rank``, once it has exited, says to ``handler`` of its worker server: its dump
         for its Flight Recorder (which joins every recorder's calls: NCCL's handler is not there),
-        no stack."""
+        no stack; without a dump, an answer that says the rank is ended (never read later)."""
         if handler == RECORDERS[0]:
             try:
                 return Answer(rank, dump_path(self.folder, rank).read_bytes(), status=200)
             except FileNotFoundError:
                 return Answer(rank, None, "it ended without a Flight Recorder dump (it made no call, or was killed "
-                                          "before it could write one)")
+                                          "before it could write one)", ended=True)
         if handler in RECORDERS:
             return Answer(rank, None, f"{handler}: its dump holds every recorder's calls", status=404)
         return Answer(rank, None, "it has exited")

@@ -7,11 +7,15 @@ its :class:`~collviz.runtime.live.feed.Feed` (``patient`` while the servers star
 RunStart and RankEnd events are the launcher's), between the launcher's own work, so the viewer
 shows each call as the ranks issue and complete it. A rank that has exited answers from the dump it wrote
 (:meth:`~.recorded.RecorderDumps.answer`) — and so does one whose server no longer answers once that dump
-is written (a rank closes its server just after its last dump, before the launcher sees its process
-end: read then, it would be no rank, and a subgroup's members, which gloo's recorder does not name,
-would be guessed from the others) —, so the last reading, once every rank has exited, reads
-the dumps through the same feed: each call is one step, each rank's events one gap-free numbering,
-and only what no live reading showed is added.
+is written (a rank removes its server's socket just after its last dump, before the launcher sees
+its process end: read then, it would be no rank, and a subgroup's members, which gloo's recorder
+does not name, would be guessed from the others) —, so the last reading, once every rank has
+exited, reads the dumps through the same feed: each call is one step, each rank's events one
+gap-free numbering, and only what no live reading showed is added. A rank not read otherwise (its
+server slow, refusing, not started yet, its answer cut short) holds back the calls of the groups
+gloo's recorder does not name until it is read (:func:`~..live.recorder_reader.tail_reading`);
+one that exited without a dump is never read, and those groups' members are then the ranks whose
+dumps mention them, said in a warning, as in an import of dumps.
 
 A wait the feed confirms whose waiters have waited ``timeout_s`` becomes its Stall (with the line
 of code each missing rank is at) and :attr:`LiveRecorder.hang`: the launcher ends the run. When the
@@ -147,11 +151,13 @@ class LiveRecorder:
 
     def _ask(self, workers: Sequence[Worker], handler: str, timeout_s: float) -> dict[int, Answer]:
         """Each running rank's server asked, each exited rank's dump read; a rank whose server gave
-        no answer but that has written its dump is read from its dump from now on (see the module)."""
+        no answer but that has written its dump is read from its dump from now on (see the module),
+        unless the server was only slow: it is alive, and its dump may be one written on request
+        that its later calls are not in."""
         from_dump = self._exited | self._closed
         answers = ask_all([w for w in workers if w.rank not in from_dump], handler, timeout_s)
-        self._closed.update(rank for rank, answer in answers.items()
-                            if answer.body is None and answer.status is None and self._dumps.dumped([rank]))
+        self._closed.update(rank for rank, answer in answers.items() if answer.body is None and answer.status is None
+                            and not answer.slow and self._dumps.dumped([rank]))
         answers.update({w.rank: self._dumps.answer(w.rank, handler) for w in workers
                         if w.rank in self._exited | self._closed})
         return answers
@@ -206,6 +212,7 @@ class LiveRecorder:
         is a Stall), then the RankEnd each rank sent (``ends``; a rank that showed no call gets one
         only where it failed), numbered after its other events. The ranks' events taken in, and
         what the dumps could not show."""
+        self._exited.update(range(self._dumps.world_size))  # each rank read from its dump, whatever was reaped
         events = self.last_look(failed)
         sink = self._sink
         for rank, end in sorted(ends.items()):

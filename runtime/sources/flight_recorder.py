@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -53,12 +53,16 @@ from .plausible import MAX_RANKS, rank_ok
 from .run import Call, Failed, ImportedRun, Origin, Progress, Step, build_run, group_label, no_progress
 from .table_summary import TableSummary
 
-__all__ = ["device_of_backend", "BLANK_KEY_WARNING", "Dump", "RankDump", "EVENTS_UP_TO", "is_dump", "rank_from_name", "read_content",
+__all__ = ["device_of_backend", "BLANK_KEY_WARNING", "UNLISTED", "Dump", "RankDump", "EVENTS_UP_TO", "is_dump", "rank_from_name", "read_content",
            "import_dumps", "import_read", "is_user_code", "read_calls"]
 
 BLANK_KEY_WARNING = "is keyed '' in the dumps' pg_config"
 """Part of the warning that a group is keyed ``''`` in ``pg_config`` but named in the entries (every
 gloo dump keys its default group so; it is read right)."""
+
+UNLISTED = "neither its worker server nor a relay of it was read"
+"""Why a rank of the job that a live reading did not even ask is not read (its server not found
+when attach started, its relay not reported yet)."""
 
 _RANK_AT_END = re.compile(r"(\d+)(?:\.[A-Za-z][A-Za-z0-9]*)*$")
 _DEFAULT_NAMES = ("0", "default_pg")
@@ -297,10 +301,12 @@ def import_read(dumps: Sequence[RankDump], warnings: list[str], progress: Progre
     return replace(run, summary=TableSummary.of(job.table, job.step_names, run.events))  # the headless one: no event pass
 
 
-def _job(dumps: Sequence[RankDump], warnings: list[str],
-         not_read_yet: Mapping[int, str] | None = None) -> tuple[JobTable, int, _Groups]:
+def _job(dumps: Sequence[RankDump], warnings: list[str], not_read_yet: Mapping[int, str] | None = None,
+         ended: Collection[int] = ()) -> tuple[JobTable, int, _Groups]:
     """The calls of ``dumps`` matched across ranks (each group resolved once: :class:`_Groups`, not
-    guessed while a rank of ``not_read_yet`` may be a member), the job's world size, and the groups."""
+    guessed while a rank not read may be a member: one of ``not_read_yet``, or, in a live reading
+    (``not_read_yet`` given), any rank of the job neither read nor ``ended``), the job's world
+    size, and the groups."""
     mentions: dict[str, set[int]] = defaultdict(set)
     named_by: dict[tuple[int, int, int], set[str]] = {}
     """The groups a dump names, by the identity of the columns they come from (:func:`_by_identity`)."""
@@ -315,22 +321,29 @@ def _job(dumps: Sequence[RankDump], warnings: list[str],
             mentions[name].add(dump.rank)
     groups = _Groups(dumps, mentions, warnings, not_read_yet or {})
     world = groups.world_size()
+    if not_read_yet is not None:
+        read = {dump.rank for dump in dumps}
+        groups.not_read_yet = {**{rank: UNLISTED for rank in range(world) if rank not in read and rank not in ended},
+                               **not_read_yet}
     job = job_table(dumps, lambda name, description: (group_label(name, description),
                                                       groups.members(name, description, world)), warnings)
     return job, world, groups
 
 
-def read_calls(dumps: Sequence[Dump], warnings: list[str],
-               not_read_yet: Mapping[int, str] | None = None) -> tuple[list[Call], Origin]:
+def read_calls(dumps: Sequence[Dump], warnings: list[str], not_read_yet: Mapping[int, str] | None = None,
+               ended: Collection[int] = ()) -> tuple[list[Call], Origin]:
     """Every call of these per-rank decoded dumps, in step order (a live reading's: calls, never
     events), and where they came from (the job's world size, backend and NCCL version); no call
     and an origin of the dumped ranks where the dumps hold none. ``not_read_yet``: the ranks a live
-    reading will read later (rank → why not now: a server slow to answer); while there are any, the
+    reading will read later (rank → why not now: a server slow to answer, refusing, not started
+    yet, an answer cut short); given, a rank of the job (as ``pg_config`` names it) not among
+    ``dumps``, nor ``ended`` (never read: exited without a dump), is one of them too (its server
+    not found, or not reported yet: :data:`UNLISTED`). While there are any, the
     calls of a group ``pg_config`` does not name (gloo's subgroups) are left out, said in
     ``warnings``: its members would be guessed from part of the job."""
     read = [RankDump(dump.rank, dump.path, columns) for dump, columns in
             zip(dumps, read_alike([dump.content for dump in dumps], _ranks))]  # each shape of dump read once
-    job, world, groups = _job(read, warnings, not_read_yet or {}) if any(len(dump.columns) for dump in read) \
+    job, world, groups = _job(read, warnings, not_read_yet, ended) if any(len(dump.columns) for dump in read) \
         else (None, 0, None)
     ranks = sorted(dump.rank for dump in read)
     if job is None or groups is None:

@@ -26,6 +26,8 @@ from collviz.runtime.userjob.script import check_script
 from collviz.runtime.wire.protocol import Collective, Phase, ProcessExit, Stall, RunEnd
 from collviz.runtime.wire.trace import read_trace
 
+from collviz.runtime.live.workers import Answer, Worker
+
 from support.fr_dumps import T0, dump, entry
 from support.killed_job import KILLED_SCRIPT
 
@@ -176,13 +178,13 @@ def _gloo_dump(calls: list[tuple[int, str, tuple[str, str], bool]]) -> bytes:
                             for made, (seq, op, group, done) in enumerate(calls)])).encode()
 
 
-def _closed_after_dump(monkeypatch: pytest.MonkeyPatch, folder: Path, served: dict[int, bytes], dumped: dict[int, bytes]):
-    """A LiveRecorder of 4 ranks in ``folder`` whose servers answer ``served`` (rank → its recorder;
-    NCCL's handler: 404), the others refusing, those of ``dumped`` having written that dump."""
+def _closed_after_dump(monkeypatch: pytest.MonkeyPatch, folder: Path, served: dict[int, bytes | Answer], dumped: dict[int, bytes]):
+    """A LiveRecorder of 4 ranks in ``folder`` whose servers answer ``served`` (rank → its recorder,
+    or the answer its server gives, read at each request: a test may change it; NCCL's handler:
+    404), the others refusing, those of ``dumped`` having written that dump."""
     import math
 
     from collviz.runtime.live.recorder_reader import RECORDERS, Launched
-    from collviz.runtime.live.workers import Answer, Worker
     from collviz.runtime.sessions import recorder_live
     from collviz.runtime.sessions.intake import Intake
     from collviz.runtime.sessions.recorded import RecorderDumps
@@ -190,7 +192,8 @@ def _closed_after_dump(monkeypatch: pytest.MonkeyPatch, folder: Path, served: di
 
     def servers(workers: list[Worker], handler: str, timeout_s: float) -> dict[int, Answer]:
         return {w.rank: Answer(w.rank, None, "no worker server there (its rank ended, or has not started)")
-                if w.rank not in served else Answer(w.rank, served[w.rank], status=200) if handler == RECORDERS[0]
+                if w.rank not in served else served[w.rank] if isinstance(served[w.rank], Answer)
+                else Answer(w.rank, served[w.rank], status=200) if handler == RECORDERS[0]
                 else Answer(w.rank, None, f"{handler} answered 404", status=404) for w in workers}
 
     monkeypatch.setattr(recorder_live, "ask_all", servers)
@@ -232,7 +235,6 @@ def test_a_pair_is_not_guessed_while_a_rank_is_slow_to_answer(slow_handler):
     are shown (rank 0 may be in either); at the next reading, rank 0 answering, both pairs are read
     whole. Said once however many readings."""
     from collviz.runtime.live.recorder_reader import RECORDERS, RecorderReader
-    from collviz.runtime.live.workers import Answer, Worker
 
     slow = {0}
 
@@ -255,6 +257,123 @@ def test_a_pair_is_not_guessed_while_a_rank_is_slow_to_answer(slow_handler):
     reading = reader.read()
     assert {c.rank: tuple(c.group_ranks) for c in reading.calls if c.op == "all_gather"} == {
         0: (0, 1), 1: (0, 1), 2: (2, 3), 3: (2, 3)}
+
+
+NOT_READ = {
+    "refusing": Answer(0, None, "no worker server there (its rank ended, or has not started)"),
+    "reset": Answer(0, None, "ConnectionResetError: [Errno 104] Connection reset by peer"),
+    "cut short": Answer(0, _pair_shapes(0)[:60], status=200),
+    "server error": Answer(0, None, "fr_trace_json answered 500: handler failed", status=500),
+}
+"""Rank 0's server's answers that are no reading of it, none of them slow: refusing (not started
+yet, or its socket removed), the connection reset as the rank ends, an answer cut short (the
+process gone mid-answer), an error of its handler."""
+
+HELD_BACK = ("rank 0 not read ({}): group {}'s ranks, not in the dumps' pg_config, are not guessed from the other "
+             "ranks; its calls are shown once every rank is read")
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_READ))
+def test_a_pair_is_not_guessed_while_a_rank_is_not_read_for_any_reason(kind):
+    """Not only a slow rank: whatever keeps rank 0 from being read, neither pair's calls are shown
+    (group 1 would be guessed as rank 1 alone), said once; read at the next reading, both pairs
+    are read whole."""
+    from collviz.runtime.live.recorder_reader import RECORDERS, RecorderReader
+
+    unread = {0}
+
+    def servers(workers, handler: str, timeout_s: float) -> dict[int, Answer]:
+        return {w.rank: NOT_READ[kind] if w.rank in unread and handler == RECORDERS[0]
+                else Answer(w.rank, _pair_shapes(w.rank), status=200) if handler == RECORDERS[0]
+                else Answer(w.rank, None, f"{handler} answered 404", status=404) for w in workers}
+
+    reader = RecorderReader([Worker(rank, f"rank{rank}.sock") for rank in range(4)], ask=servers)
+    for _ in range(2):
+        reading = reader.read()
+        assert reading.answered == [1, 2, 3] and not reading.ranks[0].slow
+        assert sorted((c.op, c.group_seq, c.rank) for c in reading.calls) == [
+            ("all_reduce", seq, rank) for seq in (1, 2) for rank in (1, 2, 3)], "the world's calls alone"
+    why = reading.ranks[0].error
+    assert why.startswith("its fr_trace_json answer is not JSON") if kind == "cut short" else why == NOT_READ[kind].error
+    assert reader.warnings == [HELD_BACK.format(why, 1), HELD_BACK.format(why, 2)]
+    unread.clear()
+    reading = reader.read()
+    assert {c.rank: tuple(c.group_ranks) for c in reading.calls if c.op == "all_gather"} == {
+        0: (0, 1), 1: (0, 1), 2: (2, 3), 3: (2, 3)}
+
+
+def test_a_pair_is_not_guessed_while_a_rank_of_the_job_has_no_server_read():
+    """Attach found the sockets of ranks 1–3 alone (rank 0's not made yet); the dumps' world is
+    ranks 0–3: rank 0 is not read though never asked, and neither pair's calls are shown."""
+    from collviz.runtime.live.recorder_reader import RECORDERS, RecorderReader
+    from collviz.runtime.sources.flight_recorder import UNLISTED
+
+    def servers(workers, handler: str, timeout_s: float) -> dict[int, Answer]:
+        return {w.rank: Answer(w.rank, _pair_shapes(w.rank), status=200) if handler == RECORDERS[0]
+                else Answer(w.rank, None, f"{handler} answered 404", status=404) for w in workers}
+
+    reader = RecorderReader([Worker(rank, f"rank{rank}.sock") for rank in (1, 2, 3)], ask=servers)
+    reading = reader.read()
+    assert reading.answered == [1, 2, 3] and reading.world_size == 4
+    assert sorted((c.op, c.group_seq, c.rank) for c in reading.calls) == [
+        ("all_reduce", seq, rank) for seq in (1, 2) for rank in (1, 2, 3)], "the world's calls alone"
+    assert reader.warnings == [HELD_BACK.format(UNLISTED, 1), HELD_BACK.format(UNLISTED, 2)]
+
+
+def test_a_pair_waits_for_a_rank_whose_server_has_not_started_yet(monkeypatch, tmp_path):
+    """``collviz run``: rank 0's server refuses (not started yet) and it has written no dump: not a
+    rank that ended, so its pair's calls wait for it rather than being shown on rank 1 alone."""
+    served = {rank: _pair_shapes(rank) for rank in (1, 2, 3)}
+    live, _ = _closed_after_dump(monkeypatch, tmp_path, served, {})
+    reading = live.reader.read()
+    assert reading.answered == [1, 2, 3]
+    assert [c for c in reading.calls if c.op == "all_gather"] == []
+    served[0] = _pair_shapes(0)
+    reading = live.reader.read()
+    assert {c.rank: tuple(c.group_ranks) for c in reading.calls if c.op == "all_gather"} == {
+        0: (0, 1), 1: (0, 1), 2: (2, 3), 3: (2, 3)}
+
+
+def test_a_slow_rank_is_never_read_from_a_dump_it_wrote_on_request(monkeypatch, tmp_path):
+    """Rank 0 dumped when the launcher asked (all_reduce #1 alone), then went on to its pair's call;
+    its server is slow once. Alive, it is not read from that dump (which would make its pair rank 1
+    alone), then or ever after: its pair waits, and is read whole from its server next time."""
+    served: dict[int, bytes | Answer] = {rank: _pair_shapes(rank) for rank in (1, 2, 3)}
+    served[0] = Answer(0, None, "slow: no whole answer within 2 s", slow=True)
+    live, _ = _closed_after_dump(monkeypatch, tmp_path, served, {0: _gloo_dump([(1, "all_reduce", WORLD_GROUP, True)])})
+    reading = live.reader.read()
+    assert reading.answered == [1, 2, 3] and [c for c in reading.calls if c.op == "all_gather"] == []
+    served[0] = _pair_shapes(0)
+    reading = live.reader.read()
+    assert {c.rank: tuple(c.group_ranks) for c in reading.calls if c.op == "all_gather"} == {
+        0: (0, 1), 1: (0, 1), 2: (2, 3), 3: (2, 3)}
+
+
+def test_a_rank_that_ended_without_a_dump_is_missing_as_in_an_import(monkeypatch, tmp_path):
+    """Rank 0 exited without a dump: it is never read, so nothing is held back for it; its pair is
+    the ranks whose dumps mention it (rank 1), said as an import of dumps says it."""
+    live, _ = _closed_after_dump(monkeypatch, tmp_path, {rank: _pair_shapes(rank) for rank in (1, 2, 3)}, {})
+    live.exited(0)
+    reading = live.reader.read()
+    assert reading.answered == [1, 2, 3] and reading.ranks[0].ended
+    assert {c.rank: tuple(c.group_ranks) for c in reading.calls if c.op == "all_gather"} == {
+        1: (1,), 2: (2, 3), 3: (2, 3)}
+    assert live.reader.warnings == [
+        "group 1: its ranks are not in the dumps' pg_config; taken as the ranks whose dumps mention it: 1",
+        "group 2: its ranks are not in the dumps' pg_config; taken as the ranks whose dumps mention it: 2, 3"]
+
+
+def test_the_last_reading_reads_every_rank_from_its_dump(monkeypatch, tmp_path):
+    """Every rank has ended, rank 0's exit not reaped yet and a stale answer (all_reduce #1 alone)
+    still served for it: the last reading reads rank 0 from its dump, which holds its pair's call."""
+    served = {rank: _pair_shapes(rank) for rank in range(4)}
+    served[0] = _gloo_dump([(1, "all_reduce", WORLD_GROUP, True)])
+    live, _ = _closed_after_dump(monkeypatch, tmp_path, served, {rank: _pair_shapes(rank) for rank in range(4)})
+    for rank in (1, 2, 3):
+        live.exited(rank)
+    events, _ = live.end({})
+    begins = [e for e in events if isinstance(e, Collective) and e.edge == "begin" and e.op == "all_gather"]
+    assert {e.rank: tuple(e.group_ranks) for e in begins} == {0: (0, 1), 1: (0, 1), 2: (2, 3), 3: (2, 3)}
 
 
 def test_the_groups_status_is_read_only_once_the_working_ranks_have_paid_for_it(monkeypatch, tmp_path):
