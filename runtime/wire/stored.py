@@ -26,6 +26,7 @@ import zlib
 from array import array
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
+from itertools import repeat
 from typing import Any, Union, overload
 
 import msgspec
@@ -103,6 +104,9 @@ def decode_sharing(document: bytes) -> list[AnyEvent]:
             events[at] = Buffer(**fields)
     return events
 
+
+_HEADER = struct.Struct("<II")
+"""A checksummed record's header: the payload's length and CRC-32."""
 
 _MSGPACK_ARRAY32 = struct.Struct(">BI")
 """A msgpack array header of up to 2**32 - 1 items: payloads after it decode as one list."""
@@ -199,19 +203,36 @@ class StoredEvents(Sequence[AnyEvent]):
                              f"(event {index} no longer decodes)") from None
 
     def _payloads(self, positions: Sequence[int]) -> list[bytes]:
-        """The payloads of events ``positions``, each checked as :meth:`_payload` checks one (the
-        file's reach looked up once, for the furthest)."""
-        starts, count = self._starts, len(self._starts)
-        ends = [starts[index + 1] if index + 1 < count else self._end for index in positions]
+        """The payloads of events ``positions``, each checked as :meth:`_payload` checks one: the
+        file's reach looked up once, for the furthest; the payloads cut, their headers read and
+        their CRC-32s taken by functions mapped over them all, and compared in one list
+        comparison (no Python statement runs per record but where one fails)."""
+        begins, ends = self._bounds(positions)
         mapped = self._mapped(max(ends, default=0))
-        payloads = []
-        for index, end in zip(positions, ends):
-            start = starts[index]
-            payload = mapped[start + 8 : end] if mapped is not None else b""
-            if mapped is None or frame_header(mapped[start : start + 8]) != (len(payload), zlib.crc32(payload)):
-                raise TraceError(f"{self.path} changed on disk since it was opened (event {index} no longer reads back)")
-            payloads.append(payload)
+        if mapped is None:
+            raise self._unread(positions[ends.index(max(ends))])
+        payloads = list(map(mapped.__getitem__, map(slice, [begin + 8 for begin in begins], ends)))
+        headers = list(map(_HEADER.unpack_from, repeat(mapped), begins))
+        if headers != list(zip(map(len, payloads), map(zlib.crc32, payloads))):
+            raise self._unread(next(index for index, header, payload in zip(positions, headers, payloads)
+                                    if header != (len(payload), zlib.crc32(payload))))
         return payloads
+
+    def _bounds(self, positions: Sequence[int]) -> tuple[list[int], list[int]]:
+        """Where the records of events ``positions`` begin and end in the file, as Python ints
+        (an index's numpy offsets taken all at once: a numpy scalar is slow in arithmetic)."""
+        starts, count = self._starts, len(self._starts)
+        if isinstance(starts, np.ndarray):
+            at = np.asarray(positions, np.int64)
+            ends = starts[np.minimum(at + 1, count - 1)]
+            ends[at + 1 >= count] = self._end
+            return starts[at].tolist(), ends.tolist()
+        return ([starts[index] for index in positions],
+                [starts[index + 1] if index + 1 < count else self._end for index in positions])
+
+    def _unread(self, index: int) -> TraceError:
+        """The error for event ``index``, whose record no longer reads back as it was indexed."""
+        return TraceError(f"{self.path} changed on disk since it was opened (event {index} no longer reads back)")
 
     def _payload(self, index: int) -> bytes:
         """Event ``index``'s payload, read and checked against its record's length and checksum."""
@@ -222,7 +243,7 @@ class StoredEvents(Sequence[AnyEvent]):
         header = frame_header(record)
         payload = record[8:]
         if header is None or header != (len(payload), zlib.crc32(payload)):
-            raise TraceError(f"{self.path} changed on disk since it was opened (event {index} no longer reads back)")
+            raise self._unread(index)
         return payload
 
     def _read(self, start: int, end: int) -> bytes:

@@ -266,6 +266,45 @@ def test_stored_events_read_thin_the_fields_asked_for_and_check_every_record(tmp
         stored.thin(ends, thin_event_type(Collective, ["phase"]))
 
 
+def _flip(path, offset: int) -> None:
+    """Flip the lowest bit of the byte at ``offset`` of ``path``, in place."""
+    with open(path, "r+b") as file:
+        file.seek(offset)
+        byte = file.read(1)
+        file.seek(offset)
+        file.write(bytes([byte[0] ^ 1]))
+
+
+@pytest.mark.parametrize("indexed", [True, False], ids=["offsets from the index", "offsets from a scan"])
+def test_a_batch_read_names_the_damaged_record_in_its_middle(tmp_path, indexed):
+    events = all_gather_events(world=4)
+    path = write_trace(tmp_path / "t.cvz", events)
+    if not indexed:
+        index_path(path).unlink()
+    stored = index_trace(path)[0].events
+    assert isinstance(stored, StoredEvents)
+    buffers = [at for at, event in enumerate(events) if isinstance(event, Buffer)]
+    assert len(buffers) >= 8 and len({events[at].rank for at in buffers}) == 4
+    moments = thin_event_type(Buffer, ["moment"])
+    asked = [buffers[-1], *buffers[:-1], buffers[0]]  # out of order, one twice
+    assert [(e.rank, e.seq, e.moment) for e in stored.thin(asked, moments)] \
+        == [(events[at].rank, events[at].seq, events[at].moment) for at in asked]
+    middle = buffers[len(buffers) // 2]
+    _flip(path, stored._starts[middle] + 8 + 3)  # a payload byte of a record in the middle of the batch
+    with pytest.raises(TraceError, match=f"event {middle} no longer reads back"):
+        stored.thin(buffers, moments)
+    with pytest.raises(TraceError, match=f"event {middle} no longer reads back"):
+        stored[middle]
+    before = buffers[: len(buffers) // 2]
+    assert [e.seq for e in stored.thin(before, moments)] == [events[at].seq for at in before]
+    _flip(path, stored._starts[middle] + 8 + 3)  # mended; now the record's length word is stomped
+    _flip(path, stored._starts[middle])
+    with pytest.raises(TraceError, match=f"event {middle} no longer reads back"):
+        stored.thin(buffers, moments)
+    _flip(path, stored._starts[middle])
+    assert [e.seq for e in stored.thin(buffers, moments)] == [events[at].seq for at in buffers]
+
+
 def test_thin_event_types_decode_only_what_they_name():
     transfer = Transfer(run="r", rank=3, seq=7, t_ns=1, phase=2, src=1, dst=3, bytes=8, buffer="out", start=0,
                         length=2, kind="logical")
