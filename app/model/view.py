@@ -224,10 +224,12 @@ def _memory(index: RankIndex, cursor: int, step: int) -> MemoryTrack:
 
 
 def _rank_status(index: RankIndex, cursor: int, step: int, names: dict[int, str],
-                 phase_event: tuple[int, Phase] | None) -> tuple[RankState, str, int | None]:
+                 phase_event: tuple[int, Phase] | None, run_finished: bool) -> tuple[RankState, str, int | None]:
     """State, a short sentence and the current phase of one rank at the cursor (the phase named
     only where it is not the step shown); ``phase_event``: the rank's latest phase event at the
-    cursor in a phase ``<= step`` and its log position (:func:`_latest_events`)."""
+    cursor in a phase ``<= step`` and its log position (:func:`_latest_events`); ``run_finished``:
+    the run ended well before the cursor, so a rank seen at work whose own end the log lacks (an
+    import's ranks) is not still running."""
     if index.end is not None and index.end[0] < cursor and (index.end[1].phase or 0) <= step:
         end: RankEnd = index.end[1]
         if end.status == "ok":
@@ -245,6 +247,8 @@ def _rank_status(index: RankIndex, cursor: int, step: int, names: dict[int, str]
         if gate_position > phase_position:
             gate = index.gates.events[at].index
             return "waiting", f"waiting at gate {gate + 1}", gate  # gate k opens step k, 1-based on screen
+    if run_finished and (phase_event is not None or index.start is not None):
+        return "done", "finished (its own end is not in the log)", phase_event[1].index if phase_event else None
     if phase_event is not None:
         event = phase_event[1]
         if event.index == step:  # the step the header and narration already name: not a third time
@@ -466,13 +470,14 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     numbers = range(max(log.world_size, log.max_rank + 1))
     indexes = [log.ranks.get(number) or RankIndex(number) for number in numbers]
     held = [_held(index, cursor, step) for index in indexes]
+    run_finished = log.run_end is not None and log.run_end[0] < cursor and log.run_end[1].status == "ok"
     earlier = _previous_reports(log, [candidates for _, _, candidates in held])
     collectives = _latest_events(log, [index.collectives for index in indexes], cursor, step, Collective)
     phase_events = _latest_events(log, [index.phases for index in indexes], cursor, step, Phase)
     for number, index, (buffers, freed, _), previous, latest_call, phase_event in zip(
             numbers, indexes, held, earlier, collectives, phase_events):
         collective = latest_call[1] if latest_call is not None and latest_call[1].phase == step else None
-        state, status, rank_phase = _rank_status(index, cursor, step, names, phase_event)
+        state, status, rank_phase = _rank_status(index, cursor, step, names, phase_event, run_finished)
         if index.start is None and number in unknown:
             status = f"unknown: {unknown[number]}"
         start = index.start[1] if index.start is not None else None

@@ -5,9 +5,10 @@ anything readable, so every rank gets one row: its number, its status, and the c
 cells coloured by the rank(s) whose data each holds, as in the panels and with the same legend.
 Where the buffer's values all fit the row (over the lines a row grows to) the cells are its
 values, as in a panel; else each cell is a range of elements, and the row ends with the lowest and
-highest value (``241–272``) where that leaves the cells room, so no row is colour alone. Rows that
-do not fit one column continue in the next. The buffer shown is the one most recently updated in
-the step (ties: the largest); the title names it.
+highest value (``241–272``) where that leaves the cells room, so no row is colour alone. Where no
+rank has a value or a call to show (an NCCL log's topology steps), the rows keep their marks and
+one line under them says so. Rows that do not fit one column continue in the next. The buffer
+shown is the one most recently updated in the step (ties: the largest); the title names it.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ _STATE_MARKS = {"pending": ("·", DIM), "running": ("●", Style(color="green"))
                 "done": ("✓", Style(color="cyan")), "error": ("✗", Style(color="red", bold=True))}
 _SAID = ("error", "waiting")
 """States whose status a row without the shown buffer says."""
+NO_VALUES = "no values recorded for this step"
+"""What the pane says once, under the marks, where no rank has a value or a call to show."""
 _NOT_OBSERVED = Style(color="#9a9a9a", bgcolor="#3a3a3a")
 _TEXT = itemgetter(0)
 """A segment's text."""
@@ -73,6 +76,13 @@ def shown_buffer(ranks: Sequence[RankView]) -> str | None:
             if best is None or key[:2] > best[:2]:
                 best = key
     return best[2] if best else None
+
+
+def _valueless(ranks: Sequence[RankView], shown: Sequence[Buffer | None]) -> bool:
+    """No row has anything to show after its mark: no rank holds the buffer shown, makes a call in
+    the step or is in a state whose status a row says (an NCCL log's topology steps)."""
+    return all(buffer is None for buffer in shown) and not any(
+        rank.collective is not None or rank.state in _SAID for rank in ranks)
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -251,15 +261,27 @@ class RankHeatmap(LineWidget):
         name = shown_buffer(ranks)
         label_width = len(f"r{len(ranks) - 1}") + 1
         shown = [next((b for b in rank.buffers if b.name == name), None) for rank in ranks]
+        if _valueless(ranks, shown):  # every row would say "—": marks alone, and why once
+            per_column, column_width, _ = _grid(len(ranks), width, max(1, height - 1))
+            self._layout = (per_column, column_width + _GAP, 1)
+            rows = [[self._label(rank, label_width)] for rank in ranks]
+            return [*self._columns(rows, per_column, 1, label_width, column_width), [Segment(NO_VALUES, DIM)]]
         per_column, column_width, tall = _grid(len(ranks), width, height)
         cells = _cells(shown, column_width - label_width - 2, tall)
         if cells.unsaid and per_column * tall >= height > 1:  # the ranges' line takes the last line
             per_column, column_width, tall = _grid(len(ranks), width, height - 1)
             cells = _cells(shown, column_width - label_width - 2, tall)
         self._layout = (per_column, column_width + _GAP, tall)
+        rows = [self._row(rank, buffer, label_width, column_width, tall, cells.cell, self.mask_volatile)
+                for rank, buffer in zip(ranks, shown)]
+        lines = self._columns(rows, per_column, tall, label_width, column_width)
+        return self._with_ranges_line(lines, cells.unsaid) if cells.unsaid else lines
+
+    @staticmethod
+    def _columns(rows: list[list[Line]], per_column: int, tall: int, label_width: int, column_width: int) -> list[Line]:
+        """``rows`` (one per rank, each at most ``tall`` lines) laid out ``per_column`` to a column."""
         lines: list[Line] = [[] for _ in range(per_column * tall)]
-        for index, rank in enumerate(ranks):
-            row = self._row(rank, shown[index], label_width, column_width, tall, cells.cell, self.mask_volatile)
+        for index, row in enumerate(rows):
             for line in range(tall):
                 target = lines[(index % per_column) * tall + line]
                 if index >= per_column:
@@ -267,7 +289,7 @@ class RankHeatmap(LineWidget):
                 drawn = row[line] if line < len(row) else [Segment(" " * (label_width + 2))]
                 target.extend(drawn)
                 target.append(Segment(" " * (column_width - sum(map(cell_len, map(_TEXT, drawn))))))
-        return self._with_ranges_line(lines, cells.unsaid) if cells.unsaid else lines
+        return lines
 
     @staticmethod
     def _with_ranges_line(lines: list[Line], unsaid: list[tuple[float, float]]) -> list[Line]:
@@ -279,6 +301,12 @@ class RankHeatmap(LineWidget):
         return [*lines, [Segment(said, DIM)]]
 
     @staticmethod
+    def _label(rank: RankView, label_width: int) -> Line:
+        """``r12 ●``: the rank's number and its state's mark."""
+        mark, style = _STATE_MARKS[rank.state]
+        return [Segment(f"r{rank.rank}".ljust(label_width), rank_label_style(rank.rank)), Segment(mark + " ", style)]
+
+    @staticmethod
     def _row(rank: RankView, buffer: Buffer | None, label_width: int, width: int, tall: int = 1, cell: int = 0,
              mask_volatile: bool = False) -> list[Line]:
         """``r12 ●`` then ``buffer`` (the rank's of the buffer shown), within ``width`` columns,
@@ -286,9 +314,8 @@ class RankHeatmap(LineWidget):
         given, else its colours on every line with its values' range at the first line's end
         where that fits; a rank without the buffer shown gives its call in this step instead (a
         script's run, an imported artifact), its time masked with ``mask_volatile``."""
-        mark, style = _STATE_MARKS[rank.state]
-        row: Line = [Segment(f"r{rank.rank}".ljust(label_width), rank_label_style(rank.rank)),
-                     Segment(mark + " ", style)]
+        style = _STATE_MARKS[rank.state][1]
+        row = RankHeatmap._label(rank, label_width)
         blank = Segment(" " * (label_width + 2))
         room = width - label_width - 2
         if buffer is None and rank.state not in _SAID and rank.collective is not None:  # a run without values

@@ -190,3 +190,23 @@ async def test_a_cut_title_never_ends_in_a_number(size):
     for rows in screens:
         assert [row for row in rows if CUT_NUMBER.search(row)] == []
     assert any("GPipe: 4 microbatches" in row for row in screens[0])  # cut, if at all, after a whole word
+
+
+NCCL_SIXTEEN = FIXTURES / "nccl" / "real" / "nccl-1412-sixteen-ranks-rings-of-a-rank-without-comm-line.log"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+async def test_an_nccl_logs_topology_step_says_once_that_it_has_no_values(size):
+    """The 16-rank NCCL log's last step (a tree): the log holds topology, no values, so the pane
+    says so in one line instead of a dash on each of the 16 rows; the run has ended well, so every
+    rank is marked done (✓), the 11 ranks whose own end the log lacks too, none running (●)."""
+    world = 16
+    events = open_artifacts([NCCL_SIXTEEN]).events
+    assert len({event.rank for event in events if isinstance(event, RankEnd)}) == 5  # 11 ranks without an end
+    app = make_app(events=events, mask_volatile=True)
+    (rows,) = await screens_after(app, size, [["end"]])
+    assert any("NCCL tree, channels 01, 05 on world" in row for row in rows)
+    heatmap = _heatmap_rows(rows, world)
+    assert {rank: line.split() for rank, line in heatmap.items()} == {
+        rank: [f"r{rank}", "✓"] for rank in range(world)}
+    assert sum(row.count("no values recorded for this step") for row in rows) == 1
