@@ -308,10 +308,19 @@ def test_ranks_blocked_in_gloo_say_their_agent_stopped_them_with_sigterm(tmp_pat
         proc.kill()
     assert proc.returncode == 1, out + err
     last = err.strip().splitlines()[-1]
-    assert last.startswith("collviz: ranks 0, 1 stopped by SIGTERM (as torchrun's agent ends its ranks)"), last
     assert "died without reporting" not in last
-    assert {f"rank {r} stopped by SIGTERM (as torchrun's agent ends its ranks)" for r in (0, 1)} <= set(out.splitlines())
-    assert " raised:" not in out  # the summary does not say a stopped rank raised
+    said = "stopped by SIGTERM (as torchrun's agent ends its ranks)"
+    stopped = {r for r in (0, 1) if f"rank {r} {said}" in out.splitlines()}
+    # The agent signals its ranks one after the other: on a loaded machine the second rank's recv may
+    # fail on its stopped peer's closed connection before its own SIGTERM is delivered, and that rank
+    # then reports the error (soak run at 74bf8dc). Either way a stopped rank says so, never "raised".
+    assert stopped, out
+    if stopped == {0, 1}:
+        assert last.startswith(f"collviz: ranks 0, 1 {said}"), last
+    else:
+        (other,) = {0, 1} - stopped
+        assert last.startswith(f"collviz: rank {other} failed: RuntimeError: ") and "Connection closed by peer" in last, last
+    assert f"raised: {said}" not in out
 
 
 def _agent_pids(pid: int) -> list[int]:
