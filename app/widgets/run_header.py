@@ -84,7 +84,9 @@ class RunHeader(TextPane):
         # the log's start (home) is before the first step, so → from there visibly reaches step 1
         where = f" · before step 1/{total}" if fields.cursor == 0 else f" · step {min(fields.step + 1, total)}/{total}"
         if run is not None:  # the mode's words (a lesson's are long) give way to the step counter
-            place = f" · {run.backend} on {run.device_kind} · {run.world_size} ranks · "
+            # a job read by its stacks says no backend: its device_kind is the protocol's default, not a reading
+            said = f"{run.backend} on {run.device_kind}" if run.backend != "unknown" else "backend and device not read"
+            place = f" · {said} · {run.world_size} ranks · "
             room = self.size.width - line.cell_len - cell_len(place) - cell_len(where)
             line.append((place + fit_words(mode, max(room, 1) if self.size.width else 0)).removesuffix(" · "))
         line.append(where, "bold")

@@ -37,6 +37,7 @@ async def test_the_viewer_names_the_rank_the_others_wait_for_at_its_own_line(mon
         session.stop()
     where = "rank 1 is missing from the call, at train.py:12 in load_batch"
     assert "live stalled: all_reduce at train.py:30 in step: ranks 0, 2, 3 waiting" in header
+    assert header.startswith("collviz attach-pid · backend and device not read · 4 ranks ·"), header  # not "on cpu"
     assert any("at train.py:12 in load_batch" in line for line in lines), "on screen at 100×30"
     assert panels[:2] == [("all_reduce in flight…", "running"), (where, "started")], \
         "rank 0 inside the call, no sizes (a stack holds none); rank 1 out of it, its own panel saying where"
