@@ -17,9 +17,9 @@ import json
 import re
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Union
+from typing import Any, Literal, NamedTuple, Union, overload
 from weakref import WeakKeyDictionary
 
 import numpy as np
@@ -110,10 +110,11 @@ class RankView(NamedTuple):
     note: str = ""
     """What a stall lasting at the cursor says of this rank, where others wait for it
     (``rank 1 is missing from the call, at train.py:12 in load``; ``rank 2 never arrived …``)."""
-    previous: tuple[Buffer, ...] = ()
+    previous: Sequence[Buffer] = ()
     """For a buffer this step changed (a ring's ``x`` at a hop, an in-place all-reduce's), its value
     before: the one reported before it, where that was in an earlier step or at another moment of
-    this one (``before`` the call, then ``after``) and its values or checksum differ."""
+    this one (``before`` the call, then ``after``) and its values or checksum differ. Read from the
+    trace when first asked for (:class:`PreviousBuffers`)."""
 
 
 @dataclass(frozen=True)
@@ -380,6 +381,65 @@ def _previous_reports(log: EventLog, candidates: list[list[_Candidate]]) -> list
     return shown
 
 
+class _PreviousReports:
+    """Every rank's reports shown beside its latest (:func:`_previous_reports`), read for all ranks
+    at once when one rank's are first asked for. A view of many ranks draws them as a heatmap,
+    which shows none (only a panel or a rank's detail does): a cold 64-rank view then reads none of
+    the 64 records their moments are in."""
+
+    def __init__(self, log: EventLog, candidates: list[list[_Candidate]]) -> None:
+        self._candidates = candidates
+        self._unread: EventLog | None = log
+        self._found: list[tuple[Buffer, ...]] = []
+
+    def per_rank(self) -> list[Sequence[Buffer]]:
+        """Each rank's reports before: empty where the rank has no candidate, else read when asked."""
+        return [PreviousBuffers(self, at) if found else () for at, found in enumerate(self._candidates)]
+
+    def of(self, at: int) -> tuple[Buffer, ...]:
+        """Rank ``at``'s (its place in the view) reports before, every rank's read on the first call."""
+        if self._unread is not None:
+            self._found = [tuple(shown) for shown in _previous_reports(self._unread, self._candidates)]
+            self._unread, self._candidates = None, []
+        return self._found[at]
+
+
+class PreviousBuffers(Sequence[Buffer]):
+    """One rank's :attr:`RankView.previous`, read when first indexed, iterated or compared (as a
+    tuple of Buffers)."""
+
+    __slots__ = ("_reports", "_at")
+
+    def __init__(self, reports: _PreviousReports, at: int) -> None:
+        self._reports = reports
+        self._at = at
+
+    def __len__(self) -> int:
+        return len(self._reports.of(self._at))
+
+    @overload
+    def __getitem__(self, at: int) -> Buffer: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> tuple[Buffer, ...]: ...
+
+    def __getitem__(self, at: int | slice) -> Buffer | tuple[Buffer, ...]:
+        return self._reports.of(self._at)[at]
+
+    def __iter__(self) -> Iterator[Buffer]:
+        return iter(self._reports.of(self._at))
+
+    def __eq__(self, other: object) -> bool:
+        found = self._reports.of(self._at)
+        return found == (tuple(other) if isinstance(other, PreviousBuffers) else other)
+
+    def __hash__(self) -> int:
+        return hash(self._reports.of(self._at))
+
+    def __repr__(self) -> str:
+        return repr(self._reports.of(self._at))
+
+
 def _changed(before: Buffer, after: Buffer) -> bool:
     """Whether ``after`` holds other data than ``before`` (the same buffer, reported again): their
     values, else their checksums; False where neither tells."""
@@ -471,7 +531,7 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     indexes = [log.ranks.get(number) or RankIndex(number) for number in numbers]
     held = [_held(index, cursor, step) for index in indexes]
     run_finished = log.run_end is not None and log.run_end[0] < cursor and log.run_end[1].status == "ok"
-    earlier = _previous_reports(log, [candidates for _, _, candidates in held])
+    earlier = _PreviousReports(log, [candidates for _, _, candidates in held]).per_rank()
     collectives = _latest_events(log, [index.collectives for index in indexes], cursor, step, Collective)
     phase_events = _latest_events(log, [index.phases for index in indexes], cursor, step, Phase)
     for number, index, (buffers, freed, _), previous, latest_call, phase_event in zip(
@@ -496,7 +556,7 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
                 freed=tuple(freed),
                 step=step,
                 note=notes.get(number, ""),
-                previous=tuple(previous),
+                previous=previous,
             )
         )
     rank_views = tuple(ranks)

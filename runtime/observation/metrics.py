@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 __all__ = ["BUS_FACTOR_OPS", "bus_factor", "bus_factor_text", "algo_bytes", "Bandwidth", "bandwidth", "human_bytes", "human_rate"]
 
@@ -28,8 +29,10 @@ BUS_FACTOR_OPS = frozenset(_TWO_WAY | _ONE_WAY | _ROOTED_WHOLE)
 """The operations nccl-tests gives a bus factor (and collviz algbw/busbw)."""
 
 
+@lru_cache(maxsize=256)
 def bus_factor(op: str, world_size: int) -> Fraction:
-    """The nccl-tests busbw/algbw factor of ``op`` on ``world_size`` ranks."""
+    """The nccl-tests busbw/algbw factor of ``op`` on ``world_size`` ranks (made once per pair: a
+    frame asks it three times a call shown, and a Fraction is slow to make)."""
     n = world_size
     if op in _TWO_WAY:
         return Fraction(2 * (n - 1), n)
