@@ -151,8 +151,11 @@ def version_text(version: tuple[int, int] = PROTOCOL_VERSION) -> str:
     return f"{version[0]}.{version[1]}"
 
 
-class Event(msgspec.Struct, tag=True, kw_only=True, omit_defaults=True):
-    """Fields every event carries."""
+class Event(msgspec.Struct, tag=True, kw_only=True, omit_defaults=True, gc=False):
+    """Fields every event carries. Events are not tracked by the cyclic garbage collector
+    (``gc=False``, inherited): an event holds only typed data (numbers, text, lists and structs of
+    them), never a reference back to what holds it, so it can be in no cycle; the viewer's frames
+    decode hundreds of them, which would otherwise each be scanned by the collections they set off."""
 
     run: str
     rank: int
