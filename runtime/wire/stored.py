@@ -33,7 +33,6 @@ import msgspec
 import numpy as np
 
 from .protocol import EVENT_TYPES, MAX_FRAME_BYTES, AnyEvent, Buffer, ProtocolError, ProvenanceRun, _field_entry, decode
-from .records import frame_header
 from .trace import TraceError
 
 __all__ = ["StoredEvents", "CACHED_EVENTS", "SIZE_CHECK_SECONDS", "SHARED_PROVENANCES", "decode_sharing"]
@@ -235,21 +234,18 @@ class StoredEvents(Sequence[AnyEvent]):
         return TraceError(f"{self.path} changed on disk since it was opened (event {index} no longer reads back)")
 
     def _payload(self, index: int) -> bytes:
-        """Event ``index``'s payload, read and checked against its record's length and checksum."""
+        """Event ``index``'s payload, read and checked against its record's length and checksum
+        (the header read in place: the record is not copied before its payload is)."""
         starts = self._starts
         start = int(starts[index])
         end = int(starts[index + 1]) if index + 1 < len(starts) else self._end
-        record = self._read(start, end)
-        header = frame_header(record)
-        payload = record[8:]
-        if header is None or header != (len(payload), zlib.crc32(payload)):
+        mapped = self._mapped(end)
+        if mapped is None or end - start < _HEADER.size:
+            raise self._unread(index)
+        payload = mapped[start + _HEADER.size:end]
+        if _HEADER.unpack_from(mapped, start) != (len(payload), zlib.crc32(payload)):
             raise self._unread(index)
         return payload
-
-    def _read(self, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of the file, or fewer where it no longer reaches ``end``."""
-        mapped = self._mapped(end)
-        return b"" if mapped is None else mapped[start:end]
 
     def _mapped(self, end: int) -> mmap.mmap | None:
         """The file's map, once the file is seen to reach ``end`` (None where it no longer does)."""
