@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual.content import Content
 from textual.message import Message
 from textual.widgets import Static
 
@@ -56,21 +57,25 @@ class TextPane(Static):
         self._quiet = False
         self._shape: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
         self._title: str | None = None
+        self._fitted: str | None = None
         self._line_counts: dict[tuple[str, int, object, object, object, int | None], int] = {}
 
     def set_title(self, title: str) -> None:
         """Set the border title, unless it already is ``title`` (setting it repaints the pane);
-        as plain Text, since titles carry phase names and other text from the run."""
+        as plain text, never markup, since titles carry phase names and other text from the run."""
         if title != self._title:
             self._title = title
             self._fit_title()
 
     def _fit_title(self) -> None:
         """Title the border with the whole words of the title that fit it (:func:`~.render.fit_words`:
-        a cut title never ends in a number without its unit, as Textual's own cut did: ``4…``)."""
-        fitted = Text(fit_words(self._title or "", self.outer_size.width - BORDER_TITLE_MARGIN))
-        if self._title is not None and fitted != self.border_title:
-            self.border_title = fitted
+        a cut title never ends in a number without its unit, as Textual's own cut did: ``4…``);
+        set only where the words differ from those set last, and as ``Content`` (Textual's own
+        type: a ``Text`` is converted to it, and ``border_title`` reads back as markup, each time)."""
+        fitted = fit_words(self._title or "", self.outer_size.width - BORDER_TITLE_MARGIN)
+        if self._title is not None and fitted != self._fitted:
+            self._fitted = fitted
+            self.border_title = Content(fitted)
 
     def show_text(self, text: Text, headline: Text | None = None, *, quiet: bool = False) -> None:
         """Display ``text`` unless it is what the pane already shows (same size: no re-layout),
