@@ -70,7 +70,10 @@ class PipelineTimeline(LineWidget):
         self.border_title = "pipeline"
 
     def show(self, fields: PipelineFields) -> None:
-        """Display the pipeline spans (hidden when there are none)."""
+        """Display the pipeline spans (hidden when there are none: a pane that stays hidden is not
+        redrawn, as most runs have no spans and each redraw repaints it)."""
+        if not fields.spans and self._fields is not None and not self._fields.spans:
+            return
         self._fields = fields
         self.set_class(bool(fields.spans), "-visible")
         self._timeline = timeline = timeline_of(fields.spans)
