@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collviz.runtime.wire.protocol import Collective, Transfer
 
-__all__ = ["source_range", "step_call"]
+__all__ = ["source_range", "range_inputs", "step_call"]
 
 _SAME_PLACE = frozenset({"all_reduce", "broadcast", "reduce"})
 """Ops whose output element i comes from element i of the inputs."""
@@ -32,6 +32,12 @@ def step_call(calls: list[Collective | None], step: int) -> Collective | None:
         return None
     keys = {(c.op, c.group, c.group_seq, c.count, c.root) for c in ended}
     return ended[0] if len(keys) == 1 else None
+
+
+def range_inputs(call: Collective) -> tuple[str, tuple[int, ...], int, int | None]:
+    """What :func:`source_range` reads of ``call``: two calls alike in it give each transfer the
+    same range (a run's steps repeat their calls, each with its own number and time)."""
+    return call.op, tuple(call.group_ranks), call.count, call.root
 
 
 def source_range(transfer: Transfer, call: Collective) -> tuple[int, int] | None:
