@@ -6,6 +6,7 @@ from operator import itemgetter
 from typing import ClassVar
 
 from rich.style import Style
+from textual.content import Content
 from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
@@ -61,6 +62,15 @@ class LineWidget(Widget):
         self._strips_size = (0, 0)
         self._kept: dict[tuple, tuple[Line, Strip]] = {}
         self._kept_for: tuple[int, Style] | None = None
+        self._title: str | None = None
+
+    def set_title(self, title: str) -> None:
+        """Title the border with ``title``, as plain text (titles carry buffer names and other text
+        from the run), unless it already is: setting it repaints the widget, and Textual reads
+        ``border_title`` back as markup, built anew each time."""
+        if title != self._title:
+            self._title = title
+            self.border_title = Content(title)
 
     def build_lines(self, width: int, height: int) -> list[Line]:
         """The lines to draw in a content area of ``width`` × ``height`` cells."""

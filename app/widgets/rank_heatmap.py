@@ -24,7 +24,6 @@ import msgspec
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual import events
 from textual.message import Message
 
@@ -244,9 +243,7 @@ class RankHeatmap(LineWidget):
     def _retitle(self, name: str | None = None) -> None:
         """Title the pane for the ranks shown (``name``: their :func:`shown_buffer`, where known),
         with what fits its width."""
-        title = _title(len(self._ranks), name if name is not None else shown_buffer(self._ranks), self.outer_size.width)
-        if str(self.border_title) != title:
-            self.border_title = Text(title)
+        self.set_title(_title(len(self._ranks), name if name is not None else shown_buffer(self._ranks), self.outer_size.width))
 
     def on_resize(self) -> None:
         """Rebuild at the new size, titled for it."""
