@@ -88,7 +88,7 @@ class LineWidget(Widget):
         self._strips = new
         changed = [y for y in range(max(len(old), len(new))) if y >= len(old) or y >= len(new) or old[y] != new[y]]
         if changed:
-            self.refresh(*(Region(0, y, width, 1) for y in changed))
+            self.refresh(*_spans_of(changed, width))
 
     def _build_strips(self, width: int, height: int) -> list[Strip]:
         self._strips_size = (width, height)
@@ -128,3 +128,18 @@ class LineWidget(Widget):
     def on_resize(self) -> None:
         """Rebuild at the new size."""
         self._strips = None
+
+
+def _spans_of(lines: list[int], width: int) -> list[Region]:
+    """The regions ``width`` columns wide covering ``lines`` (in order), one per run of neighbouring
+    lines: a memory chart's rows change together when the cursor moves, and each region costs the
+    refresh and the compositor's repaint alike."""
+    regions: list[Region] = []
+    start = previous = lines[0]
+    for line in lines[1:]:
+        if line != previous + 1:
+            regions.append(Region(0, start, width, previous + 1 - start))
+            start = line
+        previous = line
+    regions.append(Region(0, start, width, previous + 1 - start))
+    return regions
