@@ -67,14 +67,23 @@ LEAST_CELLS = 8
 
 def shown_buffer(ranks: Sequence[RankView]) -> str | None:
     """The buffer name the heatmap shows: updated in the latest phase by any rank, largest first."""
-    best: tuple[int, int, str] | None = None
+    best: tuple[int, int] | None = None  # (phase, size) of the buffer named
+    name = None
     for rank in ranks:
         for buffer in rank.buffers:
-            size = len(buffer.values) if buffer.values is not None else _numel(buffer.shape)
-            key = (buffer.phase, size, buffer.name)
-            if best is None or key[:2] > best[:2]:
-                best = key
-    return best[2] if best else None
+            values = buffer.values
+            key = (buffer.phase, len(values) if values is not None else _numel(buffer.shape))
+            if best is None or key > best:
+                best, name = key, buffer.name
+    return name
+
+
+def _named(rank: RankView, name: str | None) -> Buffer | None:
+    """``rank``'s buffer called ``name`` (a loop: a generator per rank cost more than the search)."""
+    for buffer in rank.buffers:
+        if buffer.name == name:
+            return buffer
+    return None
 
 
 def _valueless(ranks: Sequence[RankView], shown: Sequence[Buffer | None]) -> bool:
@@ -94,7 +103,7 @@ def _numel(shape: Sequence[int]) -> int:
 def _row_input(rank: RankView, name: str | None) -> tuple:
     """Everything :meth:`RankHeatmap._row` draws ``rank``'s row from (the shown buffer's size and
     provenance, not its values), to compare with the last frame's."""
-    buffer = next((b for b in rank.buffers if b.name == name), None)
+    buffer = _named(rank, name)
     status = rank.status if rank.state in _SAID else ""  # a row names no other state's status
     if buffer is None:
         return rank.rank, rank.state, status, rank.collective  # the row may give the rank's call
@@ -257,7 +266,7 @@ class RankHeatmap(LineWidget):
             return [[Segment("waiting for the workers…", DIM)]]
         name = shown_buffer(ranks)
         label_width = len(f"r{len(ranks) - 1}") + 1
-        shown = [next((b for b in rank.buffers if b.name == name), None) for rank in ranks]
+        shown = [_named(rank, name) for rank in ranks]
         if _valueless(ranks, shown):  # every row would say "—": marks alone, and why once
             per_column, column_width, _ = _grid(len(ranks), width, max(1, height - 1))
             self._layout = (per_column, column_width + _GAP, 1)
