@@ -380,8 +380,13 @@ class MemoryTimeline(LineWidget):
         text = [" "] * width
         previous = None
         next_free = 0
+        phases = track.phases
+        previous_phase = None
         for column, sample in enumerate(columns):
-            phase = track.phases[sample]
+            phase = phases[sample]
+            if phase == previous_phase:  # most columns: the one before's phase, whose label is said
+                continue
+            previous_phase = phase
             label = phase_label(names.get(phase, str(phase + 1)))
             if label == previous:
                 continue
