@@ -66,6 +66,7 @@ def _cut_at_a_word(text: Text, room: int) -> Text:
 class RunHeader(TextPane):
     """Two lines: scenario, backend, device, world size, mode, step k/n; run state and playback."""
 
+    FIXED_ROWS = True
     _shown_with: tuple[HeaderFields, Labels] | None = None
 
     def on_resize(self) -> None:

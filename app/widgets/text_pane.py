@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.text import Text
 from textual.content import Content
@@ -50,6 +51,10 @@ class TextPane(Static):
             """A newer change of the same pane stands for this one."""
             return isinstance(message, TextPane.RowsChanged) and message.pane is self.pane
 
+    FIXED_ROWS: ClassVar[bool] = False
+    """Whether the pane keeps the rows its style gives it, without a border (the header): no rows
+    to share (no :class:`RowsChanged`) and no border to say an overflow in."""
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._shown: Text | None = None
@@ -87,6 +92,8 @@ class TextPane(Static):
             return
         self._shown, self._headline, self._quiet = text, headline, quiet
         self.update(text, layout=False)
+        if self.FIXED_ROWS:
+            return
         self.hint_overflow()
         shape = (_line_lengths(headline), () if quiet else _line_lengths(text))
         if shape != self._shape:
@@ -110,7 +117,8 @@ class TextPane(Static):
     def on_resize(self) -> None:
         """The pane's size changed: whether its text overflows may have too, and how much of its
         title fits."""
-        self.hint_overflow()
+        if not self.FIXED_ROWS:
+            self.hint_overflow()
         self._fit_title()
 
     def _hint_overflow(self) -> None:
