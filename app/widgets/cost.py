@@ -17,7 +17,7 @@ from collviz.runtime.observation.metrics import human_rate
 from collviz.runtime.wire.protocol import SIZES_NOT_READ
 from ..model import CallCost
 from ..model.panes import CostFields
-from .render import format_bytes
+from .render import content_size, format_bytes
 from .text_pane import TextPane
 
 __all__ = ["CostPane", "cost_headline", "cost_details", "cost_lines", "format_seconds", "TIMED_LABELS", "MASKED"]
@@ -215,7 +215,7 @@ class CostPane(TextPane):
         count = fields.call_count
         self.set_title(f"cost · {count:,} collective call{'s' if count > 1 else ''}"
                        + (" · the latest" if count > 1 else ""))
-        width = self.content_size.width
+        width = content_size(self).width
         # the latest call's figures, and the four before it by op and size: what the text shows of them
         drawn = (latest, tuple((c.op, c.algo_bytes) for c in costs[-5:-1]), count, fields.untimed, width, self.compact,
                  self.mask_volatile)

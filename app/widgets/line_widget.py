@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .render import DrawnColours, Line, colours_drawn, line_to_strip
+from .render import DrawnColours, Line, colours_drawn, content_size, line_to_strip
 
 __all__ = ["LineWidget", "STRIPS_KEPT"]
 
@@ -78,7 +78,7 @@ class LineWidget(Widget):
 
     def lines_changed(self, *, layout: bool = False) -> None:
         """Rebuild the lines and repaint those that differ (everything, with a new ``layout``)."""
-        width, height = self.content_size
+        width, height = content_size(self)
         old = self._strips
         if layout or not width or old is None or self._strips_size != (width, height):
             self._strips = None

@@ -34,6 +34,7 @@ from .line_widget import LineWidget
 from .rank_panel import collective_line
 from .render import (
     DIM,
+    content_size,
     PLACEHOLDER_STYLE,
     Line,
     fit_cells,
@@ -244,7 +245,7 @@ class RankHeatmap(LineWidget):
         self._ranks = ranks
         name = shown_buffer(ranks)
         self._retitle(name)
-        drawn = (self.content_size, palette(), name, tuple(map(_row_input, ranks, repeat(name))))
+        drawn = (content_size(self), palette(), name, tuple(map(_row_input, ranks, repeat(name))))
         if drawn != self._drawn:
             self._drawn = drawn
             self.lines_changed()
