@@ -102,15 +102,18 @@ def _numel(shape: Sequence[int]) -> int:
 
 
 def _row_input(rank: RankView, name: str | None) -> tuple:
-    """Everything :meth:`RankHeatmap._row` draws ``rank``'s row from (the shown buffer's size and
-    provenance, not its values), to compare with the last frame's."""
+    """Everything :meth:`RankHeatmap._row` draws ``rank``'s row from (the shown buffer's size,
+    provenance, values and their extremes), to compare with the last frame's."""
     buffer = _named(rank, name)
     status = rank.status if rank.state in _SAID else ""  # a row names no other state's status
     if buffer is None:
         return rank.rank, rank.state, status, rank.collective  # the row may give the rank's call
     count = len(buffer.values) if buffer.values is not None else _numel(buffer.shape)
     extremes = (buffer.summary.min, buffer.summary.max) if buffer.summary is not None else None
-    return rank.rank, rank.state, status, count, buffer.provenance, buffer.values, extremes
+    # the values as msgpack: comparing the last frame's 64 lists of 128 floats, long out of the
+    # CPU's caches, cost more than encoding this frame's, just decoded, and comparing bytes
+    values = _encode(buffer.values) if buffer.values is not None else None
+    return rank.rank, rank.state, status, count, buffer.provenance, values, extremes
 
 
 _TITLE_PARTS = ("colour = whose data", "values or their range", "click or 0–9: a rank's detail")
@@ -176,7 +179,7 @@ def heatmap_cells(buffer: Buffer, width: int) -> Line:
     return list(_provenance_cells(_encoded_runs(buffer.provenance), count, cells, palette()))
 
 
-_encode_runs = msgspec.msgpack.Encoder().encode
+_encode = msgspec.msgpack.Encoder().encode
 _decode_runs = msgspec.msgpack.Decoder(list[ProvenanceRun]).decode
 _last_encoded: tuple[list[ProvenanceRun] | None, bytes] = (None, b"")
 """The provenance list encoded last, held (so its identity is not reused), and its encoding."""
@@ -189,7 +192,7 @@ def _encoded_runs(provenance: list[ProvenanceRun]) -> bytes:
     global _last_encoded
     held, encoded = _last_encoded
     if held is not provenance:
-        encoded = _encode_runs(provenance)
+        encoded = _encode(provenance)
         _last_encoded = (provenance, encoded)
     return encoded
 

@@ -10,13 +10,15 @@ from rich.color import Color
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 
-from collviz.app.model import CallCost
+from collviz.app.model import CallCost, EventLog, view_at
 from collviz.app.model.panes import CostFields, NarrationFields, PipelineFields, TransferFields
 from collviz.app.model.view import RunState
-from collviz.app.widgets import CostPane, NarrationPane, PipelineTimeline, TransfersPane
+from collviz.app.widgets import CostPane, NarrationPane, PipelineTimeline, RankHeatmap, TransfersPane
 from collviz.app.widgets.line_widget import _spans_of
 from collviz.app.widgets.render import HIGH_CONTRAST_COLOURS, RANK_COLOURS, use_palette
-from collviz.runtime.wire.protocol import Check, Collective, Span, Transfer
+from collviz.runtime.wire.protocol import Buffer, Check, Collective, Span, Transfer
+
+from support.synthetic import all_gather_events
 
 GROUP = [1, 3, 5, 7]
 """The call's communicator: every other rank of 8 (rank 3 is its second member)."""
@@ -28,6 +30,7 @@ class _Panes(App[None]):
         yield NarrationPane(id="narration")
         yield CostPane(id="cost")
         yield PipelineTimeline(id="pipeline")
+        yield RankHeatmap(id="heatmap")
 
 
 def _all_gather(seq: int) -> tuple[Collective, tuple[Transfer, ...]]:
@@ -136,3 +139,29 @@ def test_changed_lines_are_refreshed_as_one_region_per_run_of_neighbours():
     assert _spans_of([0, 1, 2, 5, 7, 8], 10) == [Region(0, 0, 10, 3), Region(0, 5, 10, 1), Region(0, 7, 10, 2)]
     assert _spans_of([4], 6) == [Region(0, 4, 6, 1)]
 
+
+
+def _with_values(ranks, rank: int, values: list[float]):
+    """``ranks`` with ``rank``'s shown buffers holding ``values`` instead (new lists, as a new step's)."""
+    def changed(view):
+        buffers = tuple(msgspec.structs.replace(b, values=list(values)) if isinstance(b, Buffer) and b.values else b
+                        for b in view.buffers)
+        return view._replace(buffers=buffers)
+    return tuple(changed(view) if view.rank == rank else view for view in ranks)
+
+
+async def test_the_heatmap_rows_are_kept_for_equal_values_in_new_lists_and_redrawn_for_one_value():
+    events = all_gather_events(6)
+    ranks = view_at(EventLog(events), len(events)).ranks
+    app = _Panes()
+    async with app.run_test(size=(100, 40)) as pilot:
+        pane = app.query_one(RankHeatmap)
+        pane.show(ranks)
+        await pilot.pause()
+        redraws = []
+        pane.lines_changed = lambda **_: redraws.append(1)  # type: ignore[method-assign]
+        shown = next(b for b in ranks[2].buffers if b.values)
+        pane.show(_with_values(ranks, 2, list(shown.values)))  # equal values, other list objects
+        assert redraws == []
+        pane.show(_with_values(ranks, 2, [*shown.values[:-1], shown.values[-1] + 1]))
+        assert redraws == [1]
