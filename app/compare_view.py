@@ -76,7 +76,7 @@ class CompareApp(App[None]):
         they share is said once, above them)."""
         for chart, (name, memory) in zip(self.query(MemoryTimeline), self.views):
             chart.show(memory)
-            chart.border_title = Text(f"{name} · live bytes by category")
+            chart.set_title(f"{name} · live bytes by category")
 
 
     def action_help(self) -> None:

@@ -78,8 +78,9 @@ class NarrationFields:
 
 @dataclass(frozen=True)
 class CostFields:
-    """The cost pane's: the step's latest calls' costs (``call_count`` in all); each rank's latest
-    call in the step (``(rank, call)``: a call not ended says which ranks are inside it); why the
+    """The cost pane's: the step's latest calls' costs (``call_count`` in all); where there are
+    none, each rank's latest call in the step (``(rank, call)``: a call not ended says which ranks
+    are inside it; not gathered where the step has costs, which the pane shows instead); why the
     run's calls carry no time, where they do not."""
 
     costs: tuple[CallCost, ...]
@@ -94,7 +95,8 @@ class CostFields:
     def of(cls, view: ViewState) -> CostFields:
         """The cost pane's fields of ``view``."""
         untimed = str(view.run.options.get(UNTIMED_OPTION, "")) if view.run is not None else ""
-        return cls(view.costs, view.call_count, view.step, tuple((r.rank, r.collective) for r in view.ranks), untimed,
+        latest = () if view.costs else tuple((r.rank, r.collective) for r in view.ranks)
+        return cls(view.costs, view.call_count, view.step, latest, untimed,
                    view.run is not None and view.run.scenario == STACKS_SCENARIO)
 
 

@@ -11,9 +11,11 @@ run) keeps the receiver's range alone: the sender's is not recorded.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from collviz.runtime.wire.protocol import Collective, Transfer
 
-__all__ = ["source_range", "step_call"]
+__all__ = ["source_range", "range_inputs", "step_call"]
 
 _SAME_PLACE = frozenset({"all_reduce", "broadcast", "reduce"})
 """Ops whose output element i comes from element i of the inputs."""
@@ -23,15 +25,26 @@ _OWN_CHUNK = frozenset({"reduce_scatter", "reduce_scatter_tensor", "scatter"})
 """Ops whose output on the receiver is the receiver's chunk of each sender's input."""
 
 
+_CALL_KEY = attrgetter("edge", "phase", "op", "group", "group_seq", "count", "root")
+"""What makes two ranks' latest calls one call ended in one step."""
+
+
 def step_call(calls: list[Collective | None], step: int) -> Collective | None:
     """The one call every rank's latest ended call in ``step`` is (same op, group and count): the
     call the step's logical transfers belong to; None when the ranks' latest calls differ or
     lie outside ``step`` (a step of several calls cannot say which moved what)."""
     ended = [c for c in calls if c is not None]
-    if not ended or any(c.edge != "end" or c.phase != step for c in ended):
+    keys = set(map(_CALL_KEY, ended))  # one pass in C: a 64-rank step's calls at every frame
+    if len(keys) != 1:
         return None
-    keys = {(c.op, c.group, c.group_seq, c.count, c.root) for c in ended}
-    return ended[0] if len(keys) == 1 else None
+    [(edge, phase, *_)] = keys
+    return ended[0] if edge == "end" and phase == step else None
+
+
+def range_inputs(call: Collective) -> tuple[str, tuple[int, ...], int, int | None]:
+    """What :func:`source_range` reads of ``call``: two calls alike in it give each transfer the
+    same range (a run's steps repeat their calls, each with its own number and time)."""
+    return call.op, tuple(call.group_ranks), call.count, call.root
 
 
 def source_range(transfer: Transfer, call: Collective) -> tuple[int, int] | None:

@@ -148,7 +148,8 @@ class ViewerScreen(Screen[None]):
         if not self._ready:
             return
         self._header.show(HeaderFields.of(view), labels)
-        self.set_class(view.bench is not None, "-bench")
+        if self.has_class("-bench") != (view.bench is not None):  # (set_class copies the class set each time)
+            self.set_class(view.bench is not None, "-bench")
         if view.bench is not None:
             self._bench.show(view.bench)
             if len(view.bench.rows) < view.bench.cases and view.state.kind not in ("finished", "failed", "interrupted"):
@@ -165,7 +166,9 @@ class ViewerScreen(Screen[None]):
         self._cost.show(CostFields.of(view))
         self._transfers.show(TransferFields.of(view))
         self._pipeline.show(PipelineFields.of(view))
-        self._memory.set_class(not any(rank.memory.length for rank in view.ranks), "-empty")
+        empty = not any(rank.memory.length for rank in view.ranks)
+        if self._memory.has_class("-empty") != empty:
+            self._memory.set_class(empty, "-empty")
         self._memory.show(MemoryFields.of(view))
         if self._log.has_class("-visible"):
             self._log.show(EventTailFields.of(view))

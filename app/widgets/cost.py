@@ -17,7 +17,7 @@ from collviz.runtime.observation.metrics import human_rate
 from collviz.runtime.wire.protocol import SIZES_NOT_READ
 from ..model import CallCost
 from ..model.panes import CostFields
-from .render import format_bytes
+from .render import content_size, format_bytes
 from .text_pane import TextPane
 
 __all__ = ["CostPane", "cost_headline", "cost_details", "cost_lines", "format_seconds", "TIMED_LABELS", "MASKED"]
@@ -192,6 +192,7 @@ class CostPane(TextPane):
         self.mask_volatile = mask_volatile
         self.compact = False
         self._fields: CostFields | None = None
+        self._drawn: tuple[object, ...] | None = None
 
     def on_resize(self) -> None:
         """A new width may part busbw's line differently (see :func:`cost_headline`)."""
@@ -200,10 +201,12 @@ class CostPane(TextPane):
         super().on_resize()
 
     def show(self, fields: CostFields) -> None:
-        """Render the costs of the step shown."""
+        """Render the costs of the step shown; the text is built only where it would differ from the
+        one shown (a run's steps repeat their calls, and with them their costs)."""
         self._fields = fields
         costs = fields.costs
         if not costs:
+            self._drawn = None
             self.set_title("cost")
             why = _no_cost(fields)
             self.show_text(Text(why, "dim"), quiet=why == NO_CALL)  # a call not ended says which, whole
@@ -212,7 +215,13 @@ class CostPane(TextPane):
         count = fields.call_count
         self.set_title(f"cost · {count:,} collective call{'s' if count > 1 else ''}"
                        + (" · the latest" if count > 1 else ""))
-        width = self.content_size.width
+        width = content_size(self).width
+        # the latest call's figures, and the four before it by op and size: what the text shows of them
+        drawn = (latest, tuple((c.op, c.algo_bytes) for c in costs[-5:-1]), count, fields.untimed, width, self.compact,
+                 self.mask_volatile)
+        if drawn == self._drawn:
+            return
+        self._drawn = drawn
         headline = cost_headline(latest, self.mask_volatile, width or None)
         if self.compact:
             self.show_text(headline, headline)

@@ -6,12 +6,13 @@ from operator import itemgetter
 from typing import ClassVar
 
 from rich.style import Style
+from textual.content import Content
 from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .render import DrawnColours, Line, colours_drawn, line_to_strip
+from .render import DrawnColours, Line, colours_drawn, content_size, line_to_strip
 
 __all__ = ["LineWidget", "STRIPS_KEPT"]
 
@@ -61,6 +62,15 @@ class LineWidget(Widget):
         self._strips_size = (0, 0)
         self._kept: dict[tuple, tuple[Line, Strip]] = {}
         self._kept_for: tuple[int, Style] | None = None
+        self._title: str | None = None
+
+    def set_title(self, title: str) -> None:
+        """Title the border with ``title``, as plain text (titles carry buffer names and other text
+        from the run), unless it already is: setting it repaints the widget, and Textual reads
+        ``border_title`` back as markup, built anew each time."""
+        if title != self._title:
+            self._title = title
+            self.border_title = Content(title)
 
     def build_lines(self, width: int, height: int) -> list[Line]:
         """The lines to draw in a content area of ``width`` × ``height`` cells."""
@@ -68,7 +78,7 @@ class LineWidget(Widget):
 
     def lines_changed(self, *, layout: bool = False) -> None:
         """Rebuild the lines and repaint those that differ (everything, with a new ``layout``)."""
-        width, height = self.content_size
+        width, height = content_size(self)
         old = self._strips
         if layout or not width or old is None or self._strips_size != (width, height):
             self._strips = None
@@ -78,7 +88,7 @@ class LineWidget(Widget):
         self._strips = new
         changed = [y for y in range(max(len(old), len(new))) if y >= len(old) or y >= len(new) or old[y] != new[y]]
         if changed:
-            self.refresh(*(Region(0, y, width, 1) for y in changed))
+            self.refresh(*_spans_of(changed, width))
 
     def _build_strips(self, width: int, height: int) -> list[Strip]:
         self._strips_size = (width, height)
@@ -118,3 +128,18 @@ class LineWidget(Widget):
     def on_resize(self) -> None:
         """Rebuild at the new size."""
         self._strips = None
+
+
+def _spans_of(lines: list[int], width: int) -> list[Region]:
+    """The regions ``width`` columns wide covering ``lines`` (in order), one per run of neighbouring
+    lines: a memory chart's rows change together when the cursor moves, and each region costs the
+    refresh and the compositor's repaint alike."""
+    regions: list[Region] = []
+    start = previous = lines[0]
+    for line in lines[1:]:
+        if line != previous + 1:
+            regions.append(Region(0, start, width, previous + 1 - start))
+            start = line
+        previous = line
+    regions.append(Region(0, start, width, previous + 1 - start))
+    return regions

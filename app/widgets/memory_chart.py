@@ -91,7 +91,10 @@ class SeriesDigests:
     def digest(self, track: MemoryTrack) -> tuple[int, frozenset[str]]:
         """(hash of the first ``track.length`` samples, categories seen in them)."""
         key = id(track.live)
-        owner, done, value, seen = self._state.get(key, (None, 0, 0, frozenset()))
+        state = self._state.get(key)
+        if state is not None and state[0] is track.live and state[1] == track.length:  # a replay's: always
+            return state[2], state[3]
+        owner, done, value, seen = state or (None, 0, 0, frozenset())
         if owner is not track.live or done > track.length:  # a new series, or a shorter view of it
             done, value, seen = 0, 0, frozenset()
         if done < track.length:

@@ -13,7 +13,6 @@ from collections.abc import Iterable
 
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual.geometry import Size
 
 from ..model import MemoryTrack
@@ -198,7 +197,7 @@ class MemoryTimeline(LineWidget):
         self._columns: dict[tuple[int, int, int], tuple[object, list[int]]] = {}
         self._live_tops: dict[int, tuple[object, int, int]] = {}
         self._drawn: dict[tuple[int, int, int, int], tuple[object, list[int], list[list[_Run]], list[list[_Run]]]] = {}
-        self.border_title = "memory"
+        self.set_title("memory")
         self.border_subtitle = f"device: {NO_DEVICE_FIGURES}"
 
     def show(self, fields: MemoryFields) -> None:
@@ -211,8 +210,7 @@ class MemoryTimeline(LineWidget):
         top = self._top(fields)
         title = (f"memory · live bytes by category · one scale: full height = {format_bytes(top)}" if top
                  else "memory · live bytes by category")
-        if title != self.border_title:
-            self.border_title = Text(title)
+        self.set_title(title)
         same = (len(fields.tracks), self.app.size.height) == self._sized_for
         rows = max(self._rows, self._height(fields)) if same else self._height(fields)
         self._sized_for = (len(fields.tracks), self.app.size.height)
@@ -382,8 +380,13 @@ class MemoryTimeline(LineWidget):
         text = [" "] * width
         previous = None
         next_free = 0
+        phases = track.phases
+        previous_phase = None
         for column, sample in enumerate(columns):
-            phase = track.phases[sample]
+            phase = phases[sample]
+            if phase == previous_phase:  # most columns: the one before's phase, whose label is said
+                continue
+            previous_phase = phase
             label = phase_label(names.get(phase, str(phase + 1)))
             if label == previous:
                 continue

@@ -5,6 +5,7 @@ scenario's text, then the passing checks one by one where they were counted."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 
 from rich.text import Text
 
@@ -59,18 +60,33 @@ def _checks_text(checks: Sequence[Check]) -> Text:
     return text
 
 
+_CHECK_DRAWN = attrgetter("ok", "rank", "name", "detail")
+"""What a check's line is drawn from: not its number or time, which differ from step to step."""
+
+
 class NarrationPane(TextPane):
     """What just happened, in words, under the phase's name (ctrl+↑/↓ scroll it); a failed or
     stalled run's whole reason first."""
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self._drawn: tuple[object, ...] | None = None
+
     def show(self, fields: NarrationFields) -> None:
-        """Render the narration and checks of the step shown."""
+        """Render the narration and checks of the step shown; the text is built only where it
+        would differ from the one shown (a run's steps repeat their narration and checks)."""
         self.set_title(fields.phase_name or "narration")
         if not fields.started:
+            self._drawn = None
             self.show_text(Text("waiting for the run to start…", "dim"))
             return
+        failure = fields.state.text if fields.state.kind in ("failed", "stalled") else None
+        drawn = (failure, fields.narration, tuple(map(_CHECK_DRAWN, fields.checks)))
+        if drawn == self._drawn:
+            return
+        self._drawn = drawn
         text = Text()
-        if fields.state.kind in ("failed", "stalled"):  # the whole reason, which the header's line cuts
-            text.append(f"{fields.state.text}\n\n", "bold red")
+        if failure is not None:  # the whole reason, which the header's line cuts
+            text.append(f"{failure}\n\n", "bold red")
         text.append_text(narration_text(fields.narration or "", fields.checks))
         self.show_text(text)

@@ -14,7 +14,6 @@ from functools import lru_cache
 
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual.geometry import Size
 
 from collviz.runtime.reports.pipeline import PipelineTimeline as Timeline, ideal_bubble, timeline_cells, timeline_of
@@ -67,17 +66,18 @@ class PipelineTimeline(LineWidget):
         self._fields: PipelineFields | None = None
         self._timeline: Timeline | None = None
         self._rows = 0
-        self.border_title = "pipeline"
+        self.set_title("pipeline")
 
     def show(self, fields: PipelineFields) -> None:
-        """Display the pipeline spans (hidden when there are none)."""
+        """Display the pipeline spans (hidden when there are none: a pane that stays hidden is not
+        redrawn, as most runs have no spans and each redraw repaints it)."""
+        if not fields.spans and self._fields is not None and not self._fields.spans:
+            return
         self._fields = fields
         self.set_class(bool(fields.spans), "-visible")
         self._timeline = timeline = timeline_of(fields.spans)
         if timeline is not None:
-            title = _title(fields, timeline)
-            if str(self.border_title) != title:
-                self.border_title = Text(title)
+            self.set_title(_title(fields, timeline))
         rows = min(fields.world_size, MAX_ROWS) + (1 if fields.world_size > MAX_ROWS else 0) + 1
         self.lines_changed(layout=rows != self._rows)
         self._rows = rows

@@ -24,7 +24,6 @@ import msgspec
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual import events
 from textual.message import Message
 
@@ -35,6 +34,7 @@ from .line_widget import LineWidget
 from .rank_panel import collective_line
 from .render import (
     DIM,
+    content_size,
     PLACEHOLDER_STYLE,
     Line,
     fit_cells,
@@ -68,14 +68,23 @@ LEAST_CELLS = 8
 
 def shown_buffer(ranks: Sequence[RankView]) -> str | None:
     """The buffer name the heatmap shows: updated in the latest phase by any rank, largest first."""
-    best: tuple[int, int, str] | None = None
+    best: tuple[int, int] | None = None  # (phase, size) of the buffer named
+    name = None
     for rank in ranks:
         for buffer in rank.buffers:
-            size = len(buffer.values) if buffer.values is not None else _numel(buffer.shape)
-            key = (buffer.phase, size, buffer.name)
-            if best is None or key[:2] > best[:2]:
-                best = key
-    return best[2] if best else None
+            values = buffer.values
+            key = (buffer.phase, len(values) if values is not None else _numel(buffer.shape))
+            if best is None or key > best:
+                best, name = key, buffer.name
+    return name
+
+
+def _named(rank: RankView, name: str | None) -> Buffer | None:
+    """``rank``'s buffer called ``name`` (a loop: a generator per rank cost more than the search)."""
+    for buffer in rank.buffers:
+        if buffer.name == name:
+            return buffer
+    return None
 
 
 def _valueless(ranks: Sequence[RankView], shown: Sequence[Buffer | None]) -> bool:
@@ -93,15 +102,18 @@ def _numel(shape: Sequence[int]) -> int:
 
 
 def _row_input(rank: RankView, name: str | None) -> tuple:
-    """Everything :meth:`RankHeatmap._row` draws ``rank``'s row from (the shown buffer's size and
-    provenance, not its values), to compare with the last frame's."""
-    buffer = next((b for b in rank.buffers if b.name == name), None)
+    """Everything :meth:`RankHeatmap._row` draws ``rank``'s row from (the shown buffer's size,
+    provenance, values and their extremes), to compare with the last frame's."""
+    buffer = _named(rank, name)
     status = rank.status if rank.state in _SAID else ""  # a row names no other state's status
     if buffer is None:
         return rank.rank, rank.state, status, rank.collective  # the row may give the rank's call
     count = len(buffer.values) if buffer.values is not None else _numel(buffer.shape)
     extremes = (buffer.summary.min, buffer.summary.max) if buffer.summary is not None else None
-    return rank.rank, rank.state, status, count, buffer.provenance, buffer.values, extremes
+    # the values as msgpack: comparing the last frame's 64 lists of 128 floats, long out of the
+    # CPU's caches, cost more than encoding this frame's, just decoded, and comparing bytes
+    values = _encode(buffer.values) if buffer.values is not None else None
+    return rank.rank, rank.state, status, count, buffer.provenance, values, extremes
 
 
 _TITLE_PARTS = ("colour = whose data", "values or their range", "click or 0–9: a rank's detail")
@@ -167,7 +179,7 @@ def heatmap_cells(buffer: Buffer, width: int) -> Line:
     return list(_provenance_cells(_encoded_runs(buffer.provenance), count, cells, palette()))
 
 
-_encode_runs = msgspec.msgpack.Encoder().encode
+_encode = msgspec.msgpack.Encoder().encode
 _decode_runs = msgspec.msgpack.Decoder(list[ProvenanceRun]).decode
 _last_encoded: tuple[list[ProvenanceRun] | None, bytes] = (None, b"")
 """The provenance list encoded last, held (so its identity is not reused), and its encoding."""
@@ -180,7 +192,7 @@ def _encoded_runs(provenance: list[ProvenanceRun]) -> bytes:
     global _last_encoded
     held, encoded = _last_encoded
     if held is not provenance:
-        encoded = _encode_runs(provenance)
+        encoded = _encode(provenance)
         _last_encoded = (provenance, encoded)
     return encoded
 
@@ -236,7 +248,7 @@ class RankHeatmap(LineWidget):
         self._ranks = ranks
         name = shown_buffer(ranks)
         self._retitle(name)
-        drawn = (self.content_size, palette(), name, tuple(map(_row_input, ranks, repeat(name))))
+        drawn = (content_size(self), palette(), name, tuple(map(_row_input, ranks, repeat(name))))
         if drawn != self._drawn:
             self._drawn = drawn
             self.lines_changed()
@@ -244,9 +256,7 @@ class RankHeatmap(LineWidget):
     def _retitle(self, name: str | None = None) -> None:
         """Title the pane for the ranks shown (``name``: their :func:`shown_buffer`, where known),
         with what fits its width."""
-        title = _title(len(self._ranks), name if name is not None else shown_buffer(self._ranks), self.outer_size.width)
-        if str(self.border_title) != title:
-            self.border_title = Text(title)
+        self.set_title(_title(len(self._ranks), name if name is not None else shown_buffer(self._ranks), self.outer_size.width))
 
     def on_resize(self) -> None:
         """Rebuild at the new size, titled for it."""
@@ -260,7 +270,7 @@ class RankHeatmap(LineWidget):
             return [[Segment("waiting for the workers…", DIM)]]
         name = shown_buffer(ranks)
         label_width = len(f"r{len(ranks) - 1}") + 1
-        shown = [next((b for b in rank.buffers if b.name == name), None) for rank in ranks]
+        shown = [_named(rank, name) for rank in ranks]
         if _valueless(ranks, shown):  # every row would say "—": marks alone, and why once
             per_column, column_width, _ = _grid(len(ranks), width, max(1, height - 1))
             self._layout = (per_column, column_width + _GAP, 1)

@@ -20,12 +20,14 @@ from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.geometry import Size
 from textual.strip import Strip
 
 from collviz.runtime.wire.protocol import Buffer, BufferSummary
 
 if TYPE_CHECKING:
     import numpy as np
+    from textual.widget import Widget
 
 __all__ = [
     "RANK_COLOURS",
@@ -63,6 +65,7 @@ __all__ = [
     "provenance_lines",
     "lines_to_text",
     "line_to_strip",
+    "content_size",
 ]
 
 RANK_COLOURS: tuple[str, ...] = (
@@ -538,3 +541,14 @@ def short_blocks(text: str) -> str:
     """``block 0`` → ``b0`` in ``text``: how a short label names a transformer block (the memory
     axis's ``b0 fwd``, a narrow panel's ``b0 W_query shard``)."""
     return _BLOCK.sub(r"b\1", text)
+
+
+def content_size(widget: Widget) -> Size:
+    """``widget.content_size``, from the size its last layout gave it less its gutter: the same
+    figures without looking the widget up in its screen's compositor (three panes asked at every
+    seek, ~15 µs each there); (0, 0) where it is not displayed."""
+    if not widget.display or not widget.outer_size:
+        return Size(0, 0)
+    gutter = widget.styles.gutter
+    width, height = widget.outer_size
+    return Size(max(0, width - gutter.width), max(0, height - gutter.height))

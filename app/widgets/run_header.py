@@ -66,6 +66,7 @@ def _cut_at_a_word(text: Text, room: int) -> Text:
 class RunHeader(TextPane):
     """Two lines: scenario, backend, device, world size, mode, step k/n; run state and playback."""
 
+    FIXED_ROWS = True
     _shown_with: tuple[HeaderFields, Labels] | None = None
 
     def on_resize(self) -> None:
@@ -79,6 +80,7 @@ class RunHeader(TextPane):
         self._shown_with = (fields, labels)
         mode, playback, history, _ = labels
         run = fields.run
+        width = self.size.width  # 0: not laid out yet (a region's lookup: once)
         line = Text.assemble(("collviz ", "bold"), (run.scenario if run else "(no run yet)", "bold cyan"))
         total = max(fields.step_count, 1)
         # the log's start (home) is before the first step, so → from there visibly reaches step 1
@@ -87,10 +89,10 @@ class RunHeader(TextPane):
             # a job read by its stacks says no backend: its device_kind is the protocol's default, not a reading
             said = f"{run.backend} on {run.device_kind}" if run.backend != "unknown" else "backend and device not read"
             place = f" · {said} · {run.world_size} ranks · "
-            room = self.size.width - line.cell_len - cell_len(place) - cell_len(where)
-            line.append((place + fit_words(mode, max(room, 1) if self.size.width else 0)).removesuffix(" · "))
+            room = width - line.cell_len - cell_len(place) - cell_len(where)
+            line.append((place + fit_words(mode, max(room, 1) if width else 0)).removesuffix(" · "))
         line.append(where, "bold")
-        phase = fit_words(fields.phase_name, max(self.size.width - line.cell_len - 1, 1) if self.size.width else 0)
+        phase = fit_words(fields.phase_name, max(width - line.cell_len - 1, 1) if width else 0)
         if phase:
             line.append(f" {phase}", "italic")
         style = _STATE_STYLES[fields.state.kind]
@@ -107,7 +109,6 @@ class RunHeader(TextPane):
                 state.append(f" {fields.state.text}", style)
             if playback:
                 state.append(f"   {playback}")
-        width = self.size.width
         if run is not None and run.backend_reason:  # why this backend: where it fits whole (line 1 names it)
             reason = f"   {run.backend_reason}"
             if not width or state.cell_len + cell_len(reason) <= width:

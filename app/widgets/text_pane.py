@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.text import Text
+from textual.content import Content
 from textual.message import Message
 from textual.widgets import Static
 
@@ -49,6 +51,10 @@ class TextPane(Static):
             """A newer change of the same pane stands for this one."""
             return isinstance(message, TextPane.RowsChanged) and message.pane is self.pane
 
+    FIXED_ROWS: ClassVar[bool] = False
+    """Whether the pane keeps the rows its style gives it, without a border (the header): no rows
+    to share (no :class:`RowsChanged`) and no border to say an overflow in."""
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._shown: Text | None = None
@@ -56,21 +62,25 @@ class TextPane(Static):
         self._quiet = False
         self._shape: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
         self._title: str | None = None
+        self._fitted: str | None = None
         self._line_counts: dict[tuple[str, int, object, object, object, int | None], int] = {}
 
     def set_title(self, title: str) -> None:
         """Set the border title, unless it already is ``title`` (setting it repaints the pane);
-        as plain Text, since titles carry phase names and other text from the run."""
+        as plain text, never markup, since titles carry phase names and other text from the run."""
         if title != self._title:
             self._title = title
             self._fit_title()
 
     def _fit_title(self) -> None:
         """Title the border with the whole words of the title that fit it (:func:`~.render.fit_words`:
-        a cut title never ends in a number without its unit, as Textual's own cut did: ``4…``)."""
-        fitted = Text(fit_words(self._title or "", self.outer_size.width - BORDER_TITLE_MARGIN))
-        if self._title is not None and fitted != self.border_title:
-            self.border_title = fitted
+        a cut title never ends in a number without its unit, as Textual's own cut did: ``4…``);
+        set only where the words differ from those set last, and as ``Content`` (Textual's own
+        type: a ``Text`` is converted to it, and ``border_title`` reads back as markup, each time)."""
+        fitted = fit_words(self._title or "", self.outer_size.width - BORDER_TITLE_MARGIN)
+        if self._title is not None and fitted != self._fitted:
+            self._fitted = fitted
+            self.border_title = Content(fitted)
 
     def show_text(self, text: Text, headline: Text | None = None, *, quiet: bool = False) -> None:
         """Display ``text`` unless it is what the pane already shows (same size: no re-layout),
@@ -82,6 +92,8 @@ class TextPane(Static):
             return
         self._shown, self._headline, self._quiet = text, headline, quiet
         self.update(text, layout=False)
+        if self.FIXED_ROWS:
+            return
         self.hint_overflow()
         shape = (_line_lengths(headline), () if quiet else _line_lengths(text))
         if shape != self._shape:
@@ -105,7 +117,8 @@ class TextPane(Static):
     def on_resize(self) -> None:
         """The pane's size changed: whether its text overflows may have too, and how much of its
         title fits."""
-        self.hint_overflow()
+        if not self.FIXED_ROWS:
+            self.hint_overflow()
         self._fit_title()
 
     def _hint_overflow(self) -> None:
