@@ -168,8 +168,7 @@ def costs_at(log: EventLog, cursor: int, step: int) -> tuple[tuple[CallCost, ...
     return tuple(costs), calls
 
 
-_RANK, _DURATION, _ITERATION = attrgetter("rank"), attrgetter("duration_ns"), attrgetter("iteration")
-_SECONDS = attrgetter("seconds")
+_RANK, _DURATION = attrgetter("rank"), attrgetter("duration_ns")
 _rank_cost_of = partial(tuple.__new__, RankCost)
 """A RankCost of a row of its fields, made in C (``RankCost._make`` runs Python code a rank)."""
 _BYTES_IN, _BYTES_OUT, _ALGO_BYTES = attrgetter("bytes_in"), attrgetter("bytes_out"), attrgetter("algo_bytes")
@@ -187,19 +186,13 @@ def _cost(events: list[Any], ranks: int) -> tuple[CallCost, bool]:
     ``ranks``; True when its time must come from the phase.
 
     The ranks' figures built as columns, in C (a 64-rank call is read on every first visit of its
-    step: eight generator passes cost 0.3 ms a call, one Python loop a rank still 0.15 ms); the
-    common call of one iteration (every end's the same) timed by the slowest end at once."""
+    step: eight generator passes cost 0.3 ms a call, one Python loop a rank still 0.15 ms)."""
     first = events[0]
-    durations = list(map(_DURATION, events))
-    iterations = set(map(_ITERATION, events))
-    timed = [duration for duration in durations if duration is not None]
-    if len(iterations) == 1:  # the slowest rank's time is the call's
-        per_iteration = {first.iteration: max(0, max(timed))} if timed else {}
-    else:
-        per_iteration = {}
-        for iteration, duration in zip(map(_ITERATION, events), durations):
-            if duration is not None:
-                per_iteration[iteration] = max(per_iteration.get(iteration, 0), duration)
+    per_iteration: dict[int, int] = {}
+    for event in events:
+        duration = event.duration_ns
+        if duration is not None:
+            per_iteration[event.iteration] = max(per_iteration.get(event.iteration, 0), duration)
     clock = next((event.clock for event in events if event.clock), "")
     ordered = sorted(events, key=_RANK)
     ranks_of = list(map(_RANK, ordered))
@@ -210,11 +203,12 @@ def _cost(events: list[Any], ranks: int) -> tuple[CallCost, bool]:
         by_rank = list(map(_rank_cost_of, zip(ranks_of, ins, outs, algos, times)))
     else:
         by_rank = [_rank_cost(rank, list(own)) for rank, own in groupby(ordered, key=_RANK)]
-        _, ins, outs, algos, times = map(list, zip(*by_rank))  # type: ignore[assignment]
-    if None not in times:  # the first of the slowest, as max() picks
-        slowest: RankCost | None = by_rank[times.index(max(times))]
-    else:
-        slowest = max((rank_cost for rank_cost in by_rank if rank_cost.seconds is not None), key=_SECONDS, default=None)
+        _, ins, outs, algos, _ = map(list, zip(*by_rank))
+    slowest: RankCost | None = None
+    for rank_cost in by_rank:
+        if rank_cost.seconds is not None and (slowest is None or slowest.seconds is None
+                                              or rank_cost.seconds > slowest.seconds):
+            slowest = rank_cost  # the first of the slowest, as max() picks
     seconds = statistics.median(per_iteration.values()) / 1e9 if per_iteration else None
     bytes_in, bytes_out = max(ins), max(outs)
     even = ins.count(ins[0]) == len(ins) and outs.count(outs[0]) == len(outs)  # every rank moved the same

@@ -11,7 +11,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from math import prod
 from operator import itemgetter
 from typing import TYPE_CHECKING
@@ -530,8 +530,27 @@ def lines_to_text(lines: list[Line]) -> Text:
 
 
 def line_to_strip(line: Line, width: int, base: Style) -> Strip:
-    """One line of segments as a strip exactly ``width`` cells wide, over the ``base`` style."""
-    return Strip(line).crop(0, width).adjust_cell_length(width).apply_style(base)
+    """One line of segments as a strip exactly ``width`` cells wide, over the ``base`` style.
+
+    A line that fits is styled and padded in one pass, as Textual's ``Strip(line).crop(0, width)
+    .adjust_cell_length(width).apply_style(base)`` would make it (each step there builds a Strip
+    and its seven caches, and styles every segment through a generator); a line too long is cut
+    by that chain."""
+    length = sum(map(cell_len, map(_TEXT, line)))
+    if length > width or not base:
+        return Strip(line).crop(0, width).adjust_cell_length(width).apply_style(base)
+    add = base.__add__
+    styled = [_segment((text, None if control else add(style), control)) for text, style, control in line]
+    if length < width:
+        styled.append(_segment((" " * (width - length), base, None)))
+    return Strip(styled, width)
+
+
+_TEXT = itemgetter(0)
+"""A segment's text."""
+
+_segment = partial(tuple.__new__, Segment)
+"""A Segment of its ``(text, style, control)``, made in C (``Segment(...)`` runs Python code)."""
 
 
 _BLOCK = re.compile(r"\bblock (\d+)")

@@ -323,3 +323,30 @@ def test_a_cut_text_keeps_whole_words_and_no_number_or_operator_last():
     assert fit_words("hop 2/6: reduce-scatter step 2", 30) == "hop 2/6: reduce-scatter step 2"
     assert fit_words("hop 2/6: reduce-scatter step 2", 0) == "hop 2/6: reduce-scatter step 2"
     assert fit_words("reduce-scatter", 5) == ""
+
+
+def test_a_line_becomes_the_strip_textuals_own_chain_makes():
+    """``line_to_strip`` styles and pads a line in one pass: the strip it gives equals the one
+    Textual's ``crop → adjust_cell_length → apply_style`` chain gives, for lines shorter than the
+    width, exactly as wide, longer (cut), with wide characters, unstyled and control segments,
+    and over a null base style."""
+    from rich.segment import Segment
+    from rich.style import Style
+    from textual.strip import Strip
+
+    from collviz.app.widgets.render import line_to_strip
+
+    red, bold = Style(color="red"), Style(bold=True)
+    lines = [
+        [Segment("r12 ", red), Segment("● ", None), Segment("   ", bold), Segment("3.5", None)],  # 12 cells
+        [Segment("ab", red), Segment("", None, ((1,),)), Segment("cd", None)],  # a control segment
+        [Segment("宽字", bold), Segment("x", None)],  # wide characters: 5 cells
+        [],
+    ]
+    for base in (Style(bgcolor="blue"), Style(color="white", bgcolor="black"), Style()):
+        for line in lines:
+            for width in (0, 3, 5, 12, 20):
+                chained = Strip(line).crop(0, width).adjust_cell_length(width).apply_style(base)
+                made = line_to_strip(line, width, base)
+                assert list(made) == list(chained), (line, width, base)
+                assert made.cell_length == chained.cell_length == width
