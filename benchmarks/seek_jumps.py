@@ -2,7 +2,9 @@
 fresh interpreter, this checkout beside another (issue 43 item 8; goal ≤ 5 ms of CPU a seek).
 
 The 64-rank flood trace of ``benchmarks/viewer.py`` (all-gathers with buffers, transfers and
-memory samples; ~1,000,000 events) is written once with its index. Each round opens it in the
+memory samples; ~1,000,000 events) is written once with its index: every step alike, or with
+``--varied`` each step's calls taking their own times and its buffers holding their own values (a
+training run's steps; a pane that keeps what it drew last rebuilds at every jump there). Each round opens it in the
 headless viewer (160×50) in a fresh interpreter per order of seeks, and times the CPU (user +
 system, both threads) of each ``action_seek_to``, which builds the view and updates every pane:
 
@@ -15,7 +17,7 @@ CPU far less. ``--before DIR`` runs the collviz of another checkout (``git workt
 c1ed991``) through a ``PYTHONPATH`` folder as ``startup.py --before`` does, alternating with this
 one in every round (the two take turns going first).
 
-    python benchmarks/seek_jumps.py [--events 1000000] [--ranks 64] [--rounds 3] [--before DIR] [--quick]
+    python benchmarks/seek_jumps.py [--events 1000000] [--ranks 64] [--rounds 3] [--varied] [--before DIR] [--quick]
 
 ``--quick`` is 40,000 events at 8 ranks, one round (the test suite runs it so it cannot break silently).
 """
@@ -83,6 +85,8 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--before", type=Path, metavar="DIR", help="also run the collviz of this checkout")
+    parser.add_argument("--varied", action="store_true",
+                        help="steps whose calls' times and buffers' values differ (default: every step alike)")
     parser.add_argument("--quick", action="store_true", help="40,000 events at 8 ranks, one round")
     parser.add_argument("--child", nargs=2, metavar=("TRACE", "ORDER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -93,7 +97,7 @@ def main() -> None:
         args.events, args.ranks, args.rounds = 40_000, 8, 1
     with tempfile.TemporaryDirectory() as folder:
         trace = Path(folder) / f"flood-{args.ranks}.cvz"
-        count = write_flood(trace, args.events, args.ranks)
+        count = write_flood(trace, args.events, args.ranks, args.varied)
         trees = {"this checkout": ENVIRONMENT}
         if args.before is not None:
             trees = {f"before ({args.before})": checkout_environment(args.before, Path(folder) / "before"), **trees}
@@ -103,7 +107,8 @@ def main() -> None:
             for order in ORDERS:
                 for name in names:
                     measured[(order, name)].append(seeks_in_child(trace, order, trees[name]))
-    print(f"{count:,} events, {args.ranks} ranks; CPU ms of each seek (user + system), {args.rounds} rounds, "
+    steps = "steps whose times and values differ" if args.varied else "every step alike"
+    print(f"{count:,} events, {args.ranks} ranks, {steps}; CPU ms of each seek (user + system), {args.rounds} rounds, "
           f"goal ≤ {GOAL_MS:g} ms")
     for order, steps in ORDERS.items():
         print(f"\n{order} (steps {', '.join(map(str, steps))})")

@@ -70,8 +70,11 @@ def flood(total: int, ranks: int) -> list[AnyEvent]:
     return list(flood_events(total, ranks))
 
 
-def flood_events(total: int, ranks: int) -> Iterator[AnyEvent]:
-    """The events of :func:`flood`, one at a time (a 10M-event trace is written without holding them)."""
+def flood_events(total: int, ranks: int, varied: bool = False) -> Iterator[AnyEvent]:
+    """The events of :func:`flood`, one at a time (a 10M-event trace is written without holding
+    them); ``varied``: each step's calls take their own time (by phase and rank) and its buffers
+    hold their own values, as a training run's steps repeat their calls with new times and data
+    (else every step repeats the first's exactly, which flatters whatever keeps the last frame)."""
     seq = [0] * (ranks + 1)
     made = 0
 
@@ -97,9 +100,10 @@ def flood_events(total: int, ranks: int) -> Iterator[AnyEvent]:
                               group_seq=i, dtype="float32", count=2, bytes_in=8, bytes_out=8 * ranks,
                               algo_bytes=8 * ranks)
                 yield Collective(**head(rank), edge="begin", **common)
-                yield Collective(**head(rank), edge="end", duration_ns=1000, **common)
+                yield Collective(**head(rank), edge="end", duration_ns=1000 + (37 * phase + rank) * varied, **common)
                 yield Buffer(**head(rank), phase=phase, name="output", role="gathered", moment="after",
-                             shape=[2 * ranks], dtype="float32", values=[float(i)] * (2 * ranks), provenance=runs)
+                             shape=[2 * ranks], dtype="float32", values=[i + 0.5 * phase * varied] * (2 * ranks),
+                             provenance=runs)
                 for src in range(ranks):
                     if src != rank:
                         yield Transfer(**head(rank), phase=phase, src=src, dst=rank, bytes=8, buffer="output",
@@ -295,12 +299,13 @@ def measure_scanned(path: Path, count: int) -> dict[str, float]:
         copy.unlink()
 
 
-def write_flood(path: Path, total: int, ranks: int) -> int:
-    """Write the flood of about ``total`` events as a trace, a batch at a time; how many."""
+def write_flood(path: Path, total: int, ranks: int, varied: bool = False) -> int:
+    """Write the flood of about ``total`` events as a trace, a batch at a time; how many
+    (``varied``: as :func:`flood_events` takes it)."""
     writer = TraceWriter(path)
     count = 0
     batch: list[bytes] = []
-    for event in flood_events(total, ranks):
+    for event in flood_events(total, ranks, varied):
         batch.append(encode(event))
         if len(batch) == 50_000:
             writer.write(batch)
