@@ -7,9 +7,10 @@ answers "the latest X at or before cursor c, in phase <= s" with two bisections.
 
 A ``CallRanks`` event (one call's ranks as columns: a job read through relays) is one event of
 the log, filed in the series of each rank it names as that rank's Phase and Collective events
-would be, at its one position; a series reads it as that rank's event
-(:mod:`collviz.runtime.wire.call_ranks`), made when read, so the panes read Phase and Collective
-events as ever.
+would be, at its one position, with the rank's place in the event's columns
+(:data:`~collviz.runtime.wire.call_ranks.Place`); a series reads it as that rank's event at that
+place (:mod:`collviz.runtime.wire.call_ranks`), made when read in O(1), so the panes read Phase and
+Collective events as ever.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from itertools import accumulate
 from operator import attrgetter
 from typing import Any, Callable, Generic, TypeVar, cast, overload
 
-from collviz.runtime.wire.call_ranks import edges_of, rank_collective, rank_phase
+from collviz.runtime.wire.call_ranks import Place, begin_places, collective_at, end_places, phase_at
 from collviz.runtime.wire.columns import transfer_keys
 from collviz.runtime.wire.protocol import (
     AnyEvent,
@@ -68,69 +69,86 @@ class Series(Generic[E]):
     non-decreasing. The events themselves stay in the log's store (its list, or a trace's
     :class:`~collviz.runtime.wire.stored.StoredEvents`) and :attr:`events` reads them from there."""
 
-    __slots__ = ("index", "phase", "_store", "_reads", "holds_grouped")
+    __slots__ = ("index", "phase", "places", "_store", "_reads")
 
     def __init__(self, store: Sequence[AnyEvent] = (), reads: Reads | None = None) -> None:
         self.index = array("q")
         self.phase = array("q")
+        self.places: array | None = None
+        """Parallel to :attr:`index` once the series holds a ``CallRanks`` entry (None before):
+        each such entry's :data:`~collviz.runtime.wire.call_ranks.Place` in its event's columns,
+        0 for an event filed as itself (never read as a place)."""
         self._store = store
         self._reads = reads
-        self.holds_grouped = False
-        """Whether a ``CallRanks`` event is among the series' (then read with ``reads``)."""
+
+    @property
+    def holds_grouped(self) -> bool:
+        """Whether a ``CallRanks`` event is among the series' (then read with ``reads`` at its place)."""
+        return self.places is not None
 
     @property
     def events(self) -> Sequence[E]:
         """The series' events in order: a view that reads each from the store when indexed (the
         log files only events of kind ``E`` in a ``Series[E]``; a ``CallRanks`` is read as one)."""
-        if self.holds_grouped and self._reads is not None:
-            return cast("Sequence[E]", _Picked(self._store, self.index, self._reads))
+        if self.places is not None and self._reads is not None:
+            return cast("Sequence[E]", _Picked(self._store, self.index, self._reads, self.places))
         return cast("Sequence[E]", _Picked(self._store, self.index))
 
     def add(self, index: int, phase: int) -> None:
         """Append the event at log position ``index`` (positions and phases must not decrease)."""
+        if self.places is not None:
+            self.places.append(0)
         self.index.append(index)
         self.phase.append(phase)
 
-    def extend(self, index: array, phase: array) -> None:
-        """Append events by position and phase, in order (int64 arrays of equal length)."""
+    def add_grouped(self, index: int, phase: int, place: Place) -> None:
+        """Append one rank's entry of the ``CallRanks`` event at log position ``index``, read at
+        ``place`` in its columns."""
+        self._grouped().append(place)
+        self.index.append(index)
+        self.phase.append(phase)
+
+    def extend(self, index: array, phase: array, places: Iterable[Place] | None = None) -> None:
+        """Append events by position and phase, in order (int64 arrays of equal length);
+        ``places``: theirs where they are entries of ``CallRanks`` events (see :meth:`add_grouped`)."""
+        if places is not None:
+            self._grouped().extend(places)
+        elif self.places is not None:
+            self.places.extend(array("q", bytes(8 * len(index))))
         self.index.extend(index)
         self.phase.extend(phase)
+
+    def _grouped(self) -> array:
+        """:attr:`places`, made at the series' first ``CallRanks`` entry (each entry before it an
+        event filed as itself)."""
+        if self.places is None:
+            self.places = array("q", bytes(8 * len(self.index)))
+        return self.places
 
     def count_upto(self, cursor: int) -> int:
         """How many events lie before ``cursor`` (log indexes ``< cursor``)."""
         return bisect_left(self.index, cursor)
 
 
-Reads = Callable[[CallRanks, int], AnyEvent]
-"""How a series reads a ``CallRanks`` it holds: the event, and which of the series' entries at
-its position this is (0: the first) → the event the series holds there."""
-
-
-def rank_phases(rank: int) -> Reads:
-    """How ``rank``'s Phase series reads a CallRanks: the rank's begin, then its end."""
-    return lambda event, nth: rank_phase(event, rank, edges_of(event, rank)[nth])
-
-
-def rank_collectives(rank: int) -> Reads:
-    """How ``rank``'s Collective series reads a CallRanks: the rank's begin, then its end."""
-    return lambda event, nth: rank_collective(event, rank, edges_of(event, rank)[nth])
-
-
-def _call_ends(event: CallRanks, nth: int) -> AnyEvent:
-    """How a step's series of collective ends reads a CallRanks: its ``nth`` ending rank's end."""
-    return rank_collective(event, event.ended[nth], "end")
+Reads = Callable[[CallRanks, Place], AnyEvent]
+"""How a series reads a ``CallRanks`` it holds: the event, and the place of the series' entry in
+its columns → the event the series holds there (:func:`~collviz.runtime.wire.call_ranks.phase_at`
+in a rank's phases, :func:`~collviz.runtime.wire.call_ranks.collective_at` in its collectives and
+in a step's collective ends)."""
 
 
 class _Picked(Sequence[AnyEvent]):
     """The events of ``store`` at ``positions``, read when indexed (slices are lists); ``reads``:
-    how a ``CallRanks`` among them is read (see :data:`Reads`)."""
+    how a ``CallRanks`` among them is read at its entry's place among ``places`` (see :data:`Reads`)."""
 
-    __slots__ = ("_store", "_positions", "_reads")
+    __slots__ = ("_store", "_positions", "_reads", "_places")
 
-    def __init__(self, store: Sequence[AnyEvent], positions: Sequence[int], reads: Reads | None = None) -> None:
+    def __init__(self, store: Sequence[AnyEvent], positions: Sequence[int], reads: Reads | None = None,
+                 places: Sequence[Place] = ()) -> None:
         self._store = store
         self._positions = positions
         self._reads = reads
+        self._places = places
 
     def __len__(self) -> int:
         return len(self._positions)
@@ -156,13 +174,10 @@ class _Picked(Sequence[AnyEvent]):
         return map(self._store.__getitem__, self._positions)
 
     def _read(self, at: int) -> AnyEvent:
-        positions = self._positions
-        at = at + len(positions) if at < 0 else at
-        position = positions[at]
-        event = self._store[position]
+        event = self._store[self._positions[at]]
         if type(event) is not CallRanks or self._reads is None:
             return event
-        return self._reads(event, at - bisect_left(positions, position))
+        return self._reads(event, self._places[at])
 
 
 @dataclass
@@ -224,8 +239,8 @@ class RankIndex:
     collectives: Series[Collective] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.phases, self.gates = Series(self.store, rank_phases(self.rank)), Series(self.store)
-        self.collectives = Series(self.store, rank_collectives(self.rank))
+        self.phases, self.gates = Series(self.store, phase_at), Series(self.store)
+        self.collectives = Series(self.store, collective_at)
 
     def buffer(self, name: str) -> Series[Buffer | Freed]:
         """The series of buffer ``name`` (its Buffer and Freed events), created on first use."""
@@ -270,7 +285,7 @@ class PhaseIndex:
     def __post_init__(self) -> None:
         store = self.store
         self.transfers, self.checks = Series(store), Series(store)
-        self.collectives, self.spans = Series(store, _call_ends), Series(store)
+        self.collectives, self.spans = Series(store, collective_at), Series(store)
 
     def add_call(self, index: int, key: tuple[str, int]) -> None:
         """Note collective call ``key`` (group, call number) if it is new: its first end is at ``index``."""
@@ -573,28 +588,26 @@ class EventLog:
 
     def _call_ranks(self, index: int, event: CallRanks) -> None:
         """File each rank's begin and end as its own Phase and Collective events are filed (in
-        that order: a rank's begin before its end), all at the event's one position."""
+        that order: a rank's begin before its end), all at the event's one position, each with its
+        place in the event's columns."""
         number = event.phase
-        for rank in event.issued:
+        for rank, place in zip(event.issued, begin_places(event)):
             found = self.rank(rank)
-            for series in (found.phases, found.collectives):
-                series.holds_grouped = True
-                series.add(index, number)
+            found.phases.add_grouped(index, number, place)
+            found.collectives.add_grouped(index, number, place)
         phase = self.phase(number)
         if event.issued and phase.begin < 0:
             phase.begin, phase.name, phase.narration = index, event.name, event.narration
         if not event.ended:
             return
-        for rank in event.ended:
+        for rank, place in zip(event.ended, end_places(event)):
             found = self.rank(rank)
-            for series in (found.collectives, found.phases):
-                series.holds_grouped = True
-                series.add(index, number)
+            found.collectives.add_grouped(index, number, place)
+            found.phases.add_grouped(index, number, place)
         if self._waiting_in:
             self._wait_over(index, event, event.ended)
         if number >= 0:
-            ends = phase.collectives
-            ends.holds_grouped = True
-            ends.extend(array("q", [index]) * len(event.ended), array("q", [number]) * len(event.ended))
+            count = len(event.ended)
+            phase.collectives.extend(array("q", [index]) * count, array("q", [number]) * count, end_places(event))
             phase.add_call(index, (event.group, event.group_seq))
         self._end_step_after(number, index)

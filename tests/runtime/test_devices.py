@@ -6,6 +6,7 @@ product, for the worked example's follow-up."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -24,6 +25,7 @@ from collviz.runtime.sessions.local import LocalSession
 from collviz.runtime.wire.protocol import Buffer
 from collviz.runtime.wire.trace import read_trace
 
+from support.bare_job import py_spy_dump
 from support.device_check import DeviceCheck, MisplacedTensor, NoIntegerMatmul
 
 
@@ -66,12 +68,18 @@ def _checked_worker(config, rank, local_rank=None):
 
 
 def _run(plan) -> RunOutcome:
+    """The run of ``plan`` to its end; one still running after 240 s (seen once under a soak's
+    load, hsdp at 4 ranks: it takes 3–6 s) is stopped, and where each rank then stood is printed
+    (py-spy), so the failure says what the ranks waited for."""
     session = LocalSession(plan)
     session.start()
     deadline = time.monotonic() + 240
     while not session.finished and time.monotonic() < deadline:
         session.poll(0.05)
     if not session.finished:
+        for rank, pid in sorted(session.pids.items()):
+            status, threads = py_spy_dump(pid)
+            print(f"rank {rank} (pid {pid}), py-spy exit {status}:", json.dumps(threads, indent=1)[:6000])
         session.stop()
     assert session.outcome is not None
     return session.outcome

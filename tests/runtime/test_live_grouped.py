@@ -242,3 +242,97 @@ def test_the_intakes_watch_finds_the_hang_in_grouped_events():
                   "rank 2 is in all_reduce #2", "rank 3 never arrived (last seen in phase 1 'all_reduce #1 on group 1 (pair)')"]),
         (1, [3], ["rank 1 never arrived (last seen in phase 1 'all_reduce #1 on group 1 (pair)')"])]
     assert [s.text for s in found[True]] == [s.text for s in found[False]]
+
+
+# An 8-rank live log worked out by hand: the pair group "1" (ranks 1, 3, 5, 7) and the world's group
+# "0" calls interleaved, their ranks listed in orders other than theirs, rank 1 never ending the
+# pair's call, rank 3 in both groups, rank 2 saying its own events between grouped ones.
+NARRATION = "two groups' calls"
+PAIR = dict(op="all_gather", group="1", group_ranks=[1, 3, 5, 7], group_seq=1, dtype="float32", count=2, bytes_in=8,
+            bytes_out=32, algo_bytes=24)
+WORLD = dict(op="all_reduce", group="0", group_ranks=list(range(8)), group_seq=1, dtype="float32", count=4,
+             bytes_in=16, bytes_out=16, algo_bytes=28)
+WORLD_2 = {**WORLD, "group_seq": 2}
+
+
+def _grouped(call: dict, **columns) -> CallRanks:
+    return CallRanks(run="t", rank=-1, seq=0, t_ns=0, phase=0, name="step 0", narration=NARRATION, **call, **columns)
+
+
+def _phase(rank: int, seq: int, t_ns: int, edge: str) -> Phase:
+    return Phase(run="t", rank=rank, seq=seq, t_ns=t_ns, index=0, name="step 0", edge=edge,
+                 narration=NARRATION if edge == "begin" else "")
+
+
+def _call(call: dict, rank: int, seq: int, t_ns: int, edge: str, duration_ns: int | None = None) -> Collective:
+    return Collective(run="t", rank=rank, seq=seq, t_ns=t_ns, phase=0, edge=edge, duration_ns=duration_ns, **call)
+
+
+PAIR_FIRST = _grouped(PAIR, issued=[5, 1, 7, 3], issued_ns=[1005, 1001, 1007, 1003], issued_seq=[1, 1, 1, 1],
+                      ended=[3, 5], ended_ns=[1113, 1130], durations_ns=[110, 125], ended_seq=[3, 3])
+TWO_GROUPS = [
+    RunStart(run="t", rank=-1, seq=0, t_ns=0, scenario="attach", world_size=8, backend="gloo", device_kind="cpu",
+             backend_reason="attached", mode="live"),
+    PAIR_FIRST,  # 1
+    _grouped(WORLD, issued=[6, 3, 0], issued_ns=[2006, 2003, 2000], issued_seq=[1, 5, 1],  # 2
+             ended=[3], ended_ns=[2053], durations_ns=[None], ended_seq=[7]),
+    _grouped(PAIR, ended=[7], ended_ns=[1207], durations_ns=[200], ended_seq=[3]),  # 3
+    _grouped(WORLD, issued=[4], issued_ns=[2004], issued_seq=[1],  # 4
+             ended=[6, 0], ended_ns=[2096, 2095], durations_ns=[90, 95], ended_seq=[3, 3]),
+    _phase(2, 1, 2002, "begin"), _call(WORLD, 2, 2, 2002, "begin"),  # 5, 6: rank 2's own
+    _call(WORLD, 2, 3, 2152, "end", 150), _phase(2, 4, 2152, "end"),  # 7, 8
+    _grouped(WORLD, ended=[4], ended_ns=[2304], durations_ns=[300], ended_seq=[3]),  # 9
+    _grouped(WORLD_2, issued=[2], issued_ns=[3002], issued_seq=[5]),  # 10
+]
+PHASES = {  # each rank's Phase events: (log position, event)
+    0: [(2, _phase(0, 1, 2000, "begin")), (4, _phase(0, 4, 2095, "end"))],
+    1: [(1, _phase(1, 1, 1001, "begin"))],
+    2: [(5, _phase(2, 1, 2002, "begin")), (8, _phase(2, 4, 2152, "end")), (10, _phase(2, 5, 3002, "begin"))],
+    3: [(1, _phase(3, 1, 1003, "begin")), (1, _phase(3, 4, 1113, "end")), (2, _phase(3, 5, 2003, "begin")),
+        (2, _phase(3, 8, 2053, "end"))],
+    4: [(4, _phase(4, 1, 2004, "begin")), (9, _phase(4, 4, 2304, "end"))],
+    5: [(1, _phase(5, 1, 1005, "begin")), (1, _phase(5, 4, 1130, "end"))],
+    6: [(2, _phase(6, 1, 2006, "begin")), (4, _phase(6, 4, 2096, "end"))],
+    7: [(1, _phase(7, 1, 1007, "begin")), (3, _phase(7, 4, 1207, "end"))],
+}
+CALLS = {  # each rank's Collective events: (log position, event)
+    0: [(2, _call(WORLD, 0, 2, 2000, "begin")), (4, _call(WORLD, 0, 3, 2095, "end", 95))],
+    1: [(1, _call(PAIR, 1, 2, 1001, "begin"))],
+    2: [(6, _call(WORLD, 2, 2, 2002, "begin")), (7, _call(WORLD, 2, 3, 2152, "end", 150)),
+        (10, _call(WORLD_2, 2, 6, 3002, "begin"))],
+    3: [(1, _call(PAIR, 3, 2, 1003, "begin")), (1, _call(PAIR, 3, 3, 1113, "end", 110)),
+        (2, _call(WORLD, 3, 6, 2003, "begin")), (2, _call(WORLD, 3, 7, 2053, "end"))],
+    4: [(4, _call(WORLD, 4, 2, 2004, "begin")), (9, _call(WORLD, 4, 3, 2304, "end", 300))],
+    5: [(1, _call(PAIR, 5, 2, 1005, "begin")), (1, _call(PAIR, 5, 3, 1130, "end", 125))],
+    6: [(2, _call(WORLD, 6, 2, 2006, "begin")), (4, _call(WORLD, 6, 3, 2096, "end", 90))],
+    7: [(1, _call(PAIR, 7, 2, 1007, "begin")), (3, _call(PAIR, 7, 3, 1207, "end", 200))],
+}
+
+
+def test_each_rank_reads_its_own_edges_of_a_subgroups_and_the_worlds_grouped_calls():
+    log = EventLog(TWO_GROUPS)
+    for rank in range(8):
+        assert list(log.rank(rank).phases.events) == [event for _, event in PHASES[rank]], rank
+        assert list(log.rank(rank).collectives.events) == [event for _, event in CALLS[rank]], rank
+        assert list(log.rank(rank).collectives.index) == [position for position, _ in CALLS[rank]], rank
+        assert log.rank(rank).collectives.events[-1] == CALLS[rank][-1][1]
+    # the step's collective ends in log order, each event's in the order of its ``ended``; rank 2's own among them
+    ends = [CALLS[3][1], CALLS[5][1], CALLS[3][3], CALLS[7][1], CALLS[6][1], CALLS[0][1], CALLS[2][1], CALLS[4][1]]
+    assert list(log.phase(0).collectives.events) == [event for _, event in ends]
+    assert log.phase(0).collectives.events[3:6] == [event for _, event in ends[3:6]]
+    assert list(log.phase(0).collectives.index) == [position for position, _ in ends]
+
+
+def test_a_frame_shows_each_ranks_latest_call_read_from_the_grouped_events():
+    log = EventLog(TWO_GROUPS)
+    for cursor in range(len(TWO_GROUPS) + 1):
+        shown = [view.collective for view in view_at(log, cursor).ranks]
+        latest = [next((event for position, event in reversed(CALLS[rank]) if position < cursor), None)
+                  for rank in range(8)]
+        assert shown == latest, cursor
+
+
+def test_a_grouped_event_read_per_rank_is_each_ranks_begins_then_ends_in_its_columns_order():
+    assert per_rank_events(PAIR_FIRST) == [
+        PHASES[5][0][1], CALLS[5][0][1], PHASES[1][0][1], CALLS[1][0][1], PHASES[7][0][1], CALLS[7][0][1],
+        PHASES[3][0][1], CALLS[3][0][1], CALLS[3][1][1], PHASES[3][1][1], CALLS[5][1][1], PHASES[5][1][1]]
