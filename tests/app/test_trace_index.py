@@ -240,6 +240,22 @@ def test_stored_events_read_back_what_was_written_and_notice_a_file_cut_short(tm
         unread.events[last]
 
 
+def test_events_read_back_are_not_tracked_by_the_cyclic_collector(tmp_path):
+    """Every event type is untracked (``gc=False``: an event holds only data), and so is every event
+    a trace reads back, a Buffer with its shared provenance included: a viewer's frame decodes
+    hundreds, which the collection it sets off would otherwise scan."""
+    import gc
+
+    from collviz.runtime.wire.protocol import EVENT_TYPES, Buffer
+
+    assert [kind.__name__ for kind in EVENT_TYPES if kind.__struct_config__.gc] == []
+    events = all_gather_events(world=4)
+    log, _ = index_trace(write_trace(tmp_path / "t.cvz", events))
+    read = list(log.events)
+    assert read == events and any(isinstance(event, Buffer) and event.provenance for event in read)
+    assert [event for event in read if gc.is_tracked(event)] == []
+
+
 def test_stored_events_read_thin_the_fields_asked_for_and_check_every_record(tmp_path):
     events = all_gather_events(world=4)
     path = write_trace(tmp_path / "t.cvz", events)
