@@ -17,10 +17,9 @@ import json
 import re
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Union, overload
-from weakref import WeakKeyDictionary
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -39,12 +38,12 @@ from collviz.runtime.wire.protocol import (
     Span,
     Stall,
     Transfer,
-    thin_event_type,
 )
 
 from .bench import BenchView, bench_at
 from .cost import CallCost, costs_at
 from .log import EventLog, PhaseIndex, RankIndex, Series
+from .previous import Candidate, PreviousReports
 from .thin import read_thin
 
 __all__ = ["Labels", "BenchView", "CallCost", "MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "rank_list", "TAIL_LENGTH", "MAX_TRANSFERS", "SORT_LIMIT"]
@@ -114,7 +113,7 @@ class RankView(NamedTuple):
     """For a buffer this step changed (a ring's ``x`` at a hop, an in-place all-reduce's), its value
     before: the one reported before it, where that was in an earlier step or at another moment of
     this one (``before`` the call, then ``after``) and its values or checksum differ. Read from the
-    trace when first asked for (:class:`PreviousBuffers`)."""
+    trace when first asked for (:class:`~.previous.PreviousBuffers`)."""
 
 
 @dataclass(frozen=True)
@@ -317,7 +316,6 @@ def _run_state(log: EventLog, cursor: int, ranks: tuple[RankView, ...]) -> RunSt
     return RunState("running", "running")
 
 
-
 def rank_list(ranks: Sequence[int]) -> str:
     """Ranks in ascending order with runs of three or more as ranges: ``0, 1, 3`` or ``0–31, 33–63``."""
     parts: list[str] = []
@@ -329,23 +327,12 @@ def rank_list(ranks: Sequence[int]) -> str:
             start = i
     return ", ".join(parts)
 
-_BufferMoment: Any = Union[thin_event_type(Buffer, ("phase", "moment")), thin_event_type(Freed, ("phase",))]
-"""What telling a buffer's report before the latest apart reads of it (a Freed has no moment)."""
-
-_MOMENTS: WeakKeyDictionary[EventLog, dict[int, str | None]] = WeakKeyDictionary()
-"""Per log, the moment of each buffer report read thin so far, by log position (None: a free): a
-step seen again reads none of them again (64 a 64-rank frame: a quarter of a millisecond)."""
-
-_Candidate = tuple[Series[Buffer | Freed], int, Buffer]
-"""A buffer's series, the position in it of its latest report (of the step shown, not the first), and that report."""
-
-
-def _held(index: RankIndex, cursor: int, step: int) -> tuple[list[Buffer], list[Freed], list[_Candidate]]:
+def _held(index: RankIndex, cursor: int, step: int) -> tuple[list[Buffer], list[Freed], list[Candidate]]:
     """A rank's buffers live at the cursor (in its order of first report), those freed, and the
     live ones of the step shown whose report before may be shown beside them."""
     buffers: list[Buffer] = []
     freed: list[Freed] = []
-    candidates: list[_Candidate] = []
+    candidates: list[Candidate] = []
     for series in index.buffers.values():
         at = _latest(series, cursor, step)
         if at >= 0:
@@ -357,97 +344,6 @@ def _held(index: RankIndex, cursor: int, step: int) -> tuple[list[Buffer], list[
                 if at > 0 and latest.phase == step:
                     candidates.append((series, at, latest))
     return buffers, freed, candidates
-
-
-def _previous_reports(log: EventLog, candidates: list[list[_Candidate]]) -> list[list[Buffer]]:
-    """Per rank, the report before each candidate's latest that the view shows beside it: of an
-    earlier step, or of another moment of this one, holding other data. The moments of the
-    reports of the same step are read thin, every rank's at once: a 64-rank flood's are all this
-    step's ``after`` (decoded whole, 128 values each, a first visit paid for 64 of them)."""
-    known = _MOMENTS.setdefault(log, {})
-    unread = [series.index[at - 1] for found in candidates for series, at, _ in found
-              if series.phase[at - 1] == series.phase[at] and series.index[at - 1] not in known]
-    known.update(zip(unread, (getattr(event, "moment", None) for event in read_thin(log.events, unread, _BufferMoment))))
-    shown: list[list[Buffer]] = []
-    for found in candidates:
-        previous: list[Buffer] = []
-        for series, at, latest in found:
-            if series.phase[at - 1] == series.phase[at] and known[series.index[at - 1]] in (None, latest.moment):
-                continue  # the same moment of the same step (or a free): nothing to show beside it
-            prior = series.events[at - 1]
-            if isinstance(prior, Buffer) and _changed(prior, latest):
-                previous.append(prior)
-        shown.append(previous)
-    return shown
-
-
-class _PreviousReports:
-    """Every rank's reports shown beside its latest (:func:`_previous_reports`), read for all ranks
-    at once when one rank's are first asked for. A view of many ranks draws them as a heatmap,
-    which shows none (only a panel or a rank's detail does): a cold 64-rank view then reads none of
-    the 64 records their moments are in."""
-
-    def __init__(self, log: EventLog, candidates: list[list[_Candidate]]) -> None:
-        self._candidates = candidates
-        self._unread: EventLog | None = log
-        self._found: list[tuple[Buffer, ...]] = []
-
-    def per_rank(self) -> list[Sequence[Buffer]]:
-        """Each rank's reports before: empty where the rank has no candidate, else read when asked."""
-        return [PreviousBuffers(self, at) if found else () for at, found in enumerate(self._candidates)]
-
-    def of(self, at: int) -> tuple[Buffer, ...]:
-        """Rank ``at``'s (its place in the view) reports before, every rank's read on the first call."""
-        if self._unread is not None:
-            self._found = [tuple(shown) for shown in _previous_reports(self._unread, self._candidates)]
-            self._unread, self._candidates = None, []
-        return self._found[at]
-
-
-class PreviousBuffers(Sequence[Buffer]):
-    """One rank's :attr:`RankView.previous`, read when first indexed, iterated or compared (as a
-    tuple of Buffers)."""
-
-    __slots__ = ("_reports", "_at")
-
-    def __init__(self, reports: _PreviousReports, at: int) -> None:
-        self._reports = reports
-        self._at = at
-
-    def __len__(self) -> int:
-        return len(self._reports.of(self._at))
-
-    @overload
-    def __getitem__(self, at: int) -> Buffer: ...
-
-    @overload
-    def __getitem__(self, at: slice) -> tuple[Buffer, ...]: ...
-
-    def __getitem__(self, at: int | slice) -> Buffer | tuple[Buffer, ...]:
-        return self._reports.of(self._at)[at]
-
-    def __iter__(self) -> Iterator[Buffer]:
-        return iter(self._reports.of(self._at))
-
-    def __eq__(self, other: object) -> bool:
-        found = self._reports.of(self._at)
-        return found == (tuple(other) if isinstance(other, PreviousBuffers) else other)
-
-    def __hash__(self) -> int:
-        return hash(self._reports.of(self._at))
-
-    def __repr__(self) -> str:
-        return repr(self._reports.of(self._at))
-
-
-def _changed(before: Buffer, after: Buffer) -> bool:
-    """Whether ``after`` holds other data than ``before`` (the same buffer, reported again): their
-    values, else their checksums; False where neither tells."""
-    if before.values is not None and after.values is not None:
-        return before.values != after.values
-    if before.summary is not None and after.summary is not None:
-        return before.summary.crc32 != after.summary.crc32
-    return False
 
 
 def _first_failure(log: EventLog, cursor: int) -> str:
@@ -531,7 +427,7 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     indexes = [log.ranks.get(number) or RankIndex(number) for number in numbers]
     held = [_held(index, cursor, step) for index in indexes]
     run_finished = log.run_end is not None and log.run_end[0] < cursor and log.run_end[1].status == "ok"
-    earlier = _PreviousReports(log, [candidates for _, _, candidates in held]).per_rank()
+    earlier = PreviousReports(log, [candidates for _, _, candidates in held]).per_rank()
     collectives = _latest_events(log, [index.collectives for index in indexes], cursor, step, Collective)
     phase_events = _latest_events(log, [index.phases for index in indexes], cursor, step, Phase)
     for number, index, (buffers, freed, _), previous, latest_call, phase_event in zip(
