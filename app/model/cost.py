@@ -19,7 +19,7 @@ from itertools import groupby
 from operator import attrgetter
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, replace
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 from collviz.runtime.observation.metrics import Bandwidth, bandwidth, bus_factor
 from collviz.runtime.wire.protocol import UNTIMED_OPTION, Collective, Phase, thin_event_type
@@ -172,6 +172,9 @@ _RANK, _DURATION = attrgetter("rank"), attrgetter("duration_ns")
 _rank_cost_of = partial(tuple.__new__, RankCost)
 """A RankCost of a row of its fields, made in C (``RankCost._make`` runs Python code a rank)."""
 _BYTES_IN, _BYTES_OUT, _ALGO_BYTES = attrgetter("bytes_in"), attrgetter("bytes_out"), attrgetter("algo_bytes")
+_ITERATION, _CLOCK, _SECONDS = attrgetter("iteration"), attrgetter("clock"), attrgetter("seconds")
+_NANOSECONDS = 1e9
+"""Nanoseconds a second (``_NANOSECONDS.__rtruediv__`` maps durations in ns to seconds, in C)."""
 
 
 def _rank_cost(rank: int, own: list[Any]) -> RankCost:
@@ -188,27 +191,23 @@ def _cost(events: list[Any], ranks: int) -> tuple[CallCost, bool]:
     The ranks' figures built as columns, in C (a 64-rank call is read on every first visit of its
     step: eight generator passes cost 0.3 ms a call, one Python loop a rank still 0.15 ms)."""
     first = events[0]
-    per_iteration: dict[int, int] = {}
-    for event in events:
-        duration = event.duration_ns
-        if duration is not None:
-            per_iteration[event.iteration] = max(per_iteration.get(event.iteration, 0), duration)
-    clock = next((event.clock for event in events if event.clock), "")
+    durations, iterations = list(map(_DURATION, events)), list(map(_ITERATION, events))
+    per_iteration = _slowest_per_iteration(iterations, durations)
+    clock = next(filter(None, map(_CLOCK, events)), "")
     ordered = sorted(events, key=_RANK)
     ranks_of = list(map(_RANK, ordered))
     if len(set(ranks_of)) == len(ordered):  # the common case (one iteration): a cost a rank, built as columns
         ins, outs = list(map(_BYTES_IN, ordered)), list(map(_BYTES_OUT, ordered))
         algos = list(map(_ALGO_BYTES, ordered))
-        times = [None if duration is None else duration / 1e9 for duration in map(_DURATION, ordered)]
+        ordered_durations = list(map(_DURATION, ordered))
+        times = list(map(_NANOSECONDS.__rtruediv__, ordered_durations)) if None not in ordered_durations \
+            else [None if duration is None else duration / 1e9 for duration in ordered_durations]
         by_rank = list(map(_rank_cost_of, zip(ranks_of, ins, outs, algos, times)))
     else:
         by_rank = [_rank_cost(rank, list(own)) for rank, own in groupby(ordered, key=_RANK)]
         _, ins, outs, algos, _ = map(list, zip(*by_rank))
-    slowest: RankCost | None = None
-    for rank_cost in by_rank:
-        if rank_cost.seconds is not None and (slowest is None or slowest.seconds is None
-                                              or rank_cost.seconds > slowest.seconds):
-            slowest = rank_cost  # the first of the slowest, as max() picks
+    timed = by_rank if None not in map(_SECONDS, by_rank) else [cost for cost in by_rank if cost.seconds is not None]
+    slowest = max(timed, key=_SECONDS) if timed else None  # the first of the slowest
     seconds = statistics.median(per_iteration.values()) / 1e9 if per_iteration else None
     bytes_in, bytes_out = max(ins), max(outs)
     even = ins.count(ins[0]) == len(ins) and outs.count(outs[0]) == len(outs)  # every rank moved the same
@@ -220,3 +219,15 @@ def _cost(events: list[Any], ranks: int) -> tuple[CallCost, bool]:
         by_rank=tuple(by_rank), slowest=None if slowest is None else slowest.rank, clock=clock,
     )
     return cost, not per_iteration
+
+
+def _slowest_per_iteration(iterations: list[int], durations: list[int | None]) -> dict[int, int]:
+    """iteration → the longest duration measured in it (iterations with none left out), of
+    parallel columns; one iteration with every duration measured (the common case) in C."""
+    if iterations.count(iterations[0]) == len(iterations) and None not in durations:
+        return {iterations[0]: max(cast("list[int]", durations))}
+    slowest: dict[int, int] = {}
+    for iteration, duration in zip(iterations, durations):
+        if duration is not None:
+            slowest[iteration] = max(slowest.get(iteration, 0), duration)
+    return slowest

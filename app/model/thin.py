@@ -14,7 +14,7 @@ from typing import Any
 from collviz.runtime.wire.protocol import AnyEvent
 from collviz.runtime.wire.stored import StoredEvents
 
-__all__ = ["read_thin"]
+__all__ = ["read_thin", "read_events"]
 
 
 def read_thin(store: Sequence[AnyEvent], positions: Sequence[int], thin_type: Any) -> Sequence[Any]:
@@ -26,4 +26,14 @@ def read_thin(store: Sequence[AnyEvent], positions: Sequence[int], thin_type: An
     through its series (:attr:`~.log.Series.holds_grouped`), never here."""
     if isinstance(store, StoredEvents):
         return store.thin(positions, thin_type)
+    return [store[position] for position in positions]
+
+
+def read_events(store: Sequence[AnyEvent], positions: Sequence[int]) -> Sequence[AnyEvent]:
+    """The events of ``store`` at ``positions``, whole, as indexing gives them: a stored trace's
+    not yet cached read and decoded together (:meth:`~collviz.runtime.wire.stored.StoredEvents.many`:
+    a first visit of a 64-rank step reads every rank's latest Buffer), a list's as they are. As
+    :func:`read_thin`, never a live log's ``CallRanks``."""
+    if isinstance(store, StoredEvents):
+        return store.many(positions)
     return [store[position] for position in positions]

@@ -19,7 +19,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 import numpy as np
 
@@ -44,7 +44,7 @@ from .bench import BenchView, bench_at
 from .cost import CallCost, costs_at
 from .log import EventLog, PhaseIndex, RankIndex, Series
 from .previous import Candidate, PreviousReports
-from .thin import read_thin
+from .thin import read_events, read_thin
 
 __all__ = ["Labels", "BenchView", "CallCost", "MemoryTrack", "RankView", "RunState", "ViewState", "view_at", "step_at", "rank_list", "TAIL_LENGTH", "MAX_TRANSFERS", "SORT_LIMIT"]
 
@@ -64,16 +64,19 @@ RankState = Literal["pending", "running", "waiting", "done", "error"]
 RunKind = Literal["empty", "starting", "running", "waiting", "stalled", "finished", "failed", "interrupted"]
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True, slots=True)
 class MemoryTrack:
     """One rank's memory samples (the whole known series) and where the cursor stands in them.
 
     ``live``, ``phases``, ``categories`` (live bytes by category) and ``peaks`` (the running peak)
     are the log's own lists (valid until the log grows); the first ``upto`` samples have happened
     at the cursor. ``length`` is the series' length when the view was
-    made and ``top`` its highest figure (to scale a plot of it); equality ignores the lists.
-    ``cuda`` and ``nvml``: the device figures of the latest sample at the cursor (``None`` where
-    that sample had none: a CPU run, no NVML library, or no sample yet).
+    made and ``top`` its highest figure (to scale a plot of it); equality and the hash ignore the
+    lists. ``cuda`` and ``nvml``: the device figures of the latest sample at the cursor (``None``
+    where that sample had none: a CPU run, no NVML library, or no sample yet).
+
+    Never changed once made, but not frozen: a frozen dataclass sets each field through
+    ``object.__setattr__``, four times the cost of making it, and a 64-rank view makes 64.
     """
 
     live: Sequence[int] = field(compare=False)
@@ -327,23 +330,28 @@ def rank_list(ranks: Sequence[int]) -> str:
             start = i
     return ", ".join(parts)
 
-def _held(index: RankIndex, cursor: int, step: int) -> tuple[list[Buffer], list[Freed], list[Candidate]]:
-    """A rank's buffers live at the cursor (in its order of first report), those freed, and the
-    live ones of the step shown whose report before may be shown beside them."""
-    buffers: list[Buffer] = []
-    freed: list[Freed] = []
-    candidates: list[Candidate] = []
-    for series in index.buffers.values():
-        at = _latest(series, cursor, step)
-        if at >= 0:
-            latest = series.events[at]
-            if isinstance(latest, Freed):
-                freed.append(latest)
-            else:
-                buffers.append(latest)
-                if at > 0 and latest.phase == step:
-                    candidates.append((series, at, latest))
-    return buffers, freed, candidates
+def _held(log: EventLog, indexes: Sequence[RankIndex], cursor: int, step: int
+          ) -> list[tuple[list[Buffer], list[Freed], list[Candidate]]]:
+    """Per rank: its buffers live at the cursor (in its order of first report), those freed, and
+    the live ones of the step shown whose report before may be shown beside them. Every rank's
+    latest reports are read together (:func:`~.thin.read_events`)."""
+    latest: list[tuple[int, Series[Any], int]] = []  # (rank's place in indexes, series, place in it)
+    for number, index in enumerate(indexes):
+        for series in index.buffers.values():
+            at = _latest(series, cursor, step)
+            if at >= 0:
+                latest.append((number, series, at))
+    held: list[tuple[list[Buffer], list[Freed], list[Candidate]]] = [([], [], []) for _ in indexes]
+    reports = cast("Sequence[Buffer | Freed]", read_events(log.events, [series.index[at] for _, series, at in latest]))
+    for (number, series, at), report in zip(latest, reports):
+        buffers, freed, candidates = held[number]
+        if isinstance(report, Freed):
+            freed.append(report)
+        else:
+            buffers.append(report)
+            if at > 0 and report.phase == step:
+                candidates.append((series, at, report))
+    return held
 
 
 def _first_failure(log: EventLog, cursor: int) -> str:
@@ -425,7 +433,7 @@ def view_at(log: EventLog, cursor: int, tail: int = TAIL_LENGTH) -> ViewState:
     notes = _stall_notes(lasting_stall(log, cursor))
     numbers = range(max(log.world_size, log.max_rank + 1))
     indexes = [log.ranks.get(number) or RankIndex(number) for number in numbers]
-    held = [_held(index, cursor, step) for index in indexes]
+    held = _held(log, indexes, cursor, step)
     run_finished = log.run_end is not None and log.run_end[0] < cursor and log.run_end[1].status == "ok"
     earlier = PreviousReports(log, [candidates for _, _, candidates in held]).per_rank()
     collectives = _latest_events(log, [index.collectives for index in indexes], cursor, step, Collective)

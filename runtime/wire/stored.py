@@ -24,10 +24,11 @@ import time
 import weakref
 import zlib
 from array import array
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from itertools import repeat
-from typing import Any, Union, overload
+from typing import Any, Union, cast, overload
 
 import msgspec
 import numpy as np
@@ -111,6 +112,17 @@ _MSGPACK_ARRAY32 = struct.Struct(">BI")
 """A msgpack array header of up to 2**32 - 1 items: payloads after it decode as one list."""
 
 
+def _decoded_together(payloads: list[bytes]) -> list[AnyEvent] | None:
+    """The events of ``payloads``, decoded in one call as :func:`decode_sharing` decodes; None where
+    one is refused (longer than a frame may be, or not an event this collviz knows)."""
+    if max(map(len, payloads)) > MAX_FRAME_BYTES:
+        return None
+    try:
+        return decode_sharing(_MSGPACK_ARRAY32.pack(0xDD, len(payloads)) + b"".join(payloads))
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
 @lru_cache(maxsize=32)
 def _thin_decoder(thin_type: Any) -> msgspec.msgpack.Decoder[Any]:
     """A decoder of a msgpack array of ``thin_type`` events, made once per type."""
@@ -135,7 +147,8 @@ class StoredEvents(Sequence[AnyEvent]):
         self._size = 0
         self._size_checked = float("-inf")
         self._closer = weakref.finalize(self, os.close, self._fd)  # the map, a copy of it, closes itself
-        self._event = lru_cache(maxsize=CACHED_EVENTS)(self._decode)
+        self._cache: OrderedDict[int, AnyEvent] = OrderedDict()
+        """The last :data:`CACHED_EVENTS` events read by index, by position, the latest read last."""
 
     def add_records(self, starts: array | memoryview | np.ndarray, end: int) -> None:
         """Add events whose records start at file offsets ``starts`` (int64: an ``array("q")`` or
@@ -176,7 +189,41 @@ class StoredEvents(Sequence[AnyEvent]):
         return self._event(at)
 
     def __iter__(self) -> Iterator[AnyEvent]:
-        return map(self._event, range(len(self)))
+        return map(self._decode, range(len(self)))  # a pass over every event would only flush the cache
+
+    def _event(self, index: int) -> AnyEvent:
+        """Event ``index`` (in range), from the cache or read, checked, decoded and kept."""
+        cache = self._cache
+        event = cache.get(index)
+        if event is not None:
+            cache.move_to_end(index)
+            return event
+        event = cache[index] = self._decode(index)
+        if len(cache) > CACHED_EVENTS:
+            cache.popitem(last=False)
+        return event
+
+    def many(self, positions: Sequence[int]) -> list[AnyEvent]:
+        """The events at ``positions`` (in range), as indexing would give them one by one: those not
+        in the cache read and checked together (:meth:`_payloads`), decoded in one msgspec call, and
+        kept. A first visit of a 64-rank step reads each rank's latest Buffer: one at a time each
+        cost its own Python calls to find, check and decode the record, a third more."""
+        cache = self._cache
+        found = list(map(cache.get, positions))
+        missing = list(dict.fromkeys(position for position, event in zip(positions, found) if event is None))
+        for position, event in zip(positions, found):
+            if event is not None:
+                cache.move_to_end(position)
+        if not missing:
+            return cast("list[AnyEvent]", found)
+        decoded = _decoded_together(self._payloads(missing))
+        if decoded is None:  # one is refused: read one by one, so that its error says which and why
+            decoded = list(map(self._decode, missing))
+        cache.update(zip(missing, decoded))
+        while len(cache) > CACHED_EVENTS:
+            cache.popitem(last=False)
+        read = dict(zip(missing, decoded))
+        return [event if event is not None else read[position] for position, event in zip(positions, found)]
 
     def thin(self, positions: Sequence[int], thin_type: Any) -> list[Any]:
         """The events at ``positions`` decoded into ``thin_type`` (a

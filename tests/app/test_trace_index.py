@@ -377,6 +377,42 @@ def test_a_record_that_is_a_bare_number_is_left_to_the_careful_reader(tmp_path):
     assert "not events" in warning and len(log) == len(events)
 
 
+def test_many_events_read_together_are_those_read_one_by_one_and_are_kept(tmp_path):
+    """``StoredEvents.many`` (a frame's Buffers, every rank's latest) gives what indexing gives,
+    out of order, one asked twice, some already read; what it read is kept (read again, the same
+    object); a damaged record is named; a record that decodes as no event this collviz knows is
+    said to, by its number, as a read of it alone says."""
+    events = all_gather_events(world=4)
+    path = write_trace(tmp_path / "t.cvz", events)
+    stored = index_trace(path)[0].events
+    assert isinstance(stored, StoredEvents)
+    buffers = [at for at, event in enumerate(events) if isinstance(event, Buffer)]
+    assert len(buffers) >= 8 and len({events[at].rank for at in buffers}) == 4
+    already = stored[buffers[1]]
+    asked = [buffers[-1], *buffers[:-1], buffers[0], 0]  # out of order, one twice, the RunStart too
+    read = stored.many(asked)
+    assert read == [events[at] for at in asked] and read[2] is already
+    assert all(stored[at] is event for at, event in zip(asked, read)) and stored.many([]) == []
+    assert stored.many(asked) == read
+    fresh = index_trace(path)[0].events
+    middle = buffers[len(buffers) // 2]
+    _flip(path, fresh._starts[middle] + 8 + 3)  # a payload byte of a record in the middle
+    with pytest.raises(TraceError, match=f"event {middle} no longer reads back"):
+        fresh.many(buffers)
+    _flip(path, fresh._starts[middle] + 8 + 3)
+    begin, end = fresh._starts[middle], fresh._starts[middle + 1]
+    with open(path, "r+b") as file:  # the tag renamed and the checksum made again: a record intact, of no known kind
+        file.seek(begin)
+        record = bytearray(file.read(end - begin))
+        tag = record.index(b"Buffer", 8)
+        record[tag:tag + 6] = b"Buffex"
+        record[:8] = struct.pack("<II", len(record) - 8, zlib.crc32(record[8:]))
+        file.seek(begin)
+        file.write(record)
+    with pytest.raises(TraceError, match=f"event {middle} no longer decodes"):
+        fresh.many(buffers)
+
+
 def test_stored_buffers_with_the_same_provenance_share_it_and_equal_their_events(tmp_path):
     """A stored trace decodes a provenance once for all the Buffers carrying it; each Buffer still
     equals the event written, with its provenance absent, empty or its own."""
