@@ -17,21 +17,28 @@ from support.app import SIZE, until
 from support.screens import screen_lines
 
 SCRIPT = textwrap.dedent('''
+    import os
+    import sys
     import time
     import torch
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
     dist.all_reduce(torch.ones(6))
-    time.sleep(1.5)
+    deadline = time.monotonic() + 300
+    while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:  # until the test has seen the call
+        time.sleep(0.05)
     dist.broadcast(torch.ones(10), src=0)
 ''')
+"""Two calls, the second made only once the file named by its argument exists: the test makes it
+after the viewer showed the first, so the ranks are still running then however slow the machine."""
 
 
 async def test_the_viewer_shows_a_scripts_calls_as_its_ranks_make_them(tmp_path):
     script = tmp_path / "two_calls.py"
     script.write_text(SCRIPT)
-    session = LocalSession(plan_script(check_script(script), 2, observe=False), pace=Pace(0.2, 0.2))
+    go = tmp_path / "go"
+    session = LocalSession(plan_script(check_script(script, [str(go)]), 2, observe=False), pace=Pace(0.2, 0.2))
     session.start()
     app = make_app(session=session)
     try:
@@ -41,6 +48,7 @@ async def test_the_viewer_shows_a_scripts_calls_as_its_ranks_make_them(tmp_path)
 
             await until(pilot, first_call_shown, tries=1500)
             assert not any(isinstance(e, ProcessExit) for e in app.event_log.events), "shown while the ranks run"
+            go.touch()
             await until(pilot, lambda: app.event_log.run_end is not None, tries=1500)
             await pilot.pause()
             first = screen_lines(app.export_screenshot())

@@ -32,16 +32,22 @@ from support.fr_dumps import T0, dump, entry
 from support.killed_job import KILLED_SCRIPT
 
 PACED = textwrap.dedent('''
+    import os
+    import sys
     import time
     import torch
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
-    for count in (3, 5, 7):
+    for call, count in enumerate((3, 5, 7), start=1):
         dist.all_reduce(torch.ones(count))
-        time.sleep(1.5)
+        deadline = time.monotonic() + 300
+        while call < 3 and not os.path.exists(f"{sys.argv[1]}-{call}") and time.monotonic() < deadline:
+            time.sleep(0.05)
 ''')
-"""Three calls, the ranks asleep 1.5 s after each: long enough for a live reading to see each."""
+"""Three calls; after each of the first two the ranks wait until the file named by the argument
+and the call's number exists, which the poller makes once it has read that call from both ranks:
+live, however slow the machine."""
 
 PACED_CALLS = [("all_reduce", 1, 12), ("all_reduce", 2, 20), ("all_reduce", 3, 28)]
 
@@ -72,16 +78,21 @@ DEADLINE_S = 120
 def _paced(folder: Path) -> list[tuple[object, bool]]:
     """The paced script's session, polled to its end: each event, and whether it was polled before
     any rank's process had exited (no ProcessExit polled yet)."""
-    script = folder / "paced.py"
+    script, go = folder / "paced.py", folder / "go"
     script.write_text(PACED)
-    session = LocalSession(plan_script(check_script(script), 2, observe=False), pace=Pace(0.2, 0.2))
+    session = LocalSession(plan_script(check_script(script, [str(go)]), 2, observe=False), pace=Pace(0.2, 0.2))
     session.start()
     polled: list[tuple[object, bool]] = []
+    ended: dict[int, set[int]] = {}  # call number → the ranks whose end of it was polled
     deadline = time.monotonic() + DEADLINE_S
     try:
         while not session.finished and time.monotonic() < deadline:
             for event in session.poll(0.05):
                 polled.append((event, not any(isinstance(e, ProcessExit) for e, _ in polled)))
+                if isinstance(event, Collective) and event.edge == "end":
+                    ended.setdefault(event.group_seq, set()).add(event.rank)
+                    if ended[event.group_seq] == {0, 1}:
+                        Path(f"{go}-{event.group_seq}").touch()  # both ranks' end read: the ranks go on
     finally:
         session.stop()
     return polled
@@ -122,7 +133,7 @@ def live_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_each_call_arrives_while_the_ranks_still_run(live_runs):
     polled = live_runs["paced"]
     ends = [(e.rank, e.group_seq) for e, alive in polled if isinstance(e, Collective) and e.edge == "end" and alive]
-    for seq in (1, 2):  # the ranks sleep 1.5 s after each: read live, long before they exit
+    for seq in (1, 2):  # the ranks wait after each until it was read: read live, before they exit
         assert {(0, seq), (1, seq)} <= set(ends), ends
     assert next(e for e, _ in polled if isinstance(e, RunEnd)).status == "ok"
 
