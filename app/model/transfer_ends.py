@@ -47,13 +47,30 @@ def range_inputs(call: Collective) -> tuple[str, tuple[int, ...], int, int | Non
     return call.op, tuple(call.group_ranks), call.count, call.root
 
 
+_last_places: tuple[list[int] | None, dict[int, int]] = (None, {})
+"""The group ranks asked about last, held (so their identity is not reused), and each rank's place."""
+
+
+def _places(group_ranks: list[int]) -> dict[int, int]:
+    """rank → its (first) place in ``group_ranks``, made once for the list asked about last: a
+    listing asks for each of a step's transfers with one call, and at 64 ranks finding two ranks
+    in the list by scanning it was a fifth of the listing."""
+    global _last_places
+    held, places = _last_places
+    if held is not group_ranks:
+        places = dict(zip(reversed(group_ranks), range(len(group_ranks) - 1, -1, -1)))  # the first place kept
+        _last_places = (group_ranks, places)
+    return places
+
+
 def source_range(transfer: Transfer, call: Collective) -> tuple[int, int] | None:
     """``(start, stop)`` of the sender's input that ``transfer`` carried, where ``call``'s op
     fixes it (see the module); None where it does not, or the range would leave the input."""
-    if transfer.kind != "logical" or transfer.src not in call.group_ranks or transfer.dst not in call.group_ranks:
+    places = _places(call.group_ranks)
+    sender, receiver = places.get(transfer.src), places.get(transfer.dst)
+    if transfer.kind != "logical" or sender is None or receiver is None:
         return None
     world, count = len(call.group_ranks), call.count
-    sender, receiver = call.group_ranks.index(transfer.src), call.group_ranks.index(transfer.dst)
     start, length = transfer.start, transfer.length
     if call.op in _SAME_PLACE:
         if (call.op == "broadcast" and transfer.src != call.root) or (call.op == "reduce" and transfer.dst != call.root):

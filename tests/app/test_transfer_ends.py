@@ -68,3 +68,30 @@ def test_unknown_where_the_call_does_not_fix_it():
     assert step_call([call, other], call.phase) is None  # the ranks' latest calls differ: which moved what?
     assert step_call([call, None], call.phase + 1) is None  # not this step's
     assert step_call([msgspec.structs.replace(call, edge="begin")], call.phase) is None  # not ended
+
+
+def test_a_subgroups_ranks_are_placed_by_their_order_in_the_group_call_after_call():
+    """On a subgroup whose ranks are neither 0–3 nor in order, a sender's range follows its place
+    in the group, not its number; two calls on two groups asked about in turn each keep theirs.
+    Worked by hand: group [4, 6, 1, 3], 2 elements a rank. An all-gather's rank 1 (place 2) lands
+    its whole input at [4:6) on every rank; a reduce-scatter of 8 elements gives rank 1 (place 2)
+    chunk [4:6) of every sender's input."""
+    common = dict(run="r", phase=0, edge="end", group="sub", group_seq=1, dtype="float32", bytes_in=8,
+                  bytes_out=32, algo_bytes=32, seq=1, t_ns=1)
+    gather = Collective(rank=4, op="all_gather", count=2, group_ranks=[4, 6, 1, 3], **common)
+    scatter = Collective(rank=4, op="reduce_scatter", count=8, group_ranks=[4, 6, 1, 3], **common)
+    other = Collective(rank=0, op="all_gather", count=2, group_ranks=[1, 0], **common)
+
+    def moved(src: int, dst: int, start: int, length: int) -> Transfer:
+        return Transfer(run="r", rank=dst, seq=2, t_ns=2, phase=0, src=src, dst=dst, bytes=4 * length, buffer="out",
+                        start=start, length=length, kind="logical")
+
+    for _ in range(2):  # the groups alternate: each call's places are its own
+        assert source_range(moved(1, 3, 4, 2), gather) == (0, 2)
+        assert source_range(moved(1, 3, 5, 1), gather) == (1, 2)
+        assert source_range(moved(1, 3, 2, 2), gather) is None  # [2:4) is rank 6's place: rank 1's input is 2 long
+        assert source_range(moved(6, 1, 0, 2), scatter) == (4, 6)
+        assert source_range(moved(3, 6, 0, 2), scatter) == (2, 4)
+        assert source_range(moved(1, 0, 0, 2), other) == (0, 2)
+        assert source_range(moved(0, 1, 2, 2), other) == (0, 2)
+        assert source_range(moved(5, 1, 0, 2), scatter) is None  # rank 5 is not in the group
