@@ -52,6 +52,8 @@ SCRIPT = textwrap.dedent('''
     if sys.argv[1:] == ["stall"] and rank == 1:
         print("stalling", flush=True)
         time.sleep(120)
+    if sys.argv[1:] == ["stall"]:
+        print("into the barrier", flush=True)
     dist.barrier()
 ''')
 
@@ -101,9 +103,9 @@ def _interrupted(folder: Path) -> dict:
     try:
         seen = ""
         deadline = time.monotonic() + DEADLINE_S
-        while "stalling" not in seen and time.monotonic() < deadline:
+        while not ("stalling" in seen and "into the barrier" in seen) and time.monotonic() < deadline:
             seen += process.stdout.readline()
-        time.sleep(0.5)  # rank 0 is in the barrier by now
+        time.sleep(0.5)  # rank 0 said it goes into the barrier: it is in it by now, however loaded the machine
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=DEADLINE_S)
     finally:
