@@ -65,6 +65,8 @@ __all__ = [
     "provenance_lines",
     "lines_to_text",
     "line_to_strip",
+    "styled_segments",
+    "padded_strip",
     "content_size",
 ]
 
@@ -120,7 +122,7 @@ def _means(style: Style, meaning: DrawnColours) -> Style:
 _means(PLACEHOLDER_STYLE, DrawnColours(placeholder=True))
 
 
-def colours_drawn(lines: Iterable[Line]) -> DrawnColours:
+def colours_drawn(lines: Iterable[Sequence[Segment]]) -> DrawnColours:
     """The provenance colours ``lines`` draw: cells and sparkline columns in a rank's colour or a
     Σ shade, and placeholders (read from their segments' styles, one set lookup per distinct style)."""
     styles: set[int] = set()
@@ -539,9 +541,15 @@ def line_to_strip(line: Line, width: int, base: Style) -> Strip:
     length = sum(map(cell_len, map(_TEXT, line)))
     if length > width or not base:
         return Strip(line).crop(0, width).adjust_cell_length(width).apply_style(base)
+    return padded_strip(styled_segments(line, base), length, width, base)
+
+
+def styled_segments(segments: Iterable[Segment], base: Style) -> list[Segment]:
+    """``segments`` over the ``base`` style, as :func:`line_to_strip` puts them in a strip (control
+    segments unstyled): a line's pieces styled once each make its strip's segments by concatenation."""
     find, base_id = _OVER.get, id(base)
     styled = []
-    for text, style, control in line:
+    for text, style, control in segments:
         if control:
             styled.append(_segment((text, None, control)))
             continue
@@ -549,6 +557,12 @@ def line_to_strip(line: Line, width: int, base: Style) -> Strip:
         if found is None or found[0] is not base or found[1] is not style:
             found = _over(base, style)
         styled.append(_segment((text, found[2], control)))
+    return styled
+
+
+def padded_strip(styled: list[Segment], length: int, width: int, base: Style) -> Strip:
+    """A strip of ``styled`` segments (:func:`styled_segments`, ``length`` cells, at most ``width``)
+    padded with ``base`` to ``width`` cells; ``styled`` becomes the strip's own list."""
     if length < width:
         styled.append(_segment((" " * (width - length), base, None)))
     return Strip(styled, width)
