@@ -68,9 +68,11 @@ class LineWidget(Widget):
     strip, so a style's identity cannot pass to another object while its key is held.
 
     A widget whose lines repeat runs of segments (the rows of ranks holding equal data) gives them
-    as :class:`Piece` objects in :meth:`build_pieces`: each distinct piece is styled once a frame (or
-    found among the pieces kept, by content) and a line's strip is its pieces' styled segments
-    concatenated, its width the sum of theirs; the colours drawn are read from the distinct pieces.
+    as :class:`Piece` objects in :meth:`build_pieces`: each distinct piece is styled once (kept by
+    its identity, so a piece drawn every frame, a rank's label, is looked up without reading its
+    segments, and by its content, so a step drawn again finds the cells it drew) and a line's strip
+    is its pieces' styled segments concatenated, its width the sum of theirs; the colours drawn
+    are read from the distinct pieces.
 
     A widget drawing provenance colours sets :attr:`REPORTS_COLOURS`: whenever the colours its
     lines draw change, it posts :class:`ColoursDrawn`, so the legend explains what is on screen.
@@ -95,6 +97,7 @@ class LineWidget(Widget):
         self._strips_size = (0, 0)
         self._kept: dict[tuple, tuple[Line, Strip]] = {}
         self._styled: dict[tuple, tuple[Piece, list[Segment]]] = {}
+        self._by_id: dict[int, tuple[Piece, list[Segment]]] = {}  # each entry holds its piece: its id stays its own
         self._kept_for: tuple[int, Style] | None = None
         self._title: str | None = None
 
@@ -134,9 +137,10 @@ class LineWidget(Widget):
         self._strips_size = (width, height)
         base = self.visual_style.rich_style
         kept = self._kept
-        if self._kept_for != (width, base) or len(kept) > STRIPS_KEPT or len(self._styled) > STRIPS_KEPT:
+        if self._kept_for != (width, base) or max(len(kept), len(self._styled), len(self._by_id)) > STRIPS_KEPT:
             kept.clear()
             self._styled.clear()
+            self._by_id.clear()
             self._kept_for = (width, base)
         pieces = self.build_pieces(width, height)
         if pieces is not None:
@@ -154,22 +158,17 @@ class LineWidget(Widget):
         return strips
 
     def _strips_of_pieces(self, lines: list[list[Piece]], width: int, base: Style) -> list[Strip]:
-        """The strips of lines given as pieces, each distinct piece styled once (kept by content
-        across frames); a line too long, or over no base style, goes through :func:`line_to_strip`."""
-        now: dict[int, tuple[Piece, list[Segment]]] = {}  # by the piece's identity: the lines hold the pieces
-        kept = self._styled
+        """The strips of lines given as pieces, each distinct piece styled once; a line too long,
+        or over no base style, goes through :func:`line_to_strip`."""
+        by_id = self._by_id
         strips = []
         for line in lines:
             segments: list[Segment] = []
             length = 0
             for part in line:
-                found = now.get(id(part))
+                found = by_id.get(id(part))
                 if found is None:
-                    key = _content_key(part.segments)
-                    found = kept.get(key)
-                    if found is None:
-                        found = kept[key] = (part, styled_segments(part.segments, base))
-                    now[id(part)] = found
+                    found = by_id[id(part)] = (part, self._styled_piece(part, base))
                 segments += found[1]
                 length += part.cells
             if length > width or not base:
@@ -177,8 +176,17 @@ class LineWidget(Widget):
             else:
                 strips.append(padded_strip(segments, length, width, base))
         if self.REPORTS_COLOURS:
-            self._note_colours([found[0].segments for found in now.values()])
+            self._note_colours([part.segments for part in {id(part): part for line in lines for part in line}.values()])
         return strips
+
+    def _styled_piece(self, part: Piece, base: Style) -> list[Segment]:
+        """``part``'s segments over ``base``, kept by their content: a step drawn again makes new
+        pieces of the cells it drew before."""
+        key = _content_key(part.segments)
+        found = self._styled.get(key)
+        if found is None:
+            found = self._styled[key] = (part, styled_segments(part.segments, base))
+        return found[1]
 
     def _note_colours(self, lines: Iterable[Sequence[Segment]]) -> None:
         """Keep the colours ``lines`` draw, and say so where they changed."""

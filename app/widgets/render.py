@@ -128,12 +128,13 @@ def colours_drawn(lines: Iterable[Sequence[Segment]]) -> DrawnColours:
     styles: set[int] = set()
     for line in lines:
         styles.update(map(id, map(_STYLE, line)))
-    drawn = DrawnColours()
-    for style in styles:
-        found = _MEANINGS.get(style)
-        if found is not None:
-            drawn |= found[1]
-    return drawn
+    meanings = [found[1] for found in map(_MEANINGS.get, styles) if found is not None]
+    if not meanings:
+        return DrawnColours()
+    # one DrawnColours for all (a 64-rank row draws 64 colours: joining them two by two made 64)
+    return DrawnColours(frozenset().union(*(meaning.ranks for meaning in meanings)),
+                        frozenset().union(*(meaning.sums for meaning in meanings)),
+                        any(meaning.placeholder for meaning in meanings))
 
 _BARS = " ▁▂▃▄▅▆▇█"
 _STYLE = itemgetter(1)
