@@ -188,20 +188,24 @@ def heatmap_cells(buffer: Buffer, width: int) -> Line:
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode_runs = msgspec.msgpack.Decoder(list[ProvenanceRun]).decode
-_last_encoded: tuple[list[ProvenanceRun] | None, bytes] = (None, b"")
-"""The provenance list encoded last, held (so its identity is not reused), and its encoding."""
+_ENCODED_KEPT = 256
+"""Provenance lists whose encodings are kept (by identity), four frames of 64 distinct ones."""
+_encoded: dict[int, tuple[list[ProvenanceRun], bytes]] = {}
+"""Each provenance list encoded lately, by its identity, held (so its identity is not reused), and its encoding."""
 
 
 def _encoded_runs(provenance: list[ProvenanceRun]) -> bytes:
-    """``provenance`` encoded (the memo key of its cells); the same list as the last call's is not
-    encoded again: a stored trace's Buffers share equal provenances (:mod:`~collviz.runtime.wire.stored`),
-    so a 64-rank frame's rows encode one list, not 64 (7 µs each)."""
-    global _last_encoded
-    held, encoded = _last_encoded
-    if held is not provenance:
-        encoded = _encode(provenance)
-        _last_encoded = (provenance, encoded)
-    return encoded
+    """``provenance`` encoded (the memo key of its cells, and what tells equal rows apart); a list
+    encoded lately is not encoded again: a stored trace's Buffers share equal provenances
+    (:mod:`~collviz.runtime.wire.stored`), so a 64-rank frame's rows encode one list, not 64 (7 µs
+    each), and a frame whose ranks hold 64 different ones encodes each once, for its row's key
+    and then its cells."""
+    found = _encoded.get(id(provenance))
+    if found is None:
+        if len(_encoded) >= _ENCODED_KEPT:
+            _encoded.clear()
+        found = _encoded[id(provenance)] = (provenance, _encode(provenance))
+    return found[1]
 
 
 @lru_cache(maxsize=4096)
