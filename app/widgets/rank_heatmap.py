@@ -17,7 +17,6 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from functools import lru_cache
 from itertools import repeat
-from operator import itemgetter
 from typing import NamedTuple
 
 import msgspec
@@ -30,7 +29,7 @@ from textual.message import Message
 from collviz.runtime.wire.protocol import Buffer, ProvenanceRun
 
 from ..model import RankView
-from .line_widget import LineWidget
+from .line_widget import LineWidget, Piece, joined, piece
 from .rank_panel import collective_line
 from .render import (
     DIM,
@@ -56,8 +55,6 @@ _SAID = ("error", "waiting")
 NO_VALUES = "no values recorded for this step"
 """What the pane says once, under the marks, where no rank has a value or a call to show."""
 _NOT_OBSERVED = Style(color="#9a9a9a", bgcolor="#3a3a3a")
-_TEXT = itemgetter(0)
-"""A segment's text."""
 _GAP = 2
 """Columns between two columns of rows."""
 MAX_ROW_HEIGHT = 3
@@ -114,6 +111,16 @@ def _row_input(rank: RankView, name: str | None) -> tuple:
     # CPU's caches, cost more than encoding this frame's, just decoded, and comparing bytes
     values = _encode(buffer.values) if buffer.values is not None else None
     return rank.rank, rank.state, status, count, buffer.provenance, values, extremes
+
+
+def _shared_key(row_input: tuple) -> tuple | None:
+    """What a row draws after its label, from its :func:`_row_input`, as a dict key: ranks holding
+    equal data (size, provenance, values, extremes) draw the same cells; None for a row without
+    the buffer shown (it gives its own rank's call or status)."""
+    if len(row_input) < 7:
+        return None
+    _, _, _, count, provenance, values, extremes = row_input
+    return count, _encoded_runs(provenance) if provenance is not None else None, values, extremes
 
 
 _TITLE_PARTS = ("colour = whose data", "values or their range", "click or 0–9: a rank's detail")
@@ -181,20 +188,24 @@ def heatmap_cells(buffer: Buffer, width: int) -> Line:
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode_runs = msgspec.msgpack.Decoder(list[ProvenanceRun]).decode
-_last_encoded: tuple[list[ProvenanceRun] | None, bytes] = (None, b"")
-"""The provenance list encoded last, held (so its identity is not reused), and its encoding."""
+_ENCODED_KEPT = 256
+"""Provenance lists whose encodings are kept (by identity), four frames of 64 distinct ones."""
+_encoded: dict[int, tuple[list[ProvenanceRun], bytes]] = {}
+"""Each provenance list encoded lately, by its identity, held (so its identity is not reused), and its encoding."""
 
 
 def _encoded_runs(provenance: list[ProvenanceRun]) -> bytes:
-    """``provenance`` encoded (the memo key of its cells); the same list as the last call's is not
-    encoded again: a stored trace's Buffers share equal provenances (:mod:`~collviz.runtime.wire.stored`),
-    so a 64-rank frame's rows encode one list, not 64 (7 µs each)."""
-    global _last_encoded
-    held, encoded = _last_encoded
-    if held is not provenance:
-        encoded = _encode(provenance)
-        _last_encoded = (provenance, encoded)
-    return encoded
+    """``provenance`` encoded (the memo key of its cells, and what tells equal rows apart); a list
+    encoded lately is not encoded again: a stored trace's Buffers share equal provenances
+    (:mod:`~collviz.runtime.wire.stored`), so a 64-rank frame's rows encode one list, not 64 (7 µs
+    each), and a frame whose ranks hold 64 different ones encodes each once, for its row's key
+    and then its cells."""
+    found = _encoded.get(id(provenance))
+    if found is None:
+        if len(_encoded) >= _ENCODED_KEPT:
+            _encoded.clear()
+        found = _encoded[id(provenance)] = (provenance, _encode(provenance))
+    return found[1]
 
 
 @lru_cache(maxsize=4096)
@@ -221,6 +232,24 @@ def _provenance_cells(runs: bytes, count: int, cells: int, colours: tuple[str, .
     return tuple(line)
 
 
+_RowLine = tuple[Piece, ...]
+"""One line of a rank's row: its label (or a blank as wide) and its cells, or the whole line."""
+
+
+@lru_cache(maxsize=1024)
+def _label(number: int, state: str, label_width: int, colours: tuple[str, ...]) -> Piece:
+    """``r12 ●``: rank ``number``'s label and its ``state``'s mark, ``label_width`` + 2 columns
+    wide; one object per rank, state and palette (``colours``: the label's style follows it)."""
+    mark, style = _STATE_MARKS[state]
+    return piece([Segment(f"r{number}".ljust(label_width), rank_label_style(number)), Segment(mark + " ", style)])
+
+
+@lru_cache(maxsize=256)
+def _blank(width: int) -> Piece:
+    """``width`` blank columns (none where ``width`` is not positive), one object per width."""
+    return piece([Segment(" " * width)])
+
+
 class RankHeatmap(LineWidget):
     """Every rank on one row; clicking a row asks for that rank's detail."""
 
@@ -239,6 +268,7 @@ class RankHeatmap(LineWidget):
         self.mask_volatile = mask_volatile
         self._ranks: tuple[RankView, ...] = ()
         self._layout: tuple[int, int, int] = (1, 1, 1)  # (ranks per column, column width, lines per rank)
+        self._inputs: tuple[tuple, ...] = ()  # the ranks' :func:`_row_input`
         self._drawn: tuple | None = None
 
     def show(self, ranks: tuple[RankView, ...]) -> None:
@@ -248,7 +278,8 @@ class RankHeatmap(LineWidget):
         self._ranks = ranks
         name = shown_buffer(ranks)
         self._retitle(name)
-        drawn = (content_size(self), palette(), name, tuple(map(_row_input, ranks, repeat(name))))
+        self._inputs = tuple(map(_row_input, ranks, repeat(name)))
+        drawn = (content_size(self), palette(), name, self._inputs)
         if drawn != self._drawn:
             self._drawn = drawn
             self.lines_changed()
@@ -264,85 +295,111 @@ class RankHeatmap(LineWidget):
         self._retitle()
 
     def build_lines(self, width: int, height: int) -> list[Line]:
-        """Rows of ranks, in as many columns as needed to fit ``height``."""
+        """Rows of ranks, in as many columns as needed to fit ``height`` (:meth:`build_pieces` joined)."""
+        return list(map(joined, self.build_pieces(width, height)))
+
+    def build_pieces(self, width: int, height: int) -> list[list[Piece]]:
+        """Rows of ranks, in as many columns as needed to fit ``height``: each rank's label, then
+        the cells of its buffer, built once for all the ranks holding equal data (an all-gather's
+        64 outputs are one row of cells drawn after 64 labels)."""
         ranks = self._ranks
         if not ranks:
-            return [[Segment("waiting for the workers…", DIM)]]
+            return [[piece([Segment("waiting for the workers…", DIM)])]]
         name = shown_buffer(ranks)
         label_width = len(f"r{len(ranks) - 1}") + 1
+        colours = palette()
         shown = [_named(rank, name) for rank in ranks]
         if _valueless(ranks, shown):  # every row would say "—": marks alone, and why once
             per_column, column_width, _ = _grid(len(ranks), width, max(1, height - 1))
             self._layout = (per_column, column_width + _GAP, 1)
-            rows = [[self._label(rank, label_width)] for rank in ranks]
-            return [*self._columns(rows, per_column, 1, label_width, column_width), [Segment(NO_VALUES, DIM)]]
+            marks: list[list[_RowLine]] = [[(_label(rank.rank, rank.state, label_width, colours),)] for rank in ranks]
+            return [*self._columns(marks, per_column, 1, label_width, column_width), [piece([Segment(NO_VALUES, DIM)])]]
+        keys = list(map(_shared_key, self._inputs))
+        held = {key: buffer for key, buffer in zip(keys, shown) if key is not None}  # a buffer per distinct key
+        buffers = [*held.values(), *([None] if None in keys else [])]  # what :func:`_cells` tells apart
         per_column, column_width, tall = _grid(len(ranks), width, height)
-        cells = _cells(shown, column_width - label_width - 2, tall)
+        cells = _cells(buffers, column_width - label_width - 2, tall)
         if cells.unsaid and per_column * tall >= height > 1:  # the ranges' line takes the last line
             per_column, column_width, tall = _grid(len(ranks), width, height - 1)
-            cells = _cells(shown, column_width - label_width - 2, tall)
+            cells = _cells(buffers, column_width - label_width - 2, tall)
         self._layout = (per_column, column_width + _GAP, tall)
-        rows = [self._row(rank, buffer, label_width, column_width, tall, cells.cell, self.mask_volatile)
-                for rank, buffer in zip(ranks, shown)]
+        blank = _blank(label_width + 2)
+        bodies: dict[tuple, list[Piece]] = {}
+        rows: list[list[_RowLine]] = []
+        for rank, buffer, key in zip(ranks, shown, keys):
+            if key is None:  # drawn from the rank itself: its call or status
+                rows.append([(piece(line),) for line in self._row(rank, buffer, label_width, column_width, tall, cells.cell,
+                                                                   self.mask_volatile)])
+                continue
+            body = bodies.get(key)
+            if body is None:
+                body = bodies[key] = list(map(piece, self._body(rank, buffer, label_width, column_width, tall, cells.cell)))
+            label = _label(rank.rank, rank.state, label_width, colours)
+            rows.append([(label if line == 0 else blank, part) for line, part in enumerate(body)])
         lines = self._columns(rows, per_column, tall, label_width, column_width)
         return self._with_ranges_line(lines, cells.unsaid) if cells.unsaid else lines
 
     @staticmethod
-    def _columns(rows: list[list[Line]], per_column: int, tall: int, label_width: int, column_width: int) -> list[Line]:
-        """``rows`` (one per rank, each at most ``tall`` lines) laid out ``per_column`` to a column."""
-        lines: list[Line] = [[] for _ in range(per_column * tall)]
+    def _columns(rows: list[list[_RowLine]], per_column: int, tall: int, label_width: int,
+                 column_width: int) -> list[list[Piece]]:
+        """``rows`` (one per rank, each at most ``tall`` lines of pieces) laid out ``per_column``
+        to a column, each padded to ``column_width``."""
+        lines: list[list[Piece]] = [[] for _ in range(per_column * tall)]
+        blank, gap = (_blank(label_width + 2),), _blank(_GAP)
         for index, row in enumerate(rows):
             for line in range(tall):
                 target = lines[(index % per_column) * tall + line]
                 if index >= per_column:
-                    target.append(Segment(" " * _GAP))
-                drawn = row[line] if line < len(row) else [Segment(" " * (label_width + 2))]
+                    target.append(gap)
+                drawn = row[line] if line < len(row) else blank
                 target.extend(drawn)
-                target.append(Segment(" " * (column_width - sum(map(cell_len, map(_TEXT, drawn))))))
+                target.append(_blank(column_width - sum(part.cells for part in drawn)))
         return lines
 
     @staticmethod
-    def _with_ranges_line(lines: list[Line], unsaid: list[tuple[float, float]]) -> list[Line]:
+    def _with_ranges_line(lines: list[list[Piece]], unsaid: list[tuple[float, float]]) -> list[list[Piece]]:
         """``lines`` and under them the values' range of the rows too narrow to end with their own
         (``values 4033–4160 on every rank``, or across the ranks where they differ)."""
         lows, highs = zip(*unsaid)
         whole = value_range((min(lows), max(highs)))
         said = f"values {whole} on every rank" if len(set(unsaid)) == 1 else f"values {whole} across the ranks"
-        return [*lines, [Segment(said, DIM)]]
-
-    @staticmethod
-    def _label(rank: RankView, label_width: int) -> Line:
-        """``r12 ●``: the rank's number and its state's mark."""
-        mark, style = _STATE_MARKS[rank.state]
-        return [Segment(f"r{rank.rank}".ljust(label_width), rank_label_style(rank.rank)), Segment(mark + " ", style)]
+        return [*lines, [piece([Segment(said, DIM)])]]
 
     @staticmethod
     def _row(rank: RankView, buffer: Buffer | None, label_width: int, width: int, tall: int = 1, cell: int = 0,
              mask_volatile: bool = False) -> list[Line]:
-        """``r12 ●`` then ``buffer`` (the rank's of the buffer shown), within ``width`` columns,
-        on at most ``tall`` lines: its values in cells ``cell`` columns wide where ``cell`` is
-        given, else its colours on every line with its values' range at the first line's end
-        where that fits; a rank without the buffer shown gives its call in this step instead (a
-        script's run, an imported artifact), its time masked with ``mask_volatile``."""
-        style = _STATE_MARKS[rank.state][1]
-        row = RankHeatmap._label(rank, label_width)
-        blank = Segment(" " * (label_width + 2))
+        """``r12 ●`` then ``buffer`` (the rank's of the buffer shown) as :meth:`_body` draws it,
+        within ``width`` columns, on at most ``tall`` lines (the next lines start blank)."""
+        label = _label(rank.rank, rank.state, label_width, palette()).segments
+        blank = _blank(label_width + 2).segments
+        body = RankHeatmap._body(rank, buffer, label_width, width, tall, cell, mask_volatile)
+        return [[*(label if line == 0 else blank), *cells] for line, cells in enumerate(body)]
+
+    @staticmethod
+    def _body(rank: RankView, buffer: Buffer | None, label_width: int, width: int, tall: int = 1, cell: int = 0,
+              mask_volatile: bool = False) -> list[Line]:
+        """What a row draws after its label ``label_width`` + 2 columns wide, within ``width``
+        columns, on at most ``tall`` lines: ``buffer``'s values in cells ``cell`` columns wide
+        where ``cell`` is given, else its colours on every line with its values' range at the first
+        line's end where that fits (the same for every rank holding equal data); a rank without
+        the buffer shown gives its call in this step instead (a script's run, an imported
+        artifact), its time masked with ``mask_volatile``, or its status."""
         room = width - label_width - 2
         if buffer is None and rank.state not in _SAID and rank.collective is not None:  # a run without values
             call = collective_line(rank, mask_volatile, room)
-            if sum(map(cell_len, map(_TEXT, call))) > room:  # even the op is too long: cut, marked
+            if sum(cell_len(segment.text) for segment in call) > room:  # even the op is too long: cut, marked
                 call = [Segment(fit_cells(call[0].text, room), call[0].style)]
-            return [[*row, *call]]
+            return [call]
         if buffer is None:
             text = rank.status if rank.state in _SAID else "—"
-            return [[*row, Segment(fit_cells(text, room), style if rank.state == "error" else DIM)]]
+            return [[Segment(fit_cells(text, room), _STATE_MARKS[rank.state][1] if rank.state == "error" else DIM)]]
         values = value_cell_lines(buffer, room, tall, cell) if cell else None
         if values is not None:
-            return [[*(row if line == 0 else [blank]), *cells] for line, cells in enumerate(values)]
+            return values
         extremes = value_range(value_extremes(buffer))
         said = f" {extremes}" if extremes and room - len(extremes) - 1 >= LEAST_CELLS else ""
         cells = heatmap_cells(buffer, room - len(said))
-        return [[*row, *cells, Segment(said, DIM)], *([blank, *cells] for _ in range(tall - 1))]
+        return [[*cells, Segment(said, DIM)], *([*cells] for _ in range(tall - 1))]
 
     def on_click(self, event: events.Click) -> None:
         """Ask the screen for the detail of the rank on the clicked row."""

@@ -65,6 +65,8 @@ __all__ = [
     "provenance_lines",
     "lines_to_text",
     "line_to_strip",
+    "styled_segments",
+    "padded_strip",
     "content_size",
 ]
 
@@ -120,18 +122,19 @@ def _means(style: Style, meaning: DrawnColours) -> Style:
 _means(PLACEHOLDER_STYLE, DrawnColours(placeholder=True))
 
 
-def colours_drawn(lines: Iterable[Line]) -> DrawnColours:
+def colours_drawn(lines: Iterable[Sequence[Segment]]) -> DrawnColours:
     """The provenance colours ``lines`` draw: cells and sparkline columns in a rank's colour or a
     Σ shade, and placeholders (read from their segments' styles, one set lookup per distinct style)."""
     styles: set[int] = set()
     for line in lines:
         styles.update(map(id, map(_STYLE, line)))
-    drawn = DrawnColours()
-    for style in styles:
-        found = _MEANINGS.get(style)
-        if found is not None:
-            drawn |= found[1]
-    return drawn
+    meanings = [found[1] for found in map(_MEANINGS.get, styles) if found is not None]
+    if not meanings:
+        return DrawnColours()
+    # one DrawnColours for all (a 64-rank row draws 64 colours: joining them two by two made 64)
+    return DrawnColours(frozenset().union(*(meaning.ranks for meaning in meanings)),
+                        frozenset().union(*(meaning.sums for meaning in meanings)),
+                        any(meaning.placeholder for meaning in meanings))
 
 _BARS = " ▁▂▃▄▅▆▇█"
 _STYLE = itemgetter(1)
@@ -539,9 +542,15 @@ def line_to_strip(line: Line, width: int, base: Style) -> Strip:
     length = sum(map(cell_len, map(_TEXT, line)))
     if length > width or not base:
         return Strip(line).crop(0, width).adjust_cell_length(width).apply_style(base)
+    return padded_strip(styled_segments(line, base), length, width, base)
+
+
+def styled_segments(segments: Iterable[Segment], base: Style) -> list[Segment]:
+    """``segments`` over the ``base`` style, as :func:`line_to_strip` puts them in a strip (control
+    segments unstyled): a line's pieces styled once each make its strip's segments by concatenation."""
     find, base_id = _OVER.get, id(base)
     styled = []
-    for text, style, control in line:
+    for text, style, control in segments:
         if control:
             styled.append(_segment((text, None, control)))
             continue
@@ -549,6 +558,12 @@ def line_to_strip(line: Line, width: int, base: Style) -> Strip:
         if found is None or found[0] is not base or found[1] is not style:
             found = _over(base, style)
         styled.append(_segment((text, found[2], control)))
+    return styled
+
+
+def padded_strip(styled: list[Segment], length: int, width: int, base: Style) -> Strip:
+    """A strip of ``styled`` segments (:func:`styled_segments`, ``length`` cells, at most ``width``)
+    padded with ``base`` to ``width`` cells; ``styled`` becomes the strip's own list."""
     if length < width:
         styled.append(_segment((" " * (width - length), base, None)))
     return Strip(styled, width)

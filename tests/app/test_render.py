@@ -350,3 +350,19 @@ def test_a_line_becomes_the_strip_textuals_own_chain_makes():
                 made = line_to_strip(line, width, base)
                 assert list(made) == list(chained), (line, width, base)
                 assert made.cell_length == chained.cell_length == width
+
+
+def test_the_colours_drawn_are_read_from_the_segments_styles():
+    """Rank colours, Σ shades and the placeholder each count once however many segments draw them;
+    a label in a rank's colour and an unstyled segment draw no provenance colour."""
+    from rich.segment import Segment
+
+    from collviz.app.widgets.render import (PLACEHOLDER_STYLE, DrawnColours, colours_drawn, rank_label_style,
+                                            rank_style, reduced_style)
+
+    lines = [[Segment("r3 ", rank_label_style(3)), Segment("  ", rank_style(3)), Segment("  ", rank_style(12))],
+             (Segment("  ", reduced_style(3)), Segment("  ", rank_style(3)), Segment(" ")),
+             [Segment("  ", PLACEHOLDER_STYLE), Segment("  ", reduced_style(9))]]
+    assert colours_drawn(lines) == DrawnColours(ranks=frozenset({3, 12}), sums=frozenset({3, 9}), placeholder=True)
+    assert colours_drawn(lines[:1]) == DrawnColours(ranks=frozenset({3, 12}))
+    assert colours_drawn([[Segment("r3 ", rank_label_style(3))], []]) == DrawnColours()
