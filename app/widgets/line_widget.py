@@ -6,7 +6,6 @@ from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from typing import ClassVar, NamedTuple
 
-from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual.content import Content
@@ -15,7 +14,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from .render import DrawnColours, Line, colours_drawn, content_size, line_to_strip, padded_strip, styled_segments
+from .render import DrawnColours, Line, cells_of, colours_drawn, content_size, line_to_strip, padded_strip, styled_segments
 
 __all__ = ["LineWidget", "STRIPS_KEPT", "Piece", "piece", "joined"]
 
@@ -31,13 +30,13 @@ class Piece(NamedTuple):
 
     segments: tuple[Segment, ...]
     cells: int
-    """The cells the segments take (their texts' :func:`~rich.cells.cell_len`)."""
+    """The cells the segments take (:func:`~.render.cells_of` their texts)."""
 
 
 def piece(segments: Iterable[Segment]) -> Piece:
     """A :class:`Piece` of ``segments``, its width measured."""
     held = tuple(segments)
-    return Piece(held, sum(map(cell_len, map(_TEXT, held))))
+    return Piece(held, cells_of(list(map(_TEXT, held))))
 
 
 def joined(pieces: Sequence[Piece]) -> Line:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from textual.widget import Widget
 
 __all__ = [
+    "cells_of",
     "RANK_COLOURS",
     "HIGH_CONTRAST_COLOURS",
     "use_palette",
@@ -532,6 +533,16 @@ def lines_to_text(lines: list[Line]) -> Text:
     return text
 
 
+def cells_of(texts: Sequence[str]) -> int:
+    """The cells ``texts`` take together: Rich's :func:`~rich.cells.cell_len` of each, summed; one
+    cell a character, counted in C, where all are printable ASCII (most lines are: measuring a
+    64-rank heatmap's lines segment by segment cost a Python call each)."""
+    together = "".join(texts)
+    if together.isascii() and together.isprintable():
+        return len(together)
+    return sum(map(cell_len, texts))
+
+
 def line_to_strip(line: Line, width: int, base: Style) -> Strip:
     """One line of segments as a strip exactly ``width`` cells wide, over the ``base`` style.
 
@@ -539,7 +550,7 @@ def line_to_strip(line: Line, width: int, base: Style) -> Strip:
     .adjust_cell_length(width).apply_style(base)`` would make it (each step there builds a Strip
     and its seven caches, and styles every segment through a generator); a line too long is cut
     by that chain."""
-    length = sum(map(cell_len, map(_TEXT, line)))
+    length = cells_of(list(map(_TEXT, line)))
     if length > width or not base:
         return Strip(line).crop(0, width).adjust_cell_length(width).apply_style(base)
     return padded_strip(styled_segments(line, base), length, width, base)

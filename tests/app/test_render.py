@@ -366,3 +366,18 @@ def test_the_colours_drawn_are_read_from_the_segments_styles():
     assert colours_drawn(lines) == DrawnColours(ranks=frozenset({3, 12}), sums=frozenset({3, 9}), placeholder=True)
     assert colours_drawn(lines[:1]) == DrawnColours(ranks=frozenset({3, 12}))
     assert colours_drawn([[Segment("r3 ", rank_label_style(3))], []]) == DrawnColours()
+
+
+def test_the_cells_of_texts_are_rich_s_cell_lengths_summed():
+    """``cells_of`` counts a character a cell only where every text is printable ASCII; anything
+    else (wide, combining, control, an emoji, the pause glyph) as Rich's ``cell_len`` does. The
+    expected widths are by hand: a CJK character takes two cells, a combining mark and a control
+    code none."""
+    from rich.cells import cell_len
+
+    from collviz.app.widgets.render import cells_of
+
+    cases = {("r12 ", "● ", "30.5"): 10, ("", ""): 0, ("abc", " ~"): 5, ("世界",): 4, ("e\u0301",): 1,
+             ("a", "\x1b"): 1, ("tab\t",): 3, ("⏸ paused",): 8, ("é", "x"): 2}
+    for texts, cells in cases.items():
+        assert cells_of(list(texts)) == cells == sum(map(cell_len, texts)), texts
