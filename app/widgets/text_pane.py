@@ -11,6 +11,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from .render import fit_words
+from .text_content import TextToContent
 
 __all__ = ["TextPane", "PaneRows", "LINE_COUNTS_KEPT", "BORDER_TITLE_MARGIN"]
 
@@ -64,6 +65,7 @@ class TextPane(Static):
         self._title: str | None = None
         self._fitted: str | None = None
         self._line_counts: dict[tuple[str, int, object, object, object, int | None], int] = {}
+        self._to_content = TextToContent()
 
     def set_title(self, title: str) -> None:
         """Set the border title, unless it already is ``title`` (setting it repaints the pane);
@@ -91,7 +93,7 @@ class TextPane(Static):
         if text == self._shown and headline == self._headline and quiet == self._quiet:
             return
         self._shown, self._headline, self._quiet = text, headline, quiet
-        self.update(text, layout=False)
+        self.update(self._to_content.content(text, self.app.console, self.app.ansi_theme), layout=False)
         if self.FIXED_ROWS:
             return
         self.hint_overflow()
