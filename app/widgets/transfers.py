@@ -86,17 +86,22 @@ def _listing(transfers: tuple[Transfer, ...], call: Collective | None, count: in
     # a millisecond a 64-line listing on a first visit)
     at = len(labels) + len(into)
     pieces, spans = [labels, into], [Span(0, len(labels), "italic"), Span(len(labels), at, "italic")]
+    sizes: dict[int, str] = {}  # a step's transfers move a few sizes, each written once
     for transfer, source in zip(transfers, sources):
         # the bytes first: a line too long for the pane wraps after them, never between a number and its unit
-        size, sender, receiver = f"{format_bytes(transfer.bytes)} ", f"r{transfer.src}", f"r{transfer.dst}"
+        size = sizes.get(transfer.bytes)
+        if size is None:
+            size = sizes[transfer.bytes] = f"{format_bytes(transfer.bytes)} "
+        src, dst = transfer.src, transfer.dst
+        sender, receiver = f"r{src}", f"r{dst}"
         sent = f"[{source[0]}:{source[1]}]" if source is not None else ""
         hop = f" hop {transfer.hop}" if transfer.hop else ""
         name = "" if shared is not None else f" {transfer.buffer}"
         line = f"{size}{sender}{sent}→{receiver}{name}[{transfer.start}:{transfer.start + transfer.length}]{hop}\n"
         start = at + len(size)
-        spans.append(Span(start, start + len(sender), rank_style(transfer.src)))
+        spans.append(Span(start, start + len(sender), rank_style(src)))
         start += len(sender) + len(sent) + 1
-        spans.append(Span(start, start + len(receiver), rank_style(transfer.dst)))
+        spans.append(Span(start, start + len(receiver), rank_style(dst)))
         pieces.append(line)
         at += len(line)
     listed = min(MAX_LINES, len(transfers))
