@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.content import Content
 from textual.message import Message
@@ -133,13 +134,18 @@ class TextPane(Static):
     def _wrapped_height(self, text: Text, width: int) -> int:
         """``len(text.wrap(console, width))``, each line wrapped once and remembered: Rich wraps a
         text line by line, a pane's text changes a line or two from one frame to the next, and
-        wrapping all of it after every frame cost a millisecond (the transfers pane's 66 lines)."""
+        wrapping all of it after every frame cost a millisecond (the transfers pane's 66 lines).
+        A line without tabs that fits the width is one row, unwrapped (a new step's transfers
+        are 64 new lines, most of them short)."""
         counts = self._line_counts
         if len(counts) > LINE_COUNTS_KEPT:
             counts.clear()
         how = (text.justify, text.overflow, text.no_wrap, text.tab_size)
         total = 0
         for line in text.plain.split("\n"):
+            if len(line) <= width and "\t" not in line and cell_len(line) <= width:
+                total += 1
+                continue
             key = (line, width, *how)
             found = counts.get(key)
             if found is None:
