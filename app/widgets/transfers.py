@@ -152,8 +152,8 @@ class TransfersPane(PaneFrame, ScrollView, can_focus=False):
         return self._lay_out(width)[-1]
 
     def on_resize(self) -> None:
-        """Lay the listing out at the new width."""
-        super().on_resize()
+        """Lay the listing out at the new width (Textual calls :class:`PaneFrame`'s handler too:
+        the hint, the title)."""
         width = self.size.width
         if width:
             self.virtual_size = Size(width, self.text_rows(width))
