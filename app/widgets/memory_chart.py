@@ -114,9 +114,12 @@ class SeriesDigests:
 def group_ranks(tracks: Sequence[MemoryTrack], digests: SeriesDigests) -> list[RankGroup]:
     """Ranks with identical samples (bytes, categories, peaks, cursor, device figures) grouped,
     in rank order."""
+    digest = digests.digest
     groups: dict[tuple, list[int]] = {}
     for rank, track in enumerate(tracks):
-        signature = (track.length, track.upto, digests.digest(track)[0], repr(track.cuda), repr(track.nvml))
+        cuda, nvml = track.cuda, track.nvml  # None on CPU: no repr to make
+        signature = (track.length, track.upto, digest(track)[0],
+                     None if cuda is None else repr(cuda), None if nvml is None else repr(nvml))
         groups.setdefault(signature, []).append(rank)
     return [RankGroup(tuple(ranks), tracks[ranks[0]]) for ranks in groups.values()]
 

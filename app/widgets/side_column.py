@@ -23,7 +23,7 @@ from textual.geometry import Size
 from .cost import CostPane
 from .legend import Legend
 from .narration import NarrationPane
-from .text_pane import PaneRows, TextPane
+from .text_pane import PaneFrame, PaneRows
 from .transfers import TransfersPane
 
 __all__ = ["SideColumn", "SideShares", "side_shares"]
@@ -77,7 +77,7 @@ class SideColumn(Vertical):
         """Share the new height."""
         self.share()
 
-    def on_text_pane_rows_changed(self, message: TextPane.RowsChanged) -> None:
+    def on_pane_frame_rows_changed(self, message: PaneFrame.RowsChanged) -> None:
         """A pane's text changed shape: share the height again."""
         message.stop()
         self.share()
@@ -98,7 +98,7 @@ class SideColumn(Vertical):
         legend.display = shares.legend > 0
 
 
-def _text_width(pane: TextPane, width: int) -> int:
+def _text_width(pane: PaneFrame, width: int) -> int:
     """The columns ``pane``'s text wraps at in a column ``width`` wide (a text pane scrolls
     without drawing a scroll bar)."""
     return width - pane.styles.gutter.width

@@ -1,18 +1,23 @@
-"""A ``Static`` that repaints only when what it shows changed."""
+"""The side panes' frame (a title fitted to whole words, a hint where the text runs past the
+bottom, the rows wanted said to whoever shares the height), and a ``Static`` in it that repaints
+only when what it shows changed."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.content import Content
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Static
 
 from .render import fit_words
+from .text_content import TextToContent
 
-__all__ = ["TextPane", "PaneRows", "LINE_COUNTS_KEPT", "BORDER_TITLE_MARGIN"]
+__all__ = ["PaneFrame", "TextPane", "PaneRows", "LINE_COUNTS_KEPT", "BORDER_TITLE_MARGIN"]
 
 BORDER_TITLE_MARGIN = 6
 """Columns of a bordered pane's top line that are not its title's: the corners, the rules beside
@@ -31,25 +36,23 @@ class PaneRows:
     full: int
 
 
-class TextPane(Static):
-    """Base of the text panes: :meth:`show_text` skips the repaint when the text is unchanged.
-
-    The app renders up to 40 frames per second while events flood in; most panes show the same
-    text from one frame to the next, and an unneeded repaint costs as much as a needed one.
-    A pane posts :class:`RowsChanged` when the lengths of its text's lines change, so whatever
-    shares out its height can ask :meth:`rows_wanted` again.
-    """
+class PaneFrame(Widget):
+    """What the side panes share around their text: the border's title, set as the whole words of
+    it that fit; the border's subtitle saying when the text runs past the pane's bottom; and
+    :class:`RowsChanged`, posted by a pane whose text changed shape, so whatever shares out its
+    height can ask :meth:`rows_wanted` again. A pane says how many rows its text takes
+    (:meth:`text_rows`) and how it scrolls (``scroll_y``)."""
 
     class RowsChanged(Message):
         """The lines of ``pane``'s text changed in number or length: the rows it wants may have."""
 
-        def __init__(self, pane: TextPane) -> None:
+        def __init__(self, pane: PaneFrame) -> None:
             super().__init__()
             self.pane = pane
 
         def can_replace(self, message: Message) -> bool:
             """A newer change of the same pane stands for this one."""
-            return isinstance(message, TextPane.RowsChanged) and message.pane is self.pane
+            return isinstance(message, PaneFrame.RowsChanged) and message.pane is self.pane
 
     FIXED_ROWS: ClassVar[bool] = False
     """Whether the pane keeps the rows its style gives it, without a border (the header): no rows
@@ -57,13 +60,8 @@ class TextPane(Static):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._shown: Text | None = None
-        self._headline: Text | None = None
-        self._quiet = False
-        self._shape: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
         self._title: str | None = None
         self._fitted: str | None = None
-        self._line_counts: dict[tuple[str, int, object, object, object, int | None], int] = {}
 
     def set_title(self, title: str) -> None:
         """Set the border title, unless it already is ``title`` (setting it repaints the pane);
@@ -82,6 +80,50 @@ class TextPane(Static):
             self._fitted = fitted
             self.border_title = Content(fitted)
 
+    def rows_wanted(self, width: int) -> PaneRows:
+        """The rows the text shown takes at ``width`` columns, and its headline's."""
+        raise NotImplementedError
+
+    def text_rows(self, width: int) -> int:
+        """The rows the text shown takes at ``width`` columns (0: none shown)."""
+        raise NotImplementedError
+
+    def hint_overflow(self) -> None:
+        """After the next refresh, say in the border's subtitle whether the text runs past the
+        pane's bottom (the pane scrolls)."""
+        self.call_after_refresh(self._hint_overflow)
+
+    def on_resize(self) -> None:
+        """The pane's size changed: whether its text overflows may have too, and how much of its
+        title fits."""
+        if not self.FIXED_ROWS:
+            self.hint_overflow()
+        self._fit_title()
+
+    def _hint_overflow(self) -> None:
+        width, height = self.content_size
+        lines = self.text_rows(width) if width else 0
+        hint = "↓ more: scroll" if lines > height + self.scroll_y else ""
+        if hint != self.border_subtitle:
+            self.border_subtitle = hint
+
+
+class TextPane(PaneFrame, Static):
+    """Base of the text panes: :meth:`show_text` skips the repaint when the text is unchanged.
+
+    The app renders up to 40 frames per second while events flood in; most panes show the same
+    text from one frame to the next, and an unneeded repaint costs as much as a needed one.
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self._shown: Text | None = None
+        self._headline: Text | None = None
+        self._quiet = False
+        self._shape: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+        self._line_counts: dict[tuple[str, int, object, object, object, int | None], int] = {}
+        self._to_content = TextToContent()
+
     def show_text(self, text: Text, headline: Text | None = None, *, quiet: bool = False) -> None:
         """Display ``text`` unless it is what the pane already shows (same size: no re-layout),
         and say whether it runs past the pane's bottom (a short text clears a longer one's hint);
@@ -91,7 +133,7 @@ class TextPane(Static):
         if text == self._shown and headline == self._headline and quiet == self._quiet:
             return
         self._shown, self._headline, self._quiet = text, headline, quiet
-        self.update(text, layout=False)
+        self.update(self._to_content.content(text, self.app.console, self.app.ansi_theme), layout=False)
         if self.FIXED_ROWS:
             return
         self.hint_overflow()
@@ -109,35 +151,25 @@ class TextPane(Static):
         least = self._wrapped_height(self._headline, width) if self._headline is not None else full
         return PaneRows(min(least, full), full)
 
-    def hint_overflow(self) -> None:
-        """After the next refresh, say in the border's subtitle whether the text runs past the
-        pane's bottom (the pane scrolls)."""
-        self.call_after_refresh(self._hint_overflow)
-
-    def on_resize(self) -> None:
-        """The pane's size changed: whether its text overflows may have too, and how much of its
-        title fits."""
-        if not self.FIXED_ROWS:
-            self.hint_overflow()
-        self._fit_title()
-
-    def _hint_overflow(self) -> None:
-        width, height = self.content_size
-        lines = self._wrapped_height(self._shown, width) if self._shown is not None and width else 0
-        hint = "↓ more: scroll" if lines > height + self.scroll_y else ""
-        if hint != self.border_subtitle:
-            self.border_subtitle = hint
+    def text_rows(self, width: int) -> int:
+        """The rows the shown text takes at ``width`` columns (0: none shown)."""
+        return self._wrapped_height(self._shown, width) if self._shown is not None else 0
 
     def _wrapped_height(self, text: Text, width: int) -> int:
         """``len(text.wrap(console, width))``, each line wrapped once and remembered: Rich wraps a
         text line by line, a pane's text changes a line or two from one frame to the next, and
-        wrapping all of it after every frame cost a millisecond (the transfers pane's 66 lines)."""
+        wrapping all of it after every frame cost a millisecond (a 66-line text).
+        A line without tabs that fits the width is one row, unwrapped (a new step's transfers
+        are 64 new lines, most of them short)."""
         counts = self._line_counts
         if len(counts) > LINE_COUNTS_KEPT:
             counts.clear()
         how = (text.justify, text.overflow, text.no_wrap, text.tab_size)
         total = 0
         for line in text.plain.split("\n"):
+            if len(line) <= width and "\t" not in line and cell_len(line) <= width:
+                total += 1
+                continue
             key = (line, width, *how)
             found = counts.get(key)
             if found is None:

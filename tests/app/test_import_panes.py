@@ -14,6 +14,7 @@ from collviz.runtime.sources import open_artifacts
 
 from support import artifact_jobs as jobs
 from support.app import until
+from support.pane_rows import pane_rows
 from support.artifact_imports import FLOAT32
 
 
@@ -43,7 +44,8 @@ async def _last_step_panes(events, back: int = 0) -> dict[str, str]:
         await pilot.press("end", *["left"] * back)
         await pilot.pause()
         await pilot.pause()
-        panes = {name: " ".join(app.screen.query_one(f"#{name}").render().plain.split()) for name in ("transfers", "cost")}
+        panes = {"transfers": " ".join(" ".join(pane_rows(app.screen.query_one("#transfers"))).split()),
+                 "cost": " ".join(app.screen.query_one("#cost").render().plain.split())}
         panes["memory"] = "".join(segment.text for segment in app.screen.query_one("#memory").build_lines(150, 8)[0])
         panes["transfers title"] = str(app.screen.query_one("#transfers").border_title)
         return panes

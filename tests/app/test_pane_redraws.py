@@ -18,6 +18,7 @@ from collviz.app.widgets.line_widget import _spans_of
 from collviz.app.widgets.render import HIGH_CONTRAST_COLOURS, RANK_COLOURS, use_palette
 from collviz.runtime.wire.protocol import Buffer, Check, Collective, Span, Transfer
 
+from support.pane_rows import pane_rows, pane_strips
 from support.synthetic import all_gather_events
 
 GROUP = [1, 3, 5, 7]
@@ -51,32 +52,38 @@ _LINES = [f"8 B r{src}[0:2]→r{dst}[{2 * i}:{2 * i + 2}]" for dst in GROUP for 
 
 async def test_the_transfers_listing_is_kept_for_a_step_alike_and_rebuilt_where_it_differs():
     app = _Panes()
-    async with app.run_test(size=(80, 40)):
+    async with app.run_test(size=(80, 40)) as pilot:
         pane = app.query_one(TransfersPane)
+
+        async def shown() -> str:
+            """The pane's rows as its user scrolls through them, one a line."""
+            await pilot.pause()
+            return "\n".join(pane_rows(pane))
+
         call, transfers = _all_gather(1)
         pane.show(TransferFields(transfers, 12, 0, call, ""))
-        shown = pane._shown
-        assert shown.plain == "logical data movement: input → output\n" + "".join(f"{line}\n" for line in _LINES)
+        listing = pane._listing
+        assert await shown() == "logical data movement: input → output\n" + "".join(f"{line}\n" for line in _LINES)
         again, later = _all_gather(2)  # the next step: the same moves, other numbers and times
         pane.show(TransferFields(later, 12, 0, again, ""))
-        assert pane._shown is shown
+        assert pane._listing is listing
         pane.show(TransferFields(later, 12, 0, None, ""))  # the step's call unknown: no sender's range
-        assert pane._shown.plain == "logical data movement into output\n" + "".join(
+        assert await shown() == "logical data movement into output\n" + "".join(
             f"8 B r{src}→r{dst}[{2 * i}:{2 * i + 2}]\n" for dst in GROUP for i, src in enumerate(GROUP) if src != dst)
         pane.show(TransferFields(later, 100, 0, again, ""))  # 88 more than the 12 listed
-        assert pane._shown.plain.endswith(f"{_LINES[-1]}\n… 88 more\n")
+        assert (await shown()).endswith(f"{_LINES[-1]}\n… 88 more\n")
         moved = (msgspec.structs.replace(later[0], start=4), *later[1:])  # one range differs: past r3's input
         pane.show(TransferFields(moved, 12, 0, again, ""))
-        assert pane._shown.plain.splitlines()[1] == "8 B r3→r1[4:6]"
+        assert (await shown()).splitlines()[1] == "8 B r3→r1[4:6]"
         try:
             pane.show(TransferFields(transfers, 12, 0, call, ""))
-            kept = pane._shown
+            kept, listing = await shown(), pane._listing
             use_palette(HIGH_CONTRAST_COLOURS)
             pane.show(TransferFields(transfers, 12, 0, call, ""))  # the same step in the projector's colours
-            assert pane._shown is not kept and pane._shown.plain == kept.plain
-            first = len("logical data movement: input → output\n8 B ")
-            sender = next(span for span in pane._shown.spans if span.start == first)
-            assert sender.end == first + len("r3") and sender.style.bgcolor == Color.parse(HIGH_CONTRAST_COLOURS[3])
+            assert pane._listing is not listing and await shown() == kept
+            first = pane_strips(pane)[1]  # 8 B r3[0:2]→r1[0:2]
+            sender = [segment for segment in first if segment.text == "r3"]
+            assert len(sender) == 1 and sender[0].style.bgcolor.triplet == Color.parse(HIGH_CONTRAST_COLOURS[3]).triplet
         finally:
             use_palette(RANK_COLOURS)
 
