@@ -16,6 +16,7 @@ from .mixin_base import AppMixin
 from .screens import ViewerScreen
 from .theme import PROJECTOR_THEME, palette_for
 from .viewer_options import ViewerOptions
+from .widgets.narration import NarrationPane
 
 __all__ = ["ClassroomActions"]
 
@@ -69,5 +70,4 @@ class ClassroomActions(AppMixin):
 
     def action_scroll_narration(self, lines: int) -> None:
         """Scroll the narration pane by ``lines`` (down when positive)."""
-        pane = self.viewer.query_one("#narration")
-        pane.scroll_relative(y=lines, animate=False)
+        self.viewer.query_one(NarrationPane).scroll_rows(lines)

@@ -9,6 +9,7 @@ from typing import ClassVar
 
 from rich.cells import cell_len
 from rich.text import Text
+from textual import events
 from textual.content import Content
 from textual.message import Message
 from textual.widget import Widget
@@ -41,7 +42,7 @@ class PaneFrame(Widget):
     it that fit; the border's subtitle saying when the text runs past the pane's bottom; and
     :class:`RowsChanged`, posted by a pane whose text changed shape, so whatever shares out its
     height can ask :meth:`rows_wanted` again. A pane says how many rows its text takes
-    (:meth:`text_rows`) and how it scrolls (``scroll_y``)."""
+    (:meth:`text_rows`) and how many it has scrolled past (:meth:`rows_above`)."""
 
     class RowsChanged(Message):
         """The lines of ``pane``'s text changed in number or length: the rows it wants may have."""
@@ -100,10 +101,14 @@ class PaneFrame(Widget):
             self.hint_overflow()
         self._fit_title()
 
+    def rows_above(self) -> int:
+        """Rows of the text scrolled past, above the pane's top."""
+        return round(self.scroll_y)
+
     def _hint_overflow(self) -> None:
         width, height = self.content_size
         lines = self.text_rows(width) if width else 0
-        hint = "↓ more: scroll" if lines > height + self.scroll_y else ""
+        hint = "↓ more: scroll" if lines > height + self.rows_above() else ""
         if hint != self.border_subtitle:
             self.border_subtitle = hint
 
@@ -123,6 +128,8 @@ class TextPane(PaneFrame, Static):
         self._shape: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
         self._line_counts: dict[tuple[str, int, object, object, object, int | None], int] = {}
         self._to_content = TextToContent()
+        self._above = 0
+        """Wrapped rows of the shown text scrolled past (:meth:`scroll_rows`)."""
 
     def show_text(self, text: Text, headline: Text | None = None, *, quiet: bool = False) -> None:
         """Display ``text`` unless it is what the pane already shows (same size: no re-layout),
@@ -132,7 +139,7 @@ class TextPane(PaneFrame, Static):
         of it is enough (the rest scrolls)."""
         if text == self._shown and headline == self._headline and quiet == self._quiet:
             return
-        self._shown, self._headline, self._quiet = text, headline, quiet
+        self._shown, self._headline, self._quiet, self._above = text, headline, quiet, 0
         self.update(self._to_content.content(text, self.app.console, self.app.ansi_theme), layout=False)
         if self.FIXED_ROWS:
             return
@@ -141,6 +148,43 @@ class TextPane(PaneFrame, Static):
         if shape != self._shape:
             self._shape = shape
             self.post_message(self.RowsChanged(self))
+
+    def rows_above(self) -> int:
+        """Rows of the shown text scrolled past (a Static never scrolls itself: :meth:`scroll_rows`)."""
+        return self._above
+
+    def scroll_rows(self, rows: int) -> bool:
+        """Scroll the shown text by ``rows`` wrapped rows (down where positive), no further than
+        its last row at the pane's bottom; whether it moved. A new text starts at its top."""
+        width, height = self.content_size
+        if self._shown is None or not width:
+            return False
+        above = max(0, min(self._above + rows, self.text_rows(width) - height))
+        if above == self._above:
+            return False
+        self._above = above
+        shown = Text("\n").join(self._shown.wrap(self.app.console, width)[above:]) if above else self._shown
+        self.update(self._to_content.content(shown, self.app.console, self.app.ansi_theme), layout=False)
+        self.hint_overflow()
+        return True
+
+    def on_resize(self) -> None:
+        """Back to the text's top where it was scrolled (its rows were cut at the old width), then
+        as every pane."""
+        if self._above and self._shown is not None:
+            self._above = 0
+            self.update(self._to_content.content(self._shown, self.app.console, self.app.ansi_theme), layout=False)
+        super().on_resize()
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        """The wheel scrolls the text down a row (where it runs past the bottom)."""
+        if self.scroll_rows(1):
+            event.stop()
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        """The wheel scrolls the text up a row (where it is scrolled)."""
+        if self.scroll_rows(-1):
+            event.stop()
 
     def rows_wanted(self, width: int) -> PaneRows:
         """The rows the shown text takes at ``width`` columns, and its headline's (all of it

@@ -267,3 +267,36 @@ async def test_a_quiz_in_a_live_step_through_run_asks_before_the_step_is_shown()
         await until(pilot, lambda: not isinstance(app.screen, QuizScreen))
         assert app.following and len(app.quiz_flow.round.score.grades) == 1
         await pilot.press("q")
+
+
+async def test_ctrl_down_and_up_scroll_the_narration_and_its_hint_follows():
+    """At 100×30 the all-gather's narration runs past its pane: ctrl+↓ scrolls it (a Static never
+    scrolled itself, so the key did nothing), as far as its last row and no further, the "↓ more"
+    hint going once that row is in view; ctrl+↑ brings back its first row; a step back starts at
+    the top of its own text."""
+    from collviz.app.widgets.narration import NarrationPane
+    from support.screens import screen_lines
+
+    app = make_app(trace=FIXTURES / "all-gather.cvz")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.loaded)
+        await pilot.pause()
+        pane = app.screen.query_one(NarrationPane)
+        lines = screen_lines(app.export_screenshot())
+        assert any("all_gather copies every rank's" in line for line in lines)
+        assert not any("as logical movement." in line for line in lines) and pane.border_subtitle == "↓ more: scroll"
+        for _ in range(4):  # further than the text goes
+            await pilot.press("ctrl+down")
+        await pilot.pause()
+        lines = screen_lines(app.export_screenshot())
+        assert any("as logical movement." in line for line in lines)
+        assert not any("all_gather copies every rank's" in line for line in lines)
+        await until(pilot, lambda: pane.border_subtitle == "")
+        await pilot.press("ctrl+up", "ctrl+up", "ctrl+up")
+        await pilot.pause()
+        assert any("all_gather copies every rank's" in line for line in screen_lines(app.export_screenshot()))
+        await until(pilot, lambda: pane.border_subtitle == "↓ more: scroll")
+        await pilot.press("ctrl+down")
+        await pilot.press("left")
+        await pilot.pause()
+        assert pane.rows_above() == 0
